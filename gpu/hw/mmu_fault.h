@@ -18,6 +18,31 @@ enum class FaultReason : uint8_t {
   kPageReadOnly = 6,
 };
 
+// Which unit saw the fault: the index of the VM_FAULT[] record it lands in and the bit it sets in
+// PFIFO's VM_FAULT_SOURCE (0x259c). Source: envytools rnndb/memory/gf100_vm.xml GF100_VM_ENGINE.
+enum class FaultUnit : uint8_t {
+  kPgraph = 0x00,
+  kPeephole = 0x03,
+  kBar1 = 0x04,
+  kBar3 = 0x05,
+  kPsubfifo0 =
+      0x07,  // PFIFO's command fetch (GPFIFO, pushbuffers, semaphores); nouveau calls it "PFIFO"
+  kPcopy0 = 0x15,
+  kPcopy1 = 0x16,
+};
+
+// VM_FAULT[i].FLAGS client field (bits 8-12) for hub clients (bit 6 set).
+// Source: envytools rnndb/memory/gf100_vm.xml GF100_VM_HUBCLIENT.
+enum class FaultHubClient : uint8_t {
+  kPcopy0 = 0x01,
+  kPcopy1 = 0x02,
+  kDispatch = 0x04,
+  kPfifo = 0x06,
+  kBar = 0x07,
+};
+// GPC clients (bit 6 clear): GF100_VM_GPCCLIENT. TPC0_L1 is the compute units' load/store path.
+enum class FaultGpcClient : uint8_t { kTpc0L1 = 0x00 };
+
 }  // namespace gpuvm::gf100
 
 #endif  // GPUVM_GPU_HW_MMU_FAULT_H_
