@@ -1,0 +1,24 @@
+#include "hypervisor/ioreq_server.h"
+
+#include <poll.h>
+
+#include <cerrno>
+
+namespace gpuvm::hv {
+
+Result<std::optional<IoRequest>> WaitForIoreq(IoreqServer& server,
+                                              std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    GPUVM_ASSIGN_OR_RETURN(std::optional<IoRequest> request, server.Poll());
+    if (request) return request;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::optional<IoRequest>();
+    pollfd pfd{server.wait_fd(), POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) return Status::FromErrno(errno, "poll on ioreq wait fd");
+  }
+}
+
+}  // namespace gpuvm::hv

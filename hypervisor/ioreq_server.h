@@ -1,0 +1,62 @@
+// Port: an IOREQ server — the dom0 side of trapped guest accesses to an emulated device.
+//
+// The server claims a PCI function (its configuration space) and MMIO ranges of one domain; the
+// hypervisor then turns every guest access that hits them into an IoRequest on the accessing vCPU's
+// slot and blocks that vCPU until the server completes it. Ranges can be unmapped and mapped again
+// while the guest runs (its firmware or OS moves BARs through configuration-space writes).
+//
+// Xen: a standalone IOREQ server (libxendevicemodel) beside the VM's own QEMU. Local: Xen's ioreq_t
+// page in shared memory with eventfd notification (hypervisor/local/).
+//
+// Threading: one owner thread (the device model's loop) calls everything. At most one request per
+// vCPU is outstanding: Poll() does not return another request for a vCPU before Complete() answered
+// the last.
+#ifndef GPUVM_HYPERVISOR_IOREQ_SERVER_H_
+#define GPUVM_HYPERVISOR_IOREQ_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "base/status.h"
+#include "hypervisor/types.h"
+
+namespace gpuvm::hv {
+
+class IoreqServer {
+ public:
+  virtual ~IoreqServer() = default;
+
+  virtual DomainId domain() const = 0;
+  virtual uint32_t vcpu_count() const = 0;
+
+  // Configuration-space accesses to `sbdf` come to this server.
+  virtual Status MapPciDevice(const Sbdf& sbdf) = 0;
+  virtual Status UnmapPciDevice(const Sbdf& sbdf) = 0;
+  // Guest physical range [first, last] (inclusive, as Xen counts) comes to this server. Overlapping
+  // an already mapped range is AlreadyExists; unmapping a range that was not mapped is NotFound.
+  virtual Status MapMmioRange(uint64_t first, uint64_t last) = 0;
+  virtual Status UnmapMmioRange(uint64_t first, uint64_t last) = 0;
+
+  // A file descriptor that polls readable when a request may be waiting (spurious wakeups allowed).
+  virtual int wait_fd() const = 0;
+  // The next waiting request of any vCPU, or nullopt. Non-blocking. Buffered (posted) writes come
+  // first.
+  virtual Result<std::optional<IoRequest>> Poll() = 0;
+  // Answers `request` and resumes its vCPU. `read_value` is what a read returns (ignored for writes
+  // and for data_is_ptr requests, whose data the server already copied to guest memory). A no-op
+  // for buffered requests.
+  virtual Status Complete(const IoRequest& request, uint64_t read_value) = 0;
+
+  // Interrupts into the guest on behalf of the emulated device.
+  virtual Status SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool asserted) = 0;
+  virtual Status InjectMsi(uint64_t address, uint32_t data) = 0;
+};
+
+// Blocks up to `timeout` for the next request: nullopt when none arrived in time.
+Result<std::optional<IoRequest>> WaitForIoreq(IoreqServer& server,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace gpuvm::hv
+
+#endif  // GPUVM_HYPERVISOR_IOREQ_SERVER_H_
