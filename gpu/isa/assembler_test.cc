@@ -1,0 +1,74 @@
+#include "gpu/isa/assembler.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "gpu/isa/disassembler.h"
+#include "gpu/isa/random_kernel.h"
+
+namespace gpuvm::isa {
+namespace {
+
+TEST(IsaAssembler, ParsesFieldsAndFitsCounts) {
+  Result<Kernel> k = AssembleKernel(R"(
+    .shared 256
+    loop:
+      s2r.u32 r0, %tid.x             // comment
+      ld.global.a64.f32 r3, [r4+16]
+      setp.lt.u32 p2, r0, 16; add.f32 r1, r1, 1.5
+    @!p2 bra loop
+      atom.shared.cas.u32 r5, [r0-4], r6, r7
+      cvt.rni.sat.s32.f64 r8, r10
+      exit
+  )");
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->header.reg_count, 12);  // r10 is 64-bit: rows 10 and 11
+  EXPECT_EQ(k->header.pred_count, 3);
+  EXPECT_EQ(k->header.shared_bytes, 256u);
+  ASSERT_EQ(k->code.size(), 8u);
+  const Instruction& ld = k->code[1];
+  EXPECT_EQ(ld.op, Opcode::kLd);
+  EXPECT_EQ(ld.mod, static_cast<uint8_t>(Space::kGlobal) | kModAddr64);
+  EXPECT_EQ(ld.imm, 16u);
+  EXPECT_EQ(k->code[3].imm, 0x3fc00000u);
+  EXPECT_EQ(k->code[4].op, Opcode::kBra);
+  EXPECT_EQ(k->code[4].target, 0u);
+  EXPECT_TRUE(k->code[4].guard_negated);
+  EXPECT_EQ(k->code[5].imm, static_cast<uint64_t>(-4));
+  EXPECT_EQ(k->code[6].mod, static_cast<uint8_t>(Rounding::kRni) | kModSat);
+  EXPECT_EQ(k->code[6].type2, static_cast<uint8_t>(Type::kF64));
+}
+
+TEST(IsaAssembler, ErrorsNameTheLine) {
+  auto error = [](const char* text) {
+    Result<Kernel> k = AssembleKernel(text);
+    EXPECT_FALSE(k.ok()) << text;
+    return k.ok() ? std::string() : k.status().message();
+  };
+  EXPECT_NE(error("exit\nfrobnicate r1\n").find("line 2"), std::string::npos);
+  EXPECT_NE(error("add.u32 r1, r2\nexit").find("operands"), std::string::npos);
+  EXPECT_NE(error("bra nowhere").find("unknown label"), std::string::npos);
+  EXPECT_NE(error("add.f32 r1, r2, 3\nexit").find("immediate"), std::string::npos);
+  EXPECT_NE(error("ld.const.u32 r1, [r2]\nexit").find(".cN"), std::string::npos);
+  EXPECT_NE(error(".regs 2\nadd.u32 r1, r2, r3\nexit").find("registers"), std::string::npos);
+  EXPECT_NE(error("add.u32 r1, r2, r3").find("last instruction"), std::string::npos);
+}
+
+TEST(IsaAssembler, DisassemblyRoundTripsRandomKernels) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    Kernel k = RandomValidKernel(rng, 30);
+    Result<std::vector<uint8_t>> bytes = EncodeKernel(k);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    Result<Kernel> decoded = DecodeKernel(*bytes);
+    ASSERT_TRUE(decoded.ok());
+    std::string text = DisassembleKernel(*decoded);
+    Result<std::vector<uint8_t>> again = Assemble(text);
+    ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+    EXPECT_EQ(*again, *bytes) << text;
+  }
+}
+
+}  // namespace
+}  // namespace gpuvm::isa

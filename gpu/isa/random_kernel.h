@@ -1,0 +1,128 @@
+// Test support: random kernels that pass validation (for round-trip tests of the encoder,
+// disassembler and assembler). Header-only; not linked into production code.
+//
+// Threading: uses only the caller's generator.
+#ifndef GPUVM_GPU_ISA_RANDOM_KERNEL_H_
+#define GPUVM_GPU_ISA_RANDOM_KERNEL_H_
+
+#include <random>
+
+#include "gpu/isa/encoding.h"
+
+namespace gpuvm::isa {
+
+// An instruction with random fields drawn from small plausible sets, retried until it validates
+// against `header`. Branch targets are drawn below `code_size`.
+inline Instruction RandomValidInstruction(std::mt19937_64& rng, const KernelHeader& header,
+                                          uint32_t code_size) {
+  static constexpr Opcode kOps[] = {
+      Opcode::kNop,     Opcode::kMov,      Opcode::kSel,     Opcode::kS2R,  Opcode::kPack,
+      Opcode::kHi32,    Opcode::kAdd,      Opcode::kSub,     Opcode::kMul,  Opcode::kMulHi,
+      Opcode::kMulWide, Opcode::kMad,      Opcode::kMadWide, Opcode::kDiv,  Opcode::kRem,
+      Opcode::kMin,     Opcode::kMax,      Opcode::kAbs,     Opcode::kNeg,  Opcode::kAnd,
+      Opcode::kOr,      Opcode::kXor,      Opcode::kNot,     Opcode::kShl,  Opcode::kShr,
+      Opcode::kPopc,    Opcode::kClz,      Opcode::kBrev,    Opcode::kBfe,  Opcode::kBfi,
+      Opcode::kPrmt,    Opcode::kShf,      Opcode::kFma,     Opcode::kSqrt, Opcode::kRsqrt,
+      Opcode::kRcp,     Opcode::kEx2,      Opcode::kLg2,     Opcode::kSin,  Opcode::kCos,
+      Opcode::kTanh,    Opcode::kCopysign, Opcode::kTestp,   Opcode::kSetp, Opcode::kPlop,
+      Opcode::kCvt,     Opcode::kLd,       Opcode::kSt,      Opcode::kAtom, Opcode::kBar,
+      Opcode::kMembar,  Opcode::kShfl,     Opcode::kVote,    Opcode::kBra,  Opcode::kExit,
+      Opcode::kTrap};
+  auto small = [&](int n) { return static_cast<uint8_t>(rng() % n); };
+  auto reg = [&]() -> uint8_t {
+    return rng() % 8 == 0 ? kRegZero : small(header.reg_count ? header.reg_count : 1);
+  };
+  for (;;) {
+    Instruction inst;
+    inst.op = kOps[rng() % std::size(kOps)];
+    inst.type = static_cast<Type>(small(kTypeCount));
+    inst.d = reg();
+    inst.a = reg();
+    inst.b = reg();
+    inst.c = reg();
+    switch (rng() % 4) {
+      case 0:
+        inst.mod = 0;
+        break;
+      case 1:
+        inst.mod = small(16);
+        break;
+      default:
+        inst.mod = static_cast<uint8_t>(rng());
+        break;
+    }
+    inst.type2 = rng() % 2 ? 0 : small(16);
+    if (rng() % 3 == 0) {
+      inst.guard = small(header.pred_count ? header.pred_count : 1);
+      inst.guard_negated = rng() % 2;
+    }
+    inst.has_imm = rng() % 3 == 0;
+    switch (rng() % 4) {
+      case 0:
+        inst.imm = rng();
+        break;
+      case 1:
+        inst.imm = rng() & 0xffffffffu;
+        break;
+      case 2:
+        inst.imm = static_cast<uint64_t>(-static_cast<int64_t>(rng() % 100));
+        break;
+      default:
+        inst.imm = rng() % 64;
+        break;
+    }
+    // Fields whose roles often need zero: zero them half of the time.
+    if (rng() % 2) inst.c = 0;
+    if (rng() % 2) inst.b = 0;
+    if (rng() % 2) inst.d = small(header.pred_count ? header.pred_count : 1);
+    if (rng() % 2) inst.a = small(kSpecialRegCount);
+    if (inst.op == Opcode::kBra || inst.op == Opcode::kExit || inst.op == Opcode::kTrap ||
+        inst.op == Opcode::kNop || inst.op == Opcode::kBar || inst.op == Opcode::kMembar ||
+        inst.op == Opcode::kPlop || inst.op == Opcode::kPrmt || inst.op == Opcode::kShf ||
+        inst.op == Opcode::kShfl || inst.op == Opcode::kVote) {
+      if (rng() % 2) inst.type = Type::kU8;
+      if (inst.op != Opcode::kPlop && inst.op != Opcode::kShf && inst.op != Opcode::kPrmt &&
+          inst.op != Opcode::kShfl && inst.op != Opcode::kVote) {
+        inst.d = inst.a = inst.b = inst.c = 0;
+      }
+      inst.type2 = 0;
+    }
+    if (inst.op == Opcode::kShfl) {
+      inst.has_imm = true;
+      inst.imm =
+          (uint64_t{kPredTrue} << 48) | (rng() % 2 ? ((rng() % 32) | ((rng() % 32) << 32)) : 0);
+      inst.mod =
+          small(4) | (inst.imm & 0xffffffffu ? kShflBImm : 0) | (inst.imm >> 32 ? kShflCImm : 0);
+      if (inst.mod & kShflBImm) inst.b = 0;
+      if (inst.mod & kShflCImm) inst.c = 0;
+    }
+    if (!inst.has_imm) inst.imm = 0;
+    if (inst.op == Opcode::kBra) {
+      inst.has_imm = true;
+      inst.imm = 0;
+      inst.mod = 0;
+      inst.target = static_cast<uint32_t>(rng() % code_size);
+    }
+    if (ValidateInstruction(inst, header).ok()) return inst;
+  }
+}
+
+inline Kernel RandomValidKernel(std::mt19937_64& rng, int length) {
+  Kernel k;
+  k.header.reg_count = 24;
+  k.header.pred_count = 6;
+  k.header.shared_bytes = rng() % 4096;
+  k.header.local_bytes = rng() % 256;
+  k.header.param_bytes = rng() % 64;
+  for (int i = 0; i < length - 1; ++i) {
+    k.code.push_back(RandomValidInstruction(rng, k.header, static_cast<uint32_t>(length)));
+  }
+  Instruction exit;
+  exit.op = Opcode::kExit;
+  k.code.push_back(exit);
+  return k;
+}
+
+}  // namespace gpuvm::isa
+
+#endif  // GPUVM_GPU_ISA_RANDOM_KERNEL_H_
