@@ -1,0 +1,81 @@
+#include "scheduler/usage_history.h"
+
+#include <algorithm>
+
+namespace gpuvm::sched {
+namespace {
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+}  // namespace
+
+UsageHistory::UsageHistory(Duration bucket, Duration horizon)
+    : bucket_(bucket.count() > 0 ? bucket : Duration(1)),
+      horizon_(std::max(horizon, bucket_)),
+      ring_(static_cast<size_t>(horizon_.count() / bucket_.count()) + 2) {}
+
+int64_t UsageHistory::BucketOf(TimePoint t) const {
+  return FloorDiv(t.time_since_epoch().count(), bucket_.count());
+}
+
+UsageHistory::Bucket& UsageHistory::Slot(int64_t index) {
+  const auto size = static_cast<int64_t>(ring_.size());
+  Bucket& b = ring_[static_cast<size_t>(((index % size) + size) % size)];
+  if (b.index != index) {
+    b.index = index;
+    b.used_ns = 0;
+  }
+  return b;
+}
+
+const UsageHistory::Bucket* UsageHistory::Find(int64_t index) const {
+  const auto size = static_cast<int64_t>(ring_.size());
+  const Bucket& b = ring_[static_cast<size_t>(((index % size) + size) % size)];
+  return b.index == index ? &b : nullptr;
+}
+
+void UsageHistory::Add(TimePoint start, TimePoint end) {
+  if (end <= start) return;
+  // Only the horizon matters; also never write a bucket so old that it would evict a newer one.
+  start = std::max(start, end - horizon_);
+  if (newest_ >= 0) {
+    const int64_t oldest_kept = newest_ - static_cast<int64_t>(ring_.size()) + 1;
+    start = std::max(start, TimePoint(Duration(oldest_kept * bucket_.count())));
+    if (end <= start) return;
+  }
+  const int64_t width = bucket_.count();
+  int64_t t = start.time_since_epoch().count();
+  const int64_t stop = end.time_since_epoch().count();
+  while (t < stop) {
+    const int64_t index = FloorDiv(t, width);
+    const int64_t bucket_end = (index + 1) * width;
+    const int64_t piece_end = std::min(bucket_end, stop);
+    Slot(index).used_ns += piece_end - t;
+    newest_ = std::max(newest_, index);
+    t = piece_end;
+  }
+}
+
+Duration UsageHistory::UsedWithin(TimePoint now, Duration window) const {
+  window = std::min(window, horizon_);
+  if (window.count() <= 0) return Duration(0);
+  const int64_t width = bucket_.count();
+  const int64_t from = (now - window).time_since_epoch().count();
+  const int64_t to = now.time_since_epoch().count();
+  double used = 0;
+  for (int64_t index = FloorDiv(from, width); index * width < to; ++index) {
+    const Bucket* b = Find(index);
+    if (b == nullptr || b->used_ns == 0) continue;
+    const int64_t lo = std::max(from, index * width);
+    const int64_t hi = std::min(to, (index + 1) * width);
+    if (hi <= lo) continue;
+    used +=
+        static_cast<double>(b->used_ns) * static_cast<double>(hi - lo) / static_cast<double>(width);
+  }
+  return Duration(static_cast<int64_t>(used + 0.5));
+}
+
+}  // namespace gpuvm::sched

@@ -1,0 +1,54 @@
+// GPU time used by one VM over the recent past, so the operator can ask "how much of the GPU did
+// this VM get in the last 100 ms / 500 ms / 10 s" without the scheduler keeping every interval.
+//
+// Busy intervals are spread over fixed-width buckets in a ring that covers the longest window. A
+// query sums the buckets inside the window and a proportional part of the two edge buckets,
+// assuming use was spread evenly inside a bucket; the error is therefore at most one bucket width
+// per edge (1 ms buckets: at most 2 % of a 100 ms window). The simulator measures fairness from
+// exact intervals instead (sim/fairness.h).
+//
+// Threading: a value type with no locking; its owner (the Scheduler) serializes access.
+#ifndef GPUVM_SCHEDULER_USAGE_HISTORY_H_
+#define GPUVM_SCHEDULER_USAGE_HISTORY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/clock.h"
+
+namespace gpuvm::sched {
+
+class UsageHistory {
+ public:
+  // `bucket` > 0 and `horizon` >= `bucket` (the Scheduler passes constants that satisfy this).
+  UsageHistory(Duration bucket, Duration horizon);
+
+  // Records that the VM used the GPU during [start, end). Parts older than the horizon are dropped;
+  // an empty or reversed interval is ignored.
+  void Add(TimePoint start, TimePoint end);
+
+  // GPU time used within [now - window, now). A window longer than the horizon is cut to the
+  // horizon.
+  Duration UsedWithin(TimePoint now, Duration window) const;
+
+  Duration horizon() const { return horizon_; }
+
+ private:
+  struct Bucket {
+    int64_t index = -1;  // absolute bucket number (time / bucket width); -1: never used
+    int64_t used_ns = 0;
+  };
+
+  int64_t BucketOf(TimePoint t) const;
+  Bucket& Slot(int64_t index);
+  const Bucket* Find(int64_t index) const;
+
+  Duration bucket_;
+  Duration horizon_;
+  std::vector<Bucket> ring_;
+  int64_t newest_ = -1;  // highest bucket index written so far
+};
+
+}  // namespace gpuvm::sched
+
+#endif  // GPUVM_SCHEDULER_USAGE_HISTORY_H_
