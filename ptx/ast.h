@@ -243,6 +243,7 @@ struct Relocation {
   bool is_function =
       false;  // the target is Module::functions[index] (a function pointer), else globals[index]
   uint32_t index = 0;
+  int64_t addend = 0;  // `x+8`: added to the target's address
 };
 
 struct Variable {
@@ -348,7 +349,7 @@ struct Operand {
   uint64_t imm_bits = 0;
   AddressBase base = AddressBase::kNone;  // kAddress
   Symbol symbol;                          // kSymbol, kAddress with base kSymbol
-  int64_t offset = 0;                     // kAddress: byte offset added to the base
+  int64_t offset = 0;                     // kAddress, kSymbol: byte offset added to the base
   uint32_t label = 0;                     // kLabel
   std::vector<Operand> elements;          // kVector (2 or 4 elements; never nested)
 
