@@ -30,8 +30,8 @@ constexpr uint64_t kU32 = Bit(T::kU32);
 constexpr uint64_t kB32 = Bit(T::kB32);
 constexpr uint64_t kF32 = Bit(T::kF32);
 // Everything a register can hold that moves through memory (ld/st): no predicates, no 128-bit.
-constexpr uint64_t kMemTypes = Bit(T::kB8) | kB16_64 | kInt8 | kInt16_64 | kHalf |
-                               Bit(T::kF16x2) | Bit(T::kBF16x2) | kF32_64;
+constexpr uint64_t kMemTypes =
+    Bit(T::kB8) | kB16_64 | kInt8 | kInt16_64 | kHalf | Bit(T::kF16x2) | Bit(T::kBF16x2) | kF32_64;
 constexpr uint64_t kCvtTypes = kInt8 | kInt16_64 | kHalf | kF32_64;
 constexpr uint64_t kCompareTypes = kB16_64 | kInt16_64 | kF32_64;
 constexpr uint64_t kMovTypes = kPredT | kB16_64 | kInt16_64 | kF32_64;
@@ -103,8 +103,8 @@ constexpr std::array kOpcodes = {
                Bit(T::kS32) | kF32, false},
     OpcodeInfo{"mov", Opcode::kMov, 0, 0, kMovTypes, 0, false},
     OpcodeInfo{"cvt", Opcode::kCvt, kGRound, kFlagFtz | kFlagSat, kCvtTypes, kCvtTypes, false},
-    OpcodeInfo{"cvta", Opcode::kCvta, Group(ModGroup::kSpace), kFlagTo,
-               Bit(T::kU32) | Bit(T::kU64), 0, false},
+    OpcodeInfo{"cvta", Opcode::kCvta, Group(ModGroup::kSpace), kFlagTo, Bit(T::kU32) | Bit(T::kU64),
+               0, false},
     OpcodeInfo{"ld", Opcode::kLd, kGMem, kFlagNc | kFlagCacheHint, kMemTypes, 0, false},
     OpcodeInfo{"ldu", Opcode::kLdu, Group(ModGroup::kSpace) | Group(ModGroup::kVector), 0,
                kMemTypes, 0, false},
@@ -373,23 +373,36 @@ std::string ApplyModifier(const OpcodeInfo& info, std::string_view word, Instruc
     }
     if ((info.groups & Group(m->group)) == 0) continue;
     switch (m->group) {
-      case ModGroup::kSpace: return SetOnce(&inst->space, value, word);
+      case ModGroup::kSpace:
+        return SetOnce(&inst->space, value, word);
       case ModGroup::kVector:
         if (inst->vector != 1) return "duplicate vector modifier " + Quote(word);
         inst->vector = static_cast<uint8_t>(value);
         return "";
-      case ModGroup::kRounding: return SetOnce(&inst->rounding, value, word);
-      case ModGroup::kCompare: return SetOnce(&inst->compare, value, word);
-      case ModGroup::kBoolOp: return SetOnce(&inst->bool_op, value, word);
-      case ModGroup::kAtomic: return SetOnce(&inst->atomic_op, value, word);
-      case ModGroup::kMulMode: return SetOnce(&inst->mul_mode, value, word);
-      case ModGroup::kShuffle: return SetOnce(&inst->shuffle, value, word);
-      case ModGroup::kVote: return SetOnce(&inst->vote, value, word);
-      case ModGroup::kPermute: return SetOnce(&inst->permute, value, word);
-      case ModGroup::kTest: return SetOnce(&inst->test, value, word);
-      case ModGroup::kOrder: return SetOnce(&inst->order, value, word);
-      case ModGroup::kScope: return SetOnce(&inst->scope, value, word);
-      case ModGroup::kCache: return SetOnce(&inst->cache, value, word);
+      case ModGroup::kRounding:
+        return SetOnce(&inst->rounding, value, word);
+      case ModGroup::kCompare:
+        return SetOnce(&inst->compare, value, word);
+      case ModGroup::kBoolOp:
+        return SetOnce(&inst->bool_op, value, word);
+      case ModGroup::kAtomic:
+        return SetOnce(&inst->atomic_op, value, word);
+      case ModGroup::kMulMode:
+        return SetOnce(&inst->mul_mode, value, word);
+      case ModGroup::kShuffle:
+        return SetOnce(&inst->shuffle, value, word);
+      case ModGroup::kVote:
+        return SetOnce(&inst->vote, value, word);
+      case ModGroup::kPermute:
+        return SetOnce(&inst->permute, value, word);
+      case ModGroup::kTest:
+        return SetOnce(&inst->test, value, word);
+      case ModGroup::kOrder:
+        return SetOnce(&inst->order, value, word);
+      case ModGroup::kScope:
+        return SetOnce(&inst->scope, value, word);
+      case ModGroup::kCache:
+        return SetOnce(&inst->cache, value, word);
       case ModGroup::kType:
       case ModGroup::kFlag:
         break;
@@ -435,7 +448,8 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
         if (has(kFlagCc) && (TypeSize(type) < 4)) return "'.cc' needs a 32- or 64-bit type";
       } else {
         if (has(kFlagCc)) return "'.cc' needs an integer type";
-        if (rnd != Rounding::kNone && !IsFloatRounding(rnd)) return "rounding must be .rn/.rz/.rm/.rp";
+        if (rnd != Rounding::kNone && !IsFloatRounding(rnd))
+          return "rounding must be .rn/.rz/.rm/.rp";
         if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
         return ftz_only_f32();
       }
@@ -445,9 +459,10 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       if (is_int) {
         if (inst.mul_mode == MulMode::kNone) return "integer mul/mad needs .lo, .hi or .wide";
         if (rnd != Rounding::kNone || has(kFlagFtz)) return "rounding/.ftz need a float type";
-        if (inst.mul_mode == MulMode::kWide && TypeSize(type) > 4) return "'.wide' needs a 16/32-bit type";
-        if (has(kFlagSat) && !(inst.opcode == Opcode::kMad && inst.mul_mode == MulMode::kHi &&
-                               type == T::kS32)) {
+        if (inst.mul_mode == MulMode::kWide && TypeSize(type) > 4)
+          return "'.wide' needs a 16/32-bit type";
+        if (has(kFlagSat) &&
+            !(inst.opcode == Opcode::kMad && inst.mul_mode == MulMode::kHi && type == T::kS32)) {
           return "'.sat' on integer mul/mad needs mad.hi.s32";
         }
         if (has(kFlagCc) && (inst.mul_mode == MulMode::kWide || TypeSize(type) < 4)) {
@@ -456,7 +471,8 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       } else {
         if (inst.mul_mode != MulMode::kNone) return "'.lo/.hi/.wide' need an integer type";
         if (has(kFlagCc)) return "'.cc' needs an integer type";
-        if (rnd != Rounding::kNone && !IsFloatRounding(rnd)) return "rounding must be .rn/.rz/.rm/.rp";
+        if (rnd != Rounding::kNone && !IsFloatRounding(rnd))
+          return "rounding must be .rn/.rz/.rm/.rp";
         if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
         return ftz_only_f32();
       }
@@ -477,10 +493,12 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       } else if (type == T::kF32) {
         int modes = (rnd != Rounding::kNone) + has(kFlagApprox) + has(kFlagFull);
         if (modes != 1) return "div.f32 needs exactly one of .approx, .full, .rn/.rz/.rm/.rp";
-        if (rnd != Rounding::kNone && !IsFloatRounding(rnd)) return "rounding must be .rn/.rz/.rm/.rp";
+        if (rnd != Rounding::kNone && !IsFloatRounding(rnd))
+          return "rounding must be .rn/.rz/.rm/.rp";
       } else {
         if (!IsFloatRounding(rnd)) return "div.f64 needs .rn/.rz/.rm/.rp";
-        if (has(kFlagApprox | kFlagFull | kFlagFtz)) return "'.approx/.full/.ftz' are only valid with .f32";
+        if (has(kFlagApprox | kFlagFull | kFlagFtz))
+          return "'.approx/.full/.ftz' are only valid with .f32";
       }
       return "";
     case Opcode::kAbs:
@@ -495,8 +513,10 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       return ftz_only_f32();
     case Opcode::kRcp:
     case Opcode::kSqrt:
-      if (has(kFlagApprox) == (rnd != Rounding::kNone)) return "needs exactly one of .approx or .rn/.rz/.rm/.rp";
-      if (rnd != Rounding::kNone && !IsFloatRounding(rnd)) return "rounding must be .rn/.rz/.rm/.rp";
+      if (has(kFlagApprox) == (rnd != Rounding::kNone))
+        return "needs exactly one of .approx or .rn/.rz/.rm/.rp";
+      if (rnd != Rounding::kNone && !IsFloatRounding(rnd))
+        return "rounding must be .rn/.rz/.rm/.rp";
       if (type == T::kF64 && has(kFlagApprox)) {
         if (inst.opcode == Opcode::kSqrt) return "sqrt.f64 has no .approx form";
         if (!has(kFlagFtz)) return "rcp.approx.f64 needs .ftz";
@@ -539,7 +559,8 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
     case Opcode::kCvt: {
       const bool src_float = IsFloatType(type2);
       const bool dst_float = IsFloatType(type);
-      if (has(kFlagFtz) && type != T::kF32 && type2 != T::kF32) return "'.ftz' needs an .f32 operand";
+      if (has(kFlagFtz) && type != T::kF32 && type2 != T::kF32)
+        return "'.ftz' needs an .f32 operand";
       if (!src_float && !dst_float) {
         if (rnd != Rounding::kNone) return "integer-to-integer cvt takes no rounding";
       } else if (!src_float && dst_float) {
@@ -570,11 +591,12 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       if (!ld && inst.space == StateSpace::kConst) return "cannot store to .const";
       if (has(kFlagNc) && (inst.space != StateSpace::kGlobal)) return "'.nc' needs .global";
       const MemoryOrder o = inst.order;
-      if (o == MemoryOrder::kAcqRel || o == MemoryOrder::kSc) return "invalid memory order for ld/st";
+      if (o == MemoryOrder::kAcqRel || o == MemoryOrder::kSc)
+        return "invalid memory order for ld/st";
       if (ld && o == MemoryOrder::kRelease) return "ld cannot be .release";
       if (!ld && o == MemoryOrder::kAcquire) return "st cannot be .acquire";
-      const bool strong = o == MemoryOrder::kRelaxed || o == MemoryOrder::kAcquire ||
-                          o == MemoryOrder::kRelease;
+      const bool strong =
+          o == MemoryOrder::kRelaxed || o == MemoryOrder::kAcquire || o == MemoryOrder::kRelease;
       if (strong != (inst.scope != MemoryScope::kNone)) {
         return "'.relaxed/.acquire/.release' need a scope, and only they take one";
       }
@@ -582,18 +604,21 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
         return "'.nc' cannot be combined with a memory order";
       }
       const CacheOp cop = inst.cache;
-      if (ld && (cop == CacheOp::kWb || cop == CacheOp::kWt)) return "'.wb/.wt' are store cache ops";
+      if (ld && (cop == CacheOp::kWb || cop == CacheOp::kWt))
+        return "'.wb/.wt' are store cache ops";
       if (!ld && (cop == CacheOp::kCa || cop == CacheOp::kLu || cop == CacheOp::kCv)) {
         return "'.ca/.lu/.cv' are load cache ops";
       }
-      if (inst.vector != 1 && TypeSize(type) * inst.vector > 16) return "vector access wider than 16 bytes";
+      if (inst.vector != 1 && TypeSize(type) * inst.vector > 16)
+        return "vector access wider than 16 bytes";
       return "";
     }
     case Opcode::kLdu:
       if (inst.space != StateSpace::kNone && inst.space != StateSpace::kGlobal) {
         return "ldu is only valid on .global or generic addresses";
       }
-      if (inst.vector != 1 && TypeSize(type) * inst.vector > 16) return "vector access wider than 16 bytes";
+      if (inst.vector != 1 && TypeSize(type) * inst.vector > 16)
+        return "vector access wider than 16 bytes";
       return "";
     case Opcode::kPrefetch:
       if (inst.space != StateSpace::kNone && inst.space != StateSpace::kGlobal &&
@@ -656,7 +681,8 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       const int kinds = has(kFlagSync) + has(kFlagArrive) + has(kFlagRed);
       if (has(kFlagWarp)) {
         if (!has(kFlagSync) || kinds != 1) return "bar.warp needs .sync";
-        if (type != T::kNone || inst.atomic_op != AtomicOp::kNone) return "bar.warp.sync takes no type";
+        if (type != T::kNone || inst.atomic_op != AtomicOp::kNone)
+          return "bar.warp.sync takes no type";
         return "";
       }
       if (kinds != 1) return "needs exactly one of .sync, .arrive or .red";
@@ -733,7 +759,7 @@ constexpr uint16_t kSrc = kReg | kImm | kSreg;
 
 struct Slot {
   uint16_t accept;
-  T type;            // kNone: any
+  T type;  // kNone: any
   bool relaxed = false;
   bool dest = false;
   bool optional = false;
@@ -751,24 +777,36 @@ Slot Opt(Slot s) {
 
 T Wide(T t) {
   switch (t) {
-    case T::kU16: return T::kU32;
-    case T::kS16: return T::kS32;
-    case T::kU32: return T::kU64;
-    case T::kS32: return T::kS64;
-    case T::kB16: return T::kB32;
-    case T::kB32: return T::kB64;
-    default: return t;
+    case T::kU16:
+      return T::kU32;
+    case T::kS16:
+      return T::kS32;
+    case T::kU32:
+      return T::kU64;
+    case T::kS32:
+      return T::kS64;
+    case T::kB16:
+      return T::kB32;
+    case T::kB32:
+      return T::kB64;
+    default:
+      return t;
   }
 }
 
 // Integer/bit type of `bytes` bytes (for vector elements of mov).
 T BitsOfSize(uint32_t bytes) {
   switch (bytes) {
-    case 1: return T::kB8;
-    case 2: return T::kB16;
-    case 4: return T::kB32;
-    case 8: return T::kB64;
-    default: return T::kNone;
+    case 1:
+      return T::kB8;
+    case 2:
+      return T::kB16;
+    case 4:
+      return T::kB32;
+    case 8:
+      return T::kB64;
+    default:
+      return T::kNone;
   }
 }
 
@@ -940,16 +978,26 @@ void Signature(const Instruction& inst, std::vector<Slot>* out) {
 
 std::string KindName(OperandKind kind) {
   switch (kind) {
-    case OperandKind::kRegister: return "a register";
-    case OperandKind::kRegisterPair: return "a register pair";
-    case OperandKind::kSink: return "'_'";
-    case OperandKind::kSpecial: return "a special register";
-    case OperandKind::kImmediate: return "an immediate";
-    case OperandKind::kAddress: return "an address";
-    case OperandKind::kSymbol: return "a symbol";
-    case OperandKind::kLabel: return "a label";
-    case OperandKind::kVector: return "a vector";
-    case OperandKind::kNone: break;
+    case OperandKind::kRegister:
+      return "a register";
+    case OperandKind::kRegisterPair:
+      return "a register pair";
+    case OperandKind::kSink:
+      return "'_'";
+    case OperandKind::kSpecial:
+      return "a special register";
+    case OperandKind::kImmediate:
+      return "an immediate";
+    case OperandKind::kAddress:
+      return "an address";
+    case OperandKind::kSymbol:
+      return "a symbol";
+    case OperandKind::kLabel:
+      return "a label";
+    case OperandKind::kVector:
+      return "a vector";
+    case OperandKind::kNone:
+      break;
   }
   return "nothing";
 }
@@ -959,7 +1007,8 @@ std::string TypeMismatch(const Register& reg, T want, int index) {
          std::string(TypeName(reg.type)) + ", expected ." + std::string(TypeName(want));
 }
 
-// Checks an immediate against the slot type: integers must fit, floats need a float or same-size bit slot.
+// Checks an immediate against the slot type: integers must fit, floats need a float or same-size
+// bit slot.
 std::string CheckImmediate(const Operand& op, T want, int index) {
   const std::string where = "operand " + std::to_string(index + 1) + ": ";
   if (want == T::kPred) return where + "a predicate cannot be an immediate";
@@ -1004,7 +1053,8 @@ std::string CheckAddress(const Module& module, const Function& f, const Instruct
       return where + "address register " + r.name + " must be a 32- or 64-bit integer";
     }
   } else if (op.base == AddressBase::kSymbol) {
-    if (op.symbol.kind == Symbol::Kind::kFunction) return where + "a function is not a data address";
+    if (op.symbol.kind == Symbol::Kind::kFunction)
+      return where + "a function is not a data address";
     const Variable* var = ResolveVariable(module, f, op.symbol);
     if (var == nullptr) return "internal: symbol index out of range";
     if (inst.space != StateSpace::kNone && var->space != inst.space) {
@@ -1066,9 +1116,7 @@ std::string CheckOperands(const Module& module, const Function& function, const 
     const Operand& op = inst.operands[i];
     const int index = static_cast<int>(i);
     const std::string where = "operand " + std::to_string(i + 1) + ": ";
-    auto reject = [&]() {
-      return where + KindName(op.kind) + " is not valid here";
-    };
+    auto reject = [&]() { return where + KindName(op.kind) + " is not valid here"; };
     switch (op.kind) {
       case OperandKind::kRegister: {
         if ((slot.accept & kReg) == 0) return reject();
@@ -1141,8 +1189,9 @@ std::string CheckOperands(const Module& module, const Function& function, const 
           return where + "expected a vector of " + std::to_string(inst.vector) + " elements, got " +
                  std::to_string(n);
         }
-        std::string err = CheckVector(function, inst, op, elem,
-                                      slot.relaxed || inst.opcode == Opcode::kMov, slot.dest, index);
+        std::string err =
+            CheckVector(function, inst, op, elem, slot.relaxed || inst.opcode == Opcode::kMov,
+                        slot.dest, index);
         if (!err.empty()) return err;
         break;
       }
@@ -1174,8 +1223,7 @@ std::string CheckCall(const Module& module, const Function& function, const Inst
   }
   for (size_t i = 0; i < inst.operands.size(); ++i) {
     const Operand& op = inst.operands[i];
-    const Variable& formal =
-        i < results ? callee.returns[i] : callee.params[i - results];
+    const Variable& formal = i < results ? callee.returns[i] : callee.params[i - results];
     if (op.kind != OperandKind::kSymbol || op.symbol.kind == Symbol::Kind::kFunction) {
       return "call operand " + std::to_string(i + 1) + " must be a .param variable";
     }

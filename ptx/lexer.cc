@@ -8,9 +8,7 @@ namespace gpuvm::ptx {
 namespace {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsHexDigit(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHexDigit(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 // PTX "followsym": [a-zA-Z0-9_$].
 bool IsFollowChar(char c) { return IsAlpha(c) || IsDigit(c) || c == '_' || c == '$'; }
@@ -107,8 +105,8 @@ Token Lexer::Lex() {
     return token;
   }
 
-  // Dot-words: `.word`, with `::`-joined parts (`.shared::cta`, `.L2::64B`). A dot followed by a digit
-  // starts a decimal float (`.5`).
+  // Dot-words: `.word`, with `::`-joined parts (`.shared::cta`, `.L2::64B`). A dot followed by a
+  // digit starts a decimal float (`.5`).
   if (c == '.') {
     if (pos_ + 1 < text_.size() && IsDigit(text_[pos_ + 1])) return LexNumber();
     ++pos_;
@@ -167,8 +165,8 @@ Token Lexer::LexNumber() {
   auto rest = [&](size_t i) { return i < text_.size() ? text_[i] : '\0'; };
 
   // Hexadecimal float bit patterns: 0fXXXXXXXX (f32) and 0dXXXXXXXXXXXXXXXX (f64).
-  if (rest(pos_) == '0' && (rest(pos_ + 1) == 'f' || rest(pos_ + 1) == 'F' || rest(pos_ + 1) == 'd' ||
-                            rest(pos_ + 1) == 'D')) {
+  if (rest(pos_) == '0' && (rest(pos_ + 1) == 'f' || rest(pos_ + 1) == 'F' ||
+                            rest(pos_ + 1) == 'd' || rest(pos_ + 1) == 'D')) {
     const bool is_double = rest(pos_ + 1) == 'd' || rest(pos_ + 1) == 'D';
     const size_t digits = is_double ? 16 : 8;
     size_t i = pos_ + 2;
@@ -192,11 +190,12 @@ Token Lexer::LexNumber() {
     return token;
   }
 
-  // Find the extent: digits/letters/dots, and a sign right after an exponent 'e' of a decimal float.
+  // Find the extent: digits/letters/dots, and a sign right after an exponent 'e' of a decimal
+  // float.
   size_t end = pos_;
   bool has_dot = false, has_exp = false;
   const bool is_prefixed = rest(pos_) == '0' && (rest(pos_ + 1) == 'x' || rest(pos_ + 1) == 'X' ||
-                                                   rest(pos_ + 1) == 'b' || rest(pos_ + 1) == 'B');
+                                                 rest(pos_ + 1) == 'b' || rest(pos_ + 1) == 'B');
   while (end < text_.size()) {
     char ch = text_[end];
     if (IsFollowChar(ch)) {

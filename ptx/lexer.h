@@ -1,11 +1,13 @@
-// The PTX lexer: turns PTX text into tokens on demand (one token of lookahead), tracking line numbers.
-// Internal to the PTX front end (ptx/parser.cc); the AST (ptx/ast.h) is the public contract.
+// The PTX lexer: turns PTX text into tokens on demand (one token of lookahead), tracking line
+// numbers. Internal to the PTX front end (ptx/parser.cc); the AST (ptx/ast.h) is the public
+// contract.
 //
-// Tokens: identifiers (`add`, `%r1`, `$L__BB0_1`, `_Z3fooi`), dot-words (`.reg`, `.u32`, `.L2::64B`; the
-// text excludes the dot), integers (decimal, 0x hex, 0 octal, 0b binary, optional U suffix), floating
-// literals (0fXXXXXXXX, 0dXXXXXXXXXXXXXXXX, decimal 1.5e3), strings ("..."), single-character punctuation.
-// Comments (// and /* */) and whitespace are skipped. A malformed token becomes a kError token whose text
-// is the reason; the lexer never reads past the end of its input.
+// Tokens: identifiers (`add`, `%r1`, `$L__BB0_1`, `_Z3fooi`), dot-words (`.reg`, `.u32`,
+// `.L2::64B`; the text excludes the dot), integers (decimal, 0x hex, 0 octal, 0b binary, optional U
+// suffix), floating literals (0fXXXXXXXX, 0dXXXXXXXXXXXXXXXX, decimal 1.5e3), strings ("..."),
+// single-character punctuation. Comments (// and /* */) and whitespace are skipped. A malformed
+// token becomes a kError token whose text is the reason; the lexer never reads past the end of its
+// input.
 //
 // Threading: one lexer per parse; not shared.
 #ifndef GPUVM_PTX_LEXER_H_
@@ -23,10 +25,10 @@ enum class TokenKind : uint8_t {
   kError,       // text: what is wrong
   kIdentifier,  // text: the name
   kDotWord,     // text: the word after the dot
-  kInteger,     // int_value (the magnitude as written; a leading '-' is a separate punctuation token)
-  kFloat,       // float_kind + float_bits (see ImmKind in ptx/ast.h)
-  kString,      // text: the contents without quotes (escapes are not interpreted)
-  kPunct,       // punct: one of , ; : { } [ ] ( ) + - ! @ | < > = ~ * / & ^ %
+  kInteger,  // int_value (the magnitude as written; a leading '-' is a separate punctuation token)
+  kFloat,    // float_kind + float_bits (see ImmKind in ptx/ast.h)
+  kString,   // text: the contents without quotes (escapes are not interpreted)
+  kPunct,    // punct: one of , ; : { } [ ] ( ) + - ! @ | < > = ~ * / & ^ %
 };
 
 struct Token {
@@ -40,7 +42,9 @@ struct Token {
   bool unsigned_suffix = false;  // integer written with a U suffix
 
   bool Is(char c) const { return kind == TokenKind::kPunct && punct == c; }
-  bool IsDotWord(std::string_view word) const { return kind == TokenKind::kDotWord && text == word; }
+  bool IsDotWord(std::string_view word) const {
+    return kind == TokenKind::kDotWord && text == word;
+  }
 };
 
 class Lexer {
@@ -49,7 +53,8 @@ class Lexer {
 
   const Token& Peek() const { return current_; }
   Token Next();
-  // Discards every remaining token on `line` (for .loc/.file, which end at a newline instead of ';').
+  // Discards every remaining token on `line` (for .loc/.file, which end at a newline instead of
+  // ';').
   void SkipRestOfLine(uint32_t line);
 
  private:

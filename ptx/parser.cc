@@ -37,8 +37,8 @@ struct Scope {
   std::unordered_map<std::string_view, uint64_t> min_numbered;
 };
 
-// Splits "%rd12" into ("%rd", 12). False when the name does not end in a canonical number (no leading
-// zero, at most 9 digits).
+// Splits "%rd12" into ("%rd", 12). False when the name does not end in a canonical number (no
+// leading zero, at most 9 digits).
 bool SplitNumbered(std::string_view name, std::string_view* prefix, uint64_t* number) {
   size_t digits = 0;
   while (digits < name.size() && name[name.size() - 1 - digits] >= '0' &&
@@ -123,10 +123,14 @@ class Parser {
   }
   static std::string Describe(const Token& t) {
     switch (t.kind) {
-      case TokenKind::kEnd: return "end of input";
-      case TokenKind::kDotWord: return "'." + std::string(t.text) + "'";
-      case TokenKind::kString: return "a string";
-      default: return "'" + std::string(t.text) + "'";
+      case TokenKind::kEnd:
+        return "end of input";
+      case TokenKind::kDotWord:
+        return "'." + std::string(t.text) + "'";
+      case TokenKind::kString:
+        return "a string";
+      default:
+        return "'" + std::string(t.text) + "'";
     }
   }
   Status Expect(char punct, std::string_view context) {
@@ -219,8 +223,8 @@ class Parser {
       return Error(t.line, "expected a version like 9.0 after .version");
     }
     if (major > 9) {
-      return Unsupported(t.line, "PTX ISA version " + std::string(text) +
-                                     " is newer than the supported 9.x");
+      return Unsupported(
+          t.line, "PTX ISA version " + std::string(text) + " is newer than the supported 9.x");
     }
     module_.version_major = major;
     module_.version_minor = minor;
@@ -296,7 +300,7 @@ class Parser {
     Token t = first;
     Linkage linkage = Linkage::kNone;
     if (t.text == "visible" || t.text == "extern" || t.text == "weak" || t.text == "common") {
-      linkage = t.text == "visible" ? Linkage::kVisible
+      linkage = t.text == "visible"  ? Linkage::kVisible
                 : t.text == "extern" ? Linkage::kExtern
                 : t.text == "weak"   ? Linkage::kWeak
                                      : Linkage::kCommon;
@@ -309,8 +313,8 @@ class Parser {
     if (word == "entry" || word == "func") return ParseFunction(t, word == "entry", linkage);
     if (word == "global" || word == "shared" || word == "const") {
       if (linkage == Linkage::kExtern && word != "shared") {
-        return Unsupported(t.line, "external ." + std::string(word) +
-                                       " variables are not supported (no linker)");
+        return Unsupported(
+            t.line, "external ." + std::string(word) + " variables are not supported (no linker)");
       }
       StateSpace space = word == "global"   ? StateSpace::kGlobal
                          : word == "shared" ? StateSpace::kShared
@@ -319,8 +323,8 @@ class Parser {
     }
     if (word == "tex" || word == "surf" || word == "sampler" || word == "texref" ||
         word == "samplerref" || word == "surfref") {
-      return Unsupported(t.line, "textures and surfaces (." + std::string(word) +
-                                     ") are not supported");
+      return Unsupported(t.line,
+                         "textures and surfaces (." + std::string(word) + ") are not supported");
     }
     if (word == "local") {
       return Unsupported(t.line, "module-scope .local variables are not supported");
@@ -340,7 +344,8 @@ class Parser {
     bool ptr = false;
   };
 
-  // The dot-words between the state space and the name: .align N, .v2/.v4, the type, and for parameters
+  // The dot-words between the state space and the name: .align N, .v2/.v4, the type, and for
+  // parameters
   // `.ptr [.space] [.align N]`.
   Status ParseAttributes(const Token& start, bool is_param, DeclAttributes* out) {
     while (Peek().kind == TokenKind::kDotWord) {
@@ -371,7 +376,8 @@ class Parser {
         if (type == ScalarType::kNone) {
           return Error(t.line, "unexpected '." + std::string(w) + "' in a declaration");
         }
-        if (out->type != ScalarType::kNone) return Error(t.line, "more than one type in a declaration");
+        if (out->type != ScalarType::kNone)
+          return Error(t.line, "more than one type in a declaration");
         out->type = type;
       }
     }
@@ -442,8 +448,10 @@ class Parser {
     return Status::Ok();
   }
 
-  // Variables of .global/.shared/.const (module or function scope), .local and .param (function scope).
-  Status ParseVariables(const Token& directive, StateSpace space, Linkage linkage, bool in_function) {
+  // Variables of .global/.shared/.const (module or function scope), .local and .param (function
+  // scope).
+  Status ParseVariables(const Token& directive, StateSpace space, Linkage linkage,
+                        bool in_function) {
     DeclAttributes attrs;
     GPUVM_RETURN_IF_ERROR(ParseAttributes(directive, /*is_param=*/false, &attrs));
     if (attrs.type == ScalarType::kPred) return Error(directive.line, "a variable cannot be .pred");
@@ -474,7 +482,8 @@ class Parser {
           return Error(name.line, "array '" + var.name + "' needs a size");
         }
         if (var.dims.size() > 1) {
-          return Unsupported(name.line, "multi-dimensional .extern .shared arrays are not supported");
+          return Unsupported(name.line,
+                             "multi-dimensional .extern .shared arrays are not supported");
         }
       }
       GPUVM_RETURN_IF_ERROR(CountVariable(name.line));
@@ -508,8 +517,8 @@ class Parser {
     return Status::Ok();
   }
 
-  // Initializer: scalars (integers, floats, `name`, `name+N`, `generic(name)`) in braces nested to any
-  // depth up to 8, flattened in order.
+  // Initializer: scalars (integers, floats, `name`, `name+N`, `generic(name)`) in braces nested to
+  // any depth up to 8, flattened in order.
   Status ParseInitializer(Variable* var) {
     if (var->ElementSize() == 0) return Error(var->line, "initializer for an untyped variable");
     if (IsFloatType(var->type) && TypeSize(var->type) < 4) {
@@ -613,13 +622,13 @@ class Parser {
     uint64_t bits = 0;
     if (var->type == ScalarType::kF32) {
       bits = value.imm_kind == ImmKind::kF32 ? value.imm_bits
-                                              : std::bit_cast<uint32_t>(value.ImmAsFloat());
+                                             : std::bit_cast<uint32_t>(value.ImmAsFloat());
     } else if (var->type == ScalarType::kF64) {
       bits = std::bit_cast<uint64_t>(value.ImmAsDouble());
     } else {
       if (value.imm_kind != ImmKind::kInt) {
         if (!(IsBitType(var->type) && ((value.imm_kind == ImmKind::kF32 && size == 4) ||
-                                        (value.imm_kind == ImmKind::kF64 && size == 8)))) {
+                                       (value.imm_kind == ImmKind::kF64 && size == 8)))) {
           return Error(t.line, "floating-point initializer for an integer variable");
         }
       } else if (size < 8) {
@@ -631,7 +640,8 @@ class Parser {
       }
       bits = value.imm_bits;
     }
-    for (uint32_t i = 0; i < size; ++i) var->init[offset + i] = static_cast<uint8_t>(bits >> (8 * i));
+    for (uint32_t i = 0; i < size; ++i)
+      var->init[offset + i] = static_cast<uint8_t>(bits >> (8 * i));
     return Status::Ok();
   }
 
@@ -651,7 +661,8 @@ class Parser {
     if (t.kind == TokenKind::kFloat) {
       out->imm_kind = t.float_kind;
       out->imm_bits = t.float_bits;
-      if (negative) out->imm_bits ^= t.float_kind == ImmKind::kF32 ? (uint64_t{1} << 31) : (uint64_t{1} << 63);
+      if (negative)
+        out->imm_bits ^= t.float_kind == ImmKind::kF32 ? (uint64_t{1} << 31) : (uint64_t{1} << 63);
       return Status::Ok();
     }
     return Error(t.line, "expected a number, found " + Describe(t));
@@ -711,8 +722,8 @@ class Parser {
       GPUVM_RETURN_IF_ERROR(SizeVariable(name.line, &var));
       GPUVM_RETURN_IF_ERROR(CountVariable(name.line));
       if (out->size() >= limits_.max_operands) {
-        return Exhausted(name.line, "more than " + std::to_string(limits_.max_operands) +
-                                        " parameters");
+        return Exhausted(name.line,
+                         "more than " + std::to_string(limits_.max_operands) + " parameters");
       }
       out->push_back(std::move(var));
       if (!Peek().Is(',')) break;
@@ -769,8 +780,8 @@ class Parser {
       if (linkage != Linkage::kNone) prior.linkage = linkage;
     } else {
       if (module_.functions.size() >= limits_.max_functions) {
-        return Exhausted(name.line, "more than " + std::to_string(limits_.max_functions) +
-                                        " functions");
+        return Exhausted(name.line,
+                         "more than " + std::to_string(limits_.max_functions) + " functions");
       }
       index = static_cast<uint32_t>(module_.functions.size());
       module_names_[name.text] = Symbol{Symbol::Kind::kFunction, index};
@@ -807,7 +818,8 @@ class Parser {
       } else if (w == "pragma") {
         GPUVM_RETURN_IF_ERROR(SkipPragma());
       } else if (w == "maxclusterrank" || w == "reqnctapercluster" || w == "explicitcluster") {
-        return Unsupported(t.line, "cluster directives (." + std::string(w) + ") are not supported");
+        return Unsupported(t.line,
+                           "cluster directives (." + std::string(w) + ") are not supported");
       } else {
         return Error(t.line, "unexpected '." + std::string(w) + "' in a function header");
       }
@@ -855,7 +867,8 @@ class Parser {
   }
 
   Status DeclareParam(const Variable& var, Symbol symbol) {
-    // Names of the function's own params live in text_ via the Variable's string: keep a stable view.
+    // Names of the function's own params live in text_ via the Variable's string: keep a stable
+    // view.
     std::string_view name = var.name;
     Scope& scope = scopes_.back();
     if (scope.names.contains(name)) {
@@ -869,11 +882,12 @@ class Parser {
 
   Status ParseStatement() {
     const Token& p = Peek();
-    if (p.kind == TokenKind::kEnd) return Error(p.line, "unexpected end of input in a function body");
+    if (p.kind == TokenKind::kEnd)
+      return Error(p.line, "unexpected end of input in a function body");
     if (p.Is('{')) {
       if (scopes_.size() - 1 >= limits_.max_block_nesting) {
-        return Exhausted(p.line, "blocks nested deeper than " +
-                                     std::to_string(limits_.max_block_nesting));
+        return Exhausted(p.line,
+                         "blocks nested deeper than " + std::to_string(limits_.max_block_nesting));
       }
       scopes_.emplace_back();
       return Skip();
@@ -1002,8 +1016,8 @@ class Parser {
   Status DeclareRegisterRange(const Token& name, ScalarType type, uint32_t count) {
     const std::string_view prefix = name.text;
     if (prefix.back() >= '0' && prefix.back() <= '9') {
-      return Unsupported(name.line, "register range prefix '" + std::string(prefix) +
-                                        "' ends in a digit");
+      return Unsupported(name.line,
+                         "register range prefix '" + std::string(prefix) + "' ends in a digit");
     }
     if (count == 0) return Status::Ok();
     Scope& scope = scopes_.back();
@@ -1076,8 +1090,8 @@ class Parser {
 
   Status ParseInstruction(const Token& head, Guard guard) {
     if (++total_instructions_ > limits_.max_instructions) {
-      return Exhausted(head.line, "more than " + std::to_string(limits_.max_instructions) +
-                                      " instructions");
+      return Exhausted(head.line,
+                       "more than " + std::to_string(limits_.max_instructions) + " instructions");
     }
     std::string mnemonic(head.text);
     // Collect the modifiers first, so every error can quote the whole mnemonic.
@@ -1094,7 +1108,8 @@ class Parser {
       return Error(head.line, "instruction '" + mnemonic + "': " + message);
     };
     const OpcodeInfo* info = FindOpcode(head.text);
-    if (info == nullptr) return Unsupported(head.line, "unsupported instruction '" + mnemonic + "'");
+    if (info == nullptr)
+      return Unsupported(head.line, "unsupported instruction '" + mnemonic + "'");
     Instruction inst;
     inst.opcode = info->opcode;
     inst.guard = guard;
@@ -1249,8 +1264,8 @@ class Parser {
       return OperandError(t.line, mnemonic, "expected an address, found " + Describe(t));
     }
     if (!Peek().Is(']')) {
-      return OperandError(Peek().line, mnemonic, "expected ']' to close an address, found " +
-                                                     Describe(Peek()));
+      return OperandError(Peek().line, mnemonic,
+                          "expected ']' to close an address, found " + Describe(Peek()));
     }
     return Skip();
   }
@@ -1331,8 +1346,8 @@ class Parser {
     GPUVM_RETURN_IF_ERROR(ResolveName(callee, mnemonic, &target));
     if (target.kind != OperandKind::kSymbol || target.symbol.kind != Symbol::Kind::kFunction) {
       if (target.kind == OperandKind::kRegister) {
-        return Unsupported(callee.line, "instruction '" + mnemonic +
-                                            "': indirect calls are not supported");
+        return Unsupported(callee.line,
+                           "instruction '" + mnemonic + "': indirect calls are not supported");
       }
       return fail(callee.line, "'" + std::string(callee.text) + "' is not a function");
     }

@@ -1,16 +1,22 @@
-// ptx_check: parses PTX files with the gpuvm front end and prints "ok" with a summary, or the load error.
-// A developer tool (and what docs/PTX.md suggests for checking a kernel before shipping it).
-//   ptx_check file.ptx...
+// ptx_check: parses PTX files with the gpuvm front end and prints "ok" with a summary, or the load
+// error. A developer tool (and what docs/PTX.md suggests for checking a kernel before shipping it).
+//   ptx_check [--print] file.ptx...   (--print: write the parsed module back as PTX to stdout)
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "ptx/parser.h"
+#include "ptx/printer.h"
 
 int main(int argc, char** argv) {
   int failures = 0;
+  bool print = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--print") {
+      print = true;
+      continue;
+    }
     std::ifstream in(argv[i], std::ios::binary);
     if (!in) {
       std::fprintf(stderr, "%s: cannot open\n", argv[i]);
@@ -24,6 +30,10 @@ int main(int argc, char** argv) {
     if (!module.ok()) {
       std::printf("%s: %s\n", argv[i], module.status().ToString().c_str());
       ++failures;
+      continue;
+    }
+    if (print) {
+      std::fputs(gpuvm::ptx::PrintModule(*module).c_str(), stdout);
       continue;
     }
     size_t instructions = 0;
