@@ -1011,7 +1011,10 @@ std::string TypeMismatch(const Register& reg, T want, int index) {
 // bit slot.
 std::string CheckImmediate(const Operand& op, T want, int index) {
   const std::string where = "operand " + std::to_string(index + 1) + ": ";
-  if (want == T::kPred) return where + "a predicate cannot be an immediate";
+  if (want == T::kPred) {
+    if (op.imm_kind == ImmKind::kInt && op.imm_bits <= 1) return "";  // mov.pred %p, 0/1
+    return where + "a predicate immediate must be 0 or 1";
+  }
   if (want == T::kNone) return "";
   const uint32_t size = TypeSize(want);
   if (op.imm_kind == ImmKind::kInt) {
