@@ -269,6 +269,54 @@ Result<std::optional<IoRequest>> BufferedIoreqRing::Pop() {
   return std::optional<IoRequest>(r);
 }
 
+IoreqDispatcher::IoreqDispatcher(void* slots_page, void* buffered_page, uint32_t vcpus)
+    : slots_(slots_page, vcpus), in_flight_(vcpus, false) {
+  if (buffered_page != nullptr) buffered_.emplace(buffered_page);
+}
+
+Result<std::optional<IoRequest>> IoreqDispatcher::Next() {
+  if (buffered_) {
+    auto posted = buffered_->Pop();
+    if (!posted.ok() || posted->has_value()) return posted;
+  }
+  const uint32_t n = slots_.vcpus();
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t v = (next_vcpu_ + i) % n;
+    if (in_flight_[v]) continue;
+    std::optional<ioreq_t> copy = slots_.TryTake(v);
+    if (!copy) continue;
+    in_flight_[v] = true;
+    next_vcpu_ = (v + 1) % n;
+    return std::optional<IoRequest>(FromXen(*copy, v));
+  }
+  return std::optional<IoRequest>();
+}
+
+Result<bool> IoreqDispatcher::Complete(const IoRequest& request, uint64_t read_value) {
+  if (request.buffered) return false;
+  const uint32_t v = request.vcpu;
+  if (v >= slots_.vcpus() || !in_flight_[v]) {
+    return Status::FailedPrecondition("no request outstanding on vCPU " + std::to_string(v));
+  }
+  // Reads return data in the slot; writes and data_is_ptr requests leave it alone (for the latter
+  // the server already copied the data to or from guest memory).
+  const bool returns_data = request.dir == IoDirection::kRead && !request.data_is_ptr;
+  slots_.Respond(v, returns_data ? std::optional<uint64_t>(read_value) : std::nullopt);
+  in_flight_[v] = false;
+  return true;
+}
+
+std::vector<uint32_t> IoreqDispatcher::AbandonInFlight() {
+  std::vector<uint32_t> answered;
+  for (uint32_t v = 0; v < slots_.vcpus(); ++v) {
+    if (!in_flight_[v]) continue;
+    slots_.Respond(v, ~uint64_t{0});
+    in_flight_[v] = false;
+    answered.push_back(v);
+  }
+  return answered;
+}
+
 Status PushBuffered(void* page, const IoRequest& write) {
   uint32_t size_code;
   switch (write.size) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 extern "C" {
 #include <xen/hvm/ioreq.h>
@@ -106,6 +107,31 @@ class BufferedIoreqRing {
 
  private:
   void* page_;
+};
+
+// The server-side dispatch both backends share: buffered writes first, then the vCPU slots round
+// robin (a flooding vCPU cannot starve the others), at most one request in flight per vCPU (a guest
+// that re-marks its slot READY while we work gets nothing twice), completion, and teardown.
+class IoreqDispatcher {
+ public:
+  // `buffered_page` may be null (no buffered ring).
+  IoreqDispatcher(void* slots_page, void* buffered_page, uint32_t vcpus);
+
+  uint32_t vcpus() const { return slots_.vcpus(); }
+  Result<std::optional<IoRequest>> Next();
+  // Writes the response for `request`. Returns whether its vCPU must now be notified (false for a
+  // buffered write). FailedPrecondition when nothing is in flight on that vCPU.
+  Result<bool> Complete(const IoRequest& request, uint64_t read_value);
+  // Answers every request still in flight with all-ones and returns their vCPUs (to notify), so no
+  // vCPU stays blocked on a server that goes away.
+  std::vector<uint32_t> AbandonInFlight();
+  uint32_t event_port(uint32_t vcpu) const { return slots_.event_port(vcpu); }
+
+ private:
+  IoreqServerSlots slots_;
+  std::optional<BufferedIoreqRing> buffered_;
+  std::vector<bool> in_flight_;
+  uint32_t next_vcpu_ = 0;
 };
 
 // The producer end of the buffered ring (Xen's role; used by tests and by the local backend's guest

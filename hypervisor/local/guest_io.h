@@ -1,0 +1,81 @@
+// The guest end of a local VM: what a VM process uses for the accesses a real VM would make by
+// touching BAR memory or configuration space, which Xen would trap. It is the local stand-in for
+// the trap: it routes an access by what the IOREQ server claimed (control page), writes Xen's
+// ioreq_t into the vCPU's slot, rings the request eventfd and blocks on the response eventfd until
+// IORESP_READY. Unclaimed accesses behave like unassigned addresses on a PC: reads return all-ones,
+// writes vanish. A later guest driver's trapping Bus sits on Read/Write here.
+//
+// Threading: one thread per vCPU index; different vCPU indices may be used concurrently.
+#ifndef GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_
+#define GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/os.h"
+#include "hypervisor/types.h"
+#include "hypervisor/xen_abi/ioreq_page.h"
+
+namespace gpuvm::hv::local {
+
+class LocalGuestIo {
+ public:
+  // `timeout`: how long an access waits for the server before failing with DeadlineExceeded (a real
+  // vCPU would wait forever; a local VM process prefers to notice a dead device model).
+  static Result<std::unique_ptr<LocalGuestIo>> Create(
+      const LocalDomain& domain, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  uint32_t vcpu_count() const { return vcpus_; }
+
+  // MMIO (size 1, 2, 4 or 8).
+  Result<uint64_t> Read(uint32_t vcpu, uint64_t gpa, uint32_t size);
+  Status Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t value);
+  // Configuration space of a PCI function (size 1, 2 or 4).
+  Result<uint32_t> ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset, uint32_t size);
+  Status ConfigWrite(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset, uint32_t size,
+                     uint32_t value);
+
+  // Submits `request` on request.vcpu exactly as given — any size, rep count, data_is_ptr, type —
+  // without routing, and returns the slot's data after completion. This is how tests play a hostile
+  // or unusual guest (rep movs, odd sizes).
+  Result<uint64_t> Submit(const IoRequest& request);
+
+  // Routing as the server published it.
+  bool IsMmioClaimed(uint64_t gpa, uint64_t length) const;
+  bool IsPciClaimed(const Sbdf& sbdf) const;
+
+  struct InterruptState {
+    uint32_t intx_levels = 0;
+    uint32_t msi_count = 0;
+    uint64_t last_msi_address = 0;
+    uint32_t last_msi_data = 0;
+  };
+  InterruptState interrupts() const;
+  // Waits until the server signals an interrupt (an INTx rising edge or an MSI); consumes the
+  // signal.
+  Status WaitForInterrupt(std::chrono::milliseconds timeout);
+  int irq_fd() const { return irq_.get(); }
+
+ private:
+  LocalGuestIo() = default;
+  const LocalControlPage* control() const {
+    return reinterpret_cast<const LocalControlPage*>(region_.data() + kControlPage * kPageSize);
+  }
+  // Waits for the slot's response (or, for a slot left busy by an earlier timed-out access,
+  // discards it). DeadlineExceeded when the server does not answer in time.
+  Result<uint64_t> AwaitResponse(uint32_t vcpu);
+
+  uint32_t vcpus_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  SharedMapping region_;
+  std::unique_ptr<xen_abi::IoreqRequesterSlots> slots_;
+  UniqueFd irq_;
+  std::vector<UniqueFd> requests_;
+  std::vector<UniqueFd> responses_;
+};
+
+}  // namespace gpuvm::hv::local
+
+#endif  // GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_

@@ -1,0 +1,90 @@
+// The local hypervisor daemon: the local backend's stand-in for what Xen and xenstored provide to
+// the several processes of a run (VM processes, their gpuvm-dm, the aggregator, backends):
+//   - the store: one tree of keys with watches, shared by every process (LocalStore is its client);
+//   - the domain registry: the process that creates a local VM registers its LocalDomain
+//   descriptors
+//     here; dom0 processes (the device model, a backend mapping grants) attach to them by domain
+//     id;
+//   - the event-channel broker: allocating an unbound port makes a pair of eventfds, binding hands
+//   the
+//     other ends to the peer (LocalEventChannels is its client).
+// It serves a unix SOCK_SEQPACKET socket (hv_protocol.h) from one thread, either inside a process
+// (Start(), as tests and the launcher do) or as the program gpuvm-local-hvd.
+//
+// Trust: clients declare their domain id in Hello; the local backend is not a security boundary
+// between processes of one user (docs/HYPERVISOR.md). Still, every message is parsed as untrusted,
+// non-dom0 clients may only write the store below /local/domain/<id>/ and may not touch the domain
+// registry, quotas bound what one client can allocate, and a client that sends garbage or stops
+// reading its events is disconnected (its watches, ports and registered domains go with it).
+//
+// Threading: Start/Stop/~ from the owner thread; Stop is also safe from any thread or signal-free
+// context. All state is owned by the serving thread.
+#ifndef GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
+#define GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/hv_protocol.h"
+#include "hypervisor/local/os.h"
+
+namespace gpuvm::hv::local {
+
+struct HvDaemonLimits {
+  size_t max_clients = 256;
+  size_t max_store_nodes = 65536;
+  size_t max_watches_per_client = 256;
+  uint32_t max_ports_per_domain = 4096;
+};
+
+class LocalHvDaemon {
+ public:
+  static Result<std::unique_ptr<LocalHvDaemon>> Create(const std::string& socket_path,
+                                                       HvDaemonLimits limits = {});
+  ~LocalHvDaemon();
+
+  const std::string& path() const { return path_; }
+  // Serves on a background thread until Stop() or destruction.
+  Status Start();
+  // Serves on the calling thread until Stop().
+  Status Run();
+  void Stop();
+
+ private:
+  struct Client;
+  struct Port;
+  LocalHvDaemon() = default;
+
+  void Accept();
+  // Handles one message; a non-OK result disconnects the client.
+  Status Serve(Client& client);
+  Status Dispatch(Client& client, const HvMessage& message, std::vector<UniqueFd>& fds);
+  Status Reply(Client& client, uint32_t seq, const Status& status,
+               std::span<const uint8_t> results = {}, std::span<const int> fds = {});
+  void Drop(Client& client);
+
+  Status CheckStoreWrite(const Client& client, const std::string& path) const;
+  Status StoreWrite(const std::string& path, const std::string& value);
+  Status StoreRemove(const std::string& path);
+  void FireWatches(const std::string& changed, bool removal);
+  void SendWatchEvent(Client& client, const std::string& path, const std::string& token);
+
+  std::string path_;
+  HvDaemonLimits limits_;
+  UniqueFd listen_;
+  UniqueFd stop_;
+  std::thread thread_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::map<std::string, std::string> nodes_;
+  std::map<DomainId, std::pair<Client*, std::unique_ptr<LocalDomain>>> domains_;
+  std::map<std::pair<DomainId, uint32_t>, std::unique_ptr<Port>> ports_;
+};
+
+}  // namespace gpuvm::hv::local
+
+#endif  // GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_

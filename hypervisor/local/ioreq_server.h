@@ -1,0 +1,63 @@
+// Local backend of IoreqServer: the device model's end of a local VM's ioreq region.
+//
+// Requests arrive in Xen's ioreq_t slots (hypervisor/xen_abi) with a request eventfd per vCPU; the
+// server's wait_fd is an epoll set of those eventfds. What the server claims (PCI functions, MMIO
+// ranges) is published on the control page under a seqlock, where the guest side (LocalGuestIo)
+// routes by it — the local stand-in for Xen's routing of accesses to IOREQ servers. One IOREQ
+// server per local domain (Xen allows several; the local backend has no default QEMU to share
+// with).
+//
+// Threading: one owner thread, as IoreqServer.
+#ifndef GPUVM_HYPERVISOR_LOCAL_IOREQ_SERVER_H_
+#define GPUVM_HYPERVISOR_LOCAL_IOREQ_SERVER_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "hypervisor/ioreq_server.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/os.h"
+#include "hypervisor/xen_abi/ioreq_page.h"
+
+namespace gpuvm::hv::local {
+
+class LocalIoreqServer : public IoreqServer {
+ public:
+  static Result<std::unique_ptr<LocalIoreqServer>> Create(const LocalDomain& domain);
+  ~LocalIoreqServer() override;
+
+  DomainId domain() const override { return domid_; }
+  uint32_t vcpu_count() const override { return vcpus_; }
+  Status MapPciDevice(const Sbdf& sbdf) override;
+  Status UnmapPciDevice(const Sbdf& sbdf) override;
+  Status MapMmioRange(uint64_t first, uint64_t last) override;
+  Status UnmapMmioRange(uint64_t first, uint64_t last) override;
+  int wait_fd() const override { return epoll_.get(); }
+  Result<std::optional<IoRequest>> Poll() override;
+  Status Complete(const IoRequest& request, uint64_t read_value) override;
+  Status SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool asserted) override;
+  Status InjectMsi(uint64_t address, uint32_t data) override;
+
+ private:
+  LocalIoreqServer() = default;
+  void PublishRouting();
+  LocalControlPage* control() const {
+    return reinterpret_cast<LocalControlPage*>(region_.data() + kControlPage * kPageSize);
+  }
+
+  DomainId domid_ = 0;
+  uint32_t vcpus_ = 0;
+  SharedMapping region_;
+  std::unique_ptr<xen_abi::IoreqDispatcher> dispatcher_;
+  UniqueFd epoll_;
+  UniqueFd irq_;
+  std::vector<UniqueFd> requests_;
+  std::vector<UniqueFd> responses_;
+  std::vector<Sbdf> pci_devices_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+};
+
+}  // namespace gpuvm::hv::local
+
+#endif  // GPUVM_HYPERVISOR_LOCAL_IOREQ_SERVER_H_

@@ -1,0 +1,237 @@
+#include "hypervisor/local/os.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace gpuvm::hv::local {
+
+void UniqueFd::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Result<UniqueFd> UniqueFd::Duplicate() const {
+  const int copy = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return Status::FromErrno(errno, "dup");
+  return UniqueFd(copy);
+}
+
+Result<SharedMapping> SharedMapping::Map(int fd, uint64_t offset, size_t length, bool writable) {
+  if (length == 0) return Status::InvalidArgument("empty mapping");
+  void* p = ::mmap(nullptr, length, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd,
+                   static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap");
+  SharedMapping m;
+  m.data_ = static_cast<uint8_t*>(p);
+  m.length_ = length;
+  return m;
+}
+
+SharedMapping::~SharedMapping() {
+  if (data_ != nullptr) ::munmap(data_, length_);
+}
+
+SharedMapping& SharedMapping::operator=(SharedMapping&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, length_);
+    data_ = std::exchange(other.data_, nullptr);
+    length_ = std::exchange(other.length_, 0);
+  }
+  return *this;
+}
+
+Result<UniqueFd> CreateSealedMemfd(const char* name, uint64_t bytes) {
+  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Status::FromErrno(errno, "memfd_create");
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return Status::FromErrno(errno, "ftruncate memfd");
+  }
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return Status::FromErrno(errno, "seal memfd");
+  }
+  return fd;
+}
+
+Status CheckSealedMemfd(int fd, uint64_t bytes) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return Status::FromErrno(errno, "F_GET_SEALS (not a memfd?)");
+  if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    return Status::PermissionDenied("memfd is not sealed against resizing");
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "fstat memfd");
+  if (static_cast<uint64_t>(st.st_size) != bytes) {
+    return Status::InvalidArgument("memfd has " + std::to_string(st.st_size) + " bytes, expected " +
+                                   std::to_string(bytes));
+  }
+  return Status::Ok();
+}
+
+Result<UniqueFd> DuplicateFd(int fd) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return Status::FromErrno(errno, "dup");
+  return UniqueFd(copy);
+}
+
+Result<UniqueFd> CreateEventFd() {
+  UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!fd.valid()) return Status::FromErrno(errno, "eventfd");
+  return fd;
+}
+
+Status SignalEventFd(int fd) {
+  const uint64_t one = 1;
+  for (;;) {
+    if (::write(fd, &one, sizeof(one)) == sizeof(one)) return Status::Ok();
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return Status::Ok();  // counter saturated: the reader is already signalled
+    return Status::FromErrno(errno, "signal eventfd");
+  }
+}
+
+uint64_t DrainEventFd(int fd) {
+  uint64_t value = 0;
+  for (;;) {
+    if (::read(fd, &value, sizeof(value)) == sizeof(value)) return value;
+    if (errno == EINTR) continue;
+    return 0;
+  }
+}
+
+Status WaitReadable(int fd, int timeout_ms) {
+  pollfd pfd{fd, POLLIN, 0};
+  for (;;) {
+    const int ready = ::poll(&pfd, 1, timeout_ms);
+    if (ready > 0) return Status::Ok();
+    if (ready == 0) return Status::DeadlineExceeded("timed out waiting");
+    if (errno != EINTR) return Status::FromErrno(errno, "poll");
+  }
+}
+
+namespace {
+
+Result<sockaddr_un> UnixAddress(const std::string& path, socklen_t* length) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("unix socket path empty or too long: '" + path + "'");
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (path[0] == '@') addr.sun_path[0] = '\0';
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  return addr;
+}
+
+}  // namespace
+
+Result<UniqueFd> ListenSeqpacket(const std::string& path, int backlog) {
+  socklen_t length = 0;
+  GPUVM_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &length));
+  if (path[0] != '@') {
+    if (ConnectSeqpacket(path).ok()) {
+      return Status::AlreadyExists("something already listens on " + path);
+    }
+    ::unlink(path.c_str());  // a stale socket file from a dead listener
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return Status::FromErrno(errno, "socket");
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
+    if (errno == EADDRINUSE) return Status::AlreadyExists("something already listens on " + path);
+    return Status::FromErrno(errno, "bind " + path);
+  }
+  if (::listen(fd.get(), backlog) != 0) return Status::FromErrno(errno, "listen " + path);
+  return fd;
+}
+
+Result<UniqueFd> ConnectSeqpacket(const std::string& path) {
+  socklen_t length = 0;
+  GPUVM_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &length));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::FromErrno(errno, "socket");
+  for (;;) {
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) == 0) return fd;
+    if (errno == EINTR) continue;
+    if (errno == ENOENT || errno == ECONNREFUSED) {
+      return Status::Unavailable("nothing listens on " + path);
+    }
+    return Status::FromErrno(errno, "connect " + path);
+  }
+}
+
+Status SendWithFds(int socket, std::span<const uint8_t> bytes, std::span<const int> fds) {
+  if (fds.size() > kMaxPassedFds) return Status::InvalidArgument("too many descriptors to pass");
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+  }
+  for (;;) {
+    const ssize_t sent = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+    if (sent == static_cast<ssize_t>(bytes.size())) return Status::Ok();
+    if (sent >= 0) return Status::DataLoss("short send on a message socket");
+    if (errno == EINTR) continue;
+    if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) {
+      return Status::Unavailable("peer closed the connection");
+    }
+    return Status::FromErrno(errno, "sendmsg");
+  }
+}
+
+Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblocking) {
+  ReceivedMessage out;
+  out.bytes.resize(max_bytes);
+  iovec iov{out.bytes.data(), out.bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t got;
+  for (;;) {
+    got = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | (nonblocking ? MSG_DONTWAIT : 0));
+    if (got >= 0) break;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return Status::DeadlineExceeded("no message queued");
+    if (errno == ECONNRESET) return Status::Unavailable("peer closed the connection");
+    return Status::FromErrno(errno, "recvmsg");
+  }
+  // Take ownership of every passed descriptor first, so none leaks whatever happens next.
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      out.fds.emplace_back(fd);
+    }
+  }
+  if (got == 0 && out.fds.empty()) return Status::Unavailable("peer closed the connection");
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    return Status::DataLoss("message or its descriptors truncated");
+  }
+  out.bytes.resize(static_cast<size_t>(got));
+  return out;
+}
+
+}  // namespace gpuvm::hv::local

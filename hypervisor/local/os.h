@@ -1,0 +1,114 @@
+// Small RAII wrappers over the OS objects the local backend is made of: file descriptors, shared
+// mappings, and fd passing over unix sockets (SCM_RIGHTS). Local-backend internals.
+//
+// Threading: values owned by one thread at a time.
+#ifndef GPUVM_HYPERVISOR_LOCAL_OS_H_
+#define GPUVM_HYPERVISOR_LOCAL_OS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gpuvm::hv::local {
+
+// Every access to memory shared with another process goes through these: single loads and stores
+// the compiler can neither tear, repeat nor elide, with the given ordering.
+template <typename T>
+T LoadShared(const T& word, std::memory_order order = std::memory_order_acquire) {
+  return std::atomic_ref<T>(const_cast<T&>(word)).load(order);
+}
+template <typename T>
+void StoreShared(T& word, T value, std::memory_order order = std::memory_order_release) {
+  std::atomic_ref<T>(word).store(value, order);
+}
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { Reset(); }
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() { return std::exchange(fd_, -1); }
+  void Reset();
+  // A new descriptor for the same open file (F_DUPFD_CLOEXEC).
+  Result<UniqueFd> Duplicate() const;
+
+ private:
+  int fd_ = -1;
+};
+
+// A MAP_SHARED mapping, unmapped on destruction.
+class SharedMapping {
+ public:
+  SharedMapping() = default;
+  static Result<SharedMapping> Map(int fd, uint64_t offset, size_t length, bool writable);
+  ~SharedMapping();
+  SharedMapping(SharedMapping&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), length_(std::exchange(other.length_, 0)) {}
+  SharedMapping& operator=(SharedMapping&& other) noexcept;
+  SharedMapping(const SharedMapping&) = delete;
+  SharedMapping& operator=(const SharedMapping&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t length() const { return length_; }
+  std::span<uint8_t> bytes() const { return {data_, length_}; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t length_ = 0;
+};
+
+// A sealed memfd of `bytes` zero bytes: it can neither shrink nor grow, so a peer holding it cannot
+// make our mappings of it fault (SIGBUS) by truncating it.
+Result<UniqueFd> CreateSealedMemfd(const char* name, uint64_t bytes);
+// OK when `fd` is a memfd of exactly `bytes` bytes that can no longer shrink or grow.
+Status CheckSealedMemfd(int fd, uint64_t bytes);
+// A close-on-exec duplicate of a descriptor we do not own.
+Result<UniqueFd> DuplicateFd(int fd);
+Result<UniqueFd> CreateEventFd();
+// Adds 1 to an eventfd counter; a full counter (never in practice) is not an error.
+Status SignalEventFd(int fd);
+// Reads and clears an eventfd counter without blocking; 0 when it was already clear.
+uint64_t DrainEventFd(int fd);
+// Waits up to timeout_ms (-1 = forever) for `fd` to become readable. DeadlineExceeded on timeout.
+Status WaitReadable(int fd, int timeout_ms);
+
+// Unix SOCK_SEQPACKET sockets; a path starting with '@' names the abstract namespace.
+// Listen refuses a path where a live listener answers (AlreadyExists) and replaces a stale socket
+// file.
+Result<UniqueFd> ListenSeqpacket(const std::string& path, int backlog = 64);
+Result<UniqueFd> ConnectSeqpacket(const std::string& path);
+
+// One datagram plus up to kMaxPassedFds descriptors over a SOCK_SEQPACKET/SOCK_DGRAM unix socket.
+inline constexpr size_t kMaxPassedFds = 96;
+Status SendWithFds(int socket, std::span<const uint8_t> bytes, std::span<const int> fds);
+struct ReceivedMessage {
+  std::vector<uint8_t> bytes;
+  std::vector<UniqueFd> fds;
+};
+// Receives one message of at most max_bytes. Unavailable when the peer closed the connection;
+// DataLoss when the message or its descriptors were truncated. With `nonblocking`, nullopt-like
+// behaviour is signalled as DeadlineExceeded when nothing is queued.
+Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblocking);
+
+}  // namespace gpuvm::hv::local
+
+#endif  // GPUVM_HYPERVISOR_LOCAL_OS_H_

@@ -1,0 +1,81 @@
+#include "hypervisor/local/store.h"
+
+namespace gpuvm::hv::local {
+
+Result<std::unique_ptr<LocalStore>> LocalStore::Connect(const std::string& daemon_path,
+                                                        DomainId self) {
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<LocalHvClient> client,
+                         LocalHvClient::Connect(daemon_path, self));
+  return std::unique_ptr<LocalStore>(new LocalStore(std::move(client)));
+}
+
+Result<std::string> LocalStore::Read(std::string_view path) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  HvWriter w;
+  w.Str(path);
+  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(LocalHvClient::Reply reply, client_->Call(HvOp::kStoreRead, payload));
+  HvReader in(reply.results);
+  std::optional<std::string> value = in.Str(kMaxStoreValueLength);
+  if (!value || !in.Done()) return Status::DataLoss("malformed store read reply");
+  return std::move(*value);
+}
+
+Status LocalStore::Write(std::string_view path, std::string_view value) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  if (value.size() > kMaxStoreValueLength) return Status::InvalidArgument("store value too long");
+  HvWriter w;
+  w.Str(path).Str(value);
+  const std::vector<uint8_t> payload = w.Take();
+  return client_->Call(HvOp::kStoreWrite, payload).status();
+}
+
+Status LocalStore::Remove(std::string_view path) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  HvWriter w;
+  w.Str(path);
+  const std::vector<uint8_t> payload = w.Take();
+  return client_->Call(HvOp::kStoreRemove, payload).status();
+}
+
+Result<std::vector<std::string>> LocalStore::List(std::string_view path) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  HvWriter w;
+  w.Str(path);
+  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(LocalHvClient::Reply reply, client_->Call(HvOp::kStoreList, payload));
+  HvReader in(reply.results);
+  std::optional<uint32_t> count = in.U32();
+  if (!count || *count > reply.results.size())
+    return Status::DataLoss("malformed store list reply");
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < *count; ++i) {
+    std::optional<std::string> name = in.Str(kMaxStorePathLength);
+    if (!name) return Status::DataLoss("malformed store list reply");
+    names.push_back(std::move(*name));
+  }
+  if (!in.Done()) return Status::DataLoss("malformed store list reply");
+  return names;
+}
+
+Status LocalStore::Watch(std::string_view path, std::string_view token) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  HvWriter w;
+  w.Str(path).Str(token);
+  const std::vector<uint8_t> payload = w.Take();
+  return client_->Call(HvOp::kStoreWatch, payload).status();
+}
+
+Status LocalStore::Unwatch(std::string_view path, std::string_view token) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  HvWriter w;
+  w.Str(path).Str(token);
+  const std::vector<uint8_t> payload = w.Take();
+  return client_->Call(HvOp::kStoreUnwatch, payload).status();
+}
+
+int LocalStore::watch_fd() const { return client_->fd(); }
+
+Result<std::optional<WatchEvent>> LocalStore::PollWatch() { return client_->PollEvent(); }
+
+}  // namespace gpuvm::hv::local

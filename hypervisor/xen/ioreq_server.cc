@@ -1,0 +1,268 @@
+// The Xen IOREQ server. The ioreq pages' state machine and translation live in xen_abi (tested
+// without Xen); this file is only the libxen sequence around them.
+#include <poll.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hypervisor/xen/libxen.h"
+#include "hypervisor/xen/xen_backend.h"
+#include "hypervisor/xen_abi/ioreq_page.h"
+
+namespace gpuvm::hv::xen {
+namespace {
+
+// How far setup got; teardown undoes exactly the steps reached, newest first (as demu does).
+enum class Step {
+  kNothing,
+  kHandlesOpen,
+  kServerCreated,
+  kPagesMapped,
+  kEnabled,
+  kPortsBound,
+};
+
+class XenIoreqServer : public IoreqServer {
+ public:
+  explicit XenIoreqServer(DomainId domid) : domid_(domid) {}
+  ~XenIoreqServer() override { Teardown(); }
+
+  Status Setup();
+
+  DomainId domain() const override { return domid_; }
+  uint32_t vcpu_count() const override { return vcpus_; }
+  Status MapPciDevice(const Sbdf& sbdf) override;
+  Status UnmapPciDevice(const Sbdf& sbdf) override;
+  Status MapMmioRange(uint64_t first, uint64_t last) override;
+  Status UnmapMmioRange(uint64_t first, uint64_t last) override;
+  int wait_fd() const override { return xenevtchn_fd(evtchn_.get()); }
+  Result<std::optional<IoRequest>> Poll() override;
+  Status Complete(const IoRequest& request, uint64_t read_value) override;
+  Status SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool asserted) override;
+  Status InjectMsi(uint64_t address, uint32_t data) override;
+
+ private:
+  void Teardown();
+
+  const DomainId domid_;
+  Step step_ = Step::kNothing;
+  DeviceModelHandle dm_;
+  ForeignMemoryHandle fmem_;
+  EvtchnHandle evtchn_;
+  ioservid_t id_ = 0;
+  uint32_t vcpus_ = 0;
+  xenforeignmemory_resource_handle* pages_ = nullptr;
+  void* pages_addr_ = nullptr;
+  std::unique_ptr<xen_abi::IoreqDispatcher> dispatcher_;
+  std::vector<evtchn_port_t> vcpu_ports_;  // local port per vCPU
+  std::optional<evtchn_port_t> buffered_port_;
+  std::vector<Sbdf> pci_devices_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+};
+
+Status XenIoreqServer::Setup() {
+  GPUVM_ASSIGN_OR_RETURN(dm_, OpenDeviceModel());
+  GPUVM_ASSIGN_OR_RETURN(fmem_, OpenForeignMemory());
+  GPUVM_ASSIGN_OR_RETURN(evtchn_, OpenEvtchn());
+  step_ = Step::kHandlesOpen;
+
+  unsigned int vcpus = 0;
+  if (xendevicemodel_nr_vcpus(dm_.get(), domid_, &vcpus) != 0) {
+    return CallFailed("nr_vcpus of domain " + std::to_string(domid_), errno);
+  }
+  if (vcpus == 0 || vcpus > xen_abi::kMaxVcpusPerPage) {
+    return Status::Unimplemented("domain " + std::to_string(domid_) + " has " +
+                                 std::to_string(vcpus) + " vCPUs; one ioreq page serves at most " +
+                                 std::to_string(xen_abi::kMaxVcpusPerPage));
+  }
+  vcpus_ = vcpus;
+
+  if (xendevicemodel_create_ioreq_server(dm_.get(), domid_, HVM_IOREQSRV_BUFIOREQ_ATOMIC, &id_) !=
+      0) {
+    return CallFailed("create_ioreq_server", errno);
+  }
+  step_ = Step::kServerCreated;
+
+  // Resource frames: 0 = the buffered page, 1 = the first synchronous page (xen/memory.h).
+  static_assert(XENMEM_resource_ioreq_server_frame_bufioreq == 0);
+  static_assert(XENMEM_resource_ioreq_server_frame_ioreq(0) == 1);
+  pages_ = xenforeignmemory_map_resource(fmem_.get(), domid_, XENMEM_resource_ioreq_server, id_,
+                                         XENMEM_resource_ioreq_server_frame_bufioreq, 2,
+                                         &pages_addr_, PROT_READ | PROT_WRITE, 0);
+  if (pages_ == nullptr) return CallFailed("map_resource of the ioreq pages", errno);
+  step_ = Step::kPagesMapped;
+  auto* base = static_cast<uint8_t*>(pages_addr_);
+  dispatcher_ = std::make_unique<xen_abi::IoreqDispatcher>(base + kPageSize, base, vcpus_);
+
+  evtchn_port_t buffered_remote = 0;
+  if (xendevicemodel_get_ioreq_server_info(dm_.get(), domid_, id_, nullptr, nullptr,
+                                           &buffered_remote) != 0) {
+    return CallFailed("get_ioreq_server_info", errno);
+  }
+  if (xendevicemodel_set_ioreq_server_state(dm_.get(), domid_, id_, 1) != 0) {
+    return CallFailed("enable ioreq server", errno);
+  }
+  step_ = Step::kEnabled;
+
+  // The per-vCPU ports are meaningful only once the server is enabled.
+  for (uint32_t v = 0; v < vcpus_; ++v) {
+    const xenevtchn_port_or_error_t local =
+        xenevtchn_bind_interdomain(evtchn_.get(), domid_, dispatcher_->event_port(v));
+    if (local < 0) return CallFailed("bind vCPU " + std::to_string(v) + " event channel", errno);
+    vcpu_ports_.push_back(static_cast<evtchn_port_t>(local));
+    step_ = Step::kPortsBound;  // at least one port to unbind from here on
+  }
+  const xenevtchn_port_or_error_t buffered =
+      xenevtchn_bind_interdomain(evtchn_.get(), domid_, buffered_remote);
+  if (buffered < 0) return CallFailed("bind buffered ioreq event channel", errno);
+  buffered_port_ = static_cast<evtchn_port_t>(buffered);
+  step_ = Step::kPortsBound;
+  return Status::Ok();
+}
+
+void XenIoreqServer::Teardown() {
+  // Unclaim first so no new request is routed to a server that is going away.
+  if (step_ >= Step::kServerCreated) {
+    for (const auto& [first, last] : ranges_) {
+      xendevicemodel_unmap_io_range_from_ioreq_server(dm_.get(), domid_, id_, 1, first, last);
+    }
+    for (const Sbdf& s : pci_devices_) {
+      xendevicemodel_unmap_pcidev_from_ioreq_server(dm_.get(), domid_, id_, s.segment, s.bus,
+                                                    s.device, s.function);
+    }
+  }
+  switch (step_) {
+    case Step::kPortsBound:
+      if (dispatcher_) {
+        for (uint32_t v : dispatcher_->AbandonInFlight()) {
+          if (v < vcpu_ports_.size()) xenevtchn_notify(evtchn_.get(), vcpu_ports_[v]);
+        }
+      }
+      if (buffered_port_) xenevtchn_unbind(evtchn_.get(), *buffered_port_);
+      for (evtchn_port_t port : vcpu_ports_) xenevtchn_unbind(evtchn_.get(), port);
+      [[fallthrough]];
+    case Step::kEnabled:
+      xendevicemodel_set_ioreq_server_state(dm_.get(), domid_, id_, 0);
+      [[fallthrough]];
+    case Step::kPagesMapped:
+      dispatcher_.reset();
+      xenforeignmemory_unmap_resource(fmem_.get(), pages_);
+      [[fallthrough]];
+    case Step::kServerCreated:
+      xendevicemodel_destroy_ioreq_server(dm_.get(), domid_, id_);
+      [[fallthrough]];
+    case Step::kHandlesOpen:
+    case Step::kNothing:
+      break;
+  }
+  step_ = Step::kNothing;
+  // The handles close as members are destroyed.
+}
+
+Status XenIoreqServer::MapPciDevice(const Sbdf& s) {
+  if (!s.valid()) return Status::InvalidArgument("invalid PCI address " + s.ToString());
+  if (std::find(pci_devices_.begin(), pci_devices_.end(), s) != pci_devices_.end()) {
+    return Status::AlreadyExists("PCI device " + s.ToString() + " already claimed");
+  }
+  if (xendevicemodel_map_pcidev_to_ioreq_server(dm_.get(), domid_, id_, s.segment, s.bus, s.device,
+                                                s.function) != 0) {
+    return CallFailed("map_pcidev_to_ioreq_server " + s.ToString(), errno);
+  }
+  pci_devices_.push_back(s);
+  return Status::Ok();
+}
+
+Status XenIoreqServer::UnmapPciDevice(const Sbdf& s) {
+  auto it = std::find(pci_devices_.begin(), pci_devices_.end(), s);
+  if (it == pci_devices_.end())
+    return Status::NotFound("PCI device " + s.ToString() + " not claimed");
+  pci_devices_.erase(it);
+  if (xendevicemodel_unmap_pcidev_from_ioreq_server(dm_.get(), domid_, id_, s.segment, s.bus,
+                                                    s.device, s.function) != 0) {
+    return CallFailed("unmap_pcidev_from_ioreq_server " + s.ToString(), errno);
+  }
+  return Status::Ok();
+}
+
+Status XenIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
+  if (first > last) return Status::InvalidArgument("MMIO range ends before it starts");
+  for (const auto& [f, l] : ranges_) {
+    if (first <= l && f <= last) {
+      return Status::AlreadyExists("MMIO range " + Hex(first) + "-" + Hex(last) + " overlaps " +
+                                   Hex(f) + "-" + Hex(l));
+    }
+  }
+  if (xendevicemodel_map_io_range_to_ioreq_server(dm_.get(), domid_, id_, 1, first, last) != 0) {
+    return CallFailed("map_io_range_to_ioreq_server " + Hex(first) + "-" + Hex(last), errno);
+  }
+  ranges_.emplace_back(first, last);
+  return Status::Ok();
+}
+
+Status XenIoreqServer::UnmapMmioRange(uint64_t first, uint64_t last) {
+  auto it = std::find(ranges_.begin(), ranges_.end(), std::make_pair(first, last));
+  if (it == ranges_.end()) {
+    return Status::NotFound("MMIO range " + Hex(first) + "-" + Hex(last) + " not mapped");
+  }
+  ranges_.erase(it);
+  if (xendevicemodel_unmap_io_range_from_ioreq_server(dm_.get(), domid_, id_, 1, first, last) !=
+      0) {
+    return CallFailed("unmap_io_range_from_ioreq_server", errno);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<IoRequest>> XenIoreqServer::Poll() {
+  // Consume and unmask every pending port before scanning the pages: a notification that arrives
+  // after the unmask leaves the fd readable, so nothing is missed. xenevtchn_pending blocks on an
+  // empty device, hence the zero-timeout poll first.
+  for (;;) {
+    pollfd pfd{xenevtchn_fd(evtchn_.get()), POLLIN, 0};
+    if (::poll(&pfd, 1, 0) <= 0) break;
+    const xenevtchn_port_or_error_t port = xenevtchn_pending(evtchn_.get());
+    if (port < 0) return CallFailed("evtchn pending", errno);
+    if (xenevtchn_unmask(evtchn_.get(), static_cast<evtchn_port_t>(port)) != 0) {
+      return CallFailed("evtchn unmask", errno);
+    }
+  }
+  return dispatcher_->Next();
+}
+
+Status XenIoreqServer::Complete(const IoRequest& request, uint64_t read_value) {
+  GPUVM_ASSIGN_OR_RETURN(bool notify, dispatcher_->Complete(request, read_value));
+  if (!notify) return Status::Ok();
+  if (xenevtchn_notify(evtchn_.get(), vcpu_ports_.at(request.vcpu)) != 0) {
+    return CallFailed("notify vCPU " + std::to_string(request.vcpu), errno);
+  }
+  return Status::Ok();
+}
+
+Status XenIoreqServer::SetPciIntxLevel(const Sbdf& s, uint8_t pin, bool asserted) {
+  if (pin > 3) return Status::InvalidArgument("INTx pin must be 0..3 (INTA..INTD)");
+  if (xendevicemodel_set_pci_intx_level(dm_.get(), domid_, s.segment, s.bus, s.device, pin,
+                                        asserted ? 1 : 0) != 0) {
+    return CallFailed("set_pci_intx_level", errno);
+  }
+  return Status::Ok();
+}
+
+Status XenIoreqServer::InjectMsi(uint64_t address, uint32_t data) {
+  if (xendevicemodel_inject_msi(dm_.get(), domid_, address, data) != 0) {
+    return CallFailed("inject_msi", errno);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<IoreqServer>> CreateIoreqServer(DomainId domid) {
+  auto server = std::make_unique<XenIoreqServer>(domid);
+  GPUVM_RETURN_IF_ERROR(server->Setup());  // on failure the destructor unwinds what was reached
+  return std::unique_ptr<IoreqServer>(std::move(server));
+}
+
+}  // namespace gpuvm::hv::xen

@@ -1,0 +1,40 @@
+// The Xen backend of the hypervisor port: each entry point opens what it needs from the Xen
+// toolstack libraries and returns a port interface. Without Xen (no /dev/xen, no privcmd) every
+// entry point fails cleanly with Unavailable — no crash, no partial state.
+//
+// Runs in dom0 (or a device-model stub domain with the right privileges). docs/HYPERVISOR.md has
+// the process model; the Xen test bed (scripts/, a later issue) runs these for real.
+//
+// Threading: as the port interfaces (one owner thread per object).
+#ifndef GPUVM_HYPERVISOR_XEN_XEN_BACKEND_H_
+#define GPUVM_HYPERVISOR_XEN_XEN_BACKEND_H_
+
+#include <memory>
+
+#include "hypervisor/event_channels.h"
+#include "hypervisor/grants.h"
+#include "hypervisor/guest_memory.h"
+#include "hypervisor/ioreq_server.h"
+#include "hypervisor/store.h"
+
+namespace gpuvm::hv::xen {
+
+// The standalone IOREQ server sequence for HVM domain `domid`: create the server (with a buffered
+// ring), map its ioreq pages (xenforeignmemory_map_resource: the buffered page and the synchronous
+// page), enable it, bind one event channel per vCPU plus the buffered ring's. Claims (PCI device,
+// MMIO ranges) follow through the IoreqServer calls. Destruction tears down in reverse from
+// whichever step creation reached.
+Result<std::unique_ptr<IoreqServer>> CreateIoreqServer(DomainId domid);
+
+// Foreign mappings of `domid`'s guest frames (libxenforeignmemory), bounded by the domain's maximum
+// guest frame number (libxenctrl).
+Result<std::unique_ptr<GuestMemory>> OpenGuestMemory(DomainId domid);
+
+Result<std::unique_ptr<EventChannels>> OpenEventChannels();
+Result<std::unique_ptr<GrantSharer>> OpenGrantSharer();
+Result<std::unique_ptr<GrantMapper>> OpenGrantMapper();
+Result<std::unique_ptr<Store>> OpenStore();
+
+}  // namespace gpuvm::hv::xen
+
+#endif  // GPUVM_HYPERVISOR_XEN_XEN_BACKEND_H_
