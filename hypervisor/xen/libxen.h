@@ -8,16 +8,19 @@
 #include <memory>
 #include <string_view>
 
+// Order matters: xenctrl.h first (it sets up the types the public headers after it rely on).
+// clang-format off
 extern "C" {
-#include <xen/hvm/hvm_op.h>
-#include <xen/memory.h>
 #include <xenctrl.h>
 #include <xendevicemodel.h>
 #include <xenevtchn.h>
 #include <xenforeignmemory.h>
 #include <xengnttab.h>
 #include <xenstore.h>
+#include <xen/hvm/hvm_op.h>
+#include <xen/memory.h>
 }
+// clang-format on
 
 #include "base/status.h"
 
