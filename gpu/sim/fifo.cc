@@ -1,0 +1,587 @@
+#include "gpu/sim/fifo.h"
+
+#include <chrono>
+
+#include "gpu/hw/pgraph.h"
+#include "gpu/hw/pmc.h"
+
+namespace gpuvm::sim {
+
+namespace pf = gf100::pfifo;
+namespace pg = gf100::pgraph;
+
+namespace {
+
+uint64_t SteadyNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+// (our choice) PLAYLIST_INTR codes for what envytools leaves open: an unreadable playlist.
+constexpr uint32_t kPlaylistIntrUnreadable = 4;
+
+uint32_t SubfifoIntrBit(ChannelError::Kind kind) {
+  using Kind = ChannelError::Kind;
+  switch (kind) {
+    case Kind::kBadInstance:
+      return pf::kSubfifoIntrSigMismatch;
+    case Kind::kIbPutOverflow:
+      return pf::kSubfifoIntrIbPutOverflow;
+    case Kind::kIllegalCommand:
+      return pf::kSubfifoIntrIllegalCmd;
+    case Kind::kIllegalMethod:
+    case Kind::kNoComputeEngine:  // (our choice) reported as an illegal method
+      return pf::kSubfifoIntrIllegalMthd;
+    case Kind::kEmptySubchannel:
+      return pf::kSubfifoIntrSwMthd;
+    case Kind::kIllegalSemaphore:
+      return pf::kSubfifoIntrIllegalSem;
+    case Kind::kNone:
+    case Kind::kMmuFault:      // reported through VM_FAULT
+    case Kind::kComputeFault:  // reported through PGRAPH TRAP
+      break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Pfifo::Pfifo(const PfifoConfig& config) : config_(config), start_ns_(SteadyNs()) {
+  channels_.reserve(pf::kChannels);
+  for (uint32_t c = 0; c < pf::kChannels; ++c) {
+    channels_.push_back(std::make_unique<Channel>(c, static_cast<ChannelEnvironment*>(this)));
+  }
+  loaded_generation_.fill(0);
+}
+
+Pfifo::~Pfifo() { StopThread(); }
+
+uint64_t Pfifo::NowNs() { return SteadyNs() - start_ns_; }
+
+// ---- registers
+// --------------------------------------------------------------------------------------------
+
+uint32_t Pfifo::IntrValue() const {
+  uint32_t v = intr_;
+  if (vm_fault_source_ != 0) v |= pf::kIntrVmFault;
+  for (const Subfifo& s : subfifo_) {
+    if (s.intr & s.intr_en) v |= pf::kIntrSubfifo;
+  }
+  if (runlist_intr_ != 0) v |= pf::kIntrRunlist;
+  for (uint32_t e : engine_intr_) {
+    if (e != 0) v |= pf::kIntrEngine;
+  }
+  return v;
+}
+
+bool Pfifo::pending() const { return (IntrValue() & intr_en_) != 0; }
+
+bool Pfifo::Read(uint32_t offset, uint32_t* value) {
+  if (offset >= pf::kChanTable && offset < pf::kChanTable + pf::kChannels * pf::kChanTableStride) {
+    const Slot& s = slots_[(offset - pf::kChanTable) / pf::kChanTableStride];
+    if ((offset & 4) == 0) {
+      *value = s.chan;
+    } else {
+      *value = (s.runnable ? pf::kStateRunnable : 0) |
+               (s.acquire_pending ? pf::kStateAcquirePending : 0) |
+               (s.loaded ? pf::kStateLoaded : 0) |
+               (uint32_t(pf::Engine::kNone) << pf::kStateEngineShift) |
+               (s.pending_work ? pf::kStatePending : 0);
+    }
+    return (offset & 3) == 0;
+  }
+  if (offset >= pf::kVmFault && offset < pf::kVmFault + pf::kVmFaultUnits * pf::kVmFaultStride) {
+    const uint32_t rel = offset - pf::kVmFault;
+    *value = vm_fault_[rel / pf::kVmFaultStride][(rel % pf::kVmFaultStride) / 4];
+    return (offset & 3) == 0;
+  }
+  if (offset >= pf::kSubfifo && offset < pf::kSubfifo + pf::kSubfifos * pf::kSubfifoStride) {
+    const Subfifo& s = subfifo_[(offset - pf::kSubfifo) / pf::kSubfifoStride];
+    switch ((offset - pf::kSubfifo) % pf::kSubfifoStride) {
+      case pf::kSubfifoIbPut:
+        *value = s.ib_put;
+        return true;
+      case pf::kSubfifoIbGet:
+        *value = s.ib_get;
+        return true;
+      case pf::kSubfifoDmaGet:
+        *value = s.dma_get;
+        return true;
+      case pf::kSubfifoRefCnt:
+        *value = s.ref;
+        return true;
+      case pf::kSubfifoCacheAddr:
+        *value = s.cache_addr;
+        return true;
+      case pf::kSubfifoCacheData:
+        *value = s.cache_data;
+        return true;
+      case pf::kSubfifoIntr:
+        *value = s.intr;
+        return true;
+      case pf::kSubfifoIntrEn:
+        *value = s.intr_en;
+        return true;
+      case pf::kSubfifoChannel:
+        *value = s.channel;
+        return true;
+    }
+    return false;
+  }
+  if (offset >= pf::kEngineIntr && offset < pf::kEngineIntr + 4 * pf::kEngineSlots) {
+    *value = engine_intr_[(offset - pf::kEngineIntr) / 4];
+    return (offset & 3) == 0;
+  }
+  if (offset >= pf::kEngState && offset < pf::kEngState + 4 * pf::kEngineSlots) {
+    *value = engines_[(offset - pf::kEngState) / 4].state;
+    return (offset & 3) == 0;
+  }
+  if (offset >= pf::kEngineChannel && offset < pf::kEngineChannel + 4 * pf::kEngineSlots) {
+    *value = engines_[(offset - pf::kEngineChannel) / 4].channel;
+    return (offset & 3) == 0;
+  }
+  switch (offset) {
+    case pf::kIntr:
+      *value = IntrValue();
+      return true;
+    case pf::kIntrEn:
+      *value = intr_en_;
+      return true;
+    case pf::kCtrl:
+      *value = ctrl_;
+      return true;
+    case pf::kPollArea:
+      *value = poll_area_;
+      return true;
+    case pf::kPlaylistWr:
+      *value = playlist_wr_;
+      return true;
+    case pf::kPlaylistWrLen:
+      *value = playlist_rd_len_;
+      return true;
+    case pf::kPlaylistRd:
+      *value = playlist_rd_;
+      return true;
+    case pf::kPlaylistRdLen:
+      *value = playlist_rd_len_;  // bit 20 (busy) never reads set: playlists load synchronously
+      return true;
+    case pf::kChanTableErrorCode:
+      *value = chan_table_error_;
+      return true;
+    case pf::kPlaylistIntrCode:
+      *value = playlist_intr_code_;
+      return true;
+    case pf::kVmFaultSource:
+      *value = vm_fault_source_;
+      return true;
+    case pf::kSubfifoIntrSource: {
+      uint32_t v = 0;
+      for (uint32_t i = 0; i < pf::kSubfifos; ++i) {
+        if (subfifo_[i].intr & subfifo_[i].intr_en) v |= 1u << i;
+      }
+      *value = v;
+      return true;
+    }
+    case pf::kEngineIntrSource: {
+      uint32_t v = 0;
+      for (uint32_t i = 0; i < pf::kEngineSlots; ++i) {
+        if (engine_intr_[i] != 0) v |= 1u << i;
+      }
+      *value = v;
+      return true;
+    }
+    case pf::kEngineIntrEnable:
+      *value = engine_intr_enable_;
+      return true;
+    case pf::kKickChid:
+      *value = 0;
+      return true;
+    case pf::kRunlistIntr:
+      *value = runlist_intr_;
+      return true;
+  }
+  return false;
+}
+
+bool Pfifo::Write(uint32_t offset, uint32_t value) {
+  if ((offset & 3) != 0) return false;
+  if (offset >= pf::kChanTable && offset < pf::kChanTable + pf::kChannels * pf::kChanTableStride) {
+    WriteChannelTable((offset - pf::kChanTable) / pf::kChanTableStride, (offset & 4) != 0, value);
+    return true;
+  }
+  if (offset >= pf::kVmFault && offset < pf::kVmFault + pf::kVmFaultUnits * pf::kVmFaultStride) {
+    return true;  // read-only records
+  }
+  if (offset >= pf::kSubfifo && offset < pf::kSubfifo + pf::kSubfifos * pf::kSubfifoStride) {
+    Subfifo& s = subfifo_[(offset - pf::kSubfifo) / pf::kSubfifoStride];
+    switch ((offset - pf::kSubfifo) % pf::kSubfifoStride) {
+      case pf::kSubfifoIntr:
+        s.intr &= ~value;
+        NotifyInterrupts();
+        return true;
+      case pf::kSubfifoIntrEn:
+        s.intr_en = value;
+        NotifyInterrupts();
+        return true;
+      case pf::kSubfifoCacheAddr:  // nouveau rewrites it after an error; we keep no cache to reset
+      case pf::kSubfifoCacheData:
+      case pf::kSubfifoIbPut:
+      case pf::kSubfifoIbGet:
+      case pf::kSubfifoDmaGet:
+      case pf::kSubfifoRefCnt:
+      case pf::kSubfifoChannel:
+        return true;
+    }
+    return false;
+  }
+  if (offset >= pf::kEngineIntr && offset < pf::kEngineIntr + 4 * pf::kEngineSlots) {
+    engine_intr_[(offset - pf::kEngineIntr) / 4] &= ~value;
+    NotifyInterrupts();
+    return true;
+  }
+  if ((offset >= pf::kEngState && offset < pf::kEngState + 4 * pf::kEngineSlots) ||
+      (offset >= pf::kEngineChannel && offset < pf::kEngineChannel + 4 * pf::kEngineSlots)) {
+    return true;  // read-only
+  }
+  switch (offset) {
+    case pf::kIntr:
+      // The edge bits clear when written with 1; the level bits follow their sources.
+      intr_ &= ~(value & (pf::kIntrChanTableError | pf::kIntrPlaylist));
+      NotifyInterrupts();
+      return true;
+    case pf::kIntrEn:
+      intr_en_ = value;
+      NotifyInterrupts();
+      return true;
+    case pf::kCtrl:
+      ctrl_ = value;
+      return true;
+    case pf::kPollArea:
+      poll_area_ = value;
+      poll_base_.store(uint64_t(value & pf::kPollAreaAddrMask) << 12, std::memory_order_relaxed);
+      poll_enabled_.store((value & pf::kPollAreaEnable) != 0, std::memory_order_release);
+      return true;
+    case pf::kPlaylistWr:
+      playlist_wr_ = value;
+      return true;
+    case pf::kPlaylistWrLen:
+      SubmitPlaylist(value & pf::kPlaylistLenMask);
+      return true;
+    case pf::kPlaylistRd:
+    case pf::kPlaylistRdLen:
+    case pf::kChanTableErrorCode:
+    case pf::kPlaylistIntrCode:
+    case pf::kSubfifoIntrSource:
+    case pf::kEngineIntrSource:
+      return true;  // read-only
+    case pf::kVmFaultSource:
+      vm_fault_source_ &= ~value;
+      NotifyInterrupts();
+      return true;
+    case pf::kEngineIntrEnable:
+      engine_intr_enable_ = value;
+      return true;
+    case pf::kKickChid:
+      Wake();
+      return true;
+    case pf::kRunlistIntr:
+      runlist_intr_ &= ~value;
+      NotifyInterrupts();
+      return true;
+  }
+  return false;
+}
+
+bool Pfifo::ReadGraph(uint32_t offset, uint32_t* value) const {
+  switch (offset) {
+    case pg::kIntr:
+      *value = graph_intr_;
+      return true;
+    case pg::kIntrEn:
+      *value = graph_intr_en_;
+      return true;
+  }
+  return false;
+}
+
+bool Pfifo::WriteGraph(uint32_t offset, uint32_t value) {
+  switch (offset) {
+    case pg::kIntr:
+      graph_intr_ &= ~value;
+      NotifyInterrupts();
+      return true;
+    case pg::kIntrEn:
+      graph_intr_en_ = value;
+      NotifyInterrupts();
+      return true;
+  }
+  return false;
+}
+
+void Pfifo::WriteChannelTable(uint32_t chid, bool state_word, uint32_t value) {
+  Slot& s = slots_[chid];
+  if (state_word) {
+    s.runnable = (value & pf::kStateRunnable) != 0;
+  } else {
+    // Any write of the CHAN word (re)binds the channel: the stepping thread reloads it from its
+    // instance block and the channel starts afresh (a dead channel comes back to life).
+    s.chan = value;
+    ++s.generation;
+    s.dead = false;
+    s.loaded = false;
+    s.acquire_pending = false;
+    s.pending_work = false;
+    s.error = ChannelError();
+    const uint64_t inst = uint64_t(value & pf::kChanInstMask) << 12;
+    if ((value & pf::kChanValid) &&
+        config_.memory->Resolve(gf100::vm::Target::kVram, inst, gf100::ramin::kSize) == nullptr) {
+      chan_table_error_ = pf::kChanTableErrorInvalidTarget;
+      intr_ |= pf::kIntrChanTableError;
+      NotifyInterrupts();
+    }
+  }
+  Wake();
+}
+
+void Pfifo::SubmitPlaylist(uint32_t length) {
+  playlist_.clear();
+  const auto target = gf100::vm::Target((playlist_wr_ >> pf::kPlaylistTargetShift) & 3);
+  const uint64_t address = uint64_t(playlist_wr_ & pf::kPlaylistAddrMask) << 12;
+  if (length > 0) {
+    const uint8_t* p =
+        config_.memory->Resolve(target, address, uint64_t(length) * pf::kPlaylistEntrySize);
+    if (p == nullptr) {
+      playlist_intr_code_ = kPlaylistIntrUnreadable;
+      intr_ |= pf::kIntrPlaylist;
+    } else {
+      for (uint32_t i = 0; i < length; ++i) {
+        const uint32_t chid = Load32(p + i * pf::kPlaylistEntrySize) & pf::kPlaylistEntryChidMask;
+        if (!(slots_[chid].chan & pf::kChanValid)) {
+          playlist_intr_code_ = pf::kPlaylistIntrInactiveChannel;
+          intr_ |= pf::kIntrPlaylist;
+        }
+        playlist_.push_back(chid);
+      }
+    }
+  }
+  playlist_rd_ = playlist_wr_;
+  playlist_rd_len_ = length;
+  runlist_intr_ |= pf::kRunlistIntrUpdateDone;
+  NotifyInterrupts();
+  Wake();
+}
+
+void Pfifo::SnoopBar1Write(uint64_t offset, uint64_t length) {
+  if (!poll_enabled_.load(std::memory_order_acquire) || length == 0) return;
+  const uint64_t base = poll_base_.load(std::memory_order_relaxed);
+  const uint64_t end = base + uint64_t(pf::kChannels) * pf::kUserPageSize;
+  const uint64_t first = std::max(offset, base);
+  const uint64_t last = std::min(offset + length, end);  // exclusive
+  if (first >= last) return;
+  // Does the write touch any channel's IB_PUT word?
+  for (uint64_t page = (first - base) / pf::kUserPageSize; page * pf::kUserPageSize + base < last;
+       ++page) {
+    const uint64_t ib_put = base + page * pf::kUserPageSize + gf100::userd::kIbPut;
+    if (first < ib_put + 4 && ib_put < last) {
+      Wake();
+      return;
+    }
+  }
+}
+
+void Pfifo::RecordFaultLocked(const FaultSource& source, uint64_t inst_address,
+                              const MemoryFault& fault) {
+  const uint32_t unit = uint32_t(source.unit) % pf::kVmFaultUnits;
+  if (vm_fault_source_ & (1u << unit)) {
+    ++faults_dropped_;  // (our choice) the first record stays until the driver acknowledges it
+    return;
+  }
+  vm_fault_[unit] = {uint32_t(inst_address >> 12), uint32_t(fault.va), uint32_t(fault.va >> 32),
+                     uint32_t(fault.reason) | (source.hub ? pf::kVmFaultHub : 0) |
+                         (fault.write ? pf::kVmFaultWrite : 0) |
+                         (uint32_t(source.client) << pf::kVmFaultClientShift)};
+  vm_fault_source_ |= 1u << unit;
+  NotifyInterrupts();
+}
+
+void Pfifo::RecordBarFault(const FaultSource& source, uint64_t inst_address,
+                           const MemoryFault& fault) {
+  RecordFaultLocked(source, inst_address, fault);
+}
+
+void Pfifo::RecordFault(const FaultSource& source, uint64_t inst_address,
+                        const MemoryFault& fault) {
+  {
+    std::lock_guard lock(*config_.register_lock);
+    RecordFaultLocked(source, inst_address, fault);
+  }
+  config_.interrupts->DeliverInterrupt();
+}
+
+void Pfifo::RaiseNonStall(pf::Engine engine) {
+  {
+    std::lock_guard lock(*config_.register_lock);
+    engine_intr_[uint32_t(engine) % pf::kEngineSlots] |= pf::kEngineIntrNotify;
+    NotifyInterrupts();
+  }
+  config_.interrupts->DeliverInterrupt();
+}
+
+void Pfifo::RaiseGraphTrap() {
+  {
+    std::lock_guard lock(*config_.register_lock);
+    graph_intr_ |= pg::kIntrTrap;
+    NotifyInterrupts();
+  }
+  config_.interrupts->DeliverInterrupt();
+}
+
+void Pfifo::EngineActive(pf::Engine engine, uint32_t chid, uint64_t inst_address, bool busy) {
+  std::lock_guard lock(*config_.register_lock);
+  EngineStatus& e = engines_[uint32_t(engine) % pf::kEngineSlots];
+  e.state = (busy ? pf::kEngStateBusy : 0) | chid;
+  e.channel = pf::kEngineChannelValid | uint32_t(inst_address >> 12);
+}
+
+void Pfifo::LatchChannelError(uint32_t chid, const Channel& channel) {
+  Slot& s = slots_[chid];
+  s.dead = true;
+  s.error = channel.error();
+  const uint32_t bit = SubfifoIntrBit(s.error.kind);
+  if (bit != 0) {
+    Subfifo& sf = subfifo_[0];
+    sf.intr |= bit;
+    sf.cache_addr = (s.error.subchannel << 16) | s.error.method;
+    sf.cache_data = s.error.data;
+    sf.channel = chid;
+  }
+  NotifyInterrupts();
+}
+
+// ---- scheduling
+// ---------------------------------------------------------------------------------------------
+
+bool Pfifo::Step() {
+  {
+    std::lock_guard lock(*config_.register_lock);
+    if (!(config_.pmc->enable() & gf100::pmc::kEnablePfifo)) return false;
+    order_ = playlist_;
+  }
+  any_blocked_ = false;
+  const size_t n = order_.size();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t pos = (next_ + i) % n;
+    const uint32_t chid = order_[pos];
+    uint64_t generation;
+    uint32_t chan;
+    {
+      std::lock_guard lock(*config_.register_lock);
+      const Slot& s = slots_[chid];
+      if (!(s.chan & pf::kChanValid) || !s.runnable || s.dead) continue;
+      generation = s.generation;
+      chan = s.chan;
+    }
+    Channel& channel = *channels_[chid];
+    bool failed = false;
+    if (loaded_generation_[chid] != generation || !channel.loaded()) {
+      loaded_generation_[chid] = generation;
+      failed = !channel.Load(uint64_t(chan & pf::kChanInstMask) << 12);
+    }
+    Channel::Outcome outcome = Channel::Outcome::kError;
+    const uint64_t start = NowNs();
+    if (!failed) outcome = channel.Run(start + config_.time_slice_ns);
+    const uint64_t elapsed = NowNs() - start;
+    {
+      std::lock_guard lock(*config_.register_lock);
+      Slot& s = slots_[chid];
+      if (s.generation == generation) {  // not rebound while we ran
+        const uint64_t busy = s.stats.busy_ns;
+        const uint64_t slices = s.stats.slices;
+        s.stats = channel.stats();
+        s.stats.busy_ns = busy;
+        s.stats.slices = slices;
+        if (outcome == Channel::Outcome::kProgress || outcome == Channel::Outcome::kError) {
+          s.stats.busy_ns += elapsed;
+          ++s.stats.slices;
+        }
+        s.loaded = channel.loaded();
+        s.acquire_pending = channel.acquire_pending();
+        s.pending_work = channel.busy() || channel.ib_get() != channel.ib_put();
+        Subfifo& sf = subfifo_[0];
+        sf.channel = chid | pf::kSubfifoChannelActive;
+        sf.ib_put = channel.ib_put();
+        sf.ib_get = channel.ib_get();
+        sf.dma_get = uint32_t(channel.dma_get());
+        sf.ref = channel.reference();
+        if (outcome == Channel::Outcome::kError) LatchChannelError(chid, channel);
+      }
+    }
+    if (outcome == Channel::Outcome::kError) config_.interrupts->DeliverInterrupt();
+    if (outcome == Channel::Outcome::kProgress || outcome == Channel::Outcome::kError) {
+      next_ = pos + 1;
+      return true;
+    }
+    if (outcome == Channel::Outcome::kBlocked) any_blocked_ = true;
+  }
+  return false;
+}
+
+void Pfifo::Wake() {
+  {
+    std::lock_guard lock(wake_mu_);
+    work_hint_ = true;
+    idle_ = false;
+  }
+  wake_cv_.notify_one();
+}
+
+void Pfifo::StartThread() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { ThreadMain(); });
+}
+
+void Pfifo::StopThread() {
+  {
+    std::lock_guard lock(wake_mu_);
+    stop_ = true;
+  }
+  wake_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Pfifo::ThreadMain() {
+  std::unique_lock lock(wake_mu_);
+  while (!stop_) {
+    work_hint_ = false;
+    lock.unlock();
+    const bool progressed = Step();
+    lock.lock();
+    if (progressed || work_hint_) continue;
+    idle_ = true;
+    idle_cv_.notify_all();
+    // Nothing to do. Sleep until a kick, or poll: a semaphore a blocked channel waits on may be
+    // released by the CPU writing memory directly, which no register write announces. (our choice)
+    // 200 us while a channel is blocked, 20 ms otherwise.
+    const auto wait = any_blocked_ ? std::chrono::microseconds(200) : std::chrono::milliseconds(20);
+    wake_cv_.wait_for(lock, wait, [this] { return stop_ || work_hint_; });
+  }
+}
+
+bool Pfifo::WaitIdle(uint64_t timeout_ns) {
+  std::unique_lock lock(wake_mu_);
+  return idle_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
+                           [this] { return idle_ && !work_hint_; });
+}
+
+ChannelError Pfifo::channel_error(uint32_t chid) const {
+  std::lock_guard lock(*config_.register_lock);
+  return chid < pf::kChannels ? slots_[chid].error : ChannelError();
+}
+
+ChannelStats Pfifo::channel_stats(uint32_t chid) const {
+  std::lock_guard lock(*config_.register_lock);
+  return chid < pf::kChannels ? slots_[chid].stats : ChannelStats();
+}
+
+}  // namespace gpuvm::sim
