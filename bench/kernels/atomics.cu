@@ -1,6 +1,6 @@
 // atomics: every atom/red operation on global and shared memory under contention (many threads, few
-// addresses). Results that depend on the order of the operations are not written out; everything written
-// is order-independent, so the CPU reference is exact.
+// addresses). Every result is order-independent (checked exactly) except the final values of exchange and
+// CAS targets, which the reference checks by range.
 //   atomics_global: counters[0..12] updated by all threads with add/sub/min/max/inc/dec/and/or/xor/exch/cas
 //                   (32-bit), plus 64-bit add/min/max/cas and float/double add
 //   atomics_shared: the same 32-bit set on shared counters per block, then folded into out[block][..]
@@ -61,17 +61,23 @@ extern "C" __global__ void atomics_global(const int* values, Counters* c, int* e
 }
 
 constexpr int kSlots = 9;
+constexpr int kSharedOut = kSlots + 3;
 
+// out[block * kSharedOut + ...]: the 9 counters, then the exchange slot's final value (some tid + 1), the
+// CAS owner (some tid + 1) and the number of CAS winners (1).
 extern "C" __global__ void atomics_shared(const int* values, int* out, int n, unsigned wrap) {
   __shared__ int s[kSlots];
-  __shared__ unsigned cas_owner;
+  __shared__ unsigned exch_slot, cas_owner;
+  __shared__ int cas_winners;
   int tid = threadIdx.x;
   if (tid < kSlots) s[tid] = 0;
   if (tid == 0) {
-    s[2] = 0x7fffffff;  // min starts high
+    s[2] = 0x7fffffff;       // min starts high
     s[3] = -0x7fffffff - 1;  // max starts low
-    s[6] = -1;  // and starts with all bits
+    s[6] = -1;               // and starts with all bits
+    exch_slot = 0;
     cas_owner = 0;
+    cas_winners = 0;
   }
   __syncthreads();
   int i = blockIdx.x * blockDim.x + tid;
@@ -86,12 +92,17 @@ extern "C" __global__ void atomics_shared(const int* values, int* out, int n, un
     atomicAnd(&s[6], ~(1 << (tid % 32)));
     atomicOr(&s[7], 1 << (v & 31));
     atomicXor(&s[8], v);
-    atomicExch(&cas_owner, cas_owner);  // exch under contention; value stays 0 or the CAS winner
-    atomicCAS(&cas_owner, 0u, 1u);
+    atomicExch(&exch_slot, (unsigned)tid + 1);
+    if (atomicCAS(&cas_owner, 0u, (unsigned)tid + 1) == 0) atomicAdd(&cas_winners, 1);
   }
   __syncthreads();
-  if (tid < kSlots) out[blockIdx.x * (kSlots + 1) + tid] = s[tid];
-  if (tid == 0) out[blockIdx.x * (kSlots + 1) + kSlots] = (int)cas_owner;
+  int* o = out + blockIdx.x * kSharedOut;
+  if (tid < kSlots) o[tid] = s[tid];
+  if (tid == 0) {
+    o[kSlots] = (int)exch_slot;
+    o[kSlots + 1] = (int)cas_owner;
+    o[kSlots + 2] = cas_winners;
+  }
 }
 
 // red (reductions without a result). nvcc 13 emits atom even when the result is unused, so the red forms

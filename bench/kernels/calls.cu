@@ -21,18 +21,18 @@ extern "C" __global__ void calls(const int* in, int* out_i, float* out_f, double
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   int v = in[i];
-  out_i[4 * i] = chain(v);
+  int* o = out_i + 5 * i;
+  o[0] = chain(v);
   out_f[i] = scale((float)v, i & 7);
   out_d[i] = widen((float)v, (long long)v << 33);
   Pair p = make_pair(v);
-  out_i[4 * i + 1] = p.lo + (int)p.hi;
+  o[1] = p.lo + (int)p.hi;
   if (v & 1) {
-    out_i[4 * i + 2] = mix(v, i);  // a call on one side of a branch
+    o[2] = mix(v, i);  // a call on one side of a branch
   } else {
-    out_i[4 * i + 2] = chain(i);
+    o[2] = chain(i);
   }
-  out_i[4 * i + 3] = 0;
-  store_twice(out_i + 4 * i + 3, out_i[4 * i + 3]);
+  store_twice(o + 3, v ^ 0x1234);
 }
 
 // Recursion: the callee calls itself, so the call stack must be real.
