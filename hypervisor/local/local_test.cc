@@ -1,0 +1,346 @@
+// What only the local backend has: its process model (a domain's descriptors crossing processes),
+// the daemon's defences, grant lifetimes, and a guest's view of a slow or dead device model.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/event_channels.h"
+#include "hypervisor/local/grants.h"
+#include "hypervisor/local/guest_io.h"
+#include "hypervisor/local/guest_memory.h"
+#include "hypervisor/local/hv_client.h"
+#include "hypervisor/local/hv_daemon.h"
+#include "hypervisor/local/ioreq_server.h"
+#include "hypervisor/local/store.h"
+#include "hypervisor/xen_abi/ioreq_page.h"
+
+namespace gpuvm::hv::local {
+namespace {
+
+std::string UniqueDaemonPath() {
+  static std::atomic<int> n{0};
+  return "@gpuvm-local-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
+std::unique_ptr<LocalDomain> NewDomain(DomainId id = 3, uint32_t vcpus = 1) {
+  auto d = LocalDomain::Create({id, 1 << 20, vcpus});
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return std::move(*d);
+}
+
+TEST(LocalDomain, RejectsBadConfigs) {
+  EXPECT_EQ(LocalDomain::Create({1, 4097, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LocalDomain::Create({1, 0, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LocalDomain::Create({1, 4096, 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LocalDomain::Create({1, 4096, kMaxLocalVcpus + 1}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(LocalDomain, GuestRamCannotBeShrunkUnderUs) {
+  auto d = NewDomain();
+  EXPECT_NE(::ftruncate(d->ram_fd(), 0), 0) << "sealed memfds refuse to shrink";
+  EXPECT_NE(::ftruncate(d->ioreq_fd(), 0), 0);
+  EXPECT_NE(::ftruncate(d->grant_fd(), 0), 0);
+}
+
+TEST(LocalDomain, AReceiverRefusesUnsealedOrMissingDescriptors) {
+  auto d = NewDomain();
+  std::vector<UniqueFd> fds;
+  for (int fd : d->fds()) fds.push_back(*DuplicateFd(fd));
+  // Swap guest RAM for an unsealed memfd of the right size.
+  UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
+  fds[0] = std::move(unsealed);
+  EXPECT_EQ(LocalDomain::FromWire(d->EncodeHeader(), std::move(fds)).status().code(),
+            StatusCode::kPermissionDenied);
+
+  std::vector<UniqueFd> too_few;
+  too_few.push_back(*DuplicateFd(d->ram_fd()));
+  EXPECT_EQ(LocalDomain::FromWire(d->EncodeHeader(), std::move(too_few)).status().code(),
+            StatusCode::kDataLoss);
+  std::vector<uint8_t> garbage(24, 0xab);
+  EXPECT_EQ(LocalDomain::FromWire(garbage, {}).status().code(), StatusCode::kDataLoss);
+}
+
+// The whole local process model in miniature: the VM process creates the domain and hands it to a
+// device-model process, which claims a range and serves it; the VM traps into it.
+TEST(LocalDomain, ADeviceModelInAnotherProcessServesTheGuest) {
+  auto d = NewDomain(4, 2);
+  int sockets[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(sockets[0]);
+    auto received = LocalDomain::ReceiveFrom(sockets[1]);
+    if (!received.ok()) ::_exit(10);
+    auto server = LocalIoreqServer::Create(**received);
+    if (!server.ok() || !(*server)->MapMmioRange(0xf0000000, 0xf0000fff).ok()) ::_exit(11);
+    for (int served = 0; served < 50;) {
+      auto next = WaitForIoreq(**server, std::chrono::seconds(5));
+      if (!next.ok() || !next->has_value()) ::_exit(12);
+      const IoRequest& r = **next;
+      if (!(*server)->Complete(r, r.addr - 0xf0000000 + r.vcpu).ok()) ::_exit(13);
+      ++served;
+    }
+    ::_exit(0);
+  }
+  ::close(sockets[1]);
+  ASSERT_TRUE(d->SendTo(sockets[0]).ok());
+  ::close(sockets[0]);
+  auto guest = LocalGuestIo::Create(*d, std::chrono::seconds(5));
+  ASSERT_TRUE(guest.ok());
+  for (int i = 0; i < 500 && !(*guest)->IsMmioClaimed(0xf0000000, 4); ++i) ::usleep(2000);
+  ASSERT_TRUE((*guest)->IsMmioClaimed(0xf0000000, 4));
+  for (uint64_t i = 0; i < 50; ++i) {
+    auto value = (*guest)->Read(i % 2, 0xf0000000 + 4 * i, 4);
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    EXPECT_EQ(*value, 4 * i + i % 2);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(LocalGuestIo, ASilentDeviceModelTimesOutAndItsLateAnswerIsDiscarded) {
+  auto d = NewDomain();
+  auto server = LocalIoreqServer::Create(*d);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->MapMmioRange(0x1000000, 0x1000fff).ok());
+  auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(50));
+  ASSERT_TRUE(guest.ok());
+  EXPECT_EQ((*guest)->Read(0, 0x1000000, 4).status().code(), StatusCode::kDeadlineExceeded);
+  // The server answers late; the guest's next access throws that answer away and gets its own.
+  auto late = (*server)->Poll();
+  ASSERT_TRUE(late.ok() && late->has_value());
+  std::thread server_thread([&] {
+    ASSERT_TRUE((*server)->Complete(**late, 111).ok());
+    auto next = WaitForIoreq(**server, std::chrono::seconds(5));
+    ASSERT_TRUE(next.ok() && next->has_value());
+    ASSERT_TRUE((*server)->Complete(**next, 222).ok());
+  });
+  auto value = (*guest)->Read(0, 0x1000004, 4);
+  server_thread.join();
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(*value, 222u);
+}
+
+TEST(LocalIoreqServer, AGuestRemarkingItsSlotReadyGetsNothingTwice) {
+  auto d = NewDomain();
+  auto server = LocalIoreqServer::Create(*d);
+  ASSERT_TRUE(server.ok());
+  auto region = SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
+  ASSERT_TRUE(region.ok());
+  xen_abi::IoreqRequesterSlots slots(region->data(), 1);
+  IoRequest r;
+  r.space = IoSpace::kMmio;
+  r.size = 4;
+  r.count = 1;
+  ASSERT_TRUE(slots.Submit(0, xen_abi::ToXen(r)).ok());
+  auto first = (*server)->Poll();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  // Scribble READY back into the slot while the request is in flight.
+  region->data()[xen_abi::kStateByteOffset] = STATE_IOREQ_READY;
+  auto second = (*server)->Poll();
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->has_value());
+  EXPECT_TRUE((*server)->Complete(**first, 0).ok());
+  EXPECT_EQ((*server)->Complete(**first, 0).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(LocalIoreqServer, AScribbledControlPageOnlyConfusesTheGuestsOwnRouting) {
+  auto d = NewDomain();
+  auto server = LocalIoreqServer::Create(*d);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->MapMmioRange(0x2000000, 0x2000fff).ok());
+  auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
+  ASSERT_TRUE(guest.ok());
+  auto region = SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
+  ASSERT_TRUE(region.ok());
+  auto* control = reinterpret_cast<LocalControlPage*>(region->data() + kControlPage * kPageSize);
+  control->mmio_range_count = 0xffffffff;  // clamped by the reader
+  control->pci_device_count = 0xffffffff;
+  EXPECT_FALSE((*guest)->IsPciClaimed(Sbdf{0, 0, 9, 0}));
+  control->routing_seq = 1;  // a writer that never finishes: the reader gives up, "unclaimed"
+  EXPECT_FALSE((*guest)->IsMmioClaimed(0x2000000, 4));
+  // The server republishes from its own copy, healing the page.
+  ASSERT_TRUE((*server)->MapMmioRange(0x3000000, 0x3000fff).ok());
+  EXPECT_TRUE((*guest)->IsMmioClaimed(0x2000000, 4));
+  EXPECT_TRUE((*guest)->IsMmioClaimed(0x3000ffc, 4));
+}
+
+// --- the daemon
+// -----------------------------------------------------------------------------------------
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = UniqueDaemonPath();
+    auto daemon = LocalHvDaemon::Create(path_);
+    ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+    daemon_ = std::move(*daemon);
+    ASSERT_TRUE(daemon_->Start().ok());
+  }
+  std::unique_ptr<LocalHvClient> Client(DomainId as) {
+    auto c = LocalHvClient::Connect(path_, as);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::string path_;
+  std::unique_ptr<LocalHvDaemon> daemon_;
+};
+
+TEST_F(DaemonTest, ASecondDaemonOnTheSamePathIsRefused) {
+  EXPECT_EQ(LocalHvDaemon::Create(path_).status().code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(DaemonTest, GarbageDisconnectsOnlyTheSender) {
+  auto store = LocalStore::Connect(path_, 0);
+  ASSERT_TRUE(store.ok());
+  auto raw = ConnectSeqpacket(path_);
+  ASSERT_TRUE(raw.ok());
+  const uint8_t junk[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  ASSERT_TRUE(SendWithFds(raw->get(), junk, {}).ok());
+  auto reply = ReceiveWithFds(raw->get(), 4096, false);
+  EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable) << "the daemon hung up on us";
+  // A request before hello is refused the same way.
+  auto rude = ConnectSeqpacket(path_);
+  ASSERT_TRUE(rude.ok());
+  HvWriter w;
+  w.Str("/x");
+  const std::vector<uint8_t> payload = w.Take();
+  const std::vector<uint8_t> read = EncodeHvMessage(HvOp::kStoreRead, 1, payload);
+  ASSERT_TRUE(SendWithFds(rude->get(), read, {}).ok());
+  EXPECT_EQ(ReceiveWithFds(rude->get(), 4096, false).status().code(), StatusCode::kUnavailable);
+  // Everyone else carries on.
+  EXPECT_TRUE((*store)->Write("/still/here", "yes").ok());
+  EXPECT_EQ(*(*store)->Read("/still/here"), "yes");
+}
+
+TEST_F(DaemonTest, GuestsWriteOnlyTheirOwnStoreSubtree) {
+  auto guest = LocalStore::Connect(path_, 7);
+  auto dom0 = LocalStore::Connect(path_, 0);
+  ASSERT_TRUE(guest.ok() && dom0.ok());
+  EXPECT_TRUE((*guest)->Write("/local/domain/7/device/vgpu/0/state", "1").ok());
+  EXPECT_EQ((*guest)->Write("/local/domain/8/x", "1").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*guest)->Write("/local/domain/70/x", "1").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*guest)->Write("/vm", "1").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*guest)->Remove("/local").code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE((*dom0)->Write("/local/domain/0/backend/vgpu/7/0/state", "2").ok());
+  EXPECT_EQ(*(*guest)->Read("/local/domain/0/backend/vgpu/7/0/state"), "2") << "reads are open";
+  EXPECT_EQ(
+      (*guest)->Write("/local/domain/7/big", std::string(kMaxStoreValueLength + 1, 'x')).code(),
+      StatusCode::kInvalidArgument);
+}
+
+TEST_F(DaemonTest, OnlyDom0UsesTheDomainRegistryAndOwnersTakeDomainsWithThem) {
+  auto d = NewDomain(9);
+  auto launcher = Client(0);
+  auto guest = Client(9);
+  EXPECT_EQ(RegisterDomain(*guest, *d).code(), StatusCode::kPermissionDenied);
+  ASSERT_TRUE(RegisterDomain(*launcher, *d).ok());
+  EXPECT_EQ(RegisterDomain(*launcher, *d).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(AttachDomain(*guest, 9).status().code(), StatusCode::kPermissionDenied);
+  auto dm = Client(0);
+  auto attached = AttachDomain(*dm, 9);
+  ASSERT_TRUE(attached.ok()) << attached.status().ToString();
+  EXPECT_EQ((*attached)->config().ram_bytes, d->config().ram_bytes);
+  EXPECT_EQ(AttachDomain(*dm, 10).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(UnregisterDomain(*dm, 9).code(), StatusCode::kPermissionDenied);
+  launcher.reset();  // the VM's creator went away: so did the domain
+  for (int i = 0; i < 100 && AttachDomain(*dm, 9).ok(); ++i) ::usleep(5000);
+  EXPECT_EQ(AttachDomain(*dm, 9).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(DaemonTest, PortsBindOnlyForTheDomainTheyWereOfferedTo) {
+  auto backend = LocalEventChannels::Connect(path_, 0);
+  auto intruder = LocalEventChannels::Connect(path_, 6);
+  auto frontend = LocalEventChannels::Connect(path_, 5);
+  ASSERT_TRUE(backend.ok() && intruder.ok() && frontend.ok());
+  auto port = (*backend)->AllocUnbound(5);
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ((*intruder)->BindInterdomain(0, *port).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE((*frontend)->BindInterdomain(0, *port).ok());
+  EXPECT_EQ((*frontend)->Unbind(12345).code(), StatusCode::kNotFound);
+}
+
+TEST_F(DaemonTest, AWatcherThatNeverReadsIsDisconnectedNotWaitedFor) {
+  auto writer = LocalStore::Connect(path_, 0);
+  auto sleeper = LocalStore::Connect(path_, 0);
+  ASSERT_TRUE(writer.ok() && sleeper.ok());
+  ASSERT_TRUE((*sleeper)->Watch("/flood", "t").ok());
+  for (int i = 0; i < 5000; ++i) ASSERT_TRUE((*writer)->Write("/flood", std::to_string(i)).ok());
+  // The sleeper's queue overflowed long ago; the daemon dropped it and stayed responsive.
+  bool disconnected = false;
+  for (int i = 0; i < 20000 && !disconnected; ++i) {
+    auto e = (*sleeper)->PollWatch();
+    disconnected = !e.ok();
+    if (e.ok() && !e->has_value()) break;
+  }
+  EXPECT_TRUE(disconnected);
+  EXPECT_EQ(*(*writer)->Read("/flood"), "4999");
+}
+
+// --- grants
+// ---------------------------------------------------------------------------------------------
+
+TEST(LocalGrants, AGrantStillMappedCannotBeEndedAndIsQuarantined) {
+  auto d = NewDomain(2);
+  std::shared_ptr<const LocalDomain> shared(std::move(d));
+  auto sharer = LocalGrantSharer::Create(*shared, 200, 16);
+  ASSERT_TRUE(sharer.ok());
+  LocalGrantMapper mapper(0, [&](DomainId id) -> Result<std::shared_ptr<const LocalDomain>> {
+    if (id != 2) return Status::NotFound("no such domain");
+    return shared;
+  });
+  auto pages = (*sharer)->Share(0, 1, Access::kReadWrite);
+  ASSERT_TRUE(pages.ok());
+  const GrantRef ref = (*pages)->refs()[0];
+  auto mapping = mapper.Map(2, (*pages)->refs(), Access::kReadWrite);
+  ASSERT_TRUE(mapping.ok());
+  auto table = LocalGrantTable::Create(*shared);
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ((*table)->EndGrant(ref).code(), StatusCode::kFailedPrecondition);
+
+  pages->reset();  // revoke while mapped: the frame is quarantined, the mapping stays valid
+  EXPECT_EQ((*sharer)->quarantined_frames(), 1u);
+  (*mapping)->bytes()[0] = 1;
+  const GrantRef refs[] = {ref};
+  EXPECT_EQ(mapper.Map(2, refs, Access::kReadOnly).status().code(), StatusCode::kPermissionDenied)
+      << "no new mappings of a revoked grant";
+  mapping->reset();  // the last unmap frees the entry
+  EXPECT_EQ((*table)->EndGrant(ref).code(), StatusCode::kNotFound);
+  EXPECT_EQ(mapper.Map(7, refs, Access::kReadOnly).status().code(), StatusCode::kNotFound);
+}
+
+TEST(LocalGrants, AForgedEntryCannotReachBeyondTheGrantersRam) {
+  auto d = NewDomain(2);
+  std::shared_ptr<const LocalDomain> shared(std::move(d));
+  LocalGrantMapper mapper(
+      0, [&](DomainId) -> Result<std::shared_ptr<const LocalDomain>> { return shared; });
+  auto table = SharedMapping::Map(shared->grant_fd(), 0, shared->grant_table_bytes(), true);
+  ASSERT_TRUE(table.ok());
+  auto* entries = reinterpret_cast<LocalGrantEntry*>(table->data());
+  entries[5].gfn = shared->frame_count();  // one past the end of RAM
+  entries[5].state = kGrantValid | 0;      // granted to dom0
+  const GrantRef refs[] = {5};
+  EXPECT_EQ(mapper.Map(2, refs, Access::kReadOnly).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(entries[5].state >> 32, 0u) << "the failed map dropped its count";
+  const GrantRef past[] = {kDefaultGrantEntries};
+  EXPECT_EQ(mapper.Map(2, past, Access::kReadOnly).status().code(), StatusCode::kOutOfRange);
+  entries[6].state = kGrantValid | 3;  // granted to someone else
+  const GrantRef other[] = {6};
+  EXPECT_EQ(mapper.Map(2, other, Access::kReadOnly).status().code(), StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace gpuvm::hv::local
