@@ -1,0 +1,255 @@
+// The compute class (0x90c0) as a driver programs it: launch state gathered from methods arrives at
+// the injected ComputeEngine, jobs run slice by slice, and their faults become channel errors.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "gpu/hw/classes.h"
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/pgraph.h"
+#include "gpu/sim/device.h"
+#include "gpu/sim/testing/test_driver.h"
+
+namespace gpuvm::sim {
+namespace {
+
+namespace cp = gf100::compute;
+namespace pf = gf100::pfifo;
+using testing::Channel;
+using testing::TestDriver;
+using testing::Vm;
+
+constexpr uint64_t kVramSize = 32ull << 20;
+constexpr uint32_t kSubc = 1;
+
+// A test double for the compute engine: records launches; each job runs `slices` slices, then
+// writes 0xc0ffee + slice count at `target` (through the channel's memory) or fails as configured.
+class FakeEngine final : public ComputeEngine {
+ public:
+  struct Behaviour {
+    int slices = 3;
+    uint64_t target = 0;  // 0: write into constant buffer 0 at offset 0x40
+    bool fail_other = false;
+  };
+  Behaviour behaviour;
+  std::vector<ComputeLaunch> launches;
+  std::vector<uint64_t> space_ids;
+  int flushes = 0;
+  int slices_run = 0;
+
+  class Job final : public ComputeJob {
+   public:
+    Job(FakeEngine* engine, const ComputeLaunch& launch, ChannelMemory* memory)
+        : engine_(engine), launch_(launch), memory_(memory) {}
+    SliceOutcome RunSlice() override {
+      ++engine_->slices_run;
+      if (++slices_ < engine_->behaviour.slices) return SliceOutcome::kMore;
+      if (engine_->behaviour.fail_other) {
+        fault_.kind = ComputeFault::Kind::kInvalidCode;
+        fault_.message = "bad opcode at 0x10";
+        return SliceOutcome::kFaulted;
+      }
+      const uint64_t va = engine_->behaviour.target != 0 ? engine_->behaviour.target
+                                                         : launch_.const_buffers[0].address + 0x40;
+      MemoryFault mf;
+      uint8_t* p = memory_->Translate(va, 4, true, &mf);
+      if (p == nullptr) {
+        fault_.kind = ComputeFault::Kind::kMmu;
+        fault_.mmu = mf;
+        fault_.message = "st.global";
+        return SliceOutcome::kFaulted;
+      }
+      const uint32_t v = 0xc0ffee + slices_;
+      std::memcpy(p, &v, 4);
+      instructions_ += 100;
+      return SliceOutcome::kDone;
+    }
+    const ComputeFault& fault() const override { return fault_; }
+    uint64_t thread_instructions() const override { return instructions_; }
+
+   private:
+    FakeEngine* engine_;
+    ComputeLaunch launch_;
+    ChannelMemory* memory_;
+    int slices_ = 0;
+    uint64_t instructions_ = 0;
+    ComputeFault fault_;
+  };
+
+  std::unique_ptr<ComputeJob> Start(const ComputeLaunch& launch, ChannelMemory* memory) override {
+    launches.push_back(launch);
+    space_ids.push_back(memory->AddressSpaceId());
+    return std::make_unique<Job>(this, launch, memory);
+  }
+  void FlushCodeCache() override { ++flushes; }
+};
+
+class ComputeLaunchTest : public ::testing::Test {
+ protected:
+  void Create(std::shared_ptr<FakeEngine> engine) {
+    engine_ = engine;
+    SimDeviceOptions options;
+    options.vram_size = kVramSize;
+    options.threaded = false;
+    options.compute_engine = engine;
+    auto device = SimDevice::Create(options);
+    ASSERT_TRUE(device.ok());
+    device_ = std::move(device).value();
+    driver_ = std::make_unique<TestDriver>(device_.get(), kVramSize);
+    vm_ = driver_->CreateVm();
+    cb_va_ = vm_->AllocMapped(0x1000, &cb_phys_);
+    query_va_ = vm_->AllocMapped(0x1000, &query_phys_);
+    vm_->Flush();
+    ch_ = driver_->CreateChannel(4, vm_);
+    ch_->Inc(kSubc, gf100::host::kSetObject, {gf100::kClassCompute});
+  }
+
+  void ProgramLaunch() {
+    ch_->Inc(kSubc, cp::kGridDimYX, {(3u << 16) | 2});
+    ch_->Inc(kSubc, cp::kGridDimZ, {4});
+    ch_->Inc(kSubc, cp::kBlockDimYX, {(2u << 16) | 32});
+    ch_->Inc(kSubc, cp::kBlockDimZ, {1});
+    ch_->Inc(kSubc, cp::kSharedSize, {1024});
+    ch_->Inc(kSubc, cp::kSharedBase, {0xfe000000});
+    ch_->Inc(kSubc, cp::kLocalBase, {0xff000000});
+    ch_->Inc(kSubc, cp::kCodeAddressHigh, {0x1, 0x20000000});
+    ch_->Inc(kSubc, cp::kCpStartId, {0x40});
+    ch_->Inc(kSubc, cp::kTempAddressHigh, {0x0, 0x30000000, 0x0, 0x100000});
+    // Constant buffer 0: 256 bytes at cb_va_, two parameter words uploaded at offset 8.
+    ch_->Inc(kSubc, cp::kCbSize, {256, uint32_t(cb_va_ >> 32), uint32_t(cb_va_), 8});
+    ch_->Inc(kSubc, cp::kCbData, {0x11111111, 0x22222222});
+    ch_->Inc(kSubc, cp::kCbBind, {(0u << cp::kCbBindIndexShift) | cp::kCbBindValid});
+    ch_->Inc(kSubc, cp::kFlush, {cp::kFlushCode});
+    ch_->Inc(kSubc, cp::kLaunch, {0});
+    ch_->Inc(kSubc, cp::kQueryAddressHigh,
+             {uint32_t(query_va_ >> 32), uint32_t(query_va_), 0x5151, cp::kQueryGetShort});
+  }
+
+  std::shared_ptr<FakeEngine> engine_;
+  std::unique_ptr<SimDevice> device_;
+  std::unique_ptr<TestDriver> driver_;
+  Vm* vm_ = nullptr;
+  Channel* ch_ = nullptr;
+  uint64_t cb_va_ = 0, cb_phys_ = 0, query_va_ = 0, query_phys_ = 0;
+};
+
+TEST_F(ComputeLaunchTest, LaunchWithoutEngineIsAChannelError) {
+  Create(nullptr);
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  const ChannelError e = device_->channel_error(4);
+  EXPECT_EQ(e.kind, ChannelError::Kind::kNoComputeEngine);
+  EXPECT_EQ(e.method, cp::kLaunch);
+  EXPECT_NE(e.message.find("no compute engine"), std::string::npos) << e.message;
+  EXPECT_EQ(driver_->Read32(query_phys_), 0u);  // nothing after the LAUNCH ran
+  EXPECT_TRUE(device_->ReadReg(pf::kSubfifo + pf::kSubfifoIntr) & pf::kSubfifoIntrIllegalMthd);
+}
+
+TEST_F(ComputeLaunchTest, LaunchStateArrivesAndJobRunsInSlices) {
+  Create(std::make_shared<FakeEngine>());
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  ASSERT_TRUE(device_->channel_error(4).ok()) << device_->channel_error(4).message;
+  ASSERT_EQ(engine_->launches.size(), 1u);
+  const ComputeLaunch& l = engine_->launches[0];
+  EXPECT_EQ(l.channel, 4u);
+  EXPECT_EQ(l.grid_x, 2u);
+  EXPECT_EQ(l.grid_y, 3u);
+  EXPECT_EQ(l.grid_z, 4u);
+  EXPECT_EQ(l.block_x, 32u);
+  EXPECT_EQ(l.block_y, 2u);
+  EXPECT_EQ(l.block_z, 1u);
+  EXPECT_EQ(l.shared_size, 1024u);
+  EXPECT_EQ(l.shared_base, 0xfe000000u);
+  EXPECT_EQ(l.local_base, 0xff000000u);
+  EXPECT_EQ(l.code_address, 0x120000000ull);
+  EXPECT_EQ(l.entry_offset, 0x40u);
+  EXPECT_EQ(l.temp_address, 0x30000000ull);
+  EXPECT_EQ(l.temp_size, 0x100000ull);
+  EXPECT_TRUE(l.const_buffers[0].valid);
+  EXPECT_EQ(l.const_buffers[0].address, cb_va_);
+  EXPECT_EQ(l.const_buffers[0].size, 256u);
+  EXPECT_FALSE(l.const_buffers[1].valid);
+  EXPECT_EQ(engine_->space_ids[0],
+            device_->mmu_for_testing()
+                ->FindSpace({gf100::vm::Target::kVram, vm_->page_directory()})
+                ->id());
+  EXPECT_EQ(engine_->flushes, 1);
+  EXPECT_EQ(engine_->slices_run, 3);
+  // The upload, the job's own write, and the query written after the grid finished.
+  EXPECT_EQ(driver_->Read32(cb_phys_ + 8), 0x11111111u);
+  EXPECT_EQ(driver_->Read32(cb_phys_ + 12), 0x22222222u);
+  EXPECT_EQ(driver_->Read32(cb_phys_ + 0x40), 0xc0ffee + 3u);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
+  EXPECT_GT(device_->channel_stats(4).engine_busy_ns[uint32_t(pf::Engine::kPgraph)], 0u);
+  EXPECT_EQ(device_->ReadReg(pf::kEngineChannel),
+            pf::kEngineChannelValid | uint32_t(ch_->instance() >> 12));
+}
+
+TEST_F(ComputeLaunchTest, OtherChannelsRunBetweenSlices) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 5;
+  Create(engine);
+  Channel* other = driver_->CreateChannel(7, vm_);
+  ProgramLaunch();
+  ch_->Submit();
+  // The other channel releases a semaphore; it gets its turn while the grid is still running.
+  other->Inc(0, gf100::host::kSemaphoreA,
+             {uint32_t(query_va_ >> 32), uint32_t(query_va_ + 0x100), 9,
+              gf100::host::kSemOpRelease | gf100::host::kSemReleaseSize4});
+  other->Submit();
+  bool other_done_before_grid = false;
+  while (device_->RunUntilIdle(1) == 1) {
+    if (driver_->Read32(query_phys_ + 0x100) == 9 && engine_->slices_run < 5) {
+      other_done_before_grid = true;
+    }
+  }
+  EXPECT_TRUE(other_done_before_grid);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
+}
+
+TEST_F(ComputeLaunchTest, MmuFaultInAJobBecomesVmFaultAndChannelError) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.target = 0x7000000000;  // unmapped
+  Create(engine);
+  driver_->EnableInterrupts();
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  const ChannelError e = device_->channel_error(4);
+  EXPECT_EQ(e.kind, ChannelError::Kind::kMmuFault);
+  EXPECT_EQ(e.fault.va, 0x7000000000ull);
+  EXPECT_TRUE(e.fault.write);
+  EXPECT_EQ(e.fault.reason, gf100::FaultReason::kPtNotPresent);
+  const uint32_t rec = pf::kVmFault + uint32_t(gf100::FaultUnit::kPgraph) * pf::kVmFaultStride;
+  EXPECT_EQ(device_->ReadReg(rec + pf::kVmFaultInst), uint32_t(ch_->instance() >> 12));
+  EXPECT_EQ(device_->ReadReg(rec + pf::kVmFaultAddrLo), 0u);
+  EXPECT_EQ(device_->ReadReg(rec + pf::kVmFaultAddrHi), 0x70u);
+  EXPECT_EQ(device_->ReadReg(rec + pf::kVmFaultFlags),
+            uint32_t(gf100::FaultReason::kPtNotPresent) | pf::kVmFaultWrite);  // GPC client 0
+  EXPECT_TRUE(device_->interrupt_asserted());
+  EXPECT_EQ(driver_->Read32(query_phys_), 0u);
+}
+
+TEST_F(ComputeLaunchTest, OtherJobFaultsRaisePgraphTrap) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.fail_other = true;
+  Create(engine);
+  driver_->EnableInterrupts();
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  const ChannelError e = device_->channel_error(4);
+  EXPECT_EQ(e.kind, ChannelError::Kind::kComputeFault);
+  EXPECT_NE(e.message.find("bad opcode"), std::string::npos) << e.message;
+  EXPECT_TRUE(device_->ReadReg(gf100::pgraph::kIntr) & gf100::pgraph::kIntrTrap);
+  EXPECT_TRUE(device_->interrupt_asserted());
+  device_->WriteReg(gf100::pgraph::kIntr, gf100::pgraph::kIntrTrap);
+  EXPECT_FALSE(device_->interrupt_asserted());
+}
+
+}  // namespace
+}  // namespace gpuvm::sim
