@@ -49,7 +49,10 @@ class Scheduler::OverheadMeter {
 };
 
 Scheduler::VmRecord::VmRecord(VmId vm, double s)
-    : id(vm), share(s), usage(/*bucket=*/1ms, /*horizon=*/kUsageWindowLong) {}
+    : id(vm),
+      share(s),
+      usage_fine(/*bucket=*/1ms, /*horizon=*/kUsageWindowMedium),
+      usage_coarse(/*bucket=*/50ms, /*horizon=*/kUsageWindowLong) {}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(Clock* clock,
                                                      const SchedulerOptions& options) {
@@ -221,7 +224,8 @@ Result<Decision> Scheduler::OnGpuIdle() {
 
 void Scheduler::Account(VmRecord& vm, Duration gpu_time, TimePoint now) {
   vm.gpu_time += gpu_time;
-  vm.usage.Add(now - gpu_time, now);
+  vm.usage_fine.Add(now - gpu_time, now);
+  vm.usage_coarse.Add(now - gpu_time, now);
   vm.last_completion = now;
 }
 
@@ -237,6 +241,8 @@ Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_
     return Status::FailedPrecondition(HandleName(submission) + " is not on the GPU");
   }
   const Running run = *running_;
+  gpu_time = std::min(gpu_time, std::max(Duration(0), now - run.since));
+  if (!completed) running_->since = now;
   VmRecord* record = nullptr;
   if (!run.vm_removed) record = &vms_.at(run.vm);
   if (completed) {
@@ -347,7 +353,7 @@ Decision Scheduler::Apply(const Choice& choice, TimePoint now) {
     record.wait_max = std::max(record.wait_max, waited);
     ++record.dispatched;
   }
-  running_ = Running{entry, effective.vm, false};
+  running_ = Running{entry, effective.vm, false, now};
   return Decision::Dispatch(effective.vm, entry.handle);
 }
 
@@ -359,8 +365,8 @@ SchedulerStats Scheduler::Stats() const {
   stats.scheduler_time = scheduler_time_total_;
   stats.holds = holds_;
   stats.policy_errors = policy_errors_;
-  const auto fraction = [&](const VmRecord& r, Duration window) {
-    return static_cast<double>(r.usage.UsedWithin(stats.now, window).count()) /
+  const auto fraction = [&](const UsageHistory& usage, Duration window) {
+    return static_cast<double>(usage.UsedWithin(stats.now, window).count()) /
            static_cast<double>(window.count());
   };
   for (const auto& [id, r] : vms_) {
@@ -376,9 +382,9 @@ SchedulerStats Scheduler::Stats() const {
     s.gpu_time = r.gpu_time;
     s.wait_total = r.wait_total;
     s.wait_max = r.wait_max;
-    s.usage_100ms = fraction(r, kUsageWindowShort);
-    s.usage_500ms = fraction(r, kUsageWindowMedium);
-    s.usage_10s = fraction(r, kUsageWindowLong);
+    s.usage_100ms = fraction(r.usage_fine, kUsageWindowShort);
+    s.usage_500ms = fraction(r.usage_fine, kUsageWindowMedium);
+    s.usage_10s = fraction(r.usage_coarse, kUsageWindowLong);
     const PolicyVmInfo info = policy_->Describe(id);
     s.credit = info.credit;
     s.standing = std::string(info.standing);

@@ -143,13 +143,18 @@ class Scheduler {
     std::optional<TimePoint> last_arrival;
     uint64_t submitted = 0, dispatched = 0, completed = 0, preempted = 0;
     Duration gpu_time{0}, wait_total{0}, wait_max{0};
-    UsageHistory usage;
+    // 1 ms buckets for the 100 ms and 500 ms windows, 50 ms buckets for the 10 s one: each query
+    // sums at most a few hundred buckets, and the edge error stays within 2 % of the window.
+    UsageHistory usage_fine;
+    UsageHistory usage_coarse;
     explicit VmRecord(VmId vm, double s);
   };
   struct Running {
     Queued entry;
     VmId vm = 0;
     bool vm_removed = false;
+    TimePoint since{};  // dispatched, resumed or last reported: reported GPU time is capped to now
+                        // - since
   };
   class OverheadMeter;
 

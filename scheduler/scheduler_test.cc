@@ -179,6 +179,19 @@ TEST_F(SchedCoreTest, AccountsGpuTimeWaitsAndUsageWindows) {
   EXPECT_NEAR(b.usage_10s, 0.002, 0.0001);
 }
 
+TEST_F(SchedCoreTest, ReportedGpuTimeIsCappedAtTheWallTimeTheSubmissionHad) {
+  auto s = Make(PolicyKind::kBand);
+  ASSERT_TRUE(s->AddVm(1, 50).ok());
+  Submit(*s, 1, 10);
+  clock_.Advance(1ms);
+  ASSERT_TRUE(s->OnSliceEnd(10, 4ms).ok());  // claims 4 ms after 1 ms: counted as 1 ms
+  clock_.Advance(2ms);
+  ASSERT_TRUE(s->OnComplete(10, 9ms).ok());  // 2 ms since the slice report
+  const SchedulerStats stats = s->Stats();
+  EXPECT_EQ(stats.vms[0].gpu_time, 3ms);
+  EXPECT_LE(stats.vms[0].usage_100ms, 0.031);
+}
+
 TEST_F(SchedCoreTest, RemoveVmDropsItsQueueAndAcceptsItsRunningCompletion) {
   auto s = Make(PolicyKind::kFifo);
   ASSERT_TRUE(s->AddVm(1, 50).ok());
