@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   # hardware and hypervisor edges
   libxen-dev libdrm-dev libpciaccess-dev
+  # runtime/: compressed entries in nvcc fat binaries (ZSTD since CUDA 13, LZ4 before)
+  libzstd-dev liblz4-dev
   # plots for the benchmark reports
   gnuplot-nox
 )
