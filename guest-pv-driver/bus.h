@@ -1,0 +1,83 @@
+// The Bus: everything the guest GPU driver may do to reach the GPU. BAR reads and writes (single
+// accesses of 8/16/32/64 bits and block transfers through the BAR1/BAR3 apertures), making host
+// memory reachable by DMA (the bus addresses go into SYSRAM page-table entries), and optionally the
+// interrupt line. The driver holds nothing else: the same driver code runs on every Bus, which is
+// what "unmodified" means in gpuvm (docs/GUEST-DRIVER.md).
+//
+// Backends:
+//   - NativeBus (native_bus.h): straight onto a gpu::Device (the software GF100 in the same
+//     process), DMA through a registry of pinned host memory. The "native" baseline.
+//   - later, not here: a trapping Bus inside a local VM (hypervisor/local), and a Bus over sysfs
+//     resourceN mmaps inside a Xen HVM guest.
+//
+// Threading: implementations must allow every method to be called from any number of threads at
+// once (the driver's channels run on the runtime's threads). Single accesses are atomic with
+// respect to each other; nothing orders accesses of different threads beyond that, as on PCI. The
+// interrupt handler may run on any thread (for the software GPU: the thread that made the change,
+// often the device's engine thread); it must not block and must not call back into the Bus.
+#ifndef GPUVM_GUEST_PV_DRIVER_BUS_H_
+#define GPUVM_GUEST_PV_DRIVER_BUS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "base/status.h"
+#include "gpu/device.h"
+
+namespace gpuvm::guest {
+
+using gpu::Bar;
+using gpu::Width;
+
+// Host memory the device may reach by DMA, for as long as this object lives. The bytes are the
+// caller's; the mapping only makes them reachable. Destroying it withdraws the bus addresses: the
+// driver first removes every page-table entry naming them and flushes the TLBs (on the software GPU
+// the MMU caches host pointers, see gpu::HostMemory).
+class DmaMapping {
+ public:
+  virtual ~DmaMapping() = default;
+
+  virtual uint8_t* host() const = 0;
+  virtual uint64_t length() const = 0;
+  // The bus address of the 4 KiB page holding byte `offset` of the mapping (offset < length()).
+  // Pages need not be contiguous on the bus (a guest's RAM is not), so callers ask page by page.
+  virtual uint64_t PageBusAddress(uint64_t offset) const = 0;
+};
+
+class Bus {
+ public:
+  virtual ~Bus() = default;
+
+  // PCI identity and BAR sizes of the device behind this bus.
+  virtual const gpu::PciIdentity& pci() const = 0;
+
+  // One access of `width` bytes. Never fails (a dead register reads 0), as on PCI.
+  virtual uint64_t Read(Bar bar, uint64_t offset, Width width) = 0;
+  virtual void Write(Bar bar, uint64_t offset, Width width, uint64_t value) = 0;
+
+  // Bulk copies through BAR1 or BAR3. kInvalidArgument for BAR0, kOutOfRange past the BAR's end.
+  virtual Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) = 0;
+  virtual Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) = 0;
+
+  // Makes [host, host + length) reachable by DMA. Both must be 4 KiB aligned and length > 0; the
+  // memory must stay allocated while the mapping lives.
+  virtual Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) = 0;
+
+  // Connects the interrupt line (level-triggered; called with the new level on every change and
+  // once with the current level). An empty handler disconnects. kUnimplemented when this bus has no
+  // interrupt line; the driver then polls.
+  virtual Status SetInterruptHandler(std::function<void(bool asserted)> handler) = 0;
+
+  // Conveniences.
+  uint32_t ReadReg(uint32_t offset) { return uint32_t(Read(Bar::k0, offset, Width::k32)); }
+  void WriteReg(uint32_t offset, uint32_t value) { Write(Bar::k0, offset, Width::k32, value); }
+  uint32_t Read32(Bar bar, uint64_t offset) { return uint32_t(Read(bar, offset, Width::k32)); }
+  void Write32(Bar bar, uint64_t offset, uint32_t v) { Write(bar, offset, Width::k32, v); }
+  uint64_t Read64(Bar bar, uint64_t offset) { return Read(bar, offset, Width::k64); }
+  void Write64(Bar bar, uint64_t offset, uint64_t v) { Write(bar, offset, Width::k64, v); }
+};
+
+}  // namespace gpuvm::guest
+
+#endif  // GPUVM_GUEST_PV_DRIVER_BUS_H_

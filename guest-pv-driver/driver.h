@@ -1,0 +1,341 @@
+// The guest GPU driver: a user-space GF100 (Fermi) driver in the style of nouveau, offering what
+// Gdev's user-mode runtime needs. It reaches the GPU only through a Bus (bus.h) and is the same
+// code natively and under every virtualization mode. docs/GUEST-DRIVER.md is the guide: layout of
+// VRAM and BARs, register sequences, BAR-access counts per operation, error handling.
+//
+//   Driver    one per GPU: probe (PMC_BOOT_0), engine enable, VRAM size from PFB, VRAM allocator,
+//             instance memory through BAR3 (bootstrapped through PRAMIN), BAR1, PFIFO, playlist,
+//             error/interrupt decoding.
+//   Context   one GPU virtual address space (a CUDA context): device memory (VRAM), pinned host
+//             memory (SYSRAM), registered host memory, kernel code, events, and its channels.
+//   Channel   one PFIFO channel in that space (a CUDA stream): IB ring + pushbuffer in pinned host
+//             memory, copies (PCOPY or M2MF), memsets (M2MF), compute launches (class 0x90c0),
+//             fences (semaphore releases the CPU polls in host memory), GPU-side event waits.
+//
+// Addresses: everything a Context hands out is a GPU virtual address ("va") in that context. Copies
+// and launches take vas; a va range must lie inside one allocation of the context.
+//
+// Errors: gpuvm::Status. Bad arguments -> kInvalidArgument / kOutOfRange / kNotFound. A GPU error
+// (MMU fault, channel/pushbuffer error, compute trap) found by the driver's interrupt decoding is
+// recorded as a GpuFault on the context that owns the channel; from then on every call on that
+// context returns kAborted with the fault's description (as a CUDA context is unusable after a
+// fault). Waits that run out of time return kDeadlineExceeded; the context stays usable.
+//
+// Threading and lifetime:
+//   - Driver, Context, Channel and Event methods are all thread-safe. A Channel serializes its own
+//     operations (one internal lock per channel); different channels run concurrently. Waits
+//     (Channel::Wait, Event::Wait) hold no lock while they poll, so one thread may wait on a
+//     channel while another submits to it.
+//   - Lock order (for readers of the code): Channel -> Context -> Driver.
+//   - The Driver must outlive its Contexts; a Context owns its Channels and Events (pointers stay
+//     valid until DestroyChannel/DestroyEvent or the Context is destroyed). Destroying a Context
+//     waits (bounded) for its channels to go idle, removes them from the playlist and frees all of
+//     its memory. Do not destroy a Context while another thread still calls into it.
+#ifndef GPUVM_GUEST_PV_DRIVER_DRIVER_H_
+#define GPUVM_GUEST_PV_DRIVER_DRIVER_H_
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gpu/device.h"
+#include "guest-pv-driver/bus.h"
+#include "guest-pv-driver/page_table_writer.h"
+
+namespace gpuvm::guest {
+
+class Driver;
+class Context;
+class Channel;
+class Event;
+
+// ---- Limits the runtime reports as device attributes and checks launches against ----
+inline constexpr uint64_t kPageSize = 4096;
+inline constexpr uint32_t kMaxThreadsPerBlock = 1024;
+inline constexpr std::array<uint32_t, 3> kMaxBlockDim = {1024, 1024, 64};
+// GRIDDIM_YX packs x and y into 16 bits each (gpu/hw/classes.h).
+inline constexpr std::array<uint32_t, 3> kMaxGridDim = {65535, 65535, 65535};
+inline constexpr uint32_t kMaxSharedBytesPerBlock = 48 << 10;  // Fermi: 48 KiB of the 64 KiB L1
+inline constexpr uint32_t kMaxParamBytes = 4096;               // docs/ISA.md: bank 0, <= 4 KiB
+inline constexpr uint32_t kMaxLocalBytesPerThread = 16 << 10;  // docs/ISA.md
+inline constexpr uint32_t kConstBanks = 16;
+inline constexpr std::chrono::nanoseconds kWaitForever = std::chrono::nanoseconds::max();
+
+enum class CopyEngine : uint8_t {
+  kPcopy,  // GF100_DMA_COPY (0x90b5), the copy engine; nouveau's and Gdev's choice for big copies
+  kM2mf,   // FERMI_MEMORY_TO_MEMORY_FORMAT_A (0x9039), part of PGRAPH
+};
+
+struct DriverOptions {
+  // VRAM below this is never allocated (VGA/VBIOS area on a real board). (our choice) 1 MiB.
+  uint64_t reserved_vram = 1ull << 20;
+  // Use the Bus's interrupt line when it has one: then a wait reads no register unless the line was
+  // raised. Without it a wait checks PMC_INTR_HOST once per error_poll_interval.
+  bool use_interrupts = true;
+  std::chrono::microseconds error_poll_interval{1000};
+  // How GPU page-table updates reach the GPU; empty = native (BAR3 stores + MMIO TLB flush).
+  PageTableWriterFactory page_table_writer;
+};
+
+struct ContextOptions {
+  // Per channel: IB ring entries (power of two, 2..32768) and pushbuffer ring bytes (>= 64 KiB);
+  // both live in pinned host memory.
+  uint32_t ib_entries = 1024;
+  uint64_t pushbuffer_bytes = 1ull << 20;
+  // Per channel: bounce buffers for copies from/to pageable host memory (two halves, pipelined).
+  uint64_t staging_bytes = 4ull << 20;
+  CopyEngine copy_engine = CopyEngine::kPcopy;
+  // Synchronous host<->VRAM copies up to this size go through a BAR1 mapping of the device memory
+  // instead of DMA (Gdev: 4 KiB). 0 disables the BAR1 path.
+  uint64_t bar1_copy_threshold = 4096;
+  // Timeout of waits made inside synchronous calls (copies, Synchronize without argument).
+  std::chrono::nanoseconds default_timeout = std::chrono::seconds(60);
+};
+
+struct DeviceInfo {
+  gpu::PciIdentity pci;
+  uint32_t boot0 = 0;    // PMC_BOOT_0 as read
+  uint32_t chipset = 0;  // 0xc0
+  uint32_t stepping = 0;
+  std::string name;  // from the PCI device id, e.g. "Quadro 6000"
+  uint64_t vram_bytes = 0;
+  uint32_t fb_partitions = 0;  // enabled FB partitions, each contributing its VRAM
+  uint64_t large_page_bytes = 0;
+  uint32_t channels = 0;  // hardware channels (128)
+};
+
+// Counts of Bus operations made by the driver since it was created, per BAR (index 0 = BAR0,
+// 1 = BAR1, 2 = BAR3). Under virtualization each single access to a trapped BAR is a VM exit.
+struct BusCounters {
+  std::array<uint64_t, 3> reads{};
+  std::array<uint64_t, 3> writes{};
+  std::array<uint64_t, 3> block_reads{};
+  std::array<uint64_t, 3> block_writes{};
+  uint64_t block_bytes = 0;
+  uint64_t dma_maps = 0;
+  uint64_t total() const;  // every access, single and block
+  BusCounters operator-(const BusCounters& earlier) const;
+};
+
+// A GPU error, decoded from the device's registers (PFIFO/PGRAPH interrupts, VM_FAULT records).
+struct GpuFault {
+  enum class Kind : uint8_t {
+    kMmuFault,      // a translation failed (VM_FAULT): bad pointer, unmapped or read-only page
+    kCommandError,  // PFIFO's command fetch rejected the channel's commands (PSUBFIFO interrupt)
+    kComputeTrap,  // a compute job failed other than by the MMU (PGRAPH TRAP): bad code, misaligned
+                   // or out-of-window access, trap instruction, invalid launch
+  };
+  Kind kind = Kind::kMmuFault;
+  uint32_t channel = 0;  // hardware channel id
+  // kMmuFault: the faulting virtual address, direction and gf100::FaultReason; unit is the
+  // VM_FAULT index (gf100::FaultUnit).
+  uint64_t address = 0;
+  bool write = false;
+  uint32_t reason = 0;
+  uint32_t unit = 0;
+  // kCommandError: PSUBFIFO INTR bits and the method/data it stopped at.
+  uint32_t subfifo_intr = 0;
+  uint32_t method = 0;
+  uint32_t subchannel = 0;
+  uint32_t data = 0;
+  std::string message;  // one sentence
+};
+
+enum class MemoryKind : uint8_t {
+  kDevice,          // VRAM (cuMemAlloc)
+  kHost,            // pinned host memory the driver allocated (cuMemAllocHost / cuMemHostAlloc)
+  kRegisteredHost,  // the caller's host memory made reachable (cuMemHostRegister)
+  kCode,            // VRAM holding kernel images (LoadCode)
+};
+
+// What an allocation is; returned by value (the Context keeps the real bookkeeping).
+struct Allocation {
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t va = 0;       // GPU virtual address of the first byte
+  uint64_t size = 0;     // bytes as requested
+  void* host = nullptr;  // kHost / kRegisteredHost: the CPU address of the first byte
+};
+
+// Completion of the work a channel had been given up to a point. Sequence 0 is always complete.
+struct Fence {
+  uint32_t channel = 0;  // hardware channel id
+  uint32_t sequence = 0;
+  friend bool operator==(const Fence&, const Fence&) = default;
+};
+
+// A constant bank binding beyond bank 0 (docs/ISA.md: bank 1 module constants, bank 2 addresses of
+// module globals). The bank's memory is read by the kernel when the launch starts.
+struct ConstBankBinding {
+  uint32_t index = 1;  // 1..15
+  uint64_t va = 0;
+  uint32_t size = 0;  // bytes, multiple of 4, <= 64 KiB
+};
+
+struct LaunchParams {
+  // Kernel image (docs/ISA.md "Kernel image") at code_address + entry_offset, e.g. from LoadCode.
+  uint64_t code_address = 0;
+  uint32_t entry_offset = 0;
+  std::array<uint32_t, 3> grid = {1, 1, 1};
+  std::array<uint32_t, 3> block = {1, 1, 1};
+  uint32_t shared_bytes = 0;  // dynamic shared memory per block (the image has the static)
+  uint32_t local_bytes_per_thread = 0;  // sizes the TEMP backing; 0 = none
+  std::span<const uint8_t> params;      // copied into constant bank 0 (<= kMaxParamBytes)
+  std::vector<ConstBankBinding> banks;  // further banks to bind
+};
+
+class Driver {
+ public:
+  // Probes and initializes the GPU behind `bus` (which must outlive the driver): checks PMC_BOOT_0
+  // says GF100, enables PFIFO/PGRAPH/PCOPY, sizes VRAM from PFB, sets up BAR3 (instance memory)
+  // through PRAMIN, BAR1 and the USER area, PFIFO interrupts. kFailedPrecondition for another chip.
+  static Result<std::unique_ptr<Driver>> Create(Bus* bus, const DriverOptions& options = {});
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  const DeviceInfo& info() const;
+  Result<std::unique_ptr<Context>> CreateContext(const ContextOptions& options = {});
+
+  // Bytes of VRAM not allocated (memory of every context plus driver structures).
+  uint64_t vram_free() const;
+  BusCounters bus_counters() const;
+
+  // Reads and decodes pending GPU errors now (a wait does this by itself). Faults are recorded on
+  // the contexts owning the channels. Returns how many errors were decoded.
+  size_t ServiceInterrupts();
+
+  class Impl;
+  Impl* impl() { return impl_.get(); }
+
+ private:
+  explicit Driver(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Context {
+ public:
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // OK, or kAborted describing the first GPU fault of this context (sticky).
+  Status status() const;
+  std::optional<GpuFault> fault() const;
+
+  // ---- memory ----
+  // size > 0; VRAM is zero-filled. Allocations of 1 MiB and more are aligned to (and mapped with)
+  // large pages.
+  Result<Allocation> AllocDevice(uint64_t size);
+  // Pinned host memory (zero-filled, 4 KiB aligned) mapped into the context as SYSRAM.
+  Result<Allocation> AllocHost(uint64_t size);
+  // Makes the caller's [host, host + size) reachable: host and size 4 KiB aligned. Allocation::va
+  // is the GPU address of `host`.
+  Result<Allocation> RegisterHost(void* host, uint64_t size);
+  // Frees any allocation by its va (the first byte); kNotFound for anything else. Waits for the
+  // context's channels to go idle first (the GPU may still use the memory), as cuMemFree does.
+  Status Free(uint64_t va);
+  // The allocation containing `va` / the host allocation containing `host`.
+  Result<Allocation> Find(uint64_t va) const;
+  Result<Allocation> FindHost(const void* host) const;
+
+  // Copies a kernel image (or several, back to back) into VRAM and returns its allocation; the code
+  // cache is flushed before the next launch on every channel. Free it with Free(va).
+  Result<Allocation> LoadCode(std::span<const uint8_t> image);
+
+  // ---- channels and events ----
+  // The channel created with the context (CUDA's null stream).
+  Channel* default_channel();
+  Result<Channel*> CreateChannel();
+  // Waits (bounded) for the channel to go idle, then removes it. kNotFound for a foreign pointer;
+  // the default channel cannot be destroyed.
+  Status DestroyChannel(Channel* channel);
+  Result<Event*> CreateEvent();
+  Status DestroyEvent(Event* event);
+
+  // Waits for every channel of the context.
+  Status Synchronize();
+  Status Synchronize(std::chrono::nanoseconds timeout);
+
+  uint64_t va_limit() const;  // highest valid GPU virtual address
+  const ContextOptions& options() const;
+
+  class Impl;
+  Impl* impl() { return impl_.get(); }
+
+ private:
+  friend class Driver;
+  explicit Context(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Channel {
+ public:
+  uint32_t id() const;  // hardware channel id (0..127)
+  Context* context() const;
+
+  // ---- asynchronous work: queued and kicked at once (one IB_PUT write); returns its fence ----
+  // dst and src are vas of this context (device, pinned host or registered host memory).
+  Result<Fence> CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_t bytes);
+  Result<Fence> Memset8Async(uint64_t dst_va, uint8_t value, uint64_t count);
+  Result<Fence> Memset32Async(uint64_t dst_va, uint32_t value, uint64_t count);  // dst 4-aligned
+  Result<Fence> Launch(const LaunchParams& params);
+  // The event completes when everything submitted to this channel before it has completed.
+  Result<Fence> Record(Event* event);
+  // Work submitted to this channel after this call waits on the GPU until `event` completes (its
+  // latest Record). An event never recorded is complete.
+  Status WaitEvent(const Event* event);
+
+  // ---- synchronous copies between host memory (any) and a va (any kind) ----
+  // Ordered after all earlier work of this channel; they return when the bytes have arrived.
+  // Host memory inside a pinned/registered allocation of this context is copied by DMA directly;
+  // small VRAM transfers go through BAR1; the rest is staged through bounce buffers.
+  Status CopyHostToDevice(uint64_t dst_va, const void* src, uint64_t bytes);
+  Status CopyDeviceToHost(void* dst, uint64_t src_va, uint64_t bytes);
+
+  // ---- completion ----
+  Result<bool> IsDone(Fence fence);
+  Status Wait(Fence fence);  // with the context's default timeout
+  Status Wait(Fence fence, std::chrono::nanoseconds timeout);
+  Status Synchronize();  // waits for the last fence
+  Status Synchronize(std::chrono::nanoseconds timeout);
+  Fence last_fence() const;
+
+  class Impl;
+  Impl* impl() { return impl_.get(); }
+  ~Channel();
+
+ private:
+  friend class Context;
+  explicit Channel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A completion marker with a GPU timestamp (cuEvent).
+class Event {
+ public:
+  // True when the latest Record has completed (or it was never recorded).
+  Result<bool> Query();
+  Status Wait(std::chrono::nanoseconds timeout = kWaitForever);
+  // GPU time (ns, device clock) at which the latest recorded event completed. kFailedPrecondition
+  // when never recorded, kUnavailable while still pending.
+  Result<uint64_t> TimestampNs();
+
+  class Impl;
+  Impl* impl() { return impl_.get(); }
+  ~Event();
+
+ private:
+  friend class Context;
+  explicit Event(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuvm::guest
+
+#endif  // GPUVM_GUEST_PV_DRIVER_DRIVER_H_
