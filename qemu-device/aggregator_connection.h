@@ -1,0 +1,62 @@
+// The device model's view of the GPU Access Aggregator: where decoded BAR accesses go, and where
+// interrupts and mapping requests come from. gpuvm-dm talks to the real aggregator over the IPC
+// protocol (IpcAggregatorConnection, docs/IPC.md); tests use an in-process fake (testing/).
+//
+// Threading: one owner thread (the device model's).
+#ifndef GPUVM_QEMU_DEVICE_AGGREGATOR_CONNECTION_H_
+#define GPUVM_QEMU_DEVICE_AGGREGATOR_CONNECTION_H_
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+
+#include "base/status.h"
+#include "qemu-device/virtual_gpu.h"
+
+namespace gpuvm::dm {
+
+// The aggregator drives the device's interrupt line.
+struct InterruptLevel {
+  bool asserted = false;
+};
+// fv-bar-remap: map [offset, offset+length) of a BAR straight to memory the aggregator provides, so
+// guest accesses there stop trapping; and the way back. Answered with AnswerBarRequest(seq,
+// status).
+struct BarMapRequest {
+  uint32_t seq = 0;
+  BarIndex bar = BarIndex::kBar1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+struct BarUnmapRequest {
+  uint32_t seq = 0;
+  BarIndex bar = BarIndex::kBar1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+// The aggregator ends this VM's session (it is shutting down, or refuses the VM from now on).
+struct TeardownRequest {
+  uint32_t seq = 0;
+};
+using AggregatorEvent =
+    std::variant<InterruptLevel, BarMapRequest, BarUnmapRequest, TeardownRequest>;
+
+class AggregatorConnection {
+ public:
+  virtual ~AggregatorConnection() = default;
+
+  // One decoded guest access: BAR, offset inside it, size 1/2/4/8 (BAR0: naturally aligned), and
+  // the vCPU it came from. Blocks until the aggregator answered.
+  virtual Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) = 0;
+  virtual Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                       uint32_t vcpu) = 0;
+
+  // Polls readable when PollEvent() may have something; -1 when the connection never has events.
+  virtual int event_fd() const = 0;
+  virtual Result<std::optional<AggregatorEvent>> PollEvent() = 0;
+  virtual Status AnswerBarRequest(uint32_t seq, const Status& result) = 0;
+};
+
+}  // namespace gpuvm::dm
+
+#endif  // GPUVM_QEMU_DEVICE_AGGREGATOR_CONNECTION_H_

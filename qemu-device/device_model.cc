@@ -1,0 +1,326 @@
+#include "qemu-device/device_model.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gpuvm::dm {
+namespace {
+
+bool ValidMmioSize(uint32_t size) { return size == 1 || size == 2 || size == 4 || size == 8; }
+
+uint64_t Mask(uint32_t size) { return size >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1; }
+
+// What a refused read returns: all-ones of the access size (all 64 bits when the size is nonsense;
+// the guest only looks at its own width).
+uint64_t AllOnes(uint32_t size) { return ValidMmioSize(size) ? Mask(size) : ~uint64_t{0}; }
+
+// Element i of a rep access starting at `base`, walking up (or down when df). nullopt on
+// wrap-around.
+std::optional<uint64_t> Element(uint64_t base, uint64_t i, uint32_t size, bool df) {
+  const uint64_t step = i * size;  // i < 4096, size <= 8: no overflow
+  if (df) {
+    if (base < step) return std::nullopt;
+    return base - step;
+  }
+  if (base > ~uint64_t{0} - step) return std::nullopt;
+  return base + step;
+}
+
+}  // namespace
+
+DeviceModel::DeviceModel(const DeviceModelConfig& config, hv::IoreqServer* server,
+                         AggregatorConnection* aggregator, hv::GuestMemory* guest_memory)
+    : settings_(config),
+      server_(server),
+      aggregator_(aggregator),
+      guest_memory_(guest_memory),
+      config_(config.layout) {}
+
+Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig& config,
+                                                         hv::IoreqServer* server,
+                                                         AggregatorConnection* aggregator,
+                                                         hv::GuestMemory* guest_memory) {
+  if (server == nullptr || aggregator == nullptr) {
+    return Status::InvalidArgument("a device model needs an IOREQ server and an aggregator");
+  }
+  for (BarIndex bar : kBars) {
+    const uint64_t size = config.layout.size(bar);
+    if (size < hv::kPageSize || (size & (size - 1)) != 0 || size > (uint64_t{1} << 40)) {
+      return Status::InvalidArgument(std::string(BarName(bar)) +
+                                     " size must be a power of two from 4 KiB to 1 TiB");
+    }
+  }
+  if (config.layout.bar0_size > (uint64_t{1} << 31)) {
+    return Status::InvalidArgument("BAR0 is a 32-bit BAR: at most 2 GiB");
+  }
+  if (config.max_rep_bytes == 0 || config.max_rep_bytes > 65536) {
+    return Status::InvalidArgument("max_rep_bytes out of range");
+  }
+  std::unique_ptr<DeviceModel> dm(new DeviceModel(config, server, aggregator, guest_memory));
+  GPUVM_RETURN_IF_ERROR(server->MapPciDevice(config.sbdf));
+  return dm;
+}
+
+DeviceModel::~DeviceModel() {
+  for (auto& range : mapped_) {
+    if (range) (void)server_->UnmapMmioRange(range->first, range->second);
+  }
+  if (intx_output_) (void)server_->SetPciIntxLevel(settings_.sbdf, 0, false);
+  (void)server_->UnmapPciDevice(settings_.sbdf);
+}
+
+uint64_t DeviceModel::Refuse(Refusal reason, uint32_t size) {
+  counters_.CountRefusal(reason);
+  return AllOnes(size);
+}
+
+uint64_t DeviceModel::Handle(const hv::IoRequest& r) {
+  switch (r.space) {
+    case hv::IoSpace::kTimeOffset:
+    case hv::IoSpace::kInvalidate:
+      counters_.CountHousekeeping();  // nothing of ours is cached or timed
+      return 0;
+    case hv::IoSpace::kPciConfig:
+      return HandleConfig(r);
+    case hv::IoSpace::kMmio:
+      return HandleMmio(r);
+    case hv::IoSpace::kPort:
+    case hv::IoSpace::kUnknown:
+      break;
+  }
+  return Refuse(Refusal::kUnknownSpace, r.size);
+}
+
+uint64_t DeviceModel::HandleConfig(const hv::IoRequest& r) {
+  if (r.sbdf != settings_.sbdf) return Refuse(Refusal::kWrongDevice, r.size);
+  if (r.buffered && r.dir == hv::IoDirection::kRead) return Refuse(Refusal::kBufferedRead, r.size);
+  if (r.count != 1 || r.data_is_ptr) return Refuse(Refusal::kBadRepetition, r.size);
+  if (r.size != 1 && r.size != 2 && r.size != 4) return Refuse(Refusal::kBadSize, r.size);
+  if (r.addr >= kConfigSpaceSize) return Refuse(Refusal::kOutsideConfig, r.size);
+  if (!PciConfigSpace::ValidAccess(r.addr, r.size)) return Refuse(Refusal::kUnaligned, r.size);
+  const uint32_t offset = static_cast<uint32_t>(r.addr);
+  if (r.dir == hv::IoDirection::kRead) {
+    counters_.CountConfigRead();
+    return config_.Read(offset, r.size);
+  }
+  counters_.CountConfigWrite();
+  config_.Write(offset, r.size, static_cast<uint32_t>(r.data & Mask(r.size)));
+  SyncBarMappings();
+  SyncInterrupt(false);  // the guest may have flipped INTx-disable or enabled MSI
+  return 0;
+}
+
+uint64_t DeviceModel::HandleMmio(const hv::IoRequest& r) {
+  if (r.buffered && r.dir == hv::IoDirection::kRead) return Refuse(Refusal::kBufferedRead, r.size);
+  if (!ValidMmioSize(r.size)) return Refuse(Refusal::kBadSize, r.size);
+  if (r.count == 0) return Refuse(Refusal::kBadRepetition, r.size);
+  const bool read = r.dir == hv::IoDirection::kRead;
+  const uint64_t total = uint64_t{r.count} * r.size;
+
+  if (!r.data_is_ptr) {
+    if (r.count == 1) {
+      if (read) return ForwardRead(r.addr, r.size, r.vcpu).value_or(AllOnes(r.size));
+      ForwardWrite(r.addr, r.size, r.data & Mask(r.size), r.vcpu);
+      return 0;
+    }
+    // rep stos: the same value stored count times. A rep read needs a buffer (data_is_ptr).
+    if (read || total > settings_.max_rep_bytes) return Refuse(Refusal::kBadRepetition, r.size);
+    for (uint64_t i = 0; i < r.count; ++i) {
+      const std::optional<uint64_t> gpa = Element(r.addr, i, r.size, r.df);
+      if (!gpa) return Refuse(Refusal::kOutsideBars, r.size);
+      if (!ForwardWrite(*gpa, r.size, r.data & Mask(r.size), r.vcpu)) break;
+    }
+    return 0;
+  }
+
+  // rep movs/ins/outs: data is the guest physical address of a count * size buffer.
+  if (guest_memory_ == nullptr) return Refuse(Refusal::kBadPointer, r.size);
+  if (total > settings_.max_rep_bytes) return Refuse(Refusal::kBadRepetition, r.size);
+  const std::optional<uint64_t> last = Element(r.data, r.count - 1, r.size, r.df);
+  if (!last) return Refuse(Refusal::kBadPointer, r.size);
+  const uint64_t buffer_low = r.df ? *last : r.data;
+  const uint64_t memory_bytes = guest_memory_->frame_count() << hv::kPageShift;
+  if (buffer_low >= memory_bytes || total > memory_bytes - buffer_low) {
+    return Refuse(Refusal::kBadPointer, r.size);
+  }
+  for (uint64_t i = 0; i < r.count; ++i) {
+    const std::optional<uint64_t> gpa = Element(r.addr, i, r.size, r.df);
+    const uint64_t buffer = *Element(r.data, i, r.size, r.df);  // inside the checked buffer
+    uint8_t bytes[8];
+    if (read) {
+      // A failed element reads all-ones, and so does the rest of the transfer.
+      std::optional<uint64_t> value;
+      if (gpa) {
+        value = ForwardRead(*gpa, r.size, r.vcpu);
+      } else {
+        counters_.CountRefusal(Refusal::kOutsideBars);
+      }
+      const uint64_t v = value.value_or(AllOnes(r.size));
+      std::memcpy(bytes, &v, r.size);
+      if (!guest_memory_->Write(buffer, {bytes, r.size}).ok()) {
+        return Refuse(Refusal::kBadPointer, r.size);
+      }
+      if (!value) {
+        for (uint64_t j = i + 1; j < r.count; ++j) {
+          std::memset(bytes, 0xff, sizeof(bytes));
+          (void)guest_memory_->Write(*Element(r.data, j, r.size, r.df), {bytes, r.size});
+        }
+        break;
+      }
+    } else {
+      if (!gpa) return Refuse(Refusal::kOutsideBars, r.size);
+      if (!guest_memory_->Read(buffer, {bytes, r.size}).ok()) {
+        return Refuse(Refusal::kBadPointer, r.size);
+      }
+      uint64_t v = 0;
+      std::memcpy(&v, bytes, r.size);
+      if (!ForwardWrite(*gpa, r.size, v, r.vcpu)) break;
+    }
+  }
+  return 0;
+}
+
+std::optional<std::pair<BarIndex, uint64_t>> DeviceModel::Decode(uint64_t gpa, uint32_t size) {
+  for (BarIndex bar : kBars) {
+    const auto& range = mapped_[BarSlot(bar)];
+    if (!range || gpa < range->first || gpa > range->second) continue;
+    if (range->second - gpa < size - 1) {  // runs off the end of the BAR
+      counters_.CountRefusal(Refusal::kOutsideBars);
+      return std::nullopt;
+    }
+    const uint64_t offset = gpa - range->first;
+    // BAR0 holds registers: naturally aligned accesses only. BAR1/BAR3 are memory apertures.
+    if (bar == BarIndex::kBar0 && offset % size != 0) {
+      counters_.CountRefusal(Refusal::kUnaligned);
+      return std::nullopt;
+    }
+    return std::make_pair(bar, offset);
+  }
+  counters_.CountRefusal(Refusal::kOutsideBars);
+  return std::nullopt;
+}
+
+std::optional<uint64_t> DeviceModel::ForwardRead(uint64_t gpa, uint32_t size, uint32_t vcpu) {
+  const auto hit = Decode(gpa, size);
+  if (!hit) return std::nullopt;
+  counters_.CountBarRead(hit->first);
+  Result<uint64_t> value = aggregator_->Read(hit->first, hit->second, size, vcpu);
+  if (!value.ok()) {
+    counters_.CountRefusal(Refusal::kAggregatorError);
+    return std::nullopt;
+  }
+  return *value & Mask(size);
+}
+
+bool DeviceModel::ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu) {
+  const auto hit = Decode(gpa, size);
+  if (!hit) return false;
+  counters_.CountBarWrite(hit->first);
+  if (!aggregator_->Write(hit->first, hit->second, size, value, vcpu).ok()) {
+    counters_.CountRefusal(Refusal::kAggregatorError);
+    return false;
+  }
+  return true;
+}
+
+void DeviceModel::SyncBarMappings() {
+  std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> wanted;
+  for (BarIndex bar : kBars) {
+    if (auto base = config_.BarAddress(bar)) {
+      wanted[BarSlot(bar)] = std::make_pair(*base, *base + config_.BarSize(bar) - 1);
+    }
+  }
+  // Unmap everything that moved first, so two BARs trading places never overlap in between.
+  for (size_t i = 0; i < 3; ++i) {
+    if (mapped_[i] && mapped_[i] != wanted[i]) {
+      (void)server_->UnmapMmioRange(mapped_[i]->first, mapped_[i]->second);
+      mapped_[i].reset();
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    if (!wanted[i] || mapped_[i]) continue;
+    bool overlaps = false;
+    for (size_t j = 0; j < 3; ++j) {
+      if (j != i && mapped_[j] && wanted[i]->first <= mapped_[j]->second &&
+          mapped_[j]->first <= wanted[i]->second) {
+        overlaps = true;
+      }
+    }
+    // A BAR programmed on top of another stays unmapped until one of them moves; the hypervisor may
+    // refuse a range too (it overlaps something of another server). Counted once per address.
+    if (overlaps || !server_->MapMmioRange(wanted[i]->first, wanted[i]->second).ok()) {
+      if (refused_at_[i] != wanted[i]) {
+        counters_.CountRefusal(Refusal::kBarConflict);
+        refused_at_[i] = wanted[i];
+      }
+      continue;
+    }
+    mapped_[i] = wanted[i];
+    refused_at_[i].reset();
+  }
+}
+
+void DeviceModel::SyncInterrupt(bool rising_edge) {
+  if (config_.msi_enabled()) {
+    // MSI is an edge: one message per rising edge of the line. INTx stays quiet meanwhile.
+    if (intx_output_) {
+      (void)server_->SetPciIntxLevel(settings_.sbdf, 0, false);
+      intx_output_ = false;
+    }
+    if (rising_edge) (void)server_->InjectMsi(config_.msi_address(), config_.msi_data());
+    return;
+  }
+  const bool want = line_asserted_ && !config_.intx_disabled();
+  if (want != intx_output_) {
+    (void)server_->SetPciIntxLevel(settings_.sbdf, 0, want);
+    intx_output_ = want;
+  }
+}
+
+Status DeviceModel::HandleAggregatorEvent(const AggregatorEvent& event) {
+  if (const auto* irq = std::get_if<InterruptLevel>(&event)) {
+    const bool rising = irq->asserted && !line_asserted_;
+    line_asserted_ = irq->asserted;
+    config_.set_interrupt_status(irq->asserted);
+    SyncInterrupt(rising);
+    return Status::Ok();
+  }
+  if (const auto* map = std::get_if<BarMapRequest>(&event)) {
+    // fv-bar-remap lands with full virtualization; the protocol already carries it.
+    return aggregator_->AnswerBarRequest(
+        map->seq, Status::Unimplemented("this device model does not remap BARs yet"));
+  }
+  if (const auto* unmap = std::get_if<BarUnmapRequest>(&event)) {
+    return aggregator_->AnswerBarRequest(
+        unmap->seq, Status::Unimplemented("this device model does not remap BARs yet"));
+  }
+  teardown_requested_ = true;
+  return Status::Ok();
+}
+
+Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
+  if (teardown_requested_) return Status::Aborted("the aggregator ended this VM's session");
+  pollfd fds[2] = {{server_->wait_fd(), POLLIN, 0}, {aggregator_->event_fd(), POLLIN, 0}};
+  const nfds_t count = aggregator_->event_fd() >= 0 ? 2 : 1;
+  if (::poll(fds, count, static_cast<int>(timeout.count())) < 0 && errno != EINTR) {
+    return Status::FromErrno(errno, "device model poll");
+  }
+  // Serve the guest in bounded batches so aggregator events (interrupts) are never starved.
+  for (int served = 0; served < 256; ++served) {
+    GPUVM_ASSIGN_OR_RETURN(std::optional<hv::IoRequest> request, server_->Poll());
+    if (!request) break;
+    const uint64_t value = Handle(*request);
+    GPUVM_RETURN_IF_ERROR(server_->Complete(*request, value));
+  }
+  for (;;) {
+    GPUVM_ASSIGN_OR_RETURN(std::optional<AggregatorEvent> event, aggregator_->PollEvent());
+    if (!event) break;
+    GPUVM_RETURN_IF_ERROR(HandleAggregatorEvent(*event));
+  }
+  if (teardown_requested_) return Status::Aborted("the aggregator ended this VM's session");
+  return Status::Ok();
+}
+
+}  // namespace gpuvm::dm

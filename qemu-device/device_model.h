@@ -1,0 +1,103 @@
+// The hypervisor-facing half of gpuvm-dm: one virtual GPU of one VM. It takes the IoRequests an
+// IOREQ server delivers, decodes them — configuration space (PciConfigSpace) or an access into
+// BAR0/BAR1/BAR3 at their current guest addresses — and forwards BAR accesses to the aggregator; it
+// keeps the IOREQ server's MMIO ranges equal to where the guest put the BARs (unmap the old range,
+// map the new one, as firmware and drivers move them), counts every trap per BAR, and turns the
+// aggregator's interrupt line into INTx or MSI for the guest. The same code runs on the Xen and the
+// local backend.
+//
+// Hostile guests: every field of a request is as the guest made it. Bad requests — wrong sizes,
+// addresses outside every BAR, unaligned BAR0 accesses, rep counts that are zero or move more than
+// a page, data_is_ptr buffers outside guest memory, port I/O, unknown types, reads in the posted
+// ring — are answered all-ones (reads) or dropped (writes), counted by reason, and never reach the
+// aggregator. A rep access moves at most max_rep_bytes (one page, as Xen issues them), so no
+// request costs more than 1024 aggregator round trips.
+//
+// Threading: one thread owns a DeviceModel and calls everything; counters() may be read anywhere.
+#ifndef GPUVM_QEMU_DEVICE_DEVICE_MODEL_H_
+#define GPUVM_QEMU_DEVICE_DEVICE_MODEL_H_
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "hypervisor/guest_memory.h"
+#include "hypervisor/ioreq_server.h"
+#include "qemu-device/aggregator_connection.h"
+#include "qemu-device/pci_config_space.h"
+#include "qemu-device/trap_counters.h"
+
+namespace gpuvm::dm {
+
+struct DeviceModelConfig {
+  hv::Sbdf sbdf = kDefaultSbdf;
+  VirtualGpuLayout layout;
+  uint32_t max_rep_bytes = 4096;
+};
+
+class DeviceModel {
+ public:
+  // Claims `config.sbdf` on `server`. `guest_memory` may be null (then data_is_ptr requests are
+  // refused). The three collaborators must outlive the DeviceModel.
+  static Result<std::unique_ptr<DeviceModel>> Create(const DeviceModelConfig& config,
+                                                     hv::IoreqServer* server,
+                                                     AggregatorConnection* aggregator,
+                                                     hv::GuestMemory* guest_memory);
+  ~DeviceModel();
+
+  // Decodes and performs one request; returns what to complete it with (all-ones for a refused
+  // read).
+  uint64_t Handle(const hv::IoRequest& request);
+
+  // One turn of the event loop: waits up to `timeout` for guest requests or aggregator events, then
+  // serves everything waiting. Returns Aborted once the aggregator asked for teardown, and the
+  // error of a failed IOREQ server or aggregator connection (the VM cannot go on without either).
+  Status RunOnce(std::chrono::milliseconds timeout);
+  Status HandleAggregatorEvent(const AggregatorEvent& event);
+
+  const TrapCounters& counters() const { return counters_; }
+  const PciConfigSpace& config() const { return config_; }
+  const DeviceModelConfig& settings() const { return settings_; }
+  // The range [first, last] the IOREQ server currently routes to us for `bar`, if any.
+  std::optional<std::pair<uint64_t, uint64_t>> mapped_range(BarIndex bar) const {
+    return mapped_[BarSlot(bar)];
+  }
+  bool teardown_requested() const { return teardown_requested_; }
+
+ private:
+  DeviceModel(const DeviceModelConfig& config, hv::IoreqServer* server,
+              AggregatorConnection* aggregator, hv::GuestMemory* guest_memory);
+
+  uint64_t HandleConfig(const hv::IoRequest& r);
+  uint64_t HandleMmio(const hv::IoRequest& r);
+  // One element of an MMIO access at guest physical `gpa`. nullopt (refusal counted) when it fails.
+  std::optional<uint64_t> ForwardRead(uint64_t gpa, uint32_t size, uint32_t vcpu);
+  bool ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu);
+  // Which mapped BAR holds all of [gpa, gpa + size), and at what offset. Counts the refusal if
+  // none.
+  std::optional<std::pair<BarIndex, uint64_t>> Decode(uint64_t gpa, uint32_t size);
+  uint64_t Refuse(Refusal reason, uint32_t size);
+  // Brings the IOREQ server's ranges in line with the BAR registers and the memory-enable bit.
+  void SyncBarMappings();
+  // Drives INTx or MSI from the current line level and the guest's interrupt configuration.
+  void SyncInterrupt(bool rising_edge);
+
+  DeviceModelConfig settings_;
+  hv::IoreqServer* server_;
+  AggregatorConnection* aggregator_;
+  hv::GuestMemory* guest_memory_;
+  PciConfigSpace config_;
+  TrapCounters counters_;
+  std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> mapped_;
+  // Where a BAR was last refused a mapping (so a lasting conflict is counted once).
+  std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> refused_at_;
+  bool line_asserted_ = false;
+  bool intx_output_ = false;  // what we last told the hypervisor about INTA
+  bool teardown_requested_ = false;
+};
+
+}  // namespace gpuvm::dm
+
+#endif  // GPUVM_QEMU_DEVICE_DEVICE_MODEL_H_

@@ -1,0 +1,539 @@
+#include "qemu-device/device_model.h"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "hypervisor/testing/backend_env.h"
+#include "qemu-device/testing/fake_aggregator.h"
+#include "qemu-device/testing/fake_hypervisor.h"
+
+namespace gpuvm::dm {
+namespace {
+
+using hv::IoDirection;
+using hv::IoRequest;
+using hv::IoSpace;
+using testing::FakeAggregator;
+using testing::FakePatternByte;
+using testing::RecordedAccess;
+using testing::RecordingIoreqServer;
+using testing::VectorGuestMemory;
+
+constexpr uint64_t kBar0At = 0xf2000000;
+constexpr uint64_t kBar1At = 0xe0000000;
+constexpr uint64_t kBar3At = 0xf4000000;
+
+IoRequest Mmio(IoDirection dir, uint64_t addr, uint32_t size, uint64_t data = 0) {
+  IoRequest r;
+  r.space = IoSpace::kMmio;
+  r.dir = dir;
+  r.addr = addr;
+  r.size = size;
+  r.count = 1;
+  r.data = data;
+  return r;
+}
+
+IoRequest Config(IoDirection dir, uint32_t offset, uint32_t size, uint32_t data = 0,
+                 hv::Sbdf sbdf = kDefaultSbdf) {
+  IoRequest r = Mmio(dir, offset, size, data);
+  r.space = IoSpace::kPciConfig;
+  r.sbdf = sbdf;
+  return r;
+}
+
+uint64_t Pattern(BarIndex bar, uint64_t offset, uint32_t size) {
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < size; ++i) v |= uint64_t{FakePatternByte(bar, offset + i)} << (8 * i);
+  return v;
+}
+
+class DeviceModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dm = DeviceModel::Create(DeviceModelConfig{}, &server_, &aggregator_, &memory_);
+    ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+    dm_ = std::move(*dm);
+  }
+  uint64_t Handle(const IoRequest& r) { return dm_->Handle(r); }
+  // What firmware does: program the BARs, then turn on memory decoding.
+  void Program(uint64_t bar0 = kBar0At, uint64_t bar1 = kBar1At, uint64_t bar3 = kBar3At) {
+    Handle(Config(IoDirection::kWrite, kPciBar0, 4, static_cast<uint32_t>(bar0)));
+    Handle(Config(IoDirection::kWrite, kPciBar1, 4, static_cast<uint32_t>(bar1)));
+    Handle(Config(IoDirection::kWrite, kPciBar1 + 4, 4, static_cast<uint32_t>(bar1 >> 32)));
+    Handle(Config(IoDirection::kWrite, kPciBar3, 4, static_cast<uint32_t>(bar3)));
+    Handle(Config(IoDirection::kWrite, kPciBar3 + 4, 4, static_cast<uint32_t>(bar3 >> 32)));
+    Handle(Config(IoDirection::kWrite, kPciCommand, 2, kCommandMemory | kCommandBusMaster));
+  }
+  uint64_t Refused(Refusal r) const {
+    return dm_->counters().Snapshot().refused[static_cast<size_t>(r)];
+  }
+
+  RecordingIoreqServer server_;
+  FakeAggregator aggregator_;
+  VectorGuestMemory memory_{64};
+  std::unique_ptr<DeviceModel> dm_;
+};
+
+TEST_F(DeviceModelTest, ClaimsItsFunctionAndReleasesEverythingOnDestruction) {
+  EXPECT_EQ(server_.devices, std::vector<hv::Sbdf>{kDefaultSbdf});
+  Program();
+  EXPECT_EQ(server_.ranges.size(), 3u);
+  dm_.reset();
+  EXPECT_TRUE(server_.devices.empty());
+  EXPECT_TRUE(server_.ranges.empty());
+  RecordingIoreqServer taken;
+  ASSERT_TRUE(taken.MapPciDevice(kDefaultSbdf).ok());
+  EXPECT_EQ(DeviceModel::Create({}, &taken, &aggregator_, nullptr).status().code(),
+            StatusCode::kAlreadyExists);
+  DeviceModelConfig bad;
+  bad.layout.bar1_size = 3 << 20;
+  EXPECT_EQ(DeviceModel::Create(bad, &taken, &aggregator_, nullptr).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(DeviceModelTest, FirmwareSizesAndProgramsTheBars) {
+  EXPECT_EQ(Handle(Config(IoDirection::kRead, 0, 4)), 0x06d810deu);
+  for (uint32_t reg : {kPciBar0, kPciBar1, kPciBar1 + 4, kPciBar3, kPciBar3 + 4}) {
+    Handle(Config(IoDirection::kWrite, reg, 4, 0xffffffff));
+  }
+  EXPECT_EQ(Handle(Config(IoDirection::kRead, kPciBar0, 4)), 0xff000000u);
+  EXPECT_EQ(Handle(Config(IoDirection::kRead, kPciBar1, 4)), 0xf800000cu);
+  EXPECT_EQ(Handle(Config(IoDirection::kRead, kPciBar3, 4)), 0xfc00000cu);
+  EXPECT_TRUE(server_.ranges.empty()) << "nothing decodes while sizing";
+  Program();
+  const std::vector<std::pair<uint64_t, uint64_t>> expected = {{kBar0At, kBar0At + (16 << 20) - 1},
+                                                               {kBar1At, kBar1At + (128 << 20) - 1},
+                                                               {kBar3At, kBar3At + (64 << 20) - 1}};
+  EXPECT_EQ(server_.ranges, expected);
+  EXPECT_EQ(dm_->mapped_range(BarIndex::kBar1), expected[1]);
+  const TrapCounterValues c = dm_->counters().Snapshot();
+  EXPECT_EQ(c.config_reads, 4u);
+  EXPECT_EQ(c.config_writes, 11u);
+  EXPECT_EQ(c.refused_total(), 0u);
+}
+
+TEST_F(DeviceModelTest, AccessesReachTheAggregatorAsBarAndOffset) {
+  Program();
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At + 0x1700, 4)),
+            Pattern(BarIndex::kBar0, 0x1700, 4));
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0x108c, 4, 0x42));
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar1At + 0x108c, 4)), 0x42u);
+  Handle(Mmio(IoDirection::kWrite, kBar3At + 0x10, 8, 0x1122334455667788));
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar3At + 0x10, 2)), 0x7788u);
+  IoRequest from_vcpu1 = Mmio(IoDirection::kWrite, kBar0At + 0x2634, 4, 0xffffffffff);
+  from_vcpu1.vcpu = 1;
+  Handle(from_vcpu1);
+  const std::vector<RecordedAccess> expected = {
+      {false, BarIndex::kBar0, 0x1700, 4, Pattern(BarIndex::kBar0, 0x1700, 4), 0},
+      {true, BarIndex::kBar1, 0x108c, 4, 0x42, 0},
+      {false, BarIndex::kBar1, 0x108c, 4, 0x42, 0},
+      {true, BarIndex::kBar3, 0x10, 8, 0x1122334455667788, 0},
+      {false, BarIndex::kBar3, 0x10, 2, 0x7788, 0},
+      {true, BarIndex::kBar0, 0x2634, 4, 0xffffffff, 1},  // data masked to the access size
+  };
+  EXPECT_EQ(aggregator_.accesses(), expected);
+  const TrapCounterValues c = dm_->counters().Snapshot();
+  EXPECT_EQ(c.traps(BarIndex::kBar0), 2u);
+  EXPECT_EQ(c.bar_reads[BarSlot(BarIndex::kBar1)], 1u);
+  EXPECT_EQ(c.bar_writes[BarSlot(BarIndex::kBar1)], 1u);
+  EXPECT_EQ(c.traps(BarIndex::kBar3), 2u);
+}
+
+TEST_F(DeviceModelTest, RelocationMovesTheRoutedRange) {
+  Program();
+  const int unmaps_before = server_.unmap_calls;
+  Handle(Config(IoDirection::kWrite, kPciBar0, 4, 0xd0000000));
+  EXPECT_EQ(server_.unmap_calls, unmaps_before + 1);
+  EXPECT_EQ(dm_->mapped_range(BarIndex::kBar0),
+            std::make_optional(std::make_pair<uint64_t, uint64_t>(0xd0000000, 0xd0ffffff)));
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At, 4)), 0xffffffffu) << "old place";
+  EXPECT_EQ(Refused(Refusal::kOutsideBars), 1u);
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, 0xd0000000, 4)), Pattern(BarIndex::kBar0, 0, 4));
+  // Turning memory decoding off unmaps everything; on again maps everything back.
+  Handle(Config(IoDirection::kWrite, kPciCommand, 2, 0));
+  EXPECT_TRUE(server_.ranges.empty());
+  Handle(Config(IoDirection::kWrite, kPciCommand, 2, kCommandMemory));
+  EXPECT_EQ(server_.ranges.size(), 3u);
+  // Unchanged writes cause no churn.
+  const int maps = server_.map_calls;
+  Handle(Config(IoDirection::kWrite, kPciBar0, 4, 0xd0000000));
+  EXPECT_EQ(server_.map_calls, maps);
+}
+
+TEST_F(DeviceModelTest, BarsProgrammedOnTopOfEachOtherStayUnmappedUntilMoved) {
+  Program();
+  Handle(Config(IoDirection::kWrite, kPciBar3, 4, static_cast<uint32_t>(kBar0At)));  // over BAR0
+  EXPECT_FALSE(dm_->mapped_range(BarIndex::kBar3).has_value());
+  EXPECT_EQ(Refused(Refusal::kBarConflict), 1u);
+  Handle(Config(IoDirection::kWrite, kPciInterruptLine, 1, 5));  // any config write re-syncs
+  EXPECT_EQ(Refused(Refusal::kBarConflict), 1u) << "a lasting conflict is counted once";
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At, 4)), Pattern(BarIndex::kBar0, 0, 4));
+  Handle(Config(IoDirection::kWrite, kPciBar0, 4, 0xd0000000));  // BAR0 moves away
+  EXPECT_TRUE(dm_->mapped_range(BarIndex::kBar3).has_value());
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At, 4)), Pattern(BarIndex::kBar3, 0, 4));
+}
+
+TEST_F(DeviceModelTest, AHypervisorThatRefusesARangeIsCountedNotFatal) {
+  server_.refuse_maps = true;
+  Program();
+  EXPECT_EQ(Refused(Refusal::kBarConflict), 3u);
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At, 4)), 0xffffffffu);
+  server_.refuse_maps = false;
+  Handle(Config(IoDirection::kWrite, kPciCommand, 2, kCommandMemory));
+  EXPECT_EQ(server_.ranges.size(), 3u);
+}
+
+struct HostileCase {
+  const char* name;
+  IoRequest request;
+  uint64_t answer;
+  Refusal reason;
+};
+
+TEST_F(DeviceModelTest, HostileRequestsAreRefusedCountedAndNeverForwarded) {
+  Program();
+  auto with = [](IoRequest r, auto change) {
+    change(r);
+    return r;
+  };
+  const IoRequest read4 = Mmio(IoDirection::kRead, kBar0At + 0x100, 4);
+  const std::vector<HostileCase> cases = {
+      {"size 0", with(read4, [](IoRequest& r) { r.size = 0; }), ~uint64_t{0}, Refusal::kBadSize},
+      {"size 3", with(read4, [](IoRequest& r) { r.size = 3; }), ~uint64_t{0}, Refusal::kBadSize},
+      {"size 16", with(read4, [](IoRequest& r) { r.size = 16; }), ~uint64_t{0}, Refusal::kBadSize},
+      {"count 0", with(read4, [](IoRequest& r) { r.count = 0; }), 0xffffffff,
+       Refusal::kBadRepetition},
+      {"rep read without buffer", with(read4, [](IoRequest& r) { r.count = 2; }), 0xffffffff,
+       Refusal::kBadRepetition},
+      {"rep stos over a page",
+       with(read4,
+            [](IoRequest& r) {
+              r.dir = IoDirection::kWrite;
+              r.count = 1025;
+            }),
+       0xffffffff, Refusal::kBadRepetition},
+      {"huge rep movs",
+       with(read4,
+            [](IoRequest& r) {
+              r.data_is_ptr = true;
+              r.count = 0xffffffff;
+            }),
+       0xffffffff, Refusal::kBadRepetition},
+      {"outside every BAR", Mmio(IoDirection::kRead, 0x1000, 4), 0xffffffff, Refusal::kOutsideBars},
+      {"straddles BAR0's end", Mmio(IoDirection::kRead, kBar0At + (16 << 20) - 2, 4), 0xffffffff,
+       Refusal::kOutsideBars},
+      {"top of the address space", Mmio(IoDirection::kRead, ~uint64_t{0} - 1, 8), ~uint64_t{0},
+       Refusal::kOutsideBars},
+      {"unaligned BAR0", Mmio(IoDirection::kRead, kBar0At + 2, 4), 0xffffffff, Refusal::kUnaligned},
+      {"port I/O", with(read4, [](IoRequest& r) { r.space = IoSpace::kPort; }), 0xffffffff,
+       Refusal::kUnknownSpace},
+      {"unknown type", with(read4, [](IoRequest& r) { r.space = IoSpace::kUnknown; }), 0xffffffff,
+       Refusal::kUnknownSpace},
+      {"read in the posted ring", with(read4, [](IoRequest& r) { r.buffered = true; }), 0xffffffff,
+       Refusal::kBufferedRead},
+      {"someone else's function", Config(IoDirection::kRead, 0, 4, 0, hv::Sbdf{0, 0, 6, 0}),
+       0xffffffff, Refusal::kWrongDevice},
+      {"config beyond 4 KiB", Config(IoDirection::kRead, 4096, 4), 0xffffffff,
+       Refusal::kOutsideConfig},
+      {"config size 8", Config(IoDirection::kRead, 0, 8), ~uint64_t{0}, Refusal::kBadSize},
+      {"config unaligned", Config(IoDirection::kRead, 2, 4), 0xffffffff, Refusal::kUnaligned},
+      {"config rep", with(Config(IoDirection::kRead, 0, 4), [](IoRequest& r) { r.count = 2; }),
+       0xffffffff, Refusal::kBadRepetition},
+      {"buffer outside guest RAM",
+       with(read4,
+            [](IoRequest& r) {
+              r.data_is_ptr = true;
+              r.count = 4;
+              r.data = 64 << 12;
+            }),
+       0xffffffff, Refusal::kBadPointer},
+      {"buffer straddling the end of RAM",
+       with(read4,
+            [](IoRequest& r) {
+              r.data_is_ptr = true;
+              r.count = 4;
+              r.data = (64 << 12) - 8;
+            }),
+       0xffffffff, Refusal::kBadPointer},
+      {"buffer walking below 0",
+       with(read4,
+            [](IoRequest& r) {
+              r.data_is_ptr = true;
+              r.count = 4;
+              r.df = true;
+              r.data = 4;
+            }),
+       0xffffffff, Refusal::kBadPointer},
+  };
+  for (const HostileCase& c : cases) {
+    const uint64_t before = Refused(c.reason);
+    EXPECT_EQ(Handle(c.request), c.answer) << c.name;
+    EXPECT_EQ(Refused(c.reason), before + 1) << c.name;
+  }
+  EXPECT_TRUE(aggregator_.accesses().empty()) << "nothing hostile reached the aggregator";
+  EXPECT_EQ(Handle(with(read4, [](IoRequest& r) { r.space = IoSpace::kInvalidate; })), 0u);
+  EXPECT_EQ(dm_->counters().Snapshot().housekeeping, 1u);
+}
+
+TEST_F(DeviceModelTest, RepMovsCopiesBetweenGuestMemoryAndTheApertures) {
+  Program();
+  for (int i = 0; i < 16; ++i) memory_.bytes()[0x2000 + i] = static_cast<uint8_t>(0xa0 + i);
+  IoRequest out = Mmio(IoDirection::kWrite, kBar1At + 0x40, 4, 0x2000);
+  out.data_is_ptr = true;
+  out.count = 4;
+  EXPECT_EQ(Handle(out), 0u);
+  std::vector<RecordedAccess> writes = aggregator_.accesses();
+  ASSERT_EQ(writes.size(), 4u);
+  EXPECT_EQ(writes[1], (RecordedAccess{true, BarIndex::kBar1, 0x44, 4, 0xa7a6a5a4, 0}));
+  // And back, walking downwards (df): element i is at addr - 4i and data - 4i.
+  IoRequest in = Mmio(IoDirection::kRead, kBar1At + 0x4c, 4, 0x300c);
+  in.data_is_ptr = true;
+  in.count = 4;
+  in.df = true;
+  EXPECT_EQ(Handle(in), 0u);
+  EXPECT_EQ(0, std::memcmp(&memory_.bytes()[0x3000], &memory_.bytes()[0x2000], 16));
+  // A rep read that runs off the BAR fills the rest of the buffer with all-ones.
+  IoRequest off_end = Mmio(IoDirection::kRead, kBar3At + (64 << 20) - 8, 4, 0x4000);
+  off_end.data_is_ptr = true;
+  off_end.count = 4;
+  Handle(off_end);
+  EXPECT_EQ(memory_.bytes()[0x4000], FakePatternByte(BarIndex::kBar3, (64 << 20) - 8));
+  for (int i = 8; i < 16; ++i) EXPECT_EQ(memory_.bytes()[0x4000 + i], 0xff) << i;
+}
+
+TEST_F(DeviceModelTest, RepStosStoresOneValueManyTimesAndApertureAccessesMayBeUnaligned) {
+  Program();
+  IoRequest stos = Mmio(IoDirection::kWrite, kBar1At + 0x100, 2, 0xbeef);
+  stos.count = 3;
+  Handle(stos);
+  const std::vector<RecordedAccess> a = aggregator_.accesses();
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[2], (RecordedAccess{true, BarIndex::kBar1, 0x104, 2, 0xbeef, 0}));
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar1At + 0x101, 2)), 0xefbeu) << "unaligned is fine";
+}
+
+TEST_F(DeviceModelTest, WithoutGuestMemoryBuffersAreRefused) {
+  RecordingIoreqServer server;
+  auto dm = DeviceModel::Create({}, &server, &aggregator_, nullptr);
+  ASSERT_TRUE(dm.ok());
+  IoRequest r = Mmio(IoDirection::kWrite, 0, 4, 0);
+  r.data_is_ptr = true;
+  (*dm)->Handle(r);
+  EXPECT_EQ((*dm)->counters().Snapshot().refused[static_cast<size_t>(Refusal::kBadPointer)], 1u);
+}
+
+TEST_F(DeviceModelTest, AFailingAggregatorMeansAllOnes) {
+  Program();
+  aggregator_.FailAccesses(true);
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At, 8)), ~uint64_t{0});
+  Handle(Mmio(IoDirection::kWrite, kBar0At, 4, 1));
+  EXPECT_EQ(Refused(Refusal::kAggregatorError), 2u);
+}
+
+TEST_F(DeviceModelTest, TheInterruptLineBecomesIntxOrMsi) {
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{true}).ok());
+  EXPECT_TRUE(server_.intx);
+  EXPECT_TRUE(Handle(Config(IoDirection::kRead, kPciStatus, 2)) & kStatusInterrupt);
+  Handle(Config(IoDirection::kWrite, kPciCommand, 2, kCommandIntxDisable));
+  EXPECT_FALSE(server_.intx) << "INTx disabled by the guest";
+  Handle(Config(IoDirection::kWrite, kPciCommand, 2, 0));
+  EXPECT_TRUE(server_.intx);
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{false}).ok());
+  EXPECT_FALSE(server_.intx);
+  // MSI: one message per rising edge, INTx silent.
+  Handle(Config(IoDirection::kWrite, kMsiCapability + 4, 4, 0xfee00000));
+  Handle(Config(IoDirection::kWrite, kMsiCapability + 12, 2, 0x41));
+  Handle(Config(IoDirection::kWrite, kMsiCapability + 2, 2, 1));
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{true}).ok());
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{true}).ok());
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{false}).ok());
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{true}).ok());
+  EXPECT_EQ(server_.msis, 2);
+  EXPECT_FALSE(server_.intx);
+}
+
+TEST_F(DeviceModelTest, RunOnceServesRequestsAndStopsAtTeardown) {
+  Program();
+  server_.pending.push_back(Mmio(IoDirection::kRead, kBar0At + 4, 4));
+  server_.pending.push_back(Mmio(IoDirection::kWrite, kBar0At + 8, 4, 9));
+  aggregator_.PushEvent(BarMapRequest{77, BarIndex::kBar1, 0, 4096});
+  ASSERT_TRUE(dm_->RunOnce(std::chrono::milliseconds(0)).ok());
+  ASSERT_EQ(server_.completed.size(), 2u);
+  EXPECT_EQ(server_.completed[0].second, Pattern(BarIndex::kBar0, 4, 4));
+  ASSERT_EQ(aggregator_.bar_answers().size(), 1u);
+  EXPECT_EQ(aggregator_.bar_answers()[0].first, 77u);
+  EXPECT_EQ(aggregator_.bar_answers()[0].second.code(), StatusCode::kUnimplemented);
+  aggregator_.PushEvent(TeardownRequest{5});
+  EXPECT_EQ(dm_->RunOnce(std::chrono::milliseconds(0)).code(), StatusCode::kAborted);
+  EXPECT_TRUE(dm_->teardown_requested());
+}
+
+// --- the same device model on every hypervisor backend
+// -----------------------------------------------
+
+// Runs a DeviceModel's event loop on its own thread (its owner from then on).
+class DeviceModelThread {
+ public:
+  explicit DeviceModelThread(DeviceModel* dm) : dm_(dm) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        const Status s = dm_->RunOnce(std::chrono::milliseconds(20));
+        if (!s.ok()) {
+          ADD_FAILURE() << s.ToString();
+          return;
+        }
+      }
+    });
+  }
+  ~DeviceModelThread() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  DeviceModel* dm_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+template <typename Backend>
+class DeviceModelOnBackend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto env = Backend::Open();
+    if (!env.ok()) GTEST_SKIP() << Backend::kName << " backend: " << env.status().ToString();
+    env_ = std::move(*env);
+  }
+  // Everything a test needs, or a skip.
+  void Start() {
+    GPUVM_ASSIGN_OR_SKIP(server_, env_->CreateIoreqServer());
+    GPUVM_ASSIGN_OR_SKIP(memory_, env_->OpenGuestMemory());
+    GPUVM_ASSIGN_OR_SKIP(guest_, env_->CreateGuest());
+    auto dm = DeviceModel::Create(DeviceModelConfig{}, server_.get(), &aggregator_, memory_.get());
+    ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+    dm_ = std::move(*dm);
+    loop_ = std::make_unique<DeviceModelThread>(dm_.get());
+  }
+  void TearDown() override {
+    loop_.reset();
+    dm_.reset();
+  }
+  void ConfigWrite(uint32_t offset, uint32_t size, uint32_t value) {
+    ASSERT_TRUE(guest_->ConfigWrite(0, kDefaultSbdf, offset, size, value).ok());
+  }
+  uint32_t ConfigRead(uint32_t offset, uint32_t size) {
+    auto v = guest_->ConfigRead(0, kDefaultSbdf, offset, size);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : 0;
+  }
+  void Program() {
+    ConfigWrite(kPciBar0, 4, static_cast<uint32_t>(kBar0At));
+    ConfigWrite(kPciBar1, 4, static_cast<uint32_t>(kBar1At));
+    ConfigWrite(kPciBar3, 4, static_cast<uint32_t>(kBar3At));
+    ConfigWrite(kPciCommand, 2, kCommandMemory);
+  }
+
+  std::unique_ptr<hv::testing::BackendEnv> env_;
+  FakeAggregator aggregator_;
+  std::unique_ptr<hv::IoreqServer> server_;
+  std::unique_ptr<hv::GuestMemory> memory_;
+  std::unique_ptr<hv::testing::TestGuest> guest_;
+  std::unique_ptr<DeviceModel> dm_;
+  std::unique_ptr<DeviceModelThread> loop_;
+};
+
+using Backends = ::testing::Types<hv::testing::LocalBackend, hv::testing::XenBackend>;
+TYPED_TEST_SUITE(DeviceModelOnBackend, Backends, hv::testing::BackendName);
+
+TYPED_TEST(DeviceModelOnBackend, TheGuestEnumeratesSizesProgramsAndUsesTheGpu) {
+  this->Start();
+  if (this->IsSkipped() || this->HasFatalFailure()) return;
+  EXPECT_EQ(this->ConfigRead(0, 4), 0x06d810deu);
+  EXPECT_EQ(this->ConfigRead(kPciRevision, 4) >> 8, 0x030000u);
+  this->ConfigWrite(kPciBar0, 4, 0xffffffff);
+  EXPECT_EQ(this->ConfigRead(kPciBar0, 4), 0xff000000u);
+  EXPECT_EQ(*this->guest_->Read(0, kBar0At, 4), 0xffffffffu) << "not decoding yet";
+  this->Program();
+  ASSERT_TRUE(this->guest_->Write(0, kBar0At + 0x1700, 4, 0x12345).ok());
+  EXPECT_EQ(*this->guest_->Read(1, kBar0At + 0x1700, 4), 0x12345u);
+  EXPECT_EQ(*this->guest_->Read(0, kBar1At + 0x8c, 4), Pattern(BarIndex::kBar1, 0x8c, 4));
+  EXPECT_EQ(*this->guest_->Read(0, kBar3At + 8, 8), Pattern(BarIndex::kBar3, 8, 8));
+  const TrapCounterValues c = this->dm_->counters().Snapshot();
+  EXPECT_EQ(c.traps(BarIndex::kBar0), 2u);
+  EXPECT_EQ(c.traps(BarIndex::kBar1), 1u);
+  EXPECT_EQ(c.traps(BarIndex::kBar3), 1u);
+  EXPECT_EQ(c.refused_total(), 0u);
+}
+
+TYPED_TEST(DeviceModelOnBackend, RelocatedBarsTrapAtTheirNewAddress) {
+  this->Start();
+  if (this->IsSkipped() || this->HasFatalFailure()) return;
+  this->Program();
+  EXPECT_EQ(*this->guest_->Read(0, kBar0At, 4), Pattern(BarIndex::kBar0, 0, 4));
+  this->ConfigWrite(kPciBar0, 4, 0xd0000000);
+  EXPECT_EQ(*this->guest_->Read(0, kBar0At, 4), 0xffffffffu) << "old address no longer traps";
+  EXPECT_EQ(*this->guest_->Read(0, 0xd0000010, 4), Pattern(BarIndex::kBar0, 0x10, 4));
+  this->ConfigWrite(kPciCommand, 2, 0);
+  EXPECT_EQ(*this->guest_->Read(0, 0xd0000010, 4), 0xffffffffu);
+  EXPECT_EQ(this->dm_->counters().Snapshot().traps(BarIndex::kBar0), 2u);
+}
+
+TYPED_TEST(DeviceModelOnBackend, RepMovsUsesTheGuestsOwnMemory) {
+  this->Start();
+  if (this->IsSkipped() || this->HasFatalFailure()) return;
+  this->Program();
+  std::span<uint8_t> ram = this->guest_->ram();
+  for (int i = 0; i < 32; ++i) ram[0x5000 + i] = static_cast<uint8_t>(i);
+  IoRequest movs = Mmio(IoDirection::kWrite, kBar1At + 0x200, 8, 0x5000);
+  movs.data_is_ptr = true;
+  movs.count = 4;
+  ASSERT_TRUE(this->guest_->Submit(movs).ok());
+  IoRequest back = Mmio(IoDirection::kRead, kBar1At + 0x200, 8, 0x6000);
+  back.data_is_ptr = true;
+  back.count = 4;
+  ASSERT_TRUE(this->guest_->Submit(back).ok());
+  EXPECT_EQ(0, std::memcmp(&ram[0x5000], &ram[0x6000], 32));
+  EXPECT_EQ(this->dm_->counters().Snapshot().traps(BarIndex::kBar1), 8u);
+}
+
+TYPED_TEST(DeviceModelOnBackend, HostileTrapsAreAnsweredAndCounted) {
+  this->Start();
+  if (this->IsSkipped() || this->HasFatalFailure()) return;
+  this->Program();
+  IoRequest odd = Mmio(IoDirection::kRead, kBar0At, 3);
+  EXPECT_EQ(*this->guest_->Submit(odd), ~uint64_t{0});
+  IoRequest flood = Mmio(IoDirection::kRead, kBar1At, 4, 0);
+  flood.data_is_ptr = true;
+  flood.count = 0x7fffffff;
+  EXPECT_TRUE(this->guest_->Submit(flood).ok());
+  IoRequest port = Mmio(IoDirection::kRead, 0xcf8, 4);
+  port.space = IoSpace::kPort;
+  EXPECT_EQ(*this->guest_->Submit(port) & 0xffffffff, 0xffffffffu);
+  const TrapCounterValues c = this->dm_->counters().Snapshot();
+  EXPECT_EQ(c.refused_total(), 3u);
+  EXPECT_TRUE(this->aggregator_.accesses().empty());
+  // And the device still works.
+  EXPECT_EQ(*this->guest_->Read(0, kBar0At + 4, 4), Pattern(BarIndex::kBar0, 4, 4));
+}
+
+TYPED_TEST(DeviceModelOnBackend, TheAggregatorsInterruptReachesTheGuest) {
+  this->Start();
+  if (this->IsSkipped() || this->HasFatalFailure()) return;
+  this->aggregator_.PushEvent(InterruptLevel{true});
+  for (int i = 0; i < 200 && this->guest_->intx_levels() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(this->guest_->intx_levels(), 1u);
+  EXPECT_TRUE(this->ConfigRead(kPciStatus, 2) & kStatusInterrupt);
+  this->aggregator_.PushEvent(InterruptLevel{false});
+  for (int i = 0; i < 200 && this->guest_->intx_levels() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(this->guest_->intx_levels(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuvm::dm

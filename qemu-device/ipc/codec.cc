@@ -1,0 +1,541 @@
+#include "qemu-device/ipc/codec.h"
+
+#include <cstring>
+#include <string>
+
+namespace gpuvm::ipc {
+namespace {
+
+// --- little-endian field access
+// -------------------------------------------------------------------------
+
+class Writer {
+ public:
+  void U8(uint8_t v) { out_.push_back(v); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void Zeros(size_t n) { out_.insert(out_.end(), n, 0); }
+  void Name(const std::string& s) {
+    out_.insert(out_.end(), s.begin(), s.end());
+    Zeros(kNameSize - s.size());
+  }
+  void Text(const std::string& s) { out_.insert(out_.end(), s.begin(), s.end()); }
+  std::vector<uint8_t>& bytes() { return out_; }
+
+ private:
+  void Le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t> out_;
+};
+
+// Reads a payload whose length was already checked to be exact, so getters cannot run out.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  uint8_t U8() { return b_[pos_++]; }
+  uint16_t U16() { return static_cast<uint16_t>(Le(2)); }
+  uint32_t U32() { return static_cast<uint32_t>(Le(4)); }
+  uint64_t U64() { return Le(8); }
+  // True when the next n bytes are all zero (reserved fields).
+  bool Zeros(size_t n) {
+    bool zero = true;
+    for (size_t i = 0; i < n; ++i) zero &= b_[pos_ + i] == 0;
+    pos_ += n;
+    return zero;
+  }
+  // A NUL-padded name: printable characters, then only NULs (so the encoding is canonical).
+  bool Name(std::string* out) {
+    std::span<const uint8_t> field = b_.subspan(pos_, kNameSize);
+    pos_ += kNameSize;
+    size_t n = 0;
+    while (n < kNameSize && field[n] != 0) ++n;
+    if (n == kNameSize) return false;  // needs a terminator
+    for (size_t i = 0; i < n; ++i) {
+      if (field[i] < 0x20 || field[i] > 0x7e) return false;
+    }
+    for (size_t i = n; i < kNameSize; ++i) {
+      if (field[i] != 0) return false;
+    }
+    out->assign(reinterpret_cast<const char*>(field.data()), n);
+    return true;
+  }
+  std::string Text(size_t n) {
+    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  uint64_t Le(int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t{b_[pos_ + i]} << (8 * i);
+    pos_ += n;
+    return v;
+  }
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+};
+
+// --- per-type facts
+// -------------------------------------------------------------------------------------
+
+enum class Kind { kRequest, kReply, kNotification, kReplyOrNotification };
+
+struct TypeInfo {
+  MessageType type;
+  Kind kind;
+  size_t payload;  // exact payload bytes (ERROR: the fixed part before its text)
+};
+
+constexpr TypeInfo kTypes[] = {
+    {MessageType::kHello, Kind::kRequest, 40},
+    {MessageType::kHelloAck, Kind::kReply, 8},
+    {MessageType::kVmConfig, Kind::kRequest, 72},
+    {MessageType::kVmAccept, Kind::kReply, 16},
+    {MessageType::kGuestMemory, Kind::kRequest, 16},
+    {MessageType::kGuestMemoryAck, Kind::kReply, 0},
+    {MessageType::kMmioRead, Kind::kRequest, 16},
+    {MessageType::kMmioReadReply, Kind::kReply, 8},
+    {MessageType::kMmioWrite, Kind::kRequest, 24},
+    {MessageType::kMmioWriteAck, Kind::kReply, 0},
+    {MessageType::kInterrupt, Kind::kNotification, 8},
+    {MessageType::kBarMap, Kind::kRequest, 32},
+    {MessageType::kBarUnmap, Kind::kRequest, 24},
+    {MessageType::kBarMapAck, Kind::kReply, 0},
+    {MessageType::kError, Kind::kReplyOrNotification, 8},
+    {MessageType::kTeardown, Kind::kRequest, 8},
+    {MessageType::kTeardownAck, Kind::kReply, 0},
+    {MessageType::kPing, Kind::kRequest, 8},
+    {MessageType::kPong, Kind::kReply, 8},
+};
+
+const TypeInfo* Info(uint16_t type) {
+  for (const TypeInfo& t : kTypes) {
+    if (static_cast<uint16_t>(t.type) == type) return &t;
+  }
+  return nullptr;
+}
+
+bool ValidBar(uint8_t bar) { return bar == 0 || bar == 1 || bar == 3; }
+bool ValidSize(uint8_t size) { return size == 1 || size == 2 || size == 4 || size == 8; }
+bool PowerOfTwoAtLeastPage(uint64_t v) { return v >= 4096 && (v & (v - 1)) == 0; }
+bool PageAligned(uint64_t v) { return (v & 4095) == 0; }
+bool Printable(const std::string& s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+Status Bad(const std::string& what) { return Status::InvalidArgument(what); }
+
+Status CheckAccess(Bar bar, uint8_t size, uint64_t offset) {
+  if (!ValidBar(static_cast<uint8_t>(bar))) return Bad("no such BAR");
+  if (!ValidSize(size)) return Bad("access size must be 1, 2, 4 or 8");
+  if (offset > kMaxBarExtent - size) return Bad("access beyond any BAR");
+  // Registers: BAR0 accesses are naturally aligned. BAR1/BAR3 are memory apertures; a guest's
+  // memcpy may write them unaligned, and the aggregator handles that.
+  if (bar == Bar::kBar0 && offset % size != 0) return Bad("unaligned BAR0 access");
+  return Status::Ok();
+}
+
+Status CheckRange(Bar bar, uint64_t offset, uint64_t length) {
+  if (!ValidBar(static_cast<uint8_t>(bar))) return Bad("no such BAR");
+  if (length == 0 || !PageAligned(offset) || !PageAligned(length)) {
+    return Bad("BAR range must be whole pages");
+  }
+  if (offset > kMaxBarExtent || length > kMaxBarExtent - offset) return Bad("BAR range too far");
+  return Status::Ok();
+}
+
+}  // namespace
+
+MessageType TypeOf(const Body& body) {
+  return std::visit(
+      [](const auto& b) -> MessageType {
+        using T = std::decay_t<decltype(b)>;
+        if constexpr (std::is_same_v<T, Hello>) return MessageType::kHello;
+        if constexpr (std::is_same_v<T, HelloAck>) return MessageType::kHelloAck;
+        if constexpr (std::is_same_v<T, VmConfig>) return MessageType::kVmConfig;
+        if constexpr (std::is_same_v<T, VmAccept>) return MessageType::kVmAccept;
+        if constexpr (std::is_same_v<T, GuestMemory>) return MessageType::kGuestMemory;
+        if constexpr (std::is_same_v<T, GuestMemoryAck>) return MessageType::kGuestMemoryAck;
+        if constexpr (std::is_same_v<T, MmioRead>) return MessageType::kMmioRead;
+        if constexpr (std::is_same_v<T, MmioReadReply>) return MessageType::kMmioReadReply;
+        if constexpr (std::is_same_v<T, MmioWrite>) return MessageType::kMmioWrite;
+        if constexpr (std::is_same_v<T, MmioWriteAck>) return MessageType::kMmioWriteAck;
+        if constexpr (std::is_same_v<T, Interrupt>) return MessageType::kInterrupt;
+        if constexpr (std::is_same_v<T, BarMap>) return MessageType::kBarMap;
+        if constexpr (std::is_same_v<T, BarUnmap>) return MessageType::kBarUnmap;
+        if constexpr (std::is_same_v<T, BarMapAck>) return MessageType::kBarMapAck;
+        if constexpr (std::is_same_v<T, Error>) return MessageType::kError;
+        if constexpr (std::is_same_v<T, Teardown>) return MessageType::kTeardown;
+        if constexpr (std::is_same_v<T, TeardownAck>) return MessageType::kTeardownAck;
+        if constexpr (std::is_same_v<T, Ping>) return MessageType::kPing;
+        if constexpr (std::is_same_v<T, Pong>) return MessageType::kPong;
+      },
+      body);
+}
+
+std::string_view MessageTypeName(MessageType type) {
+  switch (type) {
+    case MessageType::kHello:
+      return "HELLO";
+    case MessageType::kHelloAck:
+      return "HELLO_ACK";
+    case MessageType::kVmConfig:
+      return "VM_CONFIG";
+    case MessageType::kVmAccept:
+      return "VM_ACCEPT";
+    case MessageType::kGuestMemory:
+      return "GUEST_MEMORY";
+    case MessageType::kGuestMemoryAck:
+      return "GUEST_MEMORY_ACK";
+    case MessageType::kMmioRead:
+      return "MMIO_READ";
+    case MessageType::kMmioReadReply:
+      return "MMIO_READ_REPLY";
+    case MessageType::kMmioWrite:
+      return "MMIO_WRITE";
+    case MessageType::kMmioWriteAck:
+      return "MMIO_WRITE_ACK";
+    case MessageType::kInterrupt:
+      return "INTERRUPT";
+    case MessageType::kBarMap:
+      return "BAR_MAP";
+    case MessageType::kBarUnmap:
+      return "BAR_UNMAP";
+    case MessageType::kBarMapAck:
+      return "BAR_MAP_ACK";
+    case MessageType::kError:
+      return "ERROR";
+    case MessageType::kTeardown:
+      return "TEARDOWN";
+    case MessageType::kTeardownAck:
+      return "TEARDOWN_ACK";
+    case MessageType::kPing:
+      return "PING";
+    case MessageType::kPong:
+      return "PONG";
+  }
+  return "?";
+}
+
+size_t DescriptorCount(const Body& body) {
+  if (const auto* m = std::get_if<GuestMemory>(&body)) {
+    return m->kind == GuestMemoryKind::kLocalMemfd ? 1 : 0;
+  }
+  return std::holds_alternative<BarMap>(body) ? 1 : 0;
+}
+
+Status Validate(const Message& message) {
+  const TypeInfo* info = Info(static_cast<uint16_t>(TypeOf(message.body)));
+  if (info == nullptr) return Status::Internal("message type missing from the type table");
+  switch (info->kind) {
+    case Kind::kRequest:
+    case Kind::kReply:
+      if (message.seq == 0) return Bad("requests and replies need a non-zero sequence number");
+      break;
+    case Kind::kNotification:
+      if (message.seq != 0) return Bad("notifications carry sequence number 0");
+      break;
+    case Kind::kReplyOrNotification:
+      break;
+  }
+  return std::visit(
+      [](const auto& b) -> Status {
+        using T = std::decay_t<decltype(b)>;
+        if constexpr (std::is_same_v<T, Hello>) {
+          if (b.min_version == 0 || b.min_version > b.max_version) return Bad("bad version range");
+          if (b.software.size() >= kNameSize || !Printable(b.software))
+            return Bad("bad software name");
+        } else if constexpr (std::is_same_v<T, HelloAck>) {
+          if (b.version == 0) return Bad("version 0 does not exist");
+        } else if constexpr (std::is_same_v<T, VmConfig>) {
+          if (b.mode != VmMode::kPassThrough && b.mode != VmMode::kFullVirtualization &&
+              b.mode != VmMode::kParaVirtualization) {
+            return Bad("unknown VM mode");
+          }
+          if (b.backend != Backend::kLocal && b.backend != Backend::kXen)
+            return Bad("unknown backend");
+          if (b.vcpus == 0 || b.vcpus > 128) return Bad("vCPU count out of range");
+          if (b.guest_ram_bytes == 0 || !PageAligned(b.guest_ram_bytes)) {
+            return Bad("guest RAM must be whole pages");
+          }
+          if (!PowerOfTwoAtLeastPage(b.bar0_size) || !PowerOfTwoAtLeastPage(b.bar1_size) ||
+              !PowerOfTwoAtLeastPage(b.bar3_size) || b.bar0_size > kMaxBarExtent ||
+              b.bar1_size > kMaxBarExtent || b.bar3_size > kMaxBarExtent) {
+            return Bad("BAR sizes must be powers of two from 4 KiB to 1 TiB");
+          }
+          if (b.name.size() >= kNameSize || !Printable(b.name)) return Bad("bad VM name");
+        } else if constexpr (std::is_same_v<T, VmAccept>) {
+          if (b.flags & ~kAcceptWantsGuestMemory) return Bad("unknown accept flags");
+        } else if constexpr (std::is_same_v<T, GuestMemory>) {
+          if (b.kind != GuestMemoryKind::kLocalMemfd && b.kind != GuestMemoryKind::kXenDomain) {
+            return Bad("unknown guest memory kind");
+          }
+          if (b.bytes == 0 || !PageAligned(b.bytes)) return Bad("guest memory must be whole pages");
+        } else if constexpr (std::is_same_v<T, MmioRead>) {
+          return CheckAccess(b.bar, b.size, b.offset);
+        } else if constexpr (std::is_same_v<T, MmioWrite>) {
+          GPUVM_RETURN_IF_ERROR(CheckAccess(b.bar, b.size, b.offset));
+          if (b.size < 8 && (b.value >> (8 * b.size)) != 0)
+            return Bad("write value wider than size");
+        } else if constexpr (std::is_same_v<T, BarMap>) {
+          GPUVM_RETURN_IF_ERROR(CheckRange(b.bar, b.offset, b.length));
+          if (!PageAligned(b.backing_offset)) return Bad("backing offset must be page aligned");
+        } else if constexpr (std::is_same_v<T, BarUnmap>) {
+          return CheckRange(b.bar, b.offset, b.length);
+        } else if constexpr (std::is_same_v<T, Error>) {
+          if (b.code == StatusCode::kOk ||
+              static_cast<uint32_t>(b.code) > static_cast<uint32_t>(StatusCode::kInternal)) {
+            return Bad("error code out of range");
+          }
+          if (b.text.size() > kMaxErrorText || !Printable(b.text)) return Bad("bad error text");
+        } else if constexpr (std::is_same_v<T, Teardown>) {
+          if (static_cast<uint32_t>(b.reason) >
+              static_cast<uint32_t>(TeardownReason::kAggregatorExit)) {
+            return Bad("unknown teardown reason");
+          }
+        }
+        return Status::Ok();
+      },
+      message.body);
+}
+
+Result<std::vector<uint8_t>> Encode(const Message& message) {
+  GPUVM_RETURN_IF_ERROR(Validate(message));
+  Writer w;
+  const MessageType type = TypeOf(message.body);
+  w.U32(kMagic);
+  w.U16(static_cast<uint16_t>(type));
+  w.U16(0);  // flags
+  w.U32(message.seq);
+  w.U32(0);  // length, patched below
+  std::visit(
+      [&w](const auto& b) {
+        using T = std::decay_t<decltype(b)>;
+        if constexpr (std::is_same_v<T, Hello>) {
+          w.U16(b.min_version);
+          w.U16(b.max_version);
+          w.U32(0);
+          w.Name(b.software);
+        } else if constexpr (std::is_same_v<T, HelloAck>) {
+          w.U16(b.version);
+          w.Zeros(6);
+        } else if constexpr (std::is_same_v<T, VmConfig>) {
+          w.U16(b.domid);
+          w.U8(static_cast<uint8_t>(b.mode));
+          w.U8(static_cast<uint8_t>(b.backend));
+          w.U32(b.vcpus);
+          w.U64(b.guest_ram_bytes);
+          w.U64(b.bar0_size);
+          w.U64(b.bar1_size);
+          w.U64(b.bar3_size);
+          w.Name(b.name);
+        } else if constexpr (std::is_same_v<T, VmAccept>) {
+          w.U32(b.vm_id);
+          w.U32(b.flags);
+          w.U64(b.vram_bytes);
+        } else if constexpr (std::is_same_v<T, GuestMemory>) {
+          w.U8(static_cast<uint8_t>(b.kind));
+          w.Zeros(7);
+          w.U64(b.bytes);
+        } else if constexpr (std::is_same_v<T, MmioRead> || std::is_same_v<T, MmioWrite>) {
+          w.U8(static_cast<uint8_t>(b.bar));
+          w.U8(b.size);
+          w.U16(0);
+          w.U32(b.vcpu);
+          w.U64(b.offset);
+          if constexpr (std::is_same_v<T, MmioWrite>) w.U64(b.value);
+        } else if constexpr (std::is_same_v<T, MmioReadReply>) {
+          w.U64(b.value);
+        } else if constexpr (std::is_same_v<T, Interrupt>) {
+          w.U8(b.asserted ? 1 : 0);
+          w.Zeros(7);
+        } else if constexpr (std::is_same_v<T, BarMap> || std::is_same_v<T, BarUnmap>) {
+          w.U8(static_cast<uint8_t>(b.bar));
+          w.Zeros(7);
+          w.U64(b.offset);
+          w.U64(b.length);
+          if constexpr (std::is_same_v<T, BarMap>) w.U64(b.backing_offset);
+        } else if constexpr (std::is_same_v<T, Error>) {
+          w.U32(static_cast<uint32_t>(b.code));
+          w.U16(static_cast<uint16_t>(b.text.size()));
+          w.U16(0);
+          w.Text(b.text);
+        } else if constexpr (std::is_same_v<T, Teardown>) {
+          w.U32(static_cast<uint32_t>(b.reason));
+          w.U32(0);
+        } else if constexpr (std::is_same_v<T, Ping> || std::is_same_v<T, Pong>) {
+          w.U64(b.nonce);
+        }
+      },
+      message.body);
+  std::vector<uint8_t>& bytes = w.bytes();
+  const uint32_t length = static_cast<uint32_t>(bytes.size());
+  for (int i = 0; i < 4; ++i) bytes[12 + i] = static_cast<uint8_t>(length >> (8 * i));
+  return std::move(bytes);
+}
+
+Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
+  auto bad = [](const std::string& what) { return Status::DataLoss("ipc: " + what); };
+  if (bytes.size() < kHeaderSize) return bad("message shorter than its header");
+  if (bytes.size() > kMaxMessageSize) return bad("message longer than any valid one");
+  Reader header(bytes.first(kHeaderSize));
+  if (header.U32() != kMagic) return bad("bad magic");
+  const uint16_t raw_type = header.U16();
+  const uint16_t flags = header.U16();
+  Message message;
+  message.seq = header.U32();
+  const uint32_t length = header.U32();
+  if (flags != 0) return bad("unknown flags");
+  if (length != bytes.size()) return bad("length field disagrees with the packet");
+  const TypeInfo* info = Info(raw_type);
+  if (info == nullptr) return bad("unknown message type " + std::to_string(raw_type));
+  std::span<const uint8_t> payload = bytes.subspan(kHeaderSize);
+  const bool variable = info->type == MessageType::kError;
+  if (variable ? payload.size() < info->payload : payload.size() != info->payload) {
+    return bad(std::string(MessageTypeName(info->type)) + " has the wrong payload length");
+  }
+  Reader r(payload);
+  bool reserved_zero = true;
+  bool names_ok = true;
+  switch (info->type) {
+    case MessageType::kHello: {
+      Hello b;
+      b.min_version = r.U16();
+      b.max_version = r.U16();
+      reserved_zero &= r.Zeros(4);
+      names_ok &= r.Name(&b.software);
+      message.body = b;
+      break;
+    }
+    case MessageType::kHelloAck: {
+      HelloAck b;
+      b.version = r.U16();
+      reserved_zero &= r.Zeros(6);
+      message.body = b;
+      break;
+    }
+    case MessageType::kVmConfig: {
+      VmConfig b;
+      b.domid = r.U16();
+      b.mode = static_cast<VmMode>(r.U8());
+      b.backend = static_cast<Backend>(r.U8());
+      b.vcpus = r.U32();
+      b.guest_ram_bytes = r.U64();
+      b.bar0_size = r.U64();
+      b.bar1_size = r.U64();
+      b.bar3_size = r.U64();
+      names_ok &= r.Name(&b.name);
+      message.body = b;
+      break;
+    }
+    case MessageType::kVmAccept: {
+      VmAccept b;
+      b.vm_id = r.U32();
+      b.flags = r.U32();
+      b.vram_bytes = r.U64();
+      message.body = b;
+      break;
+    }
+    case MessageType::kGuestMemory: {
+      GuestMemory b;
+      b.kind = static_cast<GuestMemoryKind>(r.U8());
+      reserved_zero &= r.Zeros(7);
+      b.bytes = r.U64();
+      message.body = b;
+      break;
+    }
+    case MessageType::kGuestMemoryAck:
+      message.body = GuestMemoryAck{};
+      break;
+    case MessageType::kMmioRead:
+    case MessageType::kMmioWrite: {
+      const Bar bar = static_cast<Bar>(r.U8());
+      const uint8_t size = r.U8();
+      reserved_zero &= r.Zeros(2);
+      const uint32_t vcpu = r.U32();
+      const uint64_t offset = r.U64();
+      if (info->type == MessageType::kMmioRead) {
+        message.body = MmioRead{bar, size, vcpu, offset};
+      } else {
+        message.body = MmioWrite{bar, size, vcpu, offset, r.U64()};
+      }
+      break;
+    }
+    case MessageType::kMmioReadReply:
+      message.body = MmioReadReply{r.U64()};
+      break;
+    case MessageType::kMmioWriteAck:
+      message.body = MmioWriteAck{};
+      break;
+    case MessageType::kInterrupt: {
+      const uint8_t level = r.U8();
+      reserved_zero &= r.Zeros(7);
+      if (level > 1) return bad("interrupt level must be 0 or 1");
+      message.body = Interrupt{level == 1};
+      break;
+    }
+    case MessageType::kBarMap:
+    case MessageType::kBarUnmap: {
+      const Bar bar = static_cast<Bar>(r.U8());
+      reserved_zero &= r.Zeros(7);
+      const uint64_t offset = r.U64();
+      const uint64_t length = r.U64();
+      if (info->type == MessageType::kBarMap) {
+        message.body = BarMap{bar, offset, length, r.U64()};
+      } else {
+        message.body = BarUnmap{bar, offset, length};
+      }
+      break;
+    }
+    case MessageType::kBarMapAck:
+      message.body = BarMapAck{};
+      break;
+    case MessageType::kError: {
+      Error b;
+      const uint32_t code = r.U32();
+      const uint16_t text_length = r.U16();
+      reserved_zero &= r.Zeros(2);
+      if (payload.size() != info->payload + text_length) return bad("error text length mismatch");
+      if (code > static_cast<uint32_t>(StatusCode::kInternal))
+        return bad("error code out of range");
+      b.code = static_cast<StatusCode>(code);
+      b.text = r.Text(text_length);
+      message.body = b;
+      break;
+    }
+    case MessageType::kTeardown: {
+      const uint32_t reason = r.U32();
+      reserved_zero &= r.Zeros(4);
+      if (reason > static_cast<uint32_t>(TeardownReason::kAggregatorExit)) {
+        return bad("unknown teardown reason");
+      }
+      message.body = Teardown{static_cast<TeardownReason>(reason)};
+      break;
+    }
+    case MessageType::kTeardownAck:
+      message.body = TeardownAck{};
+      break;
+    case MessageType::kPing:
+      message.body = Ping{r.U64()};
+      break;
+    case MessageType::kPong:
+      message.body = Pong{r.U64()};
+      break;
+  }
+  if (!reserved_zero) return bad("reserved bytes are not zero");
+  if (!names_ok) return bad("name field is not NUL-padded printable ASCII");
+  if (Status valid = Validate(message); !valid.ok()) return bad(valid.message());
+  if (descriptors != DescriptorCount(message.body)) {
+    return bad(std::string(MessageTypeName(info->type)) + " arrived with " +
+               std::to_string(descriptors) + " descriptors");
+  }
+  return message;
+}
+
+}  // namespace gpuvm::ipc

@@ -1,0 +1,176 @@
+#include "qemu-device/ipc/codec.h"
+
+#include <cstring>
+#include <functional>
+
+#include "gtest/gtest.h"
+
+namespace gpuvm::ipc {
+namespace {
+
+std::vector<Message> OneOfEach() {
+  return {
+      {1, Hello{1, 1, "gpuvm-dm"}},
+      {1, HelloAck{1}},
+      {2, VmConfig{7, VmMode::kPassThrough, Backend::kXen, 4, 256ull << 20, 16ull << 20,
+                   128ull << 20, 64ull << 20, "guest-7"}},
+      {2, VmAccept{3, kAcceptWantsGuestMemory, 1ull << 30}},
+      {3, GuestMemory{GuestMemoryKind::kXenDomain, 256ull << 20}},
+      {3, GuestMemoryAck{}},
+      {4, MmioRead{Bar::kBar0, 4, 1, 0x1700}},
+      {4, MmioReadReply{0xdeadbeefcafef00d}},
+      {5, MmioWrite{Bar::kBar1, 8, 0, 0x1234567, 0x0102030405060708}},
+      {5, MmioWriteAck{}},
+      {0, Interrupt{true}},
+      {6, BarUnmap{Bar::kBar3, 0x2000, 0x1000}},
+      {6, BarMapAck{}},
+      {7, Error{StatusCode::kFailedPrecondition, "pass-through GPU already owned"}},
+      {0, Error{StatusCode::kInternal, ""}},
+      {8, Teardown{TeardownReason::kGuestGone}},
+      {8, TeardownAck{}},
+      {9, Ping{42}},
+      {9, Pong{42}},
+  };
+}
+
+TEST(IpcCodec, EveryMessageRoundTrips) {
+  for (const Message& m : OneOfEach()) {
+    auto bytes = Encode(m);
+    ASSERT_TRUE(bytes.ok()) << MessageTypeName(TypeOf(m.body)) << ": " << bytes.status().ToString();
+    EXPECT_LE(bytes->size(), kMaxMessageSize);
+    auto back = Decode(*bytes, DescriptorCount(m.body));
+    ASSERT_TRUE(back.ok()) << MessageTypeName(TypeOf(m.body)) << ": " << back.status().ToString();
+    EXPECT_EQ(*back, m) << MessageTypeName(TypeOf(m.body));
+    auto again = Encode(*back);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *bytes) << "canonical encoding";
+  }
+}
+
+TEST(IpcCodec, MessagesWithADescriptorNeedExactlyOne) {
+  const Message map{10, BarMap{Bar::kBar1, 0x10000, 0x4000, 0}};
+  auto bytes = Encode(map);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_TRUE(Decode(*bytes, 1).ok());
+  EXPECT_FALSE(Decode(*bytes, 0).ok());
+  EXPECT_FALSE(Decode(*bytes, 2).ok());
+  const Message memfd{11, GuestMemory{GuestMemoryKind::kLocalMemfd, 1 << 20}};
+  auto memfd_bytes = Encode(memfd);
+  ASSERT_TRUE(memfd_bytes.ok());
+  EXPECT_TRUE(Decode(*memfd_bytes, 1).ok());
+  EXPECT_FALSE(Decode(*memfd_bytes, 0).ok());
+  auto read = Encode({4, MmioRead{Bar::kBar0, 4, 0, 0}});
+  EXPECT_FALSE(Decode(*read, 1).ok()) << "a descriptor where none belongs";
+}
+
+// Takes a valid encoding, lets `mutate` damage it, and expects Decode to refuse.
+void ExpectRefused(const Message& m, const std::function<void(std::vector<uint8_t>&)>& mutate,
+                   const char* what) {
+  auto bytes = Encode(m);
+  ASSERT_TRUE(bytes.ok()) << what;
+  mutate(*bytes);
+  auto decoded = Decode(*bytes, DescriptorCount(m.body));
+  EXPECT_FALSE(decoded.ok()) << what;
+  if (!decoded.ok()) {
+    EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << what;
+  }
+}
+
+void Put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
+
+TEST(IpcCodec, RefusesDamagedHeaders) {
+  const Message read{4, MmioRead{Bar::kBar0, 4, 0, 0x100}};
+  ExpectRefused(
+      read, [](auto& b) { b[0] ^= 1; }, "magic");
+  ExpectRefused(
+      read, [](auto& b) { b[6] = 1; }, "flags");
+  ExpectRefused(
+      read, [](auto& b) { Put32(b, 12, 31); }, "length field");
+  ExpectRefused(
+      read, [](auto& b) { b.pop_back(); }, "short packet");
+  ExpectRefused(
+      read, [](auto& b) { b.push_back(0); }, "long packet");
+  ExpectRefused(
+      read, [](auto& b) { b[4] = 0x99; }, "unknown type");
+  ExpectRefused(
+      read, [](auto& b) { b[4] = 0x13; }, "type with another payload length");
+  EXPECT_FALSE(Decode(std::vector<uint8_t>(3, 0), 0).ok());
+  EXPECT_FALSE(Decode(std::vector<uint8_t>(kMaxMessageSize + 1, 0), 0).ok());
+  EXPECT_FALSE(Decode({}, 0).ok());
+}
+
+TEST(IpcCodec, RefusesBadAccesses) {
+  const Message read{4, MmioRead{Bar::kBar0, 4, 0, 0x100}};
+  ExpectRefused(
+      read, [](auto& b) { b[16] = 2; }, "BAR2 does not exist");
+  ExpectRefused(
+      read, [](auto& b) { b[17] = 3; }, "size 3");
+  ExpectRefused(
+      read, [](auto& b) { b[17] = 16; }, "size 16");
+  ExpectRefused(
+      read, [](auto& b) { b[18] = 1; }, "reserved");
+  ExpectRefused(
+      read, [](auto& b) { b[24] = 0x02; }, "unaligned BAR0 access");
+  ExpectRefused(
+      read, [](auto& b) { b[31] = 0x80; }, "offset beyond any BAR");
+  ExpectRefused(
+      read, [](auto& b) { Put32(b, 8, 0); }, "request with sequence 0");
+  // Unaligned is fine in the apertures.
+  EXPECT_TRUE(Encode({4, MmioRead{Bar::kBar1, 8, 0, 0x1003}}).ok());
+  EXPECT_FALSE(Encode({4, MmioRead{Bar::kBar0, 8, 0, 0x1004}}).ok());
+  EXPECT_FALSE(Encode({4, MmioWrite{Bar::kBar0, 2, 0, 0x10, 0x10000}}).ok()) << "value too wide";
+  EXPECT_FALSE(Encode({4, MmioRead{Bar::kBar3, 4, 0, kMaxBarExtent - 2}}).ok());
+  EXPECT_TRUE(Encode({0, Interrupt{true}}).ok()) << "notifications use seq 0";
+  EXPECT_FALSE(Encode({5, Interrupt{true}}).ok());
+  const Message irq{0, Interrupt{false}};
+  ExpectRefused(
+      irq, [](auto& b) { b[16] = 2; }, "interrupt level 2");
+}
+
+TEST(IpcCodec, RefusesBadNamesSizesAndEnums) {
+  const Message config{2, VmConfig{7, VmMode::kPassThrough, Backend::kLocal, 1, 1 << 20, 1 << 24,
+                                   1 << 27, 1 << 26, "vm"}};
+  // name field at payload offset 40 -> packet offset 56
+  ExpectRefused(
+      config, [](auto& b) { b[60] = 'x'; }, "junk after the terminating NUL");
+  ExpectRefused(
+      config, [](auto& b) { std::memset(&b[56], 'a', 32); }, "no terminator");
+  ExpectRefused(
+      config, [](auto& b) { b[56] = 0x07; }, "unprintable");
+  ExpectRefused(
+      config, [](auto& b) { b[18] = 9; }, "unknown mode");
+  ExpectRefused(
+      config, [](auto& b) { b[19] = 0; }, "unknown backend");
+  ExpectRefused(
+      config, [](auto& b) { Put32(b, 20, 0); }, "zero vCPUs");
+  ExpectRefused(
+      config, [](auto& b) { b[24] = 1; }, "RAM not whole pages");
+  ExpectRefused(
+      config, [](auto& b) { b[32] = 1; }, "BAR0 size not a power of two");
+  VmConfig long_name = std::get<VmConfig>(config.body);
+  long_name.name = std::string(kNameSize, 'n');
+  EXPECT_FALSE(Encode({2, long_name}).ok());
+  EXPECT_FALSE(Encode({1, Hello{2, 1, "x"}}).ok()) << "inverted version range";
+  EXPECT_FALSE(Encode({1, VmAccept{1, 0x80, 0}}).ok()) << "unknown flags";
+  EXPECT_FALSE(Encode({1, BarMap{Bar::kBar1, 0x100, 0x1000, 0}}).ok()) << "not page aligned";
+  EXPECT_FALSE(Encode({1, BarMap{Bar::kBar1, 0, 0, 0}}).ok()) << "empty";
+}
+
+TEST(IpcCodec, RefusesBadErrors) {
+  const Message error{7, Error{StatusCode::kNotFound, "abc"}};
+  ExpectRefused(
+      error, [](auto& b) { b[20] = 4; }, "text length disagrees");
+  ExpectRefused(
+      error, [](auto& b) { Put32(b, 16, 0); }, "OK is not an error");
+  ExpectRefused(
+      error, [](auto& b) { Put32(b, 16, 999); }, "unknown code");
+  ExpectRefused(
+      error, [](auto& b) { b[24] = 0x01; }, "unprintable text");
+  EXPECT_FALSE(Encode({7, Error{StatusCode::kNotFound, std::string(kMaxErrorText + 1, 'e')}}).ok());
+  const Message teardown{8, Teardown{TeardownReason::kNormal}};
+  ExpectRefused(
+      teardown, [](auto& b) { b[16] = 9; }, "unknown teardown reason");
+}
+
+}  // namespace
+}  // namespace gpuvm::ipc

@@ -1,0 +1,181 @@
+// The device model <-> aggregator protocol, version 1: message types and their fields. The wire
+// format, validation rules and conversation are specified in docs/IPC.md; this header is its
+// constants, and codec.h is the only code that turns bytes into these structs (and back).
+//
+// One unix SOCK_SEQPACKET connection per VM: gpuvm-dm connects to gpuvm-aggregator. Every message
+// is one packet: a 16-byte header and a fixed-layout little-endian payload. Descriptors travel by
+// SCM_RIGHTS with the two messages that need one (GUEST_MEMORY from a local VM, BAR_MAP).
+//
+// Threading: plain values.
+#ifndef GPUVM_QEMU_DEVICE_IPC_PROTOCOL_H_
+#define GPUVM_QEMU_DEVICE_IPC_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "base/status.h"
+
+namespace gpuvm::ipc {
+
+inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 16;
+inline constexpr size_t kMaxMessageSize = 512;
+inline constexpr size_t kNameSize = 32;  // NUL-padded printable ASCII
+inline constexpr size_t kMaxErrorText = 256;
+
+enum class MessageType : uint16_t {
+  kHello = 0x0001,           // dm -> agg, request
+  kHelloAck = 0x0002,        // agg -> dm, reply
+  kVmConfig = 0x0003,        // dm -> agg, request
+  kVmAccept = 0x0004,        // agg -> dm, reply
+  kGuestMemory = 0x0005,     // dm -> agg, request (+1 fd for a local VM)
+  kGuestMemoryAck = 0x0006,  // agg -> dm, reply
+  kMmioRead = 0x0010,        // dm -> agg, request
+  kMmioReadReply = 0x0011,   // agg -> dm, reply
+  kMmioWrite = 0x0012,       // dm -> agg, request
+  kMmioWriteAck = 0x0013,    // agg -> dm, reply
+  kInterrupt = 0x0020,       // agg -> dm, notification (seq 0)
+  kBarMap = 0x0030,          // agg -> dm, request (+1 fd): map a BAR range straight to memory
+  kBarUnmap = 0x0031,        // agg -> dm, request: trap that range again
+  kBarMapAck = 0x0032,       // dm -> agg, reply to either
+  kError = 0x00f0,           // either way: reply (seq of the request) or fatal notification (seq 0)
+  kTeardown = 0x00f1,        // either way, request
+  kTeardownAck = 0x00f2,     // reply
+  kPing = 0x00f3,            // either way, request
+  kPong = 0x00f4,            // reply
+};
+
+// The BARs of the virtual GPU, by PCI region index (BAR1 and BAR3 are 64-bit and take two slots).
+enum class Bar : uint8_t { kBar0 = 0, kBar1 = 1, kBar3 = 3 };
+enum class VmMode : uint8_t { kPassThrough = 1, kFullVirtualization = 2, kParaVirtualization = 3 };
+enum class Backend : uint8_t { kLocal = 1, kXen = 2 };
+enum class GuestMemoryKind : uint8_t { kLocalMemfd = 1, kXenDomain = 2 };
+enum class TeardownReason : uint32_t {
+  kNormal = 0,          // the VM shut down
+  kGuestGone = 1,       // the VM process or domain died
+  kProtocolError = 2,   // the peer broke the protocol
+  kAggregatorExit = 3,  // the aggregator is shutting down
+};
+
+struct Hello {
+  uint16_t min_version = kProtocolVersion;
+  uint16_t max_version = kProtocolVersion;
+  std::string software;  // e.g. "gpuvm-dm"; <= kNameSize - 1 printable ASCII
+  friend bool operator==(const Hello&, const Hello&) = default;
+};
+struct HelloAck {
+  uint16_t version = kProtocolVersion;
+  friend bool operator==(const HelloAck&, const HelloAck&) = default;
+};
+struct VmConfig {
+  uint16_t domid = 0;
+  VmMode mode = VmMode::kPassThrough;
+  Backend backend = Backend::kLocal;
+  uint32_t vcpus = 1;            // 1..128
+  uint64_t guest_ram_bytes = 0;  // whole pages, > 0
+  uint64_t bar0_size = 0;        // powers of two >= 4 KiB
+  uint64_t bar1_size = 0;
+  uint64_t bar3_size = 0;
+  std::string name;  // <= kNameSize - 1 printable ASCII
+  friend bool operator==(const VmConfig&, const VmConfig&) = default;
+};
+struct VmAccept {
+  uint32_t vm_id = 0;
+  uint32_t flags = 0;       // kAcceptWantsGuestMemory
+  uint64_t vram_bytes = 0;  // the VRAM this VM sees
+  friend bool operator==(const VmAccept&, const VmAccept&) = default;
+};
+inline constexpr uint32_t kAcceptWantsGuestMemory = 1u << 0;
+struct GuestMemory {
+  GuestMemoryKind kind = GuestMemoryKind::kLocalMemfd;
+  uint64_t bytes = 0;  // whole pages, > 0; with kLocalMemfd the memfd rides along
+  friend bool operator==(const GuestMemory&, const GuestMemory&) = default;
+};
+struct GuestMemoryAck {
+  friend bool operator==(const GuestMemoryAck&, const GuestMemoryAck&) = default;
+};
+struct MmioRead {
+  Bar bar = Bar::kBar0;
+  uint8_t size = 4;  // 1, 2, 4, 8
+  uint32_t vcpu = 0;
+  uint64_t offset = 0;  // in the BAR; BAR0 accesses are naturally aligned
+  friend bool operator==(const MmioRead&, const MmioRead&) = default;
+};
+struct MmioReadReply {
+  uint64_t value = 0;
+  friend bool operator==(const MmioReadReply&, const MmioReadReply&) = default;
+};
+struct MmioWrite {
+  Bar bar = Bar::kBar0;
+  uint8_t size = 4;
+  uint32_t vcpu = 0;
+  uint64_t offset = 0;
+  uint64_t value = 0;  // no bits above 8 * size
+  friend bool operator==(const MmioWrite&, const MmioWrite&) = default;
+};
+struct MmioWriteAck {
+  friend bool operator==(const MmioWriteAck&, const MmioWriteAck&) = default;
+};
+struct Interrupt {
+  bool asserted = false;  // the level of the device's interrupt line
+  friend bool operator==(const Interrupt&, const Interrupt&) = default;
+};
+struct BarMap {
+  Bar bar = Bar::kBar1;
+  uint64_t offset = 0;          // page aligned
+  uint64_t length = 0;          // whole pages, > 0
+  uint64_t backing_offset = 0;  // page aligned, into the passed descriptor
+  friend bool operator==(const BarMap&, const BarMap&) = default;
+};
+struct BarUnmap {
+  Bar bar = Bar::kBar1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  friend bool operator==(const BarUnmap&, const BarUnmap&) = default;
+};
+struct BarMapAck {
+  friend bool operator==(const BarMapAck&, const BarMapAck&) = default;
+};
+struct Error {
+  StatusCode code = StatusCode::kInternal;  // never kOk
+  std::string text;                         // <= kMaxErrorText printable ASCII
+  friend bool operator==(const Error&, const Error&) = default;
+};
+struct Teardown {
+  TeardownReason reason = TeardownReason::kNormal;
+  friend bool operator==(const Teardown&, const Teardown&) = default;
+};
+struct TeardownAck {
+  friend bool operator==(const TeardownAck&, const TeardownAck&) = default;
+};
+struct Ping {
+  uint64_t nonce = 0;
+  friend bool operator==(const Ping&, const Ping&) = default;
+};
+struct Pong {
+  uint64_t nonce = 0;
+  friend bool operator==(const Pong&, const Pong&) = default;
+};
+
+using Body = std::variant<Hello, HelloAck, VmConfig, VmAccept, GuestMemory, GuestMemoryAck,
+                          MmioRead, MmioReadReply, MmioWrite, MmioWriteAck, Interrupt, BarMap,
+                          BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong>;
+
+struct Message {
+  // Requests carry a non-zero sequence number of the sender's choosing; replies echo it;
+  // notifications (INTERRUPT, a fatal ERROR) carry 0.
+  uint32_t seq = 0;
+  Body body;
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
+MessageType TypeOf(const Body& body);
+std::string_view MessageTypeName(MessageType type);
+// How many descriptors travel with a message of this body (0 or 1).
+size_t DescriptorCount(const Body& body);
+
+}  // namespace gpuvm::ipc
+
+#endif  // GPUVM_QEMU_DEVICE_IPC_PROTOCOL_H_

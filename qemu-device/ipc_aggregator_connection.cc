@@ -1,0 +1,216 @@
+#include "qemu-device/ipc_aggregator_connection.h"
+
+#include <sys/epoll.h>
+
+#include <cerrno>
+
+namespace gpuvm::dm {
+namespace {
+
+ipc::Bar ToWire(BarIndex bar) { return static_cast<ipc::Bar>(static_cast<uint8_t>(bar)); }
+BarIndex FromWire(ipc::Bar bar) { return static_cast<BarIndex>(static_cast<uint8_t>(bar)); }
+
+Status FromError(const ipc::Error& e) { return Status(e.code, "aggregator: " + e.text); }
+
+}  // namespace
+
+Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connect(
+    const IpcConnectOptions& options) {
+  GPUVM_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::Channel::Connect(options.path));
+  std::unique_ptr<IpcAggregatorConnection> c(
+      new IpcAggregatorConnection(std::move(channel), options.timeout));
+  GPUVM_RETURN_IF_ERROR(c->Init());
+
+  GPUVM_ASSIGN_OR_RETURN(
+      ipc::Message hello_reply,
+      c->Call(ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "gpuvm-dm"}));
+  const auto* ack = std::get_if<ipc::HelloAck>(&hello_reply.body);
+  if (ack == nullptr || ack->version != ipc::kProtocolVersion) {
+    return c->Break(Status::DataLoss("aggregator answered HELLO with something else"));
+  }
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message config_reply, c->Call(options.vm));
+  const auto* accept = std::get_if<ipc::VmAccept>(&config_reply.body);
+  if (accept == nullptr) {
+    return c->Break(Status::DataLoss("aggregator answered VM_CONFIG with something else"));
+  }
+  c->accepted_ = *accept;
+  return c;
+}
+
+Status IpcAggregatorConnection::Init() {
+  GPUVM_ASSIGN_OR_RETURN(queued_, hv::local::CreateEventFd());
+  epoll_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
+  for (int fd : {channel_.fd(), queued_.get()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return Status::FromErrno(errno, "epoll_ctl");
+    }
+  }
+  return Status::Ok();
+}
+
+IpcAggregatorConnection::~IpcAggregatorConnection() {
+  if (broken_.ok() && !torn_down_) (void)Teardown(ipc::TeardownReason::kNormal);
+}
+
+uint32_t IpcAggregatorConnection::NextSeq() {
+  const uint32_t seq = next_seq_++;
+  if (next_seq_ == 0) next_seq_ = 1;  // 0 is reserved for notifications
+  return seq;
+}
+
+Status IpcAggregatorConnection::Break(Status why) {
+  if (broken_.ok()) broken_ = why;
+  return broken_;
+}
+
+Result<ipc::Message> IpcAggregatorConnection::Call(ipc::Body request, std::span<const int> fds) {
+  GPUVM_RETURN_IF_ERROR(broken_);
+  const uint32_t seq = NextSeq();
+  const Status sent = channel_.Send(ipc::Message{seq, std::move(request)}, fds);
+  if (!sent.ok()) {
+    // Our own encoding refused it: the caller's mistake, not the connection's.
+    if (sent.code() == StatusCode::kInvalidArgument) return sent;
+    return Break(sent);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    Result<ipc::Channel::Received> received =
+        channel_.Receive(static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (!received.ok()) {
+      if (received.status().code() == StatusCode::kDeadlineExceeded) {
+        return Break(Status::DeadlineExceeded("aggregator did not answer within " +
+                                              std::to_string(timeout_.count()) + " ms"));
+      }
+      return Break(received.status());
+    }
+    if (received->message.seq == seq) {
+      if (!received->fds.empty()) return Break(Status::DataLoss("reply carried descriptors"));
+      if (const auto* error = std::get_if<ipc::Error>(&received->message.body)) {
+        return FromError(*error);
+      }
+      return std::move(received->message);
+    }
+    GPUVM_RETURN_IF_ERROR(Dispatch(std::move(*received)));
+  }
+}
+
+Status IpcAggregatorConnection::Dispatch(ipc::Channel::Received received) {
+  const ipc::Message& m = received.message;
+  auto queue = [this](AggregatorEvent event) {
+    events_.push_back(std::move(event));
+    return hv::local::SignalEventFd(queued_.get());
+  };
+  if (const auto* irq = std::get_if<ipc::Interrupt>(&m.body)) {
+    return queue(InterruptLevel{irq->asserted});
+  }
+  if (const auto* map = std::get_if<ipc::BarMap>(&m.body)) {
+    // The backing descriptor closes with `received`: nothing maps it yet (see
+    // HandleAggregatorEvent).
+    return queue(BarMapRequest{m.seq, FromWire(map->bar), map->offset, map->length});
+  }
+  if (const auto* unmap = std::get_if<ipc::BarUnmap>(&m.body)) {
+    return queue(BarUnmapRequest{m.seq, FromWire(unmap->bar), unmap->offset, unmap->length});
+  }
+  if (std::holds_alternative<ipc::Teardown>(m.body)) {
+    (void)channel_.Send(ipc::Message{m.seq, ipc::TeardownAck{}});
+    torn_down_ = true;
+    return queue(TeardownRequest{m.seq});
+  }
+  if (const auto* ping = std::get_if<ipc::Ping>(&m.body)) {
+    const Status sent = channel_.Send(ipc::Message{m.seq, ipc::Pong{ping->nonce}});
+    return sent.ok() ? sent : Break(sent);
+  }
+  if (const auto* error = std::get_if<ipc::Error>(&m.body); error != nullptr && m.seq == 0) {
+    return Break(FromError(*error).WithContext("fatal"));
+  }
+  return Break(Status::DataLoss(std::string("unexpected ") +
+                                std::string(ipc::MessageTypeName(ipc::TypeOf(m.body))) +
+                                " from the aggregator"));
+}
+
+Result<uint64_t> IpcAggregatorConnection::Read(BarIndex bar, uint64_t offset, uint32_t size,
+                                               uint32_t vcpu) {
+  GPUVM_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      Call(ipc::MmioRead{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset}));
+  const auto* value = std::get_if<ipc::MmioReadReply>(&reply.body);
+  if (value == nullptr) return Break(Status::DataLoss("MMIO_READ answered with something else"));
+  return value->value;
+}
+
+Status IpcAggregatorConnection::Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                                      uint32_t vcpu) {
+  GPUVM_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      Call(ipc::MmioWrite{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset, value}));
+  if (!std::holds_alternative<ipc::MmioWriteAck>(reply.body)) {
+    return Break(Status::DataLoss("MMIO_WRITE answered with something else"));
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
+  GPUVM_RETURN_IF_ERROR(broken_);
+  while (events_.empty()) {
+    Result<ipc::Channel::Received> received = channel_.Receive(0);
+    if (!received.ok()) {
+      if (received.status().code() == StatusCode::kDeadlineExceeded) {
+        return std::optional<AggregatorEvent>();
+      }
+      return Break(received.status());
+    }
+    if (received->message.seq != 0 &&
+        !std::holds_alternative<ipc::BarMap>(received->message.body) &&
+        !std::holds_alternative<ipc::BarUnmap>(received->message.body) &&
+        !std::holds_alternative<ipc::Teardown>(received->message.body) &&
+        !std::holds_alternative<ipc::Ping>(received->message.body)) {
+      return Break(Status::DataLoss("a reply nobody asked for"));
+    }
+    GPUVM_RETURN_IF_ERROR(Dispatch(std::move(*received)));
+  }
+  AggregatorEvent event = std::move(events_.front());
+  events_.pop_front();
+  if (events_.empty()) hv::local::DrainEventFd(queued_.get());
+  return std::optional<AggregatorEvent>(std::move(event));
+}
+
+Status IpcAggregatorConnection::AnswerBarRequest(uint32_t seq, const Status& result) {
+  GPUVM_RETURN_IF_ERROR(broken_);
+  ipc::Message answer{seq, ipc::BarMapAck{}};
+  if (!result.ok())
+    answer.body = ipc::Error{result.code(), result.message().substr(0, ipc::kMaxErrorText)};
+  const Status sent = channel_.Send(answer);
+  return sent.ok() ? sent : Break(sent);
+}
+
+Status IpcAggregatorConnection::SendGuestMemory(ipc::GuestMemoryKind kind, uint64_t bytes,
+                                                int memfd) {
+  const int fds[1] = {memfd};
+  const bool with_fd = kind == ipc::GuestMemoryKind::kLocalMemfd;
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message reply,
+                         Call(ipc::GuestMemory{kind, bytes},
+                              with_fd ? std::span<const int>(fds) : std::span<const int>()));
+  if (!std::holds_alternative<ipc::GuestMemoryAck>(reply.body)) {
+    return Break(Status::DataLoss("GUEST_MEMORY answered with something else"));
+  }
+  return Status::Ok();
+}
+
+Status IpcAggregatorConnection::Teardown(ipc::TeardownReason reason) {
+  if (torn_down_) return Status::Ok();
+  torn_down_ = true;
+  Result<ipc::Message> reply = Call(ipc::Teardown{reason});
+  if (!reply.ok()) return reply.status();
+  if (!std::holds_alternative<ipc::TeardownAck>(reply->body)) {
+    return Break(Status::DataLoss("TEARDOWN answered with something else"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpuvm::dm

@@ -1,0 +1,76 @@
+// AggregatorConnection over the IPC protocol (docs/IPC.md): what gpuvm-dm uses. Connect() performs
+// the handshake (HELLO, VM_CONFIG); each BAR access is then one request and one reply on the VM's
+// connection. Notifications and requests from the aggregator that arrive while we wait for a reply
+// (INTERRUPT, BAR_MAP, TEARDOWN) are queued for PollEvent(); PING is answered on the spot.
+//
+// A reply that does not come within the timeout, or anything that breaks the protocol, breaks the
+// connection for good: every later call fails with that error and the device model shuts the VM's
+// device down (a late reply could otherwise be taken for the answer to a newer request).
+//
+// Threading: one owner thread (the device model's).
+#ifndef GPUVM_QEMU_DEVICE_IPC_AGGREGATOR_CONNECTION_H_
+#define GPUVM_QEMU_DEVICE_IPC_AGGREGATOR_CONNECTION_H_
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "qemu-device/aggregator_connection.h"
+#include "qemu-device/ipc/channel.h"
+#include "qemu-device/ipc/protocol.h"
+
+namespace gpuvm::dm {
+
+struct IpcConnectOptions {
+  std::string path = ipc::DefaultAggregatorSocketPath();
+  ipc::VmConfig vm;
+  std::chrono::milliseconds timeout = std::chrono::seconds(5);
+};
+
+class IpcAggregatorConnection : public AggregatorConnection {
+ public:
+  // Unavailable when no aggregator listens; the aggregator's refusal (its ERROR) as that Status.
+  static Result<std::unique_ptr<IpcAggregatorConnection>> Connect(const IpcConnectOptions& options);
+  ~IpcAggregatorConnection() override;
+
+  const ipc::VmAccept& accepted() const { return accepted_; }
+  // Offers the guest's memory (a local VM's RAM memfd, or a Xen domain id the aggregator maps
+  // itself).
+  Status SendGuestMemory(ipc::GuestMemoryKind kind, uint64_t bytes, int memfd);
+  // Ends the session politely (TEARDOWN, wait for TEARDOWN_ACK). The destructor does it too.
+  Status Teardown(ipc::TeardownReason reason);
+
+  Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
+  Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+               uint32_t vcpu) override;
+  int event_fd() const override { return epoll_.get(); }
+  Result<std::optional<AggregatorEvent>> PollEvent() override;
+  Status AnswerBarRequest(uint32_t seq, const Status& result) override;
+
+ private:
+  IpcAggregatorConnection(ipc::Channel channel, std::chrono::milliseconds timeout)
+      : channel_(std::move(channel)), timeout_(timeout) {}
+  Status Init();
+  // Sends a request and returns its reply, queueing whatever else arrives meanwhile.
+  Result<ipc::Message> Call(ipc::Body request, std::span<const int> fds = {});
+  // Handles a message that is not the reply being waited for. Breaks the connection on violations.
+  Status Dispatch(ipc::Channel::Received received);
+  Status Break(Status why);
+  uint32_t NextSeq();
+
+  ipc::Channel channel_;
+  std::chrono::milliseconds timeout_;
+  uint32_t next_seq_ = 1;
+  ipc::VmAccept accepted_;
+  std::deque<AggregatorEvent> events_;
+  hv::local::UniqueFd queued_;  // signalled while events_ is not empty
+  hv::local::UniqueFd epoll_;   // socket + queued_
+  Status broken_;
+  bool torn_down_ = false;
+};
+
+}  // namespace gpuvm::dm
+
+#endif  // GPUVM_QEMU_DEVICE_IPC_AGGREGATOR_CONNECTION_H_

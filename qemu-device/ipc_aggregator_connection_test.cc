@@ -1,0 +1,160 @@
+#include "qemu-device/ipc_aggregator_connection.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "qemu-device/testing/fake_aggregator.h"
+#include "qemu-device/testing/fake_aggregator_server.h"
+
+namespace gpuvm::dm {
+namespace {
+
+using hv::local::UniqueFd;
+using testing::FakeAggregatorServer;
+using testing::FakePatternByte;
+
+std::string UniquePath() {
+  static std::atomic<int> n{0};
+  return "@gpuvm-dm-ipc-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
+ipc::VmConfig Config() {
+  ipc::VmConfig c;
+  c.domid = 3;
+  c.vcpus = 2;
+  c.guest_ram_bytes = 64 << 20;
+  c.bar0_size = 16 << 20;
+  c.bar1_size = 128 << 20;
+  c.bar3_size = 64 << 20;
+  c.name = "test-vm";
+  return c;
+}
+
+class IpcConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = FakeAggregatorServer::Create(UniquePath());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  Result<std::unique_ptr<IpcAggregatorConnection>> Connect(
+      std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    return IpcAggregatorConnection::Connect({server_->path(), Config(), timeout});
+  }
+  // Waits until the connection has an event for us.
+  std::optional<AggregatorEvent> NextEvent(IpcAggregatorConnection& c) {
+    for (int i = 0; i < 200; ++i) {
+      auto e = c.PollEvent();
+      if (!e.ok()) return std::nullopt;
+      if (e->has_value()) return **e;
+      pollfd pfd{c.event_fd(), POLLIN, 0};
+      ::poll(&pfd, 1, 10);
+    }
+    return std::nullopt;
+  }
+  std::unique_ptr<FakeAggregatorServer> server_;
+};
+
+TEST_F(IpcConnectionTest, HandshakeThenReadsAndWrites) {
+  auto c = Connect();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ((*c)->accepted().vm_id, 1u);
+  ASSERT_TRUE((*c)->Write(BarIndex::kBar0, 0x1700, 4, 0xabcd, 1).ok());
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar0, 0x1700, 4, 0), 0xabcdu);
+  const uint64_t expected = FakePatternByte(BarIndex::kBar3, 0x10);
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar3, 0x10, 1, 0), expected);
+  EXPECT_EQ((*c)->Read(BarIndex::kBar0, 0x1702, 4, 0).status().code(), StatusCode::kInvalidArgument)
+      << "we never send what the protocol forbids";
+  EXPECT_TRUE((*c)->Read(BarIndex::kBar0, 0x1700, 4, 0).ok()) << "and that did not break anything";
+  const std::vector<ipc::Message> seen = server_->received();
+  ASSERT_GE(seen.size(), 2u);
+  const auto& config = std::get<ipc::VmConfig>(seen[1].body);
+  EXPECT_EQ(config.name, "test-vm");
+  EXPECT_EQ(config.domid, 3);
+  ASSERT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
+}
+
+TEST_F(IpcConnectionTest, NoAggregatorIsUnavailableAndARefusalCarriesItsReason) {
+  auto nobody = IpcAggregatorConnection::Connect({UniquePath(), Config(), std::chrono::seconds(1)});
+  EXPECT_EQ(nobody.status().code(), StatusCode::kUnavailable);
+  server_->set_behaviour(FakeAggregatorServer::Behaviour::kRefuseVm);
+  auto refused = Connect();
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("already owned"), std::string::npos);
+}
+
+TEST_F(IpcConnectionTest, ASilentAggregatorBreaksTheConnection) {
+  auto c = Connect(std::chrono::milliseconds(100));
+  ASSERT_TRUE(c.ok());
+  server_->set_behaviour(FakeAggregatorServer::Behaviour::kSilent);
+  EXPECT_EQ((*c)->Read(BarIndex::kBar0, 0, 4, 0).status().code(), StatusCode::kDeadlineExceeded);
+  server_->set_behaviour(FakeAggregatorServer::Behaviour::kNormal);
+  EXPECT_EQ((*c)->Read(BarIndex::kBar0, 0, 4, 0).status().code(), StatusCode::kDeadlineExceeded)
+      << "broken for good: a late reply must never answer a newer request";
+  EXPECT_FALSE((*c)->PollEvent().ok());
+}
+
+TEST_F(IpcConnectionTest, GarbageFromTheAggregatorIsDataLoss) {
+  auto c = Connect();
+  ASSERT_TRUE(c.ok());
+  server_->set_behaviour(FakeAggregatorServer::Behaviour::kGarbage);
+  EXPECT_EQ((*c)->Read(BarIndex::kBar0, 0, 4, 0).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ((*c)->Write(BarIndex::kBar0, 0, 4, 0, 0).code(), StatusCode::kDataLoss);
+}
+
+TEST_F(IpcConnectionTest, NotificationsAndRequestsFromTheAggregator) {
+  auto c = Connect();
+  ASSERT_TRUE(c.ok());
+  // An interrupt that arrives while we wait for a reply is kept for PollEvent.
+  ASSERT_TRUE(server_->SendToDm({0, ipc::Interrupt{true}}).ok());
+  EXPECT_TRUE((*c)->Read(BarIndex::kBar0, 0, 4, 0).ok());
+  auto irq = NextEvent(**c);
+  ASSERT_TRUE(irq.has_value());
+  EXPECT_TRUE(std::get<InterruptLevel>(*irq).asserted);
+
+  ASSERT_TRUE(server_->SendToDm({9, ipc::Ping{1234}}).ok());
+  UniqueFd memfd(::memfd_create("aperture", MFD_CLOEXEC));
+  const int fds[] = {memfd.get()};
+  ASSERT_TRUE(server_->SendToDm({10, ipc::BarMap{ipc::Bar::kBar1, 0, 0x10000, 0}}, fds).ok());
+  auto map = NextEvent(**c);
+  ASSERT_TRUE(map.has_value());
+  const auto& request = std::get<BarMapRequest>(*map);
+  EXPECT_EQ(request.seq, 10u);
+  EXPECT_EQ(request.length, 0x10000u);
+  ASSERT_TRUE((*c)->AnswerBarRequest(10, Status::Unimplemented("not yet")).ok());
+
+  ASSERT_TRUE(server_->SendToDm({11, ipc::Teardown{ipc::TeardownReason::kAggregatorExit}}).ok());
+  auto teardown = NextEvent(**c);
+  ASSERT_TRUE(teardown.has_value());
+  EXPECT_TRUE(std::holds_alternative<TeardownRequest>(*teardown));
+
+  for (int i = 0; i < 200 && server_->received().size() < 6; ++i) ::usleep(5000);
+  bool pong = false, error = false;
+  for (const ipc::Message& m : server_->received()) {
+    if (const auto* p = std::get_if<ipc::Pong>(&m.body)) pong = m.seq == 9 && p->nonce == 1234;
+    if (const auto* e = std::get_if<ipc::Error>(&m.body)) {
+      error = m.seq == 10 && e->code == StatusCode::kUnimplemented;
+    }
+  }
+  EXPECT_TRUE(pong);
+  EXPECT_TRUE(error);
+}
+
+TEST_F(IpcConnectionTest, GuestMemoryTravelsWithItsDescriptor) {
+  auto c = Connect();
+  ASSERT_TRUE(c.ok());
+  UniqueFd memfd(::memfd_create("ram", MFD_CLOEXEC));
+  ASSERT_TRUE((*c)->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd, 1 << 20, memfd.get()).ok());
+  ASSERT_TRUE((*c)->SendGuestMemory(ipc::GuestMemoryKind::kXenDomain, 1 << 20, -1).ok());
+  EXPECT_EQ((*c)->SendGuestMemory(ipc::GuestMemoryKind::kXenDomain, 100, -1).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpuvm::dm

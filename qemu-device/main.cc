@@ -1,0 +1,168 @@
+// gpuvm-dm: the device model of one VM's virtual GPU (docs/HYPERVISOR.md, docs/IPC.md).
+//
+//   gpuvm-dm --backend local --domid 1 [--hv SOCKET] [--aggregator SOCKET] [options]
+//   gpuvm-dm --backend xen   --domid 7 [--aggregator SOCKET] [options]
+// options: --sbdf ssss:bb:dd.f  --name NAME  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
+//          --domain-fd FD (local: receive the domain over this inherited socket instead of the
+//          daemon)
+//
+// It serves the VM's IOREQ server until the aggregator ends the session, the connection breaks, or
+// it gets SIGTERM/SIGINT; then it prints its trap counters and exits (0 after an orderly end).
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/guest_memory.h"
+#include "hypervisor/local/hv_client.h"
+#include "hypervisor/local/ioreq_server.h"
+#include "hypervisor/xen/xen_backend.h"
+#include "qemu-device/device_model.h"
+#include "qemu-device/ipc_aggregator_connection.h"
+
+namespace gpuvm::dm {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+struct Options {
+  std::string backend;
+  int domid = -1;
+  std::string hv_path = hv::local::DefaultHvSocketPath();
+  int domain_fd = -1;
+  IpcConnectOptions aggregator;
+  DeviceModelConfig device;
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: gpuvm-dm --backend local|xen --domid N [--hv SOCKET] [--domain-fd FD]\n"
+               "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
+               "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n");
+}
+
+Result<Options> ParseArgs(int argc, char** argv) {
+  Options o;
+  o.aggregator.vm.name = "vm";
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return Status::InvalidArgument("missing value for " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--backend") {
+      o.backend = value;
+    } else if (flag == "--domid") {
+      o.domid = std::atoi(value.c_str());
+    } else if (flag == "--hv") {
+      o.hv_path = value;
+    } else if (flag == "--domain-fd") {
+      o.domain_fd = std::atoi(value.c_str());
+    } else if (flag == "--aggregator") {
+      o.aggregator.path = value;
+    } else if (flag == "--sbdf") {
+      GPUVM_ASSIGN_OR_RETURN(o.device.sbdf, hv::Sbdf::Parse(value));
+    } else if (flag == "--name") {
+      o.aggregator.vm.name = value;
+    } else if (flag == "--mode") {
+      if (value == "pt") {
+        o.aggregator.vm.mode = ipc::VmMode::kPassThrough;
+      } else if (value == "fv") {
+        o.aggregator.vm.mode = ipc::VmMode::kFullVirtualization;
+      } else if (value == "pv") {
+        o.aggregator.vm.mode = ipc::VmMode::kParaVirtualization;
+      } else {
+        return Status::InvalidArgument("--mode must be pt, fv or pv");
+      }
+    } else if (flag == "--bar1-mib") {
+      o.device.layout.bar1_size = uint64_t(std::strtoull(value.c_str(), nullptr, 10)) << 20;
+    } else if (flag == "--bar3-mib") {
+      o.device.layout.bar3_size = uint64_t(std::strtoull(value.c_str(), nullptr, 10)) << 20;
+    } else {
+      return Status::InvalidArgument("unknown flag " + flag);
+    }
+  }
+  if (o.backend != "local" && o.backend != "xen") {
+    return Status::InvalidArgument("--backend must be local or xen");
+  }
+  if (o.domid <= 0 || o.domid > 0x7fef) return Status::InvalidArgument("--domid must name a guest");
+  return o;
+}
+
+Status Serve(const Options& o) {
+  // The hypervisor side first: without it there is nothing to tell the aggregator about.
+  std::unique_ptr<hv::IoreqServer> server;
+  std::unique_ptr<hv::GuestMemory> memory;
+  std::shared_ptr<const hv::local::LocalDomain> domain;
+  const auto domid = static_cast<hv::DomainId>(o.domid);
+  if (o.backend == "local") {
+    if (o.domain_fd >= 0) {
+      GPUVM_ASSIGN_OR_RETURN(domain, hv::local::LocalDomain::ReceiveFrom(o.domain_fd));
+    } else {
+      GPUVM_ASSIGN_OR_RETURN(auto hv, hv::local::LocalHvClient::Connect(o.hv_path, 0));
+      GPUVM_ASSIGN_OR_RETURN(domain, hv::local::AttachDomain(*hv, domid));
+    }
+    if (domain->domid() != domid) return Status::InvalidArgument("received another domain");
+    GPUVM_ASSIGN_OR_RETURN(server, hv::local::LocalIoreqServer::Create(*domain));
+    GPUVM_ASSIGN_OR_RETURN(memory, hv::local::LocalGuestMemory::Create(*domain));
+  } else {
+    GPUVM_ASSIGN_OR_RETURN(server, hv::xen::CreateIoreqServer(domid));
+    GPUVM_ASSIGN_OR_RETURN(memory, hv::xen::OpenGuestMemory(domid));
+  }
+
+  IpcConnectOptions connect = o.aggregator;
+  connect.vm.domid = domid;
+  connect.vm.backend = o.backend == "local" ? ipc::Backend::kLocal : ipc::Backend::kXen;
+  connect.vm.vcpus = server->vcpu_count();
+  connect.vm.guest_ram_bytes = memory->frame_count() << hv::kPageShift;
+  connect.vm.bar0_size = o.device.layout.bar0_size;
+  connect.vm.bar1_size = o.device.layout.bar1_size;
+  connect.vm.bar3_size = o.device.layout.bar3_size;
+  GPUVM_ASSIGN_OR_RETURN(auto aggregator, IpcAggregatorConnection::Connect(connect));
+  if (aggregator->accepted().flags & ipc::kAcceptWantsGuestMemory) {
+    if (domain) {
+      GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(
+          ipc::GuestMemoryKind::kLocalMemfd, connect.vm.guest_ram_bytes, domain->ram_fd()));
+    } else {
+      GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(ipc::GuestMemoryKind::kXenDomain,
+                                                        connect.vm.guest_ram_bytes, -1));
+    }
+  }
+  GPUVM_ASSIGN_OR_RETURN(
+      auto dm, DeviceModel::Create(o.device, server.get(), aggregator.get(), memory.get()));
+  std::fprintf(stderr, "gpuvm-dm: domain %u, %s at %s, vm id %u\n", domid, o.backend.c_str(),
+               o.device.sbdf.ToString().c_str(), aggregator->accepted().vm_id);
+
+  Status result;
+  while (!g_stop) {
+    result = dm->RunOnce(std::chrono::milliseconds(200));
+    if (!result.ok()) break;
+  }
+  std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid,
+               dm->counters().Snapshot().ToString().c_str());
+  if (result.code() == StatusCode::kAborted) return Status::Ok();  // the aggregator ended it
+  if (result.ok()) (void)aggregator->Teardown(ipc::TeardownReason::kNormal);
+  return result;
+}
+
+}  // namespace
+}  // namespace gpuvm::dm
+
+int main(int argc, char** argv) {
+  auto options = gpuvm::dm::ParseArgs(argc, argv);
+  if (!options.ok()) {
+    std::fprintf(stderr, "gpuvm-dm: %s\n", options.status().ToString().c_str());
+    gpuvm::dm::Usage();
+    return 2;
+  }
+  std::signal(SIGINT, gpuvm::dm::OnSignal);
+  std::signal(SIGTERM, gpuvm::dm::OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  const gpuvm::Status served = gpuvm::dm::Serve(*options);
+  if (!served.ok()) {
+    std::fprintf(stderr, "gpuvm-dm: %s\n", served.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,62 @@
+// A minimal aggregator on the real IPC protocol: accepts device models on a socket, completes the
+// handshake, and answers MMIO reads and writes from a sparse BAR memory (as FakeAggregator does).
+// For tests of the IPC path and for gpuvm-trap-bench; the real one is aggregator/
+// (gpuvm-aggregator). It can also misbehave on purpose (no answers, garbage), to test the device
+// model's defences.
+//
+// Threading: Serve() runs on one thread (its own, with Start()); the control methods are
+// thread-safe.
+#ifndef GPUVM_QEMU_DEVICE_TESTING_FAKE_AGGREGATOR_SERVER_H_
+#define GPUVM_QEMU_DEVICE_TESTING_FAKE_AGGREGATOR_SERVER_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qemu-device/ipc/channel.h"
+
+namespace gpuvm::dm::testing {
+
+class FakeAggregatorServer {
+ public:
+  enum class Behaviour { kNormal, kSilent, kGarbage, kRefuseVm };
+
+  static Result<std::unique_ptr<FakeAggregatorServer>> Create(const std::string& path);
+  ~FakeAggregatorServer();
+
+  // Serves connections one after another until Stop() (the calling thread).
+  void Serve();
+  Status Start();  // Serve() on a background thread
+  void Stop();
+
+  void set_behaviour(Behaviour b) { behaviour_ = b; }
+  // Sends a notification or request to the connected device model (from any thread).
+  Status SendToDm(const ipc::Message& message, std::span<const int> fds = {});
+  uint64_t mmio_requests() const { return mmio_requests_; }
+  std::vector<ipc::Message> received() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  FakeAggregatorServer() = default;
+  // Returns false when the connection should end.
+  bool HandleOne(ipc::Channel& channel);
+
+  std::string path_;
+  hv::local::UniqueFd listen_;
+  hv::local::UniqueFd stop_;
+  std::thread thread_;
+  std::atomic<Behaviour> behaviour_{Behaviour::kNormal};
+  std::atomic<uint64_t> mmio_requests_{0};
+  mutable std::mutex mu_;
+  int connection_fd_ = -1;  // guarded by mu_, for SendToDm
+  std::vector<ipc::Message> received_;
+  std::map<std::pair<uint8_t, uint64_t>, uint8_t> bytes_;
+};
+
+}  // namespace gpuvm::dm::testing
+
+#endif  // GPUVM_QEMU_DEVICE_TESTING_FAKE_AGGREGATOR_SERVER_H_
