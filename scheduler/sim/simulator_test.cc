@@ -23,8 +23,10 @@ SimConfig Mix(size_t n, PolicyKind policy, Duration duration = 10s) {
   return config;
 }
 
-SimConfig Shares(const std::vector<std::pair<double, bool>>& share_and_long, PolicyKind policy) {
+SimConfig Shares(const std::vector<std::pair<double, bool>>& share_and_long, PolicyKind policy,
+                 Duration duration = 10s) {
   SimConfig config;
+  config.duration = duration;
   for (const auto& [share, long_kernel] : share_and_long) {
     SimVm vm;
     vm.name = long_kernel ? "long-madd" : "madd";
@@ -135,7 +137,7 @@ TEST(SchedSimTest, BandHoldsUnequalShares) {
       {{20, false}, {30, true}, {50, false}},
   };
   for (const auto& shares : cases) {
-    const SimConfig config = Shares(shares, PolicyKind::kBand);
+    const SimConfig config = Shares(shares, PolicyKind::kBand, 6s);
     const SimResult r = Simulated(config);
     const FairnessReport f = Over(r, config, 500ms);
     for (size_t vm = 0; vm < shares.size(); ++vm) {
