@@ -1192,9 +1192,7 @@ std::string CheckOperands(const Module& module, const Function& function, const 
           return where + "expected a vector of " + std::to_string(inst.vector) + " elements, got " +
                  std::to_string(n);
         }
-        std::string err =
-            CheckVector(function, inst, op, elem, slot.relaxed || inst.opcode == Opcode::kMov,
-                        slot.dest, index);
+        std::string err = CheckVector(function, inst, op, elem, slot.relaxed, slot.dest, index);
         if (!err.empty()) return err;
         break;
       }

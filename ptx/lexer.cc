@@ -108,7 +108,10 @@ Token Lexer::Lex() {
   // Dot-words: `.word`, with `::`-joined parts (`.shared::cta`, `.L2::64B`). A dot followed by a
   // digit starts a decimal float (`.5`).
   if (c == '.') {
-    if (pos_ + 1 < text_.size() && IsDigit(text_[pos_ + 1])) return LexNumber();
+    // A dot right after a name (no space) always starts a modifier, even one beginning with a digit
+    // (`tex.2d`); elsewhere a dot before a digit starts a decimal float (`.5`).
+    const bool after_name = pos_ > 0 && IsFollowChar(text_[pos_ - 1]);
+    if (!after_name && pos_ + 1 < text_.size() && IsDigit(text_[pos_ + 1])) return LexNumber();
     ++pos_;
     const size_t word_start = pos_;
     while (pos_ < text_.size()) {

@@ -668,15 +668,15 @@ void AtomicsGlobalCase(Case* c, Size size, Rng& rng) {
 #define GPUVM_FIELD(f) \
   if (got.f != want.f) return Field(#f, static_cast<int64_t>(got.f), static_cast<int64_t>(want.f));
                            GPUVM_FIELD(add)
-                           GPUVM_FIELD(sub) GPUVM_FIELD(min) GPUVM_FIELD(max) GPUVM_FIELD(inc)
-                               GPUVM_FIELD(dec) GPUVM_FIELD(and_bits) GPUVM_FIELD(or_bits)
-                                   GPUVM_FIELD(xor_bits) GPUVM_FIELD(exch_seen)
-                                       GPUVM_FIELD(cas_winners) GPUVM_FIELD(add64)
-                                           GPUVM_FIELD(min64) GPUVM_FIELD(max64) GPUVM_FIELD(cas64)
-                                               GPUVM_FIELD(addf) GPUVM_FIELD(addd)
-                                                   GPUVM_FIELD(red_add) GPUVM_FIELD(red_or)
+                           GPUVM_FIELD(sub)
+                           GPUVM_FIELD(min) GPUVM_FIELD(max) GPUVM_FIELD(inc) GPUVM_FIELD(dec)
+                               GPUVM_FIELD(and_bits) GPUVM_FIELD(or_bits) GPUVM_FIELD(xor_bits)
+                                   GPUVM_FIELD(exch_seen) GPUVM_FIELD(cas_winners)
+                                       GPUVM_FIELD(add64) GPUVM_FIELD(min64) GPUVM_FIELD(max64)
+                                           GPUVM_FIELD(cas64) GPUVM_FIELD(addf) GPUVM_FIELD(addd)
+                                               GPUVM_FIELD(red_add) GPUVM_FIELD(red_or)
 #undef GPUVM_FIELD
-                                                       if (got.cas_slot < 1 || got.cas_slot > n) {
+                                                   if (got.cas_slot < 1 || got.cas_slot > n) {
                              return Field("cas_slot (1..n)", got.cas_slot, 1);
                            }
                            return "";
@@ -908,10 +908,11 @@ void SregCase(Case* c, Size size) {
   const std::array<uint32_t, 3> block{8, 4, 2};
   const uint32_t per_block = block[0] * block[1] * block[2];
   const uint32_t total = grid[0] * grid[1] * grid[2] * per_block;
+  constexpr uint32_t kWords = 20;
   Builder k(c, "sreg.ptx");
   uint32_t io = k.Custom(
-      "out", std::vector<uint32_t>(16 * total, 0xdeadbeefu),
-      [grid, block, per_block, total](const std::vector<uint8_t>& bytes) -> std::string {
+      "out", std::vector<uint32_t>(kWords * total, 0xdeadbeefu),
+      [grid, block, per_block](const std::vector<uint8_t>& bytes) -> std::string {
         const auto got = FromBytes<uint32_t>(bytes);
         for (uint32_t bz = 0; bz < grid[2]; ++bz)
           for (uint32_t by = 0; by < grid[1]; ++by)
@@ -924,18 +925,24 @@ void SregCase(Case* c, Size size) {
                     const uint32_t linear = b * per_block + t;
                     const uint32_t want[13] = {tx, ty, tz,      block[0], block[1], block[2], bx,
                                                by, bz, grid[0], grid[1],  grid[2],  t % 32};
-                    const uint32_t* o = got.data() + 16 * linear;
+                    const uint32_t* o = got.data() + kWords * linear;
                     for (int f = 0; f < 13; ++f) {
                       if (o[f] != want[f]) {
                         return "thread " + std::to_string(linear) + " " +
                                Field(("word " + std::to_string(f)).c_str(), o[f], want[f]);
                       }
                     }
-                    if (o[13] >= 32 * 1024) return Field("%warpid (< 32768)", o[13], 0);
-                    if (o[14] != 1) return Field("clock64 went backwards", o[14], 1);
-                    if (o[15] != 1) return Field("clock went backwards", o[15], 1);
+                    const std::string who = "thread " + std::to_string(linear) + " ";
+                    if (o[13] >= 32 * 1024) return who + Field("%warpid (< 32768)", o[13], 0);
+                    if (o[14] != 1) return who + Field("clock64 went backwards", o[14], 1);
+                    if (o[15] != 1) return who + Field("clock went backwards", o[15], 1);
+                    if (o[16] != per_block / 2) {
+                      return who + Field("__syncthreads_count", o[16], per_block / 2);
+                    }
+                    if (o[17] != 1) return who + Field("__syncthreads_or", o[17], 1);
+                    if (o[18] != 1) return who + Field("__syncthreads_and", o[18], 1);
+                    if (o[19] != 1) return who + Field("after membar/nanosleep", o[19], 1);
                   }
-        (void)total;
         return "";
       });
   Launch l;
@@ -944,6 +951,27 @@ void SregCase(Case* c, Size size) {
   l.block = block;
   l.args = {Arg::Pointer(io)};
   k.Add(std::move(l));
+}
+
+void MathF32Case(Case* c, Size size, Rng& rng) {
+  const int n = size == Size::kTest ? 512 : 1 << 20;
+  const int32_t divisor = 7;
+  std::vector<float> xs(n), out(8 * n);
+  std::vector<int32_t> ks(n), rem(n);
+  for (auto& v : xs) v = rng.Float(-3.14159f, 3.14159f);
+  for (auto& v : ks) v = static_cast<int32_t>(rng.U32());
+  ref::MathF32(xs.data(), ks.data(), out.data(), rem.data(), divisor, n);
+  // The .approx instructions: PTX documents sin/cos to 2^-20.9 absolute on [-pi, pi], lg2 to 2^-22
+  // absolute, ex2 and rsqrt to about 2 ulp, div.approx to 2 ulp. Columns 5 and 7 are exact.
+  const std::vector<Tolerance> tol = {{2e-6, 0}, {2e-6, 0}, {1e-6, 1e-6}, {0, 1e-6},
+                                      {0, 2e-6}, kExactTol, {0, 1e-6},    kExactTol};
+  Builder k(c, "math_f32.ptx");
+  uint32_t ix = k.Input("xs", xs), ik = k.Input("ks", ks);
+  uint32_t io = k.Output("out", std::vector<float>(8 * n), out, Check::kF32, tol);
+  uint32_t ir = k.Output("rem", std::vector<int32_t>(n), rem, Check::kExact);
+  k.Launch1D("math_f32", n, 128,
+             {Arg::Pointer(ix), Arg::Pointer(ik), Arg::Pointer(io), Arg::Pointer(ir),
+              Arg::S32(divisor), Arg::S32(n)});
 }
 
 void LocalArrayCase(Case* c, Size size, Rng& rng) {
@@ -1039,6 +1067,7 @@ const std::vector<std::pair<std::string, Maker>>& Makers() {
       {"warp_vote", [](Case* c, Size s, Rng& r) { WarpCase(c, s, r, 2); }},
       {"sreg", [](Case* c, Size s, Rng&) { SregCase(c, s); }},
       {"local_array", [](Case* c, Size s, Rng& r) { LocalArrayCase(c, s, r); }},
+      {"math_f32", [](Case* c, Size s, Rng& r) { MathF32Case(c, s, r); }},
       {"cvt", [](Case* c, Size s, Rng& r) { CvtCase(c, s, r); }},
       {"bitops", [](Case* c, Size s, Rng& r) { BitopsCase(c, s, r); }},
   };

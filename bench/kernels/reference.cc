@@ -403,6 +403,22 @@ void WarpVote(const int32_t* in, uint32_t* out, int threads) {
   }
 }
 
+void MathF32(const float* xs, const int32_t* ks, float* out, int32_t* rem, int32_t divisor, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float x = xs[i];
+    float* o = out + 8 * i;
+    o[0] = std::sin(x);
+    o[1] = std::cos(x);
+    o[2] = std::log2(std::fabs(x) + 1.0f);
+    o[3] = 1.0f / std::sqrt(std::fabs(x) + 1.0f);
+    o[4] = std::exp(x * 0.0625f);
+    o[5] = std::copysign(std::fabs(x), -x);
+    o[6] = x / 3.0f;
+    o[7] = std::fmax(x, 0.5f);
+    rem[i] = ks[i] % divisor;
+  }
+}
+
 float RoundDoubleToFloat(double d, int mode) {
   float f = static_cast<float>(d);  // nearest-even
   if (mode == 0 || std::isnan(d) || static_cast<double>(f) == d) return f;

@@ -78,6 +78,9 @@ void WarpReduce(const int32_t* in, int32_t* out, int threads);
 void WarpShuffle(const int32_t* in, int32_t* out /* 4 per thread */, int threads);
 void WarpVote(const int32_t* in, uint32_t* out /* 4 per thread */, int threads);
 
+// math_f32: 8 floats per element (see math_f32.cu) and rem[i] = ks[i] % divisor.
+void MathF32(const float* xs, const int32_t* ks, float* out, int32_t* rem, int32_t divisor, int n);
+
 void CvtKernel(const float* xs, const int32_t* ks, const double* ds,
                uint32_t* out /* 32 per element */, int n);
 void Bitops(const uint32_t* as, const uint32_t* bs, uint32_t* out /* 30 per element */, int n);
