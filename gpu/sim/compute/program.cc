@@ -1,0 +1,548 @@
+#include "gpu/sim/compute/program.h"
+
+#include <cstring>
+#include <map>
+
+namespace gpuvm::sim::compute {
+namespace {
+
+using isa::Instruction;
+using isa::Opcode;
+using isa::Type;
+
+constexpr bool IsRn(uint8_t mod) {
+  uint8_t round = mod & isa::kModRoundMask;
+  return (mod & isa::kModSat) == 0 && (round == static_cast<uint8_t>(isa::Rounding::kDefault) ||
+                                       round == static_cast<uint8_t>(isa::Rounding::kRn));
+}
+
+// Picks the handler for a type among (U32, S32, U64, S64, F32, F64) variants; kCount where none
+// applies.
+Handler ByType(Type t, Handler u32, Handler s32, Handler u64, Handler s64, Handler f32,
+               Handler f64) {
+  switch (t) {
+    case Type::kU32:
+      return u32;
+    case Type::kS32:
+      return s32;
+    case Type::kU64:
+      return u64;
+    case Type::kS64:
+      return s64;
+    case Type::kF32:
+      return f32;
+    case Type::kF64:
+      return f64;
+    default:
+      return Handler::kCount;
+  }
+}
+
+AccessKind KindOf(Type t, bool wide_reg) {
+  switch (t) {
+    case Type::kU8:
+      return wide_reg ? AccessKind::kU8R64 : AccessKind::kU8R32;
+    case Type::kS8:
+      return wide_reg ? AccessKind::kS8R64 : AccessKind::kS8R32;
+    case Type::kU16:
+      return wide_reg ? AccessKind::kU16R64 : AccessKind::kU16R32;
+    case Type::kS16:
+      return wide_reg ? AccessKind::kS16R64 : AccessKind::kS16R32;
+    case Type::kU32:
+    case Type::kF32:
+      return wide_reg ? AccessKind::kU32R64 : AccessKind::kB32R32;
+    case Type::kS32:
+      return wide_reg ? AccessKind::kS32R64 : AccessKind::kB32R32;
+    default:
+      return AccessKind::kB64R64;
+  }
+}
+
+class Lowering {
+ public:
+  explicit Lowering(const isa::Kernel& kernel) : kernel_(kernel) {
+    program_ = std::make_shared<Program>();
+    program_->header = kernel.header;
+    program_->source = kernel.code;
+    program_->reg_rows = kernel.header.reg_count;
+    program_->zero_row = program_->reg_rows;
+    program_->sink_row = program_->reg_rows + 2;
+    program_->scratch_row = program_->reg_rows + 4;
+    program_->const_begin = program_->reg_rows + 6;
+    next_const_row_ = program_->const_begin;
+  }
+
+  Result<std::shared_ptr<const Program>> Run() {
+    program_->ops.reserve(kernel_.code.size());
+    for (size_t i = 0; i < kernel_.code.size(); ++i) {
+      Result<Op> op = Lower(kernel_.code[i]);
+      if (!op.ok()) return op.status().WithContext("instruction " + std::to_string(i));
+      program_->ops.push_back(*op);
+    }
+    Program& p = *program_;
+    p.total_rows = next_const_row_;
+    p.init_rows.assign(size_t{p.total_rows - p.zero_row} * kRowBytes, 0);
+    for (const auto& [key, row] : const_rows_) {
+      uint8_t* dst = p.init_rows.data() + size_t{row - p.zero_row} * kRowBytes;
+      if (key.second == 2) {
+        for (int l = 0; l < kLanes; ++l) memcpy(dst + l * 8, &key.first, 8);
+      } else {
+        uint32_t v = static_cast<uint32_t>(key.first);
+        for (int l = 0; l < kLanes; ++l) memcpy(dst + l * 4, &v, 4);
+      }
+    }
+    return std::shared_ptr<const Program>(std::move(program_));
+  }
+
+ private:
+  uint16_t Src(uint8_t r) const { return r == isa::kRegZero ? program_->zero_row : r; }
+  uint16_t Dst(uint8_t r) const { return r == isa::kRegZero ? program_->sink_row : r; }
+
+  // The row holding `value` broadcast (rows = 1: 32-bit, 2: 64-bit), or the scratch row (and the op
+  // turns into kImmScratch) when the constant-row budget is spent.
+  uint16_t Imm(uint64_t value, int rows, Op* op) {
+    if (rows == 1) value &= 0xffffffffu;
+    auto key = std::make_pair(value, rows);
+    auto it = const_rows_.find(key);
+    if (it != const_rows_.end()) return static_cast<uint16_t>(it->second);
+    if (next_const_row_ + rows - program_->const_begin <= kMaxConstRows) {
+      uint32_t row = next_const_row_;
+      next_const_row_ += rows;
+      const_rows_.emplace(key, row);
+      return static_cast<uint16_t>(row);
+    }
+    op->flags |= rows == 2 ? kOpScratch64 : 0;
+    op->imm = value;
+    scratch_ = true;
+    return static_cast<uint16_t>(program_->scratch_row);
+  }
+  uint16_t SrcOrImm(const Instruction& inst, uint8_t r, int rows, Op* op) {
+    return inst.has_imm ? Imm(inst.imm, rows, op) : Src(r);
+  }
+
+  Result<Op> Lower(const Instruction& inst) {
+    Op op;
+    op.guard = inst.guard;
+    op.guard_xor = inst.guard_negated ? kFullMask : 0;
+    scratch_ = false;
+    const Type t = inst.type;
+    const int rows = isa::TypeRows(t);
+    const bool float_rn = IsRn(inst.mod);
+    auto slow_float = [&]() {
+      op.h = Handler::kFloatSlow;
+      op.aux = static_cast<uint32_t>(inst.op) | static_cast<uint32_t>(t) << 8 |
+               static_cast<uint32_t>(inst.mod) << 16;
+    };
+    // d = f(a, b|imm) with a handler per type.
+    auto binary = [&](Handler h) {
+      op.h = h;
+      op.d = Dst(inst.d);
+      op.a = Src(inst.a);
+      op.b = SrcOrImm(inst, inst.b, rows, &op);
+    };
+    auto unary = [&](Handler h) {
+      op.h = h;
+      op.d = Dst(inst.d);
+      op.a = Src(inst.a);
+    };
+
+    switch (inst.op) {
+      case Opcode::kNop:
+        op.h = Handler::kNop;
+        break;
+      case Opcode::kMov:
+        op.h = rows == 2 ? Handler::kMov64 : Handler::kMov32;
+        op.d = Dst(inst.d);
+        op.a = SrcOrImm(inst, inst.a, rows, &op);
+        break;
+      case Opcode::kSel:
+        binary(rows == 2 ? Handler::kSel64 : Handler::kSel32);
+        op.c = inst.c;
+        op.aux = (inst.mod & 1) ? kFullMask : 0;
+        break;
+      case Opcode::kS2R:
+        op.h = Handler::kS2R;
+        op.d = Dst(inst.d);
+        op.aux = inst.a;
+        if (inst.a == static_cast<uint8_t>(isa::SpecialReg::kSharedWindow))
+          program_->reads_shared_window = true;
+        if (inst.a == static_cast<uint8_t>(isa::SpecialReg::kLocalWindow))
+          program_->reads_local_window = true;
+        break;
+      case Opcode::kPack:
+        op.h = Handler::kPack;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        break;
+      case Opcode::kHi32:
+        unary(Handler::kHi32);
+        break;
+      case Opcode::kAdd:
+      case Opcode::kSub: {
+        bool add = inst.op == Opcode::kAdd;
+        if (isa::IsFloat(t) && !float_rn) {
+          slow_float();
+          op.d = Dst(inst.d);
+          op.a = Src(inst.a);
+          op.b = SrcOrImm(inst, inst.b, rows, &op);
+        } else if (t == Type::kS32 && (inst.mod & isa::kModSat)) {
+          binary(add ? Handler::kAddSatS32 : Handler::kSubSatS32);
+        } else {
+          binary(add ? ByType(t, Handler::kAddI32, Handler::kAddI32, Handler::kAddI64,
+                              Handler::kAddI64, Handler::kAddF32, Handler::kAddF64)
+                     : ByType(t, Handler::kSubI32, Handler::kSubI32, Handler::kSubI64,
+                              Handler::kSubI64, Handler::kSubF32, Handler::kSubF64));
+        }
+        break;
+      }
+      case Opcode::kMul:
+        if (isa::IsFloat(t) && !float_rn) {
+          slow_float();
+          op.d = Dst(inst.d);
+          op.a = Src(inst.a);
+          op.b = SrcOrImm(inst, inst.b, rows, &op);
+        } else {
+          binary(ByType(t, Handler::kMulI32, Handler::kMulI32, Handler::kMulI64, Handler::kMulI64,
+                        Handler::kMulF32, Handler::kMulF64));
+        }
+        break;
+      case Opcode::kMulHi:
+        binary(ByType(t, Handler::kMulHiU32, Handler::kMulHiS32, Handler::kMulHiU64,
+                      Handler::kMulHiS64, Handler::kCount, Handler::kCount));
+        break;
+      case Opcode::kMulWide:
+        op.h = t == Type::kS32 ? Handler::kMulWideS32 : Handler::kMulWideU32;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        break;
+      case Opcode::kMadWide:
+        op.h = t == Type::kS32 ? Handler::kMadWideS32 : Handler::kMadWideU32;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        op.c = Src(inst.c);
+        break;
+      case Opcode::kMad:
+      case Opcode::kFma:
+        if (isa::IsFloat(t) && !float_rn) {
+          slow_float();
+          op.aux = (op.aux & ~0xffu) | static_cast<uint32_t>(Opcode::kFma);
+        } else {
+          op.h = ByType(t, Handler::kMadI32, Handler::kMadI32, Handler::kMadI64, Handler::kMadI64,
+                        Handler::kFmaF32, Handler::kFmaF64);
+        }
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, rows, &op);
+        op.c = Src(inst.c);
+        break;
+      case Opcode::kDiv:
+        if (isa::IsFloat(t) && !float_rn) {
+          slow_float();
+          op.d = Dst(inst.d);
+          op.a = Src(inst.a);
+          op.b = SrcOrImm(inst, inst.b, rows, &op);
+        } else {
+          binary(ByType(t, Handler::kDivU32, Handler::kDivS32, Handler::kDivU64, Handler::kDivS64,
+                        Handler::kDivF32, Handler::kDivF64));
+        }
+        break;
+      case Opcode::kRem:
+        binary(ByType(t, Handler::kRemU32, Handler::kRemS32, Handler::kRemU64, Handler::kRemS64,
+                      Handler::kCount, Handler::kCount));
+        break;
+      case Opcode::kMin:
+        binary(ByType(t, Handler::kMinU32, Handler::kMinS32, Handler::kMinU64, Handler::kMinS64,
+                      Handler::kMinF32, Handler::kMinF64));
+        break;
+      case Opcode::kMax:
+        binary(ByType(t, Handler::kMaxU32, Handler::kMaxS32, Handler::kMaxU64, Handler::kMaxS64,
+                      Handler::kMaxF32, Handler::kMaxF64));
+        break;
+      case Opcode::kAbs:
+        unary(ByType(t, Handler::kCount, Handler::kAbsS32, Handler::kCount, Handler::kAbsS64,
+                     Handler::kAbsF32, Handler::kAbsF64));
+        break;
+      case Opcode::kNeg:
+        unary(ByType(t, Handler::kCount, Handler::kNegS32, Handler::kCount, Handler::kNegS64,
+                     Handler::kNegF32, Handler::kNegF64));
+        break;
+      case Opcode::kAnd:
+        binary(rows == 2 ? Handler::kAnd64 : Handler::kAnd32);
+        break;
+      case Opcode::kOr:
+        binary(rows == 2 ? Handler::kOr64 : Handler::kOr32);
+        break;
+      case Opcode::kXor:
+        binary(rows == 2 ? Handler::kXor64 : Handler::kXor32);
+        break;
+      case Opcode::kNot:
+        unary(rows == 2 ? Handler::kNot64 : Handler::kNot32);
+        break;
+      case Opcode::kShl:
+      case Opcode::kShr:
+        op.h = inst.op == Opcode::kShl
+                   ? (rows == 2 ? Handler::kShl64 : Handler::kShl32)
+                   : ByType(t, Handler::kShrU32, Handler::kShrS32, Handler::kShrU64,
+                            Handler::kShrS64, Handler::kCount, Handler::kCount);
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        break;
+      case Opcode::kPopc:
+        unary(rows == 2 ? Handler::kPopc64 : Handler::kPopc32);
+        break;
+      case Opcode::kClz:
+        unary(rows == 2 ? Handler::kClz64 : Handler::kClz32);
+        break;
+      case Opcode::kBrev:
+        unary(rows == 2 ? Handler::kBrev64 : Handler::kBrev32);
+        break;
+      case Opcode::kBfe:
+        op.h = ByType(t, Handler::kBfeU32, Handler::kBfeS32, Handler::kBfeU64, Handler::kBfeS64,
+                      Handler::kCount, Handler::kCount);
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        op.c = Src(inst.c);
+        break;
+      case Opcode::kBfi:
+        op.h = rows == 2 ? Handler::kBfi64 : Handler::kBfi32;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = Src(inst.b);
+        op.c = Src(inst.c);
+        op.aux = Src(inst.mod);
+        break;
+      case Opcode::kPrmt:
+      case Opcode::kShf:
+        op.h = inst.op == Opcode::kPrmt ? Handler::kPrmt : Handler::kShf;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = Src(inst.b);
+        op.c = SrcOrImm(inst, inst.c, 1, &op);
+        op.aux = inst.mod;
+        break;
+      case Opcode::kSqrt:
+      case Opcode::kRcp:
+        if (!float_rn) {
+          slow_float();
+          op.d = Dst(inst.d);
+          op.a = Src(inst.a);
+          break;
+        }
+        unary(inst.op == Opcode::kSqrt ? (rows == 2 ? Handler::kSqrtF64 : Handler::kSqrtF32)
+                                       : (rows == 2 ? Handler::kRcpF64 : Handler::kRcpF32));
+        break;
+      case Opcode::kRsqrt:
+        unary(rows == 2 ? Handler::kRsqrtF64 : Handler::kRsqrtF32);
+        break;
+      case Opcode::kEx2:
+        unary(rows == 2 ? Handler::kEx2F64 : Handler::kEx2F32);
+        break;
+      case Opcode::kLg2:
+        unary(rows == 2 ? Handler::kLg2F64 : Handler::kLg2F32);
+        break;
+      case Opcode::kSin:
+        unary(rows == 2 ? Handler::kSinF64 : Handler::kSinF32);
+        break;
+      case Opcode::kCos:
+        unary(rows == 2 ? Handler::kCosF64 : Handler::kCosF32);
+        break;
+      case Opcode::kTanh:
+        unary(rows == 2 ? Handler::kTanhF64 : Handler::kTanhF32);
+        break;
+      case Opcode::kCopysign:
+        op.h = rows == 2 ? Handler::kCopysignF64 : Handler::kCopysignF32;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = Src(inst.b);
+        break;
+      case Opcode::kTestp:
+        op.h = rows == 2 ? Handler::kTestpF64 : Handler::kTestpF32;
+        op.d = inst.d;
+        op.a = Src(inst.a);
+        op.aux = inst.mod;
+        break;
+      case Opcode::kSetp:
+        op.h = ByType(t, Handler::kSetpU32, Handler::kSetpS32, Handler::kSetpU64, Handler::kSetpS64,
+                      Handler::kSetpF32, Handler::kSetpF64);
+        op.d = inst.d;
+        op.a = Src(inst.a);
+        op.b = SrcOrImm(inst, inst.b, rows, &op);
+        op.aux = inst.mod;
+        break;
+      case Opcode::kPlop:
+        op.h = Handler::kPlop;
+        op.d = inst.d;
+        op.a = inst.a;
+        op.b = inst.b;
+        op.aux = inst.mod;
+        break;
+      case Opcode::kCvt:
+        LowerCvt(inst, &op);
+        break;
+      case Opcode::kLd:
+      case Opcode::kSt: {
+        auto space = static_cast<isa::Space>(inst.mod & isa::kModSpaceMask);
+        bool load = inst.op == Opcode::kLd;
+        switch (space) {
+          case isa::Space::kGeneric:
+            op.h = load ? Handler::kLdGeneric : Handler::kStGeneric;
+            break;
+          case isa::Space::kGlobal:
+            op.h = load ? Handler::kLdGlobal : Handler::kStGlobal;
+            break;
+          case isa::Space::kShared:
+            op.h = load ? Handler::kLdShared : Handler::kStShared;
+            break;
+          case isa::Space::kLocal:
+            op.h = load ? Handler::kLdLocal : Handler::kStLocal;
+            break;
+          case isa::Space::kConst:
+            op.h = Handler::kLdConst;
+            program_->const_banks_used |= static_cast<uint16_t>(1u << inst.type2);
+            break;
+        }
+        op.aux = static_cast<uint32_t>(KindOf(t, inst.mod & isa::kModWideReg)) |
+                 ((inst.mod & isa::kModAddr64) ? kAuxAddr64 : 0) |
+                 uint32_t{inst.type2} << kAuxBankShift;
+        op.a = Src(inst.a);
+        if (load) {
+          op.d = Dst(inst.d);
+        } else {
+          op.b = Src(inst.b);
+        }
+        op.imm = inst.has_imm ? inst.imm : 0;
+        break;
+      }
+      case Opcode::kAtom:
+        op.h = Handler::kAtom;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = Src(inst.b);
+        op.c = Src(inst.c);
+        op.imm = inst.has_imm ? inst.imm : 0;
+        op.aux = ((inst.mod & isa::kModAddr64) ? kAuxAddr64 : 0) |
+                 uint32_t{inst.type2} << kAuxAtomOpShift |
+                 static_cast<uint32_t>(t) << kAuxAtomTypeShift |
+                 uint32_t{static_cast<uint8_t>(inst.mod & isa::kModSpaceMask)}
+                     << kAuxAtomSpaceShift;
+        break;
+      case Opcode::kBar:
+        op.h = Handler::kBar;
+        op.aux = inst.mod;
+        program_->uses_barriers = true;
+        break;
+      case Opcode::kMembar:
+        op.h = Handler::kMembar;
+        break;
+      case Opcode::kShfl:
+        // The lane/offset and clamp immediates travel in aux (the handler reads them instead of
+        // rows), so shfl never needs constant rows.
+        op.h = Handler::kShfl;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = (inst.mod & isa::kShflBImm) ? 0 : Src(inst.b);
+        op.c = (inst.mod & isa::kShflCImm) ? 0 : Src(inst.c);
+        op.aux = (inst.mod & 0x0f) | static_cast<uint32_t>(inst.imm & 0x1f) << 8 |
+                 static_cast<uint32_t>((inst.imm >> 32) & 0x1fff) << 16;
+        op.imm = (inst.imm >> 48) & 0x3f;
+        break;
+      case Opcode::kVote:
+        op.h = Handler::kVote;
+        op.d = (static_cast<isa::VoteMode>(inst.mod & isa::kVoteModeMask) == isa::VoteMode::kBallot)
+                   ? Dst(inst.d)
+                   : inst.d;
+        op.a = inst.a;
+        op.aux = inst.mod;
+        break;
+      case Opcode::kBra:
+        op.h = Handler::kBra;
+        op.aux = inst.target;
+        break;
+      case Opcode::kExit:
+        op.h = Handler::kExit;
+        break;
+      case Opcode::kTrap:
+        op.h = Handler::kTrap;
+        break;
+    }
+    if (op.h == Handler::kCount) {
+      return Status::Internal(std::string("no handler for ") +
+                              std::string(isa::OpcodeName(inst.op)) + "." +
+                              std::string(isa::TypeName(t)));
+    }
+    if (scratch_) {
+      op.h2 = op.h;
+      op.h = Handler::kImmScratch;
+    }
+    return op;
+  }
+
+  void LowerCvt(const Instruction& inst, Op* op) {
+    const Type dst = inst.type;
+    const Type src = static_cast<Type>(inst.type2);
+    const uint8_t round = inst.mod & isa::kModRoundMask;
+    const bool sat = inst.mod & isa::kModSat;
+    auto is = [](Type t, std::initializer_list<Type> set) {
+      for (Type s : set) {
+        if (s == t) return true;
+      }
+      return false;
+    };
+    using R = isa::Rounding;
+    bool default_or = [&](R r) { return round == 0 || round == static_cast<uint8_t>(r); }(R::kRn);
+    Handler h = Handler::kCvt;
+    if (!sat && is(dst, {Type::kU64, Type::kS64}) && src == Type::kU32) {
+      h = Handler::kCvtU64U32;
+    } else if (!sat && is(dst, {Type::kU64, Type::kS64}) && src == Type::kS32) {
+      h = Handler::kCvtS64S32;
+    } else if (!sat && is(dst, {Type::kU32, Type::kS32}) && is(src, {Type::kU64, Type::kS64})) {
+      h = Handler::kCvtU32U64;
+    } else if (!sat && dst == Type::kF32 && src == Type::kS32 && default_or) {
+      h = Handler::kCvtF32S32;
+    } else if (!sat && dst == Type::kF32 && src == Type::kU32 && default_or) {
+      h = Handler::kCvtF32U32;
+    } else if (dst == Type::kS32 && src == Type::kF32 &&
+               (round == 0 || round == static_cast<uint8_t>(R::kRzi))) {
+      h = Handler::kCvtS32F32;  // float->int saturates anyway: .sat changes nothing
+    } else if (!sat && dst == Type::kF64 && src == Type::kF32 && round == 0) {
+      h = Handler::kCvtF64F32;
+    } else if (!sat && dst == Type::kF32 && src == Type::kF64 && default_or) {
+      h = Handler::kCvtF32F64;
+    } else if (!sat && dst == Type::kF64 && src == Type::kS32 && default_or) {
+      h = Handler::kCvtF64S32;
+    }
+    op->h = h;
+    op->d = Dst(inst.d);
+    op->a = Src(inst.a);
+    op->aux = static_cast<uint32_t>(dst) | uint32_t{inst.type2} << 4 | uint32_t{inst.mod} << 8;
+  }
+
+  const isa::Kernel& kernel_;
+  std::shared_ptr<Program> program_;
+  std::map<std::pair<uint64_t, int>, uint32_t> const_rows_;
+  uint32_t next_const_row_ = 0;
+  bool scratch_ = false;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<const Program>> LowerKernel(const isa::Kernel& kernel) {
+  return Lowering(kernel).Run();
+}
+
+const char* HandlerName(Handler h) {
+  static constexpr const char* kNames[] = {
+#define GPUVM_HANDLER_NAME(name) #name,
+      GPUVM_COMPUTE_HANDLERS(GPUVM_HANDLER_NAME)
+#undef GPUVM_HANDLER_NAME
+  };
+  auto i = static_cast<size_t>(h);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+}  // namespace gpuvm::sim::compute

@@ -1,0 +1,404 @@
+// Compiled with -frounding-math (CMakeLists.txt): the compiler must not fold or move float
+// operations across fesetround.
+#include "gpu/sim/compute/semantics.h"
+
+#include <atomic>
+#include <cfenv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace gpuvm::sim::compute {
+namespace {
+
+using isa::Rounding;
+using isa::Type;
+
+float F32(uint64_t bits) {
+  uint32_t b = static_cast<uint32_t>(bits);
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+double F64(uint64_t bits) {
+  double d;
+  memcpy(&d, &bits, 8);
+  return d;
+}
+uint64_t Bits(float f) {
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  return b;
+}
+uint64_t Bits(double d) {
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  return b;
+}
+
+// Sets the FPU rounding mode for a scope (restores on exit).
+class ScopedRounding {
+ public:
+  explicit ScopedRounding(uint8_t round) : saved_(fegetround()) {
+    int mode = FE_TONEAREST;
+    switch (static_cast<Rounding>(round)) {
+      case Rounding::kRz:
+      case Rounding::kRzi:
+        mode = FE_TOWARDZERO;
+        break;
+      case Rounding::kRm:
+      case Rounding::kRmi:
+        mode = FE_DOWNWARD;
+        break;
+      case Rounding::kRp:
+      case Rounding::kRpi:
+        mode = FE_UPWARD;
+        break;
+      default:
+        break;
+    }
+    if (mode != saved_) fesetround(mode);
+  }
+  ~ScopedRounding() {
+    if (fegetround() != saved_) fesetround(saved_);
+  }
+
+ private:
+  int saved_;
+};
+
+template <typename T>
+T Saturate01(T v) {
+  if (std::isnan(v)) return T(0);
+  if (v < T(0)) return T(0);
+  if (v > T(1)) return T(1);
+  return v;
+}
+
+// Integer value of a source in canonical form, as a 128-bit signed number.
+__int128 IntValue(Type t, uint64_t bits) {
+  switch (t) {
+    case Type::kU8:
+      return static_cast<uint8_t>(bits);
+    case Type::kS8:
+      return static_cast<int8_t>(bits);
+    case Type::kU16:
+      return static_cast<uint16_t>(bits);
+    case Type::kS16:
+      return static_cast<int16_t>(bits);
+    case Type::kU32:
+      return static_cast<uint32_t>(bits);
+    case Type::kS32:
+      return static_cast<int32_t>(bits);
+    case Type::kU64:
+      return bits;
+    default:
+      return static_cast<int64_t>(bits);
+  }
+}
+
+void IntRange(Type t, __int128* lo, __int128* hi) {
+  switch (t) {
+    case Type::kU8:
+      *lo = 0;
+      *hi = 0xff;
+      return;
+    case Type::kS8:
+      *lo = -128;
+      *hi = 127;
+      return;
+    case Type::kU16:
+      *lo = 0;
+      *hi = 0xffff;
+      return;
+    case Type::kS16:
+      *lo = -32768;
+      *hi = 32767;
+      return;
+    case Type::kU32:
+      *lo = 0;
+      *hi = 0xffffffffll;
+      return;
+    case Type::kS32:
+      *lo = INT32_MIN;
+      *hi = INT32_MAX;
+      return;
+    case Type::kU64:
+      *lo = 0;
+      *hi = std::numeric_limits<uint64_t>::max();
+      return;
+    default:
+      *lo = INT64_MIN;
+      *hi = INT64_MAX;
+      return;
+  }
+}
+
+// Truncates/extends an integer to `t`'s canonical register form.
+uint64_t IntBits(Type t, __int128 v) {
+  switch (t) {
+    case Type::kU8:
+      return static_cast<uint8_t>(v);
+    case Type::kS8:
+      return static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(v)));
+    case Type::kU16:
+      return static_cast<uint16_t>(v);
+    case Type::kS16:
+      return static_cast<uint32_t>(static_cast<int32_t>(static_cast<int16_t>(v)));
+    case Type::kU32:
+    case Type::kS32:
+      return static_cast<uint32_t>(v);
+    default:
+      return static_cast<uint64_t>(v);
+  }
+}
+
+double RoundIntegral(double v, uint8_t round) {
+  switch (static_cast<Rounding>(round)) {
+    case Rounding::kRni:
+      return std::nearbyint(v);  // default mode is to-nearest-even
+    case Rounding::kRmi:
+      return std::floor(v);
+    case Rounding::kRpi:
+      return std::ceil(v);
+    default:
+      return std::trunc(v);
+  }
+}
+
+// Float (as double; f32 widens exactly) to integer with PTX's clamping: NaN -> 0, out of range ->
+// bound.
+uint64_t FloatToInt(Type dst, double v, uint8_t round) {
+  if (std::isnan(v)) return 0;
+  v = RoundIntegral(v, round);
+  __int128 lo, hi;
+  IntRange(dst, &lo, &hi);
+  // Compare in double: bounds up to 2^64 are exact or round up, so check with care.
+  if (v <= static_cast<double>(lo)) return IntBits(dst, lo);
+  if (v >= static_cast<double>(hi)) {
+    // hi as double may round up past hi (2^63 - 1 -> 2^63); any v >= that is out of range.
+    return IntBits(dst, hi);
+  }
+  return IntBits(dst, static_cast<__int128>(v));
+}
+
+}  // namespace
+
+uint64_t ConvertValue(uint32_t packed, uint64_t src_bits) {
+  const Type dst = static_cast<Type>(packed & 0xf);
+  const Type src = static_cast<Type>((packed >> 4) & 0xf);
+  const uint8_t mod = static_cast<uint8_t>(packed >> 8);
+  const uint8_t round = mod & isa::kModRoundMask;
+  const bool sat = mod & isa::kModSat;
+
+  if (!isa::IsFloat(src) && !isa::IsFloat(dst)) {
+    __int128 v = IntValue(src, src_bits);
+    if (sat) {
+      __int128 lo, hi;
+      IntRange(dst, &lo, &hi);
+      v = v < lo ? lo : (v > hi ? hi : v);
+    }
+    return IntBits(dst, v);
+  }
+  if (isa::IsFloat(src) && !isa::IsFloat(dst)) {
+    double v = src == Type::kF32 ? static_cast<double>(F32(src_bits)) : F64(src_bits);
+    return FloatToInt(dst, v, round);
+  }
+  if (!isa::IsFloat(src)) {  // int -> float
+    __int128 v = IntValue(src, src_bits);
+    ScopedRounding scoped(round);
+    if (dst == Type::kF32) {
+      float f = isa::IsSigned(src) || src != Type::kU64
+                    ? static_cast<float>(static_cast<int64_t>(v))
+                    : static_cast<float>(static_cast<uint64_t>(v));
+      return Bits(sat ? Saturate01(f) : f);
+    }
+    double d = isa::IsSigned(src) || src != Type::kU64
+                   ? static_cast<double>(static_cast<int64_t>(v))
+                   : static_cast<double>(static_cast<uint64_t>(v));
+    return Bits(sat ? Saturate01(d) : d);
+  }
+  // float -> float
+  bool integral = round >= static_cast<uint8_t>(Rounding::kRni);
+  if (src == Type::kF32) {
+    float f = F32(src_bits);
+    if (integral) f = static_cast<float>(RoundIntegral(f, round));
+    if (dst == Type::kF32) return Bits(sat ? Saturate01(f) : f);
+    double d = f;
+    return Bits(sat ? Saturate01(d) : d);
+  }
+  double d = F64(src_bits);
+  if (integral) d = RoundIntegral(d, round);
+  if (dst == Type::kF64) return Bits(sat ? Saturate01(d) : d);
+  float f;
+  {
+    ScopedRounding scoped(integral ? 0 : round);
+    volatile double vd = d;  // keep the narrowing inside the rounding scope
+    f = static_cast<float>(vd);
+  }
+  return Bits(sat ? Saturate01(f) : f);
+}
+
+uint64_t FloatSlowOp(uint32_t packed, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits) {
+  const auto op = static_cast<isa::Opcode>(packed & 0xff);
+  const auto type = static_cast<Type>((packed >> 8) & 0xf);
+  const uint8_t mod = static_cast<uint8_t>(packed >> 16);
+  const uint8_t round = mod & isa::kModRoundMask;
+  const bool sat = mod & isa::kModSat;
+  ScopedRounding scoped(round);
+  if (type == Type::kF32) {
+    volatile float a = F32(a_bits), b = F32(b_bits), c = F32(c_bits);
+    float r = 0;
+    switch (op) {
+      case isa::Opcode::kAdd:
+        r = a + b;
+        break;
+      case isa::Opcode::kSub:
+        r = a - b;
+        break;
+      case isa::Opcode::kMul:
+        r = a * b;
+        break;
+      case isa::Opcode::kFma:
+        r = std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(c));
+        break;
+      case isa::Opcode::kDiv:
+        r = a / b;
+        break;
+      case isa::Opcode::kSqrt:
+        r = std::sqrt(static_cast<float>(a));
+        break;
+      case isa::Opcode::kRcp:
+        r = 1.0f / a;
+        break;
+      default:
+        break;
+    }
+    volatile float result = r;
+    return Bits(sat ? Saturate01(static_cast<float>(result)) : static_cast<float>(result));
+  }
+  volatile double a = F64(a_bits), b = F64(b_bits), c = F64(c_bits);
+  double r = 0;
+  switch (op) {
+    case isa::Opcode::kAdd:
+      r = a + b;
+      break;
+    case isa::Opcode::kSub:
+      r = a - b;
+      break;
+    case isa::Opcode::kMul:
+      r = a * b;
+      break;
+    case isa::Opcode::kFma:
+      r = std::fma(static_cast<double>(a), static_cast<double>(b), static_cast<double>(c));
+      break;
+    case isa::Opcode::kDiv:
+      r = a / b;
+      break;
+    case isa::Opcode::kSqrt:
+      r = std::sqrt(static_cast<double>(a));
+      break;
+    case isa::Opcode::kRcp:
+      r = 1.0 / a;
+      break;
+    default:
+      break;
+  }
+  volatile double result = r;
+  return Bits(sat ? Saturate01(static_cast<double>(result)) : static_cast<double>(result));
+}
+
+namespace {
+
+template <typename T>
+uint64_t ToBits(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return Bits(v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return Bits(v);
+  } else {
+    return static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
+  }
+}
+template <typename T>
+T FromBits(uint64_t bits) {
+  if constexpr (std::is_same_v<T, float>) {
+    return F32(bits);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return F64(bits);
+  } else {
+    return static_cast<T>(bits);
+  }
+}
+
+template <typename T>
+uint64_t Rmw(uint8_t* p, isa::AtomOp op, uint64_t b_bits, uint64_t c_bits) {
+  std::atomic_ref<T> ref(*reinterpret_cast<T*>(p));
+  const T b = FromBits<T>(b_bits);
+  const T c = FromBits<T>(c_bits);
+  auto update = [&](auto next) {
+    T old = ref.load(std::memory_order_relaxed);
+    while (!ref.compare_exchange_weak(old, next(old), std::memory_order_relaxed)) {
+    }
+    return ToBits(old);
+  };
+  switch (op) {
+    case isa::AtomOp::kAdd:
+      if constexpr (std::is_floating_point_v<T>) {
+        return update([&](T old) { return old + b; });
+      } else {
+        return ToBits<T>(ref.fetch_add(b, std::memory_order_relaxed));
+      }
+    case isa::AtomOp::kMin:
+      return update([&](T old) { return b < old ? b : old; });
+    case isa::AtomOp::kMax:
+      return update([&](T old) { return b > old ? b : old; });
+    case isa::AtomOp::kInc:
+      return update([&](T old) { return old >= b ? T(0) : T(old + 1); });
+    case isa::AtomOp::kDec:
+      return update([&](T old) { return (old == T(0) || old > b) ? b : T(old - 1); });
+    case isa::AtomOp::kCas: {
+      T expected = b;
+      ref.compare_exchange_strong(expected, c, std::memory_order_relaxed);
+      return ToBits(expected);  // the old value, whether or not it matched
+    }
+    case isa::AtomOp::kExch:
+      return ToBits<T>(ref.exchange(b, std::memory_order_relaxed));
+    case isa::AtomOp::kAnd:
+      if constexpr (std::is_integral_v<T>)
+        return ToBits<T>(ref.fetch_and(b, std::memory_order_relaxed));
+      break;
+    case isa::AtomOp::kOr:
+      if constexpr (std::is_integral_v<T>)
+        return ToBits<T>(ref.fetch_or(b, std::memory_order_relaxed));
+      break;
+    case isa::AtomOp::kXor:
+      if constexpr (std::is_integral_v<T>)
+        return ToBits<T>(ref.fetch_xor(b, std::memory_order_relaxed));
+      break;
+  }
+  return ToBits(ref.load(std::memory_order_relaxed));
+}
+
+}  // namespace
+
+uint64_t AtomicRmw(uint8_t* p, isa::AtomOp op, Type type, uint64_t b, uint64_t c) {
+  switch (type) {
+    case Type::kU32:
+      return Rmw<uint32_t>(p, op, b, c);
+    case Type::kS32:
+      return Rmw<int32_t>(p, op, b, c);
+    case Type::kU64:
+      return Rmw<uint64_t>(p, op, b, c);
+    case Type::kS64:
+      return Rmw<int64_t>(p, op, b, c);
+    case Type::kF32:
+      return Rmw<float>(p, op, b, c);
+    case Type::kF64:
+      return Rmw<double>(p, op, b, c);
+    default:
+      return 0;  // the validator admits no other type
+  }
+}
+
+}  // namespace gpuvm::sim::compute
