@@ -6,27 +6,16 @@ namespace gpuvm::sim {
 
 namespace vm = gf100::vm;
 using gf100::FaultReason;
+using mmu_detail::L0Entry;
+using mmu_detail::L0Index;
+using mmu_detail::t_l0;
+
+thread_local constinit L0Entry mmu_detail::t_l0[mmu_detail::kL0Entries];
 
 namespace {
 
 std::atomic<uint64_t> g_next_space_id{1};
 
-// Per-thread L0 TLB: a few hundred entries in front of the shared L1. Tagged with the
-// process-unique space id and both generations, so entries of other devices or of flushed spaces
-// never match.
-struct L0Entry {
-  uint64_t space_id = 0;
-  uint64_t vpn = 0;
-  uint64_t generation = 0;
-  uint64_t global_generation = 0;
-  PageTranslation translation;
-};
-constexpr size_t kL0Entries = 512;
-thread_local L0Entry t_l0[kL0Entries];
-
-inline size_t L0Index(uint64_t space_id, uint64_t vpn) {
-  return (vpn ^ (space_id * 0x9e3779b97f4a7c15ull >> 40)) & (kL0Entries - 1);
-}
 inline uint64_t L1Hash(uint64_t space_id, uint64_t vpn) {
   return (vpn * 0x9e3779b97f4a7c15ull) ^ (space_id * 0xc2b2ae3d27d4eb4full);
 }
@@ -168,11 +157,17 @@ bool Mmu::Walk(const AddressSpace& space, uint64_t va, PageTranslation* out,
 bool Mmu::Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, FaultReason* reason) {
   const uint64_t id = space->id_;
   L0Entry& l0 = t_l0[L0Index(id, vpn)];
+  auto fill_l0 = [&](const PageTranslation& t, uint64_t generation, uint64_t global_generation) {
+    l0 = {id, vpn, generation, global_generation, t.page, t.read_only, t.supervisor_only};
+  };
   const uint64_t generation = space->generation_.load(std::memory_order_acquire);
   const uint64_t global_generation = global_generation_.load(std::memory_order_acquire);
   if (l0.space_id == id && l0.vpn == vpn && l0.generation == generation &&
       l0.global_generation == global_generation) {
-    *out = l0.translation;
+    out->page = l0.page;
+    out->read_only = l0.read_only;
+    out->supervisor_only = l0.supervisor_only;
+    out->large = false;
     return true;
   }
   const uint64_t hash = L1Hash(id, vpn);
@@ -183,7 +178,7 @@ bool Mmu::Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, FaultR
     if (entry.space_id == id && entry.vpn == vpn && entry.generation == generation &&
         entry.global_generation == global_generation) {
       *out = entry.translation;
-      l0 = {id, vpn, generation, global_generation, entry.translation};
+      fill_l0(entry.translation, generation, global_generation);
       return true;
     }
   }
@@ -195,12 +190,12 @@ bool Mmu::Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, FaultR
     std::lock_guard lock(shard.mu);
     entry = {id, vpn, generation, global_generation, *out};
   }
-  l0 = {id, vpn, generation, global_generation, *out};
+  fill_l0(*out, generation, global_generation);
   return true;
 }
 
-uint8_t* Mmu::Translate(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length,
-                        bool write, bool privileged, MemoryFault* fault) {
+uint8_t* Mmu::TranslateSlow(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length,
+                            bool write, bool privileged, MemoryFault* fault) {
   FaultReason reason;
   if (space == nullptr) {
     reason = FaultReason::kNoChannel;

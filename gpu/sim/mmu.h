@@ -37,6 +37,25 @@ struct PageDirectory {
   friend bool operator==(const PageDirectory&, const PageDirectory&) = default;
 };
 
+namespace mmu_detail {
+// The per-thread L0 TLB (see the file comment). Constant-initialized, so the inline hit path
+// reaches it without a TLS wrapper call.
+struct L0Entry {
+  uint64_t space_id = 0;
+  uint64_t vpn = 0;
+  uint64_t generation = 0;
+  uint64_t global_generation = 0;
+  uint8_t* page = nullptr;
+  bool read_only = false;
+  bool supervisor_only = false;
+};
+inline constexpr size_t kL0Entries = 512;
+extern thread_local constinit L0Entry t_l0[kL0Entries];
+inline size_t L0Index(uint64_t space_id, uint64_t vpn) {
+  return (vpn ^ (space_id << 3)) & (kL0Entries - 1);
+}
+}  // namespace mmu_detail
+
 class AddressSpace {
  public:
   const PageDirectory& page_directory() const { return pd_; }
@@ -79,8 +98,8 @@ class Mmu {
   // Host address of [va, va + length), which must not cross a 4 KiB page, in `space` whose highest
   // valid address is `limit`. `privileged` accesses (host-side clients: BARs, PFIFO) may touch
   // supervisor-only pages. On failure returns nullptr and fills *fault (the VM_FAULT reason).
-  uint8_t* Translate(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length, bool write,
-                     bool privileged, MemoryFault* fault);
+  inline uint8_t* Translate(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length,
+                            bool write, bool privileged, MemoryFault* fault);
   // Like Translate but for up to `length` bytes that may span pages: returns the host address of va
   // and sets *run to how many bytes from there are contiguous in host memory (at least 1). nullptr
   // + fault when va itself does not translate; a fault further on just ends the run.
@@ -122,6 +141,8 @@ class Mmu {
     L1Entry entries[kEntriesPerShard];
   };
 
+  uint8_t* TranslateSlow(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length,
+                         bool write, bool privileged, MemoryFault* fault);
   bool Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, gf100::FaultReason* reason);
   uint8_t* ResolveTable(gf100::vm::PdeTarget target, uint64_t address) const;
 
@@ -142,6 +163,24 @@ class Mmu {
   std::mutex spaces_mu_;
   std::unordered_map<PageDirectory, std::unique_ptr<AddressSpace>, PdHash> spaces_;
 };
+
+// The TLB hit path, inline: an L0 hit costs a few loads and compares.
+inline uint8_t* Mmu::Translate(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length,
+                               bool write, bool privileged, MemoryFault* fault) {
+  const uint64_t offset = va & (gf100::vm::kSmallPageSize - 1);
+  if (space != nullptr && uint64_t(length - 1) < gf100::vm::kSmallPageSize - offset &&
+      va <= limit && length - 1 <= limit - va && va + length <= gf100::vm::kVaLimit) {
+    const uint64_t vpn = va >> gf100::vm::kSmallPageShift;
+    const mmu_detail::L0Entry& e = mmu_detail::t_l0[mmu_detail::L0Index(space->id_, vpn)];
+    if (e.space_id == space->id_ && e.vpn == vpn &&
+        e.generation == space->generation_.load(std::memory_order_acquire) &&
+        e.global_generation == global_generation_.load(std::memory_order_acquire) &&
+        (privileged || !e.supervisor_only) && !(write && e.read_only)) {
+      return e.page + offset;
+    }
+  }
+  return TranslateSlow(space, limit, va, length, write, privileged, fault);
+}
 
 }  // namespace gpuvm::sim
 
