@@ -200,8 +200,8 @@ enum Flag : uint32_t {
   kFlagSync = 1u << 8,      // bar.sync, barrier.sync, shfl.sync, vote.sync, bar.warp.sync
   kFlagArrive = 1u << 9,    // bar.arrive
   kFlagRed = 1u << 10,      // bar.red
-  kFlagAligned = 1u << 11,  // barrier.*.aligned; the parser sets it on every bar.* (bar.sync is
-                            // barrier.sync.aligned by definition)
+  kFlagAligned = 1u << 11,  // barrier.*.aligned; the parser also sets it on bar.sync/arrive/red
+                            // (bar.sync is barrier.sync.aligned by definition)
   kFlagWarp = 1u << 12,     // bar.warp.sync (warp-level sync with a member mask, not a CTA barrier)
   kFlagShiftAmt = 1u << 13,  // bfind.shiftamt
   kFlagLeft = 1u << 14,      // shf.l
@@ -453,13 +453,23 @@ enum class Opcode : uint16_t {
 std::string_view OpcodeName(Opcode op);  // the PTX mnemonic root ("add", "bar", ...)
 
 // Operand layout by opcode (d = destination, a/b/c = sources; all in PTX order):
-//   most arithmetic/logic: d, a[, b[, c]]        setp: p[|q], a, b[, c]     selp/slct: d, a, b, c
-//   ld/ldu: d, [addr]       st: [addr], a        atom: d, [addr], b[, c (cas)]     red: [addr], b
-//   cvta: d, a (a: register or kSymbol)          mov: d, a (a may be kSymbol, kSpecial, kVector; d
-//   may be kVector for unpacking)   shfl: d[|p], a, b, c, membermask    vote: d, a, membermask bar:
-//   a[, b]  (bar.red: d, a, [b,] c)         bra: label      ret/exit/trap: none call: operands =
-//   [results..., args...] as kSymbol (.param slots) or kRegister; the callee is
-//         Instruction::callee and the first call_results operands are the results.
+//   most arithmetic and logic   d, a[, b[, c]]
+//   setp                        p (or p|q pair), a, b[, c]
+//   selp, slct                  d, a, b, c
+//   ld, ldu                     d (or a kVector), [addr]
+//   st                          [addr], a (or a kVector)
+//   atom                        d, [addr], b[, c for .cas]
+//   red                         [addr], b
+//   cvta                        d, a (a: register, or kSymbol without .to)
+//   mov                         d, a (a: also kSymbol, kSpecial, kVector to pack; d: kVector to
+//   unpack) shfl                        d (or d|p pair), a, b, c, membermask vote d, a, membermask
+//   bar                         a[, b]; bar.red: d, a[, b], c; bar.warp.sync: membermask
+//   bra                         label
+//   ret, exit, trap             none
+//   call                        operands = [results..., args...], all kSymbol naming .param
+//   variables;
+//                               the callee is Instruction::callee, the first call_results are
+//                               results.
 struct Instruction {
   Opcode opcode = Opcode::kNone;
   // Type suffixes in source order. type: the instruction type (cvt/set/slct/dp4a: the destination
