@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gpu/hw/pbus.h"
+#include "gpu/hw/pfb.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pgraph.h"
 #include "gpu/hw/pmc.h"
@@ -113,6 +114,19 @@ bool SimDevice::ReadRegister(uint32_t offset, uint32_t* value) {
     }
     *value = mmu_->ReadRegister(offset);
     return true;
+  }
+  // PFB VRAM sizing (gpu/hw/pfb.h). (our choice) one partition holding all of VRAM, as the GPUvm
+  // authors' Quadro 6000 model exposes; sizes are whole MiB.
+  switch (offset) {
+    case gf100::pfb::kFbpCount:
+      *value = 1;
+      return true;
+    case gf100::pfb::kFbpDisabledMask:
+      *value = 0;
+      return true;
+    case gf100::pfb::kFbpAmount:
+      *value = uint32_t(vram_->size() >> gf100::pfb::kAmountShift);
+      return true;
   }
   return pfifo_->ReadGraph(offset, value);
 }
