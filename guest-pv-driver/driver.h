@@ -183,7 +183,9 @@ struct LaunchParams {
   uint32_t entry_offset = 0;
   std::array<uint32_t, 3> grid = {1, 1, 1};
   std::array<uint32_t, 3> block = {1, 1, 1};
-  uint32_t shared_bytes = 0;  // dynamic shared memory per block (the image has the static)
+  // Shared memory per block: the image's static shared_bytes plus the launch's dynamic bytes (the
+  // engine refuses less than the image declares).
+  uint32_t shared_bytes = 0;
   uint32_t local_bytes_per_thread = 0;  // sizes the TEMP backing; 0 = none
   std::span<const uint8_t> params;      // copied into constant bank 0 (<= kMaxParamBytes)
   std::vector<ConstBankBinding> banks;  // further banks to bind

@@ -1,0 +1,619 @@
+// Channel: a PFIFO channel (instance block + RAMFC, USER page, IB ring and pushbuffer ring in
+// pinned host memory), the commands it issues (copies, memsets, launches, events) and its fences.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gpu/hw/classes.h"
+#include "gpu/hw/gpfifo.h"
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/ramin.h"
+#include "gpu/hw/vm.h"
+#include "guest-pv-driver/driver_impl.h"
+
+namespace gpuvm::guest {
+
+namespace gp = gf100::gpfifo;
+namespace host = gf100::host;
+namespace m2mf = gf100::m2mf;
+namespace copy = gf100::copy;
+namespace cp = gf100::compute;
+namespace ramin = gf100::ramin;
+namespace userd = gf100::userd;
+
+namespace {
+
+constexpr uint64_t kPage = gf100::vm::kSmallPageSize;
+constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+uint32_t Hi(uint64_t v) { return uint32_t(v >> 32); }
+uint32_t Lo(uint64_t v) { return uint32_t(v); }
+
+// PCOPY LAUNCH_DMA DATA_TRANSFER_TYPE NON_PIPELINED (gpu/hw/classes.h: bits 0-1, 2 =
+// non-pipelined): a copy waits for the previous one, so dependent copies stay ordered.
+constexpr uint32_t kCopyNonPipelined = 2;
+// (our choice) one copy command moves at most 1 GiB (LINE_LENGTH_IN is 32-bit).
+constexpr uint64_t kCopyChunk = 1ull << 30;
+// (our choice) a memset pushes at most 4 KiB of pattern inline, then replicates it by copying.
+constexpr uint64_t kMemsetPush = 4096;
+// The 0x90c0 LAUNCH method's data bits are not described in gpu/hw; the software GPU ignores them.
+constexpr uint32_t kLaunchData = 0;
+// (our choice) TEMP backs local memory for this many resident blocks.
+constexpr uint64_t kTempResidentBlocks = 16;
+// (our choice) bound on waits made while tearing a channel down.
+constexpr auto kTeardownWait = std::chrono::seconds(5);
+
+}  // namespace
+
+// ---- lifecycle
+// ------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Channel>> Channel::Impl::Create(Context::Impl* context) {
+  std::unique_ptr<Impl> impl(new Impl(context));
+  Status s = impl->Init();
+  if (!s.ok()) return s;  // the destructor undoes what Init reached
+  return std::unique_ptr<Channel>(new Channel(std::move(impl)));
+}
+
+Status Channel::Impl::Init() {
+  GPUVM_ASSIGN_OR_RETURN(chid_, drv_->AllocateChannelId());
+  have_chid_ = true;
+  GPUVM_ASSIGN_OR_RETURN(inst_, drv_->instmem()->Allocate(ramin::kSize));
+  const ContextOptions& o = ctx_->options();
+  ib_entries_ = o.ib_entries;
+  pb_base_ = AlignUp(uint64_t(ib_entries_) * gp::kIbEntrySize, kPage);
+  pb_size_ = AlignUp(o.pushbuffer_bytes, kPage);
+  GPUVM_ASSIGN_OR_RETURN(ring_, ctx_->AllocPinned(pb_base_ + pb_size_, /*internal=*/true));
+  GPUVM_ASSIGN_OR_RETURN(fence_, ctx_->AllocateSlot());
+  GPUVM_ASSIGN_OR_RETURN(query_, ctx_->AllocateSlot());
+  GPUVM_ASSIGN_OR_RETURN(cb_, ctx_->AllocVram(kMaxParamBytes, MemoryKind::kDevice, true));
+
+  // USERD starts zeroed (GET/PUT 0), through its BAR1 mapping.
+  Bus* bus = drv_->bus();
+  std::vector<uint8_t> zeros(gf100::pfifo::kUserPageSize, 0);
+  GPUVM_RETURN_IF_ERROR(
+      bus->WriteBlock(Bar::k1, drv_->user_bar1(chid_), zeros.data(), zeros.size()));
+
+  // RAMFC and the VM binding, as nouveau's gf100 gpfifo constructor and gf100_vmm_join write them,
+  // stored as one block through BAR3.
+  uint32_t ramfc[(ramin::kVmLimitHi + 4) / 4] = {};
+  const uint64_t userd_vram = drv_->userd_vram(chid_);
+  uint32_t order = 0;
+  while ((1u << order) < ib_entries_) ++order;
+  ramfc[ramin::kUserdLo / 4] = Lo(userd_vram);
+  ramfc[ramin::kUserdHi / 4] = Hi(userd_vram);
+  ramfc[ramin::kSignature / 4] = ramin::kSignatureValue;
+  ramfc[ramin::kIbBaseLo / 4] = Lo(ring_->va);
+  ramfc[ramin::kIbBaseHi / 4] =
+      (Hi(ring_->va) & ramin::kIbBaseHiAddrMask) | (order << ramin::kIbOrderShift);
+  ctx_->space()->InstanceWords(&ramfc[ramin::kPageDirLo / 4]);
+  GPUVM_RETURN_IF_ERROR(drv_->instmem()->Write(inst_, 0, ramfc, sizeof(ramfc)));
+
+  GPUVM_RETURN_IF_ERROR(drv_->EnableChannel(chid_, inst_.vram, this));
+  enabled_ = true;
+
+  // Objects on their subchannels, and compute's generic-address windows.
+  PushBuffer pb;
+  pb.Method(kSubcCompute, host::kSetObject, gf100::kClassCompute);
+  pb.Method(kSubcM2mf, host::kSetObject, gf100::kClassM2mf);
+  pb.Method(kSubcCopy, host::kSetObject, gf100::kClassCopy);
+  pb.Method(kSubcCompute, cp::kSharedBase, kSharedWindow);
+  pb.Method(kSubcCompute, cp::kLocalBase, kLocalWindow);
+  std::lock_guard lock(mu_);
+  code_epoch_seen_ = ctx_->code_epoch();
+  GPUVM_ASSIGN_OR_RETURN(Fence f, Submit(pb));
+  (void)f;
+  return Status::Ok();
+}
+
+Channel::Impl::~Impl() {
+  if (enabled_) {
+    (void)Synchronize(
+        std::min<std::chrono::nanoseconds>(ctx_->options().default_timeout, kTeardownWait));
+    (void)drv_->DisableChannel(chid_);
+  }
+  for (auto* r : {&ring_, &cb_, &temp_, &staging_}) {
+    if (*r != nullptr) (void)ctx_->Free((*r)->va, /*internal=*/true);
+    r->reset();
+  }
+  if (fence_.host != nullptr) ctx_->FreeSlot(fence_);
+  if (query_.host != nullptr) ctx_->FreeSlot(query_);
+  drv_->instmem()->Free(inst_);
+  if (have_chid_) drv_->ReleaseChannelId(chid_);
+}
+
+// ---- submission and fences
+// ------------------------------------------------------------------------------
+
+bool Channel::Impl::Done(uint32_t sequence) const {
+  return int32_t(fence_.Payload() - sequence) >= 0;
+}
+
+void Channel::Impl::Reclaim() {
+  while (!inflight_.empty() && Done(inflight_.front().sequence)) inflight_.pop_front();
+}
+
+Status Channel::Impl::CheckUsable() const { return ctx_->status(); }
+
+Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  uint32_t sequence = next_sequence_;
+  if (sequence == 0) sequence = 1;
+  // The fence: a 4-byte semaphore release after everything before it (nouveau's nvc0_fence_emit).
+  pb.Inc(0, host::kSemaphoreA,
+         {Hi(fence_.va), Lo(fence_.va), sequence, host::kSemOpRelease | host::kSemReleaseSize4});
+  const uint64_t bytes = pb.size() * 4;
+  if (bytes > pb_size_) {
+    return Status::InvalidArgument("a submission of " + std::to_string(bytes) +
+                                   " bytes does not fit the pushbuffer");
+  }
+  // Room: one IB entry and `bytes` contiguous bytes of pushbuffer; reclaimed by fences, waiting for
+  // the oldest submission when full.
+  uint64_t offset = 0;
+  for (;;) {
+    Reclaim();
+    bool fits = false;
+    if (inflight_.empty()) {
+      offset = pb_head_ + bytes <= pb_size_ ? pb_head_ : 0;
+      fits = true;
+    } else if (inflight_.size() < ib_entries_ - 1) {
+      const uint64_t tail = inflight_.front().pb_begin;
+      if (pb_head_ > tail) {  // not wrapped: free space after head, and before tail
+        if (pb_head_ + bytes <= pb_size_) {
+          offset = pb_head_;
+          fits = true;
+        } else if (bytes <= tail) {
+          offset = 0;
+          fits = true;
+        }
+      } else if (pb_head_ + bytes <= tail) {  // wrapped: free space between head and tail
+        offset = pb_head_;
+        fits = true;
+      }
+    }
+    if (fits) break;
+    GPUVM_RETURN_IF_ERROR(
+        WaitSequence(inflight_.front().sequence, ctx_->options().default_timeout));
+  }
+  uint8_t* ring = ring_->host;
+  std::memcpy(ring + pb_base_ + offset, pb.words().data(), bytes);
+  const uint64_t entry = gp::EncodeIbEntry(ring_->va + pb_base_ + offset, uint32_t(pb.size()));
+  std::memcpy(ring + uint64_t(ib_put_) * gp::kIbEntrySize, &entry, sizeof(entry));
+  ib_put_ = (ib_put_ + 1) & (ib_entries_ - 1);
+  inflight_.push_back({sequence, offset, offset + bytes});
+  pb_head_ = offset + bytes;
+  next_sequence_ = sequence + 1;
+  last_sequence_.store(sequence, std::memory_order_release);
+  // The commands and the IB entry must be in memory before the GPU learns of IB_PUT.
+  std::atomic_thread_fence(std::memory_order_release);
+  drv_->bus()->Write32(Bar::k1, drv_->user_bar1(chid_) + userd::kIbPut, ib_put_);
+  return Fence{chid_, sequence};
+}
+
+Status Channel::Impl::WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  Backoff backoff;
+  for (;;) {
+    if (Done(sequence)) return ctx_->status();
+    GPUVM_RETURN_IF_ERROR(ctx_->status());
+    drv_->MaybeService();
+    GPUVM_RETURN_IF_ERROR(ctx_->status());
+    if (timeout != kWaitForever && std::chrono::steady_clock::now() - start > timeout) {
+      drv_->ServiceInterrupts();
+      GPUVM_RETURN_IF_ERROR(ctx_->status());
+      if (Done(sequence)) return Status::Ok();
+      return Status::DeadlineExceeded("channel " + std::to_string(chid_) + ": fence " +
+                                      std::to_string(sequence) + " not reached before the timeout");
+    }
+    backoff.Pause();
+  }
+}
+
+Result<bool> Channel::Impl::IsDone(Fence fence) {
+  if (fence.channel != chid_)
+    return Status::InvalidArgument("the fence belongs to another channel");
+  GPUVM_RETURN_IF_ERROR(ctx_->status());
+  if (fence.sequence == 0 || Done(fence.sequence)) return true;
+  drv_->MaybeService();
+  GPUVM_RETURN_IF_ERROR(ctx_->status());
+  return false;
+}
+
+Status Channel::Impl::Wait(Fence fence, std::chrono::nanoseconds timeout) {
+  if (fence.channel != chid_)
+    return Status::InvalidArgument("the fence belongs to another channel");
+  if (fence.sequence == 0) return ctx_->status();
+  if (int32_t(fence.sequence - last_sequence_.load(std::memory_order_acquire)) > 0) {
+    return Status::InvalidArgument("fence " + std::to_string(fence.sequence) +
+                                   " was never issued on channel " + std::to_string(chid_));
+  }
+  return WaitSequence(fence.sequence, timeout);
+}
+
+Status Channel::Impl::Synchronize(std::chrono::nanoseconds timeout) {
+  const uint32_t last = last_sequence_.load(std::memory_order_acquire);
+  if (last == 0) return ctx_->status();
+  return WaitSequence(last, timeout);
+}
+
+// ---- copies and memsets
+// ---------------------------------------------------------------------------------
+
+void Channel::Impl::EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes) {
+  const bool pcopy = ctx_->options().copy_engine == CopyEngine::kPcopy;
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = std::min(bytes - done, kCopyChunk);
+    const uint64_t s = src + done;
+    const uint64_t d = dst + done;
+    if (pcopy) {
+      // OFFSET_IN/OUT, PITCH_IN/OUT, LINE_LENGTH_IN, LINE_COUNT are consecutive (0x400-0x41c).
+      pb.Inc(kSubcCopy, copy::kOffsetInUpper, {Hi(s), Lo(s), Hi(d), Lo(d), 0, 0, uint32_t(n), 1});
+      pb.Method(kSubcCopy, copy::kLaunchDma, kCopyNonPipelined | copy::kSrcPitch | copy::kDstPitch);
+    } else {
+      pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(d), Lo(d)});
+      // OFFSET_IN, PITCH_IN/OUT, LINE_LENGTH_IN, LINE_COUNT are consecutive (0x30c-0x320).
+      pb.Inc(kSubcM2mf, m2mf::kOffsetInHigh, {Hi(s), Lo(s), 0, 0, uint32_t(n), 1});
+      pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecLinearIn | m2mf::kExecLinearOut);
+    }
+    done += n;
+  }
+}
+
+Result<Fence> Channel::Impl::CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_t bytes) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(dst_va, bytes, false));
+  GPUVM_ASSIGN_OR_RETURN(auto src, ctx_->Lookup(src_va, bytes, false));
+  std::lock_guard lock(mu_);
+  if (bytes == 0) return Fence{chid_, last_sequence_.load(std::memory_order_acquire)};
+  PushBuffer pb;
+  EmitCopy(pb, dst_va, src_va, bytes);
+  return Submit(pb);
+}
+
+Result<Fence> Channel::Impl::Memset(uint64_t dst_va, uint32_t pattern, uint64_t bytes) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(dst_va, bytes, false));
+  std::lock_guard lock(mu_);
+  if (bytes == 0) return Fence{chid_, last_sequence_.load(std::memory_order_acquire)};
+  // M2MF only, so the push and the copies that replicate it run on one engine, in order.
+  const uint64_t push = std::min(bytes, kMemsetPush);
+  std::vector<uint32_t> words((push + 3) / 4, pattern);
+  PushBuffer pb;
+  pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(dst_va), Lo(dst_va)});
+  pb.Inc(kSubcM2mf, m2mf::kLineLengthIn, {uint32_t(push), 1});
+  pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecPush | m2mf::kExecLinearOut);
+  pb.NonInc(kSubcM2mf, m2mf::kData, words);
+  uint64_t rest = bytes - push;
+  if (rest >= push) {
+    // Replicate: every line reads the pushed block (PITCH_IN 0) and writes the next block.
+    const uint64_t lines = rest / push;
+    const uint64_t out = dst_va + push;
+    pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(out), Lo(out)});
+    pb.Inc(kSubcM2mf, m2mf::kOffsetInHigh,
+           {Hi(dst_va), Lo(dst_va), 0, uint32_t(push), uint32_t(push), uint32_t(lines)});
+    pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecLinearIn | m2mf::kExecLinearOut);
+    rest -= lines * push;
+  }
+  if (rest > 0) {
+    const uint64_t out = dst_va + bytes - rest;
+    pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(out), Lo(out)});
+    pb.Inc(kSubcM2mf, m2mf::kOffsetInHigh, {Hi(dst_va), Lo(dst_va), 0, 0, uint32_t(rest), 1});
+    pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecLinearIn | m2mf::kExecLinearOut);
+  }
+  return Submit(pb);
+}
+
+Result<std::shared_ptr<AllocRecord>> Channel::Impl::Staging() {
+  if (staging_ == nullptr) {
+    GPUVM_ASSIGN_OR_RETURN(staging_, ctx_->AllocPinned(ctx_->options().staging_bytes, true));
+  }
+  return staging_;
+}
+
+Status Channel::Impl::CopyHostToDevice(uint64_t dst_va, const void* src, uint64_t bytes) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (src == nullptr && bytes != 0) return Status::InvalidArgument("null host pointer");
+  GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(dst_va, bytes, false));
+  if (bytes == 0) return Status::Ok();
+  const auto timeout = ctx_->options().default_timeout;
+  GPUVM_RETURN_IF_ERROR(Synchronize(timeout));  // ordered after this channel's earlier work
+  const uint64_t dst_off = dst_va - dst->va;
+  // 1. Source in pinned/registered memory of this context: one DMA.
+  if (auto host = ctx_->LookupHost(src, bytes)) {
+    const uint64_t src_va = host->va + (static_cast<const uint8_t*>(src) - host->host);
+    GPUVM_ASSIGN_OR_RETURN(Fence f, CopyAsync(dst_va, src_va, bytes));
+    return Wait(f, timeout);
+  }
+  // 2. Destination is host memory itself: the CPU copies.
+  if (!dst->is_vram()) {
+    std::memmove(dst->host + dst_off, src, bytes);
+    return Status::Ok();
+  }
+  // 3. Small: through BAR1 (Gdev's path for transfers up to 4 KiB).
+  if (bytes <= ctx_->options().bar1_copy_threshold) {
+    if (const uint64_t bar1 = ctx_->EnsureBar1(dst.get())) {
+      GPUVM_RETURN_IF_ERROR(drv_->bus()->WriteBlock(Bar::k1, bar1 + dst_off, src, bytes));
+      return ctx_->status();
+    }
+  }
+  // 4. Staged through the two halves of the bounce buffer, copy i+1 filling while copy i runs.
+  std::shared_ptr<AllocRecord> staging;
+  {
+    std::lock_guard lock(mu_);
+    GPUVM_ASSIGN_OR_RETURN(staging, Staging());
+  }
+  const uint64_t half = staging->size / 2;
+  Fence pending[2] = {{chid_, 0}, {chid_, 0}};
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (uint64_t done = 0, i = 0; done < bytes; ++i) {
+    const uint64_t n = std::min(half, bytes - done);
+    Fence& slot = pending[i % 2];
+    GPUVM_RETURN_IF_ERROR(Wait(slot, timeout));
+    std::memcpy(staging->host + (i % 2) * half, in + done, n);
+    std::lock_guard lock(mu_);
+    PushBuffer pb;
+    EmitCopy(pb, dst_va + done, staging->va + (i % 2) * half, n);
+    GPUVM_ASSIGN_OR_RETURN(slot, Submit(pb));
+    done += n;
+  }
+  GPUVM_RETURN_IF_ERROR(Wait(pending[0], timeout));
+  return Wait(pending[1], timeout);
+}
+
+Status Channel::Impl::CopyDeviceToHost(void* dst, uint64_t src_va, uint64_t bytes) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (dst == nullptr && bytes != 0) return Status::InvalidArgument("null host pointer");
+  GPUVM_ASSIGN_OR_RETURN(auto src, ctx_->Lookup(src_va, bytes, false));
+  if (bytes == 0) return Status::Ok();
+  const auto timeout = ctx_->options().default_timeout;
+  GPUVM_RETURN_IF_ERROR(Synchronize(timeout));
+  const uint64_t src_off = src_va - src->va;
+  if (auto host = ctx_->LookupHost(dst, bytes)) {
+    const uint64_t dst_va = host->va + (static_cast<uint8_t*>(dst) - host->host);
+    GPUVM_ASSIGN_OR_RETURN(Fence f, CopyAsync(dst_va, src_va, bytes));
+    return Wait(f, timeout);
+  }
+  if (!src->is_vram()) {
+    std::memmove(dst, src->host + src_off, bytes);
+    return Status::Ok();
+  }
+  if (bytes <= ctx_->options().bar1_copy_threshold) {
+    if (const uint64_t bar1 = ctx_->EnsureBar1(src.get())) {
+      GPUVM_RETURN_IF_ERROR(drv_->bus()->ReadBlock(Bar::k1, bar1 + src_off, dst, bytes));
+      return ctx_->status();
+    }
+  }
+  std::shared_ptr<AllocRecord> staging;
+  {
+    std::lock_guard lock(mu_);
+    GPUVM_ASSIGN_OR_RETURN(staging, Staging());
+  }
+  const uint64_t half = staging->size / 2;
+  auto* out = static_cast<uint8_t*>(dst);
+  // Copy chunk i into half i % 2; while it runs, drain chunk i - 1 from the other half.
+  struct Chunk {
+    Fence fence;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  Chunk previous;
+  previous.fence.channel = chid_;
+  for (uint64_t done = 0, i = 0;; ++i) {
+    Chunk current;
+    if (done < bytes) {
+      current.offset = done;
+      current.length = std::min(half, bytes - done);
+      std::lock_guard lock(mu_);
+      PushBuffer pb;
+      EmitCopy(pb, staging->va + (i % 2) * half, src_va + done, current.length);
+      GPUVM_ASSIGN_OR_RETURN(current.fence, Submit(pb));
+      done += current.length;
+    }
+    if (previous.length > 0) {
+      GPUVM_RETURN_IF_ERROR(Wait(previous.fence, timeout));
+      std::memcpy(out + previous.offset, staging->host + ((i + 1) % 2) * half, previous.length);
+    }
+    if (current.length == 0) break;
+    previous = current;
+  }
+  return Status::Ok();
+}
+
+// ---- compute
+// --------------------------------------------------------------------------------------------
+
+Result<Fence> Channel::Impl::Launch(const LaunchParams& p) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  uint64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (p.grid[i] == 0 || p.grid[i] > kMaxGridDim[i]) {
+      return Status::InvalidArgument("grid dimension " + std::to_string(i) + " is " +
+                                     std::to_string(p.grid[i]) + ", must be 1.." +
+                                     std::to_string(kMaxGridDim[i]));
+    }
+    if (p.block[i] == 0 || p.block[i] > kMaxBlockDim[i]) {
+      return Status::InvalidArgument("block dimension " + std::to_string(i) + " is " +
+                                     std::to_string(p.block[i]) + ", must be 1.." +
+                                     std::to_string(kMaxBlockDim[i]));
+    }
+    threads *= p.block[i];
+  }
+  if (threads > kMaxThreadsPerBlock) {
+    return Status::InvalidArgument("a block of " + std::to_string(threads) +
+                                   " threads exceeds 1024");
+  }
+  if (p.shared_bytes > kMaxSharedBytesPerBlock) {
+    return Status::InvalidArgument("shared memory per block exceeds 48 KiB");
+  }
+  if (p.local_bytes_per_thread > kMaxLocalBytesPerThread) {
+    return Status::InvalidArgument("local memory per thread exceeds 16 KiB");
+  }
+  if (p.params.size() > kMaxParamBytes) {
+    return Status::InvalidArgument("kernel parameters exceed 4 KiB");
+  }
+  const uint64_t entry = p.code_address + p.entry_offset;
+  if (entry < p.code_address) return Status::InvalidArgument("code address overflows");
+  {
+    // The image header (64 bytes) must lie in one device/code allocation of this context.
+    GPUVM_ASSIGN_OR_RETURN(auto code, ctx_->Lookup(entry, 64, false));
+    if (!code->is_vram()) return Status::InvalidArgument("kernel code must be in device memory");
+  }
+  uint32_t bank_seen = 1;  // bank 0 is the parameters
+  for (const ConstBankBinding& b : p.banks) {
+    if (b.index == 0 || b.index >= kConstBanks || (bank_seen & (1u << b.index))) {
+      return Status::InvalidArgument("constant bank index " + std::to_string(b.index) +
+                                     " is 0, past 15 or bound twice");
+    }
+    bank_seen |= 1u << b.index;
+    if (b.size == 0 || b.size % 4 != 0 || b.size > (64u << 10)) {
+      return Status::InvalidArgument("constant bank size must be a multiple of 4 up to 64 KiB");
+    }
+    GPUVM_ASSIGN_OR_RETURN(auto mem, ctx_->Lookup(b.va, b.size, false));
+    (void)mem;
+  }
+
+  std::lock_guard lock(mu_);
+  const uint64_t blocks = uint64_t(p.grid[0]) * p.grid[1] * p.grid[2];
+  const uint64_t temp_bytes = p.local_bytes_per_thread == 0
+                                  ? 0
+                                  : AlignUp(uint64_t(p.local_bytes_per_thread) * threads *
+                                                std::min<uint64_t>(blocks, kTempResidentBlocks),
+                                            kPage);
+  if (temp_bytes > 0 && (temp_ == nullptr || temp_->size < temp_bytes)) {
+    // Grows rarely; earlier launches may still use the old backing.
+    GPUVM_RETURN_IF_ERROR(WaitSequence(last_sequence_.load(), ctx_->options().default_timeout));
+    if (temp_ != nullptr) (void)ctx_->Free(temp_->va, true);
+    temp_.reset();
+    GPUVM_ASSIGN_OR_RETURN(temp_, ctx_->AllocVram(temp_bytes, MemoryKind::kDevice, true));
+  }
+
+  PushBuffer pb;
+  const uint64_t epoch = ctx_->code_epoch();
+  if (epoch != code_epoch_seen_) {
+    pb.Method(kSubcCompute, cp::kFlush, cp::kFlushCode);
+    code_epoch_seen_ = epoch;
+  }
+  // Parameters: constant bank 0 at the channel's buffer, uploaded through CB_DATA, then bound.
+  pb.Inc(kSubcCompute, cp::kCbSize, {kMaxParamBytes, Hi(cb_->va), Lo(cb_->va)});
+  if (!p.params.empty()) {
+    std::vector<uint32_t> words((p.params.size() + 3) / 4, 0);
+    std::memcpy(words.data(), p.params.data(), p.params.size());
+    pb.Method(kSubcCompute, cp::kCbPos, 0);
+    pb.NonInc(kSubcCompute, cp::kCbData, words);
+  }
+  pb.Method(kSubcCompute, cp::kCbBind, cp::kCbBindValid);
+  for (const ConstBankBinding& b : p.banks) {
+    pb.Inc(kSubcCompute, cp::kCbSize, {b.size, Hi(b.va), Lo(b.va)});
+    pb.Method(kSubcCompute, cp::kCbBind, cp::kCbBindValid | (b.index << cp::kCbBindIndexShift));
+  }
+  if (temp_bytes > 0) {
+    pb.Inc(kSubcCompute, cp::kTempAddressHigh,
+           {Hi(temp_->va), Lo(temp_->va), Hi(temp_->size), Lo(temp_->size)});
+  }
+  pb.Inc(kSubcCompute, cp::kGridDimYX, {p.grid[0] | (p.grid[1] << 16), p.grid[2]});
+  pb.Method(kSubcCompute, cp::kSharedSize, p.shared_bytes);
+  // BLOCKDIM_YX, BLOCKDIM_Z and CP_START_ID are consecutive (0x3ac-0x3b4).
+  pb.Inc(kSubcCompute, cp::kBlockDimYX,
+         {p.block[0] | (p.block[1] << 16), p.block[2], p.entry_offset});
+  pb.Inc(kSubcCompute, cp::kCodeAddressHigh, {Hi(p.code_address), Lo(p.code_address)});
+  pb.Method(kSubcCompute, cp::kLaunch, kLaunchData);
+  // Gdev's launch ends with a compute QUERY: the sequence lands when the grid has finished.
+  const uint32_t sequence = next_sequence_ == 0 ? 1 : next_sequence_;
+  pb.Inc(kSubcCompute, cp::kQueryAddressHigh, {Hi(query_.va), Lo(query_.va), sequence, 0});
+  return Submit(pb);
+}
+
+// ---- events
+// ---------------------------------------------------------------------------------------------
+
+Result<Fence> Channel::Impl::Record(Event::Impl* event) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (event == nullptr || event->context() != ctx_) {
+    return Status::InvalidArgument("the event belongs to another context");
+  }
+  std::lock_guard lock(mu_);
+  const uint32_t sequence = event->NextSequence();
+  const ReportSlot& slot = event->slot();
+  PushBuffer pb;
+  // A 16-byte report: the payload and the GPU timestamp (cuEventElapsedTime).
+  pb.Inc(0, host::kSemaphoreA, {Hi(slot.va), Lo(slot.va), sequence, host::kSemOpRelease});
+  GPUVM_ASSIGN_OR_RETURN(Fence f, Submit(pb));
+  event->Recorded(sequence);
+  return f;
+}
+
+Status Channel::Impl::WaitEvent(Event::Impl* event) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (event == nullptr || event->context() != ctx_) {
+    return Status::InvalidArgument("the event belongs to another context");
+  }
+  const uint32_t target = event->target();
+  if (target == 0) return Status::Ok();
+  std::lock_guard lock(mu_);
+  const ReportSlot& slot = event->slot();
+  PushBuffer pb;
+  pb.Inc(0, host::kSemaphoreA,
+         {Hi(slot.va), Lo(slot.va), target, host::kSemOpAcqGeq | host::kSemAcquireSwitch});
+  GPUVM_ASSIGN_OR_RETURN(Fence f, Submit(pb));
+  (void)f;
+  return Status::Ok();
+}
+
+// ---- Channel
+// --------------------------------------------------------------------------------------------
+
+Channel::Channel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Channel::~Channel() = default;
+
+uint32_t Channel::id() const { return impl_->id(); }
+Context* Channel::context() const { return impl_->context()->owner(); }
+
+Result<Fence> Channel::CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_t bytes) {
+  return impl_->CopyAsync(dst_va, src_va, bytes);
+}
+
+Result<Fence> Channel::Memset8Async(uint64_t dst_va, uint8_t value, uint64_t count) {
+  return impl_->Memset(dst_va, uint32_t(value) * 0x01010101u, count);
+}
+
+Result<Fence> Channel::Memset32Async(uint64_t dst_va, uint32_t value, uint64_t count) {
+  if (dst_va % 4 != 0) return Status::InvalidArgument("Memset32 needs a 4-byte aligned address");
+  if (count > (1ull << 40)) return Status::OutOfRange("Memset32 count too large");
+  return impl_->Memset(dst_va, value, count * 4);
+}
+
+Result<Fence> Channel::Launch(const LaunchParams& params) { return impl_->Launch(params); }
+
+Result<Fence> Channel::Record(Event* event) {
+  if (event == nullptr) return Status::InvalidArgument("null event");
+  return impl_->Record(event->impl());
+}
+
+Status Channel::WaitEvent(const Event* event) {
+  if (event == nullptr) return Status::InvalidArgument("null event");
+  return impl_->WaitEvent(const_cast<Event*>(event)->impl());
+}
+
+Status Channel::CopyHostToDevice(uint64_t dst_va, const void* src, uint64_t bytes) {
+  return impl_->CopyHostToDevice(dst_va, src, bytes);
+}
+
+Status Channel::CopyDeviceToHost(void* dst, uint64_t src_va, uint64_t bytes) {
+  return impl_->CopyDeviceToHost(dst, src_va, bytes);
+}
+
+Result<bool> Channel::IsDone(Fence fence) { return impl_->IsDone(fence); }
+Status Channel::Wait(Fence fence) {
+  return impl_->Wait(fence, impl_->context()->options().default_timeout);
+}
+Status Channel::Wait(Fence fence, std::chrono::nanoseconds timeout) {
+  return impl_->Wait(fence, timeout);
+}
+Status Channel::Synchronize() {
+  return impl_->Synchronize(impl_->context()->options().default_timeout);
+}
+Status Channel::Synchronize(std::chrono::nanoseconds timeout) {
+  return impl_->Synchronize(timeout);
+}
+Fence Channel::last_fence() const { return impl_->last_fence(); }
+
+}  // namespace gpuvm::guest

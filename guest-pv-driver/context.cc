@@ -1,0 +1,545 @@
+// Context: one GPU address space with its allocations (VRAM, pinned and registered host memory,
+// code), report slots, channels and events.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gpu/hw/vm.h"
+#include "guest-pv-driver/driver_impl.h"
+
+namespace gpuvm::guest {
+
+namespace vm = gf100::vm;
+
+namespace {
+
+constexpr uint64_t kPage = vm::kSmallPageSize;
+// (our choice) single allocations are capped at 256 GiB: far beyond any VRAM we model, and it keeps
+// every size computation below far from overflow.
+constexpr uint64_t kMaxAllocation = 256ull << 30;
+constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+// ---- AllocRecord
+// ----------------------------------------------------------------------------------------
+
+AllocRecord::~AllocRecord() {
+  if (in_bar1) driver_->ReleaseBar1(bar1);
+  if (vram != 0) driver_->vram()->Free(vram);
+  if (va != 0) context_->ReleaseVa(va, large);
+  dma.reset();
+  if (owns_host && host != nullptr) munmap(host, mapped);
+}
+
+// ---- Context::Impl: lifecycle
+// ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<Context>> Context::Impl::Create(Driver::Impl* driver,
+                                                       const ContextOptions& options) {
+  if (options.ib_entries < 2 || options.ib_entries > 32768 || !IsPowerOfTwo(options.ib_entries)) {
+    return Status::InvalidArgument("IB entries must be a power of two from 2 to 32768");
+  }
+  if (options.pushbuffer_bytes < (64 << 10) || options.pushbuffer_bytes > (1ull << 30)) {
+    return Status::InvalidArgument("the pushbuffer must be 64 KiB to 1 GiB");
+  }
+  if (options.staging_bytes < (64 << 10) || options.staging_bytes > (1ull << 30)) {
+    return Status::InvalidArgument("staging buffers must be 64 KiB to 1 GiB");
+  }
+  if (options.bar1_copy_threshold > kBar1MapMax) {
+    return Status::InvalidArgument("the BAR1 copy threshold is at most 8 MiB");
+  }
+  if (options.default_timeout.count() <= 0) {
+    return Status::InvalidArgument("the default timeout must be positive");
+  }
+  if (options.copy_engine != CopyEngine::kPcopy && options.copy_engine != CopyEngine::kM2mf) {
+    return Status::InvalidArgument("unknown copy engine");
+  }
+  std::unique_ptr<Impl> impl(new Impl(driver, options));
+  Impl* raw = impl.get();
+  std::unique_ptr<Context> context(new Context(std::move(impl)));
+  raw->owner_ = context.get();
+  driver->live_contexts.fetch_add(1);
+  GPUVM_RETURN_IF_ERROR(raw->Init());
+  return context;
+}
+
+Status Context::Impl::Init() {
+  const int shift = driver_->large_page_shift();
+  GPUVM_ASSIGN_OR_RETURN(
+      space_, VmSpace::Create(driver_->instmem(), driver_->writer(), vm::kVaLimit - 1, shift));
+  small_heap_ = RangeAllocator(kSmallHeapBase, kSmallHeapSize);
+  large_heap_ = RangeAllocator(kLargeHeapBase, vm::kVaLimit - kLargeHeapBase);
+  GPUVM_ASSIGN_OR_RETURN(report_page_, AllocPinned(kReportPageBytes, /*internal=*/true));
+  slot_used_.assign(kReportPageBytes / kReportSlotBytes, false);
+  GPUVM_ASSIGN_OR_RETURN(default_channel_, CreateChannel());
+  return Status::Ok();
+}
+
+Context::Impl::~Impl() {
+  const auto drain =
+      std::min<std::chrono::nanoseconds>(options_.default_timeout, std::chrono::seconds(5));
+  (void)Synchronize(drain);
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<std::unique_ptr<Event>> events;
+  {
+    std::lock_guard lock(objects_mu_);
+    channels.swap(channels_);
+    events.swap(events_);
+  }
+  while (!channels.empty()) channels.pop_back();  // newest first; each leaves PFIFO
+  events.clear();
+  std::map<uint64_t, std::shared_ptr<AllocRecord>> allocs;
+  {
+    std::lock_guard lock(alloc_mu_);
+    allocs.swap(allocs_);
+    host_index_.clear();
+  }
+  for (auto& [va, record] : allocs) {
+    if (record->in_bar1) driver_->UnmapBar1(record->bar1, record->mapped);
+  }
+  // The GPU must forget this space's translations (host pages among them) before the memory goes.
+  if (space_ != nullptr) (void)space_->Flush();
+  allocs.clear();
+  report_page_.reset();
+  space_.reset();
+  driver_->live_contexts.fetch_sub(1);
+}
+
+// ---- faults
+// ---------------------------------------------------------------------------------------------
+
+void Context::Impl::SetFault(const GpuFault& fault) {
+  std::lock_guard lock(fault_mu_);
+  if (fault_.has_value()) return;
+  fault_ = fault;
+  faulted_.store(true, std::memory_order_release);
+}
+
+Status Context::Impl::status() const {
+  if (!faulted()) return Status::Ok();
+  std::lock_guard lock(fault_mu_);
+  return Status::Aborted(fault_->message);
+}
+
+std::optional<GpuFault> Context::Impl::fault() const {
+  std::lock_guard lock(fault_mu_);
+  return fault_;
+}
+
+// ---- memory
+// ---------------------------------------------------------------------------------------------
+
+Result<uint64_t> Context::Impl::ReserveVa(uint64_t bytes, bool large) {
+  std::lock_guard lock(va_mu_);
+  RangeAllocator& heap = large ? large_heap_ : small_heap_;
+  Result<uint64_t> va = heap.Allocate(bytes, large ? space_->large_page_size() : kPage);
+  if (!va.ok()) return Status::ResourceExhausted("the context's GPU address space is full");
+  return va;
+}
+
+void Context::Impl::ReleaseVa(uint64_t va, bool large) {
+  std::lock_guard lock(va_mu_);
+  (void)(large ? large_heap_ : small_heap_).Free(va);
+}
+
+Status Context::Impl::MapRecord(AllocRecord* r) {
+  std::vector<uint64_t> ptes;
+  if (r->is_vram()) {
+    const uint64_t page = r->large ? space_->large_page_size() : kPage;
+    ptes.resize(r->mapped / page);
+    for (size_t i = 0; i < ptes.size(); ++i) ptes[i] = vm::pte::Make(r->vram + i * page);
+  } else {
+    ptes.resize(r->mapped / kPage);
+    vm::pte::Flags flags;
+    flags.target = vm::Target::kSysramSnooped;  // cached host memory, as nouveau maps GART
+    for (size_t i = 0; i < ptes.size(); ++i) {
+      ptes[i] = vm::pte::Make(r->dma->PageBusAddress(i * kPage), flags);
+    }
+  }
+  Status s = space_->Map(r->va, ptes, r->large);
+  if (s.ok()) s = space_->Flush();
+  if (!s.ok()) (void)UnmapRecord(r);
+  return s;
+}
+
+Status Context::Impl::UnmapRecord(AllocRecord* r) {
+  const uint64_t page = r->large ? space_->large_page_size() : kPage;
+  Status s = space_->Unmap(r->va, r->mapped / page, r->large);
+  Status f = space_->Flush();
+  if (r->in_bar1) driver_->UnmapBar1(r->bar1, r->mapped);
+  return s.ok() ? f : s;
+}
+
+Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocVram(uint64_t size, MemoryKind kind,
+                                                              bool internal) {
+  if (size == 0) return Status::InvalidArgument("allocation of 0 bytes");
+  if (size > kMaxAllocation) return Status::ResourceExhausted("allocation larger than 256 GiB");
+  auto r = std::make_shared<AllocRecord>(driver_, this);
+  r->kind = kind;
+  r->internal = internal;
+  r->size = size;
+  r->large = size >= kLargePageThreshold;
+  const uint64_t page = r->large ? space_->large_page_size() : kPage;
+  r->mapped = AlignUp(size, page);
+  GPUVM_ASSIGN_OR_RETURN(r->vram, driver_->vram()->Allocate(r->mapped, page));
+  GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, r->large));
+  GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
+  std::lock_guard lock(alloc_mu_);
+  allocs_[r->va] = r;
+  return r;
+}
+
+Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocPinned(uint64_t size, bool internal) {
+  if (size == 0) return Status::InvalidArgument("allocation of 0 bytes");
+  if (size > kMaxAllocation) return Status::ResourceExhausted("allocation larger than 256 GiB");
+  auto r = std::make_shared<AllocRecord>(driver_, this);
+  r->kind = MemoryKind::kHost;
+  r->internal = internal;
+  r->size = size;
+  r->mapped = AlignUp(size, kPage);
+  void* host = mmap(nullptr, r->mapped, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (host == MAP_FAILED) return Status::FromErrno(errno, "mmap of pinned host memory");
+  r->host = static_cast<uint8_t*>(host);
+  r->owns_host = true;
+  GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->MapDma(r->host, r->mapped));
+  GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, false));
+  GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
+  std::lock_guard lock(alloc_mu_);
+  allocs_[r->va] = r;
+  host_index_[reinterpret_cast<uintptr_t>(r->host)] = r->va;
+  return r;
+}
+
+Result<std::shared_ptr<AllocRecord>> Context::Impl::Register(void* host, uint64_t size) {
+  const auto addr = reinterpret_cast<uintptr_t>(host);
+  if (host == nullptr || size == 0) return Status::InvalidArgument("null or empty host range");
+  if ((addr & (kPage - 1)) || (size & (kPage - 1))) {
+    return Status::InvalidArgument(
+        "registered host memory must be 4 KiB aligned in start and size");
+  }
+  if (size > kMaxAllocation || addr + size < addr) {
+    return Status::InvalidArgument("registered host range too large");
+  }
+  if (LookupHost(host, 0) != nullptr || LookupHost(static_cast<uint8_t*>(host) + size - 1, 0)) {
+    return Status::AlreadyExists("host range overlaps memory already known to the context");
+  }
+  {
+    std::lock_guard lock(alloc_mu_);
+    auto it = host_index_.lower_bound(addr);
+    if (it != host_index_.end() && it->first < addr + size) {
+      return Status::AlreadyExists("host range overlaps memory already known to the context");
+    }
+  }
+  auto r = std::make_shared<AllocRecord>(driver_, this);
+  r->kind = MemoryKind::kRegisteredHost;
+  r->size = size;
+  r->mapped = size;
+  r->host = static_cast<uint8_t*>(host);
+  GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->MapDma(r->host, r->mapped));
+  GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, false));
+  GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
+  std::lock_guard lock(alloc_mu_);
+  allocs_[r->va] = r;
+  host_index_[addr] = r->va;
+  return r;
+}
+
+Status Context::Impl::Free(uint64_t va, bool internal) {
+  std::shared_ptr<AllocRecord> r;
+  {
+    std::lock_guard lock(alloc_mu_);
+    auto it = allocs_.find(va);
+    if (it == allocs_.end() || it->second->internal != internal) {
+      return Status::NotFound("no allocation starts at " + std::to_string(va));
+    }
+    r = it->second;
+  }
+  // cuMemFree semantics: the GPU may still use the memory; wait until it is done.
+  if (!internal) {
+    Status s = Synchronize(options_.default_timeout);
+    if (s.code() == StatusCode::kDeadlineExceeded) return s;
+  }
+  {
+    std::lock_guard lock(alloc_mu_);
+    auto it = allocs_.find(va);
+    if (it == allocs_.end() || it->second != r) return Status::NotFound("freed concurrently");
+    allocs_.erase(it);
+    if (r->host != nullptr) host_index_.erase(reinterpret_cast<uintptr_t>(r->host));
+  }
+  Status s = UnmapRecord(r.get());
+  if (r->kind == MemoryKind::kCode) BumpCodeEpoch();
+  return s;  // the memory itself goes with the last reference
+}
+
+Result<std::shared_ptr<AllocRecord>> Context::Impl::Lookup(uint64_t va, uint64_t bytes,
+                                                           bool allow_internal) {
+  std::lock_guard lock(alloc_mu_);
+  auto it = allocs_.upper_bound(va);
+  if (it == allocs_.begin()) {
+    return Status::NotFound("address " + std::to_string(va) + " is not in an allocation");
+  }
+  --it;
+  const std::shared_ptr<AllocRecord>& r = it->second;
+  if (va - r->va >= r->size || (r->internal && !allow_internal)) {
+    return Status::NotFound("address " + std::to_string(va) + " is not in an allocation");
+  }
+  if (bytes > r->size - (va - r->va)) {
+    return Status::OutOfRange("range of " + std::to_string(bytes) +
+                              " bytes runs past the end of its allocation");
+  }
+  return r;
+}
+
+std::shared_ptr<AllocRecord> Context::Impl::LookupHost(const void* host, uint64_t bytes) {
+  const auto addr = reinterpret_cast<uintptr_t>(host);
+  std::lock_guard lock(alloc_mu_);
+  auto it = host_index_.upper_bound(addr);
+  if (it == host_index_.begin()) return nullptr;
+  --it;
+  auto a = allocs_.find(it->second);
+  if (a == allocs_.end()) return nullptr;
+  const std::shared_ptr<AllocRecord>& r = a->second;
+  const uint64_t off = addr - reinterpret_cast<uintptr_t>(r->host);
+  if (off >= r->size || bytes > r->size - off || r->internal) return nullptr;
+  return r;
+}
+
+uint64_t Context::Impl::EnsureBar1(AllocRecord* r) {
+  if (!r->is_vram() || r->mapped > kBar1MapMax) return 0;
+  std::lock_guard lock(alloc_mu_);
+  if (r->in_bar1) return r->bar1;
+  Result<uint64_t> offset = driver_->MapBar1(r->vram, r->mapped);
+  if (!offset.ok()) return 0;  // BAR1 full: DMA instead
+  r->bar1 = *offset;
+  r->in_bar1 = true;
+  return r->bar1;
+}
+
+// ---- report slots
+// ---------------------------------------------------------------------------------------
+
+Result<ReportSlot> Context::Impl::AllocateSlot() {
+  std::lock_guard lock(slot_mu_);
+  for (uint32_t i = 0; i < slot_used_.size(); ++i) {
+    if (slot_used_[i]) continue;
+    slot_used_[i] = true;
+    ReportSlot slot{report_page_->host + i * kReportSlotBytes,
+                    report_page_->va + i * kReportSlotBytes, i};
+    std::memset(slot.host, 0, kReportSlotBytes);
+    return slot;
+  }
+  return Status::ResourceExhausted("no free report slot (fences and events) in the context");
+}
+
+void Context::Impl::FreeSlot(const ReportSlot& slot) {
+  std::lock_guard lock(slot_mu_);
+  if (slot.index < slot_used_.size()) slot_used_[slot.index] = false;
+}
+
+// ---- channels and events
+// --------------------------------------------------------------------------------
+
+Result<Channel*> Context::Impl::CreateChannel() {
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, Channel::Impl::Create(this));
+  std::lock_guard lock(objects_mu_);
+  channels_.push_back(std::move(channel));
+  return channels_.back().get();
+}
+
+Status Context::Impl::DestroyChannel(Channel* channel) {
+  std::unique_ptr<Channel> doomed;
+  {
+    std::lock_guard lock(objects_mu_);
+    auto it = std::find_if(channels_.begin(), channels_.end(),
+                           [&](const std::unique_ptr<Channel>& c) { return c.get() == channel; });
+    if (it == channels_.end()) return Status::NotFound("not a channel of this context");
+    if (channel == default_channel_) {
+      return Status::FailedPrecondition("the default channel lives as long as its context");
+    }
+    doomed = std::move(*it);
+    channels_.erase(it);
+  }
+  doomed.reset();
+  return Status::Ok();
+}
+
+std::vector<Channel*> Context::Impl::ChannelsSnapshot() {
+  std::lock_guard lock(objects_mu_);
+  std::vector<Channel*> out;
+  for (auto& c : channels_) out.push_back(c.get());
+  return out;
+}
+
+Result<Event*> Context::Impl::CreateEvent() {
+  GPUVM_ASSIGN_OR_RETURN(ReportSlot slot, AllocateSlot());
+  std::unique_ptr<Event> event(new Event(std::make_unique<Event::Impl>(this, slot)));
+  std::lock_guard lock(objects_mu_);
+  events_.push_back(std::move(event));
+  return events_.back().get();
+}
+
+Status Context::Impl::DestroyEvent(Event* event) {
+  std::unique_ptr<Event> doomed;
+  {
+    std::lock_guard lock(objects_mu_);
+    auto it = std::find_if(events_.begin(), events_.end(),
+                           [&](const std::unique_ptr<Event>& e) { return e.get() == event; });
+    if (it == events_.end()) return Status::NotFound("not an event of this context");
+    doomed = std::move(*it);
+    events_.erase(it);
+  }
+  return Status::Ok();
+}
+
+Status Context::Impl::Synchronize(std::chrono::nanoseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  for (Channel* c : ChannelsSnapshot()) {
+    std::chrono::nanoseconds left = timeout;
+    if (timeout != kWaitForever) {
+      left = timeout - (std::chrono::steady_clock::now() - start);
+      if (left.count() < 0) left = std::chrono::nanoseconds(0);
+    }
+    GPUVM_RETURN_IF_ERROR(c->impl()->Synchronize(left));
+  }
+  return status();
+}
+
+// ---- Event::Impl
+// ----------------------------------------------------------------------------------------
+
+Event::Impl::~Impl() {
+  // A release still in flight would land in a reused slot and complete someone else's event
+  // early: a pending event's slot stays reserved until the context goes.
+  if (Complete()) ctx_->FreeSlot(slot_);
+}
+
+uint32_t Event::Impl::NextSequence() {
+  std::lock_guard lock(mu_);
+  if (++next_ == 0) next_ = 1;
+  return next_;
+}
+
+bool Event::Impl::Complete() const {
+  const uint32_t t = target();
+  return t == 0 || int32_t(slot_.Payload() - t) >= 0;
+}
+
+Result<bool> Event::Impl::Query() {
+  GPUVM_RETURN_IF_ERROR(ctx_->status());
+  if (Complete()) return true;
+  ctx_->driver()->MaybeService();
+  GPUVM_RETURN_IF_ERROR(ctx_->status());
+  return false;
+}
+
+Status Event::Impl::Wait(std::chrono::nanoseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  Backoff backoff;
+  for (;;) {
+    if (Complete()) return ctx_->status();
+    GPUVM_RETURN_IF_ERROR(ctx_->status());
+    ctx_->driver()->MaybeService();
+    GPUVM_RETURN_IF_ERROR(ctx_->status());
+    if (timeout != kWaitForever && std::chrono::steady_clock::now() - start > timeout) {
+      ctx_->driver()->ServiceInterrupts();
+      GPUVM_RETURN_IF_ERROR(ctx_->status());
+      if (Complete()) return Status::Ok();
+      return Status::DeadlineExceeded("event not reached before the timeout");
+    }
+    backoff.Pause();
+  }
+}
+
+Result<uint64_t> Event::Impl::TimestampNs() {
+  if (target() == 0) return Status::FailedPrecondition("the event was never recorded");
+  if (!Complete()) return Status::Unavailable("the event has not completed yet");
+  return slot_.Timestamp();
+}
+
+// ---- Context
+// --------------------------------------------------------------------------------------------
+
+Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Context::~Context() = default;
+
+Status Context::status() const { return impl_->status(); }
+std::optional<GpuFault> Context::fault() const { return impl_->fault(); }
+
+Result<Allocation> Context::AllocDevice(uint64_t size) {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  GPUVM_ASSIGN_OR_RETURN(auto r, impl_->AllocVram(size, MemoryKind::kDevice, false));
+  return r->Describe();
+}
+
+Result<Allocation> Context::AllocHost(uint64_t size) {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  GPUVM_ASSIGN_OR_RETURN(auto r, impl_->AllocPinned(size, false));
+  return r->Describe();
+}
+
+Result<Allocation> Context::RegisterHost(void* host, uint64_t size) {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  GPUVM_ASSIGN_OR_RETURN(auto r, impl_->Register(host, size));
+  return r->Describe();
+}
+
+Status Context::Free(uint64_t va) { return impl_->Free(va, false); }
+
+Result<Allocation> Context::Find(uint64_t va) const {
+  GPUVM_ASSIGN_OR_RETURN(auto r, impl_->Lookup(va, 0, false));
+  return r->Describe();
+}
+
+Result<Allocation> Context::FindHost(const void* host) const {
+  auto r = impl_->LookupHost(host, 0);
+  if (r == nullptr) return Status::NotFound("not in a pinned or registered host allocation");
+  return r->Describe();
+}
+
+Result<Allocation> Context::LoadCode(std::span<const uint8_t> image) {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  if (image.empty()) return Status::InvalidArgument("empty code image");
+  GPUVM_ASSIGN_OR_RETURN(auto r, impl_->AllocVram(image.size(), MemoryKind::kCode, false));
+  Status s = impl_->default_channel()->CopyHostToDevice(r->va, image.data(), image.size());
+  if (!s.ok()) {
+    (void)impl_->Free(r->va, false);
+    return s;
+  }
+  impl_->BumpCodeEpoch();
+  return r->Describe();
+}
+
+Channel* Context::default_channel() { return impl_->default_channel(); }
+Result<Channel*> Context::CreateChannel() {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  return impl_->CreateChannel();
+}
+Status Context::DestroyChannel(Channel* channel) { return impl_->DestroyChannel(channel); }
+Result<Event*> Context::CreateEvent() {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  return impl_->CreateEvent();
+}
+Status Context::DestroyEvent(Event* event) { return impl_->DestroyEvent(event); }
+Status Context::Synchronize() { return impl_->Synchronize(impl_->options().default_timeout); }
+Status Context::Synchronize(std::chrono::nanoseconds timeout) {
+  return impl_->Synchronize(timeout);
+}
+uint64_t Context::va_limit() const { return vm::kVaLimit - 1; }
+const ContextOptions& Context::options() const { return impl_->options(); }
+
+// ---- Event
+// ----------------------------------------------------------------------------------------------
+
+Event::Event(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Event::~Event() = default;
+Result<bool> Event::Query() { return impl_->Query(); }
+Status Event::Wait(std::chrono::nanoseconds timeout) { return impl_->Wait(timeout); }
+Result<uint64_t> Event::TimestampNs() { return impl_->TimestampNs(); }
+
+}  // namespace gpuvm::guest
