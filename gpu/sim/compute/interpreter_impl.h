@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <type_traits>
 
 #include "gpu/sim/compute/exec_state.h"
 #include "gpu/sim/compute/semantics.h"
@@ -464,26 +465,175 @@ struct GenericSpace {
   }
 };
 
-template <typename T>
-GPUVM_INLINE T LoadRelaxed(const uint8_t* p) {
-  return __atomic_load_n(reinterpret_cast<const T*>(p), __ATOMIC_RELAXED);
+// The warp-wide fast path: when every executing lane's access lies in one contiguous host range
+// (one shared/local/constant window, or one 4 KiB global page) and is aligned, one check covers the
+// warp and the accesses become a plain gather/scatter. host(lane) = base + lane * lane_stride +
+// addr[lane] - sub.
+struct BulkView {
+  uint8_t* base = nullptr;
+  uint64_t lane_stride = 0;
+  uint64_t sub = 0;
+};
+
+// Lane addresses (vectorised), and their min/max/or over the executing lanes.
+GPUVM_INLINE void LaneAddresses(uint8_t* regs, const Op& op, uint32_t exec, uint64_t* addr,
+                                uint64_t* lo, uint64_t* hi, uint64_t* bits) {
+  if (op.aux & kAuxAddr64) {
+    const uint64_t* a = RowPtr<const uint64_t>(regs, op.a);
+    for (int l = 0; l < kLanes; ++l) addr[l] = a[l] + op.imm;
+  } else {
+    const uint32_t* a = RowPtr<const uint32_t>(regs, op.a);
+    for (int l = 0; l < kLanes; ++l) addr[l] = uint64_t{a[l]} + op.imm;
+  }
+  uint64_t mn = ~uint64_t{0}, mx = 0, orr = 0;
+  if (exec == kFullMask) {
+    for (int l = 0; l < kLanes; ++l) {
+      mn = addr[l] < mn ? addr[l] : mn;
+      mx = addr[l] > mx ? addr[l] : mx;
+      orr |= addr[l];
+    }
+  } else {
+    for (int l = 0; l < kLanes; ++l) {
+      const bool on = (exec >> l) & 1;
+      const uint64_t v = addr[l];
+      mn = (on && v < mn) ? v : mn;
+      mx = (on && v > mx) ? v : mx;
+      orr |= on ? v : 0;
+    }
+  }
+  *lo = mn;
+  *hi = mx;
+  *bits = orr;
 }
-template <typename T>
-GPUVM_INLINE void StoreRelaxed(uint8_t* p, T v) {
-  __atomic_store_n(reinterpret_cast<T*>(p), v, __ATOMIC_RELAXED);
+
+GPUVM_INLINE bool InWindow(uint64_t lo, uint64_t hi, uint64_t base) {
+  return base != 0 && lo - base < isa::kWindowBytes && hi - base < isa::kWindowBytes;
 }
+
+// Fills `view` when the warp's accesses [lo, hi + n) can go through it; false means "take the
+// per-lane path" (which also produces the exact fault).
+template <typename Space>
+GPUVM_INLINE bool Bulk(ExecContext& ctx, Warp& w, const Op& op, uint64_t lo, uint64_t hi,
+                       uint32_t n, bool write, BulkView* view) {
+  const LaunchConstants& lc = *ctx.launch;
+  uint64_t size = 0;
+  if constexpr (std::is_same_v<Space, GenericSpace>) {
+    if (InWindow(lo, hi, lc.shared_window)) {
+      if (!Bulk<SharedSpace>(ctx, w, op, lo - lc.shared_window, hi - lc.shared_window, n, write,
+                             view))
+        return false;
+      view->sub += lc.shared_window;
+      return true;
+    }
+    if (InWindow(lo, hi, lc.local_window)) {
+      if (!Bulk<LocalSpace>(ctx, w, op, lo - lc.local_window, hi - lc.local_window, n, write, view))
+        return false;
+      view->sub += lc.local_window;
+      return true;
+    }
+    // A single page outside both windows (windows are 16 MiB-aligned, pages 4 KiB: a page is wholly
+    // in or out of a window).
+    if (lc.shared_window != 0 && lo - lc.shared_window < isa::kWindowBytes) return false;
+    if (lc.local_window != 0 && lo - lc.local_window < isa::kWindowBytes) return false;
+    return Bulk<GlobalSpace>(ctx, w, op, lo, hi, n, write, view);
+  } else if constexpr (std::is_same_v<Space, GlobalSpace>) {
+    if ((lo >> 12) != (hi >> 12)) return false;
+    uint8_t* p = GlobalPtr(*ctx.worker, lo, write);
+    if (!p) return false;
+    view->base = p - (lo & 4095);
+    view->lane_stride = 0;
+    view->sub = lo & ~uint64_t{4095};
+    return true;
+  } else {
+    if constexpr (std::is_same_v<Space, SharedSpace>) {
+      size = lc.shared_size;
+      view->base = ctx.block->shared.data.get();
+      view->lane_stride = 0;
+    } else if constexpr (std::is_same_v<Space, LocalSpace>) {
+      size = ctx.block->local_bytes;
+      view->base = ctx.block->local.data.get() + size_t{w.index} * kLanes * size;
+      view->lane_stride = size;
+    } else {
+      const uint32_t bank = (op.aux >> kAuxBankShift) & 0xf;
+      size = lc.bank_size[bank];
+      view->base = const_cast<uint8_t*>(lc.bank_data[bank]);
+      view->lane_stride = 0;
+    }
+    view->sub = 0;
+    return size >= n && hi <= size - n;
+  }
+}
+
+template <typename T, bool kCrossThreadAccess>
+GPUVM_INLINE T LoadAt(const uint8_t* p) {
+  if constexpr (kCrossThreadAccess) {
+    return __atomic_load_n(reinterpret_cast<const T*>(p), __ATOMIC_RELAXED);
+  } else {
+    T v;
+    memcpy(&v, p, sizeof v);
+    return v;
+  }
+}
+template <typename T, bool kCrossThreadAccess>
+GPUVM_INLINE void StoreAt(uint8_t* p, T v) {
+  if constexpr (kCrossThreadAccess) {
+    __atomic_store_n(reinterpret_cast<T*>(p), v, __ATOMIC_RELAXED);
+  } else {
+    memcpy(p, &v, sizeof v);
+  }
+}
+
+// Global memory (and generic, which may be global) is shared with other workers: accessed with
+// relaxed atomics. Shared, local and constant memory belong to this worker while it runs the block.
+template <typename Space>
+inline constexpr bool kCrossThread =
+    std::is_same_v<Space, GlobalSpace> || std::is_same_v<Space, GenericSpace>;
 
 template <typename MemT, typename RegT, typename Space>
 bool LoadLanes(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
+  alignas(64) uint64_t addr[kLanes];
+  uint64_t lo, hi, bits;
+  LaneAddresses(w.regs, op, exec, addr, &lo, &hi, &bits);
   alignas(64) RegT t[kLanes];
-  for (uint32_t m = exec; m; m &= m - 1) {
-    const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
-    const uint64_t addr = LaneAddress(w.regs, op, l);
-    if (addr & (sizeof(MemT) - 1))
-      return Fail(ctx, ComputeFault::Kind::kMisaligned, "misaligned load", l, addr);
-    const uint8_t* p = Space::Resolve(ctx, w, op, l, addr, sizeof(MemT), false);
-    if (!p) return false;
-    t[l] = static_cast<RegT>(LoadRelaxed<MemT>(p));
+  BulkView view;
+  if ((bits & (sizeof(MemT) - 1)) == 0 &&
+      Bulk<Space>(ctx, w, op, lo, hi, sizeof(MemT), false, &view)) {
+    const uint8_t* base = view.base - view.sub;
+    if constexpr (!kCrossThread<Space>) {
+      if (view.lane_stride == 0) {
+        if (lo == hi) {  // one address for the warp (a broadcast, e.g. a tile row every lane reads)
+          const RegT v = static_cast<RegT>(LoadAt<MemT, false>(base + lo));
+          for (uint32_t l = 0; l < kLanes; ++l) t[l] = v;
+          StoreLanes(exec, RowPtr<RegT>(w.regs, op.d), t);
+          return true;
+        }
+        if (exec == kFullMask && hi - lo == (kLanes - 1) * sizeof(MemT)) {
+          bool unit_stride = true;
+          for (uint32_t l = 0; l < kLanes; ++l) unit_stride &= addr[l] == lo + l * sizeof(MemT);
+          if (unit_stride) {  // consecutive elements, lane order: a block copy
+            alignas(64) MemT m[kLanes];
+            memcpy(m, base + lo, sizeof m);
+            for (uint32_t l = 0; l < kLanes; ++l) t[l] = static_cast<RegT>(m[l]);
+            StoreLanes(exec, RowPtr<RegT>(w.regs, op.d), t);
+            return true;
+          }
+        }
+      }
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      const uint64_t a = ((exec >> l) & 1) ? addr[l] : lo;
+      t[l] = static_cast<RegT>(LoadAt<MemT, kCrossThread<Space>>(base + l * view.lane_stride + a));
+    }
+  } else {
+    for (uint32_t m = exec; m; m &= m - 1) {
+      const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
+      const uint64_t a = addr[l];
+      if (a & (sizeof(MemT) - 1))
+        return Fail(ctx, ComputeFault::Kind::kMisaligned, "misaligned load", l, a);
+      const uint8_t* p = Space::Resolve(ctx, w, op, l, a, sizeof(MemT), false);
+      if (!p) return false;
+      t[l] = static_cast<RegT>(LoadAt<MemT, true>(p));
+    }
   }
   StoreLanes(exec, RowPtr<RegT>(w.regs, op.d), t);
   return true;
@@ -491,15 +641,30 @@ bool LoadLanes(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
 
 template <typename MemT, typename RegT, typename Space>
 bool StoreLanesTo(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
+  alignas(64) uint64_t addr[kLanes];
+  uint64_t lo, hi, bits;
+  LaneAddresses(w.regs, op, exec, addr, &lo, &hi, &bits);
   const RegT* v = RowPtr<const RegT>(w.regs, op.b);
+  BulkView view;
+  if ((bits & (sizeof(MemT) - 1)) == 0 &&
+      Bulk<Space>(ctx, w, op, lo, hi, sizeof(MemT), true, &view)) {
+    uint8_t* base = view.base - view.sub;
+    // Lane order: when lanes collide, the highest lane's value stays (deterministic).
+    for (uint32_t m = exec; m; m &= m - 1) {
+      const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
+      StoreAt<MemT, kCrossThread<Space>>(base + l * view.lane_stride + addr[l],
+                                         static_cast<MemT>(v[l]));
+    }
+    return true;
+  }
   for (uint32_t m = exec; m; m &= m - 1) {
     const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
-    const uint64_t addr = LaneAddress(w.regs, op, l);
-    if (addr & (sizeof(MemT) - 1))
-      return Fail(ctx, ComputeFault::Kind::kMisaligned, "misaligned store", l, addr);
-    uint8_t* p = Space::Resolve(ctx, w, op, l, addr, sizeof(MemT), true);
+    const uint64_t a = addr[l];
+    if (a & (sizeof(MemT) - 1))
+      return Fail(ctx, ComputeFault::Kind::kMisaligned, "misaligned store", l, a);
+    uint8_t* p = Space::Resolve(ctx, w, op, l, a, sizeof(MemT), true);
     if (!p) return false;
-    StoreRelaxed<MemT>(p, static_cast<MemT>(v[l]));
+    StoreAt<MemT, true>(p, static_cast<MemT>(v[l]));
   }
   return true;
 }
