@@ -4,31 +4,27 @@
 //
 // Shape
 //   Module
-//     globals[]     module-scope variables (.global .shared .const, incl. `.extern .shared x[]`)
-//     functions[]   every .entry (kernel) and .func, in source order; a prototype and its later
-//     definition
-//                   are merged into one Function
+//     globals[]    module-scope variables (.global .shared .const, `.extern .shared x[]`)
+//     functions[]  every .entry (kernel) and .func, in source order; a prototype and its
+//                  later definition are merged into one Function
 //   Function
-//     params[]      kernel parameters / function input parameters (.param variables)
-//     returns[]     .func return parameters (.param variables)
-//     registers[]   every .reg, one entry per register (`%r<4>` gives %r0..%r3); indexed by RegId
-//     locals[]      variables declared inside the body: .local, .shared (nvcc's "demoted"
-//     variables), .param
-//                   (the argument/return slots of call sequences) and .const; indexed by
-//                   Symbol::index
-//     labels[]      branch targets; Label::target is an index into body
-//     body[]        instructions, in order; `{ }` blocks are flattened (they only scope
-//     declarations)
-//   Instruction     opcode + decoded modifiers (types, state space, rounding, ...) + operands
-//   Operand         register / special register / immediate / address / symbol / label / vector /
-//   sink
+//     params[]     kernel parameters / function input parameters (.param variables)
+//     returns[]    .func return parameters (.param variables)
+//     registers[]  every .reg, one entry per register (`%r<4>` gives %r0..%r3); by RegId
+//     locals[]     variables declared inside the body: .local, .shared (nvcc's "demoted"
+//                  variables), .param (the slots of call sequences), .const; by Symbol::index
+//     labels[]     branch targets; Label::target is an index into body
+//     body[]       instructions in order; `{ }` blocks are flattened (they only scope names)
+//   Instruction    opcode + decoded modifiers (types, state space, rounding, ...) + operands
+//   Operand        register / special register / immediate / address / symbol / label /
+//                  vector / sink
 //
-// Everything in a Module that the parser returns has been checked (ptx/parser.h lists the checks):
+// Everything in a Module that the parser returns has been checked (docs/PTX.md lists the rules):
 // every instruction is known, its modifiers are a supported combination, its operand count and
-// kinds fit, register types agree with the instruction type, every name resolves, every index below
-// is in range. The translator may therefore index without re-checking; anything the translator
-// cannot do itself must still fail at load with an error naming the instruction, line and kernel
-// (ptx::DescribeLocation helps).
+// kinds fit, register types agree with the instruction type, every name resolves, every index
+// below is in range. The translator may therefore index without re-checking; anything the
+// translator cannot do itself must still fail at load with an error naming the instruction, line
+// and kernel (DescribeLocation and ptx/printer.h help).
 //
 // Names are resolved: operands carry indices, never strings. Names are kept for diagnostics and
 // printing.
@@ -48,7 +44,7 @@
 
 namespace gpuvm::ptx {
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Types
 
 // Fundamental PTX types (PTX ISA 5.2). kPred is the 1-bit predicate type of .reg .pred.
@@ -97,7 +93,7 @@ enum class StateSpace : uint8_t {
 };
 std::string_view StateSpaceName(StateSpace space);  // "global", ... ("" for kNone)
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Modifiers. Each group below is one field of Instruction; kNone means "not written". Which groups
 // (and which values) an opcode accepts is checked by the parser and listed in docs/PTX.md.
 
@@ -215,7 +211,7 @@ enum Flag : uint32_t {
   kFlagL2 = 1u << 21,  // prefetch.L2
 };
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Declarations
 
 // Index into Function::registers.
@@ -270,7 +266,7 @@ struct Variable {
   uint32_t Alignment() const;    // align, or ElementSize() when not given
 };
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Operands
 
 // A named memory location or code address, resolved.
@@ -366,7 +362,7 @@ struct Guard {
   bool present() const { return reg != kNoReg; }
 };
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Instructions
 
 enum class Opcode : uint16_t {
@@ -453,23 +449,24 @@ enum class Opcode : uint16_t {
 std::string_view OpcodeName(Opcode op);  // the PTX mnemonic root ("add", "bar", ...)
 
 // Operand layout by opcode (d = destination, a/b/c = sources; all in PTX order):
-//   most arithmetic and logic   d, a[, b[, c]]
-//   setp                        p (or p|q pair), a, b[, c]
-//   selp, slct                  d, a, b, c
-//   ld, ldu                     d (or a kVector), [addr]
-//   st                          [addr], a (or a kVector)
-//   atom                        d, [addr], b[, c for .cas]
-//   red                         [addr], b
-//   cvta                        d, a (a: register, or kSymbol without .to)
-//   mov                         d, a (a: also kSymbol, kSpecial, kVector to pack; d: kVector to
-//   unpack) shfl                        d (or d|p pair), a, b, c, membermask vote d, a, membermask
-//   bar                         a[, b]; bar.red: d, a[, b], c; bar.warp.sync: membermask
-//   bra                         label
-//   ret, exit, trap             none
-//   call                        operands = [results..., args...], all kSymbol naming .param
-//   variables;
-//                               the callee is Instruction::callee, the first call_results are
-//                               results.
+//   most arithmetic and logic  d, a[, b[, c]]
+//   setp                       p (or a p|q pair), a, b[, c]
+//   selp, slct                 d, a, b, c
+//   ld, ldu                    d (or a kVector), [addr]
+//   st                         [addr], a (or a kVector)
+//   atom                       d, [addr], b[, c for .cas]
+//   red                        [addr], b
+//   cvta                       d, a (a: register, or kSymbol without .to)
+//   mov                        d, a (a may be kSymbol, kSpecial, or kVector to pack;
+//                              d may be kVector to unpack)
+//   shfl                       d (or a d|p pair), a, b, c, membermask
+//   vote                       d, a, membermask
+//   bar                        a[, b]; bar.red: d, a[, b], c; bar.warp.sync: membermask
+//   bra                        label
+//   ret, exit, trap            none
+//   call                       [results..., args...], each a kSymbol naming a .param variable;
+//                              the callee is Instruction::callee; call_results say how many
+//                              leading operands are results
 struct Instruction {
   Opcode opcode = Opcode::kNone;
   // Type suffixes in source order. type: the instruction type (cvt/set/slct/dp4a: the destination
@@ -509,7 +506,7 @@ struct Label {
   uint32_t line = 0;
 };
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Functions and the module
 
 struct Function {

@@ -7,7 +7,7 @@
 namespace gpuvm::ptx {
 namespace {
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Type masks
 
 constexpr uint64_t Bit(ScalarType t) { return uint64_t{1} << static_cast<unsigned>(t); }
@@ -36,7 +36,7 @@ constexpr uint64_t kCvtTypes = kInt8 | kInt16_64 | kHalf | kF32_64;
 constexpr uint64_t kCompareTypes = kB16_64 | kInt16_64 | kF32_64;
 constexpr uint64_t kMovTypes = kPredT | kB16_64 | kInt16_64 | kF32_64;
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // The opcode table
 
 constexpr uint32_t kGRound = Group(ModGroup::kRounding);
@@ -133,7 +133,7 @@ constexpr std::array kOpcodes = {
     OpcodeInfo{"nanosleep", Opcode::kNanosleep, 0, 0, kU32, 0, false},
 };
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // The modifier dictionary. The first entry for a (group, value) is its canonical spelling.
 
 struct Modifier {
@@ -725,7 +725,7 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
   }
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Operands
 
 bool RegisterTypeFits(ScalarType reg, ScalarType want, bool relaxed) {

@@ -55,7 +55,7 @@ std::string ErrorOf(std::string_view inst) {
   return s.message();
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Module structure
 
 TEST(PtxParserTest, HeaderFields) {
@@ -295,7 +295,7 @@ TEST(PtxParserTest, CallErrors) {
       StatusCode::kUnimplemented);
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Operands
 
 TEST(PtxParserTest, AddressForms) {
@@ -385,7 +385,7 @@ TEST(PtxParserTest, VectorsAndPairs) {
             std::string::npos);
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Instructions: the modifiers decode into the right fields
 
 TEST(PtxParserTest, ArithmeticModifiers) {
@@ -520,7 +520,7 @@ TEST(PtxParserTest, SynchronizationAndWarpModifiers) {
   EXPECT_TRUE(One("ret.uni;").Has(kFlagUni));
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Errors name the instruction, the line and the kernel
 
 TEST(PtxErrorTest, UnknownOpcode) {
@@ -648,7 +648,7 @@ TEST(PtxErrorTest, LexerErrorsCarryTheLine) {
   EXPECT_NE(ErrorOf("mov.u32 %r1, #;").find("unexpected character"), std::string::npos);
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Printer
 
 TEST(PtxPrinterTest, InstructionsPrintBackAsPtx) {

@@ -19,7 +19,7 @@ extern const EmbeddedPtx kEmbeddedPtx[];
 extern const size_t kEmbeddedPtxCount;
 }  // namespace internal
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Arg
 
 Arg Arg::Pointer(uint32_t buffer, int64_t offset) {
@@ -77,7 +77,7 @@ uint32_t Arg::Align() const {
   return align != 0 ? align : static_cast<uint32_t>(bytes.size());
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Verification
 
 namespace {
@@ -174,7 +174,7 @@ Status Case::Verify(const std::vector<std::vector<uint8_t>>& final_contents) con
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 // Building cases
 
 namespace {
@@ -293,7 +293,7 @@ class Builder {
 constexpr Tolerance kExactTol{0, 0};
 
 // --- the cases
-// ------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------------------------
 
 void VectorAddCase(Case* c, Size size, Rng& rng) {
   const int n = size == Size::kTest ? 10000 : 1 << 22;
@@ -669,12 +669,13 @@ void AtomicsGlobalCase(Case* c, Size size, Rng& rng) {
   if (got.f != want.f) return Field(#f, static_cast<int64_t>(got.f), static_cast<int64_t>(want.f));
                            GPUVM_FIELD(add)
                            GPUVM_FIELD(sub)
-                           GPUVM_FIELD(min) GPUVM_FIELD(max) GPUVM_FIELD(inc) GPUVM_FIELD(dec)
-                               GPUVM_FIELD(and_bits) GPUVM_FIELD(or_bits) GPUVM_FIELD(xor_bits)
-                                   GPUVM_FIELD(exch_seen) GPUVM_FIELD(cas_winners)
-                                       GPUVM_FIELD(add64) GPUVM_FIELD(min64) GPUVM_FIELD(max64)
-                                           GPUVM_FIELD(cas64) GPUVM_FIELD(addf) GPUVM_FIELD(addd)
-                                               GPUVM_FIELD(red_add) GPUVM_FIELD(red_or)
+                           GPUVM_FIELD(min)
+                           GPUVM_FIELD(max) GPUVM_FIELD(inc) GPUVM_FIELD(dec) GPUVM_FIELD(and_bits)
+                               GPUVM_FIELD(or_bits) GPUVM_FIELD(xor_bits) GPUVM_FIELD(exch_seen)
+                                   GPUVM_FIELD(cas_winners) GPUVM_FIELD(add64) GPUVM_FIELD(min64)
+                                       GPUVM_FIELD(max64) GPUVM_FIELD(cas64) GPUVM_FIELD(addf)
+                                           GPUVM_FIELD(addd) GPUVM_FIELD(red_add)
+                                               GPUVM_FIELD(red_or)
 #undef GPUVM_FIELD
                                                    if (got.cas_slot < 1 || got.cas_slot > n) {
                              return Field("cas_slot (1..n)", got.cas_slot, 1);
