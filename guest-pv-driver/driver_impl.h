@@ -295,6 +295,13 @@ class Channel::Impl {
   Status Wait(Fence fence, std::chrono::nanoseconds timeout);
   Status Synchronize(std::chrono::nanoseconds timeout);
   Fence last_fence() const { return {chid_, last_sequence_.load(std::memory_order_acquire)}; }
+  // Tests: submits arbitrary commands (plus the fence), bypassing every validation of the API.
+  Result<Fence> SubmitForTesting(PushBuffer pb) {
+    std::lock_guard lock(mu_);
+    return Submit(pb);
+  }
+  const ReportSlot& query_slot() const { return query_; }
+  const InstObject& instance() const { return inst_; }
   // Submissions still tracked (tests).
   size_t inflight() {
     std::lock_guard lock(mu_);
