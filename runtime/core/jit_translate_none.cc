@@ -1,0 +1,12 @@
+// Built when ptx/translator/ is not part of the tree yet: PTX cannot be run, and says so.
+#include "runtime/core/jit_translate.h"
+
+namespace gpuvm::runtime {
+
+Status TranslateKernels(const ptx::Module&, CompiledModule*) {
+  return Status::Unavailable("the PTX translator (ptx/translator) is not built into this runtime");
+}
+
+bool TranslatorAvailable() { return false; }
+
+}  // namespace gpuvm::runtime

@@ -1,0 +1,503 @@
+#include "runtime/core/objects.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "gpu/isa/encoding.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/jit.h"
+#include "runtime/fatbin/fatbin.h"
+
+namespace gpuvm::runtime {
+namespace {
+
+// The PTX target the JIT asks fat binaries for (docs/RUNTIME.md "Compute capability").
+constexpr uint32_t kPtxTargetArch = 75;
+// Kernel images are placed at this alignment inside a module's code allocation (our choice).
+constexpr uint64_t kCodeAlign = 256;
+// PTX handed to cuModuleLoadData must be NUL-terminated within the parser's module limit.
+constexpr size_t kMaxPtxBytes = 8u << 20;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+Process& Process::Get() {
+  static Process* process = new Process();  // never destroyed, see the header
+  return *process;
+}
+
+CUresult Process::Init() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (init_attempted_) return init_result_.load();
+  init_attempted_ = true;
+  CUresult result = CUDA_SUCCESS;
+  auto options = ConnectionOptionsFromEnvironment();
+  if (!options.ok()) {
+    fprintf(stderr, "gpuvm: %s\n", options.status().ToString().c_str());
+    result = CUDA_ERROR_NO_DEVICE;
+  } else {
+    bus_mode_ = options->mode;
+    auto connection = OpenGpuConnection(*options);
+    if (!connection.ok()) {
+      fprintf(stderr, "gpuvm: %s\n", connection.status().ToString().c_str());
+      result = CUDA_ERROR_NO_DEVICE;
+    } else {
+      connection_ = std::move(*connection);
+      auto driver = guest::Driver::Create(connection_->bus());
+      if (!driver.ok()) {
+        fprintf(stderr, "gpuvm: the guest driver failed: %s\n", driver.status().ToString().c_str());
+        result = CUDA_ERROR_NO_DEVICE;
+      } else {
+        driver_ = std::move(*driver);
+        const guest::DeviceInfo& info = driver_->info();
+        facts_.name = (info.name.empty() ? std::string("GF100") : info.name) + " (gpuvm " +
+                      BusModeName(bus_mode_) + ")";
+        facts_.vram_bytes = info.vram_bytes;
+      }
+    }
+  }
+  init_result_.store(result, std::memory_order_release);
+  return result;
+}
+
+void Process::Register(const void* handle, Kind kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_[handle] = kind;
+}
+
+void Process::Unregister(const void* handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(handle);
+}
+
+bool Process::IsLive(const void* handle, Kind kind) const {
+  if (handle == nullptr) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(handle);
+  return it != live_.end() && it->second == kind;
+}
+
+Result<CUctx_st*> Process::CreateContext(CUdevice device, unsigned flags, bool primary) {
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::Context> gctx, driver_->CreateContext());
+  auto ctx = std::make_unique<CUctx_st>();
+  ctx->device = device;
+  ctx->flags = flags;
+  ctx->primary = primary;
+  ctx->gctx = std::move(gctx);
+  auto stream = std::make_unique<CUstream_st>();
+  stream->ctx = ctx.get();
+  stream->channel = ctx->gctx->default_channel();
+  stream->is_default = true;
+  GPUVM_ASSIGN_OR_RETURN(stream->order_event, ctx->gctx->CreateEvent());
+  ctx->default_stream = std::move(stream);
+  CUctx_st* raw = ctx.release();
+  Register(raw, Kind::kContext);
+  return raw;
+}
+
+namespace {
+
+// Destroys the children of a context (not the guest context itself). Context lock not held.
+void DestroyChildren(CUctx_st* ctx) {
+  Process& p = Process::Get();
+  std::set<CUmod_st*> modules;
+  std::set<CUstream_st*> streams;
+  std::set<CUevent_st*> events;
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    modules.swap(ctx->modules);
+    streams.swap(ctx->streams);
+    events.swap(ctx->events);
+  }
+  for (CUmod_st* m : modules) {
+    p.Unregister(m);
+    for (auto& f : m->functions) p.Unregister(f.get());
+    UnloadModule(m);
+  }
+  for (CUstream_st* s : streams) {
+    p.Unregister(s);
+    (void)ctx->gctx->DestroyChannel(s->channel);
+    delete s;
+  }
+  for (CUevent_st* e : events) {
+    p.Unregister(e);
+    (void)ctx->gctx->DestroyEvent(e->event);
+    delete e;
+  }
+}
+
+}  // namespace
+
+void Process::DestroyContext(CUctx_st* ctx) {
+  Unregister(ctx);
+  DestroyChildren(ctx);
+  ctx->default_stream.reset();
+  ctx->gctx.reset();
+  // Forget it in this thread's stack; other threads find it dead through the registry.
+  auto& stack = ContextStack();
+  std::erase(stack, ctx);
+  delete ctx;
+}
+
+Status Process::ResetContext(CUctx_st* ctx) {
+  DestroyChildren(ctx);
+  ctx->default_stream.reset();
+  ctx->gctx.reset();
+  GPUVM_ASSIGN_OR_RETURN(ctx->gctx, driver_->CreateContext());
+  auto stream = std::make_unique<CUstream_st>();
+  stream->ctx = ctx;
+  stream->channel = ctx->gctx->default_channel();
+  stream->is_default = true;
+  GPUVM_ASSIGN_OR_RETURN(stream->order_event, ctx->gctx->CreateEvent());
+  ctx->default_stream = std::move(stream);
+  return Status::Ok();
+}
+
+CUresult Process::RetainPrimary(CUdevice device, CUctx_st** out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (primary_ == nullptr) {
+    lock.unlock();  // CreateContext registers the handle under mu_
+    auto ctx = CreateContext(device, primary_flags_, /*primary=*/true);
+    if (!ctx.ok()) return ToCuResult(ctx.status());
+    lock.lock();
+    if (primary_ != nullptr) {  // another thread won the race
+      lock.unlock();
+      DestroyContext(*ctx);
+      lock.lock();
+    } else {
+      primary_ = *ctx;
+    }
+  }
+  ++primary_refs_;
+  *out = primary_;
+  return CUDA_SUCCESS;
+}
+
+CUresult Process::ReleasePrimary(CUdevice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (primary_refs_ == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  // (our choice) the primary context stays alive when its last reference goes: CUDA would destroy
+  // it, but programs commonly release and retain again, and keeping it costs only memory.
+  --primary_refs_;
+  return CUDA_SUCCESS;
+}
+
+CUresult Process::ResetPrimary(CUdevice) {
+  CUctx_st* ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx = primary_;
+  }
+  if (ctx == nullptr) return CUDA_SUCCESS;
+  Status s = ResetContext(ctx);
+  return s.ok() ? CUDA_SUCCESS : ToCuResult(s);
+}
+
+CUresult Process::SetPrimaryFlags(CUdevice, unsigned flags) {
+  std::lock_guard<std::mutex> lock(mu_);
+  primary_flags_ = flags;
+  if (primary_) primary_->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+void Process::PrimaryState(unsigned* flags, int* active) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (flags) *flags = primary_flags_;
+  if (active) *active = primary_refs_ > 0 ? 1 : 0;
+}
+
+std::vector<CUctx_st*>& ContextStack() {
+  thread_local std::vector<CUctx_st*> stack;
+  return stack;
+}
+
+CUresult ContextHealth(CUctx_st* ctx) {
+  if (!ctx->gctx) return CUDA_ERROR_INVALID_CONTEXT;
+  std::optional<guest::GpuFault> fault = ctx->gctx->fault();
+  if (!fault) return CUDA_SUCCESS;
+  switch (fault->kind) {
+    case guest::GpuFault::Kind::kMmuFault:
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    case guest::GpuFault::Kind::kComputeTrap:
+      if (fault->message.find("misaligned") != std::string::npos)
+        return CUDA_ERROR_MISALIGNED_ADDRESS;
+      return CUDA_ERROR_LAUNCH_FAILED;
+    case guest::GpuFault::Kind::kCommandError:
+      return CUDA_ERROR_LAUNCH_FAILED;
+  }
+  return CUDA_ERROR_LAUNCH_FAILED;
+}
+
+CUresult ContextError(CUctx_st* ctx, const Status& status, CUresult invalid) {
+  if (status.ok()) return CUDA_SUCCESS;
+  if (status.code() == StatusCode::kAborted) {
+    CUresult health = ContextHealth(ctx);
+    if (health != CUDA_SUCCESS) return health;
+  }
+  return ToCuResult(status, invalid);
+}
+
+CUstream_st* ResolveStream(CUctx_st* ctx, CUstream handle) {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    return ctx->default_stream.get();
+  }
+  if (!Process::Get().IsLive(handle, Process::Kind::kStream)) return nullptr;
+  return handle->ctx == ctx ? handle : nullptr;
+}
+
+Status OrderForLegacy(CUstream_st* stream) {
+  CUctx_st* ctx = stream->ctx;
+  CUstream_st* null_stream = ctx->default_stream.get();
+  auto pending = [](CUstream_st* s) -> Result<bool> {
+    GPUVM_ASSIGN_OR_RETURN(bool done, s->channel->IsDone(s->channel->last_fence()));
+    return !done;
+  };
+  if (stream->is_default) {
+    std::vector<CUstream_st*> others;
+    {
+      std::lock_guard<std::mutex> lock(ctx->mu);
+      for (CUstream_st* s : ctx->streams) {
+        if (!(s->flags & CU_STREAM_NON_BLOCKING)) others.push_back(s);
+      }
+    }
+    for (CUstream_st* s : others) {
+      GPUVM_ASSIGN_OR_RETURN(bool busy, pending(s));
+      if (!busy) continue;
+      GPUVM_RETURN_IF_ERROR(s->channel->Record(s->order_event).status());
+      GPUVM_RETURN_IF_ERROR(stream->channel->WaitEvent(s->order_event));
+    }
+    return Status::Ok();
+  }
+  if (stream->flags & CU_STREAM_NON_BLOCKING) return Status::Ok();
+  GPUVM_ASSIGN_OR_RETURN(bool busy, pending(null_stream));
+  if (!busy) return Status::Ok();
+  GPUVM_RETURN_IF_ERROR(null_stream->channel->Record(null_stream->order_event).status());
+  return stream->channel->WaitEvent(null_stream->order_event);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Modules
+
+namespace {
+
+struct LoadError {
+  CUresult code;
+  std::string message;
+};
+
+// Finds the PTX in a fat binary container at `container` (whose length is bounded by its header)
+// and compiles it.
+Result<CompiledModule> CompileFatbin(const uint8_t* container, size_t known_length,
+                                     CUresult* code) {
+  fatbin::FatbinLimits limits;
+  std::span<const uint8_t> header(container, fatbin::kContainerHeaderBytes);
+  if (known_length != 0 && known_length < fatbin::kContainerHeaderBytes) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    return Status::InvalidArgument("fat binary is truncated");
+  }
+  auto size = fatbin::ContainerSize(header, limits);
+  if (!size.ok()) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    return size.status();
+  }
+  if (known_length != 0 && *size > known_length) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    return Status::InvalidArgument("fat binary claims more bytes than the file has");
+  }
+  auto parsed = fatbin::ParseContainer(std::span<const uint8_t>(container, *size), limits);
+  if (!parsed.ok()) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    return parsed.status();
+  }
+  const fatbin::Entry* entry = fatbin::SelectPtx(*parsed, kPtxTargetArch);
+  if (entry == nullptr) {
+    *code = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    return Status::NotFound(
+        "the fat binary carries no PTX (only NVIDIA machine code, which the software GPU cannot "
+        "run); build with a compute_XX PTX target (nvcc's default) and without -rdc");
+  }
+  auto text = fatbin::ExtractPtx(*entry, limits);
+  if (!text.ok()) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    return text.status();
+  }
+  *code = CUDA_ERROR_INVALID_PTX;
+  return CompilePtx(*text);
+}
+
+Result<CompiledModule> Compile(const void* image, size_t length, CUresult* code) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(image);
+  uint32_t magic = 0;
+  if (length == 0 || length >= 4) std::memcpy(&magic, bytes, 4);
+  if (magic == fatbin::kWrapperMagic) {
+    auto wrapper = fatbin::ParseWrapper(std::span<const uint8_t>(bytes, fatbin::kWrapperBytes));
+    if (!wrapper.ok()) {
+      *code = CUDA_ERROR_INVALID_IMAGE;
+      return wrapper.status();
+    }
+    // The wrapper points into the program's own image; no length is known there.
+    return CompileFatbin(reinterpret_cast<const uint8_t*>(wrapper->data), 0, code);
+  }
+  if (magic == fatbin::kContainerMagic) return CompileFatbin(bytes, length, code);
+  if (magic == kNativeModuleMagic) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    uint64_t size = length;
+    if (size == 0) {
+      GPUVM_ASSIGN_OR_RETURN(size, NativeModuleSize(std::span<const uint8_t>(bytes, 16)));
+    }
+    return DecodeNativeModule(std::span<const uint8_t>(bytes, size));
+  }
+  if (magic == 0x464c457f) {  // "\x7fELF": an NVIDIA cubin
+    *code = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    return Status::Unimplemented(
+        "an NVIDIA cubin holds machine code the software GPU cannot run; "
+        "load PTX or a fat binary with PTX instead");
+  }
+  // PTX text: NUL-terminated (or the whole file when the length is known).
+  size_t n = length ? strnlen(static_cast<const char*>(image), length)
+                    : strnlen(static_cast<const char*>(image), kMaxPtxBytes + 1);
+  if (n > kMaxPtxBytes) {
+    *code = CUDA_ERROR_INVALID_IMAGE;
+    return Status::ResourceExhausted("PTX text is not NUL-terminated within 8 MiB");
+  }
+  std::string text(static_cast<const char*>(image), n);  // our own copy
+  *code = CUDA_ERROR_INVALID_PTX;
+  return CompilePtx(text);
+}
+
+// Undo of a partly loaded module.
+void FreeAll(CUctx_st* ctx, const std::vector<uint64_t>& allocations) {
+  for (auto it = allocations.rbegin(); it != allocations.rend(); ++it) (void)ctx->gctx->Free(*it);
+}
+
+}  // namespace
+
+uint64_t VariableAddress(const CUmod_st* module, size_t index) {
+  return module->variable_va[index];
+}
+
+CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
+                    std::string* log) {
+  CUresult code = CUDA_ERROR_INVALID_IMAGE;
+  auto compiled = Compile(image, length, &code);
+  if (!compiled.ok()) {
+    *log = compiled.status().message();
+    if (compiled.status().code() == StatusCode::kUnavailable)
+      return CUDA_ERROR_JIT_COMPILER_NOT_FOUND;
+    if (compiled.status().code() == StatusCode::kResourceExhausted &&
+        code == CUDA_ERROR_INVALID_PTX) {
+      return CUDA_ERROR_INVALID_PTX;
+    }
+    return code;
+  }
+  auto module = std::make_unique<CUmod_st>();
+  module->ctx = ctx;
+  module->compiled = std::move(*compiled);
+  CompiledModule& cm = module->compiled;
+  guest::Context* g = ctx->gctx.get();
+  guest::Channel* channel = ctx->default_stream->channel;
+
+  auto fail = [&](const Status& s) {
+    *log = s.message();
+    FreeAll(ctx, module->allocations);
+    return ContextError(ctx, s, CUDA_ERROR_INVALID_IMAGE);
+  };
+
+  // Code: every kernel image back to back, each at a 256-byte boundary.
+  std::vector<uint8_t> code_bytes;
+  std::vector<uint32_t> offsets;
+  for (const CompiledKernel& k : cm.kernels) {
+    code_bytes.resize(AlignUp(code_bytes.size(), kCodeAlign));
+    offsets.push_back(uint32_t(code_bytes.size()));
+    code_bytes.insert(code_bytes.end(), k.image.begin(), k.image.end());
+  }
+  if (!code_bytes.empty()) {
+    auto code_alloc = g->LoadCode(code_bytes);
+    if (!code_alloc.ok()) return fail(code_alloc.status());
+    module->code_va = code_alloc->va;
+    module->allocations.push_back(code_alloc->va);
+  }
+  for (size_t i = 0; i < cm.kernels.size(); ++i) {
+    auto f = std::make_unique<CUfunc_st>();
+    f->module = module.get();
+    f->kernel = &cm.kernels[i];
+    f->header = isa::ReadHeader(cm.kernels[i].image.data());
+    f->entry_offset = offsets[i];
+    module->functions.push_back(std::move(f));
+  }
+
+  // Variables: globals get their own allocation, constants live in bank 1.
+  if (cm.const_bank_bytes) {
+    auto bank = g->AllocDevice(cm.const_bank_bytes);
+    if (!bank.ok()) return fail(bank.status());
+    module->const_bank_va = bank->va;
+    module->allocations.push_back(bank->va);
+  }
+  module->variable_va.resize(cm.variables.size());
+  for (size_t i = 0; i < cm.variables.size(); ++i) {
+    const ModuleVariable& v = cm.variables[i];
+    if (v.space == ModuleVariable::Space::kConst) {
+      module->variable_va[i] = module->const_bank_va + v.bank_offset;
+      continue;
+    }
+    auto a = g->AllocDevice(v.size);
+    if (!a.ok()) return fail(a.status());
+    module->variable_va[i] = a->va;
+    module->allocations.push_back(a->va);
+  }
+  std::vector<uint8_t> const_bank(cm.const_bank_bytes, 0);
+  std::vector<uint8_t> address_bank(cm.address_bank_bytes, 0);
+  for (size_t i = 0; i < cm.variables.size(); ++i) {
+    const ModuleVariable& v = cm.variables[i];
+    std::vector<uint8_t> bytes(v.init.begin(),
+                               v.init.begin() + std::min<uint64_t>(v.init.size(), v.size));
+    if (!v.relocations.empty()) bytes.resize(v.size, 0);
+    for (const VariableRelocation& r : v.relocations) {
+      uint64_t address = module->variable_va[r.target] + uint64_t(r.addend);
+      std::memcpy(bytes.data() + r.offset, &address, r.size);  // little endian: low bytes first
+    }
+    if (v.space == ModuleVariable::Space::kConst) {
+      std::memcpy(const_bank.data() + v.bank_offset, bytes.data(), bytes.size());
+    } else {
+      uint64_t va = module->variable_va[i];
+      std::memcpy(address_bank.data() + v.bank_offset, &va, 8);
+      if (!bytes.empty()) {
+        Status s = channel->CopyHostToDevice(va, bytes.data(), bytes.size());
+        if (!s.ok()) return fail(s);
+      }
+    }
+  }
+  if (cm.const_bank_bytes) {
+    Status s =
+        channel->CopyHostToDevice(module->const_bank_va, const_bank.data(), const_bank.size());
+    if (!s.ok()) return fail(s);
+  }
+  if (cm.address_bank_bytes) {
+    auto bank = g->AllocDevice(cm.address_bank_bytes);
+    if (!bank.ok()) return fail(bank.status());
+    module->address_bank_va = bank->va;
+    module->allocations.push_back(bank->va);
+    Status s = channel->CopyHostToDevice(bank->va, address_bank.data(), address_bank.size());
+    if (!s.ok()) return fail(s);
+  }
+
+  CUmod_st* raw = module.release();
+  Process& p = Process::Get();
+  for (auto& f : raw->functions) p.Register(f.get(), Process::Kind::kFunction);
+  p.Register(raw, Process::Kind::kModule);
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    ctx->modules.insert(raw);
+  }
+  *out = raw;
+  return CUDA_SUCCESS;
+}
+
+void UnloadModule(CUmod_st* module) {
+  FreeAll(module->ctx, module->allocations);
+  delete module;
+}
+
+}  // namespace gpuvm::runtime

@@ -1,0 +1,179 @@
+// The objects behind the driver API's handles (CUcontext, CUmodule, CUfunction, CUstream, CUevent)
+// and the process-wide state libcuda keeps: the connection to the GPU (gpu_connection.h), the guest
+// driver on top of it, the primary context, and the registry of live handles that lets every API
+// call tell a valid handle from a stale or forged one (CUDA_ERROR_INVALID_HANDLE / _CONTEXT instead
+// of a crash).
+//
+// Mapping onto the guest driver (guest-pv-driver/driver.h): a CUcontext is a guest::Context (one
+// GPU address space), a CUstream a guest::Channel (the null stream is the context's default
+// channel), a CUevent a guest::Event, device pointers are the context's GPU virtual addresses. A
+// CUmodule is a CompiledModule (module_image.h) whose kernel images live in one code allocation,
+// plus its variables and constant banks.
+//
+// Threading: the registry and the primary context are guarded by Process::mu. A context's child
+// sets are guarded by its own mutex. The objects themselves are used from any thread, relying on
+// the guest driver's thread safety; destroying an object while another thread still uses it is the
+// caller's error, as in CUDA. The current-context stack is per thread.
+#ifndef GPUVM_RUNTIME_CORE_OBJECTS_H_
+#define GPUVM_RUNTIME_CORE_OBJECTS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gpu/isa/isa.h"
+#include "guest-pv-driver/driver.h"
+#include "runtime/core/gpu_connection.h"
+#include "runtime/core/module_image.h"
+#include "runtime/include/cuda.h"
+
+struct CUstream_st {
+  CUctx_st* ctx = nullptr;
+  gpuvm::guest::Channel* channel = nullptr;
+  unsigned flags = 0;
+  bool is_default = false;
+  // Internal marker for ordering against the legacy null stream (objects.cc, OrderForLegacy).
+  gpuvm::guest::Event* order_event = nullptr;
+};
+
+struct CUevent_st {
+  CUctx_st* ctx = nullptr;
+  gpuvm::guest::Event* event = nullptr;
+  unsigned flags = 0;
+  std::atomic<bool> recorded{false};
+};
+
+struct CUfunc_st {
+  CUmod_st* module = nullptr;
+  const gpuvm::runtime::CompiledKernel* kernel = nullptr;
+  gpuvm::isa::KernelHeader header;
+  uint32_t entry_offset = 0;  // from the module's code allocation
+};
+
+struct CUmod_st {
+  CUctx_st* ctx = nullptr;
+  gpuvm::runtime::CompiledModule compiled;
+  uint64_t code_va = 0;
+  uint64_t const_bank_va = 0;         // bank 1, 0 if none
+  uint64_t address_bank_va = 0;       // bank 2, 0 if none
+  std::vector<uint64_t> variable_va;  // per CompiledModule::variables
+  std::vector<uint64_t> allocations;  // every va to Free at unload
+  std::vector<std::unique_ptr<CUfunc_st>> functions;
+};
+
+struct CUctx_st {
+  CUdevice device = 0;
+  unsigned flags = 0;
+  bool primary = false;
+  std::unique_ptr<gpuvm::guest::Context> gctx;
+  std::unique_ptr<CUstream_st> default_stream;
+  std::mutex mu;  // guards the sets below
+  std::set<CUmod_st*> modules;
+  std::set<CUstream_st*> streams;  // excluding the default stream
+  std::set<CUevent_st*> events;
+};
+
+namespace gpuvm::runtime {
+
+// Device properties the API reports (cuDeviceGetAttribute, cudaGetDeviceProperties).
+struct DeviceFacts {
+  std::string name;
+  uint64_t vram_bytes = 0;
+  int cc_major = 7, cc_minor = 5;  // see docs/RUNTIME.md "Compute capability"
+  int multiprocessors = 14;        // a Quadro 6000 has 14 SMs
+  int clock_khz = 1147000;         // Quadro 6000 shader clock
+  int memory_clock_khz = 1494000;
+  int memory_bus_width = 384;
+  int l2_bytes = 768 << 10;
+  int pci_bus = 0, pci_device = 0, pci_domain = 0;
+};
+
+class Process {
+ public:
+  // The one instance; never destroyed (CUDA programs call into the library from atexit handlers and
+  // static destructors, so it must outlive them).
+  static Process& Get();
+
+  // cuInit: connects to the GPU and creates the driver once; later calls return the first result.
+  CUresult Init();
+  // CUDA_SUCCESS after a successful Init, CUDA_ERROR_NOT_INITIALIZED before, the failure after a
+  // failed one.
+  CUresult initialized() const { return init_result_.load(std::memory_order_acquire); }
+
+  guest::Driver* driver() { return driver_.get(); }
+  const DeviceFacts& facts() const { return facts_; }
+  BusMode bus_mode() const { return bus_mode_; }
+  int device_count() const { return initialized() == CUDA_SUCCESS ? 1 : 0; }
+
+  // ---- handle registry ----
+  enum class Kind : uint8_t { kContext, kModule, kFunction, kStream, kEvent };
+  void Register(const void* handle, Kind kind);
+  void Unregister(const void* handle);
+  bool IsLive(const void* handle, Kind kind) const;
+
+  // ---- contexts ----
+  Result<CUctx_st*> CreateContext(CUdevice device, unsigned flags, bool primary);
+  // Destroys everything the context owns (modules, streams, events, memory) and the context.
+  void DestroyContext(CUctx_st* ctx);
+  // Destroys what a context owns and gives it a fresh GPU address space (cuDevicePrimaryCtxReset).
+  Status ResetContext(CUctx_st* ctx);
+
+  CUresult RetainPrimary(CUdevice device, CUctx_st** out);
+  CUresult ReleasePrimary(CUdevice device);
+  CUresult ResetPrimary(CUdevice device);
+  CUresult SetPrimaryFlags(CUdevice device, unsigned flags);
+  void PrimaryState(unsigned* flags, int* active);
+
+ private:
+  Process() = default;
+
+  mutable std::mutex mu_;
+  std::atomic<CUresult> init_result_{CUDA_ERROR_NOT_INITIALIZED};
+  bool init_attempted_ = false;  // guarded by mu_
+  std::unique_ptr<GpuConnection> connection_;
+  std::unique_ptr<guest::Driver> driver_;
+  DeviceFacts facts_;
+  BusMode bus_mode_ = BusMode::kNative;
+  std::map<const void*, Kind> live_;  // guarded by mu_
+  CUctx_st* primary_ = nullptr;       // guarded by mu_
+  int primary_refs_ = 0;              // guarded by mu_
+  unsigned primary_flags_ = 0;        // guarded by mu_
+};
+
+// ---- the per-thread current-context stack ----
+std::vector<CUctx_st*>& ContextStack();
+
+// The CUresult for a context whose guest context recorded a GPU fault (sticky), or CUDA_SUCCESS.
+CUresult ContextHealth(CUctx_st* ctx);
+// Maps a failed Status from a call on `ctx` to a CUresult: a context fault becomes its sticky error
+// code, anything else goes through ToCuResult with `invalid`.
+CUresult ContextError(CUctx_st* ctx, const Status& status,
+                      CUresult invalid = CUDA_ERROR_INVALID_VALUE);
+
+// The stream a handle names in `ctx` (0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the null
+// stream), or nullptr when it is not a live stream of ctx.
+CUstream_st* ResolveStream(CUctx_st* ctx, CUstream handle);
+// Legacy null-stream semantics: work about to go to `stream` first waits (on the GPU) for pending
+// work of the streams it must not overtake.
+Status OrderForLegacy(CUstream_st* stream);
+
+// ---- modules ----
+// Loads a module from `image`. `length` is the image size when known (cuModuleLoad), or 0 when the
+// ABI passes none (cuModuleLoadData: the format's own header bounds it). On failure *log receives
+// the reason (for CU_JIT_ERROR_LOG_BUFFER).
+CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
+                    std::string* log);
+void UnloadModule(CUmod_st* module);  // the caller has unregistered it from the context
+
+// The GPU address of a module variable (global or constant).
+uint64_t VariableAddress(const CUmod_st* module, size_t index);
+
+}  // namespace gpuvm::runtime
+
+#endif  // GPUVM_RUNTIME_CORE_OBJECTS_H_
