@@ -1,0 +1,140 @@
+// Test helpers shared by the driver's tests: a compute engine double that records launches (and the
+// constant-bank bytes they carry) and fails on request, and a fixture bringing up the software GPU
+// with that engine plus a Driver through the native Bus.
+//
+// Threading: FakeComputeEngine is called on the device's engine thread and read by the test thread
+// under its mutex.
+#ifndef GPUVM_GUEST_PV_DRIVER_TEST_UTIL_H_
+#define GPUVM_GUEST_PV_DRIVER_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpu/sim/compute_engine.h"
+#include "guest-pv-driver/driver.h"
+#include "guest-pv-driver/native_bus.h"
+
+namespace gpuvm::guest::testing {
+
+class FakeComputeEngine final : public sim::ComputeEngine {
+ public:
+  enum class Behaviour { kSucceed, kTrap, kMmuFault };
+  struct Record {
+    sim::ComputeLaunch launch;
+    std::vector<uint8_t> bank0;  // the first 64 bytes of constant bank 0 at Start
+    std::vector<uint8_t> bank2;  // the first 16 bytes of bank 2, when bound
+  };
+
+  std::unique_ptr<sim::ComputeJob> Start(const sim::ComputeLaunch& launch,
+                                         sim::ChannelMemory* memory) override {
+    Record r;
+    r.launch = launch;
+    r.bank0 = ReadBytes(memory, launch.const_buffers[0], 64);
+    r.bank2 = ReadBytes(memory, launch.const_buffers[2], 16);
+    std::lock_guard lock(mu_);
+    records_.push_back(r);
+    return std::make_unique<Job>(behaviour_, fault_address_, memory);
+  }
+  void FlushCodeCache() override {
+    std::lock_guard lock(mu_);
+    ++flushes_;
+  }
+
+  void set_behaviour(Behaviour b, uint64_t fault_address = 0) {
+    std::lock_guard lock(mu_);
+    behaviour_ = b;
+    fault_address_ = fault_address;
+  }
+  std::vector<Record> records() {
+    std::lock_guard lock(mu_);
+    return records_;
+  }
+  int flushes() {
+    std::lock_guard lock(mu_);
+    return flushes_;
+  }
+
+ private:
+  class Job final : public sim::ComputeJob {
+   public:
+    Job(Behaviour b, uint64_t address, sim::ChannelMemory* memory)
+        : behaviour_(b), address_(address), memory_(memory) {}
+    sim::SliceOutcome RunSlice() override {
+      switch (behaviour_) {
+        case Behaviour::kSucceed:
+          return sim::SliceOutcome::kDone;
+        case Behaviour::kTrap:
+          fault_.kind = sim::ComputeFault::Kind::kTrap;
+          fault_.message = "trap instruction";
+          return sim::SliceOutcome::kFaulted;
+        case Behaviour::kMmuFault: {
+          sim::MemoryFault mf;
+          if (memory_->Translate(address_, 4, true, &mf) != nullptr)
+            return sim::SliceOutcome::kDone;
+          fault_.kind = sim::ComputeFault::Kind::kMmu;
+          fault_.mmu = mf;
+          fault_.message = "st.global";
+          return sim::SliceOutcome::kFaulted;
+        }
+      }
+      return sim::SliceOutcome::kDone;
+    }
+    const sim::ComputeFault& fault() const override { return fault_; }
+    uint64_t thread_instructions() const override { return 0; }
+
+   private:
+    Behaviour behaviour_;
+    uint64_t address_;
+    sim::ChannelMemory* memory_;
+    sim::ComputeFault fault_;
+  };
+
+  static std::vector<uint8_t> ReadBytes(sim::ChannelMemory* memory,
+                                        const sim::ComputeLaunch::ConstBuffer& cb, uint32_t n) {
+    std::vector<uint8_t> out;
+    if (!cb.valid) return out;
+    sim::MemoryFault mf;
+    if (const uint8_t* p = memory->Translate(cb.address, n, false, &mf)) out.assign(p, p + n);
+    return out;
+  }
+
+  std::mutex mu_;
+  Behaviour behaviour_ = Behaviour::kSucceed;
+  uint64_t fault_address_ = 0;
+  std::vector<Record> records_;
+  int flushes_ = 0;
+};
+
+// The software GPU (64 MiB VRAM) with an optional compute engine, and a Driver on it.
+class GpuFixture : public ::testing::Test {
+ protected:
+  void StartGpu(std::shared_ptr<sim::ComputeEngine> engine, const DriverOptions& options = {}) {
+    NativeGpuOptions o;
+    o.device.vram_size = 64ull << 20;
+    o.device.compute_engine = std::move(engine);
+    auto gpu = NativeGpu::Create(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    gpu_ = std::move(*gpu);
+    auto driver = Driver::Create(gpu_->bus(), options);
+    ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+    driver_ = std::move(*driver);
+  }
+  void TearDown() override { driver_.reset(); }
+
+  std::unique_ptr<Context> NewContext() {
+    auto c = driver_->CreateContext();
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  std::unique_ptr<NativeGpu> gpu_;
+  std::unique_ptr<Driver> driver_;
+};
+
+}  // namespace gpuvm::guest::testing
+
+#endif  // GPUVM_GUEST_PV_DRIVER_TEST_UTIL_H_
