@@ -38,12 +38,12 @@ using VmViews = std::span<const VmView>;
 
 // Why the core asks the policy to choose.
 enum class Trigger : uint8_t {
-  kArrival,       // a submission arrived while the GPU was free
-  kCompletion,    // the GPU's submission completed
-  kGpuIdle,       // the owner reported the GPU free (start, or after a preemption)
-  kTimer,         // the owner's timer fired with no hold pending
-  kHoldExpired,   // the hold the policy asked for ran out
-  kPolicyChange,  // this policy just took over
+  kArrival,      // a submission arrived while the GPU was free
+  kCompletion,   // the GPU's submission completed
+  kGpuIdle,      // the owner reported the GPU free (start, or after a preemption)
+  kTimer,        // the owner's timer fired with no hold pending
+  kHoldExpired,  // the hold the policy asked for ran out (possibly asked for by the previous
+                 // policy)
 };
 
 // A policy's answer when the GPU is free.

@@ -151,14 +151,12 @@ Status Scheduler::SetShares(const std::vector<std::pair<VmId, double>>& changes)
   return Status::Ok();
 }
 
-Decision Scheduler::SetPolicy(PolicyKind kind) {
+void Scheduler::SetPolicy(PolicyKind kind) {
   std::lock_guard lock(mu_);
   const TimePoint now = clock_->Now();
   policy_ = MakePolicy(kind, options_);
   for (const auto& [id, record] : vms_) policy_->OnVmAdded(id, now);
-  hold_until_.reset();
-  if (running_) return Decision::Nothing();
-  return ChooseLocked(Trigger::kPolicyChange, now);
+  // hold_until_ stays: the owner's timer is armed for it and OnTimer will ask the new policy.
 }
 
 PolicyKind Scheduler::policy() const {

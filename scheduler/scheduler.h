@@ -102,9 +102,10 @@ class Scheduler {
   Status SetShares(const std::vector<std::pair<VmId, double>>& shares);
   // Switches policy live. Queued submissions stay queued in their arrival order, the one on the GPU
   // keeps running and is charged to the new policy; credits start afresh (every VM "at" its share).
-  // If the GPU is free, returns the new policy's decision for it (act on it as on any event's
-  // decision).
-  Decision SetPolicy(PolicyKind kind);
+  // The switch itself never dispatches, so a control thread cannot start work behind the dispatch
+  // thread's back: a free GPU with work queued always has a hold timer armed, and the owner's next
+  // OnTimer (or any event) decides with the new policy.
+  void SetPolicy(PolicyKind kind);
   PolicyKind policy() const;
 
   // --- events (dispatch thread) ---

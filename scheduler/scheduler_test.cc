@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace gpuvm::sched {
 namespace {
@@ -221,9 +223,9 @@ TEST_F(SchedCoreTest, PolicySwitchKeepsQueuedWorkInArrivalOrder) {
   Submit(*s, 2, 20);
   Submit(*s, 1, 11);
   Submit(*s, 2, 21);
-  EXPECT_EQ(s->SetPolicy(PolicyKind::kBand), Decision::Nothing());  // GPU busy: nothing to decide
+  s->SetPolicy(PolicyKind::kBand);
   EXPECT_EQ(s->policy(), PolicyKind::kBand);
-  EXPECT_EQ(s->SetPolicy(PolicyKind::kFifo), Decision::Nothing());
+  s->SetPolicy(PolicyKind::kFifo);
   EXPECT_EQ(s->Stats().vms[0].queue_depth + s->Stats().vms[1].queue_depth, 3u);
   // The running submission's completion is charged by the new policy; the queue order survived.
   EXPECT_EQ(Complete(*s, 10, 1ms), Decision::Dispatch(2, 20));
@@ -232,7 +234,7 @@ TEST_F(SchedCoreTest, PolicySwitchKeepsQueuedWorkInArrivalOrder) {
   EXPECT_EQ(Complete(*s, 21, 1ms), Decision::Nothing());
 }
 
-TEST_F(SchedCoreTest, PolicySwitchOnAHeldGpuDecidesAtOnce) {
+TEST_F(SchedCoreTest, PolicySwitchOnAHeldGpuDecidesWhenTheHoldTimerFires) {
   SchedulerOptions options;
   options.credit.work_conserving = false;
   auto s = Make(PolicyKind::kCredit, options);
@@ -245,7 +247,10 @@ TEST_F(SchedCoreTest, PolicySwitchOnAHeldGpuDecidesAtOnce) {
   const Decision held = Complete(*s, 10, 40ms);
   ASSERT_EQ(held.action, Action::kHold);
   EXPECT_EQ(s->NextTimer(), held.until);
-  EXPECT_EQ(s->SetPolicy(PolicyKind::kFifo), Decision::Dispatch(1, 11));
+  s->SetPolicy(PolicyKind::kFifo);
+  EXPECT_EQ(s->NextTimer(), held.until);  // the owner's armed timer stays valid
+  clock_.AdvanceTo(held.until);
+  EXPECT_EQ(s->OnTimer(), Decision::Dispatch(1, 11));
   EXPECT_EQ(s->NextTimer(), std::nullopt);
 }
 
@@ -337,6 +342,68 @@ TEST_F(SchedCoreTest, NonPreemptivePoliciesAlwaysContinue) {
       EXPECT_EQ(*r, Decision::Continue()) << PolicyKindName(kind);
     }
   }
+}
+
+// The documented threading contract: events from one dispatch thread, control calls (shares,
+// policy, statistics) from another, on the real clock. No timing is asserted; the counters must add
+// up.
+TEST(SchedThreadTest, ControlCallsRaceWithEventsSafely) {
+  MonotonicClock clock;
+  auto created = Scheduler::Create(&clock, {});
+  ASSERT_TRUE(created.ok());
+  Scheduler& s = **created;
+  ASSERT_TRUE(s.AddVm(1, 50).ok());
+  ASSERT_TRUE(s.AddVm(2, 50).ok());
+  std::atomic<bool> done{false};
+  std::thread control([&] {
+    const PolicyKind kinds[] = {PolicyKind::kFifo, PolicyKind::kCredit, PolicyKind::kBand};
+    for (int i = 0; !done.load(); ++i) {
+      (void)s.SetShares({{1, 10.0 + i % 80}, {2, 90.0 - i % 80}});
+      (void)s.SetShare(2, 200);  // always rejected
+      if (i % 16 == 0) s.SetPolicy(kinds[i % 3]);
+      (void)s.Stats();
+    }
+  });
+  // The dispatch thread: each VM keeps two submissions outstanding; holds are cut short by OnTimer.
+  SubmissionHandle running = 0;  // 0: the GPU is free (handles start at 1)
+  SubmissionHandle next = 1;
+  uint64_t completed = 0;
+  const auto act = [&](const Decision& d) {
+    if (d.action == Decision::Action::kDispatch) running = d.submission;
+  };
+  for (VmId vm : {1u, 2u}) {
+    for (int k = 0; k < 2; ++k) {
+      auto d = s.OnSubmit(vm, next++);
+      ASSERT_TRUE(d.ok());
+      if (running == 0) act(*d);
+    }
+  }
+  while (completed < 2000) {
+    if (running == 0) {
+      act(s.OnTimer());  // a hold (at most hold_max) or an early timer: keep asking until it
+                         // dispatches
+      continue;
+    }
+    auto d = s.OnComplete(running, 10us);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    const VmId vm = 1 + static_cast<VmId>(completed % 2);
+    running = 0;
+    act(*d);
+    ++completed;
+    auto again = s.OnSubmit(vm, next++);
+    ASSERT_TRUE(again.ok());
+    if (running == 0) act(*again);
+  }
+  done.store(true);
+  control.join();
+  uint64_t submitted = 0, finished = 0, queued = 0;
+  for (const VmStats& v : s.Stats().vms) {
+    submitted += v.submitted;
+    finished += v.completed;
+    queued += v.queue_depth + (v.running ? 1 : 0);
+  }
+  EXPECT_EQ(finished, completed);
+  EXPECT_EQ(submitted, finished + queued);
 }
 
 }  // namespace

@@ -210,11 +210,9 @@ Status Simulation::OnControl(size_t index) {
     if (!status.ok()) result_.control_errors.push_back(status);
     return Status::Ok();
   }
-  const Decision decision = scheduler_->SetPolicy(control.policy);
-  if (running_) return Status::Ok();
-  hold_pending_ = false;
-  ++timer_generation_;
-  return Apply(decision);
+  // Decides nothing by itself: a pending hold timer (if any) asks the new policy when it fires.
+  scheduler_->SetPolicy(control.policy);
+  return Status::Ok();
 }
 
 bool Simulation::AllFinished() const {
