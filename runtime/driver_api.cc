@@ -676,7 +676,7 @@ GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, C
       *pi = int(h.shared_bytes);
       break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
-      *pi = int(f->module->compiled.const_bank_bytes);
+      *pi = int(f->module->compiled.const_image.size());
       break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
       *pi = int(h.local_bytes);
@@ -823,6 +823,45 @@ GPUVM_EXPORT CUresult cuMemHostUnregister(void* p) {
   return ContextError(ctx, ctx->gctx->Free(a->va));
 }
 
+GPUVM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                            CUdeviceptr ptr) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  void* host = nullptr;
+  uint64_t va = 0;
+  unsigned type;
+  if (auto a = ctx->gctx->Find(ptr); a.ok()) {
+    va = ptr;
+    type = a->kind == gpuvm::guest::MemoryKind::kDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    if (a->host) host = static_cast<uint8_t*>(a->host) + (ptr - a->va);
+  } else if (InPinnedHost(ctx, reinterpret_cast<const void*>(ptr), 1, &va)) {
+    type = CU_MEMORYTYPE_HOST;
+    host = reinterpret_cast<void*>(ptr);
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = ctx;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = type;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = va;
+      break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (host == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = host;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
 GPUVM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
   return CopyHtoD(dst, src, n, nullptr, false);
 }
@@ -923,7 +962,8 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
   launch.local_bytes_per_thread = f->header.local_bytes;
   launch.params = buffer;
   if (f->module->const_bank_va) {
-    launch.banks.push_back({1, f->module->const_bank_va, f->module->compiled.const_bank_bytes});
+    launch.banks.push_back(
+        {1, f->module->const_bank_va, uint32_t(f->module->compiled.const_image.size())});
   }
   if (f->module->address_bank_va) {
     launch.banks.push_back({2, f->module->address_bank_va, f->module->compiled.address_bank_bytes});

@@ -1,5 +1,7 @@
 #include "runtime/core/jit.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "ptx/parser.h"
@@ -24,8 +26,7 @@ Result<CompiledModule> LayOutModule(const ptx::Module& module) {
     uint64_t at = 0;
     for (const ptx::Variable& p : f.params) {
       uint64_t size = p.SizeBytes();
-      uint64_t align = std::max<uint32_t>(p.Alignment(), 1);
-      at = AlignUp(at, align);
+      at = AlignUp(at, std::max<uint32_t>(p.Alignment(), 1));
       if (size == 0 || at + size > kMaxParamBytes) {
         return Status::Unimplemented("in kernel '" + f.name + "': parameter '" + p.name +
                                      "' does not fit the 4 KiB parameter bank");
@@ -36,84 +37,66 @@ Result<CompiledModule> LayOutModule(const ptx::Module& module) {
     k.param_bytes = uint32_t(at);
     out.kernels.push_back(std::move(k));
   }
-  uint64_t const_at = 0, address_at = 0;
+  uint64_t const_at = 0;
   for (const ptx::Variable& v : module.globals) {
-    if (v.space != ptx::StateSpace::kGlobal && v.space != ptx::StateSpace::kConst) continue;
-    if (v.linkage == ptx::Linkage::kExtern) {
-      return Status::Unimplemented("line " + std::to_string(v.line) + ": extern variable '" +
-                                   v.name + "' (separate compilation is not supported)");
-    }
+    if (v.space != ptx::StateSpace::kConst) continue;
     ModuleVariable mv;
     mv.name = v.name;
+    mv.space = ModuleVariable::Space::kConst;
     mv.size = v.SizeBytes();
     mv.align = std::max<uint32_t>(v.Alignment(), 1);
     mv.init = v.init;
-    if (mv.size == 0) {
-      return Status::Unimplemented("line " + std::to_string(v.line) + ": variable '" + v.name +
-                                   "' has no size");
+    const_at = AlignUp(const_at, mv.align);
+    if (const_at + mv.size > kMaxBankBytes) {
+      return Status::Unimplemented("module constants exceed the 64 KiB constant bank");
     }
-    for (const ptx::Relocation& r : v.relocations) {
-      if (r.is_function) {
-        return Status::Unimplemented("line " + std::to_string(v.line) + ": variable '" + v.name +
-                                     "' is initialized with a function address");
-      }
-      if (r.generic == false && module.globals[r.index].space != ptx::StateSpace::kGlobal) {
-        return Status::Unimplemented("line " + std::to_string(v.line) + ": variable '" + v.name +
-                                     "' holds the address of a non-global variable");
-      }
-      // Targets are numbered among all module globals; remapped to variables below.
-      mv.relocations.push_back({r.offset, r.size, r.index, r.addend});
-    }
-    if (v.space == ptx::StateSpace::kConst) {
-      mv.space = ModuleVariable::Space::kConst;
-      const_at = AlignUp(const_at, mv.align);
-      if (const_at + mv.size > kMaxBankBytes) {
-        return Status::Unimplemented("module constants exceed the 64 KiB constant bank");
-      }
-      mv.bank_offset = uint32_t(const_at);
-      const_at += mv.size;
-    } else {
-      mv.space = ModuleVariable::Space::kGlobal;
-      if (address_at + 8 > kMaxBankBytes) return Status::Unimplemented("too many global variables");
-      mv.bank_offset = uint32_t(address_at);
-      address_at += 8;
-    }
+    mv.bank_offset = uint32_t(const_at);
+    const_at += mv.size;
     out.variables.push_back(std::move(mv));
   }
-  // Relocation targets: module.globals index -> variables index.
-  for (ModuleVariable& mv : out.variables) {
-    for (VariableRelocation& r : mv.relocations) {
-      const std::string& target = module.globals[r.target].name;
-      bool found = false;
-      for (size_t i = 0; i < out.variables.size(); ++i) {
-        if (out.variables[i].name == target) {
-          r.target = uint32_t(i);
-          found = true;
-          break;
-        }
-      }
-      if (!found) {
-        return Status::Unimplemented("variable '" + mv.name + "' holds the address of '" + target +
-                                     "', which is not a global or constant variable");
-      }
-      if ((r.size != 4 && r.size != 8) || r.offset > mv.size || r.size > mv.size - r.offset) {
-        return Status::InvalidArgument("variable '" + mv.name + "' has a relocation out of range");
-      }
+  return out;
+}
+
+Status MergeLayout(const CompiledModule& layout, CompiledModule* compiled) {
+  for (const CompiledKernel& ours : layout.kernels) {
+    auto it = std::find_if(compiled->kernels.begin(), compiled->kernels.end(),
+                           [&](const CompiledKernel& k) { return k.name == ours.name; });
+    if (it == compiled->kernels.end()) {
+      return Status::Internal("the translator produced no kernel '" + ours.name + "'");
+    }
+    bool same = it->params.size() == ours.params.size();
+    for (size_t i = 0; same && i < ours.params.size(); ++i) {
+      same = it->params[i].offset == ours.params[i].offset &&
+             it->params[i].size == ours.params[i].size;
+    }
+    if (!same) {
+      return Status::Internal("kernel '" + ours.name +
+                              "': the translator's parameter layout differs from the runtime's");
     }
   }
-  out.const_bank_bytes = uint32_t(AlignUp(const_at, 4));
-  out.address_bank_bytes = uint32_t(address_at);
-  return out;
+  for (const ModuleVariable& v : layout.variables) {
+    if (v.bank_offset + v.size > compiled->const_image.size()) {
+      return Status::Internal("constant '" + v.name +
+                              "' lies outside the translator's const image");
+    }
+    size_t n = std::min<uint64_t>(v.init.size(), v.size);
+    if (n && std::memcmp(compiled->const_image.data() + v.bank_offset, v.init.data(), n) != 0) {
+      return Status::Internal("constant '" + v.name +
+                              "': the translator placed it elsewhere than the runtime expects");
+    }
+    compiled->variables.push_back(v);
+  }
+  return Status::Ok();
 }
 
 Result<CompiledModule> CompilePtx(std::string_view ptx_text) {
   GPUVM_ASSIGN_OR_RETURN(ptx::Module module, ptx::ParseModule(ptx_text));
-  GPUVM_ASSIGN_OR_RETURN(CompiledModule out, LayOutModule(module));
-  if (out.kernels.empty() && out.variables.empty()) {
-    return Status::InvalidArgument("the PTX module has no kernels");
-  }
-  GPUVM_RETURN_IF_ERROR(TranslateKernels(module, &out));
-  return out;
+  GPUVM_ASSIGN_OR_RETURN(CompiledModule layout, LayOutModule(module));
+  if (layout.kernels.empty()) return Status::InvalidArgument("the PTX module has no kernels");
+  GPUVM_ASSIGN_OR_RETURN(isa::Module image, TranslateToIsa(module));
+  GPUVM_ASSIGN_OR_RETURN(CompiledModule compiled, FromIsaModule(image));
+  GPUVM_RETURN_IF_ERROR(MergeLayout(layout, &compiled));
+  return compiled;
 }
 
 bool HaveTranslator() { return TranslatorAvailable(); }

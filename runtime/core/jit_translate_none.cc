@@ -3,7 +3,7 @@
 
 namespace gpuvm::runtime {
 
-Status TranslateKernels(const ptx::Module&, CompiledModule*) {
+Result<isa::Module> TranslateToIsa(const ptx::Module&) {
   return Status::Unavailable("the PTX translator (ptx/translator) is not built into this runtime");
 }
 

@@ -1,22 +1,15 @@
 // What a loaded CUDA module is made of, independent of where it came from: GVISA kernel images (the
-// software GPU's machine code, docs/ISA.md) with their parameter layouts, and module-scope
-// variables with their constant-bank slots. Produced by the PTX JIT (jit.h) from PTX text, or
-// decoded from gpuvm's native module format ("GVMD", below), which plays the role a cubin plays for
-// NVIDIA: code already compiled for the device, loadable without the JIT.
+// software GPU's machine code, docs/ISA.md) with their parameter layouts, and named module-scope
+// variables with their constant-bank slots. Built from the isa::Module the PTX JIT produces
+// (gpu/isa/module.h; jit.h), or from an isa::Module image a program hands to cuModuleLoadData
+// directly
+// ("GVMD": code already compiled for the device, the role a cubin plays for NVIDIA).
 //
-// Constant-bank contract between the JIT and the loader (docs/ISA.md "Constant banks"):
-//   bank 0: the kernel's parameters, laid out as `params` says (PTX declaration order, natural or
-//           declared alignment);
-//   bank 1: module-scope .const variables, each at `bank_offset`;
-//   bank 2: one 8-byte slot per module-scope .global variable at `bank_offset`, holding the
-//           variable's GPU address (the loader allocates the variable and writes the slot).
-//
-// GVMD, version 1, little endian:
-//   header  u32 magic 0x444d5647 ("GVMD"), u16 version 1, u16 header_bytes 16, u32 kernel_count,
-//           u32 total_bytes (the whole module; cuModuleLoadData passes no length)
-//   kernel  u32 name_bytes, name, u32 param_count, param_count x {u32 offset, u32 size},
-//           u32 image_bytes, image (a GVISA kernel image)
-// Variables are not part of version 1 (a GVMD module has none).
+// Constant banks (docs/ISA.md "Constant banks", gpu/isa/module.h):
+//   bank 0: the kernel's parameters, laid out as `params` says;
+//   bank 1: module-scope .const variables (the module's const image), each at `bank_offset`;
+//   bank 2: one 8-byte slot per module-scope .global variable at `bank_offset` (8 x its index),
+//           holding the variable's GPU address (the loader allocates the variable and writes it).
 //
 // Threading: plain values and pure functions.
 #ifndef GPUVM_RUNTIME_CORE_MODULE_IMAGE_H_
@@ -28,10 +21,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "gpu/isa/module.h"
 
 namespace gpuvm::runtime {
-
-inline constexpr uint32_t kNativeModuleMagic = 0x444d5647;  // "GVMD"
 
 struct KernelParam {
   uint32_t offset = 0;  // in constant bank 0
@@ -67,16 +59,18 @@ struct ModuleVariable {
 struct CompiledModule {
   std::vector<CompiledKernel> kernels;
   std::vector<ModuleVariable> variables;
-  uint32_t const_bank_bytes = 0;    // bank 1 size (0: no bank 1)
-  uint32_t address_bank_bytes = 0;  // bank 2 size (0: no bank 2)
+  std::vector<uint8_t> const_image;  // bank 1 contents (empty: no bank 1)
+  uint32_t address_bank_bytes = 0;   // bank 2 size (0: no bank 2)
 };
 
-// GVMD (see above). Decode validates every length against the input and each image with the GVISA
-// decoder; errors are kInvalidArgument.
-std::vector<uint8_t> EncodeNativeModule(const CompiledModule& module);
-Result<CompiledModule> DecodeNativeModule(std::span<const uint8_t> bytes);
-// The total size a GVMD header (16 bytes) claims; kInvalidArgument when it is not one or the size
-// is implausible (< 16 or > 256 MiB).
+// A CompiledModule from an isa::Module: kernels, globals (bank 2 slots) and the const image. The
+// isa::Module names no .const variables; a PTX load adds them (jit.cc). Errors: kInvalidArgument
+// for inconsistent input (duplicate kernel names, relocations out of range).
+Result<CompiledModule> FromIsaModule(const isa::Module& module);
+
+// The total size an isa::Module image claims in its header (the first 16 bytes), so a loader given
+// only a pointer knows how much to read. kInvalidArgument when it is not one or the size is
+// implausible (smaller than the header or above 256 MiB).
 Result<uint64_t> NativeModuleSize(std::span<const uint8_t> header);
 
 }  // namespace gpuvm::runtime

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gpu/isa/encoding.h"
+#include "gpu/isa/module.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/jit.h"
 #include "runtime/fatbin/fatbin.h"
@@ -327,6 +328,18 @@ Result<CompiledModule> CompileFatbin(const uint8_t* container, size_t known_leng
   return CompilePtx(*text);
 }
 
+// A GVISA module image (gpu/isa/module.h): code compiled for the device, no JIT.
+Result<CompiledModule> CompileNative(const uint8_t* bytes, size_t length, CUresult* code) {
+  *code = CUDA_ERROR_INVALID_IMAGE;
+  uint64_t size = length;
+  if (size == 0) {
+    GPUVM_ASSIGN_OR_RETURN(size, NativeModuleSize(std::span<const uint8_t>(bytes, 16)));
+  }
+  GPUVM_ASSIGN_OR_RETURN(isa::Module module,
+                         isa::DecodeModule(std::span<const uint8_t>(bytes, size)));
+  return FromIsaModule(module);
+}
+
 Result<CompiledModule> Compile(const void* image, size_t length, CUresult* code) {
   const uint8_t* bytes = static_cast<const uint8_t*>(image);
   uint32_t magic = 0;
@@ -337,18 +350,16 @@ Result<CompiledModule> Compile(const void* image, size_t length, CUresult* code)
       *code = CUDA_ERROR_INVALID_IMAGE;
       return wrapper.status();
     }
-    // The wrapper points into the program's own image; no length is known there.
-    return CompileFatbin(reinterpret_cast<const uint8_t*>(wrapper->data), 0, code);
+    // The wrapper points into the program's own image; no length is known there. (gpuvm extension:
+    // the data may also be a GVISA module image, which lets tests register precompiled code.)
+    const uint8_t* data = reinterpret_cast<const uint8_t*>(wrapper->data);
+    uint32_t data_magic;
+    std::memcpy(&data_magic, data, 4);
+    if (data_magic == isa::kModuleMagic) return CompileNative(data, 0, code);
+    return CompileFatbin(data, 0, code);
   }
   if (magic == fatbin::kContainerMagic) return CompileFatbin(bytes, length, code);
-  if (magic == kNativeModuleMagic) {
-    *code = CUDA_ERROR_INVALID_IMAGE;
-    uint64_t size = length;
-    if (size == 0) {
-      GPUVM_ASSIGN_OR_RETURN(size, NativeModuleSize(std::span<const uint8_t>(bytes, 16)));
-    }
-    return DecodeNativeModule(std::span<const uint8_t>(bytes, size));
-  }
+  if (magic == isa::kModuleMagic) return CompileNative(bytes, length, code);
   if (magic == 0x464c457f) {  // "\x7fELF": an NVIDIA cubin
     *code = CUDA_ERROR_NO_BINARY_FOR_GPU;
     return Status::Unimplemented(
@@ -429,8 +440,8 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
   }
 
   // Variables: globals get their own allocation, constants live in bank 1.
-  if (cm.const_bank_bytes) {
-    auto bank = g->AllocDevice(cm.const_bank_bytes);
+  if (!cm.const_image.empty()) {
+    auto bank = g->AllocDevice(cm.const_image.size());
     if (!bank.ok()) return fail(bank.status());
     module->const_bank_va = bank->va;
     module->allocations.push_back(bank->va);
@@ -447,7 +458,7 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
     module->variable_va[i] = a->va;
     module->allocations.push_back(a->va);
   }
-  std::vector<uint8_t> const_bank(cm.const_bank_bytes, 0);
+  std::vector<uint8_t> const_bank = cm.const_image;
   std::vector<uint8_t> address_bank(cm.address_bank_bytes, 0);
   for (size_t i = 0; i < cm.variables.size(); ++i) {
     const ModuleVariable& v = cm.variables[i];
@@ -459,7 +470,7 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
       std::memcpy(bytes.data() + r.offset, &address, r.size);  // little endian: low bytes first
     }
     if (v.space == ModuleVariable::Space::kConst) {
-      std::memcpy(const_bank.data() + v.bank_offset, bytes.data(), bytes.size());
+      continue;  // already in the const image
     } else {
       uint64_t va = module->variable_va[i];
       std::memcpy(address_bank.data() + v.bank_offset, &va, 8);
@@ -469,7 +480,7 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
       }
     }
   }
-  if (cm.const_bank_bytes) {
+  if (!const_bank.empty()) {
     Status s =
         channel->CopyHostToDevice(module->const_bank_va, const_bank.data(), const_bank.size());
     if (!s.ok()) return fail(s);

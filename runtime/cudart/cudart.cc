@@ -1,0 +1,752 @@
+// libcudart.so.13: the CUDA runtime API and the ABI nvcc's generated host code calls, on top of our
+// driver API (libcuda.so.1), the way NVIDIA's runtime sits on theirs.
+//
+//   Registration  nvcc's constructor hands every translation unit's fat binary wrapper to
+//                 __cudaRegisterFatBinary and names its kernels (__cudaRegisterFunction) and
+//                 variables
+//                 (__cudaRegisterVar) by their host-side addresses. Nothing is loaded then: like
+//                 CUDA's lazy loading, a fat binary becomes a CUmodule (JIT of its PTX) in the
+//                 current context on its first use.
+//   Launch        CUDA 13's stubs call __cudaGetKernel once (we hand back the kernel's registration
+//                 record as its cudaKernel_t), then __cudaPopCallConfiguration (what <<<...>>>
+//                 pushed) and __cudaLaunchKernel; older stubs call cudaLaunchKernel with the host
+//                 function.
+//   Context       the device's primary context, made current on a thread's first call, unless the
+//                 thread already has a current context (driver API interop).
+//   Errors        each call records its error as the thread's last error (cudaGetLastError);
+//                 errors of a faulted context keep coming back from the driver (sticky).
+//
+// Threading: every entry point may be called from any thread; the registries are guarded by one
+// mutex, the launch configuration stack, current device and last error are per thread.
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/core/errors.h"
+#include "runtime/include/cuda.h"
+#include "runtime/include/cuda_runtime_api.h"
+
+#define GPUVM_EXPORT extern "C" __attribute__((visibility("default")))
+
+// nvcc-built binaries pass these structures by address; our layout must be CUDA 13's.
+static_assert(sizeof(cudaDeviceProp) == 1008, "cudaDeviceProp layout differs from CUDA 13");
+static_assert(offsetof(cudaDeviceProp, totalGlobalMem) == 288);
+static_assert(offsetof(cudaDeviceProp, multiProcessorCount) == 384);
+static_assert(offsetof(cudaDeviceProp, hostNumaMultinodeIpcSupported) == 780);
+static_assert(sizeof(cudaFuncAttributes) == 144, "cudaFuncAttributes layout differs from CUDA 13");
+static_assert(sizeof(dim3) == 12 && sizeof(uint3) == 12);
+
+namespace {
+
+constexpr int kRuntimeVersion = 13000;
+
+struct FatbinRecord {
+  const void* wrapper = nullptr;  // &__fatDeviceText of the registering translation unit
+  std::map<CUcontext, CUmodule> modules;
+  bool unregistered = false;
+};
+
+struct KernelRecord {
+  FatbinRecord* fatbin = nullptr;
+  std::string name;  // the mangled device name
+  std::map<CUcontext, CUfunction> functions;
+};
+
+struct VariableRecord {
+  FatbinRecord* fatbin = nullptr;
+  std::string name;
+  size_t size = 0;
+  bool constant = false;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::unique_ptr<FatbinRecord>> fatbins;
+  std::map<const void*, std::unique_ptr<KernelRecord>> kernels;  // by host function
+  std::map<const void*, VariableRecord> variables;               // by host shadow variable
+};
+
+Registry& Reg() {
+  static Registry* registry = new Registry();  // never destroyed: used from atexit handlers
+  return *registry;
+}
+
+struct LaunchConfig {
+  dim3 grid, block;
+  size_t shared = 0;
+  cudaStream_t stream = nullptr;
+};
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local int t_device = 0;
+thread_local std::vector<LaunchConfig> t_configs;
+
+cudaError_t Record(cudaError_t e) {
+  if (e != cudaSuccess) t_last_error = e;
+  return e;
+}
+
+// The runtime's codes share the driver's numbering wherever both have the condition (CUDA keeps
+// them aligned), so the translation is the identity.
+cudaError_t FromCu(CUresult r) { return cudaError_t(int(r)); }
+
+cudaError_t Rec(CUresult r) { return Record(FromCu(r)); }
+
+CUcontext g_primary = nullptr;
+std::once_flag g_primary_once;
+CUresult g_primary_result = CUDA_SUCCESS;
+
+// Makes sure the calling thread has a current context: its own (driver interop) or the primary one.
+CUresult EnsureContext() {
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return r;
+  CUcontext current = nullptr;
+  if ((r = cuCtxGetCurrent(&current)) != CUDA_SUCCESS) return r;
+  if (current != nullptr) return CUDA_SUCCESS;
+  std::call_once(g_primary_once, [] {
+    CUdevice dev;
+    g_primary_result = cuDeviceGet(&dev, 0);
+    if (g_primary_result == CUDA_SUCCESS)
+      g_primary_result = cuDevicePrimaryCtxRetain(&g_primary, dev);
+  });
+  if (g_primary_result != CUDA_SUCCESS) return g_primary_result;
+  return cuCtxSetCurrent(g_primary);
+}
+
+#define ENSURE_CONTEXT()                              \
+  do {                                                \
+    CUresult ensure_ = EnsureContext();               \
+    if (ensure_ != CUDA_SUCCESS) return Rec(ensure_); \
+  } while (0)
+
+// The module of `fatbin` in the current context, loading (JIT) it on first use. Registry lock held.
+CUresult ModuleFor(FatbinRecord* fatbin, CUmodule* out) {
+  CUcontext ctx = nullptr;
+  CUresult r = cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  auto it = fatbin->modules.find(ctx);
+  if (it != fatbin->modules.end()) {
+    *out = it->second;
+    return CUDA_SUCCESS;
+  }
+  CUmodule module = nullptr;
+  r = cuModuleLoadData(&module, fatbin->wrapper);
+  if (r != CUDA_SUCCESS) return r;
+  fatbin->modules[ctx] = module;
+  *out = module;
+  return CUDA_SUCCESS;
+}
+
+CUresult FunctionFor(KernelRecord* k, CUfunction* out) {
+  CUcontext ctx = nullptr;
+  CUresult r = cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  auto it = k->functions.find(ctx);
+  if (it != k->functions.end()) {
+    *out = it->second;
+    return CUDA_SUCCESS;
+  }
+  CUmodule module;
+  if ((r = ModuleFor(k->fatbin, &module)) != CUDA_SUCCESS) return r;
+  CUfunction f;
+  if ((r = cuModuleGetFunction(&f, module, k->name.c_str())) != CUDA_SUCCESS) return r;
+  k->functions[ctx] = f;
+  *out = f;
+  return CUDA_SUCCESS;
+}
+
+cudaError_t Launch(KernelRecord* k, dim3 grid, dim3 block, void** args, size_t shared,
+                   cudaStream_t stream) {
+  ENSURE_CONTEXT();
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  // The configuration checks CUDA's runtime makes before it reaches the driver.
+  uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 || block.z > 64 ||
+      shared > (48u << 10)) {
+    return Record(cudaErrorInvalidConfiguration);
+  }
+  CUfunction f;
+  {
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    CUresult r = FunctionFor(k, &f);
+    if (r == CUDA_ERROR_NOT_FOUND) return Record(cudaErrorInvalidDeviceFunction);
+    if (r != CUDA_SUCCESS) return Rec(r);
+  }
+  int max_threads = 0;
+  if (cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) ==
+          CUDA_SUCCESS &&
+      threads > uint64_t(max_threads)) {
+    return Record(cudaErrorInvalidConfiguration);
+  }
+  CUresult r = cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                              unsigned(shared), stream, args, nullptr);
+  if (r == CUDA_ERROR_INVALID_VALUE) return Record(cudaErrorInvalidConfiguration);
+  if (r == CUDA_ERROR_INVALID_HANDLE) return Record(cudaErrorInvalidResourceHandle);
+  return Rec(r);
+}
+
+KernelRecord* FindKernel(const void* host_fun) {
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  auto it = Reg().kernels.find(host_fun);
+  return it == Reg().kernels.end() ? nullptr : it->second.get();
+}
+
+// The device address and size of a registered variable in the current context.
+cudaError_t SymbolAddress(const void* symbol, CUdeviceptr* address, size_t* size) {
+  ENSURE_CONTEXT();
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  auto it = Reg().variables.find(symbol);
+  if (it == Reg().variables.end()) return Record(cudaErrorInvalidSymbol);
+  CUmodule module;
+  CUresult r = ModuleFor(it->second.fatbin, &module);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  r = cuModuleGetGlobal(address, size, module, it->second.name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) return Record(cudaErrorInvalidSymbol);
+  return Rec(r);
+}
+
+// Host (1) or device (2) memory, for cudaMemcpyDefault.
+bool IsDevicePointer(const void* p);
+
+cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
+                 bool async) {
+  if (count == 0) return cudaSuccess;
+  if (kind == cudaMemcpyDefault) {
+    ENSURE_CONTEXT();
+    bool d = IsDevicePointer(dst), s = IsDevicePointer(src);
+    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
+  if (dst == nullptr || src == nullptr) return Record(cudaErrorInvalidValue);
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      std::memmove(dst, src, count);
+      return cudaSuccess;
+    case cudaMemcpyHostToDevice:
+      ENSURE_CONTEXT();
+      return Rec(async ? cuMemcpyHtoDAsync(CUdeviceptr(dst), src, count, stream)
+                       : cuMemcpyHtoD(CUdeviceptr(dst), src, count));
+    case cudaMemcpyDeviceToHost:
+      ENSURE_CONTEXT();
+      return Rec(async ? cuMemcpyDtoHAsync(dst, CUdeviceptr(src), count, stream)
+                       : cuMemcpyDtoH(dst, CUdeviceptr(src), count));
+    case cudaMemcpyDeviceToDevice:
+      ENSURE_CONTEXT();
+      return Rec(async ? cuMemcpyDtoDAsync(CUdeviceptr(dst), CUdeviceptr(src), count, stream)
+                       : cuMemcpyDtoD(CUdeviceptr(dst), CUdeviceptr(src), count));
+    default:
+      return Record(cudaErrorInvalidMemcpyDirection);
+  }
+}
+
+}  // namespace
+
+namespace {
+bool IsDevicePointer(const void* p) {
+  unsigned type = 0;
+  return cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(p)) ==
+             CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE;
+}
+}  // namespace
+
+// =====================================================================================================
+// The nvcc host ABI
+
+GPUVM_EXPORT void** __cudaRegisterFatBinary(void* fat_cubin) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->wrapper = fat_cubin;
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  Reg().fatbins.push_back(std::move(record));
+  return reinterpret_cast<void**>(Reg().fatbins.back().get());
+}
+
+GPUVM_EXPORT void __cudaRegisterFatBinaryEnd(void** /*handle*/) {
+  // Nothing to do: modules load lazily on first use.
+}
+
+GPUVM_EXPORT void __cudaUnregisterFatBinary(void** handle) {
+  auto* fatbin = reinterpret_cast<FatbinRecord*>(handle);
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  for (auto it = Reg().kernels.begin(); it != Reg().kernels.end();) {
+    it = it->second->fatbin == fatbin ? Reg().kernels.erase(it) : std::next(it);
+  }
+  for (auto it = Reg().variables.begin(); it != Reg().variables.end();) {
+    it = it->second.fatbin == fatbin ? Reg().variables.erase(it) : std::next(it);
+  }
+  // The modules stay with their contexts (they go when the context or process does); a library
+  // unloaded by dlclose could be reloaded at the same address, so its registrations must go now.
+  fatbin->modules.clear();
+  fatbin->unregistered = true;
+}
+
+GPUVM_EXPORT void __cudaRegisterFunction(void** handle, const char* host_fun, char* /*device_fun*/,
+                                         const char* device_name, int /*thread_limit*/, uint3*,
+                                         uint3*, dim3*, dim3*, int*) {
+  if (handle == nullptr || host_fun == nullptr || device_name == nullptr) return;
+  auto k = std::make_unique<KernelRecord>();
+  k->fatbin = reinterpret_cast<FatbinRecord*>(handle);
+  k->name = device_name;
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  Reg().kernels[host_fun] = std::move(k);
+}
+
+GPUVM_EXPORT void __cudaRegisterVar(void** handle, char* host_var, char* /*device_address*/,
+                                    const char* device_name, int /*ext*/, size_t size, int constant,
+                                    int /*global*/) {
+  if (handle == nullptr || host_var == nullptr || device_name == nullptr) return;
+  VariableRecord v;
+  v.fatbin = reinterpret_cast<FatbinRecord*>(handle);
+  v.name = device_name;
+  v.size = size;
+  v.constant = constant != 0;
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  Reg().variables[host_var] = std::move(v);
+}
+
+GPUVM_EXPORT char __cudaInitModule(void** handle) {
+  // Loads the module now (CUDA uses this for managed variables); true on success.
+  if (EnsureContext() != CUDA_SUCCESS || handle == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  CUmodule module;
+  return ModuleFor(reinterpret_cast<FatbinRecord*>(handle), &module) == CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared,
+                                                  struct CUstream_st* stream) {
+  t_configs.push_back({grid, block, shared, stream});
+  return 0;
+}
+
+GPUVM_EXPORT cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared,
+                                                    void* stream) {
+  if (t_configs.empty()) return Record(cudaErrorMissingConfiguration);
+  LaunchConfig c = t_configs.back();
+  t_configs.pop_back();
+  if (grid) *grid = c.grid;
+  if (block) *block = c.block;
+  if (shared) *shared = c.shared;
+  if (stream) *static_cast<cudaStream_t*>(stream) = c.stream;
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_fun) {
+  if (kernel == nullptr) return Record(cudaErrorInvalidValue);
+  KernelRecord* k = FindKernel(host_fun);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  *kernel = reinterpret_cast<cudaKernel_t>(k);
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                                            size_t shared, cudaStream_t stream) {
+  // A handle is a KernelRecord we handed out; check it is still registered before using it.
+  KernelRecord* k = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    for (auto& [fun, record] : Reg().kernels) {
+      if (record.get() == reinterpret_cast<KernelRecord*>(kernel)) k = record.get();
+    }
+  }
+  return Launch(k, grid, block, args, shared, stream);
+}
+
+// --default-stream per-thread builds call the _ptsz forms; gpuvm treats the per-thread default
+// stream as the legacy one (docs/RUNTIME.md).
+GPUVM_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block,
+                                                 void** args, size_t shared, cudaStream_t stream) {
+  return __cudaLaunchKernel(kernel, grid, block, args, shared, stream);
+}
+
+// =====================================================================================================
+// Errors and versions
+
+GPUVM_EXPORT cudaError_t cudaGetLastError(void) {
+  cudaError_t e = t_last_error;
+  t_last_error = cudaSuccess;
+  return e;
+}
+
+GPUVM_EXPORT cudaError_t cudaPeekAtLastError(void) { return t_last_error; }
+
+GPUVM_EXPORT const char* cudaGetErrorName(cudaError_t error) {
+  const char* name = gpuvm::runtime::CudaErrorName(error);
+  return name ? name : "cudaErrorUnknown";
+}
+
+GPUVM_EXPORT const char* cudaGetErrorString(cudaError_t error) {
+  const char* s = gpuvm::runtime::CudaErrorString(error);
+  return s ? s : "unrecognized error code";
+}
+
+GPUVM_EXPORT cudaError_t cudaDriverGetVersion(int* version) {
+  if (version == nullptr) return Record(cudaErrorInvalidValue);
+  return Rec(cuDriverGetVersion(version));
+}
+
+GPUVM_EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (version == nullptr) return Record(cudaErrorInvalidValue);
+  *version = kRuntimeVersion;
+  return cudaSuccess;
+}
+
+// =====================================================================================================
+// Devices
+
+GPUVM_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return Record(cudaErrorInvalidValue);
+  *count = 0;
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Record(cudaErrorNoDevice);
+  return Rec(cuDeviceGetCount(count));
+}
+
+GPUVM_EXPORT cudaError_t cudaSetDevice(int device) {
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  int count = 0;
+  cuDeviceGetCount(&count);
+  if (device < 0 || device >= count) return Record(cudaErrorInvalidDevice);
+  t_device = device;
+  ENSURE_CONTEXT();
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return Record(cudaErrorInvalidValue);
+  *device = t_device;
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if (cuDeviceGet(&dev, device) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  std::memset(prop, 0, sizeof *prop);
+  cuDeviceGetName(prop->name, sizeof prop->name, dev);
+  size_t total = 0;
+  cuDeviceTotalMem(&total, dev);
+  prop->totalGlobalMem = total;
+  auto attr = [dev](CUdevice_attribute a) {
+    int v = 0;
+    cuDeviceGetAttribute(&v, a, dev);
+    return v;
+  };
+  prop->sharedMemPerBlock = size_t(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+  prop->regsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  prop->warpSize = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  prop->memPitch = size_t(attr(CU_DEVICE_ATTRIBUTE_MAX_PITCH));
+  prop->maxThreadsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  prop->maxThreadsDim[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+  prop->maxThreadsDim[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+  prop->maxThreadsDim[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+  prop->maxGridSize[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  prop->maxGridSize[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  prop->maxGridSize[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+  prop->totalConstMem = size_t(attr(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY));
+  prop->major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  prop->minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  prop->textureAlignment = size_t(attr(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT));
+  prop->texturePitchAlignment = size_t(attr(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT));
+  prop->multiProcessorCount = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  prop->canMapHostMemory = attr(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
+  prop->surfaceAlignment = size_t(attr(CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT));
+  prop->concurrentKernels = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
+  prop->pciBusID = attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
+  prop->pciDeviceID = attr(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);
+  prop->pciDomainID = attr(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
+  prop->asyncEngineCount = attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+  prop->unifiedAddressing = attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+  prop->memoryBusWidth = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  prop->l2CacheSize = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  prop->maxThreadsPerMultiProcessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  prop->sharedMemPerMultiprocessor =
+      size_t(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  prop->regsPerMultiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  prop->sharedMemPerBlockOptin =
+      size_t(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  prop->maxBlocksPerMultiProcessor = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  prop->hostRegisterSupported = attr(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED);
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceSynchronize(void) {
+  ENSURE_CONTEXT();
+  return Rec(cuCtxSynchronize());
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceReset(void) {
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  {
+    // Every module and function of the primary context goes with the reset.
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    for (auto& f : Reg().fatbins) f->modules.erase(g_primary);
+    for (auto& [fun, k] : Reg().kernels) k->functions.erase(g_primary);
+  }
+  if (g_primary == nullptr) return cudaSuccess;
+  t_last_error = cudaSuccess;
+  return Rec(cuDevicePrimaryCtxReset(0));
+}
+
+// =====================================================================================================
+// Memory
+
+GPUVM_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  if (size == 0) {
+    *ptr = nullptr;
+    return cudaSuccess;
+  }
+  CUdeviceptr d = 0;
+  CUresult r = cuMemAlloc(&d, size);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return Record(cudaErrorMemoryAllocation);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  *ptr = reinterpret_cast<void*>(d);
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaFree(void* ptr) {
+  ENSURE_CONTEXT();
+  if (ptr == nullptr) return cudaSuccess;
+  CUresult r = cuMemFree(CUdeviceptr(ptr));
+  if (r == CUDA_ERROR_INVALID_VALUE) return Record(cudaErrorInvalidDevicePointer);
+  return Rec(r);
+}
+
+GPUVM_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  if (ptr == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUresult r = cuMemHostAlloc(ptr, size, flags);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return Record(cudaErrorMemoryAllocation);
+  return Rec(r);
+}
+
+GPUVM_EXPORT cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, 0);
+}
+
+GPUVM_EXPORT cudaError_t cudaFreeHost(void* ptr) {
+  ENSURE_CONTEXT();
+  CUresult r = cuMemFreeHost(ptr);
+  if (r == CUDA_ERROR_INVALID_VALUE) return Record(cudaErrorInvalidValue);
+  return Rec(r);
+}
+
+GPUVM_EXPORT cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int flags) {
+  if (device == nullptr || host == nullptr || flags != 0) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUdeviceptr d;
+  CUresult r = cuMemHostGetDevicePointer(&d, host, 0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  *device = reinterpret_cast<void*>(d);
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  ENSURE_CONTEXT();
+  return Rec(cuMemGetInfo(free, total));
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return Copy(dst, src, count, kind, nullptr, false);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
+                                         cudaMemcpyKind kind, cudaStream_t stream) {
+  return Copy(dst, src, count, kind, stream, true);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+  ENSURE_CONTEXT();
+  return Rec(cuMemsetD8(CUdeviceptr(ptr), static_cast<unsigned char>(value), count));
+}
+
+GPUVM_EXPORT cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  ENSURE_CONTEXT();
+  return Rec(cuMemsetD8Async(CUdeviceptr(ptr), static_cast<unsigned char>(value), count, stream));
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count,
+                                            size_t offset, cudaMemcpyKind kind) {
+  CUdeviceptr address;
+  size_t size;
+  cudaError_t e = SymbolAddress(symbol, &address, &size);
+  if (e != cudaSuccess) return e;
+  if (offset > size || count > size - offset) return Record(cudaErrorInvalidValue);
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  return Copy(reinterpret_cast<void*>(address + offset), src, count, kind, nullptr, false);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
+                                              size_t offset, cudaMemcpyKind kind) {
+  CUdeviceptr address;
+  size_t size;
+  cudaError_t e = SymbolAddress(symbol, &address, &size);
+  if (e != cudaSuccess) return e;
+  if (offset > size || count > size - offset) return Record(cudaErrorInvalidValue);
+  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  return Copy(dst, reinterpret_cast<const void*>(address + offset), count, kind, nullptr, false);
+}
+
+GPUVM_EXPORT cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol) {
+  if (dev_ptr == nullptr) return Record(cudaErrorInvalidValue);
+  CUdeviceptr address;
+  size_t size;
+  cudaError_t e = SymbolAddress(symbol, &address, &size);
+  if (e == cudaSuccess) *dev_ptr = reinterpret_cast<void*>(address);
+  return e;
+}
+
+// =====================================================================================================
+// Streams and events
+
+GPUVM_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (stream == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  return Rec(cuStreamCreate(stream, flags));
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  ENSURE_CONTEXT();
+  if (stream == nullptr) return Record(cudaErrorInvalidResourceHandle);
+  return Rec(cuStreamDestroy(stream));
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ENSURE_CONTEXT();
+  return Rec(cuStreamSynchronize(stream));
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  ENSURE_CONTEXT();
+  CUresult r = cuStreamQuery(stream);
+  return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : Rec(r);  // not-ready is no error
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                             unsigned int flags) {
+  ENSURE_CONTEXT();
+  return Rec(cuStreamWaitEvent(stream, event, flags));
+}
+
+GPUVM_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (event == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  return Rec(cuEventCreate(event, flags));
+}
+
+GPUVM_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+GPUVM_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  ENSURE_CONTEXT();
+  return Rec(cuEventDestroy(event));
+}
+
+GPUVM_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  ENSURE_CONTEXT();
+  return Rec(cuEventRecord(event, stream));
+}
+
+GPUVM_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
+  ENSURE_CONTEXT();
+  CUresult r = cuEventQuery(event);
+  return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : Rec(r);
+}
+
+GPUVM_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ENSURE_CONTEXT();
+  return Rec(cuEventSynchronize(event));
+}
+
+GPUVM_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  ENSURE_CONTEXT();
+  return Rec(cuEventElapsedTime(ms, start, end));
+}
+
+// =====================================================================================================
+// Execution
+
+GPUVM_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
+                                          size_t shared, cudaStream_t stream) {
+  KernelRecord* k = FindKernel(func);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  return Launch(k, grid, block, args, shared, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
+                                               size_t shared, cudaStream_t stream) {
+  return cudaLaunchKernel(func, grid, block, args, shared, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+  if (attr == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  KernelRecord* k = FindKernel(func);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  CUfunction f;
+  {
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    CUresult r = FunctionFor(k, &f);
+    if (r != CUDA_SUCCESS) return Rec(r);
+  }
+  std::memset(attr, 0, sizeof *attr);
+  int v = 0;
+  auto get = [&](CUfunction_attribute a) {
+    v = 0;
+    cuFuncGetAttribute(&v, a, f);
+    return v;
+  };
+  attr->sharedSizeBytes = size_t(get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+  attr->constSizeBytes = size_t(get(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES));
+  attr->localSizeBytes = size_t(get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES));
+  attr->maxThreadsPerBlock = get(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  attr->numRegs = get(CU_FUNC_ATTRIBUTE_NUM_REGS);
+  attr->ptxVersion = get(CU_FUNC_ATTRIBUTE_PTX_VERSION);
+  attr->binaryVersion = get(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+  attr->maxDynamicSharedSizeBytes = get(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  attr->preferredShmemCarveout = -1;
+  return cudaSuccess;
+}
+
+// The per-thread-default-stream (_ptds/_ptsz) spellings of the calls above.
+GPUVM_EXPORT cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count,
+                                         cudaMemcpyKind kind) {
+  return cudaMemcpy(dst, src, count, kind);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
+                                              cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpyAsync(dst, src, count, kind, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemset_ptds(void* ptr, int value, size_t count) {
+  return cudaMemset(ptr, value, count);
+}
+GPUVM_EXPORT cudaError_t cudaMemsetAsync_ptsz(void* ptr, int value, size_t count,
+                                              cudaStream_t stream) {
+  return cudaMemsetAsync(ptr, value, count, stream);
+}
+GPUVM_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  return cudaStreamSynchronize(stream);
+}
+GPUVM_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+  return cudaEventRecord(event, stream);
+}
