@@ -519,6 +519,9 @@ class Parser {
 
   // Initializer: scalars (integers, floats, `name`, `name+N`, `generic(name)`) in braces nested to
   // any depth up to 8, flattened in order.
+  // Initializer: scalars (integers, floats, `name`, `name+N`, `generic(name)`), optionally in
+  // braces. As in C, a nested brace starts a new row (sub-array or vector element) and a short row
+  // is zero-filled: for `.u32 x[2][3]`, `{{1}, {2, 3}}` is 1 0 0 2 3 0.
   Status ParseInitializer(Variable* var) {
     if (var->ElementSize() == 0) return Error(var->line, "initializer for an untyped variable");
     if (IsFloatType(var->type) && TypeSize(var->type) < 4) {
@@ -526,6 +529,19 @@ class Parser {
     }
     const uint32_t scalar_size = TypeSize(var->type);
     const uint64_t capacity = var->unsized ? UINT64_MAX : var->elements * var->vector;
+    // row_size[k]: scalars in one brace at nesting depth k + 2 (depth 1 is the whole variable).
+    std::vector<uint64_t> row_size;
+    {
+      uint64_t size = var->vector;
+      std::vector<uint64_t> inner;
+      if (var->vector > 1) inner.push_back(size);
+      for (size_t d = var->dims.size(); d-- > 1;) {
+        size *= var->dims[d];
+        inner.push_back(size);
+      }
+      row_size.assign(inner.rbegin(), inner.rend());
+    }
+    std::vector<uint64_t> row_start;  // start of each open nested brace (depth >= 2)
     uint64_t count = 0;
     int depth = 0;
     bool expect_value = true;
@@ -533,12 +549,30 @@ class Parser {
       const Token& p = Peek();
       if (p.Is('{')) {
         if (!expect_value) return Error(p.line, "expected ',' in initializer");
-        if (++depth > 8) return Error(p.line, "initializer nested too deeply");
+        if (depth >= 1) {
+          if (row_start.size() >= row_size.size()) {
+            return Error(p.line, "initializer braces nested deeper than '" + var->name + "'");
+          }
+          const uint64_t size = row_size[row_start.size()];
+          count = (count + size - 1) / size * size;  // a new row starts on a row boundary
+          if (count >= capacity) {
+            return Error(p.line, "too many initializers for '" + var->name + "'");
+          }
+          row_start.push_back(count);
+        }
+        ++depth;
         GPUVM_RETURN_IF_ERROR(Skip());
         continue;
       }
       if (p.Is('}')) {
         if (depth == 0) return Error(p.line, "unbalanced '}' in initializer");
+        if (depth >= 2) {
+          const uint64_t end = row_start.back() + row_size[row_start.size() - 1];
+          if (count > end)
+            return Error(p.line, "too many initializers in a brace of '" + var->name + "'");
+          count = end;  // zero-fill the rest of the row
+          row_start.pop_back();
+        }
         --depth;
         GPUVM_RETURN_IF_ERROR(Skip());
         expect_value = false;
@@ -557,25 +591,41 @@ class Parser {
       }
       if (count >= capacity) return Error(p.line, "too many initializers for '" + var->name + "'");
       const uint64_t offset = count * scalar_size;
-      if (init_bytes_ + scalar_size > limits_.max_initializer_bytes) {
-        return Exhausted(p.line, "initializers exceed " +
-                                     std::to_string(limits_.max_initializer_bytes) + " bytes");
-      }
-      init_bytes_ += scalar_size;
-      var->init.resize(offset + scalar_size, 0);
+      GPUVM_RETURN_IF_ERROR(GrowImage(p.line, var, offset + scalar_size));
       GPUVM_RETURN_IF_ERROR(ParseInitElement(var, offset));
       ++count;
       expect_value = false;
       if (depth == 0) break;
     }
     if (var->unsized) {
-      const uint64_t per_element = var->vector;
-      var->elements = (count + per_element - 1) / per_element;
+      // `x[][4] = {...}`: the first dimension is the number of rows the scalars fill.
+      uint64_t per_row = var->vector;
+      for (size_t d = 1; d < var->dims.size(); ++d) per_row *= var->dims[d];
+      const uint64_t rows = (count + per_row - 1) / per_row;
+      if (rows == 0) return Error(var->line, "empty initializer for an unsized array");
+      if (rows > limits_.max_variable_bytes / (per_row * scalar_size)) {
+        return Exhausted(var->line, "variable '" + var->name + "' is too large");
+      }
+      var->dims[0] = rows;
       var->unsized = false;
-      var->dims[0] = var->elements;
-      if (var->elements == 0) return Error(var->line, "empty initializer for an unsized array");
-      var->init.resize(var->elements * var->ElementSize(), 0);
+      var->elements = rows * (per_row / var->vector);
+      count = rows * per_row;
     }
+    // Zero-filled rows at the end belong to the image too (the image may still stop short of the
+    // variable's end; the rest is zero by definition).
+    return GrowImage(var->line, var, count * scalar_size);
+  }
+
+  // Extends a variable's initializer image to `bytes`, within the module's initializer budget.
+  Status GrowImage(uint32_t line, Variable* var, uint64_t bytes) {
+    if (bytes <= var->init.size()) return Status::Ok();
+    const uint64_t more = bytes - var->init.size();
+    if (init_bytes_ + more > limits_.max_initializer_bytes) {
+      return Exhausted(
+          line, "initializers exceed " + std::to_string(limits_.max_initializer_bytes) + " bytes");
+    }
+    init_bytes_ += more;
+    var->init.resize(bytes, 0);
     return Status::Ok();
   }
 
@@ -832,7 +882,6 @@ class Parser {
 
   Status ParseBody(uint32_t index) {
     fn_ = &module_.functions[index];
-    fn_index_ = index;
     fn_->has_body = true;
     fn_->registers.clear();
     fn_->locals.clear();
@@ -1395,7 +1444,6 @@ class Parser {
   std::unordered_map<std::string_view, Symbol> module_names_;
   // The function being parsed.
   Function* fn_ = nullptr;
-  uint32_t fn_index_ = 0;
   std::vector<Scope> scopes_;
   std::unordered_map<std::string_view, uint32_t> labels_;
   std::vector<bool> label_defined_;

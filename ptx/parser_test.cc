@@ -107,8 +107,11 @@ TEST(PtxParserTest, GlobalsWithInitializers) {
       ".global .u32 counts[] = {1, 2, 3};\n"
       ".global .align 8 .u64 ptrs[2] = {bytes, generic(counts)+4};\n"
       ".extern .shared .align 16 .b8 dyn[];\n"
-      ".shared .align 4 .b8 tile[4][16];\n");
-  ASSERT_EQ(m.globals.size(), 7u);
+      ".shared .align 4 .b8 tile[4][16];\n"
+      ".global .u16 rows[][3] = {{1, 2, 3}, {4}};\n"
+      ".global .u32 padded[2][3] = {{1}, {2, 3}};\n"
+      ".global .v2 .f32 pairs[2] = {{0f3F800000}, {1.5, 2.5}};\n");
+  ASSERT_EQ(m.globals.size(), 10u);
   const Variable& bytes = m.globals[0];
   EXPECT_EQ(bytes.space, StateSpace::kGlobal);
   EXPECT_EQ(bytes.SizeBytes(), 8u);
@@ -139,12 +142,28 @@ TEST(PtxParserTest, GlobalsWithInitializers) {
   EXPECT_EQ(m.globals[6].SizeBytes(), 64u);
   EXPECT_EQ(m.globals[6].dims, (std::vector<uint64_t>{4, 16}));
   EXPECT_EQ(m.FindGlobal("tile"), 6);
+  // Nested braces are rows; short rows are zero-filled.
+  EXPECT_EQ(m.globals[7].dims, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(m.globals[7].SizeBytes(), 12u);
+  EXPECT_EQ(m.globals[7].init, (std::vector<uint8_t>{1, 0, 2, 0, 3, 0, 4, 0, 0, 0, 0, 0}));
+  std::vector<uint32_t> padded(6);
+  ASSERT_EQ(m.globals[8].init.size(), 24u);
+  std::memcpy(padded.data(), m.globals[8].init.data(), 24);
+  EXPECT_EQ(padded, (std::vector<uint32_t>{1, 0, 0, 2, 3, 0}));
+  std::vector<float> pairs(4);
+  ASSERT_EQ(m.globals[9].init.size(), 16u);
+  std::memcpy(pairs.data(), m.globals[9].init.data(), 16);
+  EXPECT_EQ(pairs, (std::vector<float>{1.0f, 0.0f, 1.5f, 2.5f}));
 }
 
 TEST(PtxParserTest, VariableErrors) {
   EXPECT_NE(ParseError(".global .u8 x[2] = {1, 2, 3};").message().find("too many initializers"),
             std::string::npos);
   EXPECT_NE(ParseError(".global .u8 x = 256;").message().find("does not fit"), std::string::npos);
+  EXPECT_NE(ParseError(".global .u8 x[2][2] = {{1, 2, 3}};").message().find("in a brace"),
+            std::string::npos);
+  EXPECT_NE(ParseError(".global .u8 x[2] = {{1}};").message().find("nested deeper"),
+            std::string::npos);
   EXPECT_NE(ParseError(".shared .u32 x = 1;").message().find("cannot have initializers"),
             std::string::npos);
   EXPECT_NE(ParseError(".global .u32 x[];").message().find("needs a size"), std::string::npos);
