@@ -329,7 +329,8 @@ enum class OperandKind : uint8_t {
 // complement value; 0fXXXXXXXX as the f32 bit pattern in the low 32 bits; 0dXXXXXXXXXXXXXXXX and
 // decimal floating literals (1.5) as the f64 bit pattern. The translator converts to the slot type
 // (an integer literal used as an f32 operand means that integer value as a float; an f64 literal
-// used as f32 is rounded to nearest).
+// used as f32 is rounded to nearest). An integer in a .pred slot (`mov.pred %p, -1`, as nvcc -G
+// writes it) is false when zero and true otherwise.
 enum class ImmKind : uint8_t { kNone = 0, kInt, kF32, kF64 };
 
 enum class AddressBase : uint8_t { kNone = 0, kRegister, kSymbol };

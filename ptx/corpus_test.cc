@@ -17,9 +17,9 @@
 namespace gpuvm::ptx {
 namespace {
 
-std::vector<std::string> CorpusFiles() {
+std::vector<std::string> PtxFilesIn(const char* path) {
   std::vector<std::string> files;
-  if (DIR* dir = opendir(GPUVM_KERNELS_DIR)) {
+  if (DIR* dir = opendir(path)) {
     while (dirent* e = readdir(dir)) {
       std::string name = e->d_name;
       if (name.size() > 4 && name.ends_with(".ptx")) files.push_back(name);
@@ -30,8 +30,10 @@ std::vector<std::string> CorpusFiles() {
   return files;
 }
 
-std::string Read(const std::string& name) {
-  std::ifstream in(std::string(GPUVM_KERNELS_DIR) + "/" + name, std::ios::binary);
+std::vector<std::string> CorpusFiles() { return PtxFilesIn(GPUVM_KERNELS_DIR); }
+
+std::string Read(const std::string& name, const char* dir = GPUVM_KERNELS_DIR) {
+  std::ifstream in(std::string(dir) + "/" + name, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -62,6 +64,18 @@ TEST(PtxCorpusTest, EveryFileParsesAndRoundTrips) {
         EXPECT_EQ(a.body[k].operands.size(), b.body[k].operands.size());
       }
     }
+  }
+}
+
+// The fuzz seeds include modules built with -lineinfo and -G (.loc with inlined_at, .file, DWARF
+// .section blocks): they parse too.
+TEST(PtxCorpusTest, DebugBuildsParse) {
+  const std::vector<std::string> files = PtxFilesIn(GPUVM_PTX_SEEDS_DIR);
+  ASSERT_TRUE(std::find(files.begin(), files.end(), "calls_debug.ptx") != files.end());
+  ASSERT_TRUE(std::find(files.begin(), files.end(), "calls_lineinfo.ptx") != files.end());
+  for (const std::string& file : files) {
+    auto module = ParseModule(Read(file, GPUVM_PTX_SEEDS_DIR));
+    EXPECT_TRUE(module.ok()) << file << ": " << module.status().ToString();
   }
 }
 

@@ -1012,8 +1012,9 @@ std::string TypeMismatch(const Register& reg, T want, int index) {
 std::string CheckImmediate(const Operand& op, T want, int index) {
   const std::string where = "operand " + std::to_string(index + 1) + ": ";
   if (want == T::kPred) {
-    if (op.imm_kind == ImmKind::kInt && op.imm_bits <= 1) return "";  // mov.pred %p, 0/1
-    return where + "a predicate immediate must be 0 or 1";
+    // `mov.pred %p, 0` / `mov.pred %p, -1` (nvcc -G): zero is false, anything else true.
+    if (op.imm_kind == ImmKind::kInt) return "";
+    return where + "a predicate immediate must be an integer";
   }
   if (want == T::kNone) return "";
   const uint32_t size = TypeSize(want);

@@ -1169,7 +1169,16 @@ class Parser {
     }
     if (info->mnemonic == "bar" && !inst.Has(kFlagWarp)) inst.flags |= kFlagAligned;
     std::string err = CheckModifiers(*info, inst);
-    if (!err.empty()) return fail(err);
+    if (!err.empty()) {
+      const bool half = inst.type == ScalarType::kF16 || inst.type == ScalarType::kBF16 ||
+                        inst.type == ScalarType::kF16x2 || inst.type == ScalarType::kBF16x2;
+      if (half) {
+        return Unsupported(head.line, "instruction '" + mnemonic +
+                                          "': half-precision arithmetic is not supported (" + err +
+                                          ")");
+      }
+      return fail(err);
+    }
 
     if (inst.opcode == Opcode::kCall) {
       GPUVM_RETURN_IF_ERROR(ParseCall(head, mnemonic, &inst));

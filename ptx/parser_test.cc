@@ -358,6 +358,7 @@ TEST(PtxParserTest, Immediates) {
   EXPECT_EQ(d.ImmAsDouble(), 2.0);
   EXPECT_EQ(imm("mul.f64 %fd1, %fd2, 1.5e1;").ImmAsDouble(), 15.0);
   EXPECT_EQ(imm("mov.pred %p1, 1;", 1).imm_bits, 1u);
+  EXPECT_EQ(imm("mov.pred %p1, -1;", 1).ImmAsInt(), -1);  // nvcc -G writes true as -1
 }
 
 TEST(PtxParserTest, SpecialRegisters) {
@@ -564,8 +565,9 @@ TEST(PtxErrorTest, BadModifiers) {
   EXPECT_NE(ErrorOf("add %r1, %r2, %r3;").find("missing type suffix"), std::string::npos);
   EXPECT_NE(ErrorOf("add.s32.s32 %r1, %r2, %r3;").find("too many type suffixes"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("add.f16 %rs1, %rs2, %rs3;").find("type '.f16' is not valid for add"),
-            std::string::npos);
+  EXPECT_EQ(ParseError(Kernel(".reg .b16 %rs<3>;\nadd.f16 %rs0, %rs1, %rs2;")).message(),
+            "line 7: in kernel 'k': instruction 'add.f16': half-precision arithmetic is not "
+            "supported (type '.f16' is not valid for add)");
   EXPECT_NE(ErrorOf("mul.s32 %r1, %r2, %r3;").find("needs .lo, .hi or .wide"), std::string::npos);
   EXPECT_NE(ErrorOf("mul.wide.s64 %rd1, %rd2, %rd3;").find("16/32-bit"), std::string::npos);
   EXPECT_NE(ErrorOf("cvt.s32.f32 %r1, %f1;").find("needs .rni/.rzi/.rmi/.rpi"), std::string::npos);

@@ -1,0 +1,398 @@
+#include "ptx/translator/regalloc.h"
+
+#include <algorithm>
+#include <bitset>
+
+namespace gpuvm::ptx::translator {
+namespace {
+
+using isa::Opcode;
+
+// A set of vreg ids.
+class BitSet {
+ public:
+  explicit BitSet(size_t n = 0) : words_((n + 63) / 64, 0) {}
+  void Set(uint32_t i) { words_[i >> 6] |= uint64_t{1} << (i & 63); }
+  void Clear(uint32_t i) { words_[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
+  bool Test(uint32_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
+  // this |= other; returns whether anything changed.
+  bool Union(const BitSet& o) {
+    bool changed = false;
+    for (size_t i = 0; i < words_.size(); ++i) {
+      uint64_t w = words_[i] | o.words_[i];
+      changed |= w != words_[i];
+      words_[i] = w;
+    }
+    return changed;
+  }
+  template <typename F>
+  void ForEach(F f) const {
+    for (size_t i = 0; i < words_.size(); ++i) {
+      for (uint64_t w = words_[i]; w; w &= w - 1) f(static_cast<uint32_t>(i * 64 + __builtin_ctzll(w)));
+    }
+  }
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+bool IsTerminator(const VInst& v) {
+  return (v.in.op == Opcode::kExit || v.in.op == Opcode::kTrap || v.in.op == Opcode::kBra) && v.guard == kPT;
+}
+
+// Operations whose only effect is their register destination (removable when it is dead).
+bool IsPure(Opcode op) {
+  switch (op) {
+    case Opcode::kLd:
+    case Opcode::kSt:
+    case Opcode::kAtom:
+    case Opcode::kBar:
+    case Opcode::kMembar:
+    case Opcode::kShfl:
+    case Opcode::kVote:
+    case Opcode::kBra:
+    case Opcode::kExit:
+    case Opcode::kTrap:
+    case Opcode::kNop:
+    case Opcode::kSetp:
+    case Opcode::kPlop:
+    case Opcode::kTestp:
+      return false;
+    default:
+      return true;
+  }
+}
+
+class Allocator {
+ public:
+  Allocator(const VCode& vc, const isa::KernelHeader& header, const std::string& where)
+      : vc_(vc), header_(header), where_(where), n_(static_cast<uint32_t>(vc.code.size())) {}
+
+  Result<isa::Kernel> Run(AllocationStats* stats) {
+    if (n_ == 0) return Status::Internal(where_ + ": no code");
+    GPUVM_RETURN_IF_ERROR(ResolveTargets());
+    BuildBlocks();
+    Liveness();
+    Intervals();
+    GPUVM_RETURN_IF_ERROR(Assign());
+    return Emit(stats);
+  }
+
+ private:
+  bool PartialDef(const VInst& v) const {
+    return v.guard != kPT && IsVReg(v.d) && !vc_.vregs[v.d].temp;
+  }
+  template <typename F>
+  void Uses(const VInst& v, F f) const {
+    for (uint32_t s : {v.a, v.b, v.c, v.m, v.guard}) {
+      if (IsVReg(s)) f(s);
+    }
+    if (PartialDef(v)) f(v.d);
+    if (v.guard != kPT && IsVReg(v.shfl_pred)) f(v.shfl_pred);
+  }
+  template <typename F>
+  void Defs(const VInst& v, F f) const {
+    if (IsVReg(v.d)) f(v.d);
+    if (IsVReg(v.shfl_pred)) f(v.shfl_pred);
+  }
+
+  Status ResolveTargets() {
+    target_.assign(n_, kNoV);
+    for (uint32_t i = 0; i < n_; ++i) {
+      const VInst& v = vc_.code[i];
+      if (v.in.op != Opcode::kBra) continue;
+      if (v.label >= vc_.label_pos.size() || vc_.label_pos[v.label] >= n_) {
+        return Status::Internal(where_ + ": branch to an unbound label");
+      }
+      target_[i] = vc_.label_pos[v.label];
+    }
+    if (!IsTerminator(vc_.code.back())) return Status::Internal(where_ + ": code does not end in exit");
+    return Status::Ok();
+  }
+
+  void BuildBlocks() {
+    std::vector<bool> leader(n_ + 1, false);
+    leader[0] = true;
+    for (uint32_t i = 0; i < n_; ++i) {
+      const VInst& v = vc_.code[i];
+      if (v.in.op == Opcode::kBra) {
+        leader[target_[i]] = true;
+        leader[i + 1] = true;
+      } else if (IsTerminator(v)) {
+        leader[i + 1] = true;
+      }
+    }
+    block_of_.assign(n_, 0);
+    for (uint32_t i = 0; i < n_; ++i) {
+      if (leader[i]) starts_.push_back(i);
+      block_of_[i] = static_cast<uint32_t>(starts_.size() - 1);
+    }
+    const uint32_t nb = static_cast<uint32_t>(starts_.size());
+    ends_.resize(nb);
+    succ_.resize(nb);
+    for (uint32_t b = 0; b < nb; ++b) {
+      ends_[b] = b + 1 < nb ? starts_[b + 1] : n_;
+      const uint32_t last = ends_[b] - 1;
+      const VInst& v = vc_.code[last];
+      if (v.in.op == Opcode::kBra) succ_[b].push_back(block_of_[target_[last]]);
+      if (!IsTerminator(v) && last + 1 < n_) succ_[b].push_back(block_of_[last + 1]);
+    }
+  }
+
+  void Liveness() {
+    const uint32_t nb = static_cast<uint32_t>(starts_.size());
+    const size_t nv = vc_.vregs.size();
+    std::vector<BitSet> use(nb, BitSet(nv)), def(nb, BitSet(nv));
+    live_in_.assign(nb, BitSet(nv));
+    live_out_.assign(nb, BitSet(nv));
+    for (uint32_t b = 0; b < nb; ++b) {
+      for (uint32_t i = starts_[b]; i < ends_[b]; ++i) {
+        const VInst& v = vc_.code[i];
+        Uses(v, [&](uint32_t r) {
+          if (!def[b].Test(r)) use[b].Set(r);
+        });
+        Defs(v, [&](uint32_t r) { def[b].Set(r); });
+      }
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t b = nb; b-- > 0;) {
+        for (uint32_t s : succ_[b]) live_out_[b].Union(live_in_[s]);
+        BitSet in = use[b];
+        // in |= out - def
+        BitSet out_minus = live_out_[b];
+        def[b].ForEach([&](uint32_t r) { out_minus.Clear(r); });
+        in.Union(out_minus);
+        changed |= live_in_[b].Union(in);
+      }
+    }
+  }
+
+  // Positions: 2i = instruction i reads, 2i+1 = instruction i writes.
+  void Extend(uint32_t v, uint32_t pos) {
+    start_[v] = std::min(start_[v], pos);
+    end_[v] = std::max(end_[v], pos);
+  }
+
+  void Intervals() {
+    const size_t nv = vc_.vregs.size();
+    start_.assign(nv, UINT32_MAX);
+    end_.assign(nv, 0);
+    uses_.assign(nv, 0);
+    for (uint32_t b = 0; b < starts_.size(); ++b) {
+      BitSet live = live_out_[b];
+      for (uint32_t i = ends_[b]; i-- > starts_[b];) {
+        const VInst& v = vc_.code[i];
+        live.ForEach([&](uint32_t r) { Extend(r, 2 * i + 1); });
+        Defs(v, [&](uint32_t r) {
+          Extend(r, 2 * i + 1);
+          live.Clear(r);
+        });
+        Uses(v, [&](uint32_t r) {
+          live.Set(r);
+          ++uses_[r];
+        });
+        live.ForEach([&](uint32_t r) { Extend(r, 2 * i); });
+      }
+    }
+    // Coalescing hints: d = a copies whose source dies at the copy.
+    hint_.assign(nv, kNoV);
+    for (uint32_t i = 0; i < n_; ++i) {
+      const VInst& v = vc_.code[i];
+      if (v.in.op == Opcode::kMov && !v.in.has_imm && v.guard == kPT && IsVReg(v.d) && IsVReg(v.a) &&
+          vc_.vregs[v.d].kind == vc_.vregs[v.a].kind) {
+        hint_[v.d] = v.a;
+      }
+    }
+  }
+
+  Status Assign() {
+    const size_t nv = vc_.vregs.size();
+    slot_.assign(nv, kNoV);
+    std::vector<uint32_t> order;
+    for (uint32_t v = 0; v < nv; ++v) {
+      if (start_[v] == UINT32_MAX) continue;  // never appears
+      if (vc_.vregs[v].kind != VKind::kPred && uses_[v] == 0) {
+        slot_[v] = kRZ;  // written, never read: the write goes to the sink
+        continue;
+      }
+      order.push_back(v);
+    }
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+      return start_[x] != start_[y] ? start_[x] < start_[y] : x < y;
+    });
+    std::bitset<isa::kMaxRegisters> rows_busy;
+    std::bitset<isa::kMaxPredicates> preds_busy;
+    std::vector<uint32_t> active;  // allocated vregs whose interval may still be open
+    for (uint32_t v : order) {
+      // Expire intervals that ended before this one starts.
+      for (size_t k = 0; k < active.size();) {
+        uint32_t w = active[k];
+        if (end_[w] < start_[v]) {
+          Release(w, rows_busy, preds_busy);
+          active[k] = active.back();
+          active.pop_back();
+        } else {
+          ++k;
+        }
+      }
+      const VKind kind = vc_.vregs[v].kind;
+      uint32_t chosen = kNoV;
+      const uint32_t h = hint_[v];
+      if (h != kNoV && slot_[h] != kNoV && slot_[h] != kRZ && end_[h] + 1 == start_[v] &&
+          vc_.vregs[h].kind == kind && Free(kind, slot_[h], rows_busy, preds_busy)) {
+        chosen = slot_[h];
+      }
+      if (chosen == kNoV) {
+        if (kind == VKind::kPred) {
+          for (uint32_t p = 0; p < isa::kMaxPredicates; ++p) {
+            if (!preds_busy.test(p)) {
+              chosen = p;
+              break;
+            }
+          }
+        } else {
+          const uint32_t rows = kind == VKind::kReg64 ? 2 : 1;
+          for (uint32_t r = 0; r + rows <= isa::kMaxRegisters; ++r) {
+            if (Free(kind, r, rows_busy, preds_busy)) {
+              chosen = r;
+              break;
+            }
+          }
+        }
+      }
+      if (chosen == kNoV) {
+        const uint32_t at = std::min<uint32_t>(start_[v] / 2, n_ - 1);
+        return Status::ResourceExhausted(
+            "line " + std::to_string(vc_.code[at].line) + ": " + where_ + ": more than " +
+            (kind == VKind::kPred ? std::to_string(isa::kMaxPredicates) + " predicates"
+                                  : std::to_string(isa::kMaxRegisters) + " 32-bit registers") +
+            " live at once (spilling is not supported)");
+      }
+      slot_[v] = chosen;
+      if (kind == VKind::kPred) {
+        preds_busy.set(chosen);
+        max_pred_ = std::max(max_pred_, chosen + 1);
+      } else {
+        const uint32_t rows = kind == VKind::kReg64 ? 2 : 1;
+        for (uint32_t k = 0; k < rows; ++k) rows_busy.set(chosen + k);
+        max_row_ = std::max(max_row_, chosen + rows);
+      }
+      active.push_back(v);
+    }
+    return Status::Ok();
+  }
+
+  bool Free(VKind kind, uint32_t slot, const std::bitset<isa::kMaxRegisters>& rows,
+            const std::bitset<isa::kMaxPredicates>& preds) const {
+    if (kind == VKind::kPred) return slot < isa::kMaxPredicates && !preds.test(slot);
+    const uint32_t n = kind == VKind::kReg64 ? 2 : 1;
+    if (slot + n > isa::kMaxRegisters) return false;
+    for (uint32_t k = 0; k < n; ++k) {
+      if (rows.test(slot + k)) return false;
+    }
+    return true;
+  }
+  void Release(uint32_t v, std::bitset<isa::kMaxRegisters>& rows, std::bitset<isa::kMaxPredicates>& preds) const {
+    const VKind kind = vc_.vregs[v].kind;
+    if (kind == VKind::kPred) {
+      preds.reset(slot_[v]);
+      return;
+    }
+    const uint32_t n = kind == VKind::kReg64 ? 2 : 1;
+    for (uint32_t k = 0; k < n; ++k) rows.reset(slot_[v] + k);
+  }
+
+  uint8_t Field(uint32_t s, bool pred) const {
+    if (s == kNoV) return 0;
+    if (s == kRZ) return isa::kRegZero;
+    if (s == kPT) return isa::kPredTrue;
+    uint32_t mapped = slot_[s];
+    if (mapped == kRZ) return isa::kRegZero;
+    (void)pred;
+    return static_cast<uint8_t>(mapped);
+  }
+
+  Result<isa::Kernel> Emit(AllocationStats* stats) {
+    isa::Kernel kernel;
+    kernel.header = header_;
+    kernel.header.reg_count = static_cast<uint16_t>(max_row_);
+    kernel.header.pred_count = static_cast<uint8_t>(max_pred_);
+    std::vector<isa::Instruction> out(n_);
+    std::vector<bool> keep(n_, true);
+    uint32_t removed_moves = 0;
+    for (uint32_t i = 0; i < n_; ++i) {
+      const VInst& v = vc_.code[i];
+      isa::Instruction in = v.in;
+      const bool d_pred = IsVReg(v.d) && vc_.vregs[v.d].kind == VKind::kPred;
+      if (v.d != kNoV) in.d = Field(v.d, d_pred);
+      if (v.a != kNoV) in.a = Field(v.a, false);
+      if (v.b != kNoV) in.b = Field(v.b, false);
+      if (v.c != kNoV) in.c = Field(v.c, false);
+      if (v.m != kNoV) in.mod = Field(v.m, false);
+      in.guard = Field(v.guard, true);
+      if (in.op == Opcode::kBra) in.has_imm = true;  // the target travels in the extension word
+      if (in.op == Opcode::kShfl) {
+        const uint64_t p = v.shfl_pred == kNoV ? isa::kPredTrue : Field(v.shfl_pred, true);
+        in.imm = (in.imm & ~(uint64_t{0x3f} << 48)) | (p << 48);
+      }
+      out[i] = in;
+      const bool dead = IsVReg(v.d) && slot_[v.d] == kRZ;
+      if (dead && IsPure(in.op)) {
+        keep[i] = false;
+      } else if (in.op == Opcode::kMov && !in.has_imm && in.guard == isa::kPredTrue && in.d == in.a) {
+        keep[i] = false;
+        ++removed_moves;
+      }
+    }
+    // New indices; a removed instruction's index maps to the next kept one (branch targets follow).
+    std::vector<uint32_t> index(n_ + 1);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n_; ++i) {
+      index[i] = k;
+      if (keep[i]) ++k;
+    }
+    index[n_] = k;
+    for (uint32_t i = 0; i < n_; ++i) {
+      if (!keep[i]) continue;
+      isa::Instruction in = out[i];
+      if (in.op == Opcode::kBra) in.target = index[target_[i]];
+      kernel.code.push_back(in);
+    }
+    for (size_t i = 0; i < kernel.code.size(); ++i) {
+      Status s = isa::ValidateInstruction(kernel.code[i], kernel.header);
+      if (!s.ok()) {
+        return Status::Internal(where_ + ": translator produced an invalid instruction " + std::to_string(i) +
+                                ": " + s.message());
+      }
+    }
+    if (stats) {
+      stats->rows = max_row_;
+      stats->predicates = max_pred_;
+      stats->moves_removed = removed_moves;
+      stats->instructions = static_cast<uint32_t>(kernel.code.size());
+    }
+    return kernel;
+  }
+
+  const VCode& vc_;
+  const isa::KernelHeader header_;
+  const std::string where_;
+  const uint32_t n_;
+  std::vector<uint32_t> target_;
+  std::vector<uint32_t> starts_, ends_, block_of_;
+  std::vector<std::vector<uint32_t>> succ_;
+  std::vector<BitSet> live_in_, live_out_;
+  std::vector<uint32_t> start_, end_, uses_, hint_, slot_;
+  uint32_t max_row_ = 0;
+  uint32_t max_pred_ = 0;
+};
+
+}  // namespace
+
+Result<isa::Kernel> AllocateRegisters(const VCode& vcode, const isa::KernelHeader& header, const std::string& where,
+                                      AllocationStats* stats) {
+  return Allocator(vcode, header, where).Run(stats);
+}
+
+}  // namespace gpuvm::ptx::translator
