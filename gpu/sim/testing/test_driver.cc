@@ -36,8 +36,11 @@ int LargeShift(gpu::Device* device) {
 // ---- TestDriver: VRAM
 // ----------------------------------------------------------------------------------
 
-TestDriver::TestDriver(gpu::Device* device, uint64_t vram_size, uint64_t reserved)
-    : device_(device), vram_size_(vram_size), next_vram_(AlignUp(reserved, 0x1000)) {}
+TestDriver::TestDriver(gpu::Device* device, uint64_t vram_size, uint64_t reserved, bool zero_fill)
+    : device_(device),
+      vram_size_(vram_size),
+      next_vram_(AlignUp(reserved, 0x1000)),
+      zero_fill_(zero_fill) {}
 
 TestDriver::~TestDriver() = default;
 
@@ -45,7 +48,7 @@ uint64_t TestDriver::AllocVram(uint64_t size, uint64_t align) {
   const uint64_t at = AlignUp(next_vram_, align);
   if (size == 0 || at > vram_size_ || size > vram_size_ - at) Die("out of VRAM");
   next_vram_ = at + size;
-  Fill32(at, 0, AlignUp(size, 4));
+  if (zero_fill_) Fill32(at, 0, AlignUp(size, 4));
   return at;
 }
 
@@ -242,7 +245,7 @@ Channel* TestDriver::CreateChannel(uint32_t chid, Vm* vm, const ChannelOptions& 
   ch->pb_size_ = AlignUp(options.pushbuffer_size, 0x1000);
   ch->pb_va_ = vm->AllocMapped(ch->pb_size_, &ch->pb_phys_);
   vm->Flush();
-  Fill32(ch->userd_, 0, pf::kUserPageSize);
+  if (zero_fill_) Fill32(ch->userd_, 0, pf::kUserPageSize);
 
   // RAMFC, as nouveau's gf100 gpfifo constructor writes it.
   uint32_t order = 0;

@@ -131,8 +131,11 @@ class Channel {
 
 class TestDriver {
  public:
-  // `vram_size`: the device's VRAM size. VRAM below `reserved` is left alone.
-  TestDriver(gpu::Device* device, uint64_t vram_size, uint64_t reserved = 0x10000);
+  // `vram_size`: the device's VRAM size. VRAM below `reserved` is left alone. `zero_fill`: clear
+  // every allocation through PRAMIN (skip it only for a fresh device whose VRAM is known to be
+  // zero).
+  TestDriver(gpu::Device* device, uint64_t vram_size, uint64_t reserved = 0x10000,
+             bool zero_fill = true);
   ~TestDriver();
 
   gpu::Device* device() { return device_; }
@@ -174,6 +177,7 @@ class TestDriver {
   gpu::Device* device_;
   uint64_t vram_size_;
   uint64_t next_vram_;
+  bool zero_fill_;
   uint64_t pramin_base_ = ~0ull;
   std::vector<std::unique_ptr<Vm>> vms_;
   std::vector<std::unique_ptr<Channel>> channels_;
