@@ -314,7 +314,8 @@ Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
     const uint64_t value = Handle(*request);
     GPUVM_RETURN_IF_ERROR(server_->Complete(*request, value));
   }
-  for (;;) {
+  // Only when the aggregator's fd fired: events queued while we served come back through it.
+  while (count == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
     GPUVM_ASSIGN_OR_RETURN(std::optional<AggregatorEvent> event, aggregator_->PollEvent());
     if (!event) break;
     GPUVM_RETURN_IF_ERROR(HandleAggregatorEvent(*event));

@@ -34,6 +34,15 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
     return c->Break(Status::DataLoss("aggregator answered VM_CONFIG with something else"));
   }
   c->accepted_ = *accept;
+  if (options.use_fast_lane && (accept->flags & ipc::kAcceptFastLane)) {
+    GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<ipc::FastLane> lane, ipc::FastLane::Create());
+    const std::vector<int> fds = lane->fds();
+    GPUVM_ASSIGN_OR_RETURN(ipc::Message lane_reply, c->Call(ipc::FastLaneOffer{1}, fds));
+    if (!std::holds_alternative<ipc::FastLaneAck>(lane_reply.body)) {
+      return c->Break(Status::DataLoss("aggregator answered FAST_LANE with something else"));
+    }
+    c->lane_ = std::move(lane);
+  }
   return c;
 }
 
@@ -100,6 +109,39 @@ Result<ipc::Message> IpcAggregatorConnection::Call(ipc::Body request, std::span<
   }
 }
 
+Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
+  GPUVM_RETURN_IF_ERROR(broken_);
+  const uint32_t seq = NextSeq();
+  const Status sent = lane_->Send(ipc::FastLane::Side::kDeviceModel, ipc::Message{seq, request});
+  if (!sent.ok()) return sent.code() == StatusCode::kInvalidArgument ? sent : Break(sent);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    Result<std::optional<ipc::Message>> reply =
+        lane_->TryReceive(ipc::FastLane::Side::kDeviceModel);
+    if (!reply.ok()) return Break(reply.status());
+    if (reply->has_value()) {
+      ipc::Message& m = **reply;
+      const bool answers = std::holds_alternative<ipc::MmioReadReply>(m.body) ||
+                           std::holds_alternative<ipc::MmioWriteAck>(m.body) ||
+                           std::holds_alternative<ipc::Error>(m.body);
+      if (m.seq != seq || !answers) {
+        return Break(Status::DataLoss("the fast lane carried something other than our reply"));
+      }
+      if (const auto* error = std::get_if<ipc::Error>(&m.body)) return FromError(*error);
+      return std::move(m);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return Break(Status::DeadlineExceeded("aggregator did not answer within " +
+                                            std::to_string(timeout_.count()) + " ms"));
+    }
+    const Status waited =
+        lane_->Wait(ipc::FastLane::Side::kDeviceModel, static_cast<int>(left.count()));
+    if (!waited.ok() && waited.code() != StatusCode::kDeadlineExceeded) return Break(waited);
+  }
+}
+
 Status IpcAggregatorConnection::Dispatch(ipc::Channel::Received received) {
   const ipc::Message& m = received.message;
   auto queue = [this](AggregatorEvent event) {
@@ -136,9 +178,8 @@ Status IpcAggregatorConnection::Dispatch(ipc::Channel::Received received) {
 
 Result<uint64_t> IpcAggregatorConnection::Read(BarIndex bar, uint64_t offset, uint32_t size,
                                                uint32_t vcpu) {
-  GPUVM_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      Call(ipc::MmioRead{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset}));
+  ipc::Body request = ipc::MmioRead{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset};
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
   const auto* value = std::get_if<ipc::MmioReadReply>(&reply.body);
   if (value == nullptr) return Break(Status::DataLoss("MMIO_READ answered with something else"));
   return value->value;
@@ -146,9 +187,8 @@ Result<uint64_t> IpcAggregatorConnection::Read(BarIndex bar, uint64_t offset, ui
 
 Status IpcAggregatorConnection::Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                                       uint32_t vcpu) {
-  GPUVM_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      Call(ipc::MmioWrite{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset, value}));
+  ipc::Body request = ipc::MmioWrite{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset, value};
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
   if (!std::holds_alternative<ipc::MmioWriteAck>(reply.body)) {
     return Break(Status::DataLoss("MMIO_WRITE answered with something else"));
   }

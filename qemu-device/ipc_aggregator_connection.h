@@ -19,6 +19,7 @@
 
 #include "qemu-device/aggregator_connection.h"
 #include "qemu-device/ipc/channel.h"
+#include "qemu-device/ipc/fast_lane.h"
 #include "qemu-device/ipc/protocol.h"
 
 namespace gpuvm::dm {
@@ -27,6 +28,8 @@ struct IpcConnectOptions {
   std::string path = ipc::DefaultAggregatorSocketPath();
   ipc::VmConfig vm;
   std::chrono::milliseconds timeout = std::chrono::seconds(5);
+  // Move MMIO to the shared-memory fast lane when the aggregator offers it (ipc/fast_lane.h).
+  bool use_fast_lane = true;
 };
 
 class IpcAggregatorConnection : public AggregatorConnection {
@@ -36,6 +39,7 @@ class IpcAggregatorConnection : public AggregatorConnection {
   ~IpcAggregatorConnection() override;
 
   const ipc::VmAccept& accepted() const { return accepted_; }
+  bool on_fast_lane() const { return lane_ != nullptr; }
   // Offers the guest's memory (a local VM's RAM memfd, or a Xen domain id the aggregator maps
   // itself).
   Status SendGuestMemory(ipc::GuestMemoryKind kind, uint64_t bytes, int memfd);
@@ -55,12 +59,15 @@ class IpcAggregatorConnection : public AggregatorConnection {
   Status Init();
   // Sends a request and returns its reply, queueing whatever else arrives meanwhile.
   Result<ipc::Message> Call(ipc::Body request, std::span<const int> fds = {});
+  // An MMIO request through the fast lane: its reply comes back there too.
+  Result<ipc::Message> LaneCall(ipc::Body request);
   // Handles a message that is not the reply being waited for. Breaks the connection on violations.
   Status Dispatch(ipc::Channel::Received received);
   Status Break(Status why);
   uint32_t NextSeq();
 
   ipc::Channel channel_;
+  std::unique_ptr<ipc::FastLane> lane_;
   std::chrono::milliseconds timeout_;
   uint32_t next_seq_ = 1;
   ipc::VmAccept accepted_;

@@ -100,12 +100,44 @@ TEST_F(IpcConnectionTest, ASilentAggregatorBreaksTheConnection) {
   EXPECT_FALSE((*c)->PollEvent().ok());
 }
 
-TEST_F(IpcConnectionTest, GarbageFromTheAggregatorIsDataLoss) {
+TEST_F(IpcConnectionTest, GarbageFromTheAggregatorIsDataLossOnTheSocket) {
+  server_->set_offer_fast_lane(false);
   auto c = Connect();
   ASSERT_TRUE(c.ok());
+  EXPECT_FALSE((*c)->on_fast_lane());
   server_->set_behaviour(FakeAggregatorServer::Behaviour::kGarbage);
   EXPECT_EQ((*c)->Read(BarIndex::kBar0, 0, 4, 0).status().code(), StatusCode::kDataLoss);
   EXPECT_EQ((*c)->Write(BarIndex::kBar0, 0, 4, 0, 0).code(), StatusCode::kDataLoss);
+}
+
+TEST_F(IpcConnectionTest, GarbageFromTheAggregatorIsDataLossInTheFastLane) {
+  auto c = Connect();
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->on_fast_lane());
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar0, 0x10, 1, 0), FakePatternByte(BarIndex::kBar0, 0x10));
+  server_->set_behaviour(FakeAggregatorServer::Behaviour::kGarbage);
+  EXPECT_EQ((*c)->Read(BarIndex::kBar0, 0, 4, 0).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ((*c)->Write(BarIndex::kBar0, 0, 4, 0, 0).code(), StatusCode::kDataLoss);
+}
+
+TEST_F(IpcConnectionTest, TheFastLaneAndTheSocketCarryTheSameConversation) {
+  auto lane = Connect();
+  server_->set_offer_fast_lane(false);  // the next connection (after this one ends) goes without
+  ASSERT_TRUE(lane.ok());
+  ASSERT_TRUE((*lane)->on_fast_lane());
+  ASSERT_TRUE((*lane)->Write(BarIndex::kBar1, 0x2001, 2, 0xbeef, 0).ok());
+  EXPECT_EQ(*(*lane)->Read(BarIndex::kBar1, 0x2001, 2, 0), 0xbeefu);
+  // Notifications still come over the socket while MMIO uses the lane.
+  ASSERT_TRUE(server_->SendToDm({0, ipc::Interrupt{true}}).ok());
+  auto irq = NextEvent(**lane);
+  ASSERT_TRUE(irq.has_value());
+  EXPECT_TRUE(std::get<InterruptLevel>(*irq).asserted);
+  EXPECT_GE(server_->mmio_requests(), 2u);
+  lane->reset();
+  auto plain = Connect();
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->on_fast_lane());
+  EXPECT_EQ(*(*plain)->Read(BarIndex::kBar1, 0x2001, 2, 0), 0xbeefu) << "same aggregator state";
 }
 
 TEST_F(IpcConnectionTest, NotificationsAndRequestsFromTheAggregator) {

@@ -74,6 +74,10 @@ class LocalGuestIo {
   UniqueFd irq_;
   std::vector<UniqueFd> requests_;
   std::vector<UniqueFd> responses_;
+  // Per vCPU, an edge-triggered epoll set of its response eventfd: waiting is one system call and
+  // the eventfd never has to be read back (the round trip's guest half is write + epoll_wait, as
+  // lean as a bare eventfd ping-pong).
+  std::vector<UniqueFd> waits_;
 };
 
 }  // namespace gpuvm::hv::local

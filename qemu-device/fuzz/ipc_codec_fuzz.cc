@@ -12,7 +12,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const size_t descriptors = data[0] % 3;
+  const size_t descriptors = data[0] % 4;
   const std::span<const uint8_t> packet(data + 1, size - 1);
   auto message = gpuvm::ipc::Decode(packet, descriptors);
   if (!message.ok()) return 0;

@@ -1,7 +1,9 @@
 #include "qemu-device/ipc/channel.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "qemu-device/ipc/codec.h"
@@ -26,11 +28,28 @@ Status Channel::Send(const Message& message, std::span<const int> fds) {
   return hv::local::SendWithFds(socket_.get(), bytes, fds);
 }
 
+Status Channel::SetReceiveTimeout(int timeout_ms) {
+  if (timeout_ms == receive_timeout_ms_) return Status::Ok();
+  timeval tv{};
+  if (timeout_ms > 0) {
+    tv.tv_sec = timeout_ms / 1000;
+    tv.tv_usec = (timeout_ms % 1000) * 1000;
+  }
+  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::FromErrno(errno, "SO_RCVTIMEO");
+  }
+  receive_timeout_ms_ = timeout_ms;
+  return Status::Ok();
+}
+
 Result<Channel::Received> Channel::Receive(int timeout_ms) {
-  GPUVM_RETURN_IF_ERROR(hv::local::WaitReadable(socket_.get(), timeout_ms));
-  // One byte more than the largest valid message, so an oversized packet shows up as truncated.
-  GPUVM_ASSIGN_OR_RETURN(hv::local::ReceivedMessage raw,
-                         hv::local::ReceiveWithFds(socket_.get(), kMaxMessageSize + 1, false));
+  const bool nonblocking = timeout_ms == 0;
+  if (!nonblocking) GPUVM_RETURN_IF_ERROR(SetReceiveTimeout(timeout_ms < 0 ? -1 : timeout_ms));
+  // One byte more than the largest valid message, so an oversized packet shows up as truncated. A
+  // receive timeout shows up as DeadlineExceeded, like "nothing queued" does.
+  GPUVM_ASSIGN_OR_RETURN(
+      hv::local::ReceivedMessage raw,
+      hv::local::ReceiveWithFds(socket_.get(), kMaxMessageSize + 1, nonblocking));
   GPUVM_ASSIGN_OR_RETURN(Message message, Decode(raw.bytes, raw.fds.size()));
   return Received{std::move(message), std::move(raw.fds)};
 }

@@ -30,14 +30,19 @@ class Channel {
     Message message;
     std::vector<UniqueFd> fds;
   };
-  // Waits up to timeout_ms (-1: forever) for one message. DeadlineExceeded on timeout, Unavailable
-  // when the peer closed, DataLoss for a malformed message (the caller should hang up).
+  // Waits up to timeout_ms (-1: forever, 0: only what is already queued) for one message.
+  // DeadlineExceeded on timeout, Unavailable when the peer closed, DataLoss for a malformed message
+  // (the caller should hang up). One system call when a message is there: the wait is the socket's
+  // receive timeout, not a poll first (this is the trap's hot path).
   Result<Received> Receive(int timeout_ms);
 
   int fd() const { return socket_.get(); }
 
  private:
+  Status SetReceiveTimeout(int timeout_ms);
+
   UniqueFd socket_;
+  int receive_timeout_ms_ = -1;  // what SO_RCVTIMEO is set to (-1: none)
 };
 
 }  // namespace gpuvm::ipc

@@ -96,6 +96,8 @@ constexpr TypeInfo kTypes[] = {
     {MessageType::kVmAccept, Kind::kReply, 16},
     {MessageType::kGuestMemory, Kind::kRequest, 16},
     {MessageType::kGuestMemoryAck, Kind::kReply, 0},
+    {MessageType::kFastLane, Kind::kRequest, 8},
+    {MessageType::kFastLaneAck, Kind::kReply, 0},
     {MessageType::kMmioRead, Kind::kRequest, 16},
     {MessageType::kMmioReadReply, Kind::kReply, 8},
     {MessageType::kMmioWrite, Kind::kRequest, 24},
@@ -162,6 +164,8 @@ MessageType TypeOf(const Body& body) {
         if constexpr (std::is_same_v<T, VmAccept>) return MessageType::kVmAccept;
         if constexpr (std::is_same_v<T, GuestMemory>) return MessageType::kGuestMemory;
         if constexpr (std::is_same_v<T, GuestMemoryAck>) return MessageType::kGuestMemoryAck;
+        if constexpr (std::is_same_v<T, FastLaneOffer>) return MessageType::kFastLane;
+        if constexpr (std::is_same_v<T, FastLaneAck>) return MessageType::kFastLaneAck;
         if constexpr (std::is_same_v<T, MmioRead>) return MessageType::kMmioRead;
         if constexpr (std::is_same_v<T, MmioReadReply>) return MessageType::kMmioReadReply;
         if constexpr (std::is_same_v<T, MmioWrite>) return MessageType::kMmioWrite;
@@ -193,6 +197,10 @@ std::string_view MessageTypeName(MessageType type) {
       return "GUEST_MEMORY";
     case MessageType::kGuestMemoryAck:
       return "GUEST_MEMORY_ACK";
+    case MessageType::kFastLane:
+      return "FAST_LANE";
+    case MessageType::kFastLaneAck:
+      return "FAST_LANE_ACK";
     case MessageType::kMmioRead:
       return "MMIO_READ";
     case MessageType::kMmioReadReply:
@@ -227,6 +235,7 @@ size_t DescriptorCount(const Body& body) {
   if (const auto* m = std::get_if<GuestMemory>(&body)) {
     return m->kind == GuestMemoryKind::kLocalMemfd ? 1 : 0;
   }
+  if (std::holds_alternative<FastLaneOffer>(body)) return 3;
   return std::holds_alternative<BarMap>(body) ? 1 : 0;
 }
 
@@ -271,7 +280,11 @@ Status Validate(const Message& message) {
           }
           if (b.name.size() >= kNameSize || !Printable(b.name)) return Bad("bad VM name");
         } else if constexpr (std::is_same_v<T, VmAccept>) {
-          if (b.flags & ~kAcceptWantsGuestMemory) return Bad("unknown accept flags");
+          if (b.flags & ~(kAcceptWantsGuestMemory | kAcceptFastLane)) {
+            return Bad("unknown accept flags");
+          }
+        } else if constexpr (std::is_same_v<T, FastLaneOffer>) {
+          if (b.version != 1) return Bad("unknown fast lane version");
         } else if constexpr (std::is_same_v<T, GuestMemory>) {
           if (b.kind != GuestMemoryKind::kLocalMemfd && b.kind != GuestMemoryKind::kXenDomain) {
             return Bad("unknown guest memory kind");
@@ -343,6 +356,9 @@ Result<std::vector<uint8_t>> Encode(const Message& message) {
           w.U8(static_cast<uint8_t>(b.kind));
           w.Zeros(7);
           w.U64(b.bytes);
+        } else if constexpr (std::is_same_v<T, FastLaneOffer>) {
+          w.U32(b.version);
+          w.U32(0);
         } else if constexpr (std::is_same_v<T, MmioRead> || std::is_same_v<T, MmioWrite>) {
           w.U8(static_cast<uint8_t>(b.bar));
           w.U8(b.size);
@@ -452,6 +468,16 @@ Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
     }
     case MessageType::kGuestMemoryAck:
       message.body = GuestMemoryAck{};
+      break;
+    case MessageType::kFastLane: {
+      FastLaneOffer b;
+      b.version = r.U32();
+      reserved_zero &= r.Zeros(4);
+      message.body = b;
+      break;
+    }
+    case MessageType::kFastLaneAck:
+      message.body = FastLaneAck{};
       break;
     case MessageType::kMmioRead:
     case MessageType::kMmioWrite: {

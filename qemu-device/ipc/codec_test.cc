@@ -61,6 +61,14 @@ TEST(IpcCodec, MessagesWithADescriptorNeedExactlyOne) {
   EXPECT_FALSE(Decode(*memfd_bytes, 0).ok());
   auto read = Encode({4, MmioRead{Bar::kBar0, 4, 0, 0}});
   EXPECT_FALSE(Decode(*read, 1).ok()) << "a descriptor where none belongs";
+  const Message lane{12, FastLaneOffer{1}};
+  auto lane_bytes = Encode(lane);
+  ASSERT_TRUE(lane_bytes.ok());
+  EXPECT_EQ(*Decode(*lane_bytes, 3), lane);
+  EXPECT_FALSE(Decode(*lane_bytes, 1).ok());
+  EXPECT_FALSE(Encode({12, FastLaneOffer{2}}).ok()) << "unknown lane version";
+  EXPECT_TRUE(Encode({12, FastLaneAck{}}).ok());
+  EXPECT_TRUE(Encode({2, VmAccept{1, kAcceptWantsGuestMemory | kAcceptFastLane, 0}}).ok());
 }
 
 // Takes a valid encoding, lets `mutate` damage it, and expects Decode to refuse.

@@ -32,6 +32,8 @@ enum class MessageType : uint16_t {
   kVmAccept = 0x0004,        // agg -> dm, reply
   kGuestMemory = 0x0005,     // dm -> agg, request (+1 fd for a local VM)
   kGuestMemoryAck = 0x0006,  // agg -> dm, reply
+  kFastLane = 0x0007,        // dm -> agg, request (+3 fds): MMIO moves to a shared-memory lane
+  kFastLaneAck = 0x0008,     // agg -> dm, reply
   kMmioRead = 0x0010,        // dm -> agg, request
   kMmioReadReply = 0x0011,   // agg -> dm, reply
   kMmioWrite = 0x0012,       // dm -> agg, request
@@ -83,11 +85,12 @@ struct VmConfig {
 };
 struct VmAccept {
   uint32_t vm_id = 0;
-  uint32_t flags = 0;       // kAcceptWantsGuestMemory
+  uint32_t flags = 0;       // kAcceptWantsGuestMemory | kAcceptFastLane
   uint64_t vram_bytes = 0;  // the VRAM this VM sees
   friend bool operator==(const VmAccept&, const VmAccept&) = default;
 };
 inline constexpr uint32_t kAcceptWantsGuestMemory = 1u << 0;
+inline constexpr uint32_t kAcceptFastLane = 1u << 1;  // the aggregator takes FAST_LANE
 struct GuestMemory {
   GuestMemoryKind kind = GuestMemoryKind::kLocalMemfd;
   uint64_t bytes = 0;  // whole pages, > 0; with kLocalMemfd the memfd rides along
@@ -95,6 +98,15 @@ struct GuestMemory {
 };
 struct GuestMemoryAck {
   friend bool operator==(const GuestMemoryAck&, const GuestMemoryAck&) = default;
+};
+// Offers the shared-memory lane (fast_lane.h). Descriptors: the lane memfd, the aggregator's
+// doorbell, the device model's doorbell.
+struct FastLaneOffer {
+  uint32_t version = 1;
+  friend bool operator==(const FastLaneOffer&, const FastLaneOffer&) = default;
+};
+struct FastLaneAck {
+  friend bool operator==(const FastLaneAck&, const FastLaneAck&) = default;
 };
 struct MmioRead {
   Bar bar = Bar::kBar0;
@@ -159,9 +171,10 @@ struct Pong {
   friend bool operator==(const Pong&, const Pong&) = default;
 };
 
-using Body = std::variant<Hello, HelloAck, VmConfig, VmAccept, GuestMemory, GuestMemoryAck,
-                          MmioRead, MmioReadReply, MmioWrite, MmioWriteAck, Interrupt, BarMap,
-                          BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong>;
+using Body =
+    std::variant<Hello, HelloAck, VmConfig, VmAccept, GuestMemory, GuestMemoryAck, FastLaneOffer,
+                 FastLaneAck, MmioRead, MmioReadReply, MmioWrite, MmioWriteAck, Interrupt, BarMap,
+                 BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong>;
 
 struct Message {
   // Requests carry a non-zero sequence number of the sender's choosing; replies echo it;
@@ -173,7 +186,7 @@ struct Message {
 
 MessageType TypeOf(const Body& body);
 std::string_view MessageTypeName(MessageType type);
-// How many descriptors travel with a message of this body (0 or 1).
+// How many descriptors travel with a message of this body (0, 1, or 3 for FAST_LANE).
 size_t DescriptorCount(const Body& body);
 
 }  // namespace gpuvm::ipc

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "qemu-device/ipc/channel.h"
+#include "qemu-device/ipc/fast_lane.h"
 
 namespace gpuvm::dm::testing {
 
@@ -34,16 +35,24 @@ class FakeAggregatorServer {
   void Stop();
 
   void set_behaviour(Behaviour b) { behaviour_ = b; }
+  // Whether VM_ACCEPT offers the fast lane (default yes). Set before the device model connects.
+  void set_offer_fast_lane(bool offer) { offer_fast_lane_ = offer; }
+  bool lane_in_use() const { return lane_in_use_; }
   // Sends a notification or request to the connected device model (from any thread).
   Status SendToDm(const ipc::Message& message, std::span<const int> fds = {});
   uint64_t mmio_requests() const { return mmio_requests_; }
+  // Every message but MMIO_READ/MMIO_WRITE (those are only counted, in mmio_requests()).
   std::vector<ipc::Message> received() const;
   const std::string& path() const { return path_; }
 
  private:
   FakeAggregatorServer() = default;
   // Returns false when the connection should end.
-  bool HandleOne(ipc::Channel& channel);
+  bool HandleOne(ipc::Channel& channel, int epoll);
+  // Serves every message waiting in the fast lane. False on a protocol violation.
+  bool DrainLane();
+  // The answer to an MMIO request (nullopt: say nothing, as the Silent behaviour wants).
+  std::optional<ipc::Body> AnswerMmio(const ipc::Body& request);
 
   std::string path_;
   hv::local::UniqueFd listen_;
@@ -51,6 +60,9 @@ class FakeAggregatorServer {
   std::thread thread_;
   std::atomic<Behaviour> behaviour_{Behaviour::kNormal};
   std::atomic<uint64_t> mmio_requests_{0};
+  std::atomic<bool> offer_fast_lane_{true};
+  std::atomic<bool> lane_in_use_{false};
+  std::unique_ptr<ipc::FastLane> lane_;  // serving thread only
   mutable std::mutex mu_;
   int connection_fd_ = -1;  // guarded by mu_, for SendToDm
   std::vector<ipc::Message> received_;

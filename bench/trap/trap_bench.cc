@@ -1,0 +1,445 @@
+// gpuvm-trap-bench: what one trapped MMIO access costs on the local backend, next to the floor of
+// this machine (a bare eventfd ping-pong between two processes), all measured in one run.
+//
+//   gpuvm-trap-bench --out DIR [--iterations N]
+//
+// Cases (each its own set of processes; this process plays the guest, or the device model for the
+// IPC case). All stay up and take turns in short interleaved rounds, so load from the rest of the
+// machine falls on every case alike.
+//   eventfd ping-pong        two processes, one eventfd each way, blocking reads: the floor
+//   unix seqpacket ping-pong the same over a socket pair: the floor of the dm <-> aggregator leg
+//   aggregator call alone    IpcAggregatorConnection::Read to an aggregator process (real protocol)
+//   trap, dm only            guest -> ioreq slot + eventfd -> device model process (in-process fake
+//                            aggregator) -> back: the hypervisor half alone
+//   trap via aggregator      guest -> device model process -> IPC -> aggregator process (fake
+//   register
+//                            file) -> back: the whole pass-through path
+// For the trap cases, writes and reads of a BAR0 register are timed separately. Output: a table on
+// stdout (median and p99 in microseconds, and the median's ratio to the eventfd ping-pong's) and
+// DIR/trap.json.
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/guest_io.h"
+#include "hypervisor/local/guest_memory.h"
+#include "hypervisor/local/ioreq_server.h"
+#include "qemu-device/device_model.h"
+#include "qemu-device/ipc_aggregator_connection.h"
+#include "qemu-device/testing/fake_aggregator.h"
+#include "qemu-device/testing/fake_aggregator_server.h"
+
+namespace gpuvm::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kBar0At = 0xf2000000;
+
+constexpr int kRounds = 50;
+
+struct Figures {
+  std::string name;
+  double median_us = 0;
+  double p99_us = 0;
+  size_t samples = 0;
+};
+
+Figures Summarize(std::string name, std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  Figures f;
+  f.name = std::move(name);
+  f.samples = us.size();
+  if (!us.empty()) {
+    f.median_us = us[us.size() / 2];
+    f.p99_us = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+  }
+  return f;
+}
+
+double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "gpuvm-trap-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// --- the floor
+// ---------------------------------------------------------------------------------------
+
+// Two processes, one eventfd each way, blocking reads.
+class PingPong {
+ public:
+  PingPong() {
+    ping_ = ::eventfd(0, EFD_CLOEXEC);
+    pong_ = ::eventfd(0, EFD_CLOEXEC);
+    if (ping_ < 0 || pong_ < 0) Die("eventfd");
+    child_ = ::fork();
+    if (child_ < 0) Die("fork");
+    if (child_ == 0) {
+      uint64_t v = 0;
+      for (;;) {
+        if (::read(ping_, &v, 8) != 8 || v != 1) ::_exit(0);  // anything but 1 means stop
+        if (::write(pong_, &v, 8) != 8) ::_exit(1);
+      }
+    }
+  }
+  ~PingPong() {
+    const uint64_t stop = 2;
+    if (::write(ping_, &stop, 8) != 8) ::kill(child_, SIGKILL);
+    ::waitpid(child_, nullptr, 0);
+    ::close(ping_);
+    ::close(pong_);
+  }
+  double RoundTripMicros() {
+    uint64_t v = 1;
+    const auto start = Clock::now();
+    if (::write(ping_, &v, 8) != 8 || ::read(pong_, &v, 8) != 8) Die("ping-pong");
+    return Micros(Clock::now() - start);
+  }
+
+ private:
+  int ping_ = -1;
+  int pong_ = -1;
+  pid_t child_ = -1;
+};
+
+// The same over a unix SOCK_SEQPACKET socket pair: the floor of the device model <-> aggregator
+// leg.
+class SocketPingPong {
+ public:
+  SocketPingPong() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) Die("socketpair");
+    ours_ = sv[0];
+    child_ = ::fork();
+    if (child_ < 0) Die("fork");
+    if (child_ == 0) {
+      ::close(sv[0]);
+      char buf[64];
+      for (;;) {
+        if (::read(sv[1], buf, sizeof(buf)) != 32 || ::write(sv[1], buf, 24) != 24) ::_exit(0);
+      }
+    }
+    ::close(sv[1]);
+  }
+  ~SocketPingPong() {
+    ::close(ours_);  // the child's read returns 0 and it exits
+    ::waitpid(child_, nullptr, 0);
+  }
+  double RoundTripMicros() {
+    char buf[64] = {};
+    const auto start = Clock::now();
+    if (::write(ours_, buf, 32) != 32 || ::read(ours_, buf, sizeof(buf)) != 24) Die("socket ping");
+    return Micros(Clock::now() - start);
+  }
+
+ private:
+  int ours_ = -1;
+  pid_t child_ = -1;
+};
+
+// This process as a device model talking to an aggregator process: the IPC leg of a trap alone.
+class AggregatorCall {
+ public:
+  AggregatorCall() {
+    const std::string path = "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid());
+    auto server = dm::testing::FakeAggregatorServer::Create(path);
+    if (!server.ok()) Die(server.status().ToString());
+    server_ = std::move(*server);
+    child_ = ::fork();
+    if (child_ < 0) Die("fork");
+    if (child_ == 0) {
+      server_->Serve();
+      ::_exit(0);
+    }
+    dm::IpcConnectOptions options;
+    options.path = path;
+    options.vm.guest_ram_bytes = 16 << 20;
+    options.vm.bar0_size = 16 << 20;
+    options.vm.bar1_size = 128 << 20;
+    options.vm.bar3_size = 64 << 20;
+    options.vm.name = "trap-bench-ipc";
+    auto connection = dm::IpcAggregatorConnection::Connect(options);
+    if (!connection.ok()) Die(connection.status().ToString());
+    connection_ = std::move(*connection);
+  }
+  ~AggregatorCall() {
+    connection_.reset();
+    ::kill(child_, SIGKILL);
+    ::waitpid(child_, nullptr, 0);
+  }
+  double ReadMicros() {
+    const auto start = Clock::now();
+    if (!connection_->Read(dm::BarIndex::kBar0, 0x1700, 4, 0).ok()) Die("aggregator read");
+    return Micros(Clock::now() - start);
+  }
+
+ private:
+  std::unique_ptr<dm::testing::FakeAggregatorServer> server_;
+  std::unique_ptr<dm::IpcAggregatorConnection> connection_;
+  pid_t child_ = -1;
+};
+
+// --- the trap
+// ----------------------------------------------------------------------------------------
+
+// Runs a device model for `domain` until killed: the child process of a trap rig. With an empty
+// `aggregator_path` the aggregator is an in-process fake.
+[[noreturn]] void RunDeviceModel(const hv::local::LocalDomain& domain,
+                                 const std::string& aggregator_path) {
+  auto server = hv::local::LocalIoreqServer::Create(domain);
+  auto memory = hv::local::LocalGuestMemory::Create(domain);
+  if (!server.ok() || !memory.ok()) ::_exit(10);
+  std::unique_ptr<dm::AggregatorConnection> aggregator;
+  if (aggregator_path.empty()) {
+    aggregator = std::make_unique<dm::testing::FakeAggregator>();
+  } else {
+    dm::IpcConnectOptions options;
+    options.path = aggregator_path;
+    options.vm.domid = domain.domid();
+    options.vm.vcpus = domain.config().vcpus;
+    options.vm.guest_ram_bytes = domain.config().ram_bytes;
+    options.vm.bar0_size = 16 << 20;
+    options.vm.bar1_size = 128 << 20;
+    options.vm.bar3_size = 64 << 20;
+    options.vm.name = "trap-bench";
+    auto connection = dm::IpcAggregatorConnection::Connect(options);
+    if (!connection.ok()) ::_exit(11);
+    aggregator = std::move(*connection);
+  }
+  auto model = dm::DeviceModel::Create({}, server->get(), aggregator.get(), memory->get());
+  if (!model.ok()) ::_exit(12);
+  for (;;) {
+    if (!(*model)->RunOnce(std::chrono::milliseconds(1000)).ok()) ::_exit(0);
+  }
+}
+
+// A local VM (this process is its guest) with its device model in a child process, and optionally
+// an aggregator in another child speaking the real protocol.
+class TrapRig {
+ public:
+  TrapRig(hv::DomainId domid, bool via_aggregator) {
+    auto domain = hv::local::LocalDomain::Create({domid, 16 << 20, 1});
+    if (!domain.ok()) Die(domain.status().ToString());
+    domain_ = std::move(*domain);
+    std::string path;
+    if (via_aggregator) {
+      // Listening before the fork, so the device model can connect at once. We keep our copy alive
+      // until the child is gone: destroying it would signal the stop eventfd they share.
+      path = "@gpuvm-trap-bench-" + std::to_string(::getpid()) + "-" + std::to_string(domid);
+      auto server = dm::testing::FakeAggregatorServer::Create(path);
+      if (!server.ok()) Die(server.status().ToString());
+      aggregator_ = std::move(*server);
+      aggregator_pid_ = ::fork();
+      if (aggregator_pid_ < 0) Die("fork");
+      if (aggregator_pid_ == 0) {
+        aggregator_->Serve();
+        ::_exit(0);
+      }
+    }
+    dm_pid_ = ::fork();
+    if (dm_pid_ < 0) Die("fork");
+    if (dm_pid_ == 0) RunDeviceModel(*domain_, path);
+    auto guest = hv::local::LocalGuestIo::Create(*domain_, std::chrono::seconds(10));
+    if (!guest.ok()) Die(guest.status().ToString());
+    io_ = std::move(*guest);
+    // Enumerate like firmware: wait for the device, program BAR0, turn on memory decoding.
+    for (int i = 0; i < 5000 && !io_->IsPciClaimed(dm::kDefaultSbdf); ++i) {
+      int status = 0;
+      if (::waitpid(dm_pid_, &status, WNOHANG) == dm_pid_) {
+        Die("the device model process exited with status " + std::to_string(WEXITSTATUS(status)));
+      }
+      ::usleep(1000);
+    }
+    if (!io_->IsPciClaimed(dm::kDefaultSbdf)) Die("the device model did not come up");
+    if (!io_->ConfigWrite(0, dm::kDefaultSbdf, dm::kPciBar0, 4, kBar0At).ok() ||
+        !io_->ConfigWrite(0, dm::kDefaultSbdf, dm::kPciCommand, 2, dm::kCommandMemory).ok()) {
+      Die("programming BAR0 failed");
+    }
+  }
+  ~TrapRig() {
+    ::kill(dm_pid_, SIGKILL);
+    ::waitpid(dm_pid_, nullptr, 0);
+    if (aggregator_pid_ > 0) {
+      ::kill(aggregator_pid_, SIGKILL);
+      ::waitpid(aggregator_pid_, nullptr, 0);
+    }
+  }
+  double WriteMicros(uint32_t value) {
+    const auto start = Clock::now();
+    if (!io_->Write(0, kBar0At + 0x1700, 4, value).ok()) Die("trapped write failed");
+    last_ = value;
+    return Micros(Clock::now() - start);
+  }
+  double ReadMicros() {
+    const auto start = Clock::now();
+    auto value = io_->Read(0, kBar0At + 0x1700, 4);
+    const double us = Micros(Clock::now() - start);
+    if (!value.ok() || *value != last_) Die("trapped read returned wrong data");
+    return us;
+  }
+
+ private:
+  std::unique_ptr<hv::local::LocalDomain> domain_;
+  std::unique_ptr<dm::testing::FakeAggregatorServer> aggregator_;
+  std::unique_ptr<hv::local::LocalGuestIo> io_;
+  pid_t aggregator_pid_ = -1;
+  pid_t dm_pid_ = -1;
+  uint32_t last_ = 0;
+};
+
+// One pass: every rig up, the cases taking turns in short interleaved rounds so load from the rest
+// of the machine falls on every case alike (a sequential run on a busy 2-core machine compares
+// apples to noise). Rigs are created here, so processes forked for them inherit the caller's CPU
+// affinity.
+std::vector<Figures> RunPass(int iterations) {
+  PingPong ping_pong;
+  SocketPingPong socket_ping_pong;
+  AggregatorCall aggregator_call;
+  TrapRig dm_only(1, false);
+  TrapRig via_aggregator(2, true);
+  constexpr int kCases = 5;
+  const int per_round = std::max(1, iterations / kRounds);
+  // samples: 0 eventfd floor, 1 socket floor, 2 IPC call, 3/4 dm-only write/read, 5/6 full
+  // write/read
+  std::vector<std::vector<double>> samples(7);
+  for (int round = -1; round < kRounds; ++round) {  // round -1 warms everything up
+    for (int c = 0; c < kCases; ++c) {
+      const int which = (c + round + kRounds) % kCases;  // rotate who goes first
+      for (int i = 0; i < per_round; ++i) {
+        const uint32_t value = static_cast<uint32_t>(round * per_round + i);
+        const bool keep = round >= 0;
+        switch (which) {
+          case 0: {
+            const double us = ping_pong.RoundTripMicros();
+            if (keep) samples[0].push_back(us);
+            break;
+          }
+          case 1: {
+            const double us = socket_ping_pong.RoundTripMicros();
+            if (keep) samples[1].push_back(us);
+            break;
+          }
+          case 2: {
+            const double us = aggregator_call.ReadMicros();
+            if (keep) samples[2].push_back(us);
+            break;
+          }
+          default: {
+            TrapRig& rig = which == 3 ? dm_only : via_aggregator;
+            const double w = rig.WriteMicros(value);
+            const double r = rig.ReadMicros();
+            const int slot = which == 3 ? 3 : 5;
+            if (keep) {
+              samples[slot].push_back(w);
+              samples[slot + 1].push_back(r);
+            }
+          }
+        }
+      }
+    }
+  }
+  std::vector<Figures> all = {
+      Summarize("eventfd ping-pong (floor)", samples[0]),
+      Summarize("unix seqpacket ping-pong", samples[1]),
+      Summarize("aggregator call alone (IPC)", samples[2]),
+      Summarize("trap, dm only, write", samples[3]),
+      Summarize("trap, dm only, read", samples[4]),
+      Summarize("trap via aggregator, write", samples[5]),
+      Summarize("trap via aggregator, read", samples[6]),
+  };
+  return all;
+}
+
+std::string Revision() {
+  std::string rev = "unknown";
+  if (FILE* p = ::popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
+    char buf[64] = {};
+    if (std::fgets(buf, sizeof(buf), p) != nullptr) {
+      rev = buf;
+      while (!rev.empty() && (rev.back() == '\n' || rev.back() == '\r')) rev.pop_back();
+    }
+    ::pclose(p);
+  }
+  return rev;
+}
+
+int Main(int argc, char** argv) {
+  std::string out = ".";
+  int iterations = 20000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (flag == "--iterations" && i + 1 < argc) {
+      iterations = std::max(100, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: gpuvm-trap-bench --out DIR [--iterations N]\n");
+      return 2;
+    }
+  }
+  // Two placements. Free: the scheduler puts the processes where it likes (cross-CPU wakeups, whose
+  // cost on a VM depends on whether the other vCPU was idle — expect run-to-run swings). One CPU:
+  // all processes pinned to the CPU we started on, every hop a context switch on it — steadier, and
+  // the same rule for the floor and the trap.
+  std::vector<std::pair<std::string, std::vector<Figures>>> passes;
+  passes.emplace_back("free placement", RunPass(iterations));
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(std::max(0, ::sched_getcpu()), &one);
+  if (::sched_setaffinity(0, sizeof(one), &one) == 0) {
+    passes.emplace_back("one CPU", RunPass(iterations));
+  }
+  const std::string revision = Revision();
+  std::ofstream json(out + "/trap.json");
+  json << "{\n  \"benchmark\": \"gpuvm-trap-bench\",\n  \"revision\": \"" << revision
+       << "\",\n  \"passes\": [\n";
+  for (size_t p = 0; p < passes.size(); ++p) {
+    const auto& [placement, all] = passes[p];
+    const double floor = all[0].median_us;
+    std::printf(
+        "gpuvm-trap-bench (revision %s, local backend, %s: %zu samples per case in %d "
+        "interleaved rounds)\n",
+        revision.c_str(), placement.c_str(), all[0].samples, kRounds);
+    std::printf("%-34s %12s %12s %14s\n", "case", "median us", "p99 us", "median/floor");
+    for (const Figures& f : all) {
+      std::printf("%-34s %12.2f %12.2f %14.2f\n", f.name.c_str(), f.median_us, f.p99_us,
+                  floor > 0 ? f.median_us / floor : 0.0);
+    }
+    std::printf("\n");
+    json << "    {\"placement\": \"" << placement << "\", \"samples\": " << all[0].samples
+         << ", \"cases\": [\n";
+    for (size_t i = 0; i < all.size(); ++i) {
+      json << "      {\"name\": \"" << all[i].name << "\", \"median_us\": " << all[i].median_us
+           << ", \"p99_us\": " << all[i].p99_us
+           << ", \"median_over_floor\": " << (floor > 0 ? all[i].median_us / floor : 0.0) << "}"
+           << (i + 1 < all.size() ? "," : "") << "\n";
+    }
+    json << "    ]}" << (p + 1 < passes.size() ? "," : "") << "\n";
+  }
+  json << "  ]\n}\n";
+  if (!json) {
+    std::fprintf(stderr, "gpuvm-trap-bench: could not write %s/trap.json\n", out.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpuvm::bench
+
+int main(int argc, char** argv) { return gpuvm::bench::Main(argc, argv); }
