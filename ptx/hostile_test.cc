@@ -98,6 +98,8 @@ TEST(PtxHostileTest, GarbageIsRejectedCleanly) {
       ".version 9.0\n.target",
       ".version 9.0\n.target sm_",
       ".version 9.0\n.target sm_99999999999",
+      ".version 9.0\n",                 // no .target
+      ".version 9.0\n.target sm_75\n",  // no .address_size 64
   };
   for (const std::string& input : inputs) {
     auto result = ParseModule(input);

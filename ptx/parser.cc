@@ -192,13 +192,13 @@ class Parser {
         GPUVM_RETURN_IF_ERROR(ParseModuleDeclaration(t));
       }
     }
-    if (!seen_version_) return Error(Peek().line, "missing .version");
-    return Status::Ok();
+    // A module without declarations still needs its whole header (the printer writes it back).
+    return RequireHeader(Peek());
   }
 
   Status RequireHeader(const Token& t) {
-    if (!seen_version_) return Error(t.line, "expected .version before any declaration");
-    if (!seen_target_) return Error(t.line, "expected .target before any declaration");
+    if (!seen_version_) return Error(t.line, "missing .version (it must come first)");
+    if (!seen_target_) return Error(t.line, "missing .target (it must precede declarations)");
     if (!seen_address_size_) {
       return Unsupported(t.line, "32-bit PTX is not supported (no .address_size 64)");
     }
