@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "gpu/hw/classes.h"
@@ -541,8 +542,8 @@ TEST_F(DeviceTest, AcquireBlocksOnlyItsChannelUntilTheCpuReleases) {
 }
 
 TEST_F(DeviceTest, TimeSlicesAlternateBetweenBusyChannels) {
-  // A 1 ns slice: every turn ends after its first unit of work (one 1 MiB copy chunk), whatever the speed
-  // of the machine, so the sequence of turns is deterministic.
+  // A 1 ns slice: every turn ends after its first unit of work (one 1 MiB copy chunk), whatever the
+  // speed of the machine, so the sequence of turns is deterministic.
   CreateDevice(nullptr, false, std::chrono::nanoseconds(1));
   Vm* vm = driver_->CreateVm();
   uint64_t big_phys, sem_phys;
@@ -708,6 +709,47 @@ TEST_F(DeviceTest, ThreadedModeRunsAsynchronously) {
   EXPECT_EQ(driver_->Read32(sem_phys), 4u);
   EXPECT_EQ(driver_->Read32(dst_phys + 0xffffc), 0x5eedu);
   EXPECT_EQ(ch->ReadIbGet(), 4u);
+}
+
+TEST_F(DeviceTest, ConcurrentMmioWhileChannelsRun) {
+  CreateDevice(nullptr, /*threaded=*/true);
+  Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
+  driver_->BindBar(Bar::k3, bar3);
+  const uint64_t scratch = driver_->AllocVram(0x4000);
+  bar3->Map(0x100000, scratch, 0x4000);
+  bar3->Flush();
+  Vm* vm = driver_->CreateVm();
+  uint64_t sem_phys;
+  const uint64_t buf = vm->AllocMapped(2 << 20);
+  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
+  vm->Flush();
+  Channel* ch = driver_->CreateChannel(0, vm);
+  Bind(ch, kCopySubc, gf100::kClassCopy);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread owns one page of the scratch area (through BAR3) and reads shared registers.
+      const uint64_t base = 0x100000 + uint64_t(t) * 0x1000;
+      for (uint32_t i = 0; !stop.load() && i < 20000; ++i) {
+        device_->Write32(Bar::k3, base + (i & 0xffc), i);
+        if (device_->Read32(Bar::k3, base + (i & 0xffc)) != i) bad++;
+        if ((device_->ReadReg(gf100::pmc::kBoot0) >> 20) != 0xc0) bad++;
+        device_->ReadReg(pf::kChanTable + 4);
+      }
+    });
+  }
+  for (uint32_t round = 1; round <= 20; ++round) {
+    PcopyLinear(ch, buf, buf + (1 << 20), 1 << 20);
+    Release(ch, sem, round);
+    ch->Submit();
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(device_->WaitIdle(std::chrono::seconds(60)));
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(driver_->Read32(sem_phys), 20u);
+  EXPECT_TRUE(device_->channel_error(0).ok()) << device_->channel_error(0).message;
 }
 
 TEST_F(DeviceTest, NonStallInterruptAndPfifoDisable) {
