@@ -89,7 +89,9 @@ class Bench {
     auto device = sim::SimDevice::Create(options);
     if (!device.ok()) return Fail(device.status().ToString());
     device_ = std::move(device).value();
-    driver_ = std::make_unique<TestDriver>(device_.get(), device_->vram_size());
+    // A fresh device's VRAM is zero: no need to clear allocations through PRAMIN.
+    driver_ = std::make_unique<TestDriver>(device_.get(), device_->vram_size(), 0x10000,
+                                           /*zero_fill=*/false);
 
     MeasureMmio();
     MeasurePageWalks();
