@@ -1,0 +1,300 @@
+// The runtime API and nvcc's host ABI as a program sees them: this test links libcudart.so.13 (our
+// build) and plays the part of nvcc's generated code by hand: it registers a "fat binary" (a
+// wrapper pointing at a GVISA module image, a gpuvm extension, so no translator is needed), its
+// kernels and variables, then launches through the CUDA 13 path (__cudaPushCallConfiguration,
+// __cudaGetKernel,
+// __cudaPopCallConfiguration, __cudaLaunchKernel) and the legacy one (cudaLaunchKernel).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/include/cuda_runtime_api.h"
+#include "runtime/tests/test_kernels.h"
+
+extern "C" {
+void** __cudaRegisterFatBinary(void* fat_cubin);
+void __cudaRegisterFatBinaryEnd(void** handle);
+void __cudaUnregisterFatBinary(void** handle);
+void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fun,
+                            const char* device_name, int thread_limit, uint3* tid, uint3* bid,
+                            dim3* bdim, dim3* gdim, int* wsize);
+void __cudaRegisterVar(void** handle, char* host_var, char* device_address, const char* device_name,
+                       int ext, size_t size, int constant, int global);
+char __cudaInitModule(void** handle);
+unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared,
+                                     struct CUstream_st* stream);
+cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared, void* stream);
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_fun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                               size_t shared, cudaStream_t stream);
+}
+
+namespace {
+
+// Host-side stand-ins nvcc would generate: stubs whose addresses name the kernels, and shadow
+// variables whose addresses name device variables.
+void vadd_stub() {}
+void poke_stub() {}
+void unregistered_stub() {}
+unsigned counter_shadow;
+
+struct Wrapper {
+  uint32_t magic, version;
+  const void* data;
+  const void* unused;
+};
+
+class Cudart : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    image_ = new std::vector<uint8_t>(gpuvm::runtime::testing::TestModuleImage());
+    wrapper_ = new Wrapper{0x466243b1, 1, image_->data(), nullptr};
+    handle_ = __cudaRegisterFatBinary(wrapper_);
+    __cudaRegisterFunction(handle_, reinterpret_cast<const char*>(&vadd_stub), nullptr, "vadd", -1,
+                           nullptr, nullptr, nullptr, nullptr, nullptr);
+    __cudaRegisterFunction(handle_, reinterpret_cast<const char*>(&poke_stub), nullptr, "poke", -1,
+                           nullptr, nullptr, nullptr, nullptr, nullptr);
+    __cudaRegisterVar(handle_, reinterpret_cast<char*>(&counter_shadow), nullptr, "counter", 0, 4,
+                      0, 0);
+    __cudaRegisterFatBinaryEnd(handle_);
+  }
+  void SetUp() override { (void)cudaGetLastError(); }
+
+  // What `vadd<<<grid, block, 0, stream>>>(a, b, c, n)` compiles to with nvcc 13.
+  static cudaError_t LaunchVadd(dim3 grid, dim3 block, cudaStream_t stream, void* a, void* b,
+                                void* c, unsigned n) {
+    __cudaPushCallConfiguration(grid, block, 0, stream);
+    static cudaKernel_t handle = nullptr;
+    if (handle == nullptr &&
+        __cudaGetKernel(&handle, reinterpret_cast<const void*>(&vadd_stub)) != cudaSuccess) {
+      return cudaErrorInvalidDeviceFunction;
+    }
+    dim3 g, b2;
+    size_t shared;
+    cudaStream_t s;
+    cudaError_t e = __cudaPopCallConfiguration(&g, &b2, &shared, &s);
+    if (e != cudaSuccess) return e;
+    void* args[] = {&a, &b, &c, &n};
+    return __cudaLaunchKernel(handle, g, b2, args, shared, s);
+  }
+
+  static std::vector<uint8_t>* image_;
+  static Wrapper* wrapper_;
+  static void** handle_;
+};
+
+std::vector<uint8_t>* Cudart::image_;
+Wrapper* Cudart::wrapper_;
+void** Cudart::handle_;
+
+TEST_F(Cudart, DevicesAndVersions) {
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_EQ(count, 1);
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  EXPECT_NE(std::string(prop.name).find("gpuvm"), std::string::npos);
+  EXPECT_EQ(prop.warpSize, 32);
+  EXPECT_EQ(prop.maxThreadsPerBlock, 1024);
+  EXPECT_EQ(prop.major, 7);
+  EXPECT_GT(prop.totalGlobalMem, 0u);
+  EXPECT_EQ(cudaGetDeviceProperties(&prop, 1), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetDeviceProperties(nullptr, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaSetDevice(2), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // reset by the previous call
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(device, 0);
+  int v = 0;
+  ASSERT_EQ(cudaDriverGetVersion(&v), cudaSuccess);
+  EXPECT_EQ(v, 13000);
+  ASSERT_EQ(cudaRuntimeGetVersion(&v), cudaSuccess);
+  EXPECT_EQ(v, 13000);
+}
+
+TEST_F(Cudart, ErrorStrings) {
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorIllegalAddress), "cudaErrorIllegalAddress");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorIllegalAddress),
+               "an illegal memory access was encountered");
+  EXPECT_STREQ(cudaGetErrorName(cudaSuccess), "cudaSuccess");
+  EXPECT_STREQ(cudaGetErrorString(cudaSuccess), "no error");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorInvalidConfiguration), "invalid configuration argument");
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorMissingConfiguration), "cudaErrorMissingConfiguration");
+  EXPECT_STREQ(cudaGetErrorString(cudaError_t(4242)), "unrecognized error code");
+}
+
+TEST_F(Cudart, VectorAddThroughTheNvcc13LaunchPath) {
+  const unsigned n = 5000;
+  std::vector<unsigned> a(n), b(n), c(n, 0);
+  for (unsigned i = 0; i < n; ++i) {
+    a[i] = i;
+    b[i] = 7 * i;
+  }
+  void *da, *db, *dc;
+  ASSERT_EQ(cudaMalloc(&da, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&db, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dc, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(da, a.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db, b.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(LaunchVadd(dim3((n + 255) / 256), dim3(256), nullptr, da, db, dc, n), cudaSuccess);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(c.data(), dc, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (unsigned i = 0; i < n; ++i) ASSERT_EQ(c[i], 8 * i) << i;
+  // The legacy path: cudaLaunchKernel with the host stub, on a stream, with cudaMemcpyDefault.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  unsigned count = n;
+  void* args[] = {&dc, &dc, &dc, &count};
+  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&vadd_stub), dim3(n / 100 + 1),
+                             dim3(100), args, 0, s),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(c.data(), dc, n * 4, cudaMemcpyDefault), cudaSuccess);
+  for (unsigned i = 0; i < n; ++i) ASSERT_EQ(c[i], 16 * i) << i;
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  for (void* p : {da, db, dc}) ASSERT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST_F(Cudart, LaunchErrors) {
+  void* d;
+  ASSERT_EQ(cudaMalloc(&d, 4096), cudaSuccess);
+  EXPECT_EQ(LaunchVadd(dim3(1), dim3(1025), nullptr, d, d, d, 0), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(LaunchVadd(dim3(0), dim3(32), nullptr, d, d, d, 0), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(LaunchVadd(dim3(1), dim3(32, 32, 2), nullptr, d, d, d, 0),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidConfiguration);  // peek does not reset
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  void* args[] = {&d, &d, &d, &d};
+  EXPECT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&unregistered_stub), dim3(1), dim3(1),
+                             args, 0, nullptr),
+            cudaErrorInvalidDeviceFunction);
+  cudaKernel_t k;
+  EXPECT_EQ(__cudaGetKernel(&k, reinterpret_cast<const void*>(&unregistered_stub)),
+            cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(
+      __cudaLaunchKernel(reinterpret_cast<cudaKernel_t>(&k), dim3(1), dim3(1), args, 0, nullptr),
+      cudaErrorInvalidDeviceFunction);
+  dim3 g, b;
+  size_t shared;
+  cudaStream_t s;
+  EXPECT_EQ(__cudaPopCallConfiguration(&g, &b, &shared, &s), cudaErrorMissingConfiguration);
+  cudaFuncAttributes attr;
+  ASSERT_EQ(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&vadd_stub)), cudaSuccess);
+  EXPECT_EQ(attr.maxThreadsPerBlock, 1024);
+  EXPECT_GT(attr.numRegs, 0);
+  EXPECT_EQ(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&unregistered_stub)),
+            cudaErrorInvalidDeviceFunction);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+TEST_F(Cudart, MemoryErrors) {
+  void* d = reinterpret_cast<void*>(1);
+  ASSERT_EQ(cudaMalloc(&d, 0), cudaSuccess);
+  EXPECT_EQ(d, nullptr);
+  EXPECT_EQ(cudaMalloc(nullptr, 16), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMalloc(&d, size_t(1) << 40), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaFree(nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  std::vector<uint8_t> host(512);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), 512, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), 16, cudaMemcpyKind(9)), cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaMemcpy(nullptr, host.data(), 16, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemset(d, 0, 257), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMemset(d, 0x11, 256), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(host.data(), d, 256, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(host[255], 0x11);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaErrorInvalidDevicePointer);
+  void* pinned;
+  ASSERT_EQ(cudaMallocHost(&pinned, 8192), cudaSuccess);
+  void* dev_view;
+  ASSERT_EQ(cudaHostGetDevicePointer(&dev_view, pinned, 0), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  void* mapped;
+  ASSERT_EQ(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(mapped), cudaSuccess);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  EXPECT_LE(free, total);
+  (void)cudaGetLastError();
+}
+
+TEST_F(Cudart, SymbolsAndEvents) {
+  unsigned v = 0;
+  ASSERT_EQ(cudaMemcpyFromSymbol(&v, &counter_shadow, 4, 0, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(v, 40u);
+  v = 1234;
+  ASSERT_EQ(cudaMemcpyToSymbol(&counter_shadow, &v, 4, 0, cudaMemcpyHostToDevice), cudaSuccess);
+  unsigned back = 0;
+  ASSERT_EQ(cudaMemcpyFromSymbol(&back, &counter_shadow, 4, 0, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(back, 1234u);
+  EXPECT_EQ(cudaMemcpyToSymbol(&counter_shadow, &v, 4, 2, cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyToSymbol(&v, &v, 4, 0, cudaMemcpyHostToDevice), cudaErrorInvalidSymbol);
+  EXPECT_EQ(cudaMemcpyToSymbol(&counter_shadow, &v, 4, 0, cudaMemcpyDeviceToHost),
+            cudaErrorInvalidMemcpyDirection);
+  void* address = nullptr;
+  ASSERT_EQ(cudaGetSymbolAddress(&address, &counter_shadow), cudaSuccess);
+  EXPECT_NE(address, nullptr);
+  EXPECT_NE(__cudaInitModule(handle_), 0);
+
+  cudaEvent_t start, stop;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&stop, cudaEventBlockingSync), cudaSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  void* d;
+  const unsigned n = 1 << 16;
+  ASSERT_EQ(cudaMalloc(&d, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 0, n * 4, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  ASSERT_EQ(LaunchVadd(dim3(n / 256), dim3(256), s, d, d, d, n), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(stop, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(nullptr, stop, 0), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(stop), cudaSuccess);
+  EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+  float ms = -1;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  ASSERT_EQ(cudaEventDestroy(start), cudaSuccess);
+  ASSERT_EQ(cudaEventDestroy(stop), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(stop), cudaErrorInvalidResourceHandle);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+// Runs last (gtest keeps definition order in one process): it faults the primary context.
+TEST_F(Cudart, KernelFaultIsStickyUntilDeviceReset) {
+  void (*poke)() = &poke_stub;
+  uint64_t bad_address = 0x10;
+  void* args[] = {&bad_address};
+  ASSERT_EQ(
+      cudaLaunchKernel(reinterpret_cast<const void*>(poke), dim3(1), dim3(32), args, 0, nullptr),
+      cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+  void* d;
+  EXPECT_EQ(cudaMalloc(&d, 16), cudaErrorIllegalAddress);  // sticky: the context is unusable
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  // A fresh primary context: everything works again, modules reload lazily.
+  ASSERT_EQ(cudaMalloc(&d, 4 * 64), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, 4 * 64), cudaSuccess);
+  ASSERT_EQ(LaunchVadd(dim3(1), dim3(64), nullptr, d, d, d, 64), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+}
+
+}  // namespace

@@ -1,0 +1,734 @@
+// The driver API as a program sees it: this test links libcuda.so.1 (our build) and our cuda.h
+// only, like a Gdev-style driver-API program. Every function is exercised on its success path and
+// on the error paths CUDA documents; kernels come from GVISA module images (test_kernels.h).
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/include/cuda.h"
+#include "runtime/tests/test_kernels.h"
+
+namespace {
+
+#define ASSERT_CU(expr) ASSERT_EQ((expr), CUDA_SUCCESS) << #expr
+#define EXPECT_CU(expr) EXPECT_EQ((expr), CUDA_SUCCESS) << #expr
+
+// Runs first in its process (ctest runs every test in a process of its own).
+TEST(DriverApiInit, EverythingNeedsInitFirst) {
+  CUdevice dev;
+  int n;
+  CUcontext ctx;
+  CUdeviceptr p;
+  EXPECT_EQ(cuDeviceGet(&dev, 0), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuCtxGetCurrent(&ctx), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+  // These work without cuInit.
+  int version = 0;
+  EXPECT_CU(cuDriverGetVersion(&version));
+  EXPECT_EQ(version, 13000);
+  const char* s = nullptr;
+  EXPECT_CU(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &s));
+  EXPECT_EQ(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuInit(0));
+  ASSERT_CU(cuInit(0));  // idempotent
+}
+
+TEST(DriverApiErrors, NamesAndStrings) {
+  const char* s = nullptr;
+  ASSERT_CU(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
+  EXPECT_STREQ(s, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ASSERT_CU(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
+  EXPECT_STREQ(s, "an illegal memory access was encountered");
+  ASSERT_CU(cuGetErrorName(CUDA_SUCCESS, &s));
+  EXPECT_STREQ(s, "CUDA_SUCCESS");
+  ASSERT_CU(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s));
+  EXPECT_STREQ(s, "invalid argument");
+  ASSERT_CU(cuGetErrorName(CUDA_ERROR_UNKNOWN, &s));
+  EXPECT_STREQ(s, "CUDA_ERROR_UNKNOWN");
+  EXPECT_EQ(cuGetErrorName(CUresult(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetErrorString(CUresult(-1), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+class DriverApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_CU(cuInit(0));
+    ASSERT_CU(cuDeviceGet(&dev_, 0));
+    ASSERT_CU(cuCtxCreate(&ctx_, nullptr, 0, dev_));
+  }
+  void TearDown() override {
+    if (ctx_) {
+      EXPECT_CU(cuCtxDestroy(ctx_));
+    }
+  }
+  CUmodule LoadTestModule() {
+    image_ = gpuvm::runtime::testing::TestModuleImage();
+    CUmodule m = nullptr;
+    EXPECT_CU(cuModuleLoadData(&m, image_.data()));
+    return m;
+  }
+
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  std::vector<uint8_t> image_;
+};
+
+TEST_F(DriverApi, Devices) {
+  int count = 0;
+  ASSERT_CU(cuDeviceGetCount(&count));
+  EXPECT_EQ(count, 1);
+  CUdevice d;
+  EXPECT_EQ(cuDeviceGet(&d, 1), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGet(&d, -1), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGet(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  char name[256];
+  ASSERT_CU(cuDeviceGetName(name, sizeof name, dev_));
+  EXPECT_NE(std::string(name).find("gpuvm"), std::string::npos) << name;
+  char tiny[4];
+  ASSERT_CU(cuDeviceGetName(tiny, sizeof tiny, dev_));
+  EXPECT_EQ(strlen(tiny), 3u);
+  EXPECT_EQ(cuDeviceGetName(name, 0, dev_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetName(name, 16, 7), CUDA_ERROR_INVALID_DEVICE);
+  size_t total = 0;
+  ASSERT_CU(cuDeviceTotalMem(&total, dev_));
+  EXPECT_GE(total, 64u << 20);
+  int v = 0;
+  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev_));
+  EXPECT_EQ(v, 32);
+  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev_));
+  EXPECT_EQ(v, 1024);
+  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, dev_));
+  EXPECT_EQ(v, 65535);
+  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_));
+  EXPECT_GT(v, 0);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CUdevice_attribute(0), dev_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CUdevice_attribute(100000), dev_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev_),
+            CUDA_ERROR_INVALID_VALUE);
+  int major = 0, minor = 0;
+  ASSERT_CU(cuDeviceComputeCapability(&major, &minor, dev_));
+  EXPECT_EQ(major, 7);
+  EXPECT_EQ(minor, 5);
+  EXPECT_EQ(cuDeviceComputeCapability(nullptr, &minor, dev_), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DriverApi, ContextStack) {
+  CUcontext cur = nullptr;
+  ASSERT_CU(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, ctx_);  // cuCtxCreate makes the new context current
+  CUcontext other;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  ASSERT_CU(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, other);
+  CUcontext popped;
+  ASSERT_CU(cuCtxPopCurrent(&popped));
+  EXPECT_EQ(popped, other);
+  ASSERT_CU(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, ctx_);
+  ASSERT_CU(cuCtxPushCurrent(other));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  ASSERT_CU(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, ctx_);
+  CUdevice d = -1;
+  ASSERT_CU(cuCtxGetDevice(&d));
+  EXPECT_EQ(d, dev_);
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuCtxDestroy(other));
+  EXPECT_EQ(cuCtxDestroy(other), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxPushCurrent(other), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxSetCurrent(reinterpret_cast<CUcontext>(0x1234)), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxCreate(nullptr, nullptr, 0, dev_), CUDA_ERROR_INVALID_VALUE);
+  CUcontext bad;
+  EXPECT_EQ(cuCtxCreate(&bad, nullptr, 0x100, dev_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxCreate(&bad, nullptr, 0, 3), CUDA_ERROR_INVALID_DEVICE);
+
+  // Without a current context, context-bound calls fail.
+  std::thread([] {
+    CUdeviceptr p;
+    CUcontext none = reinterpret_cast<CUcontext>(1);
+    EXPECT_CU(cuCtxGetCurrent(&none));
+    EXPECT_EQ(none, nullptr);
+    EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxPopCurrent(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+  }).join();
+}
+
+TEST_F(DriverApi, PrimaryContext) {
+  CUcontext p1, p2;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&p1, dev_));
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&p2, dev_));
+  EXPECT_EQ(p1, p2);
+  EXPECT_NE(p1, ctx_);
+  unsigned flags = 7;
+  int active = 0;
+  ASSERT_CU(cuDevicePrimaryCtxGetState(dev_, &flags, &active));
+  EXPECT_EQ(active, 1);
+  EXPECT_EQ(cuCtxDestroy(p1), CUDA_ERROR_INVALID_CONTEXT);  // not by cuCtxDestroy
+  ASSERT_CU(cuCtxPushCurrent(p1));
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 64));
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuCtxPopCurrent(nullptr));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(dev_));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(dev_));
+  EXPECT_EQ(cuDevicePrimaryCtxRelease(dev_), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuDevicePrimaryCtxRetain(nullptr, dev_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDevicePrimaryCtxRetain(&p1, 9), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(DriverApi, AllocAndCopy) {
+  size_t free0 = 0, total = 0;
+  ASSERT_CU(cuMemGetInfo(&free0, &total));
+  EXPECT_GT(total, 0u);
+  const size_t n = (5u << 20) / 4 + 3;  // past the staging buffers, not a page multiple
+  std::vector<uint32_t> in(n), out(n, 0);
+  for (size_t i = 0; i < n; ++i) in[i] = uint32_t(i * 2654435761u);
+  CUdeviceptr a, b;
+  ASSERT_CU(cuMemAlloc(&a, n * 4));
+  ASSERT_CU(cuMemAlloc(&b, n * 4));
+  size_t free1 = 0;
+  ASSERT_CU(cuMemGetInfo(&free1, &total));
+  EXPECT_LT(free1, free0);
+  ASSERT_CU(cuMemcpyHtoD(a, in.data(), n * 4));
+  ASSERT_CU(cuMemcpyDtoD(b, a, n * 4));
+  ASSERT_CU(cuMemcpyDtoH(out.data(), b, n * 4));
+  EXPECT_EQ(in, out);
+  // Small copies (the BAR1 path) at an offset inside the allocation.
+  uint32_t word = 0xdeadbeef, back = 0;
+  ASSERT_CU(cuMemcpyHtoD(a + 4 * 1000, &word, 4));
+  ASSERT_CU(cuMemcpyDtoH(&back, a + 4 * 1000, 4));
+  EXPECT_EQ(back, 0xdeadbeefu);
+  // Zero-byte copies are no-ops, even with null pointers.
+  ASSERT_CU(cuMemcpyHtoD(a, nullptr, 0));
+  ASSERT_CU(cuMemFree(a));
+  ASSERT_CU(cuMemFree(b));
+}
+
+TEST_F(DriverApi, AllocErrors) {
+  CUdeviceptr p;
+  EXPECT_EQ(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAlloc(nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAlloc(&p, size_t(1) << 40), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_CU(cuMemAlloc(&p, 4096));
+  EXPECT_EQ(cuMemFree(p + 4), CUDA_ERROR_INVALID_VALUE);  // not the start of an allocation
+  EXPECT_CU(cuMemFree(0));                                // freeing null is allowed
+  ASSERT_CU(cuMemFree(p));
+  EXPECT_EQ(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);  // double free
+  EXPECT_EQ(cuMemFree(0xdead0000), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DriverApi, CopyErrors) {
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 4096));
+  std::vector<uint8_t> host(8192);
+  EXPECT_EQ(cuMemcpyHtoD(d, host.data(), 4097), CUDA_ERROR_INVALID_VALUE);  // past the end
+  EXPECT_EQ(cuMemcpyHtoD(d + 4000, host.data(), 97), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyDtoH(host.data(), d + 1, 4096), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyDtoH(nullptr, d, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD(d, nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD(0x10, host.data(), 16), CUDA_ERROR_INVALID_VALUE);  // not allocated
+  EXPECT_EQ(cuMemcpyDtoD(d, d + 2048, 4096), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD(d, host.data(), ~size_t(0)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD8(d, 1, 4097), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD32(d + 2, 1, 4), CUDA_ERROR_INVALID_VALUE);  // misaligned
+  EXPECT_EQ(cuMemsetD32(d, 1, 1025), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD32(d, 1, ~size_t(0)), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(d));
+}
+
+TEST_F(DriverApi, Memset) {
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 1 << 16));
+  ASSERT_CU(cuMemsetD8(d, 0xab, 1 << 16));
+  ASSERT_CU(cuMemsetD32(d + 64, 0x01020304, 3));
+  std::vector<uint8_t> out(1 << 16);
+  ASSERT_CU(cuMemcpyDtoH(out.data(), d, out.size()));
+  EXPECT_EQ(out[0], 0xab);
+  EXPECT_EQ(out[63], 0xab);
+  uint32_t w;
+  memcpy(&w, &out[64], 4);
+  EXPECT_EQ(w, 0x01020304u);
+  memcpy(&w, &out[72], 4);
+  EXPECT_EQ(w, 0x01020304u);
+  EXPECT_EQ(out[76], 0xab);
+  EXPECT_EQ(out.back(), 0xab);
+  ASSERT_CU(cuMemFree(d));
+}
+
+TEST_F(DriverApi, PinnedHostMemoryAndAsyncCopies) {
+  const size_t bytes = 1 << 20;
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemAllocHost(&pinned, bytes));
+  void* mapped = nullptr;
+  ASSERT_CU(cuMemHostAlloc(&mapped, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
+  EXPECT_EQ(cuMemHostAlloc(&mapped, bytes, 0x80), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr dev_view = 0;
+  ASSERT_CU(cuMemHostGetDevicePointer(&dev_view, static_cast<char*>(mapped) + 16, 0));
+  EXPECT_NE(dev_view, 0u);
+  EXPECT_EQ(cuMemHostGetDevicePointer(&dev_view, mapped, 1), CUDA_ERROR_INVALID_VALUE);
+  int on_stack;
+  EXPECT_EQ(cuMemHostGetDevicePointer(&dev_view, &on_stack, 0), CUDA_ERROR_INVALID_VALUE);
+
+  auto* p = static_cast<uint32_t*>(pinned);
+  for (size_t i = 0; i < bytes / 4; ++i) p[i] = uint32_t(i ^ 0x5a5a);
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, bytes));
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  ASSERT_CU(cuMemcpyHtoDAsync(d, pinned, bytes, s));
+  ASSERT_CU(cuMemcpyDtoHAsync(mapped, d, bytes, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_EQ(memcmp(pinned, mapped, bytes), 0);
+  // DtoD and memsets on the stream, then a pageable async copy (staged, synchronous).
+  CUdeviceptr d2;
+  ASSERT_CU(cuMemAlloc(&d2, bytes));
+  ASSERT_CU(cuMemcpyDtoDAsync(d2, d, bytes, s));
+  ASSERT_CU(cuMemsetD8Async(d2, 7, 16, s));
+  ASSERT_CU(cuMemsetD32Async(d2 + 16, 9, 4, s));
+  std::vector<uint32_t> out(bytes / 4);
+  ASSERT_CU(cuMemcpyDtoHAsync(out.data(), d2, bytes, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_EQ(out[0], 0x07070707u);
+  EXPECT_EQ(out[4], 9u);
+  EXPECT_EQ(out[8], p[8]);
+  EXPECT_EQ(out.back(), p[bytes / 4 - 1]);
+
+  EXPECT_EQ(cuMemFreeHost(static_cast<char*>(pinned) + 8), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFreeHost(pinned));
+  ASSERT_CU(cuMemFreeHost(mapped));
+  EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuMemFree(d2));
+}
+
+TEST_F(DriverApi, HostRegister) {
+  const size_t bytes = 64 << 10;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_CU(cuMemHostRegister(mem, bytes, 0));
+  EXPECT_EQ(cuMemHostRegister(mem, bytes, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  CUdeviceptr view;
+  ASSERT_CU(cuMemHostGetDevicePointer(&view, mem, 0));
+  memset(mem, 0x3c, bytes);
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, bytes));
+  ASSERT_CU(cuMemcpyDtoD(d, view, bytes));  // the GPU reads the registered memory
+  uint8_t b = 0;
+  ASSERT_CU(cuMemcpyDtoH(&b, d + bytes - 1, 1));
+  EXPECT_EQ(b, 0x3c);
+  ASSERT_CU(cuMemHostUnregister(mem));
+  EXPECT_EQ(cuMemHostUnregister(mem), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  EXPECT_EQ(cuMemHostRegister(nullptr, bytes, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostRegister(mem, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostRegister(mem, bytes, 0x100), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(d));
+  munmap(mem, bytes);
+}
+
+TEST_F(DriverApi, ModuleAndLaunch) {
+  CUmodule m = LoadTestModule();
+  ASSERT_NE(m, nullptr);
+  CUfunction vadd;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  CUfunction missing;
+  EXPECT_EQ(cuModuleGetFunction(&missing, m, "nope"), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuModuleGetFunction(&missing, nullptr, "vadd"), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuModuleGetFunction(nullptr, m, "vadd"), CUDA_ERROR_INVALID_VALUE);
+
+  const uint32_t n = 10000;
+  std::vector<uint32_t> a(n), b(n), c(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    a[i] = i;
+    b[i] = 3 * i + 1;
+  }
+  CUdeviceptr da, db, dc;
+  ASSERT_CU(cuMemAlloc(&da, n * 4));
+  ASSERT_CU(cuMemAlloc(&db, n * 4));
+  ASSERT_CU(cuMemAlloc(&dc, n * 4));
+  ASSERT_CU(cuMemcpyHtoD(da, a.data(), n * 4));
+  ASSERT_CU(cuMemcpyHtoD(db, b.data(), n * 4));
+  uint32_t count = n;
+  void* params[] = {&da, &db, &dc, &count};
+  ASSERT_CU(cuLaunchKernel(vadd, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemcpyDtoH(c.data(), dc, n * 4));
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(c[i], 4 * i + 1) << i;
+
+  // The same launch with a packed parameter buffer (CU_LAUNCH_PARAM_BUFFER_*), on a stream.
+  struct {
+    uint64_t a, b, c;
+    uint32_t n;
+    uint32_t pad;
+  } packed = {dc, da, db, n, 0};
+  size_t packed_size = 28;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &packed_size, CU_LAUNCH_PARAM_END};
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuLaunchKernel(vadd, (n + 127) / 128, 1, 1, 128, 1, 1, 0, s, nullptr, extra));
+  ASSERT_CU(cuStreamSynchronize(s));
+  ASSERT_CU(cuMemcpyDtoH(b.data(), db, n * 4));
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(b[i], 5 * i + 1) << i;
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuModuleUnload(m));
+  EXPECT_EQ(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+  // The function died with its module.
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(DriverApi, LaunchConfigurationErrors) {
+  CUmodule m = LoadTestModule();
+  CUfunction vadd, fill;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  ASSERT_CU(cuModuleGetFunction(&fill, m, "fill_from_global"));
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 4096));
+  uint32_t n = 0;
+  void* params[] = {&d, &d, &d, &n};
+  auto launch = [&](unsigned gx, unsigned gy, unsigned bx, unsigned by, unsigned bz,
+                    unsigned shared) {
+    return cuLaunchKernel(vadd, gx, gy, 1, bx, by, bz, shared, nullptr, params, nullptr);
+  };
+  EXPECT_EQ(launch(1, 1, 1025, 1, 1, 0), CUDA_ERROR_INVALID_VALUE);   // too many threads
+  EXPECT_EQ(launch(1, 1, 512, 4, 1, 0), CUDA_ERROR_INVALID_VALUE);    // 2048 threads
+  EXPECT_EQ(launch(1, 1, 1, 1, 65, 0), CUDA_ERROR_INVALID_VALUE);     // block z > 64
+  EXPECT_EQ(launch(0, 1, 1, 1, 1, 0), CUDA_ERROR_INVALID_VALUE);      // empty grid
+  EXPECT_EQ(launch(1, 1, 0, 1, 1, 0), CUDA_ERROR_INVALID_VALUE);      // empty block
+  EXPECT_EQ(launch(65536, 1, 1, 1, 1, 0), CUDA_ERROR_INVALID_VALUE);  // grid x past Fermi's limit
+  EXPECT_EQ(launch(1, 1, 32, 1, 1, 49152 + 1), CUDA_ERROR_INVALID_VALUE);  // shared memory
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  void* null_param[] = {&d, nullptr, &d, &n};
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, null_param, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  size_t small = 8;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &d, CU_LAUNCH_PARAM_BUFFER_SIZE, &small,
+                   CU_LAUNCH_PARAM_END};
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra),
+            CUDA_ERROR_INVALID_VALUE);
+  void* bad_extra[] = {reinterpret_cast<void*>(0x77), nullptr, CU_LAUNCH_PARAM_END};
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, bad_extra),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, params, extra),
+            CUDA_ERROR_INVALID_VALUE);
+  // A kernel declaring .maxthreads 256 refuses 257 threads.
+  void* fill_params[] = {&d};
+  EXPECT_EQ(cuLaunchKernel(fill, 1, 1, 1, 257, 1, 1, 0, nullptr, fill_params, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(&n), 1, 1, 1, 1, 1, 1, 0, nullptr, params,
+                           nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  CUstream dead;
+  ASSERT_CU(cuStreamCreate(&dead, 0));
+  ASSERT_CU(cuStreamDestroy(dead));
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, dead, params, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  // A function of another context.
+  CUcontext other;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  EXPECT_EQ(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr),
+            CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuCtxDestroy(other));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  // Nothing above launched anything, and the context is fine.
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemFree(d));
+}
+
+TEST_F(DriverApi, FunctionAttributes) {
+  CUmodule m = LoadTestModule();
+  CUfunction fill, vadd;
+  ASSERT_CU(cuModuleGetFunction(&fill, m, "fill_from_global"));
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  int v = 0;
+  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fill));
+  EXPECT_EQ(v, 256);
+  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, vadd));
+  EXPECT_EQ(v, 1024);
+  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd));
+  EXPECT_GE(v, 16);
+  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, vadd));
+  EXPECT_EQ(v, 4);
+  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, vadd));
+  EXPECT_EQ(v, 0);
+  EXPECT_EQ(cuFuncGetAttribute(&v, CUfunction_attribute(99), vadd), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncGetAttribute(nullptr, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(DriverApi, ModuleGlobalsAndConstantBanks) {
+  CUmodule m = LoadTestModule();
+  CUdeviceptr counter = 0, pointer = 0;
+  size_t size = 0;
+  ASSERT_CU(cuModuleGetGlobal(&counter, &size, m, "counter"));
+  EXPECT_EQ(size, 4u);
+  ASSERT_CU(cuModuleGetGlobal(&pointer, nullptr, m, "pointer_to_counter"));
+  EXPECT_EQ(cuModuleGetGlobal(&pointer, &size, m, "nope"), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuModuleGetGlobal(&pointer, &size, nullptr, "counter"), CUDA_ERROR_INVALID_HANDLE);
+  uint32_t value = 0;
+  ASSERT_CU(cuMemcpyDtoH(&value, counter, 4));
+  EXPECT_EQ(value, 40u);
+  uint64_t relocated = 0;
+  ASSERT_CU(cuMemcpyDtoH(&relocated, pointer, 8));
+  EXPECT_EQ(relocated, counter + 4);
+  // The kernel finds the global through bank 2 and the constant through bank 1.
+  value = 100;
+  ASSERT_CU(cuMemcpyHtoD(counter, &value, 4));
+  CUfunction fill;
+  ASSERT_CU(cuModuleGetFunction(&fill, m, "fill_from_global"));
+  CUdeviceptr out;
+  ASSERT_CU(cuMemAlloc(&out, 64 * 4));
+  void* params[] = {&out};
+  ASSERT_CU(cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr));
+  std::vector<uint32_t> host(64);
+  ASSERT_CU(cuMemcpyDtoH(host.data(), out, 64 * 4));
+  for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(host[i], 102 + i);
+}
+
+TEST_F(DriverApi, ModuleLoadErrors) {
+  CUmodule m;
+  EXPECT_EQ(cuModuleLoadData(&m, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuModuleLoadData(nullptr, "x"), CUDA_ERROR_INVALID_VALUE);
+  // Text that is no PTX.
+  EXPECT_EQ(cuModuleLoadData(&m, "this is not PTX"), CUDA_ERROR_INVALID_PTX);
+  // An NVIDIA cubin: machine code we cannot run.
+  const char elf[] =
+      "\x7f"
+      "ELF\x02\x01\x01";
+  EXPECT_EQ(cuModuleLoadData(&m, elf), CUDA_ERROR_NO_BINARY_FOR_GPU);
+  // A GVISA module image with a corrupted kernel.
+  std::vector<uint8_t> image = gpuvm::runtime::testing::TestModuleImage();
+  std::vector<uint8_t> bad = image;
+  const uint8_t kernel_magic[4] = {'G', 'V', 'K', 'N'};
+  auto at = std::search(bad.begin(), bad.end(), kernel_magic, kernel_magic + 4);
+  ASSERT_NE(at, bad.end());
+  at[0] ^= 0xff;
+  EXPECT_EQ(cuModuleLoadData(&m, bad.data()), CUDA_ERROR_INVALID_IMAGE);
+  // A fat binary container header claiming far more than exists is refused before reading it.
+  uint8_t container[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 0, 0, 0, 0x40, 0, 0, 0, 0};
+  EXPECT_EQ(cuModuleLoadData(&m, container), CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_EQ(cuModuleLoad(&m, "/nonexistent/module.ptx"), CUDA_ERROR_FILE_NOT_FOUND);
+  // The JIT error log.
+  char log[256] = "untouched";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log))};
+  EXPECT_EQ(
+      cuModuleLoadDataEx(&m, ".version 9.0\n.target sm_75\n.address_size 64\n.visible .entry k( {",
+                         2, options, values),
+      CUDA_ERROR_INVALID_PTX);
+  EXPECT_NE(std::string(log), "untouched");
+  EXPECT_NE(std::string(log).find("line"), std::string::npos) << log;
+  EXPECT_EQ(cuModuleLoadDataEx(&m, "x", 1, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  // Loading the image again works: the failures left nothing behind.
+  ASSERT_CU(cuModuleLoadData(&m, image.data()));
+  ASSERT_CU(cuModuleUnload(m));
+}
+
+// The fat binary nvcc 13 made for runtime/fatbin/testdata/vadd.cu: its PTX is ZSTD-compressed.
+TEST_F(DriverApi, FatBinaryFromNvcc) {
+  FILE* f = fopen(GPUVM_FATBIN_TESTDATA "/vadd_sm75_zstd.fatbin", "rb");
+  ASSERT_NE(f, nullptr);
+  std::vector<uint8_t> blob(1 << 16);
+  blob.resize(fread(blob.data(), 1, blob.size(), f));
+  fclose(f);
+  CUmodule m;
+  CUresult r = cuModuleLoadFatBinary(&m, blob.data());
+#ifndef GPUVM_RUNTIME_HAVE_TRANSLATOR
+  EXPECT_EQ(r, CUDA_ERROR_JIT_COMPILER_NOT_FOUND);
+  GTEST_SKIP() << "the PTX translator is not in this build; the fat binary was read up to the JIT";
+#endif
+  ASSERT_EQ(r, CUDA_SUCCESS);
+  CUfunction vadd;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "_Z4vaddPKfS0_Pfi"));
+  const int n = 1000;
+  std::vector<float> a(n), b(n), c(n);
+  for (int i = 0; i < n; ++i) {
+    a[i] = float(i) * 0.5f;
+    b[i] = float(n - i);
+  }
+  CUdeviceptr da, db, dc;
+  ASSERT_CU(cuMemAlloc(&da, n * 4));
+  ASSERT_CU(cuMemAlloc(&db, n * 4));
+  ASSERT_CU(cuMemAlloc(&dc, n * 4));
+  ASSERT_CU(cuMemcpyHtoD(da, a.data(), n * 4));
+  ASSERT_CU(cuMemcpyHtoD(db, b.data(), n * 4));
+  int count = n;
+  void* params[] = {&da, &db, &dc, &count};
+  ASSERT_CU(cuLaunchKernel(vadd, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+  ASSERT_CU(cuMemcpyDtoH(c.data(), dc, n * 4));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
+}
+
+TEST_F(DriverApi, KernelFaultIsStickyAndContextLocal) {
+  CUmodule m = LoadTestModule();
+  CUfunction poke;
+  ASSERT_CU(cuModuleGetFunction(&poke, m, "poke"));
+  CUdeviceptr good;
+  ASSERT_CU(cuMemAlloc(&good, 4096));
+  uint64_t bad_address = 0x10;  // never mapped
+  void* params[] = {&bad_address};
+  // The launch itself succeeds; the fault surfaces at the next synchronizing call.
+  ASSERT_CU(cuLaunchKernel(poke, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // From then on the context is unusable.
+  CUdeviceptr p;
+  EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
+  uint32_t v;
+  EXPECT_EQ(cuMemcpyDtoH(&v, good, 4), CUDA_ERROR_ILLEGAL_ADDRESS);
+  void* good_params[] = {&good};
+  EXPECT_EQ(cuLaunchKernel(poke, 1, 1, 1, 1, 1, 1, 0, nullptr, good_params, nullptr),
+            CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Another context is unaffected.
+  CUcontext other;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  ASSERT_CU(cuMemAlloc(&p, 16));
+  ASSERT_CU(cuMemFree(p));
+  ASSERT_CU(cuCtxDestroy(other));
+  // Destroying the faulted context works.
+  ASSERT_CU(cuCtxDestroy(ctx_));
+  ctx_ = nullptr;
+}
+
+TEST_F(DriverApi, StreamsAndEvents) {
+  CUstream s;
+  EXPECT_EQ(cuStreamCreate(&s, 0x10), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  EXPECT_CU(cuStreamQuery(s));
+  CUevent start, stop, untimed, never;
+  ASSERT_CU(cuEventCreate(&start, 0));
+  ASSERT_CU(cuEventCreate(&stop, CU_EVENT_BLOCKING_SYNC));
+  ASSERT_CU(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuEventCreate(&never, 0));
+  EXPECT_EQ(cuEventCreate(&never, 0x40), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuEventCreate(&never, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(cuEventQuery(never));  // never recorded: complete
+
+  CUmodule m = LoadTestModule();
+  CUfunction vadd;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  const uint32_t n = 1 << 16;
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, n * 4));
+  ASSERT_CU(cuMemsetD32(d, 1, n));
+  uint32_t count = n;
+  void* params[] = {&d, &d, &d, &count};
+  ASSERT_CU(cuEventRecord(start, s));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_CU(cuLaunchKernel(vadd, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
+  }
+  ASSERT_CU(cuEventRecord(stop, s));
+  ASSERT_CU(cuEventRecord(untimed, s));
+  // The null stream waits for `stop` on the GPU before reading the result.
+  ASSERT_CU(cuStreamWaitEvent(nullptr, stop, 0));
+  EXPECT_EQ(cuStreamWaitEvent(nullptr, stop, 1), CUDA_ERROR_INVALID_VALUE);
+  uint32_t first = 0;
+  ASSERT_CU(cuMemcpyDtoH(&first, d, 4));
+  EXPECT_EQ(first, 16u);  // 1 doubled four times
+  ASSERT_CU(cuEventSynchronize(stop));
+  EXPECT_CU(cuEventQuery(stop));
+  float ms = -1;
+  ASSERT_CU(cuEventElapsedTime(&ms, start, stop));
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_EQ(cuEventElapsedTime(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventElapsedTime(&ms, start, never), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventElapsedTime(nullptr, start, stop), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_CU(cuStreamQuery(s));
+  ASSERT_CU(cuStreamSynchronize(nullptr));
+  ASSERT_CU(cuStreamSynchronize(CU_STREAM_LEGACY));
+  for (CUevent e : {start, stop, untimed, never}) ASSERT_CU(cuEventDestroy(e));
+  EXPECT_EQ(cuEventDestroy(start), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventRecord(start, s), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_CU(cuStreamDestroy(s));
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(DriverApi, LegacyNullStreamOrdersBlockingStreams) {
+  CUmodule m = LoadTestModule();
+  CUfunction vadd;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  const uint32_t n = 1 << 18;
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, n * 4));
+  ASSERT_CU(cuMemsetD32(d, 1, n));
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+  uint32_t count = n;
+  void* params[] = {&d, &d, &d, &count};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_CU(cuLaunchKernel(vadd, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
+  }
+  // A synchronous copy on the null stream must see the blocking stream's work.
+  std::vector<uint32_t> out(n);
+  ASSERT_CU(cuMemcpyDtoH(out.data(), d, n * 4));
+  EXPECT_EQ(out[0], 8u);
+  EXPECT_EQ(out[n - 1], 8u);
+  ASSERT_CU(cuStreamDestroy(s));
+}
+
+TEST_F(DriverApi, PointerAttributes) {
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 4096));
+  unsigned type = 0;
+  ASSERT_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100));
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_DEVICE));
+  void* h;
+  ASSERT_CU(cuMemAllocHost(&h, 4096));
+  ASSERT_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(h)));
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_HOST));
+  CUcontext c;
+  ASSERT_CU(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+  EXPECT_EQ(c, ctx_);
+  int stack_var;
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(&stack_var)),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFreeHost(h));
+  ASSERT_CU(cuMemFree(d));
+}
+
+TEST_F(DriverApi, ThreadsShareContexts) {
+  CUmodule m = LoadTestModule();
+  CUfunction vadd;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      ASSERT_CU(cuCtxSetCurrent(ctx_));
+      CUstream s;
+      ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+      const uint32_t n = 4096;
+      CUdeviceptr d;
+      ASSERT_CU(cuMemAlloc(&d, n * 4));
+      std::vector<uint32_t> host(n, uint32_t(t + 1)), out(n);
+      ASSERT_CU(cuMemcpyHtoD(d, host.data(), n * 4));
+      uint32_t count = n;
+      void* params[] = {&d, &d, &d, &count};
+      ASSERT_CU(cuLaunchKernel(vadd, n / 128, 1, 1, 128, 1, 1, 0, s, params, nullptr));
+      ASSERT_CU(cuStreamSynchronize(s));
+      ASSERT_CU(cuMemcpyDtoH(out.data(), d, n * 4));
+      for (uint32_t v : out) ASSERT_EQ(v, uint32_t(2 * (t + 1)));
+      ASSERT_CU(cuStreamDestroy(s));
+      ASSERT_CU(cuMemFree(d));
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace

@@ -1,0 +1,113 @@
+// Kernels for the runtime's API tests, written in GVISA assembly (docs/ISA.md) and packed as
+// isa::Module images, so the tests run whether or not the PTX translator is in the build.
+// cuModuleLoadData accepts these images directly; cudart accepts a fat binary wrapper pointing at
+// one (a gpuvm extension).
+//
+// Threading: plain functions.
+#ifndef GPUVM_RUNTIME_TESTS_TEST_KERNELS_H_
+#define GPUVM_RUNTIME_TESTS_TEST_KERNELS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpu/isa/assembler.h"
+#include "gpu/isa/module.h"
+
+namespace gpuvm::runtime::testing {
+
+// vadd(const u32* a, const u32* b, u32* c, u32 n): c[i] = a[i] + b[i] for i < n.
+inline constexpr char kVaddAsm[] = R"(
+    .params 28
+    s2r.u32 r0, %tid.x
+    s2r.u32 r1, %ctaid.x
+    s2r.u32 r2, %ntid.x
+    mad.u32 r0, r1, r2, r0
+    ld.const.c0.u32 r8, [rz+24]
+    setp.ge.u32 p0, r0, r8
+    @p0 bra done
+    ld.const.c0.u64 r2, [rz+0]
+    ld.const.c0.u64 r4, [rz+8]
+    ld.const.c0.u64 r6, [rz+16]
+    mulwide.u32 r10, r0, 4
+    add.u64 r12, r2, r10
+    ld.global.a64.u32 r14, [r12]
+    add.u64 r12, r4, r10
+    ld.global.a64.u32 r15, [r12]
+    add.u32 r14, r14, r15
+    add.u64 r12, r6, r10
+    st.global.a64.u32 [r12], r14
+  done:
+    exit
+)";
+
+// poke(u64 address): every thread stores 1 to `address` (a bad pointer makes an MMU fault).
+inline constexpr char kPokeAsm[] = R"(
+    .params 8
+    ld.const.c0.u64 r2, [rz+0]
+    mov.u32 r4, 1
+    st.global.a64.u32 [r2], r4
+    exit
+)";
+
+// fill_from_global(u32* out): out[tid] = *(u32*)global0 + tid, where global0's address is read from
+// constant bank 2 slot 0 (the loader writes it), and adds the first word of constant bank 1.
+inline constexpr char kGlobalsAsm[] = R"(
+    .params 8
+    .maxthreads 256
+    s2r.u32 r0, %tid.x
+    ld.const.c2.u64 r2, [rz+0]
+    ld.global.a64.u32 r4, [r2]
+    ld.const.c1.u32 r5, [rz+0]
+    add.u32 r4, r4, r5
+    add.u32 r4, r4, r0
+    ld.const.c0.u64 r6, [rz+0]
+    mulwide.u32 r8, r0, 4
+    add.u64 r6, r6, r8
+    st.global.a64.u32 [r6], r4
+    exit
+)";
+
+inline std::vector<uint8_t> AssembleOrDie(const char* text) {
+  auto image = isa::Assemble(text);
+  if (!image.ok()) {
+    fprintf(stderr, "test kernel does not assemble: %s\n", image.status().ToString().c_str());
+    abort();
+  }
+  return *image;
+}
+
+// A module with vadd, poke and fill_from_global, one global "counter" (u32, initial value 40) and a
+// const image whose first word is 2.
+inline std::vector<uint8_t> TestModuleImage() {
+  isa::Module m;
+  m.kernels.push_back(
+      {"vadd", AssembleOrDie(kVaddAsm), {{0, 8, 8}, {8, 8, 8}, {16, 8, 8}, {24, 4, 4}}});
+  m.kernels.push_back({"poke", AssembleOrDie(kPokeAsm), {{0, 8, 8}}});
+  m.kernels.push_back({"fill_from_global", AssembleOrDie(kGlobalsAsm), {{0, 8, 8}}});
+  isa::ModuleGlobal counter;
+  counter.name = "counter";
+  counter.size = 4;
+  counter.align = 4;
+  counter.init = {40, 0, 0, 0};
+  m.globals.push_back(counter);
+  isa::ModuleGlobal self_pointer;  // holds the address of counter + 4 (a relocation)
+  self_pointer.name = "pointer_to_counter";
+  self_pointer.size = 8;
+  self_pointer.align = 8;
+  self_pointer.relocations.push_back({0, 8, 0, 4});
+  m.globals.push_back(self_pointer);
+  m.const_image = {2, 0, 0, 0};
+  auto bytes = isa::EncodeModule(m);
+  if (!bytes.ok()) {
+    fprintf(stderr, "test module does not encode: %s\n", bytes.status().ToString().c_str());
+    abort();
+  }
+  return *bytes;
+}
+
+}  // namespace gpuvm::runtime::testing
+
+#endif  // GPUVM_RUNTIME_TESTS_TEST_KERNELS_H_
