@@ -1,0 +1,97 @@
+// Every case of the kernel corpus (bench/kernels/kernel_corpus.h) through libcuda.so.1 exactly as a
+// driver-API program would run it: PTX text into cuModuleLoadData (the JIT), buffers with
+// cuMemAlloc and cuMemcpyHtoD, each launch with cuLaunchKernel and its parameters packed by the PTX
+// layout, results read back and checked against the CPU reference. Skipped when the translator is
+// not in the build.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/kernels/kernel_corpus.h"
+#include "runtime/include/cuda.h"
+
+namespace {
+
+class Corpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Corpus, RunsAndMatchesTheReference) {
+#ifndef GPUVM_RUNTIME_HAVE_TRANSLATOR
+  GTEST_SKIP() << "the PTX translator is not in this build";
+#endif
+  auto c = gpuvm::kernels::MakeCase(GetParam(), gpuvm::kernels::Size::kTest);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUdevice dev;
+  ASSERT_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  CUcontext ctx;
+  ASSERT_EQ(cuCtxCreate(&ctx, nullptr, 0, dev), CUDA_SUCCESS);
+  std::string ptx(c->ptx);
+  CUmodule module;
+  char log[1024] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log))};
+  ASSERT_EQ(cuModuleLoadDataEx(&module, ptx.c_str(), 2, options, values), CUDA_SUCCESS) << log;
+
+  std::vector<CUdeviceptr> buffers;
+  for (const auto& b : c->buffers) {
+    CUdeviceptr d;
+    ASSERT_EQ(cuMemAlloc(&d, std::max<size_t>(b.initial.size(), 1)), CUDA_SUCCESS);
+    if (!b.initial.empty()) {
+      ASSERT_EQ(cuMemcpyHtoD(d, b.initial.data(), b.initial.size()), CUDA_SUCCESS);
+    }
+    buffers.push_back(d);
+  }
+  for (const auto& launch : c->launches) {
+    CUfunction f;
+    ASSERT_EQ(cuModuleGetFunction(&f, module, launch.kernel.c_str()), CUDA_SUCCESS)
+        << launch.kernel;
+    std::vector<uint8_t> packed;
+    for (const auto& arg : launch.args) {
+      size_t at = (packed.size() + arg.Align() - 1) / arg.Align() * arg.Align();
+      packed.resize(at + arg.Size());
+      using Kind = gpuvm::kernels::Arg::Kind;
+      uint64_t address = arg.kind == Kind::kValue ? 0 : buffers[arg.buffer] + uint64_t(arg.offset);
+      switch (arg.kind) {
+        case Kind::kPointer:
+          memcpy(&packed[at], &address, 8);
+          break;
+        case Kind::kPointerLow32:
+          memcpy(&packed[at], &address, 4);
+          break;
+        case Kind::kPointerHigh32:
+          memcpy(&packed[at], reinterpret_cast<uint8_t*>(&address) + 4, 4);
+          break;
+        case Kind::kValue:
+          memcpy(&packed[at], arg.bytes.data(), arg.bytes.size());
+          break;
+      }
+    }
+    size_t size = packed.size();
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                     &size, CU_LAUNCH_PARAM_END};
+    ASSERT_EQ(cuLaunchKernel(f, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
+                             launch.block[1], launch.block[2], launch.dynamic_shared, nullptr,
+                             nullptr, extra),
+              CUDA_SUCCESS)
+        << launch.kernel;
+  }
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  std::vector<std::vector<uint8_t>> results;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<uint8_t> out(c->buffers[i].initial.size());
+    if (!out.empty()) ASSERT_EQ(cuMemcpyDtoH(out.data(), buffers[i], out.size()), CUDA_SUCCESS);
+    results.push_back(std::move(out));
+  }
+  gpuvm::Status verdict = c->Verify(results);
+  EXPECT_TRUE(verdict.ok()) << verdict.ToString();
+  ASSERT_EQ(cuCtxDestroy(ctx), CUDA_SUCCESS);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, Corpus, ::testing::ValuesIn(gpuvm::kernels::CaseNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
