@@ -85,7 +85,7 @@ class FakeEngine final : public ComputeEngine {
   void FlushCodeCache() override { ++flushes; }
 };
 
-class ComputeLaunchTest : public ::testing::Test {
+class SimComputeLaunchTest : public ::testing::Test {
  protected:
   void Create(std::shared_ptr<FakeEngine> engine) {
     engine_ = engine;
@@ -134,7 +134,7 @@ class ComputeLaunchTest : public ::testing::Test {
   uint64_t cb_va_ = 0, cb_phys_ = 0, query_va_ = 0, query_phys_ = 0;
 };
 
-TEST_F(ComputeLaunchTest, LaunchWithoutEngineIsAChannelError) {
+TEST_F(SimComputeLaunchTest, LaunchWithoutEngineIsAChannelError) {
   Create(nullptr);
   ProgramLaunch();
   ch_->Submit();
@@ -147,7 +147,7 @@ TEST_F(ComputeLaunchTest, LaunchWithoutEngineIsAChannelError) {
   EXPECT_TRUE(device_->ReadReg(pf::kSubfifo + pf::kSubfifoIntr) & pf::kSubfifoIntrIllegalMthd);
 }
 
-TEST_F(ComputeLaunchTest, LaunchStateArrivesAndJobRunsInSlices) {
+TEST_F(SimComputeLaunchTest, LaunchStateArrivesAndJobRunsInSlices) {
   Create(std::make_shared<FakeEngine>());
   ProgramLaunch();
   ch_->Submit();
@@ -189,7 +189,7 @@ TEST_F(ComputeLaunchTest, LaunchStateArrivesAndJobRunsInSlices) {
             pf::kEngineChannelValid | uint32_t(ch_->instance() >> 12));
 }
 
-TEST_F(ComputeLaunchTest, OtherChannelsRunBetweenSlices) {
+TEST_F(SimComputeLaunchTest, OtherChannelsRunBetweenSlices) {
   auto engine = std::make_shared<FakeEngine>();
   engine->behaviour.slices = 5;
   Create(engine);
@@ -211,7 +211,7 @@ TEST_F(ComputeLaunchTest, OtherChannelsRunBetweenSlices) {
   EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
 }
 
-TEST_F(ComputeLaunchTest, MmuFaultInAJobBecomesVmFaultAndChannelError) {
+TEST_F(SimComputeLaunchTest, MmuFaultInAJobBecomesVmFaultAndChannelError) {
   auto engine = std::make_shared<FakeEngine>();
   engine->behaviour.target = 0x7000000000;  // unmapped
   Create(engine);
@@ -234,7 +234,7 @@ TEST_F(ComputeLaunchTest, MmuFaultInAJobBecomesVmFaultAndChannelError) {
   EXPECT_EQ(driver_->Read32(query_phys_), 0u);
 }
 
-TEST_F(ComputeLaunchTest, OtherJobFaultsRaisePgraphTrap) {
+TEST_F(SimComputeLaunchTest, OtherJobFaultsRaisePgraphTrap) {
   auto engine = std::make_shared<FakeEngine>();
   engine->behaviour.fail_other = true;
   Create(engine);

@@ -42,7 +42,7 @@ constexpr uint32_t kComputeSubc = 1;
 constexpr uint64_t kHostBus = 0x40000000;
 constexpr uint64_t kHostSize = 1 << 20;
 
-class DeviceTest : public ::testing::Test {
+class SimDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     host_buffer_ = static_cast<uint8_t*>(std::aligned_alloc(4096, kHostSize));
@@ -112,7 +112,7 @@ class DeviceTest : public ::testing::Test {
 // ---- identity, registers, tracing, interrupts
 // --------------------------------------------------------------
 
-TEST_F(DeviceTest, PciIdentityAndBoot0) {
+TEST_F(SimDeviceTest, PciIdentityAndBoot0) {
   CreateDevice();
   const gpu::PciIdentity& pci = device_->pci();
   EXPECT_EQ(pci.vendor_id, 0x10de);
@@ -125,7 +125,7 @@ TEST_F(DeviceTest, PciIdentityAndBoot0) {
   EXPECT_EQ(device_->vram_size(), kVramSize);
 }
 
-TEST_F(DeviceTest, UnknownRegistersReadZeroAndIgnoreWrites) {
+TEST_F(SimDeviceTest, UnknownRegistersReadZeroAndIgnoreWrites) {
   CreateDevice();
   EXPECT_EQ(Reg(0x123450), 0u);
   device_->WriteReg(0x123450, 0xdeadbeef);
@@ -142,7 +142,7 @@ TEST_F(DeviceTest, UnknownRegistersReadZeroAndIgnoreWrites) {
   EXPECT_EQ(device_->stats().unmapped_aperture_accesses, 2u);
 }
 
-TEST_F(DeviceTest, RegisterTraceSeesExactSequence) {
+TEST_F(SimDeviceTest, RegisterTraceSeesExactSequence) {
   CreateDevice();
   std::vector<gpu::BarAccess> trace;
   device_->SetAccessObserver([&](const gpu::BarAccess& a) { trace.push_back(a); });
@@ -162,7 +162,7 @@ TEST_F(DeviceTest, RegisterTraceSeesExactSequence) {
   EXPECT_EQ(trace, expected);
 }
 
-TEST_F(DeviceTest, InterruptLineIsLevelTriggered) {
+TEST_F(SimDeviceTest, InterruptLineIsLevelTriggered) {
   CreateDevice();
   std::vector<bool> levels;
   device_->SetInterruptHandler([&](bool level) { levels.push_back(level); });
@@ -179,7 +179,7 @@ TEST_F(DeviceTest, InterruptLineIsLevelTriggered) {
   EXPECT_EQ(levels, (std::vector<bool>{false, true, false, true, false}));
 }
 
-TEST_F(DeviceTest, InterruptHandlerMayTouchTheDevice) {
+TEST_F(SimDeviceTest, InterruptHandlerMayTouchTheDevice) {
   CreateDevice();
   std::vector<bool> levels;
   device_->WriteReg(gf100::pmc::kIntrEnHost, gf100::pmc::kIntrEnSoftware);
@@ -195,7 +195,7 @@ TEST_F(DeviceTest, InterruptHandlerMayTouchTheDevice) {
 // ---- BAR3 VM, TLB, faults
 // ---------------------------------------------------------------------------------
 
-TEST_F(DeviceTest, Bar3TranslatesThroughItsVmProgrammedViaPramin) {
+TEST_F(SimDeviceTest, Bar3TranslatesThroughItsVmProgrammedViaPramin) {
   CreateDevice();
   Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
   driver_->BindBar(Bar::k3, bar3);
@@ -218,7 +218,7 @@ TEST_F(DeviceTest, Bar3TranslatesThroughItsVmProgrammedViaPramin) {
             StatusCode::kOutOfRange);
 }
 
-TEST_F(DeviceTest, LargePagesTranslate) {
+TEST_F(SimDeviceTest, LargePagesTranslate) {
   CreateDevice();
   Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
   driver_->BindBar(Bar::k3, bar3);
@@ -232,7 +232,7 @@ TEST_F(DeviceTest, LargePagesTranslate) {
   EXPECT_TRUE(bar3->ReadPte(0x40000, true) & gf100::vm::pte::kPresent);
 }
 
-TEST_F(DeviceTest, TlbServesStaleTranslationUntilFlushed) {
+TEST_F(SimDeviceTest, TlbServesStaleTranslationUntilFlushed) {
   CreateDevice();
   Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
   driver_->BindBar(Bar::k3, bar3);
@@ -255,7 +255,7 @@ TEST_F(DeviceTest, TlbServesStaleTranslationUntilFlushed) {
   EXPECT_EQ(device_->Read32(Bar::k3, 0x10000), 0xaaaau);
 }
 
-TEST_F(DeviceTest, UnmappedBarAccessRecordsVmFaultAndRaisesInterrupt) {
+TEST_F(SimDeviceTest, UnmappedBarAccessRecordsVmFaultAndRaisesInterrupt) {
   CreateDevice();
   Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
   driver_->BindBar(Bar::k3, bar3);
@@ -304,7 +304,7 @@ TEST_F(DeviceTest, UnmappedBarAccessRecordsVmFaultAndRaisesInterrupt) {
   EXPECT_GE(device_->stats().aperture_faults, 3u);
 }
 
-TEST_F(DeviceTest, ReadOnlyPteRefusesWrites) {
+TEST_F(SimDeviceTest, ReadOnlyPteRefusesWrites) {
   CreateDevice();
   Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
   driver_->BindBar(Bar::k3, bar3);
@@ -325,7 +325,7 @@ TEST_F(DeviceTest, ReadOnlyPteRefusesWrites) {
 // ---- channels
 // -------------------------------------------------------------------------------------------
 
-TEST_F(DeviceTest, CopyAndSemaphoreReleaseThroughAChannel) {
+TEST_F(SimDeviceTest, CopyAndSemaphoreReleaseThroughAChannel) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t src_phys, dst_phys, sem_phys;
@@ -368,7 +368,7 @@ TEST_F(DeviceTest, CopyAndSemaphoreReleaseThroughAChannel) {
   EXPECT_TRUE(Reg(pf::kChanTable + 3 * 8 + 4) & pf::kStateRunnable);
 }
 
-TEST_F(DeviceTest, M2mfPushAndCopyWithQuery) {
+TEST_F(SimDeviceTest, M2mfPushAndCopyWithQuery) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t buf_phys, q_phys;
@@ -401,7 +401,7 @@ TEST_F(DeviceTest, M2mfPushAndCopyWithQuery) {
   EXPECT_NE(driver_->Read64(q_phys + 8), 0u);
 }
 
-TEST_F(DeviceTest, SysramDmaBothWays) {
+TEST_F(SimDeviceTest, SysramDmaBothWays) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t vram_phys;
@@ -440,7 +440,7 @@ TEST_F(DeviceTest, SysramDmaBothWays) {
   EXPECT_EQ(error.fault.reason, gf100::FaultReason::kPageNotPresent);
 }
 
-TEST_F(DeviceTest, EngineFaultsOnReadOnlyAndSupervisorPages) {
+TEST_F(SimDeviceTest, EngineFaultsOnReadOnlyAndSupervisorPages) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t src_phys, dst_phys;
@@ -488,7 +488,7 @@ TEST_F(DeviceTest, EngineFaultsOnReadOnlyAndSupervisorPages) {
   EXPECT_TRUE(device_->channel_error(2).ok()) << device_->channel_error(2).message;
 }
 
-TEST_F(DeviceTest, TwoChannelsInterleaveThroughSemaphores) {
+TEST_F(SimDeviceTest, TwoChannelsInterleaveThroughSemaphores) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t sem_phys;
@@ -518,7 +518,7 @@ TEST_F(DeviceTest, TwoChannelsInterleaveThroughSemaphores) {
   EXPECT_EQ(driver_->Read32(sem_phys), 2u);
 }
 
-TEST_F(DeviceTest, AcquireBlocksOnlyItsChannelUntilTheCpuReleases) {
+TEST_F(SimDeviceTest, AcquireBlocksOnlyItsChannelUntilTheCpuReleases) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t sem_phys;
@@ -541,7 +541,7 @@ TEST_F(DeviceTest, AcquireBlocksOnlyItsChannelUntilTheCpuReleases) {
   EXPECT_FALSE(Reg(pf::kChanTable + 4) & pf::kStateAcquirePending);
 }
 
-TEST_F(DeviceTest, TimeSlicesAlternateBetweenBusyChannels) {
+TEST_F(SimDeviceTest, TimeSlicesAlternateBetweenBusyChannels) {
   // A 1 ns slice: every turn ends after its first unit of work (one 1 MiB copy chunk), whatever the
   // speed of the machine, so the sequence of turns is deterministic.
   CreateDevice(nullptr, false, std::chrono::nanoseconds(1));
@@ -572,7 +572,7 @@ TEST_F(DeviceTest, TimeSlicesAlternateBetweenBusyChannels) {
   for (size_t i = 1; i < 16; ++i) EXPECT_NE(order[i], order[i - 1]) << "turn " << i;
 }
 
-TEST_F(DeviceTest, MalformedHeaderKillsOnlyItsChannel) {
+TEST_F(SimDeviceTest, MalformedHeaderKillsOnlyItsChannel) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t sem_phys;
@@ -612,7 +612,7 @@ TEST_F(DeviceTest, MalformedHeaderKillsOnlyItsChannel) {
   EXPECT_EQ(driver_->Read32(sem_phys + 12), 3u);
 }
 
-TEST_F(DeviceTest, IbEntryOutsideTheVmFaults) {
+TEST_F(SimDeviceTest, IbEntryOutsideTheVmFaults) {
   CreateDevice();
   Vm* vm = driver_->CreateVm(0x3fffffff);  // 1 GiB address space
   vm->AllocMapped(0x1000);
@@ -632,7 +632,7 @@ TEST_F(DeviceTest, IbEntryOutsideTheVmFaults) {
                 (uint32_t(gf100::FaultHubClient::kPfifo) << pf::kVmFaultClientShift));
 }
 
-TEST_F(DeviceTest, BadCommandsEndInChannelErrors) {
+TEST_F(SimDeviceTest, BadCommandsEndInChannelErrors) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   vm->AllocMapped(0x1000);
@@ -688,7 +688,7 @@ TEST_F(DeviceTest, BadCommandsEndInChannelErrors) {
   EXPECT_EQ(device_->channel_error(chid).kind, ChannelError::Kind::kBadInstance);
 }
 
-TEST_F(DeviceTest, ThreadedModeRunsAsynchronously) {
+TEST_F(SimDeviceTest, ThreadedModeRunsAsynchronously) {
   CreateDevice(nullptr, /*threaded=*/true);
   Vm* vm = driver_->CreateVm();
   uint64_t src_phys, dst_phys, sem_phys;
@@ -711,7 +711,7 @@ TEST_F(DeviceTest, ThreadedModeRunsAsynchronously) {
   EXPECT_EQ(ch->ReadIbGet(), 4u);
 }
 
-TEST_F(DeviceTest, ConcurrentMmioWhileChannelsRun) {
+TEST_F(SimDeviceTest, ConcurrentMmioWhileChannelsRun) {
   CreateDevice(nullptr, /*threaded=*/true);
   Vm* bar3 = driver_->CreateVm(device_->pci().bar3_size - 1);
   driver_->BindBar(Bar::k3, bar3);
@@ -752,7 +752,7 @@ TEST_F(DeviceTest, ConcurrentMmioWhileChannelsRun) {
   EXPECT_TRUE(device_->channel_error(0).ok()) << device_->channel_error(0).message;
 }
 
-TEST_F(DeviceTest, NonStallInterruptAndPfifoDisable) {
+TEST_F(SimDeviceTest, NonStallInterruptAndPfifoDisable) {
   CreateDevice();
   Vm* vm = driver_->CreateVm();
   uint64_t sem_phys;

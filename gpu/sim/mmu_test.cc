@@ -20,7 +20,7 @@ constexpr uint64_t kPd = 0x10000;
 constexpr uint64_t kSpt = 0x100000;  // small table for PDE 0
 constexpr uint64_t kLpt = 0x200000;  // large table for PDE 0
 
-class MmuTest : public ::testing::Test {
+class SimMmuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     vram_ = std::move(Vram::Create(16 << 20)).value();
@@ -51,7 +51,7 @@ class MmuTest : public ::testing::Test {
   AddressSpace* space_ = nullptr;
 };
 
-TEST_F(MmuTest, SmallLargeAndSysramPages) {
+TEST_F(SimMmuTest, SmallLargeAndSysramPages) {
   SetSmallPte(0x3000, vm::pte::Make(0x400000));
   SetLargePte(0x40000, vm::pte::Make(0x600000));
   SetSmallPte(0x5000, vm::pte::Make(0x80001000, {false, false, vm::Target::kSysramSnooped, 0}));
@@ -60,7 +60,7 @@ TEST_F(MmuTest, SmallLargeAndSysramPages) {
   EXPECT_EQ(Tr(0x5008), host_buffer_ + 0x1008);
 }
 
-TEST_F(MmuTest, FaultReasons) {
+TEST_F(SimMmuTest, FaultReasons) {
   MemoryFault f;
   EXPECT_EQ(Tr(0x9000, false, false, &f), nullptr);
   EXPECT_EQ(f.reason, FaultReason::kPageNotPresent);
@@ -89,7 +89,7 @@ TEST_F(MmuTest, FaultReasons) {
   }
 }
 
-TEST_F(MmuTest, PermissionsAreCheckedOnCachedEntries) {
+TEST_F(SimMmuTest, PermissionsAreCheckedOnCachedEntries) {
   SetSmallPte(0x1000, vm::pte::Make(0x400000, {true, true, vm::Target::kVram, 0}));
   MemoryFault f;
   EXPECT_NE(Tr(0x1000, false, true, &f), nullptr);  // privileged read: fine
@@ -99,7 +99,7 @@ TEST_F(MmuTest, PermissionsAreCheckedOnCachedEntries) {
   EXPECT_EQ(f.reason, FaultReason::kPageReadOnly);
 }
 
-TEST_F(MmuTest, TlbCachesUntilFlushAndCountsWalks) {
+TEST_F(SimMmuTest, TlbCachesUntilFlushAndCountsWalks) {
   SetSmallPte(0x1000, vm::pte::Make(0x400000));
   EXPECT_EQ(Tr(0x1000), vram_->At(0x400000, 1));
   const uint64_t walks = mmu_->walks();
@@ -121,7 +121,7 @@ TEST_F(MmuTest, TlbCachesUntilFlushAndCountsWalks) {
   EXPECT_EQ(Tr(0x2000), vram_->At(0x700000, 1));
 }
 
-TEST_F(MmuTest, TranslateRunCoalescesContiguousPages) {
+TEST_F(SimMmuTest, TranslateRunCoalescesContiguousPages) {
   for (uint64_t p = 0; p < 8; ++p)
     SetSmallPte(0x10000 + p * 0x1000, vm::pte::Make(0x400000 + p * 0x1000));
   SetSmallPte(0x18000, vm::pte::Make(0x900000));  // discontiguous
@@ -132,7 +132,7 @@ TEST_F(MmuTest, TranslateRunCoalescesContiguousPages) {
   EXPECT_EQ(run, 0x8000u - 0x100);
 }
 
-TEST_F(MmuTest, ConcurrentTranslationsAndFlushes) {
+TEST_F(SimMmuTest, ConcurrentTranslationsAndFlushes) {
   for (uint64_t p = 0; p < 64; ++p) SetSmallPte(p << 12, vm::pte::Make(0x400000 + (p << 12)));
   std::vector<std::thread> threads;
   std::atomic<int> bad{0};

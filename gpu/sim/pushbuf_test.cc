@@ -32,7 +32,7 @@ bool Same(const MethodCall& a, uint32_t subc, uint32_t method, uint32_t data) {
   return a.subchannel == subc && a.method == method && a.data == data;
 }
 
-TEST(MethodDecoderTest, IncreasingMethods) {
+TEST(SimMethodDecoderTest, IncreasingMethods) {
   MethodDecoder d;
   Decoded out = Feed(&d, {gp::IncHeader(3, 0x400, 3), 1, 2, 3});
   ASSERT_EQ(out.calls.size(), 3u);
@@ -42,7 +42,7 @@ TEST(MethodDecoderTest, IncreasingMethods) {
   EXPECT_FALSE(d.in_method());
 }
 
-TEST(MethodDecoderTest, NonIncreasingIncreaseOnceAndImmediate) {
+TEST(SimMethodDecoderTest, NonIncreasingIncreaseOnceAndImmediate) {
   MethodDecoder d;
   Decoded out = Feed(&d, {gp::NonIncHeader(1, 0x304, 2), 7, 8, gp::OneIncHeader(2, 0x10, 3), 4, 5,
                           6, gp::ImmediateHeader(5, 0x50, 0x1fff)});
@@ -55,7 +55,7 @@ TEST(MethodDecoderTest, NonIncreasingIncreaseOnceAndImmediate) {
   EXPECT_TRUE(Same(out.calls[5], 5, 0x50, 0x1fff));
 }
 
-TEST(MethodDecoderTest, DataContinuesAcrossSegmentsAndCountZeroIsEmpty) {
+TEST(SimMethodDecoderTest, DataContinuesAcrossSegmentsAndCountZeroIsEmpty) {
   MethodDecoder d;
   Decoded a = Feed(&d, {gp::IncHeader(0, 0x100, 2), 9});
   EXPECT_TRUE(d.in_method());
@@ -65,7 +65,7 @@ TEST(MethodDecoderTest, DataContinuesAcrossSegmentsAndCountZeroIsEmpty) {
   EXPECT_TRUE(Same(b.calls[1], 0, 0x20, 1));
 }
 
-TEST(MethodDecoderTest, IllegalAndSpecialHeaders) {
+TEST(SimMethodDecoderTest, IllegalAndSpecialHeaders) {
   MethodDecoder d;
   MethodCall c;
   EXPECT_EQ(d.Feed(uint32_t(gp::SecOp::kReserved6) << gp::kSecOpShift, &c), R::kIllegal);
@@ -75,14 +75,14 @@ TEST(MethodDecoderTest, IllegalAndSpecialHeaders) {
   EXPECT_EQ(d.Feed(uint32_t(gp::SecOp::kEndPbSegment) << gp::kSecOpShift, &c), R::kEndSegment);
 }
 
-TEST(MethodDecoderTest, MethodAddressWrapsWithinTwelveBits) {
+TEST(SimMethodDecoderTest, MethodAddressWrapsWithinTwelveBits) {
   MethodDecoder d;
   Decoded out = Feed(&d, {gp::IncHeader(0, 0x3ffc, 2), 1, 2});
   ASSERT_EQ(out.calls.size(), 2u);
   EXPECT_EQ(out.calls[1].method, 0u);
 }
 
-TEST(IbEntryTest, EncodeDecode) {
+TEST(SimIbEntryTest, EncodeDecode) {
   const uint64_t e = gp::EncodeIbEntry(0xab12345678ull, 0x1234);
   const gp::IbEntry d = gp::DecodeIbEntry(uint32_t(e), uint32_t(e >> 32));
   EXPECT_EQ(d.address, 0xab12345678ull);
