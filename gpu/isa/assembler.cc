@@ -382,6 +382,21 @@ class Assembler {
         fixups_.emplace(kernel_.code.size(), std::make_pair(std::string(ops[0]), line_));
         break;
       }
+      case Opcode::kCall: {
+        GPUVM_RETURN_IF_ERROR(no_type());
+        GPUVM_RETURN_IF_ERROR(no_other());
+        GPUVM_RETURN_IF_ERROR(need_ops(2));
+        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
+        inst->has_imm = true;
+        fixups_.emplace(kernel_.code.size(), std::make_pair(std::string(ops[1]), line_));
+        break;
+      }
+      case Opcode::kRet:
+        GPUVM_RETURN_IF_ERROR(no_type());
+        GPUVM_RETURN_IF_ERROR(no_other());
+        GPUVM_RETURN_IF_ERROR(need_ops(1));
+        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->a));
+        break;
       case Opcode::kMov:
         GPUVM_RETURN_IF_ERROR(one_type());
         GPUVM_RETURN_IF_ERROR(no_other());

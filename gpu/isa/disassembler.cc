@@ -81,6 +81,10 @@ std::string Disassemble(const Instruction& inst) {
     }
     case Opcode::kBra:
       return g + name + " L" + std::to_string(inst.target);
+    case Opcode::kCall:
+      return g + name + " " + Reg(inst.d) + ", L" + std::to_string(inst.target);
+    case Opcode::kRet:
+      return g + name + " " + Reg(inst.a);
     case Opcode::kMov:
       return g + name + T(t) + " " + Reg(inst.d) + ", " + b_or_imm(inst.a, t, wide);
     case Opcode::kSel:
@@ -213,7 +217,7 @@ std::string DisassembleKernel(const Kernel& kernel) {
   if (h.max_threads) out += ".maxthreads " + std::to_string(h.max_threads) + "\n";
   std::set<uint32_t> targets;
   for (const Instruction& inst : kernel.code) {
-    if (inst.op == Opcode::kBra) targets.insert(inst.target);
+    if (inst.op == Opcode::kBra || inst.op == Opcode::kCall) targets.insert(inst.target);
   }
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     if (targets.count(static_cast<uint32_t>(i))) out += "L" + std::to_string(i) + ":\n";

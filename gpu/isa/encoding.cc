@@ -110,11 +110,11 @@ Status CheckCvt(const Checker& c, const Instruction& inst) {
     return c.Error("rounding " + std::to_string(round));
   bool integral_round = round >= static_cast<uint8_t>(Rounding::kRni);
   bool plain_round = round >= static_cast<uint8_t>(Rounding::kRn) && !integral_round;
-  if (!IsFloat(dst) && !IsFloat(src)) {
+  if (!IsFloatFormat(dst) && !IsFloatFormat(src)) {
     if (round != 0) return c.Error("integer to integer conversion takes no rounding");
-  } else if (IsFloat(src) && !IsFloat(dst)) {
+  } else if (IsFloatFormat(src) && !IsFloatFormat(dst)) {
     if (plain_round) return c.Error("float to integer conversion needs rni/rzi/rmi/rpi");
-  } else if (!IsFloat(src) && IsFloat(dst)) {
+  } else if (!IsFloatFormat(src) && IsFloatFormat(dst)) {
     if (integral_round) return c.Error("integer to float conversion needs rn/rz/rm/rp");
   }
   GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, TypeRows(dst)));
@@ -136,6 +136,7 @@ Status CheckMemory(const Checker& c, const Instruction& inst) {
   } else {
     GPUVM_RETURN_IF_ERROR(c.Type2None());
   }
+  if (inst.type == Type::kF16) return c.Error("f16 is a conversion type only (use u16 for memory)");
   bool wide = inst.mod & kModWideReg;
   if (wide && Is64(inst.type)) return c.Error("wide register flag on a 64-bit access");
   int value_rows = wide ? 2 : TypeRows(inst.type);
@@ -224,14 +225,27 @@ Status ValidateInstruction(const Instruction& inst, const KernelHeader& header) 
       }
       return Status::Ok();
     }
-    case Opcode::kBra: {
+    case Opcode::kBra:
+    case Opcode::kCall: {
       GPUVM_RETURN_IF_ERROR(c.TypeNone());
       GPUVM_RETURN_IF_ERROR(c.Type2None());
-      for (uint8_t f : {inst.d, inst.a, inst.b, inst.c, inst.mod}) {
+      for (uint8_t f : {inst.a, inst.b, inst.c, inst.mod})
         GPUVM_RETURN_IF_ERROR(c.Zero(f, "operand"));
+      if (inst.op == Opcode::kBra) {
+        GPUVM_RETURN_IF_ERROR(c.Zero(inst.d, "d"));
+      } else {
+        GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
       }
       if (!inst.has_imm) return c.Error("needs its target in the extension word");
       return Status::Ok();
+    }
+    case Opcode::kRet: {
+      GPUVM_RETURN_IF_ERROR(c.TypeNone());
+      GPUVM_RETURN_IF_ERROR(c.Type2None());
+      GPUVM_RETURN_IF_ERROR(c.NoImm());
+      for (uint8_t f : {inst.d, inst.b, inst.c, inst.mod})
+        GPUVM_RETURN_IF_ERROR(c.Zero(f, "operand"));
+      return c.Src(inst.a, 1, "return address");
     }
     default:
       break;
@@ -615,7 +629,8 @@ Instruction DecodeWord(uint64_t w) {
 }
 
 bool IsTerminator(const Instruction& inst) {
-  return (inst.op == Opcode::kExit || inst.op == Opcode::kBra || inst.op == Opcode::kTrap) &&
+  return (inst.op == Opcode::kExit || inst.op == Opcode::kBra || inst.op == Opcode::kTrap ||
+          inst.op == Opcode::kRet) &&
          inst.guard == kPredTrue && !inst.guard_negated;
 }
 
@@ -675,7 +690,7 @@ Result<Kernel> DecodeKernel(std::span<const uint8_t> bytes) {
   }
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     Instruction& inst = kernel.code[i];
-    if (inst.op != Opcode::kBra) continue;
+    if (inst.op != Opcode::kBra && inst.op != Opcode::kCall) continue;
     if (inst.imm >= header.code_words || index_of_word[inst.imm] < 0) {
       return AtInstruction(
           Status::InvalidArgument("branch target word " + std::to_string(inst.imm) +
@@ -699,7 +714,8 @@ Result<std::vector<uint8_t>> EncodeKernel(const Kernel& kernel) {
   uint32_t words = 0;
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     word_of_index[i] = words;
-    words += kernel.code[i].op == Opcode::kBra ? 2 : kernel.code[i].words();
+    const Opcode op = kernel.code[i].op;
+    words += (op == Opcode::kBra || op == Opcode::kCall) ? 2 : kernel.code[i].words();
   }
   word_of_index[kernel.code.size()] = words;
   KernelHeader header = kernel.header;
@@ -709,7 +725,7 @@ Result<std::vector<uint8_t>> EncodeKernel(const Kernel& kernel) {
   out.reserve(words);
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     Instruction inst = kernel.code[i];
-    if (inst.op == Opcode::kBra) {
+    if (inst.op == Opcode::kBra || inst.op == Opcode::kCall) {
       if (inst.target >= kernel.code.size()) {
         return AtInstruction(
             Status::InvalidArgument("branch target " + std::to_string(inst.target) +

@@ -54,8 +54,9 @@ enum class Type : uint8_t {
   kS64 = 7,
   kF32 = 8,
   kF64 = 9,
+  kF16 = 10,
 };
-inline constexpr int kTypeCount = 10;
+inline constexpr int kTypeCount = 11;
 
 constexpr bool IsValidType(uint8_t t) { return t < kTypeCount; }
 constexpr int TypeBytes(Type t) {
@@ -65,6 +66,7 @@ constexpr int TypeBytes(Type t) {
       return 1;
     case Type::kU16:
     case Type::kS16:
+    case Type::kF16:
       return 2;
     case Type::kU32:
     case Type::kS32:
@@ -74,7 +76,9 @@ constexpr int TypeBytes(Type t) {
       return 8;
   }
 }
+// f32/f64, the types of float arithmetic (f16 is a conversion format only: IsFloatFormat).
 constexpr bool IsFloat(Type t) { return t == Type::kF32 || t == Type::kF64; }
+constexpr bool IsFloatFormat(Type t) { return IsFloat(t) || t == Type::kF16; }
 constexpr bool IsSigned(Type t) {
   return t == Type::kS8 || t == Type::kS16 || t == Type::kS32 || t == Type::kS64;
 }
@@ -141,6 +145,8 @@ enum class Opcode : uint8_t {
   kBra = 0x50,   // branch to word offset imm when the guard holds (per lane: divergence)
   kExit = 0x51,  // the guarded lanes finish
   kTrap = 0x52,  // the job faults (kTrap)
+  kCall = 0x53,  // d = word offset of the next instruction; jump to word offset imm (per lane)
+  kRet = 0x54,   // jump to the word offset held in r(a) (per lane: lanes may diverge)
 };
 
 // Memory spaces (kLd/kSt/kAtom mod bits 0-2).

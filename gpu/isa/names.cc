@@ -119,13 +119,18 @@ std::string_view OpcodeName(Opcode op) {
       return "exit";
     case Opcode::kTrap:
       return "trap";
+    case Opcode::kCall:
+      return "call";
+    case Opcode::kRet:
+      return "ret";
   }
   return "op?";
 }
 
 std::string_view TypeName(Type t) {
-  static constexpr std::string_view kNames[] = {"u8",  "s8",  "u16", "s16", "u32",
-                                                "s32", "u64", "s64", "f32", "f64"};
+  static constexpr std::string_view kNames[] = {"u8",  "s8",  "u16", "s16", "u32", "s32",
+                                                "u64", "s64", "f32", "f64", "f16"};
+  static_assert(std::size(kNames) == kTypeCount);
   uint8_t i = static_cast<uint8_t>(t);
   return i < kTypeCount ? kNames[i] : "t?";
 }

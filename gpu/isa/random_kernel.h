@@ -27,7 +27,7 @@ inline Instruction RandomValidInstruction(std::mt19937_64& rng, const KernelHead
       Opcode::kTanh,    Opcode::kCopysign, Opcode::kTestp,   Opcode::kSetp, Opcode::kPlop,
       Opcode::kCvt,     Opcode::kLd,       Opcode::kSt,      Opcode::kAtom, Opcode::kBar,
       Opcode::kMembar,  Opcode::kShfl,     Opcode::kVote,    Opcode::kBra,  Opcode::kExit,
-      Opcode::kTrap};
+      Opcode::kTrap,    Opcode::kCall,     Opcode::kRet};
   auto small = [&](int n) { return static_cast<uint8_t>(rng() % n); };
   auto reg = [&]() -> uint8_t {
     return rng() % 8 == 0 ? kRegZero : small(header.reg_count ? header.reg_count : 1);
@@ -97,11 +97,21 @@ inline Instruction RandomValidInstruction(std::mt19937_64& rng, const KernelHead
       if (inst.mod & kShflCImm) inst.c = 0;
     }
     if (!inst.has_imm) inst.imm = 0;
-    if (inst.op == Opcode::kBra) {
+    if (inst.op == Opcode::kBra || inst.op == Opcode::kCall) {
       inst.has_imm = true;
       inst.imm = 0;
       inst.mod = 0;
+      inst.a = inst.b = inst.c = 0;
+      inst.type2 = 0;
+      if (rng() % 2) inst.type = Type::kU8;
+      if (inst.op == Opcode::kBra) inst.d = 0;
       inst.target = static_cast<uint32_t>(rng() % code_size);
+    }
+    if (inst.op == Opcode::kRet) {
+      inst.has_imm = false;
+      inst.imm = 0;
+      inst.d = inst.b = inst.c = inst.mod = inst.type2 = 0;
+      if (rng() % 2) inst.type = Type::kU8;
     }
     if (ValidateInstruction(inst, header).ok()) return inst;
   }

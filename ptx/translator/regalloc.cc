@@ -28,7 +28,8 @@ class BitSet {
   template <typename F>
   void ForEach(F f) const {
     for (size_t i = 0; i < words_.size(); ++i) {
-      for (uint64_t w = words_[i]; w; w &= w - 1) f(static_cast<uint32_t>(i * 64 + __builtin_ctzll(w)));
+      for (uint64_t w = words_[i]; w; w &= w - 1)
+        f(static_cast<uint32_t>(i * 64 + __builtin_ctzll(w)));
     }
   }
 
@@ -37,8 +38,12 @@ class BitSet {
 };
 
 bool IsTerminator(const VInst& v) {
-  return (v.in.op == Opcode::kExit || v.in.op == Opcode::kTrap || v.in.op == Opcode::kBra) && v.guard == kPT;
+  return (v.in.op == Opcode::kExit || v.in.op == Opcode::kTrap || v.in.op == Opcode::kBra ||
+          v.in.op == Opcode::kRet) &&
+         v.guard == kPT;
 }
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Operations whose only effect is their register destination (removable when it is dead).
 bool IsPure(Opcode op) {
@@ -51,6 +56,8 @@ bool IsPure(Opcode op) {
     case Opcode::kShfl:
     case Opcode::kVote:
     case Opcode::kBra:
+    case Opcode::kCall:
+    case Opcode::kRet:
     case Opcode::kExit:
     case Opcode::kTrap:
     case Opcode::kNop:
@@ -70,6 +77,41 @@ class Allocator {
 
   Result<isa::Kernel> Run(AllocationStats* stats) {
     if (n_ == 0) return Status::Internal(where_ + ": no code");
+    bool calls = false;
+    for (const VInst& v : vc_.code) calls |= v.in.op == Opcode::kCall;
+    std::vector<uint64_t> save_bytes(vc_.region_fixed.size(), 0);
+    if (calls) {
+      first_row_ = 1;  // row 0 is the link register
+      GPUVM_RETURN_IF_ERROR(ResolveTargets());
+      BuildBlocks();
+      Liveness();
+      InsertSaves(&save_bytes);
+      Reset();
+    }
+    // Frame sizes are known now: patch the offsets that depend on them.
+    std::vector<uint64_t> frame(vc_.region_fixed.size());
+    for (size_t r = 0; r < frame.size(); ++r)
+      frame[r] = AlignUp(vc_.region_fixed[r] + save_bytes[r], 16);
+    for (VInst& v : vc_.code) {
+      if (v.frame_region >= 0 && static_cast<size_t>(v.frame_region) < frame.size() &&
+          v.in.op != Opcode::kCall) {
+        v.in.imm += frame[v.frame_region];
+        v.in.has_imm = v.in.imm != 0 || v.in.op == Opcode::kAdd || v.in.op == Opcode::kSub;
+      }
+    }
+    uint64_t local = calls ? frame[0] + vc_.stack_bytes : AlignUp(vc_.region_fixed[0], 8);
+    local = std::max<uint64_t>(local, header_.local_bytes);
+    if (local > isa::kMaxLocalBytes) {
+      if (!calls) {
+        return Status::ResourceExhausted(where_ + ": local memory beyond " +
+                                         std::to_string(isa::kMaxLocalBytes) + " bytes per thread");
+      }
+      local = isa::kMaxLocalBytes;  // a smaller call stack; overflowing it faults cleanly
+      if (frame[0] + 256 > local) {
+        return Status::ResourceExhausted(where_ + ": no room for a call stack in local memory");
+      }
+    }
+    header_.local_bytes = static_cast<uint32_t>(local);
     GPUVM_RETURN_IF_ERROR(ResolveTargets());
     BuildBlocks();
     Liveness();
@@ -79,6 +121,127 @@ class Allocator {
   }
 
  private:
+  void Reset() {
+    n_ = static_cast<uint32_t>(vc_.code.size());
+    target_.clear();
+    starts_.clear();
+    ends_.clear();
+    block_of_.clear();
+    succ_.clear();
+    live_in_.clear();
+    live_out_.clear();
+  }
+
+  // The vregs live just before instruction j (walks j's block backwards from its live-out set).
+  BitSet LiveBefore(uint32_t j) const {
+    const uint32_t b = block_of_[j];
+    BitSet live = live_out_[b];
+    for (uint32_t i = ends_[b]; i-- > j;) {
+      const VInst& v = vc_.code[i];
+      Defs(v, [&](uint32_t r) {
+        if (!PartialDef(v)) live.Clear(r);
+      });
+      Uses(v, [&](uint32_t r) { live.Set(r); });
+    }
+    return live;
+  }
+
+  // Caller-saves: around every call (the sequence `add sp; call; sub sp` the translator emits), the
+  // values live across it are stored to the caller's frame before and loaded back after, each with
+  // its own width, so every lane saves exactly its own values even when the warp is diverged.
+  void InsertSaves(std::vector<uint64_t>* save_bytes) {
+    std::vector<std::vector<VInst>> before(n_), after(n_);
+    for (uint32_t i = 0; i < n_; ++i) {
+      const VInst& call = vc_.code[i];
+      if (call.in.op != Opcode::kCall) continue;
+      const int32_t region = call.frame_region;
+      if (i == 0 || i + 1 >= n_ || region < 0)
+        continue;  // not the translator's sequence (cannot happen)
+      BitSet live = LiveBefore(i + 1);
+      live.Clear(vc_.sp);
+      uint64_t offset = 0;
+      std::vector<VInst>& saves = before[i - 1];
+      std::vector<VInst>& loads = after[i + 1];
+      const uint64_t base = vc_.region_fixed[region];
+      live.ForEach([&](uint32_t r) {
+        const VKind kind = vc_.vregs[r].kind;
+        const bool wide = kind == VKind::kReg64;
+        offset = AlignUp(offset, wide ? 8 : 4);
+        const uint64_t at = base + offset;
+        offset += wide ? 8 : 4;
+        auto mem = [&](Opcode op, uint32_t value, isa::Type t) {
+          VInst m;
+          m.in.op = op;
+          m.in.type = t;
+          m.in.mod = static_cast<uint8_t>(isa::Space::kLocal);
+          m.a = vc_.sp;
+          m.in.has_imm = at != 0;
+          m.in.imm = at;
+          m.line = call.line;
+          if (op == Opcode::kSt) {
+            m.b = value;
+          } else {
+            m.d = value;
+          }
+          return m;
+        };
+        if (kind != VKind::kPred) {
+          const isa::Type t = wide ? isa::Type::kU64 : isa::Type::kU32;
+          saves.push_back(mem(Opcode::kSt, r, t));
+          loads.push_back(mem(Opcode::kLd, r, t));
+          return;
+        }
+        // A predicate travels as 0/1 in a temporary register.
+        const uint32_t one = vc_.NewVReg(VKind::kReg32, true);
+        const uint32_t bit = vc_.NewVReg(VKind::kReg32, true);
+        VInst mov;
+        mov.in.op = Opcode::kMov;
+        mov.in.type = isa::Type::kU32;
+        mov.in.has_imm = true;
+        mov.in.imm = 1;
+        mov.d = one;
+        saves.push_back(mov);
+        VInst sel;
+        sel.in.op = Opcode::kSel;
+        sel.in.type = isa::Type::kU32;
+        sel.d = bit;
+        sel.a = one;
+        sel.c = r;
+        sel.in.has_imm = true;
+        sel.in.imm = 0;
+        saves.push_back(sel);
+        saves.push_back(mem(Opcode::kSt, bit, isa::Type::kU32));
+        const uint32_t back = vc_.NewVReg(VKind::kReg32, true);
+        loads.push_back(mem(Opcode::kLd, back, isa::Type::kU32));
+        VInst setp;
+        setp.in.op = Opcode::kSetp;
+        setp.in.type = isa::Type::kU32;
+        setp.in.mod = static_cast<uint8_t>(isa::Compare::kNe);
+        setp.d = r;
+        setp.a = back;
+        setp.in.has_imm = true;
+        setp.in.imm = 0;
+        loads.push_back(setp);
+      });
+      (*save_bytes)[region] = std::max((*save_bytes)[region], offset);
+    }
+    // Rebuild: saves go before the instruction they precede (labels there run them too); loads
+    // after.
+    std::vector<VInst> code;
+    std::vector<uint32_t> index(n_ + 1);
+    for (uint32_t i = 0; i < n_; ++i) {
+      index[i] = static_cast<uint32_t>(code.size());
+      for (VInst& v : before[i]) code.push_back(v);
+      code.push_back(vc_.code[i]);
+      for (VInst& v : after[i]) code.push_back(v);
+    }
+    index[n_] = static_cast<uint32_t>(code.size());
+    for (uint32_t& pos : vc_.label_pos) {
+      if (pos != kNoV) pos = index[pos];
+    }
+    vc_.code = std::move(code);
+  }
+
   bool PartialDef(const VInst& v) const {
     return v.guard != kPT && IsVReg(v.d) && !vc_.vregs[v.d].temp;
   }
@@ -100,13 +263,14 @@ class Allocator {
     target_.assign(n_, kNoV);
     for (uint32_t i = 0; i < n_; ++i) {
       const VInst& v = vc_.code[i];
-      if (v.in.op != Opcode::kBra) continue;
+      if (v.in.op != Opcode::kBra && v.in.op != Opcode::kCall) continue;
       if (v.label >= vc_.label_pos.size() || vc_.label_pos[v.label] >= n_) {
         return Status::Internal(where_ + ": branch to an unbound label");
       }
       target_[i] = vc_.label_pos[v.label];
     }
-    if (!IsTerminator(vc_.code.back())) return Status::Internal(where_ + ": code does not end in exit");
+    if (!IsTerminator(vc_.code.back()))
+      return Status::Internal(where_ + ": code does not end in exit");
     return Status::Ok();
   }
 
@@ -118,6 +282,8 @@ class Allocator {
       if (v.in.op == Opcode::kBra) {
         leader[target_[i]] = true;
         leader[i + 1] = true;
+      } else if (v.in.op == Opcode::kCall) {
+        leader[target_[i]] = true;  // a function entry (reached only through calls: no CFG edge)
       } else if (IsTerminator(v)) {
         leader[i + 1] = true;
       }
@@ -199,8 +365,8 @@ class Allocator {
     hint_.assign(nv, kNoV);
     for (uint32_t i = 0; i < n_; ++i) {
       const VInst& v = vc_.code[i];
-      if (v.in.op == Opcode::kMov && !v.in.has_imm && v.guard == kPT && IsVReg(v.d) && IsVReg(v.a) &&
-          vc_.vregs[v.d].kind == vc_.vregs[v.a].kind) {
+      if (v.in.op == Opcode::kMov && !v.in.has_imm && v.guard == kPT && IsVReg(v.d) &&
+          IsVReg(v.a) && vc_.vregs[v.d].kind == vc_.vregs[v.a].kind) {
         hint_[v.d] = v.a;
       }
     }
@@ -253,7 +419,7 @@ class Allocator {
           }
         } else {
           const uint32_t rows = kind == VKind::kReg64 ? 2 : 1;
-          for (uint32_t r = 0; r + rows <= isa::kMaxRegisters; ++r) {
+          for (uint32_t r = first_row_; r + rows <= isa::kMaxRegisters; ++r) {
             if (Free(kind, r, rows_busy, preds_busy)) {
               chosen = r;
               break;
@@ -293,7 +459,8 @@ class Allocator {
     }
     return true;
   }
-  void Release(uint32_t v, std::bitset<isa::kMaxRegisters>& rows, std::bitset<isa::kMaxPredicates>& preds) const {
+  void Release(uint32_t v, std::bitset<isa::kMaxRegisters>& rows,
+               std::bitset<isa::kMaxPredicates>& preds) const {
     const VKind kind = vc_.vregs[v].kind;
     if (kind == VKind::kPred) {
       preds.reset(slot_[v]);
@@ -306,6 +473,7 @@ class Allocator {
   uint8_t Field(uint32_t s, bool pred) const {
     if (s == kNoV) return 0;
     if (s == kRZ) return isa::kRegZero;
+    if (s == kLink) return 0;  // row 0 is reserved for the link register
     if (s == kPT) return isa::kPredTrue;
     uint32_t mapped = slot_[s];
     if (mapped == kRZ) return isa::kRegZero;
@@ -316,7 +484,7 @@ class Allocator {
   Result<isa::Kernel> Emit(AllocationStats* stats) {
     isa::Kernel kernel;
     kernel.header = header_;
-    kernel.header.reg_count = static_cast<uint16_t>(max_row_);
+    kernel.header.reg_count = static_cast<uint16_t>(std::max(max_row_, first_row_));
     kernel.header.pred_count = static_cast<uint8_t>(max_pred_);
     std::vector<isa::Instruction> out(n_);
     std::vector<bool> keep(n_, true);
@@ -331,7 +499,8 @@ class Allocator {
       if (v.c != kNoV) in.c = Field(v.c, false);
       if (v.m != kNoV) in.mod = Field(v.m, false);
       in.guard = Field(v.guard, true);
-      if (in.op == Opcode::kBra) in.has_imm = true;  // the target travels in the extension word
+      if (in.op == Opcode::kBra || in.op == Opcode::kCall)
+        in.has_imm = true;  // target in the extension word
       if (in.op == Opcode::kShfl) {
         const uint64_t p = v.shfl_pred == kNoV ? isa::kPredTrue : Field(v.shfl_pred, true);
         in.imm = (in.imm & ~(uint64_t{0x3f} << 48)) | (p << 48);
@@ -340,7 +509,8 @@ class Allocator {
       const bool dead = IsVReg(v.d) && slot_[v.d] == kRZ;
       if (dead && IsPure(in.op)) {
         keep[i] = false;
-      } else if (in.op == Opcode::kMov && !in.has_imm && in.guard == isa::kPredTrue && in.d == in.a) {
+      } else if (in.op == Opcode::kMov && !in.has_imm && in.guard == isa::kPredTrue &&
+                 in.d == in.a) {
         keep[i] = false;
         ++removed_moves;
       }
@@ -356,14 +526,14 @@ class Allocator {
     for (uint32_t i = 0; i < n_; ++i) {
       if (!keep[i]) continue;
       isa::Instruction in = out[i];
-      if (in.op == Opcode::kBra) in.target = index[target_[i]];
+      if (in.op == Opcode::kBra || in.op == Opcode::kCall) in.target = index[target_[i]];
       kernel.code.push_back(in);
     }
     for (size_t i = 0; i < kernel.code.size(); ++i) {
       Status s = isa::ValidateInstruction(kernel.code[i], kernel.header);
       if (!s.ok()) {
-        return Status::Internal(where_ + ": translator produced an invalid instruction " + std::to_string(i) +
-                                ": " + s.message());
+        return Status::Internal(where_ + ": translator produced an invalid instruction " +
+                                std::to_string(i) + ": " + s.message());
       }
     }
     if (stats) {
@@ -375,10 +545,11 @@ class Allocator {
     return kernel;
   }
 
-  const VCode& vc_;
-  const isa::KernelHeader header_;
+  VCode vc_;  // a copy: saves around calls are inserted into it
+  isa::KernelHeader header_;
   const std::string where_;
-  const uint32_t n_;
+  uint32_t n_;
+  uint32_t first_row_ = 0;
   std::vector<uint32_t> target_;
   std::vector<uint32_t> starts_, ends_, block_of_;
   std::vector<std::vector<uint32_t>> succ_;
@@ -390,8 +561,8 @@ class Allocator {
 
 }  // namespace
 
-Result<isa::Kernel> AllocateRegisters(const VCode& vcode, const isa::KernelHeader& header, const std::string& where,
-                                      AllocationStats* stats) {
+Result<isa::Kernel> AllocateRegisters(const VCode& vcode, const isa::KernelHeader& header,
+                                      const std::string& where, AllocationStats* stats) {
   return Allocator(vcode, header, where).Run(stats);
 }
 

@@ -15,6 +15,7 @@
 namespace gpuvm::ptx {
 namespace {
 
+using translator::kLink;
 using translator::kNoV;
 using translator::kPT;
 using translator::kRZ;
@@ -25,11 +26,15 @@ using IOp = isa::Opcode;
 using IT = isa::Type;
 
 constexpr uint32_t kMaxInlineDepth = 32;
+// Local memory reserved per thread for the call stack of recursive functions (beyond the kernel's
+// frame).
+constexpr uint32_t kStackBytes = 8192;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
 bool IsF16Like(ScalarType t) {
-  return t == ScalarType::kF16 || t == ScalarType::kF16x2 || t == ScalarType::kBF16 || t == ScalarType::kBF16x2;
+  return t == ScalarType::kF16 || t == ScalarType::kF16x2 || t == ScalarType::kBF16 ||
+         t == ScalarType::kBF16x2;
 }
 bool Is16(ScalarType t) { return TypeSize(t) == 2 && !IsF16Like(t); }
 bool IsF(ScalarType t) { return t == ScalarType::kF32 || t == ScalarType::kF64; }
@@ -39,20 +44,30 @@ bool Signed(ScalarType t) { return IsSignedType(t); }
 IT MemType(ScalarType t) {
   switch (t) {
     case ScalarType::kB8:
-    case ScalarType::kU8: return IT::kU8;
-    case ScalarType::kS8: return IT::kS8;
+    case ScalarType::kU8:
+      return IT::kU8;
+    case ScalarType::kS8:
+      return IT::kS8;
     case ScalarType::kB16:
     case ScalarType::kU16:
     case ScalarType::kF16:
-    case ScalarType::kBF16: return IT::kU16;
-    case ScalarType::kS16: return IT::kS16;
-    case ScalarType::kS32: return IT::kS32;
-    case ScalarType::kF32: return IT::kF32;
+    case ScalarType::kBF16:
+      return IT::kU16;
+    case ScalarType::kS16:
+      return IT::kS16;
+    case ScalarType::kS32:
+      return IT::kS32;
+    case ScalarType::kF32:
+      return IT::kF32;
     case ScalarType::kB64:
-    case ScalarType::kU64: return IT::kU64;
-    case ScalarType::kS64: return IT::kS64;
-    case ScalarType::kF64: return IT::kF64;
-    default: return IT::kU32;  // b32, u32, f16x2, bf16x2
+    case ScalarType::kU64:
+      return IT::kU64;
+    case ScalarType::kS64:
+      return IT::kS64;
+    case ScalarType::kF64:
+      return IT::kF64;
+    default:
+      return IT::kU32;  // b32, u32, f16x2, bf16x2
   }
 }
 
@@ -60,13 +75,19 @@ IT MemType(ScalarType t) {
 IT AluType(ScalarType t) {
   switch (t) {
     case ScalarType::kS16:
-    case ScalarType::kS32: return IT::kS32;
-    case ScalarType::kS64: return IT::kS64;
+    case ScalarType::kS32:
+      return IT::kS32;
+    case ScalarType::kS64:
+      return IT::kS64;
     case ScalarType::kB64:
-    case ScalarType::kU64: return IT::kU64;
-    case ScalarType::kF32: return IT::kF32;
-    case ScalarType::kF64: return IT::kF64;
-    default: return IT::kU32;
+    case ScalarType::kU64:
+      return IT::kU64;
+    case ScalarType::kF32:
+      return IT::kF32;
+    case ScalarType::kF64:
+      return IT::kF64;
+    default:
+      return IT::kU32;
   }
 }
 
@@ -77,20 +98,29 @@ VKind KindOf(ScalarType t) {
 
 uint8_t RoundingMod(Rounding r) {
   switch (r) {
-    case Rounding::kRn: return static_cast<uint8_t>(isa::Rounding::kRn);
-    case Rounding::kRz: return static_cast<uint8_t>(isa::Rounding::kRz);
-    case Rounding::kRm: return static_cast<uint8_t>(isa::Rounding::kRm);
-    case Rounding::kRp: return static_cast<uint8_t>(isa::Rounding::kRp);
-    case Rounding::kRni: return static_cast<uint8_t>(isa::Rounding::kRni);
-    case Rounding::kRzi: return static_cast<uint8_t>(isa::Rounding::kRzi);
-    case Rounding::kRmi: return static_cast<uint8_t>(isa::Rounding::kRmi);
-    case Rounding::kRpi: return static_cast<uint8_t>(isa::Rounding::kRpi);
-    default: return 0;
+    case Rounding::kRn:
+      return static_cast<uint8_t>(isa::Rounding::kRn);
+    case Rounding::kRz:
+      return static_cast<uint8_t>(isa::Rounding::kRz);
+    case Rounding::kRm:
+      return static_cast<uint8_t>(isa::Rounding::kRm);
+    case Rounding::kRp:
+      return static_cast<uint8_t>(isa::Rounding::kRp);
+    case Rounding::kRni:
+      return static_cast<uint8_t>(isa::Rounding::kRni);
+    case Rounding::kRzi:
+      return static_cast<uint8_t>(isa::Rounding::kRzi);
+    case Rounding::kRmi:
+      return static_cast<uint8_t>(isa::Rounding::kRmi);
+    case Rounding::kRpi:
+      return static_cast<uint8_t>(isa::Rounding::kRpi);
+    default:
+      return 0;
   }
 }
 
-// The bits an immediate stands for in a slot of type t (docs/PTX.md: integer literals in float slots
-// are values; float literals in bit slots are their bit patterns).
+// The bits an immediate stands for in a slot of type t (docs/PTX.md: integer literals in float
+// slots are values; float literals in bit slots are their bit patterns).
 uint64_t ImmBits(const Operand& op, ScalarType t) {
   if (t == ScalarType::kF32) {
     if (op.imm_kind == ImmKind::kF32) return op.imm_bits & 0xffffffffu;
@@ -116,9 +146,11 @@ uint64_t ImmBits(const Operand& op, ScalarType t) {
 // Module-wide memory layout: .global variables (addresses in bank 2), .const variables (bank 1).
 
 struct ModuleLayout {
-  std::vector<int64_t> global_slot;   // per Module::globals index: slot in isa::Module::globals, or -1
+  std::vector<int64_t>
+      global_slot;  // per Module::globals index: slot in isa::Module::globals, or -1
   std::vector<int64_t> const_offset;  // per Module::globals index: offset in bank 1, or -1
-  std::map<std::pair<uint32_t, uint32_t>, int64_t> local_const_offset;  // (function, local) -> bank 1
+  std::map<std::pair<uint32_t, uint32_t>, int64_t>
+      local_const_offset;  // (function, local) -> bank 1
   isa::Module out;
 
   Status Build(const Module& m) {
@@ -143,8 +175,9 @@ struct ModuleLayout {
       const Variable& v = m.globals[i];
       if (v.relocations.empty()) continue;
       if (v.space != StateSpace::kGlobal) {
-        return Status::Unimplemented("line " + std::to_string(v.line) + ": variable '" + v.name +
-                                     "': address initializers are supported in .global variables only");
+        return Status::Unimplemented(
+            "line " + std::to_string(v.line) + ": variable '" + v.name +
+            "': address initializers are supported in .global variables only");
       }
       for (const Relocation& r : v.relocations) {
         if (r.is_function || r.index >= m.globals.size() || global_slot[r.index] < 0) {
@@ -182,23 +215,43 @@ struct ModuleLayout {
 
 class KernelTranslator {
  public:
-  KernelTranslator(const Module& m, ModuleLayout& layout, uint32_t kernel, const TranslateOptions& options)
-      : m_(m), layout_(layout), kernel_index_(kernel), kernel_(m.functions[kernel]), options_(options) {}
+  KernelTranslator(const Module& m, ModuleLayout& layout, uint32_t kernel,
+                   const TranslateOptions& options)
+      : m_(m),
+        layout_(layout),
+        kernel_index_(kernel),
+        kernel_(m.functions[kernel]),
+        options_(options) {}
 
   Result<isa::ModuleKernel> Run(KernelStats* stats);
 
  private:
-  // One (possibly inlined) function body being emitted.
+  // One function body being emitted: the kernel, an inlined call, or an out-of-line (recursive)
+  // function.
+  enum class FrameKind { kKernel, kInline, kCallable };
   struct Frame {
+    FrameKind kind = FrameKind::kKernel;
+    uint32_t region = 0;  // the stack region its locals live in (VCode::region_fixed)
+    bool sp_based =
+        false;  // locals are addressed from the stack pointer (inside an out-of-line function)
+    uint32_t ret_addr = kNoV;  // kCallable: the vreg holding the return address
     const Function* fn = nullptr;
     uint32_t fn_index = 0;
-    std::vector<uint32_t> regs;          // RegId -> vreg (kNoV until first use)
-    std::vector<uint32_t> labels;        // label index -> label id
-    std::vector<int64_t> local_offset;   // locals index -> local-memory offset (.local/.param), or -1
-    std::vector<int64_t> param_offset;   // callee: params index -> local offset of the caller's slot
+    std::vector<uint32_t> regs;    // RegId -> vreg (kNoV until first use)
+    std::vector<uint32_t> labels;  // label index -> label id
+    // Offsets are relative to the region's frame (absolute local offsets in region 0).
+    std::vector<int64_t>
+        local_offset;  // locals index -> local-memory offset (.local/.param), or -1
+    std::vector<int64_t> param_offset;  // callee: params index -> local offset of the caller's slot
     std::vector<int64_t> return_offset;  // callee: returns index -> local offset
-    uint32_t return_label = kNoV;        // kNoV: the kernel itself
+    uint32_t return_label = kNoV;        // kInline: where ret goes
   };
+  // The frame layout of an out-of-line function: its parameters, then its results.
+  struct CallableLayout {
+    std::vector<int64_t> param_offset, return_offset;
+    uint64_t fixed = 0;
+  };
+  uint32_t LocalBase() const { return frame_->sp_based ? sp_ : kRZ; }
 
   struct Addr {
     isa::Space space = isa::Space::kGeneric;
@@ -221,7 +274,9 @@ class KernelTranslator {
     if (frame_->fn != &kernel_) text += "(inlined into kernel '" + kernel_.name + "') ";
     return Status(code, text + what);
   }
-  Status Unsupported(const std::string& what) const { return Error(StatusCode::kUnimplemented, what); }
+  Status Unsupported(const std::string& what) const {
+    return Error(StatusCode::kUnimplemented, what);
+  }
 
   // ---- emission ----
   VInst& Emit(IOp op, IT type = IT::kU8) {
@@ -268,7 +323,8 @@ class KernelTranslator {
     if (b.is_imm) {
       v.in.has_imm = true;
       v.in.imm = isa::Is64(t) || op == IOp::kShl || op == IOp::kShr ? b.imm : (b.imm & 0xffffffffu);
-      if ((op == IOp::kShl || op == IOp::kShr || op == IOp::kMulWide || op == IOp::kMadWide || op == IOp::kBfe) &&
+      if ((op == IOp::kShl || op == IOp::kShr || op == IOp::kMulWide || op == IOp::kMadWide ||
+           op == IOp::kBfe) &&
           b.imm > 0xffffffffu) {
         v.in.imm = b.imm & 0xffffffffu;
       }
@@ -309,7 +365,8 @@ class KernelTranslator {
     v.d = d;
     v.a = a;
     v.b = b;
-    v.in.mod = static_cast<uint8_t>(op) | (neg_a ? isa::kPlopNegA : 0) | (neg_b ? isa::kPlopNegB : 0);
+    v.in.mod =
+        static_cast<uint8_t>(op) | (neg_a ? isa::kPlopNegA : 0) | (neg_b ? isa::kPlopNegB : 0);
   }
   // d = p ? a : b (32 or 64 bit).
   void SelTo(uint32_t d, IT t, uint32_t a, Value b, uint32_t p, bool negate = false) {
@@ -348,7 +405,8 @@ class KernelTranslator {
     const bool want64 = TypeSize(t) == 8;
     const VKind k = KindOfVReg(v);
     if (k == VKind::kPred) return v;
-    if (want64 && k == VKind::kReg32) return Cvt(Signed(t) ? IT::kS64 : IT::kU64, Signed(t) ? IT::kS32 : IT::kU32, v);
+    if (want64 && k == VKind::kReg32)
+      return Cvt(Signed(t) ? IT::kS64 : IT::kU64, Signed(t) ? IT::kS32 : IT::kU32, v);
     if (!want64 && k == VKind::kReg64) return Cvt(IT::kU32, IT::kU64, v);
     return v;
   }
@@ -375,7 +433,8 @@ class KernelTranslator {
   Result<uint32_t> SrcReg(const Operand& op, ScalarType t) {
     GPUVM_ASSIGN_OR_RETURN(Value v, Src(op, t));
     if (!v.is_imm) return v.reg;
-    IT it = TypeSize(t) == 8 ? (IsF(t) ? IT::kF64 : IT::kU64) : (t == ScalarType::kF32 ? IT::kF32 : IT::kU32);
+    IT it = TypeSize(t) == 8 ? (IsF(t) ? IT::kF64 : IT::kU64)
+                             : (t == ScalarType::kF32 ? IT::kF32 : IT::kU32);
     return MovImm(it, v.imm);
   }
   // A 16-bit operand extended to 32 bits (others unchanged).
@@ -461,6 +520,12 @@ class KernelTranslator {
   Status LowerBarrier(const Instruction& in);
   Status LowerWarp(const Instruction& in);
   Status LowerCall(const Instruction& in);
+  Status EmitRealCall(const Instruction& in, uint32_t callee_index);
+  Status EmitCallable(uint32_t fn_index);
+  const CallableLayout& LayoutOf(uint32_t fn_index);
+  uint32_t EntryLabel(uint32_t fn_index);
+  void CopyLocal(uint32_t src_base, int64_t src_off, int32_t src_patch, uint32_t dst_base,
+                 int64_t dst_off, uint64_t size);
   Status InitFrame(Frame* f, const Function& fn, uint32_t fn_index);
 
   const Module& m_;
@@ -475,45 +540,93 @@ class KernelTranslator {
   bool guard_negated_ = false;
   std::vector<uint32_t> call_stack_;  // function indices being inlined
   uint32_t cc_ = kNoV;                // the carry flag (u32 0/1)
+  // Recursive functions, emitted out of line and reached with call/ret.
+  std::set<uint32_t> callable_;
+  std::map<uint32_t, CallableLayout> callable_layout_;
+  std::map<uint32_t, uint32_t> entry_label_;
+  std::vector<uint32_t> pending_callables_;
+  uint32_t sp_ = kNoV;
 
   // Memory layout of this kernel.
   std::vector<int64_t> kparam_offset_;
   uint32_t param_bytes_ = 0;
-  std::map<uint32_t, int64_t> shared_global_;                        // module global -> shared offset
-  std::map<std::pair<uint32_t, uint32_t>, int64_t> shared_local_;  // (function, local) -> shared offset
+  std::map<uint32_t, int64_t> shared_global_;  // module global -> shared offset
+  std::map<std::pair<uint32_t, uint32_t>, int64_t>
+      shared_local_;  // (function, local) -> shared offset
   int64_t bar_red_word_ = -1;
   uint32_t shared_bytes_ = 0;
-  uint64_t local_top_ = 0;
 };
 
-// ---- special registers and symbols ----------------------------------------------------------------
+// ---- special registers and symbols
+// ----------------------------------------------------------------
 
 Result<uint32_t> KernelTranslator::Special(const Operand& op) {
   using S = isa::SpecialReg;
   auto component = [&](S x) { return static_cast<S>(static_cast<uint8_t>(x) + op.component); };
   S sr;
   switch (op.sreg) {
-    case SpecialRegister::kTid: sr = component(S::kTidX); break;
-    case SpecialRegister::kNtid: sr = component(S::kNtidX); break;
-    case SpecialRegister::kCtaid: sr = component(S::kCtaidX); break;
-    case SpecialRegister::kNctaid: sr = component(S::kNctaidX); break;
-    case SpecialRegister::kLaneid: sr = S::kLaneId; break;
-    case SpecialRegister::kWarpid: sr = S::kWarpId; break;
-    case SpecialRegister::kNwarpid: sr = S::kNWarpId; break;
-    case SpecialRegister::kSmid: sr = S::kSmId; break;
-    case SpecialRegister::kNsmid: sr = S::kNSmId; break;
-    case SpecialRegister::kGridid: sr = S::kGridId; break;
-    case SpecialRegister::kLanemaskEq: sr = S::kLanemaskEq; break;
-    case SpecialRegister::kLanemaskLe: sr = S::kLanemaskLe; break;
-    case SpecialRegister::kLanemaskLt: sr = S::kLanemaskLt; break;
-    case SpecialRegister::kLanemaskGe: sr = S::kLanemaskGe; break;
-    case SpecialRegister::kLanemaskGt: sr = S::kLanemaskGt; break;
-    case SpecialRegister::kClock: sr = S::kClock; break;
-    case SpecialRegister::kClock64: sr = S::kClock64; break;
-    case SpecialRegister::kGlobaltimer: sr = S::kGlobalTimer; break;
-    case SpecialRegister::kDynamicSmemSize: sr = S::kDynamicSmemSize; break;
-    case SpecialRegister::kTotalSmemSize: sr = S::kTotalSmemSize; break;
-    default: return Unsupported("special register not supported");
+    case SpecialRegister::kTid:
+      sr = component(S::kTidX);
+      break;
+    case SpecialRegister::kNtid:
+      sr = component(S::kNtidX);
+      break;
+    case SpecialRegister::kCtaid:
+      sr = component(S::kCtaidX);
+      break;
+    case SpecialRegister::kNctaid:
+      sr = component(S::kNctaidX);
+      break;
+    case SpecialRegister::kLaneid:
+      sr = S::kLaneId;
+      break;
+    case SpecialRegister::kWarpid:
+      sr = S::kWarpId;
+      break;
+    case SpecialRegister::kNwarpid:
+      sr = S::kNWarpId;
+      break;
+    case SpecialRegister::kSmid:
+      sr = S::kSmId;
+      break;
+    case SpecialRegister::kNsmid:
+      sr = S::kNSmId;
+      break;
+    case SpecialRegister::kGridid:
+      sr = S::kGridId;
+      break;
+    case SpecialRegister::kLanemaskEq:
+      sr = S::kLanemaskEq;
+      break;
+    case SpecialRegister::kLanemaskLe:
+      sr = S::kLanemaskLe;
+      break;
+    case SpecialRegister::kLanemaskLt:
+      sr = S::kLanemaskLt;
+      break;
+    case SpecialRegister::kLanemaskGe:
+      sr = S::kLanemaskGe;
+      break;
+    case SpecialRegister::kLanemaskGt:
+      sr = S::kLanemaskGt;
+      break;
+    case SpecialRegister::kClock:
+      sr = S::kClock;
+      break;
+    case SpecialRegister::kClock64:
+      sr = S::kClock64;
+      break;
+    case SpecialRegister::kGlobaltimer:
+      sr = S::kGlobalTimer;
+      break;
+    case SpecialRegister::kDynamicSmemSize:
+      sr = S::kDynamicSmemSize;
+      break;
+    case SpecialRegister::kTotalSmemSize:
+      sr = S::kTotalSmemSize;
+      break;
+    default:
+      return Unsupported("special register not supported");
   }
   return S2R(sr);
 }
@@ -530,8 +643,8 @@ uint32_t KernelTranslator::GlobalVarAddress(uint32_t global_index) {
   return d;
 }
 
-// The value of a symbol operand (`mov.u64 %rd, var+8`): its address in its own state space (shared and
-// local offsets, constant-bank offsets, global addresses), or its generic address.
+// The value of a symbol operand (`mov.u64 %rd, var+8`): its address in its own state space (shared
+// and local offsets, constant-bank offsets, global addresses), or its generic address.
 Result<uint32_t> KernelTranslator::SymbolAddress(const Operand& op, bool want64, bool generic) {
   const Symbol& s = op.symbol;
   const Variable* var = ResolveVariable(m_, *frame_->fn, s);
@@ -552,13 +665,21 @@ Result<uint32_t> KernelTranslator::SymbolAddress(const Operand& op, bool want64,
     window = isa::SpecialReg::kLocalWindow;
   } else if (var->space == StateSpace::kConst) {
     if (generic) return Unsupported("generic addresses of .const variables are not supported");
-    offset = s.kind == Symbol::Kind::kGlobal ? layout_.const_offset[s.index]
-                                             : layout_.local_const_offset.at({frame_->fn_index, s.index});
+    offset = s.kind == Symbol::Kind::kGlobal
+                 ? layout_.const_offset[s.index]
+                 : layout_.local_const_offset.at({frame_->fn_index, s.index});
   } else {
     return Unsupported("taking the address of '" + var->name + "' (" +
                        std::string(StateSpaceName(var->space)) + ") is not supported");
   }
   offset += op.offset;
+  if (frame_->sp_based && window == isa::SpecialReg::kLocalWindow) {
+    // A local variable of an out-of-line function: its address depends on the stack pointer.
+    uint32_t a32 = Bin(IOp::kAdd, IT::kU32, sp_, I(static_cast<uint64_t>(offset)));
+    if (!generic) return want64 ? Cvt(IT::kU64, IT::kU32, a32) : a32;
+    uint32_t a = Bin(IOp::kAdd, IT::kU64, S2R(*window), R(Cvt(IT::kU64, IT::kU32, a32)));
+    return want64 ? a : Cvt(IT::kU32, IT::kU64, a);
+  }
   if (generic) {
     uint32_t w = S2R(*window);
     uint32_t a = Bin(IOp::kAdd, IT::kU64, w, I(static_cast<uint64_t>(offset)));
@@ -573,19 +694,31 @@ Result<KernelTranslator::Addr> KernelTranslator::Address(const Operand& op, Stat
   Addr a;
   a.offset = op.offset;
   switch (space) {
-    case StateSpace::kNone: a.space = isa::Space::kGeneric; break;
-    case StateSpace::kGlobal: a.space = isa::Space::kGlobal; break;
-    case StateSpace::kShared: a.space = isa::Space::kShared; break;
-    case StateSpace::kLocal: a.space = isa::Space::kLocal; break;
+    case StateSpace::kNone:
+      a.space = isa::Space::kGeneric;
+      break;
+    case StateSpace::kGlobal:
+      a.space = isa::Space::kGlobal;
+      break;
+    case StateSpace::kShared:
+      a.space = isa::Space::kShared;
+      break;
+    case StateSpace::kLocal:
+      a.space = isa::Space::kLocal;
+      break;
     case StateSpace::kConst:
       a.space = isa::Space::kConst;
       a.bank = isa::kUserConstBank;
       break;
-    case StateSpace::kParam: a.space = isa::Space::kLocal; break;  // call slots; kernel params below
-    default: return Unsupported("state space not supported");
+    case StateSpace::kParam:
+      a.space = isa::Space::kLocal;
+      break;  // call slots; kernel params below
+    default:
+      return Unsupported("state space not supported");
   }
   if (op.base == AddressBase::kRegister) {
-    if (space == StateSpace::kParam) return Unsupported("register-addressed .param accesses are not supported");
+    if (space == StateSpace::kParam)
+      return Unsupported("register-addressed .param accesses are not supported");
     uint32_t r = FrameReg(op.reg);
     a.base = r;
     a.base64 = KindOfVReg(r) == VKind::kReg64;
@@ -597,24 +730,28 @@ Result<KernelTranslator::Addr> KernelTranslator::Address(const Operand& op, Stat
   if (!var) return Unsupported("address of a function");
   switch (s.kind) {
     case Symbol::Kind::kParam:
-      if (frame_->return_label == kNoV) {  // a kernel parameter: constant bank 0
+      if (frame_->kind == FrameKind::kKernel) {  // a kernel parameter: constant bank 0
         a.space = isa::Space::kConst;
         a.bank = isa::kParamBank;
         a.offset += kparam_offset_[s.index];
         return a;
       }
       a.space = isa::Space::kLocal;
+      a.base = LocalBase();
       a.offset += frame_->param_offset[s.index];
       return a;
     case Symbol::Kind::kReturn:
       a.space = isa::Space::kLocal;
+      a.base = LocalBase();
       a.offset += frame_->return_offset[s.index];
       return a;
     default:
       break;
   }
-  // A variable in memory: address it in its own space; for a generic access use its generic address.
-  if (space == StateSpace::kNone || (space == StateSpace::kGlobal && var->space == StateSpace::kGlobal)) {
+  // A variable in memory: address it in its own space; for a generic access use its generic
+  // address.
+  if (space == StateSpace::kNone ||
+      (space == StateSpace::kGlobal && var->space == StateSpace::kGlobal)) {
     Operand sym;
     sym.kind = OperandKind::kSymbol;
     sym.symbol = s;
@@ -633,20 +770,23 @@ Result<KernelTranslator::Addr> KernelTranslator::Address(const Operand& op, Stat
     case StateSpace::kLocal:
     case StateSpace::kParam:
       a.space = isa::Space::kLocal;
+      a.base = LocalBase();
       a.offset += frame_->local_offset[s.index];
       return a;
     case StateSpace::kConst:
       a.space = isa::Space::kConst;
       a.bank = isa::kUserConstBank;
-      a.offset += s.kind == Symbol::Kind::kGlobal ? layout_.const_offset[s.index]
-                                                  : layout_.local_const_offset.at({frame_->fn_index, s.index});
+      a.offset += s.kind == Symbol::Kind::kGlobal
+                      ? layout_.const_offset[s.index]
+                      : layout_.local_const_offset.at({frame_->fn_index, s.index});
       return a;
     default:
       return Unsupported("variable '" + var->name + "' cannot be addressed here");
   }
 }
 
-// ---- arithmetic -----------------------------------------------------------------------------------
+// ---- arithmetic
+// -----------------------------------------------------------------------------------
 
 Status KernelTranslator::LowerArith(const Instruction& in) {
   const ScalarType t = in.type;
@@ -654,13 +794,15 @@ Status KernelTranslator::LowerArith(const Instruction& in) {
   const uint8_t fmod = RoundingMod(in.rounding) | (in.Has(kFlagSat) ? isa::kModSat : 0);
   GPUVM_ASSIGN_OR_RETURN(uint32_t d, Dst(in.operands[0]));
   auto binary = [&](IOp op, bool ext16, uint8_t mod) -> Status {
-    GPUVM_ASSIGN_OR_RETURN(uint32_t a, ext16 ? SrcExtReg(in.operands[1], t) : SrcReg(in.operands[1], t));
+    GPUVM_ASSIGN_OR_RETURN(uint32_t a,
+                           ext16 ? SrcExtReg(in.operands[1], t) : SrcReg(in.operands[1], t));
     GPUVM_ASSIGN_OR_RETURN(Value b, ext16 ? SrcExt(in.operands[2], t) : Src(in.operands[2], t));
     BinTo(d, op, it, a, b, mod);
     return Status::Ok();
   };
   auto unary = [&](IOp op, bool ext16, uint8_t mod) -> Status {
-    GPUVM_ASSIGN_OR_RETURN(uint32_t a, ext16 ? SrcExtReg(in.operands[1], t) : SrcReg(in.operands[1], t));
+    GPUVM_ASSIGN_OR_RETURN(uint32_t a,
+                           ext16 ? SrcExtReg(in.operands[1], t) : SrcReg(in.operands[1], t));
     VInst& v = Emit(op, it);
     v.d = d;
     v.a = a;
@@ -679,14 +821,18 @@ Status KernelTranslator::LowerArith(const Instruction& in) {
     case Opcode::kDiv:
       if (IsF(t)) return binary(IOp::kDiv, false, RoundingMod(in.rounding));
       return binary(IOp::kDiv, true, 0);
-    case Opcode::kRem: return binary(IOp::kRem, true, 0);
+    case Opcode::kRem:
+      return binary(IOp::kRem, true, 0);
     case Opcode::kMin:
     case Opcode::kMax:
       if (in.Has(kFlagNaN)) return Unsupported(".NaN min/max is not supported");
       return binary(in.opcode == Opcode::kMin ? IOp::kMin : IOp::kMax, true, 0);
-    case Opcode::kAbs: return unary(IOp::kAbs, true, 0);
-    case Opcode::kNeg: return unary(IOp::kNeg, false, 0);
-    case Opcode::kCopysign: return binary(IOp::kCopysign, false, 0);
+    case Opcode::kAbs:
+      return unary(IOp::kAbs, true, 0);
+    case Opcode::kNeg:
+      return unary(IOp::kNeg, false, 0);
+    case Opcode::kCopysign:
+      return binary(IOp::kCopysign, false, 0);
     case Opcode::kFma: {
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
       GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], t));
@@ -697,14 +843,22 @@ Status KernelTranslator::LowerArith(const Instruction& in) {
     }
     case Opcode::kRcp:
     case Opcode::kSqrt:
-      return unary(in.opcode == Opcode::kRcp ? IOp::kRcp : IOp::kSqrt, false, RoundingMod(in.rounding));
-    case Opcode::kRsqrt: return unary(IOp::kRsqrt, false, 0);
-    case Opcode::kSin: return unary(IOp::kSin, false, 0);
-    case Opcode::kCos: return unary(IOp::kCos, false, 0);
-    case Opcode::kLg2: return unary(IOp::kLg2, false, 0);
-    case Opcode::kEx2: return unary(IOp::kEx2, false, 0);
-    case Opcode::kTanh: return unary(IOp::kTanh, false, 0);
-    default: return Unsupported("internal: not an arithmetic instruction");
+      return unary(in.opcode == Opcode::kRcp ? IOp::kRcp : IOp::kSqrt, false,
+                   RoundingMod(in.rounding));
+    case Opcode::kRsqrt:
+      return unary(IOp::kRsqrt, false, 0);
+    case Opcode::kSin:
+      return unary(IOp::kSin, false, 0);
+    case Opcode::kCos:
+      return unary(IOp::kCos, false, 0);
+    case Opcode::kLg2:
+      return unary(IOp::kLg2, false, 0);
+    case Opcode::kEx2:
+      return unary(IOp::kEx2, false, 0);
+    case Opcode::kTanh:
+      return unary(IOp::kTanh, false, 0);
+    default:
+      return Unsupported("internal: not an arithmetic instruction");
   }
 }
 
@@ -714,13 +868,14 @@ Status KernelTranslator::LowerMul(const Instruction& in) {
   if (IsF(t)) {
     GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
     GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], t));
-    BinTo(d, IOp::kMul, AluType(t), a, b, RoundingMod(in.rounding) | (in.Has(kFlagSat) ? isa::kModSat : 0));
+    BinTo(d, IOp::kMul, AluType(t), a, b,
+          RoundingMod(in.rounding) | (in.Has(kFlagSat) ? isa::kModSat : 0));
     return Status::Ok();
   }
   const bool s = Signed(t);
   if (in.opcode == Opcode::kMul24) {
-    // 24-bit operands (sign- or zero-extended from bit 23); .lo: the low 32 bits of the 48-bit product,
-    // .hi: its bits 16..47.
+    // 24-bit operands (sign- or zero-extended from bit 23); .lo: the low 32 bits of the 48-bit
+    // product, .hi: its bits 16..47.
     GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
     GPUVM_ASSIGN_OR_RETURN(uint32_t b, SrcReg(in.operands[2], t));
     uint32_t len = MovImm(IT::kU32, 24);
@@ -768,7 +923,8 @@ Status KernelTranslator::LowerMul(const Instruction& in) {
       BinTo(d, IOp::kMulWide, s ? IT::kS32 : IT::kU32, a, b);
       return Status::Ok();
     }
-    default: return Unsupported("mul needs .lo/.hi/.wide");
+    default:
+      return Unsupported("mul needs .lo/.hi/.wide");
   }
 }
 
@@ -779,7 +935,8 @@ Status KernelTranslator::LowerMad(const Instruction& in) {
     GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
     GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], t));
     GPUVM_ASSIGN_OR_RETURN(uint32_t c, SrcReg(in.operands[3], t));
-    BinTo(d, IOp::kFma, AluType(t), a, b, RoundingMod(in.rounding) | (in.Has(kFlagSat) ? isa::kModSat : 0));
+    BinTo(d, IOp::kFma, AluType(t), a, b,
+          RoundingMod(in.rounding) | (in.Has(kFlagSat) ? isa::kModSat : 0));
     vc_.code.back().c = c;
     return Status::Ok();
   }
@@ -840,12 +997,14 @@ Status KernelTranslator::LowerMad(const Instruction& in) {
         return Status::Ok();
       }
       if (TypeSize(t) != 4) return Unsupported("mad.wide on 64-bit types");
-      GPUVM_ASSIGN_OR_RETURN(uint32_t c, SrcReg(in.operands[3], s ? ScalarType::kS64 : ScalarType::kU64));
+      GPUVM_ASSIGN_OR_RETURN(uint32_t c,
+                             SrcReg(in.operands[3], s ? ScalarType::kS64 : ScalarType::kU64));
       BinTo(d, IOp::kMadWide, s ? IT::kS32 : IT::kU32, a, b);
       vc_.code.back().c = c;
       return Status::Ok();
     }
-    default: return Unsupported("mad needs .lo/.hi/.wide");
+    default:
+      return Unsupported("mad needs .lo/.hi/.wide");
   }
 }
 
@@ -855,7 +1014,8 @@ Status KernelTranslator::LowerCarry(const Instruction& in) {
   const bool wide = TypeSize(t) == 8;
   const IT it = wide ? IT::kU64 : IT::kU32;
   if (cc_ == kNoV) cc_ = vc_.NewVReg(VKind::kReg32);
-  const bool carry_in = in.opcode == Opcode::kAddc || in.opcode == Opcode::kSubc || in.opcode == Opcode::kMadc;
+  const bool carry_in =
+      in.opcode == Opcode::kAddc || in.opcode == Opcode::kSubc || in.opcode == Opcode::kMadc;
   const bool carry_out = in.Has(kFlagCc);
   const bool subtract = in.opcode == Opcode::kSub || in.opcode == Opcode::kSubc;
   GPUVM_ASSIGN_OR_RETURN(uint32_t d, Dst(in.operands[0]));
@@ -877,11 +1037,13 @@ Status KernelTranslator::LowerCarry(const Instruction& in) {
   }
   uint32_t result, carry = kNoV;
   if (!wide) {
-    // 64-bit arithmetic on zero-extended values; the high word is the carry (or all ones on a borrow).
+    // 64-bit arithmetic on zero-extended values; the high word is the carry (or all ones on a
+    // borrow).
     uint32_t wa = Cvt(IT::kU64, IT::kU32, a);
     uint32_t wb = Cvt(IT::kU64, IT::kU32, b);
     uint32_t w = Bin(subtract ? IOp::kSub : IOp::kAdd, IT::kU64, wa, R(wb));
-    if (carry_in) w = Bin(subtract ? IOp::kSub : IOp::kAdd, IT::kU64, w, R(Cvt(IT::kU64, IT::kU32, cc_)));
+    if (carry_in)
+      w = Bin(subtract ? IOp::kSub : IOp::kAdd, IT::kU64, w, R(Cvt(IT::kU64, IT::kU32, cc_)));
     result = Cvt(IT::kU32, IT::kU64, w);
     if (carry_out) {
       uint32_t hi = TempFor(IT::kU32);
@@ -893,14 +1055,15 @@ Status KernelTranslator::LowerCarry(const Instruction& in) {
   } else {
     uint32_t t1 = Bin(subtract ? IOp::kSub : IOp::kAdd, IT::kU64, a, R(b));
     // carry of the first step: add: t1 < a; sub (borrow): a < b.
-    uint32_t c1 = subtract ? Setp(isa::Compare::kLt, IT::kU64, a, R(b)) : Setp(isa::Compare::kLt, IT::kU64, t1, R(a));
+    uint32_t c1 = subtract ? Setp(isa::Compare::kLt, IT::kU64, a, R(b))
+                           : Setp(isa::Compare::kLt, IT::kU64, t1, R(a));
     result = t1;
     uint32_t any = c1;
     if (carry_in) {
       uint32_t cin = Cvt(IT::kU64, IT::kU32, cc_);
       uint32_t t2 = Bin(subtract ? IOp::kSub : IOp::kAdd, IT::kU64, t1, R(cin));
-      uint32_t c2 =
-          subtract ? Setp(isa::Compare::kLt, IT::kU64, t1, R(cin)) : Setp(isa::Compare::kLt, IT::kU64, t2, R(t1));
+      uint32_t c2 = subtract ? Setp(isa::Compare::kLt, IT::kU64, t1, R(cin))
+                             : Setp(isa::Compare::kLt, IT::kU64, t2, R(t1));
       any = Temp(VKind::kPred);
       PlopTo(any, isa::PlopOp::kOr, c1, false, c2, false);
       result = t2;
@@ -915,25 +1078,32 @@ Status KernelTranslator::LowerCarry(const Instruction& in) {
   return Status::Ok();
 }
 
-// ---- bits ---------------------------------------------------------------------------------------------
+// ---- bits
+// ---------------------------------------------------------------------------------------------
 
 Status KernelTranslator::LowerBits(const Instruction& in) {
   const ScalarType t = in.type;
   const IT it = AluType(t);
   const bool wide = TypeSize(t) == 8;
-  GPUVM_ASSIGN_OR_RETURN(uint32_t d, in.opcode == Opcode::kNot && t == ScalarType::kPred ? DstPred(in.operands[0])
-                                                                                          : Dst(in.operands[0]));
+  GPUVM_ASSIGN_OR_RETURN(uint32_t d, in.opcode == Opcode::kNot && t == ScalarType::kPred
+                                         ? DstPred(in.operands[0])
+                                         : Dst(in.operands[0]));
   switch (in.opcode) {
     case Opcode::kAnd:
     case Opcode::kOr:
     case Opcode::kXor: {
-      const IOp op = in.opcode == Opcode::kAnd ? IOp::kAnd : in.opcode == Opcode::kOr ? IOp::kOr : IOp::kXor;
+      const IOp op = in.opcode == Opcode::kAnd  ? IOp::kAnd
+                     : in.opcode == Opcode::kOr ? IOp::kOr
+                                                : IOp::kXor;
       if (t == ScalarType::kPred) {
         GPUVM_ASSIGN_OR_RETURN(auto a, SrcPred(in.operands[1]));
         GPUVM_ASSIGN_OR_RETURN(auto b, SrcPred(in.operands[2]));
         GPUVM_ASSIGN_OR_RETURN(uint32_t pd, DstPred(in.operands[0]));
-        PlopTo(pd, op == IOp::kAnd ? isa::PlopOp::kAnd : op == IOp::kOr ? isa::PlopOp::kOr : isa::PlopOp::kXor, a.first,
-               a.second, b.first, b.second);
+        PlopTo(pd,
+               op == IOp::kAnd  ? isa::PlopOp::kAnd
+               : op == IOp::kOr ? isa::PlopOp::kOr
+                                : isa::PlopOp::kXor,
+               a.first, a.second, b.first, b.second);
         return Status::Ok();
       }
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
@@ -955,15 +1125,16 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
     }
     case Opcode::kCnot: {
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
-      uint32_t z = Setp(isa::Compare::kEq, wide ? IT::kU64 : IT::kU32, Is16(t) ? Bin(IOp::kAnd, IT::kU32, a, I(0xffff)) : a,
-                        I(0));
+      uint32_t z = Setp(isa::Compare::kEq, wide ? IT::kU64 : IT::kU32,
+                        Is16(t) ? Bin(IOp::kAnd, IT::kU32, a, I(0xffff)) : a, I(0));
       SelTo(d, wide ? IT::kU64 : IT::kU32, MovImm(wide ? IT::kU64 : IT::kU32, 1), I(0), z);
       return Status::Ok();
     }
     case Opcode::kShl:
     case Opcode::kShr: {
       const bool ext = in.opcode == Opcode::kShr;
-      GPUVM_ASSIGN_OR_RETURN(uint32_t a, ext ? SrcExtReg(in.operands[1], t) : SrcReg(in.operands[1], t));
+      GPUVM_ASSIGN_OR_RETURN(uint32_t a,
+                             ext ? SrcExtReg(in.operands[1], t) : SrcReg(in.operands[1], t));
       GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], ScalarType::kU32));
       const IT st = in.opcode == Opcode::kShl ? (wide ? IT::kU64 : IT::kU32) : it;
       BinTo(d, in.opcode == Opcode::kShl ? IOp::kShl : IOp::kShr, st, a, b);
@@ -973,19 +1144,23 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
     case Opcode::kClz:
     case Opcode::kBrev: {
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
-      VInst& v = Emit(in.opcode == Opcode::kPopc ? IOp::kPopc : in.opcode == Opcode::kClz ? IOp::kClz : IOp::kBrev,
+      VInst& v = Emit(in.opcode == Opcode::kPopc  ? IOp::kPopc
+                      : in.opcode == Opcode::kClz ? IOp::kClz
+                                                  : IOp::kBrev,
                       wide ? IT::kU64 : IT::kU32);
       v.d = d;
       v.a = a;
       return Status::Ok();
     }
     case Opcode::kBfind: {
-      // msb of a (signed: of a ^ sign bits); no bit set: 0xffffffff. .shiftamt: the left shift that would
-      // move it to the top, i.e. the leading-zero count.
+      // msb of a (signed: of a ^ sign bits); no bit set: 0xffffffff. .shiftamt: the left shift that
+      // would move it to the top, i.e. the leading-zero count.
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
       const IT ut = wide ? IT::kU64 : IT::kU32;
       uint32_t x = a;
-      if (Signed(t)) x = Bin(IOp::kXor, ut, a, R(Bin(IOp::kShr, wide ? IT::kS64 : IT::kS32, a, I(wide ? 63 : 31))));
+      if (Signed(t))
+        x = Bin(IOp::kXor, ut, a,
+                R(Bin(IOp::kShr, wide ? IT::kS64 : IT::kS32, a, I(wide ? 63 : 31))));
       uint32_t n = TempFor(IT::kU32);
       VInst& v = Emit(IOp::kClz, ut);
       v.d = n;
@@ -1024,7 +1199,8 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       v.d = d;
       v.a = a;
       v.b = b;
-      v.in.mod = static_cast<uint8_t>(in.permute == PermuteMode::kNone ? 0 : static_cast<uint8_t>(in.permute));
+      v.in.mod = static_cast<uint8_t>(
+          in.permute == PermuteMode::kNone ? 0 : static_cast<uint8_t>(in.permute));
       if (c.is_imm) {
         v.in.has_imm = true;
         v.in.imm = c.imm & 0xffffffffu;
@@ -1041,7 +1217,8 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       v.d = d;
       v.a = a;
       v.b = b;
-      v.in.mod = (in.Has(kFlagRight) ? isa::kShfRight : 0) | (in.Has(kFlagClamp) ? isa::kShfClamp : 0);
+      v.in.mod =
+          (in.Has(kFlagRight) ? isa::kShfRight : 0) | (in.Has(kFlagClamp) ? isa::kShfClamp : 0);
       if (c.is_imm) {
         v.in.has_imm = true;
         v.in.imm = c.imm & 0xffffffffu;
@@ -1051,11 +1228,13 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       return Status::Ok();
     }
     case Opcode::kLop3: {
-      // d = immLut[(a_i << 2) | (b_i << 1) | c_i] for every bit i: the OR of the minterms the table sets.
+      // d = immLut[(a_i << 2) | (b_i << 1) | c_i] for every bit i: the OR of the minterms the table
+      // sets.
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
       GPUVM_ASSIGN_OR_RETURN(uint32_t b, SrcReg(in.operands[2], t));
       GPUVM_ASSIGN_OR_RETURN(uint32_t c, SrcReg(in.operands[3], t));
-      if (in.operands[4].kind != OperandKind::kImmediate) return Unsupported("lop3 needs an immediate table");
+      if (in.operands[4].kind != OperandKind::kImmediate)
+        return Unsupported("lop3 needs an immediate table");
       const uint32_t lut = static_cast<uint32_t>(in.operands[4].imm_bits & 0xff);
       if (lut == 0 || lut == 0xff) {
         MovTo(d, IT::kU32, I(lut == 0 ? 0 : 0xffffffffu));
@@ -1080,7 +1259,8 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       return Status::Ok();
     }
     case Opcode::kDp4a: {
-      // d = c + sum over the four byte lanes of a.byte * b.byte (each signed or unsigned by its type).
+      // d = c + sum over the four byte lanes of a.byte * b.byte (each signed or unsigned by its
+      // type).
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], ScalarType::kU32));
       GPUVM_ASSIGN_OR_RETURN(uint32_t b, SrcReg(in.operands[2], ScalarType::kU32));
       GPUVM_ASSIGN_OR_RETURN(uint32_t acc, SrcReg(in.operands[3], ScalarType::kU32));
@@ -1110,11 +1290,13 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       BinTo(d, IOp::kAdd, it, diff, c);
       return Status::Ok();
     }
-    default: return Unsupported("internal: not a bit instruction");
+    default:
+      return Unsupported("internal: not a bit instruction");
   }
 }
 
-// ---- comparisons and selection ------------------------------------------------------------------------
+// ---- comparisons and selection
+// ------------------------------------------------------------------------
 
 Status KernelTranslator::LowerCompare(const Instruction& in) {
   if (in.opcode == Opcode::kSelp) {
@@ -1150,25 +1332,66 @@ Status KernelTranslator::LowerCompare(const Instruction& in) {
   C cmp;
   bool force_unsigned = false;
   switch (in.compare) {
-    case CompareOp::kEq: cmp = C::kEq; break;
-    case CompareOp::kNe: cmp = C::kNe; break;
-    case CompareOp::kLt: cmp = C::kLt; break;
-    case CompareOp::kLe: cmp = C::kLe; break;
-    case CompareOp::kGt: cmp = C::kGt; break;
-    case CompareOp::kGe: cmp = C::kGe; break;
-    case CompareOp::kLo: cmp = C::kLt; force_unsigned = true; break;
-    case CompareOp::kLs: cmp = C::kLe; force_unsigned = true; break;
-    case CompareOp::kHi: cmp = C::kGt; force_unsigned = true; break;
-    case CompareOp::kHs: cmp = C::kGe; force_unsigned = true; break;
-    case CompareOp::kEqu: cmp = C::kEqu; break;
-    case CompareOp::kNeu: cmp = C::kNeu; break;
-    case CompareOp::kLtu: cmp = C::kLtu; break;
-    case CompareOp::kLeu: cmp = C::kLeu; break;
-    case CompareOp::kGtu: cmp = C::kGtu; break;
-    case CompareOp::kGeu: cmp = C::kGeu; break;
-    case CompareOp::kNum: cmp = C::kNum; break;
-    case CompareOp::kNan: cmp = C::kNan; break;
-    default: return Unsupported("comparison missing");
+    case CompareOp::kEq:
+      cmp = C::kEq;
+      break;
+    case CompareOp::kNe:
+      cmp = C::kNe;
+      break;
+    case CompareOp::kLt:
+      cmp = C::kLt;
+      break;
+    case CompareOp::kLe:
+      cmp = C::kLe;
+      break;
+    case CompareOp::kGt:
+      cmp = C::kGt;
+      break;
+    case CompareOp::kGe:
+      cmp = C::kGe;
+      break;
+    case CompareOp::kLo:
+      cmp = C::kLt;
+      force_unsigned = true;
+      break;
+    case CompareOp::kLs:
+      cmp = C::kLe;
+      force_unsigned = true;
+      break;
+    case CompareOp::kHi:
+      cmp = C::kGt;
+      force_unsigned = true;
+      break;
+    case CompareOp::kHs:
+      cmp = C::kGe;
+      force_unsigned = true;
+      break;
+    case CompareOp::kEqu:
+      cmp = C::kEqu;
+      break;
+    case CompareOp::kNeu:
+      cmp = C::kNeu;
+      break;
+    case CompareOp::kLtu:
+      cmp = C::kLtu;
+      break;
+    case CompareOp::kLeu:
+      cmp = C::kLeu;
+      break;
+    case CompareOp::kGtu:
+      cmp = C::kGtu;
+      break;
+    case CompareOp::kGeu:
+      cmp = C::kGeu;
+      break;
+    case CompareOp::kNum:
+      cmp = C::kNum;
+      break;
+    case CompareOp::kNan:
+      cmp = C::kNan;
+      break;
+    default:
+      return Unsupported("comparison missing");
   }
   IT it = AluType(ct);
   if (force_unsigned || IsBitType(ct)) it = TypeSize(ct) == 8 ? IT::kU64 : IT::kU32;
@@ -1184,7 +1407,7 @@ Status KernelTranslator::LowerCompare(const Instruction& in) {
   if (has_c) {
     GPUVM_ASSIGN_OR_RETURN(c, SrcPred(in.operands[3]));
   }
-  const isa::PlopOp bop = in.bool_op == BoolOp::kAnd ? isa::PlopOp::kAnd
+  const isa::PlopOp bop = in.bool_op == BoolOp::kAnd  ? isa::PlopOp::kAnd
                           : in.bool_op == BoolOp::kOr ? isa::PlopOp::kOr
                                                       : isa::PlopOp::kXor;
   if (is_set) {
@@ -1215,7 +1438,8 @@ Status KernelTranslator::LowerCompare(const Instruction& in) {
   return Status::Ok();
 }
 
-// ---- moves and conversions ----------------------------------------------------------------------------
+// ---- moves and conversions
+// ----------------------------------------------------------------------------
 
 Status KernelTranslator::LowerMov(const Instruction& in) {
   const ScalarType t = in.type;
@@ -1294,10 +1518,13 @@ Status KernelTranslator::LowerMov(const Instruction& in) {
 
 Status KernelTranslator::LowerCvt(const Instruction& in) {
   const ScalarType dt = in.type, st = in.type2;
-  if (IsF16Like(dt) || IsF16Like(st)) return Unsupported("conversions to or from f16/bf16 are not supported");
+  auto plain = [](ScalarType t) { return !IsF16Like(t) || t == ScalarType::kF16; };
+  if (!plain(dt) || !plain(st))
+    return Unsupported("conversions to or from bf16 or packed halves are not supported");
   GPUVM_ASSIGN_OR_RETURN(uint32_t d, Dst(in.operands[0]));
   GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], st));
-  const IT di = MemType(dt), si = MemType(st);
+  const IT di = dt == ScalarType::kF16 ? IT::kF16 : MemType(dt);
+  const IT si = st == ScalarType::kF16 ? IT::kF16 : MemType(st);
   const uint8_t mod = RoundingMod(in.rounding) | (in.Has(kFlagSat) ? isa::kModSat : 0);
   uint32_t value;
   if (di == si && mod == 0 && TypeSize(dt) >= 4) {
@@ -1315,10 +1542,16 @@ Status KernelTranslator::LowerCvta(const Instruction& in) {
   const bool to = in.Has(kFlagTo);
   std::optional<isa::SpecialReg> window;
   switch (in.space) {
-    case StateSpace::kGlobal: break;  // generic and global addresses coincide
-    case StateSpace::kShared: window = isa::SpecialReg::kSharedWindow; break;
-    case StateSpace::kLocal: window = isa::SpecialReg::kLocalWindow; break;
-    default: return Unsupported("cvta for this state space is not supported (no generic window for it)");
+    case StateSpace::kGlobal:
+      break;  // generic and global addresses coincide
+    case StateSpace::kShared:
+      window = isa::SpecialReg::kSharedWindow;
+      break;
+    case StateSpace::kLocal:
+      window = isa::SpecialReg::kLocalWindow;
+      break;
+    default:
+      return Unsupported("cvta for this state space is not supported (no generic window for it)");
   }
   const Operand& src = in.operands[1];
   if (src.kind == OperandKind::kSymbol && !to) {
@@ -1337,7 +1570,8 @@ Status KernelTranslator::LowerCvta(const Instruction& in) {
   return Status::Ok();
 }
 
-// ---- memory -------------------------------------------------------------------------------------------
+// ---- memory
+// -------------------------------------------------------------------------------------------
 
 Status KernelTranslator::LowerMemory(const Instruction& in) {
   const bool load = in.opcode == Opcode::kLd || in.opcode == Opcode::kLdu;
@@ -1348,7 +1582,8 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
   StateSpace space = in.space;
   if (in.opcode == Opcode::kLdu && space == StateSpace::kNone) space = StateSpace::kNone;
   GPUVM_ASSIGN_OR_RETURN(Addr a, Address(addr_op, space));
-  if (!load && a.space == isa::Space::kConst) return Unsupported("stores to constant or parameter space");
+  if (!load && a.space == isa::Space::kConst)
+    return Unsupported("stores to constant or parameter space");
   const bool release = !load && (in.order == MemoryOrder::kRelease);
   const bool acquire = load && (in.order == MemoryOrder::kAcquire);
   if (release) Emit(IOp::kMembar).in.mod = 1;
@@ -1394,17 +1629,38 @@ Status KernelTranslator::LowerAtomic(const Instruction& in) {
   using A = isa::AtomOp;
   A op;
   switch (in.atomic_op) {
-    case AtomicOp::kAdd: op = A::kAdd; break;
-    case AtomicOp::kMin: op = A::kMin; break;
-    case AtomicOp::kMax: op = A::kMax; break;
-    case AtomicOp::kInc: op = A::kInc; break;
-    case AtomicOp::kDec: op = A::kDec; break;
-    case AtomicOp::kCas: op = A::kCas; break;
-    case AtomicOp::kExch: op = A::kExch; break;
-    case AtomicOp::kAnd: op = A::kAnd; break;
-    case AtomicOp::kOr: op = A::kOr; break;
-    case AtomicOp::kXor: op = A::kXor; break;
-    default: return Unsupported("atomic operation not supported");
+    case AtomicOp::kAdd:
+      op = A::kAdd;
+      break;
+    case AtomicOp::kMin:
+      op = A::kMin;
+      break;
+    case AtomicOp::kMax:
+      op = A::kMax;
+      break;
+    case AtomicOp::kInc:
+      op = A::kInc;
+      break;
+    case AtomicOp::kDec:
+      op = A::kDec;
+      break;
+    case AtomicOp::kCas:
+      op = A::kCas;
+      break;
+    case AtomicOp::kExch:
+      op = A::kExch;
+      break;
+    case AtomicOp::kAnd:
+      op = A::kAnd;
+      break;
+    case AtomicOp::kOr:
+      op = A::kOr;
+      break;
+    case AtomicOp::kXor:
+      op = A::kXor;
+      break;
+    default:
+      return Unsupported("atomic operation not supported");
   }
   if (in.vector != 1 || IsF16Like(t)) return Unsupported("vector or f16 atomics are not supported");
   IT it = AluType(t);
@@ -1412,7 +1668,8 @@ Status KernelTranslator::LowerAtomic(const Instruction& in) {
   const bool wide = TypeSize(t) == 8;
   const size_t addr_index = red ? 0 : 1;
   GPUVM_ASSIGN_OR_RETURN(Addr a, Address(in.operands[addr_index], in.space));
-  if (a.space != isa::Space::kGlobal && a.space != isa::Space::kShared && a.space != isa::Space::kGeneric) {
+  if (a.space != isa::Space::kGlobal && a.space != isa::Space::kShared &&
+      a.space != isa::Space::kGeneric) {
     return Unsupported("atomics on this state space are not supported");
   }
   uint32_t d = kRZ;
@@ -1436,11 +1693,13 @@ Status KernelTranslator::LowerAtomic(const Instruction& in) {
   v.b = b;
   v.c = c;
   (void)wide;
-  if (in.order == MemoryOrder::kAcquire || in.order == MemoryOrder::kAcqRel) Emit(IOp::kMembar).in.mod = 1;
+  if (in.order == MemoryOrder::kAcquire || in.order == MemoryOrder::kAcqRel)
+    Emit(IOp::kMembar).in.mod = 1;
   return Status::Ok();
 }
 
-// ---- synchronization and warp-level -------------------------------------------------------------------
+// ---- synchronization and warp-level
+// -------------------------------------------------------------------
 
 Status KernelTranslator::LowerBarrier(const Instruction& in) {
   if (in.opcode == Opcode::kMembar || in.opcode == Opcode::kFence) {
@@ -1448,7 +1707,8 @@ Status KernelTranslator::LowerBarrier(const Instruction& in) {
     v.in.mod = in.scope == MemoryScope::kCta ? 0 : in.scope == MemoryScope::kSys ? 2 : 1;
     return Status::Ok();
   }
-  if (in.Has(kFlagWarp)) return Status::Ok();  // bar.warp.sync: the running group is already in step
+  if (in.Has(kFlagWarp))
+    return Status::Ok();  // bar.warp.sync: the running group is already in step
   if (in.Has(kFlagArrive)) return Unsupported("bar.arrive is not supported");
   const bool red = in.Has(kFlagRed);
   const Operand& id_op = in.operands[red ? 1 : 0];
@@ -1464,9 +1724,10 @@ Status KernelTranslator::LowerBarrier(const Instruction& in) {
     return Status::Ok();
   }
   if (guard_ != kPT) return Unsupported("a guarded bar.red is not supported");
-  // bar.red: count the threads whose predicate is set (for .and: the ones whose predicate is clear) in a
-  // reserved shared word. Three barriers keep the uses apart: everyone is past the previous read before
-  // the word is cleared, cleared before anyone adds, and done adding before anyone reads.
+  // bar.red: count the threads whose predicate is set (for .and: the ones whose predicate is clear)
+  // in a reserved shared word. Three barriers keep the uses apart: everyone is past the previous
+  // read before the word is cleared, cleared before anyone adds, and done adding before anyone
+  // reads.
   GPUVM_ASSIGN_OR_RETURN(auto p, SrcPred(in.operands.back()));
   const bool is_and = in.atomic_op == AtomicOp::kAnd;
   const int64_t word = bar_red_word_;
@@ -1532,10 +1793,18 @@ Status KernelTranslator::LowerWarp(const Instruction& in) {
     GPUVM_ASSIGN_OR_RETURN(auto a, SrcPred(in.operands[1]));
     uint8_t mode;
     switch (in.vote) {
-      case VoteMode::kAll: mode = static_cast<uint8_t>(isa::VoteMode::kAll); break;
-      case VoteMode::kAny: mode = static_cast<uint8_t>(isa::VoteMode::kAny); break;
-      case VoteMode::kUni: mode = static_cast<uint8_t>(isa::VoteMode::kUni); break;
-      default: mode = static_cast<uint8_t>(isa::VoteMode::kBallot); break;
+      case VoteMode::kAll:
+        mode = static_cast<uint8_t>(isa::VoteMode::kAll);
+        break;
+      case VoteMode::kAny:
+        mode = static_cast<uint8_t>(isa::VoteMode::kAny);
+        break;
+      case VoteMode::kUni:
+        mode = static_cast<uint8_t>(isa::VoteMode::kUni);
+        break;
+      default:
+        mode = static_cast<uint8_t>(isa::VoteMode::kBallot);
+        break;
     }
     uint32_t d;
     if (in.vote == VoteMode::kBallot) {
@@ -1564,10 +1833,18 @@ Status KernelTranslator::LowerWarp(const Instruction& in) {
   VInst& v = Emit(IOp::kShfl);
   uint8_t mode;
   switch (in.shuffle) {
-    case ShuffleMode::kUp: mode = static_cast<uint8_t>(isa::ShflMode::kUp); break;
-    case ShuffleMode::kDown: mode = static_cast<uint8_t>(isa::ShflMode::kDown); break;
-    case ShuffleMode::kBfly: mode = static_cast<uint8_t>(isa::ShflMode::kBfly); break;
-    default: mode = static_cast<uint8_t>(isa::ShflMode::kIdx); break;
+    case ShuffleMode::kUp:
+      mode = static_cast<uint8_t>(isa::ShflMode::kUp);
+      break;
+    case ShuffleMode::kDown:
+      mode = static_cast<uint8_t>(isa::ShflMode::kDown);
+      break;
+    case ShuffleMode::kBfly:
+      mode = static_cast<uint8_t>(isa::ShflMode::kBfly);
+      break;
+    default:
+      mode = static_cast<uint8_t>(isa::ShflMode::kIdx);
+      break;
   }
   v.d = d;
   v.a = a;
@@ -1591,7 +1868,8 @@ Status KernelTranslator::LowerWarp(const Instruction& in) {
   return Status::Ok();
 }
 
-// ---- calls --------------------------------------------------------------------------------------------
+// ---- calls
+// --------------------------------------------------------------------------------------------
 
 Status KernelTranslator::InitFrame(Frame* f, const Function& fn, uint32_t fn_index) {
   f->fn = &fn;
@@ -1600,13 +1878,14 @@ Status KernelTranslator::InitFrame(Frame* f, const Function& fn, uint32_t fn_ind
   f->labels.resize(fn.labels.size());
   for (uint32_t& l : f->labels) l = vc_.NewLabel();
   f->local_offset.assign(fn.locals.size(), -1);
+  uint64_t& top = vc_.region_fixed[f->region];
   for (size_t i = 0; i < fn.locals.size(); ++i) {
     const Variable& v = fn.locals[i];
     if (v.space != StateSpace::kLocal && v.space != StateSpace::kParam) continue;
-    local_top_ = AlignUp(local_top_, std::min<uint32_t>(std::max<uint32_t>(v.Alignment(), 1), 16));
-    f->local_offset[i] = static_cast<int64_t>(local_top_);
-    local_top_ += v.SizeBytes();
-    if (local_top_ > isa::kMaxLocalBytes) {
+    top = AlignUp(top, std::min<uint32_t>(std::max<uint32_t>(v.Alignment(), 1), 16));
+    f->local_offset[i] = static_cast<int64_t>(top);
+    top += v.SizeBytes();
+    if (top > isa::kMaxLocalBytes) {
       return Status::ResourceExhausted(DescribeLocation(fn, v.line) + "local memory beyond " +
                                        std::to_string(isa::kMaxLocalBytes) + " bytes per thread");
     }
@@ -1614,25 +1893,189 @@ Status KernelTranslator::InitFrame(Frame* f, const Function& fn, uint32_t fn_ind
   return Status::Ok();
 }
 
+const KernelTranslator::CallableLayout& KernelTranslator::LayoutOf(uint32_t fn_index) {
+  auto it = callable_layout_.find(fn_index);
+  if (it != callable_layout_.end()) return it->second;
+  const Function& fn = m_.functions[fn_index];
+  CallableLayout l;
+  uint64_t top = 0;
+  for (const Variable& v : fn.params) {
+    top = AlignUp(top, std::min<uint32_t>(std::max<uint32_t>(v.Alignment(), 1), 16));
+    l.param_offset.push_back(static_cast<int64_t>(top));
+    top += v.SizeBytes();
+  }
+  for (const Variable& v : fn.returns) {
+    top = AlignUp(top, std::min<uint32_t>(std::max<uint32_t>(v.Alignment(), 1), 16));
+    l.return_offset.push_back(static_cast<int64_t>(top));
+    top += v.SizeBytes();
+  }
+  l.fixed = top;
+  return callable_layout_.emplace(fn_index, std::move(l)).first->second;
+}
+
+uint32_t KernelTranslator::EntryLabel(uint32_t fn_index) {
+  auto it = entry_label_.find(fn_index);
+  if (it != entry_label_.end()) return it->second;
+  uint32_t label = vc_.NewLabel();
+  entry_label_.emplace(fn_index, label);
+  pending_callables_.push_back(fn_index);
+  return label;
+}
+
+// Copies `size` bytes of local memory (from a caller's slot to a callee's parameter area or back).
+// A `src_patch` region adds that region's frame size to the source offset (the callee's area lies
+// past it).
+void KernelTranslator::CopyLocal(uint32_t src_base, int64_t src_off, int32_t src_patch,
+                                 uint32_t dst_base, int64_t dst_off, uint64_t size) {
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t left = size - done;
+    const int64_t s = src_off + static_cast<int64_t>(done),
+                  d = dst_off + static_cast<int64_t>(done);
+    uint32_t n = 1;
+    if (left >= 8 && s % 8 == 0 && d % 8 == 0) {
+      n = 8;
+    } else if (left >= 4 && s % 4 == 0 && d % 4 == 0) {
+      n = 4;
+    }
+    const IT t = n == 8 ? IT::kU64 : n == 4 ? IT::kU32 : IT::kU8;
+    uint32_t tmp = TempFor(n == 8 ? IT::kU64 : IT::kU32);
+    VInst& ld = Emit(IOp::kLd, t);
+    ld.in.mod = static_cast<uint8_t>(isa::Space::kLocal);
+    ld.a = src_base;
+    ld.d = tmp;
+    ld.in.has_imm = true;
+    ld.in.imm = static_cast<uint64_t>(s);
+    ld.frame_region = src_patch;
+    VInst& st = Emit(IOp::kSt, t);
+    st.in.mod = static_cast<uint8_t>(isa::Space::kLocal);
+    st.a = dst_base;
+    st.b = tmp;
+    st.in.has_imm = true;
+    st.in.imm = static_cast<uint64_t>(d);
+    done += n;
+  }
+}
+
+// A call to an out-of-line function: copy the arguments into the callee's frame (which starts where
+// the caller's ends), move the stack pointer, call, move it back, copy the results out. The
+// allocator saves the values live across the call around `add sp; call; sub sp`.
+Status KernelTranslator::EmitRealCall(const Instruction& in, uint32_t callee_index) {
+  const Function& callee = m_.functions[callee_index];
+  const CallableLayout& layout = LayoutOf(callee_index);
+  const uint32_t entry = EntryLabel(callee_index);
+  const int32_t region = static_cast<int32_t>(frame_->region);
+  auto slot_offset = [&](const Operand& op) -> Result<int64_t> {
+    if (op.kind != OperandKind::kSymbol)
+      return Unsupported("call arguments must be .param variables");
+    const Symbol& s = op.symbol;
+    if (s.kind == Symbol::Kind::kLocal && frame_->local_offset[s.index] >= 0)
+      return frame_->local_offset[s.index];
+    if (s.kind == Symbol::Kind::kParam && frame_->kind != FrameKind::kKernel)
+      return frame_->param_offset[s.index];
+    if (s.kind == Symbol::Kind::kReturn) return frame_->return_offset[s.index];
+    return Unsupported("call argument is not a .param slot of the caller");
+  };
+  uint32_t skip = kNoV;
+  if (guard_ != kPT) {
+    skip = vc_.NewLabel();
+    VInst& v = Emit(IOp::kBra);
+    v.in.guard_negated = !guard_negated_;
+    v.label = skip;
+  }
+  const uint32_t saved_guard = guard_;
+  const bool saved_negated = guard_negated_;
+  guard_ = kPT;
+  guard_negated_ = false;
+  const uint32_t base = LocalBase();
+  uint32_t out = TempFor(IT::kU32);
+  {
+    VInst& add = Emit(IOp::kAdd, IT::kU32);
+    add.d = out;
+    add.a = sp_;
+    add.in.has_imm = true;
+    add.in.imm = 0;
+    add.frame_region = region;
+  }
+  for (size_t i = 0; i < callee.params.size(); ++i) {
+    GPUVM_ASSIGN_OR_RETURN(int64_t from, slot_offset(in.operands[in.call_results + i]));
+    CopyLocal(base, from, -1, out, layout.param_offset[i], callee.params[i].SizeBytes());
+  }
+  auto move_sp = [&](IOp op) {
+    VInst& v = Emit(op, IT::kU32);
+    v.d = sp_;
+    v.a = sp_;
+    v.in.has_imm = true;
+    v.in.imm = 0;
+    v.frame_region = region;
+  };
+  move_sp(IOp::kAdd);
+  {
+    VInst& call = Emit(IOp::kCall);
+    call.d = kLink;
+    call.label = entry;
+    call.frame_region = region;
+  }
+  move_sp(IOp::kSub);
+  for (size_t i = 0; i < callee.returns.size(); ++i) {
+    GPUVM_ASSIGN_OR_RETURN(int64_t to, slot_offset(in.operands[i]));
+    CopyLocal(sp_, layout.return_offset[i], region, base, to, callee.returns[i].SizeBytes());
+  }
+  guard_ = saved_guard;
+  guard_negated_ = saved_negated;
+  if (skip != kNoV) vc_.Bind(skip);
+  return Status::Ok();
+}
+
+// The body of an out-of-line function, once per kernel: its frame starts at the stack pointer.
+Status KernelTranslator::EmitCallable(uint32_t fn_index) {
+  const Function& fn = m_.functions[fn_index];
+  const CallableLayout& layout = LayoutOf(fn_index);
+  Frame f;
+  f.kind = FrameKind::kCallable;
+  f.region = static_cast<uint32_t>(vc_.region_fixed.size());
+  f.sp_based = true;
+  vc_.region_fixed.push_back(layout.fixed);
+  GPUVM_RETURN_IF_ERROR(InitFrame(&f, fn, fn_index));
+  f.param_offset = layout.param_offset;
+  f.return_offset = layout.return_offset;
+  cur_ = nullptr;
+  guard_ = kPT;
+  guard_negated_ = false;
+  vc_.Bind(entry_label_.at(fn_index));
+  f.ret_addr = vc_.NewVReg(VKind::kReg32);
+  MovTo(f.ret_addr, IT::kU32, kLink);
+  call_stack_.assign(1, fn_index);
+  return EmitBody(f);
+}
+
 Status KernelTranslator::LowerCall(const Instruction& in) {
   const Function& callee = m_.functions[in.callee];
-  if (!callee.has_body) return Unsupported("call to '" + callee.name + "', which has no body in this module");
+  if (!callee.has_body)
+    return Unsupported("call to '" + callee.name + "', which has no body in this module");
+  if (callable_.count(in.callee)) return EmitRealCall(in, in.callee);
   if (std::find(call_stack_.begin(), call_stack_.end(), in.callee) != call_stack_.end()) {
     return Unsupported("recursive call to '" + callee.name + "' (recursion is not supported)");
   }
   if (call_stack_.size() >= kMaxInlineDepth) return Unsupported("calls nested too deeply");
   Frame f;
+  f.kind = FrameKind::kInline;
+  f.region = frame_->region;
+  f.sp_based = frame_->sp_based;
   GPUVM_RETURN_IF_ERROR(InitFrame(&f, callee, in.callee));
   // Bind the callee's parameters and results to the caller's .param slots.
   auto slot_offset = [&](const Operand& op) -> Result<int64_t> {
-    if (op.kind != OperandKind::kSymbol) return Unsupported("call arguments must be .param variables");
+    if (op.kind != OperandKind::kSymbol)
+      return Unsupported("call arguments must be .param variables");
     const Symbol& s = op.symbol;
-    if (s.kind == Symbol::Kind::kLocal && frame_->local_offset[s.index] >= 0) return frame_->local_offset[s.index];
-    if (s.kind == Symbol::Kind::kParam && frame_->return_label != kNoV) return frame_->param_offset[s.index];
+    if (s.kind == Symbol::Kind::kLocal && frame_->local_offset[s.index] >= 0)
+      return frame_->local_offset[s.index];
+    if (s.kind == Symbol::Kind::kParam && frame_->kind != FrameKind::kKernel)
+      return frame_->param_offset[s.index];
     if (s.kind == Symbol::Kind::kReturn) return frame_->return_offset[s.index];
     return Unsupported("call argument is not a .param slot of the caller");
   };
-  if (in.call_results != callee.returns.size() || in.operands.size() - in.call_results != callee.params.size()) {
+  if (in.call_results != callee.returns.size() ||
+      in.operands.size() - in.call_results != callee.params.size()) {
     return Unsupported("call does not match the callee's parameters");
   }
   for (size_t i = 0; i < callee.returns.size(); ++i) {
@@ -1668,7 +2111,8 @@ Status KernelTranslator::LowerCall(const Instruction& in) {
   return Status::Ok();
 }
 
-// ---- the dispatcher -----------------------------------------------------------------------------------
+// ---- the dispatcher
+// -----------------------------------------------------------------------------------
 
 Status KernelTranslator::Lower(const Instruction& in) {
   if (in.opcode == Opcode::kAdd || in.opcode == Opcode::kSub) {
@@ -1739,9 +2183,12 @@ Status KernelTranslator::Lower(const Instruction& in) {
     case Opcode::kSelp:
     case Opcode::kSlct:
       return LowerCompare(in);
-    case Opcode::kMov: return LowerMov(in);
-    case Opcode::kCvt: return LowerCvt(in);
-    case Opcode::kCvta: return LowerCvta(in);
+    case Opcode::kMov:
+      return LowerMov(in);
+    case Opcode::kCvt:
+      return LowerCvt(in);
+    case Opcode::kCvta:
+      return LowerCvta(in);
     case Opcode::kLd:
     case Opcode::kLdu:
     case Opcode::kSt:
@@ -1758,8 +2205,13 @@ Status KernelTranslator::Lower(const Instruction& in) {
         return Setp(isa::Compare::kLt, IT::kU64, off, I(isa::kWindowBytes));
       };
       switch (in.space) {
-        case StateSpace::kShared: PlopTo(p, isa::PlopOp::kAnd, in_window(isa::SpecialReg::kSharedWindow), false, kPT, false); break;
-        case StateSpace::kLocal: PlopTo(p, isa::PlopOp::kAnd, in_window(isa::SpecialReg::kLocalWindow), false, kPT, false); break;
+        case StateSpace::kShared:
+          PlopTo(p, isa::PlopOp::kAnd, in_window(isa::SpecialReg::kSharedWindow), false, kPT,
+                 false);
+          break;
+        case StateSpace::kLocal:
+          PlopTo(p, isa::PlopOp::kAnd, in_window(isa::SpecialReg::kLocalWindow), false, kPT, false);
+          break;
         case StateSpace::kGlobal: {
           uint32_t s = in_window(isa::SpecialReg::kSharedWindow);
           uint32_t l = in_window(isa::SpecialReg::kLocalWindow);
@@ -1768,7 +2220,9 @@ Status KernelTranslator::Lower(const Instruction& in) {
           PlopTo(p, isa::PlopOp::kAnd, either, true, kPT, false);
           break;
         }
-        default: PlopTo(p, isa::PlopOp::kXor, kPT, false, kPT, false); break;  // no generic window: false
+        default:
+          PlopTo(p, isa::PlopOp::kXor, kPT, false, kPT, false);
+          break;  // no generic window: false
       }
       return Status::Ok();
     }
@@ -1788,17 +2242,25 @@ Status KernelTranslator::Lower(const Instruction& in) {
       v.label = frame_->labels[in.operands[0].label];
       return Status::Ok();
     }
-    case Opcode::kCall: return LowerCall(in);
+    case Opcode::kCall:
+      return LowerCall(in);
     case Opcode::kRet:
-      if (frame_->return_label == kNoV) {
+      if (frame_->kind == FrameKind::kKernel) {
         Emit(IOp::kExit);
+      } else if (frame_->kind == FrameKind::kCallable) {
+        Emit(IOp::kRet).a = frame_->ret_addr;
       } else {
         Emit(IOp::kBra).label = frame_->return_label;
       }
       return Status::Ok();
-    case Opcode::kExit: Emit(IOp::kExit); return Status::Ok();
-    case Opcode::kTrap: Emit(IOp::kTrap); return Status::Ok();
-    default: return Unsupported("instruction not supported by the translator");
+    case Opcode::kExit:
+      Emit(IOp::kExit);
+      return Status::Ok();
+    case Opcode::kTrap:
+      Emit(IOp::kTrap);
+      return Status::Ok();
+    default:
+      return Unsupported("instruction not supported by the translator");
   }
 }
 
@@ -1807,7 +2269,8 @@ Status KernelTranslator::EmitBody(Frame& frame) {
   const Function& fn = *frame.fn;
   // Labels by the body index they precede.
   std::vector<std::vector<uint32_t>> labels_at(fn.body.size() + 1);
-  for (size_t l = 0; l < fn.labels.size(); ++l) labels_at[fn.labels[l].target].push_back(frame.labels[l]);
+  for (size_t l = 0; l < fn.labels.size(); ++l)
+    labels_at[fn.labels[l].target].push_back(frame.labels[l]);
   for (size_t i = 0; i <= fn.body.size(); ++i) {
     for (uint32_t l : labels_at[i]) vc_.Bind(l);
     if (i == fn.body.size()) break;
@@ -1823,15 +2286,16 @@ Status KernelTranslator::EmitBody(Frame& frame) {
     GPUVM_RETURN_IF_ERROR(Lower(in));
     if (vc_.code.size() > options_.max_instructions) {
       return Error(StatusCode::kResourceExhausted, "the kernel grows beyond " +
-                                                      std::to_string(options_.max_instructions) +
-                                                      " instructions after inlining");
+                                                       std::to_string(options_.max_instructions) +
+                                                       " instructions after inlining");
     }
   }
   // Falling off the end of a function returns.
   cur_ = nullptr;
   guard_ = kPT;
   guard_negated_ = false;
-  if (frame.return_label == kNoV) Emit(IOp::kExit);
+  if (frame.kind == FrameKind::kKernel) Emit(IOp::kExit);
+  if (frame.kind == FrameKind::kCallable) Emit(IOp::kRet).a = frame.ret_addr;
   return Status::Ok();
 }
 
@@ -1840,11 +2304,17 @@ Status KernelTranslator::Prepass() {
   std::vector<uint32_t> work{kernel_index_};
   std::set<uint32_t> seen{kernel_index_};
   std::set<uint32_t> shared_globals;
+  std::map<uint32_t, std::set<uint32_t>> callees;
   bool bar_red = false;
   for (size_t w = 0; w < work.size(); ++w) {
     const Function& fn = m_.functions[work[w]];
+    std::set<uint32_t>& out = callees[work[w]];
+    for (const Instruction& in : fn.body) {
+      if (in.opcode == Opcode::kCall && in.callee < m_.functions.size()) out.insert(in.callee);
+    }
     auto visit = [&](const Operand& op) {
-      if ((op.kind == OperandKind::kSymbol || (op.kind == OperandKind::kAddress && op.base == AddressBase::kSymbol)) &&
+      if ((op.kind == OperandKind::kSymbol ||
+           (op.kind == OperandKind::kAddress && op.base == AddressBase::kSymbol)) &&
           op.symbol.kind == Symbol::Kind::kGlobal && op.symbol.index < m_.globals.size() &&
           m_.globals[op.symbol.index].space == StateSpace::kShared) {
         shared_globals.insert(op.symbol.index);
@@ -1853,9 +2323,26 @@ Status KernelTranslator::Prepass() {
     for (const Instruction& in : fn.body) {
       for (const Operand& op : in.operands) visit(op);
       if (in.opcode == Opcode::kBar && in.Has(kFlagRed)) bar_red = true;
-      if (in.opcode == Opcode::kCall && in.callee < m_.functions.size() && seen.insert(in.callee).second) {
+      if (in.opcode == Opcode::kCall && in.callee < m_.functions.size() &&
+          seen.insert(in.callee).second) {
         work.push_back(in.callee);
       }
+    }
+  }
+  // Functions that can reach themselves run out of line with a real call stack; the rest are
+  // inlined.
+  for (uint32_t f : work) {
+    std::vector<uint32_t> stack(callees[f].begin(), callees[f].end());
+    std::set<uint32_t> visited;
+    while (!stack.empty()) {
+      uint32_t g = stack.back();
+      stack.pop_back();
+      if (g == f) {
+        callable_.insert(f);
+        break;
+      }
+      if (!visited.insert(g).second) continue;
+      for (uint32_t h : callees[g]) stack.push_back(h);
     }
   }
   uint64_t top = 0;
@@ -1866,7 +2353,8 @@ Status KernelTranslator::Prepass() {
     int64_t at = static_cast<int64_t>(top);
     top += v.SizeBytes();
     if (top > isa::kMaxSharedBytes) {
-      return Status::ResourceExhausted(DescribeLocation(kernel_, v.line) + "static shared memory beyond " +
+      return Status::ResourceExhausted(DescribeLocation(kernel_, v.line) +
+                                       "static shared memory beyond " +
                                        std::to_string(isa::kMaxSharedBytes) + " bytes");
     }
     return at;
@@ -1893,12 +2381,14 @@ Status KernelTranslator::Prepass() {
         }
         GPUVM_ASSIGN_OR_RETURN(int64_t at, place(v));
         shared_local_[std::make_pair(f, static_cast<uint32_t>(i))] = at;
-      } else if (v.space == StateSpace::kConst && !layout_.local_const_offset.count({f, static_cast<uint32_t>(i)})) {
+      } else if (v.space == StateSpace::kConst &&
+                 !layout_.local_const_offset.count({f, static_cast<uint32_t>(i)})) {
         int64_t off;
         GPUVM_RETURN_IF_ERROR(layout_.PlaceConst(v, &off));
         layout_.local_const_offset[{f, static_cast<uint32_t>(i)}] = off;
       } else if (v.space == StateSpace::kGlobal) {
-        return Status::Unimplemented(DescribeLocation(fn, v.line) + ".global variables inside functions");
+        return Status::Unimplemented(DescribeLocation(fn, v.line) +
+                                     ".global variables inside functions");
       }
     }
   }
@@ -1912,7 +2402,9 @@ Status KernelTranslator::Prepass() {
     for (auto& [g, v] : externs) shared_global_[g] = static_cast<int64_t>(top);
     for (auto& key : local_externs) shared_local_[key] = static_cast<int64_t>(top);
   }
-  if (top > isa::kMaxSharedBytes) return Status::ResourceExhausted(DescribeLocation(kernel_, kernel_.line) + "shared memory beyond 64 KiB");
+  if (top > isa::kMaxSharedBytes)
+    return Status::ResourceExhausted(DescribeLocation(kernel_, kernel_.line) +
+                                     "shared memory beyond 64 KiB");
   shared_bytes_ = static_cast<uint32_t>(top);
   // Kernel parameters in constant bank 0.
   uint64_t p = 0;
@@ -1922,8 +2414,9 @@ Status KernelTranslator::Prepass() {
     p += v.SizeBytes();
   }
   if (p > isa::kMaxParamBytes) {
-    return Status::ResourceExhausted(DescribeLocation(kernel_, kernel_.line) + "parameters beyond " +
-                                     std::to_string(isa::kMaxParamBytes) + " bytes");
+    return Status::ResourceExhausted(DescribeLocation(kernel_, kernel_.line) +
+                                     "parameters beyond " + std::to_string(isa::kMaxParamBytes) +
+                                     " bytes");
   }
   param_bytes_ = static_cast<uint32_t>(p);
   return Status::Ok();
@@ -1934,10 +2427,21 @@ Result<isa::ModuleKernel> KernelTranslator::Run(KernelStats* stats) {
   Frame frame;
   GPUVM_RETURN_IF_ERROR(InitFrame(&frame, kernel_, kernel_index_));
   call_stack_.push_back(kernel_index_);
+  if (!callable_.empty()) {
+    // The stack pointer: the frame base of the running function (0 = the kernel's own frame).
+    sp_ = vc_.NewVReg(VKind::kReg32);
+    vc_.sp = sp_;
+    vc_.stack_bytes = kStackBytes;
+    frame_ = &frame;
+    MovTo(sp_, IT::kU32, I(0));
+  }
   GPUVM_RETURN_IF_ERROR(EmitBody(frame));
+  for (size_t i = 0; i < pending_callables_.size(); ++i) {
+    GPUVM_RETURN_IF_ERROR(EmitCallable(pending_callables_[i]));
+  }
   isa::KernelHeader header;
   header.shared_bytes = shared_bytes_;
-  header.local_bytes = static_cast<uint32_t>(AlignUp(local_top_, 8));
+  header.local_bytes = 0;  // the allocator sizes local memory (frames, save areas, call stack)
   header.param_bytes = param_bytes_;
   uint64_t maxt = 0;
   for (const auto& dims : {kernel_.reqntid, kernel_.maxntid}) {
@@ -1948,15 +2452,17 @@ Result<isa::ModuleKernel> KernelTranslator::Run(KernelStats* stats) {
   }
   header.max_threads = static_cast<uint32_t>(std::min<uint64_t>(maxt, 1024));
   translator::AllocationStats astats;
-  GPUVM_ASSIGN_OR_RETURN(isa::Kernel kernel,
-                         translator::AllocateRegisters(vc_, header, "in kernel '" + kernel_.name + "'", &astats));
+  GPUVM_ASSIGN_OR_RETURN(
+      isa::Kernel kernel,
+      translator::AllocateRegisters(vc_, header, "in kernel '" + kernel_.name + "'", &astats));
   GPUVM_ASSIGN_OR_RETURN(std::vector<uint8_t> image, isa::EncodeKernel(kernel));
   isa::ModuleKernel out;
   out.name = kernel_.name;
   out.image = std::move(image);
   for (size_t i = 0; i < kernel_.params.size(); ++i) {
     const Variable& v = kernel_.params[i];
-    out.params.push_back({static_cast<uint32_t>(kparam_offset_[i]), static_cast<uint32_t>(v.SizeBytes()),
+    out.params.push_back({static_cast<uint32_t>(kparam_offset_[i]),
+                          static_cast<uint32_t>(v.SizeBytes()),
                           std::max<uint32_t>(v.Alignment(), 1)});
   }
   if (stats) {

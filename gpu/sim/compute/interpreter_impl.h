@@ -1065,6 +1065,7 @@ WarpStop RunWarp(ExecContext& ctx, Warp& w, int64_t* budget_inout) {
     }
     const Op& op = ops[pc];
     const uint32_t exec = active & (w.preds[op.guard] ^ op.guard_xor);
+    uint32_t branch_target = 0;
     ++steps;
     Handler h = op.h;
     if (exec == 0 && h < Handler::kBar) {
@@ -1502,30 +1503,42 @@ WarpStop RunWarp(ExecContext& ctx, Warp& w, int64_t* budget_inout) {
         }
         goto next;
       }
-      case Handler::kBra: {
-        const uint32_t target = op.aux;
-        if (exec == active || target == pc + 1) {
-          pc = target;
-        } else if (exec == 0) {
+      case Handler::kBra:
+        branch_target = op.aux;
+        goto branch;
+      case Handler::kCall: {
+        if (exec != 0) {  // the calling lanes' link register gets the return address
+          alignas(64) uint32_t t[kLanes];
+          for (int l = 0; l < kLanes; ++l) t[l] = static_cast<uint32_t>(op.imm);
+          StoreLanes(exec, RowPtr<uint32_t>(regs, op.d), t);
+        }
+        branch_target = op.aux;
+        goto branch;
+      }
+      case Handler::kRet: {
+        if (exec == 0) {
           ++pc;
-        } else {
-          GPUVM_FLUSH();
-          const uint32_t fall = active & ~exec;
-          if (target < pc + 1) {
-            PushGroup(w, pc + 1, fall);
-            active = exec;
-            pc = target;
-          } else {
-            PushGroup(w, target, exec);
-            active = fall;
-            ++pc;
+          goto next;
+        }
+        // Each lane returns to the word offset in its link register: group the lanes by target.
+        const uint32_t* link = RowPtr<const uint32_t>(regs, op.a);
+        const size_t words = program.op_of_word.size();
+        for (uint32_t m = exec; m; m &= m - 1) {
+          const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
+          if (link[l] >= words || program.op_of_word[link[l]] < 0) {
+            Fail(ctx, ComputeFault::Kind::kInvalidCode,
+                 "ret to a word offset that is not an instruction", l, link[l]);
+            goto fault;
           }
         }
-        if (pc > w.next_join) {
-          GPUVM_FLUSH();
-          PushGroup(w, pc, active);
-          PopMin(w, &pc, &active);
+        GPUVM_FLUSH();
+        const uint32_t rest = active & ~exec;
+        for (uint32_t m = exec; m; m &= m - 1) {
+          const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
+          PushGroup(w, static_cast<uint32_t>(program.op_of_word[link[l]]), 1u << l);
         }
+        if (rest != 0) PushGroup(w, pc + 1, rest);
+        PopMin(w, &pc, &active);
         goto next;
       }
       case Handler::kExit: {
@@ -1565,6 +1578,32 @@ WarpStop RunWarp(ExecContext& ctx, Warp& w, int64_t* budget_inout) {
         break;
     }
     ++pc;
+    goto next;
+  branch : {
+    const uint32_t target = branch_target;
+    if (exec == active || target == pc + 1) {
+      pc = target;
+    } else if (exec == 0) {
+      ++pc;
+    } else {
+      GPUVM_FLUSH();
+      const uint32_t fall = active & ~exec;
+      if (target < pc + 1) {
+        PushGroup(w, pc + 1, fall);
+        active = exec;
+        pc = target;
+      } else {
+        PushGroup(w, target, exec);
+        active = fall;
+        ++pc;
+      }
+    }
+    if (pc > w.next_join) {
+      GPUVM_FLUSH();
+      PushGroup(w, pc, active);
+      PopMin(w, &pc, &active);
+    }
+  }
   next:
     if (--budget <= 0) goto out;
   }

@@ -74,7 +74,16 @@ class Lowering {
 
   Result<std::shared_ptr<const Program>> Run() {
     program_->ops.reserve(kernel_.code.size());
+    program_->op_of_word.assign(kernel_.header.code_words, -1);
+    uint32_t word = 0;
     for (size_t i = 0; i < kernel_.code.size(); ++i) {
+      program_->op_of_word[word] = static_cast<int32_t>(i);
+      word_of_op_.push_back(word);
+      word += kernel_.code[i].words();
+    }
+    word_of_op_.push_back(word);
+    for (size_t i = 0; i < kernel_.code.size(); ++i) {
+      index_ = i;
       Result<Op> op = Lower(kernel_.code[i]);
       if (!op.ok()) return op.status().WithContext("instruction " + std::to_string(i));
       program_->ops.push_back(*op);
@@ -466,6 +475,16 @@ class Lowering {
       case Opcode::kExit:
         op.h = Handler::kExit;
         break;
+      case Opcode::kCall:
+        op.h = Handler::kCall;
+        op.d = Dst(inst.d);
+        op.aux = inst.target;
+        op.imm = word_of_op_[index_ + 1];  // the return address: the next instruction's word offset
+        break;
+      case Opcode::kRet:
+        op.h = Handler::kRet;
+        op.a = Src(inst.a);
+        break;
       case Opcode::kTrap:
         op.h = Handler::kTrap;
         break;
@@ -527,6 +546,8 @@ class Lowering {
   std::map<std::pair<uint64_t, int>, uint32_t> const_rows_;
   uint32_t next_const_row_ = 0;
   bool scratch_ = false;
+  size_t index_ = 0;                  // the instruction being lowered
+  std::vector<uint32_t> word_of_op_;  // instruction index -> word offset (one past the end too)
 };
 
 }  // namespace

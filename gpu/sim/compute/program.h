@@ -55,7 +55,7 @@ inline constexpr uint32_t kMaxConstRows = 256;
   X(StGlobal) X(StShared) X(StLocal) X(StGeneric)                                                         \
   X(Atom) X(Membar) X(Shfl) X(Vote) X(ImmScratch)                                                         \
   /* control handlers (from Bar on) run even when no lane executes */                                    \
-  X(Bar) X(Bra) X(Exit) X(Trap)
+  X(Bar) X(Bra) X(Exit) X(Trap) X(Call) X(Ret)
 // clang-format on
 
 enum class Handler : uint16_t {
@@ -110,6 +110,7 @@ struct Program {
   isa::KernelHeader header;
   std::vector<Op> ops;
   std::vector<isa::Instruction> source;  // for fault messages and disassembly
+  std::vector<int32_t> op_of_word;  // word offset -> op index (-1 inside an instruction); for ret
   uint32_t reg_rows = 0;
   uint32_t zero_row = 0;
   uint32_t sink_row = 0;

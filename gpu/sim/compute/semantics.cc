@@ -153,6 +153,76 @@ uint64_t IntBits(Type t, __int128 v) {
   }
 }
 
+double HalfToDouble(uint16_t h) {
+  const int sign = (h >> 15) & 1;
+  const int exp = (h >> 10) & 0x1f;
+  const int frac = h & 0x3ff;
+  double v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<double>(frac), -24);
+  } else if (exp == 31) {
+    v = frac ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  } else {
+    v = std::ldexp(static_cast<double>(frac | 0x400), exp - 25);
+  }
+  return sign ? -v : v;
+}
+
+double FloatAsDouble(Type t, uint64_t bits) {
+  if (t == Type::kF16) return HalfToDouble(static_cast<uint16_t>(bits));
+  if (t == Type::kF32) return static_cast<double>(F32(bits));
+  return F64(bits);
+}
+
+// Rounds `v` to IEEE binary16 with the given rounding (rn/rz/rm/rp; 0 = rn). NaN becomes the
+// canonical quiet NaN 0x7e00.
+uint64_t DoubleToHalf(double v, uint8_t round) {
+  if (std::isnan(v)) return 0x7e00;
+  const bool negative = std::signbit(v);
+  const uint32_t sign = negative ? 0x8000u : 0;
+  const double a = std::fabs(v);
+  const Rounding r = round == 0 ? Rounding::kRn : static_cast<Rounding>(round);
+  // Overflow goes to infinity or to the largest finite value, by direction.
+  const bool up_in_magnitude =
+      r == Rounding::kRn || (r == Rounding::kRp && !negative) || (r == Rounding::kRm && negative);
+  const uint32_t overflow = up_in_magnitude ? 0x7c00u : 0x7bffu;
+  if (std::isinf(a)) return sign | 0x7c00u;  // exactly representable in every rounding mode
+  if (a == 0) return sign;
+  int e2;
+  std::frexp(a, &e2);  // a = m * 2^e2, m in [0.5, 1)
+  int e = e2 - 1;      // a = (2m) * 2^e
+  if (e > 15) return sign | overflow;
+  const int quantum_exp = e < -14 ? -24 : e - 10;  // subnormals share the smallest quantum
+  const double q = std::ldexp(a, -quantum_exp);    // exact: scaling by a power of two
+  double n = std::floor(q);
+  const double frac = q - n;  // exact
+  bool bump = false;
+  switch (r) {
+    case Rounding::kRz:
+      break;
+    case Rounding::kRm:
+      bump = negative && frac > 0;
+      break;
+    case Rounding::kRp:
+      bump = !negative && frac > 0;
+      break;
+    default:
+      bump = frac > 0.5 || (frac == 0.5 && std::fmod(n, 2.0) != 0);
+      break;
+  }
+  if (bump) n += 1;
+  const uint32_t mant = static_cast<uint32_t>(n);
+  uint32_t bits;
+  if (e < -14) {
+    bits = mant;  // subnormal (mant == 1024 is the smallest normal: the encoding carries over)
+  } else {
+    bits = (static_cast<uint32_t>(e + 15) << 10) +
+           (mant - 1024);  // mant == 2048 carries into the exponent
+  }
+  if (bits >= 0x7c00u) return sign | overflow;
+  return sign | bits;
+}
+
 double RoundIntegral(double v, uint8_t round) {
   switch (static_cast<Rounding>(round)) {
     case Rounding::kRni:
@@ -190,8 +260,9 @@ uint64_t ConvertValue(uint32_t packed, uint64_t src_bits) {
   const uint8_t mod = static_cast<uint8_t>(packed >> 8);
   const uint8_t round = mod & isa::kModRoundMask;
   const bool sat = mod & isa::kModSat;
+  const bool src_float = isa::IsFloatFormat(src), dst_float = isa::IsFloatFormat(dst);
 
-  if (!isa::IsFloat(src) && !isa::IsFloat(dst)) {
+  if (!src_float && !dst_float) {
     __int128 v = IntValue(src, src_bits);
     if (sat) {
       __int128 lo, hi;
@@ -200,31 +271,38 @@ uint64_t ConvertValue(uint32_t packed, uint64_t src_bits) {
     }
     return IntBits(dst, v);
   }
-  if (isa::IsFloat(src) && !isa::IsFloat(dst)) {
-    double v = src == Type::kF32 ? static_cast<double>(F32(src_bits)) : F64(src_bits);
-    return FloatToInt(dst, v, round);
+  if (src_float && !dst_float) return FloatToInt(dst, FloatAsDouble(src, src_bits), round);
+  const bool integral = round >= static_cast<uint8_t>(Rounding::kRni);
+  if (dst == Type::kF16) {
+    // Every source value is exact as a double (f16, f32, f64, and integers up to 2^53; larger
+    // integers overflow f16 whatever their low bits), so one rounding, to f16, happens here.
+    double v =
+        src_float ? FloatAsDouble(src, src_bits) : static_cast<double>(IntValue(src, src_bits));
+    if (integral) v = RoundIntegral(v, round);
+    if (sat) v = Saturate01(v);
+    return DoubleToHalf(v, integral ? 0 : round);
   }
-  if (!isa::IsFloat(src)) {  // int -> float
+  if (!src_float) {  // int -> f32/f64
     __int128 v = IntValue(src, src_bits);
     ScopedRounding scoped(round);
     if (dst == Type::kF32) {
-      float f = isa::IsSigned(src) || src != Type::kU64
-                    ? static_cast<float>(static_cast<int64_t>(v))
-                    : static_cast<float>(static_cast<uint64_t>(v));
+      float f = src != Type::kU64 ? static_cast<float>(static_cast<int64_t>(v))
+                                  : static_cast<float>(static_cast<uint64_t>(v));
       return Bits(sat ? Saturate01(f) : f);
     }
-    double d = isa::IsSigned(src) || src != Type::kU64
-                   ? static_cast<double>(static_cast<int64_t>(v))
-                   : static_cast<double>(static_cast<uint64_t>(v));
+    double d = src != Type::kU64 ? static_cast<double>(static_cast<int64_t>(v))
+                                 : static_cast<double>(static_cast<uint64_t>(v));
     return Bits(sat ? Saturate01(d) : d);
   }
-  // float -> float
-  bool integral = round >= static_cast<uint8_t>(Rounding::kRni);
-  if (src == Type::kF32) {
-    float f = F32(src_bits);
-    if (integral) f = static_cast<float>(RoundIntegral(f, round));
-    if (dst == Type::kF32) return Bits(sat ? Saturate01(f) : f);
-    double d = f;
+  // float -> f32/f64
+  if (src == Type::kF16 || src == Type::kF32) {
+    // Widening (or same-size f32): exact, so only integral rounding and saturation apply.
+    double d = FloatAsDouble(src, src_bits);
+    if (integral) d = RoundIntegral(d, round);
+    if (dst == Type::kF32) {
+      float f = static_cast<float>(d);
+      return Bits(sat ? Saturate01(f) : f);
+    }
     return Bits(sat ? Saturate01(d) : d);
   }
   double d = F64(src_bits);
