@@ -1,5 +1,6 @@
-// Every kernel-corpus case (bench/kernels) through the translator and the compute engine, checked against
-// its CPU reference (bit-exact for integers; the float tolerances kernel_corpus.cc documents).
+// Every kernel-corpus case (bench/kernels) through the translator and the compute engine, checked
+// against its CPU reference (bit-exact for integers; the float tolerances kernel_corpus.cc
+// documents).
 #include <gtest/gtest.h>
 
 #include "bench/compute/corpus_runner.h"
@@ -24,8 +25,8 @@ TEST_P(CorpusRun, MatchesTheCpuReference) {
 TEST(CorpusRunGeneric, SameResultsOnTheBaselineInterpreter) {
   auto engine = sim::compute::SimtEngine::Create(
       {.workers = 1, .interpreter = sim::compute::InterpreterVariant::kGeneric});
-  for (const char* name : {"vector_add", "fmmul_tiled", "histogram_shared", "reduce_sum", "calls_recursive",
-                           "warp_reduce", "cvt", "bitops"}) {
+  for (const char* name : {"vector_add", "fmmul_tiled", "histogram_shared", "reduce_sum",
+                           "calls_recursive", "warp_reduce", "cvt", "bitops"}) {
     Result<kernels::Case> c = kernels::MakeCase(name, kernels::Size::kTest, 3);
     if (!c.ok()) continue;  // a case the corpus does not have
     Result<compute_bench::CaseResult> r = compute_bench::RunCase(*c, *engine);
