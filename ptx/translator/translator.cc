@@ -1400,9 +1400,17 @@ Status KernelTranslator::LowerCompare(const Instruction& in) {
   if (Is16(ct) && (force_unsigned || IsBitType(ct))) ext_type = ScalarType::kU16;
   GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcExtReg(in.operands[1], ext_type));
   GPUVM_ASSIGN_OR_RETURN(Value b, SrcExt(in.operands[2], ext_type));
+  const bool has_c = in.bool_op != BoolOp::kNone;
+  if (!is_set && !has_c && in.operands[0].kind == OperandKind::kRegister) {
+    // The common case: compare straight into the destination predicate.
+    GPUVM_ASSIGN_OR_RETURN(uint32_t pd, DstPred(in.operands[0]));
+    uint32_t p = Setp(cmp, it, a, b);
+    vc_.code.back().d = pd;
+    (void)p;
+    return Status::Ok();
+  }
   uint32_t p = Setp(cmp, it, a, b);
   uint32_t result = p;
-  bool has_c = in.bool_op != BoolOp::kNone;
   std::pair<uint32_t, bool> c{kPT, false};
   if (has_c) {
     GPUVM_ASSIGN_OR_RETURN(c, SrcPred(in.operands[3]));

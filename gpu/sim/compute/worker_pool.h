@@ -23,11 +23,15 @@ class WorkerPool {
 
   int size() const { return size_; }
 
-  // Runs fn(i) for every i in [0, n), 1 <= n <= size(); fn(0) on the calling thread.
+  // Runs fn(0) on the calling thread and fn(i), 1 <= i < n, on up to n - 1 helper threads, each
+  // index at most once. A helper that has not started by the time fn(0) returns does not start at
+  // all (the caller never waits for a thread the OS has not scheduled yet); Run returns when every
+  // started fn has returned. So fn must not rely on every index running: it takes work from a
+  // shared queue.
   void Run(int n, const std::function<void(int)>& fn);
 
  private:
-  void Loop(int index);
+  void Loop();
 
   const int size_;
   std::mutex mu_;
@@ -36,8 +40,10 @@ class WorkerPool {
   const std::function<void(int)>* fn_ = nullptr;  // guarded by mu_
   int round_size_ = 0;                            // guarded by mu_
   uint64_t generation_ = 0;                       // guarded by mu_
-  int running_ = 0;                               // guarded by mu_
-  bool stop_ = false;                             // guarded by mu_
+  int next_index_ = 1;  // guarded by mu_: the next helper index to hand out
+  int running_ = 0;     // guarded by mu_: helpers inside fn
+  bool open_ = false;   // guarded by mu_: helpers may still join the round
+  bool stop_ = false;   // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
