@@ -960,7 +960,9 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
   launch.entry_offset = f->entry_offset;
   launch.grid = {gx, gy, gz};
   launch.block = {bx, by, bz};
-  launch.shared_bytes = shared_bytes;
+  // SHARED_SIZE covers the kernel's static shared memory and the dynamic bytes after it
+  // (gpu/isa/module.h); the driver programs what it is given.
+  launch.shared_bytes = f->header.shared_bytes + shared_bytes;
   launch.local_bytes_per_thread = f->header.local_bytes;
   launch.params = buffer;
   if (f->module->const_bank_va) {

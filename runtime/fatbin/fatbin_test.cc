@@ -65,7 +65,7 @@ const char kPtx[] =
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
-TEST(FatbinWrapper, DecodesBothVersions) {
+TEST(RuntimeFatbinWrapper, DecodesBothVersions) {
   std::vector<uint8_t> w(24);
   Put32(w, 0, kWrapperMagic);
   Put32(w, 4, 1);
@@ -82,7 +82,7 @@ TEST(FatbinWrapper, DecodesBothVersions) {
   EXPECT_EQ(v2->filename_or_fatbins, 0x5678u);
 }
 
-TEST(FatbinWrapper, RejectsBadInput) {
+TEST(RuntimeFatbinWrapper, RejectsBadInput) {
   std::vector<uint8_t> w(24);
   EXPECT_EQ(ParseWrapper(std::span(w).first(23)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseWrapper(w).status().code(), StatusCode::kInvalidArgument);  // magic 0
@@ -97,7 +97,7 @@ TEST(FatbinWrapper, RejectsBadInput) {
 
 // The committed blob nvcc 13.0 produced for testdata/vadd.cu with default flags: an sm_75 ELF and a
 // ZSTD-compressed compute_75 PTX entry.
-TEST(FatbinNvcc, ReadsCompressedPtxFromNvcc13Output) {
+TEST(RuntimeFatbinNvcc, ReadsCompressedPtxFromNvcc13Output) {
   std::vector<uint8_t> blob = ReadFile("vadd_sm75_zstd.fatbin");
   auto c = ParseContainer(blob);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -120,7 +120,7 @@ TEST(FatbinNvcc, ReadsCompressedPtxFromNvcc13Output) {
   EXPECT_EQ(text->find('\0'), std::string::npos);
 }
 
-TEST(FatbinNvcc, CompressedAndPlainBlobsCarryTheSamePtx) {
+TEST(RuntimeFatbinNvcc, CompressedAndPlainBlobsCarryTheSamePtx) {
   std::vector<uint8_t> zblob = ReadFile("vadd_sm75_zstd.fatbin");
   std::vector<uint8_t> pblob = ReadFile("vadd_sm75_plain.fatbin");
   auto z = ParseContainers(zblob);
@@ -135,7 +135,7 @@ TEST(FatbinNvcc, CompressedAndPlainBlobsCarryTheSamePtx) {
   EXPECT_EQ(*zt, *pt);
 }
 
-TEST(FatbinNvcc, EveryTruncationIsRejectedCleanly) {
+TEST(RuntimeFatbinNvcc, EveryTruncationIsRejectedCleanly) {
   std::vector<uint8_t> blob = ReadFile("vadd_sm75_zstd.fatbin");
   for (size_t n = 0; n < blob.size(); ++n) {
     std::vector<uint8_t> cut(blob.begin(), blob.begin() + n);
@@ -144,7 +144,7 @@ TEST(FatbinNvcc, EveryTruncationIsRejectedCleanly) {
   }
 }
 
-TEST(FatbinSynthetic, Lz4Entry) {
+TEST(RuntimeFatbinSynthetic, Lz4Entry) {
   std::string ptx = kPtx;
   std::vector<uint8_t> compressed(LZ4_compressBound(int(ptx.size())));
   int n = LZ4_compress_default(ptx.data(), reinterpret_cast<char*>(compressed.data()),
@@ -172,7 +172,7 @@ TEST(FatbinSynthetic, Lz4Entry) {
   EXPECT_EQ(ExtractPtx(c2->entries[0]).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(FatbinSynthetic, ZstdEntryAndCorruption) {
+TEST(RuntimeFatbinSynthetic, ZstdEntryAndCorruption) {
   std::string ptx = kPtx;
   std::vector<uint8_t> compressed(ZSTD_compressBound(ptx.size()));
   size_t n = ZSTD_compress(compressed.data(), compressed.size(), ptx.data(), ptx.size(), 3);
@@ -210,7 +210,7 @@ TEST(FatbinSynthetic, ZstdEntryAndCorruption) {
             StatusCode::kInvalidArgument);
 }
 
-TEST(FatbinSynthetic, LimitsAreEnforced) {
+TEST(RuntimeFatbinSynthetic, LimitsAreEnforced) {
   std::string big(4096, ' ');
   EntrySpec s;
   s.payload = Bytes(big);
@@ -239,7 +239,7 @@ TEST(FatbinSynthetic, LimitsAreEnforced) {
   EXPECT_FALSE(ExtractPtx(zc->entries[0]).ok());
 }
 
-TEST(FatbinSynthetic, MalformedHeaders) {
+TEST(RuntimeFatbinSynthetic, MalformedHeaders) {
   EntrySpec s;
   s.payload = Bytes(kPtx);
   std::vector<uint8_t> good = BuildContainer({s});
@@ -280,7 +280,7 @@ TEST(FatbinSynthetic, MalformedHeaders) {
   EXPECT_EQ(ExtractPtx(c->entries[0]).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(FatbinSynthetic, SelectsTheBestArch) {
+TEST(RuntimeFatbinSynthetic, SelectsTheBestArch) {
   EntrySpec a, b, c;
   a.arch = 52;
   b.arch = 75;
@@ -295,7 +295,7 @@ TEST(FatbinSynthetic, SelectsTheBestArch) {
   EXPECT_EQ(SelectPtx(*cont, 95)->arch, 90u);
 }
 
-TEST(FatbinSynthetic, SeveralContainersWithPadding) {
+TEST(RuntimeFatbinSynthetic, SeveralContainersWithPadding) {
   EntrySpec a, b;
   a.arch = 52;
   b.arch = 75;

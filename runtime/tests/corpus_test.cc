@@ -14,9 +14,9 @@
 
 namespace {
 
-class Corpus : public ::testing::TestWithParam<std::string> {};
+class RuntimeCorpus : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Corpus, RunsAndMatchesTheReference) {
+TEST_P(RuntimeCorpus, RunsAndMatchesTheReference) {
 #ifndef GPUVM_RUNTIME_HAVE_TRANSLATOR
   GTEST_SKIP() << "the PTX translator is not in this build";
 #endif
@@ -32,7 +32,14 @@ TEST_P(Corpus, RunsAndMatchesTheReference) {
   char log[1024] = "";
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log))};
-  ASSERT_EQ(cuModuleLoadDataEx(&module, ptx.c_str(), 2, options, values), CUDA_SUCCESS) << log;
+  CUresult loaded = cuModuleLoadDataEx(&module, ptx.c_str(), 2, options, values);
+  if (loaded == CUDA_ERROR_INVALID_PTX &&
+      std::string(log).find("not supported") != std::string::npos) {
+    // Valid PTX outside the translator's subset (docs/PTX.md): visible as a skip, with the reason.
+    ASSERT_EQ(cuCtxDestroy(ctx), CUDA_SUCCESS);
+    GTEST_SKIP() << "outside the JIT's subset: " << log;
+  }
+  ASSERT_EQ(loaded, CUDA_SUCCESS) << log;
 
   std::vector<CUdeviceptr> buffers;
   for (const auto& b : c->buffers) {
@@ -81,7 +88,9 @@ TEST_P(Corpus, RunsAndMatchesTheReference) {
   std::vector<std::vector<uint8_t>> results;
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::vector<uint8_t> out(c->buffers[i].initial.size());
-    if (!out.empty()) ASSERT_EQ(cuMemcpyDtoH(out.data(), buffers[i], out.size()), CUDA_SUCCESS);
+    if (!out.empty()) {
+      ASSERT_EQ(cuMemcpyDtoH(out.data(), buffers[i], out.size()), CUDA_SUCCESS);
+    }
     results.push_back(std::move(out));
   }
   gpuvm::Status verdict = c->Verify(results);
@@ -89,7 +98,7 @@ TEST_P(Corpus, RunsAndMatchesTheReference) {
   ASSERT_EQ(cuCtxDestroy(ctx), CUDA_SUCCESS);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCases, Corpus, ::testing::ValuesIn(gpuvm::kernels::CaseNames()),
+INSTANTIATE_TEST_SUITE_P(AllCases, RuntimeCorpus, ::testing::ValuesIn(gpuvm::kernels::CaseNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -46,7 +46,7 @@ struct Wrapper {
   const void* unused;
 };
 
-class Cudart : public ::testing::Test {
+class RuntimeCudart : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     image_ = new std::vector<uint8_t>(gpuvm::runtime::testing::TestModuleImage());
@@ -85,11 +85,11 @@ class Cudart : public ::testing::Test {
   static void** handle_;
 };
 
-std::vector<uint8_t>* Cudart::image_;
-Wrapper* Cudart::wrapper_;
-void** Cudart::handle_;
+std::vector<uint8_t>* RuntimeCudart::image_;
+Wrapper* RuntimeCudart::wrapper_;
+void** RuntimeCudart::handle_;
 
-TEST_F(Cudart, DevicesAndVersions) {
+TEST_F(RuntimeCudart, DevicesAndVersions) {
   int count = 0;
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   EXPECT_EQ(count, 1);
@@ -116,7 +116,7 @@ TEST_F(Cudart, DevicesAndVersions) {
   EXPECT_EQ(v, 13000);
 }
 
-TEST_F(Cudart, ErrorStrings) {
+TEST_F(RuntimeCudart, ErrorStrings) {
   EXPECT_STREQ(cudaGetErrorName(cudaErrorIllegalAddress), "cudaErrorIllegalAddress");
   EXPECT_STREQ(cudaGetErrorString(cudaErrorIllegalAddress),
                "an illegal memory access was encountered");
@@ -127,7 +127,7 @@ TEST_F(Cudart, ErrorStrings) {
   EXPECT_STREQ(cudaGetErrorString(cudaError_t(4242)), "unrecognized error code");
 }
 
-TEST_F(Cudart, VectorAddThroughTheNvcc13LaunchPath) {
+TEST_F(RuntimeCudart, VectorAddThroughTheNvcc13LaunchPath) {
   const unsigned n = 5000;
   std::vector<unsigned> a(n), b(n), c(n, 0);
   for (unsigned i = 0; i < n; ++i) {
@@ -160,7 +160,7 @@ TEST_F(Cudart, VectorAddThroughTheNvcc13LaunchPath) {
   for (void* p : {da, db, dc}) ASSERT_EQ(cudaFree(p), cudaSuccess);
 }
 
-TEST_F(Cudart, LaunchErrors) {
+TEST_F(RuntimeCudart, LaunchErrors) {
   void* d;
   ASSERT_EQ(cudaMalloc(&d, 4096), cudaSuccess);
   EXPECT_EQ(LaunchVadd(dim3(1), dim3(1025), nullptr, d, d, d, 0), cudaErrorInvalidConfiguration);
@@ -196,7 +196,7 @@ TEST_F(Cudart, LaunchErrors) {
   (void)cudaGetLastError();
 }
 
-TEST_F(Cudart, MemoryErrors) {
+TEST_F(RuntimeCudart, MemoryErrors) {
   void* d = reinterpret_cast<void*>(1);
   ASSERT_EQ(cudaMalloc(&d, 0), cudaSuccess);
   EXPECT_EQ(d, nullptr);
@@ -228,7 +228,7 @@ TEST_F(Cudart, MemoryErrors) {
   (void)cudaGetLastError();
 }
 
-TEST_F(Cudart, SymbolsAndEvents) {
+TEST_F(RuntimeCudart, SymbolsAndEvents) {
   unsigned v = 0;
   ASSERT_EQ(cudaMemcpyFromSymbol(&v, &counter_shadow, 4, 0, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(v, 40u);
@@ -276,7 +276,7 @@ TEST_F(Cudart, SymbolsAndEvents) {
 }
 
 // Runs last (gtest keeps definition order in one process): it faults the primary context.
-TEST_F(Cudart, KernelFaultIsStickyUntilDeviceReset) {
+TEST_F(RuntimeCudart, KernelFaultIsStickyUntilDeviceReset) {
   void (*poke)() = &poke_stub;
   uint64_t bad_address = 0x10;
   void* args[] = {&bad_address};

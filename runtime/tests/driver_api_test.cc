@@ -19,7 +19,7 @@ namespace {
 #define EXPECT_CU(expr) EXPECT_EQ((expr), CUDA_SUCCESS) << #expr
 
 // Runs first in its process (ctest runs every test in a process of its own).
-TEST(DriverApiInit, EverythingNeedsInitFirst) {
+TEST(RuntimeDriverApiInit, EverythingNeedsInitFirst) {
   CUdevice dev;
   int n;
   CUcontext ctx;
@@ -39,7 +39,7 @@ TEST(DriverApiInit, EverythingNeedsInitFirst) {
   ASSERT_CU(cuInit(0));  // idempotent
 }
 
-TEST(DriverApiErrors, NamesAndStrings) {
+TEST(RuntimeDriverApiErrors, NamesAndStrings) {
   const char* s = nullptr;
   ASSERT_CU(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
   EXPECT_STREQ(s, "CUDA_ERROR_ILLEGAL_ADDRESS");
@@ -56,7 +56,7 @@ TEST(DriverApiErrors, NamesAndStrings) {
   EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
-class DriverApi : public ::testing::Test {
+class RuntimeDriverApi : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_CU(cuInit(0));
@@ -80,7 +80,7 @@ class DriverApi : public ::testing::Test {
   std::vector<uint8_t> image_;
 };
 
-TEST_F(DriverApi, Devices) {
+TEST_F(RuntimeDriverApi, Devices) {
   int count = 0;
   ASSERT_CU(cuDeviceGetCount(&count));
   EXPECT_EQ(count, 1);
@@ -119,7 +119,7 @@ TEST_F(DriverApi, Devices) {
   EXPECT_EQ(cuDeviceComputeCapability(nullptr, &minor, dev_), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(DriverApi, ContextStack) {
+TEST_F(RuntimeDriverApi, ContextStack) {
   CUcontext cur = nullptr;
   ASSERT_CU(cuCtxGetCurrent(&cur));
   EXPECT_EQ(cur, ctx_);  // cuCtxCreate makes the new context current
@@ -161,7 +161,7 @@ TEST_F(DriverApi, ContextStack) {
   }).join();
 }
 
-TEST_F(DriverApi, PrimaryContext) {
+TEST_F(RuntimeDriverApi, PrimaryContext) {
   CUcontext p1, p2;
   ASSERT_CU(cuDevicePrimaryCtxRetain(&p1, dev_));
   ASSERT_CU(cuDevicePrimaryCtxRetain(&p2, dev_));
@@ -184,7 +184,7 @@ TEST_F(DriverApi, PrimaryContext) {
   EXPECT_EQ(cuDevicePrimaryCtxRetain(&p1, 9), CUDA_ERROR_INVALID_DEVICE);
 }
 
-TEST_F(DriverApi, AllocAndCopy) {
+TEST_F(RuntimeDriverApi, AllocAndCopy) {
   size_t free0 = 0, total = 0;
   ASSERT_CU(cuMemGetInfo(&free0, &total));
   EXPECT_GT(total, 0u);
@@ -212,7 +212,7 @@ TEST_F(DriverApi, AllocAndCopy) {
   ASSERT_CU(cuMemFree(b));
 }
 
-TEST_F(DriverApi, AllocErrors) {
+TEST_F(RuntimeDriverApi, AllocErrors) {
   CUdeviceptr p;
   EXPECT_EQ(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemAlloc(nullptr, 16), CUDA_ERROR_INVALID_VALUE);
@@ -225,7 +225,7 @@ TEST_F(DriverApi, AllocErrors) {
   EXPECT_EQ(cuMemFree(0xdead0000), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(DriverApi, CopyErrors) {
+TEST_F(RuntimeDriverApi, CopyErrors) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 4096));
   std::vector<uint8_t> host(8192);
@@ -244,7 +244,7 @@ TEST_F(DriverApi, CopyErrors) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(DriverApi, Memset) {
+TEST_F(RuntimeDriverApi, Memset) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 1 << 16));
   ASSERT_CU(cuMemsetD8(d, 0xab, 1 << 16));
@@ -263,7 +263,7 @@ TEST_F(DriverApi, Memset) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(DriverApi, PinnedHostMemoryAndAsyncCopies) {
+TEST_F(RuntimeDriverApi, PinnedHostMemoryAndAsyncCopies) {
   const size_t bytes = 1 << 20;
   void* pinned = nullptr;
   ASSERT_CU(cuMemAllocHost(&pinned, bytes));
@@ -310,7 +310,7 @@ TEST_F(DriverApi, PinnedHostMemoryAndAsyncCopies) {
   ASSERT_CU(cuMemFree(d2));
 }
 
-TEST_F(DriverApi, HostRegister) {
+TEST_F(RuntimeDriverApi, HostRegister) {
   const size_t bytes = 64 << 10;
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
@@ -334,7 +334,7 @@ TEST_F(DriverApi, HostRegister) {
   munmap(mem, bytes);
 }
 
-TEST_F(DriverApi, ModuleAndLaunch) {
+TEST_F(RuntimeDriverApi, ModuleAndLaunch) {
   CUmodule m = LoadTestModule();
   ASSERT_NE(m, nullptr);
   CUfunction vadd;
@@ -386,7 +386,7 @@ TEST_F(DriverApi, ModuleAndLaunch) {
             CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST_F(DriverApi, LaunchConfigurationErrors) {
+TEST_F(RuntimeDriverApi, LaunchConfigurationErrors) {
   CUmodule m = LoadTestModule();
   CUfunction vadd, fill;
   ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
@@ -447,7 +447,7 @@ TEST_F(DriverApi, LaunchConfigurationErrors) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(DriverApi, FunctionAttributes) {
+TEST_F(RuntimeDriverApi, FunctionAttributes) {
   CUmodule m = LoadTestModule();
   CUfunction fill, vadd;
   ASSERT_CU(cuModuleGetFunction(&fill, m, "fill_from_global"));
@@ -469,7 +469,7 @@ TEST_F(DriverApi, FunctionAttributes) {
   EXPECT_EQ(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST_F(DriverApi, ModuleGlobalsAndConstantBanks) {
+TEST_F(RuntimeDriverApi, ModuleGlobalsAndConstantBanks) {
   CUmodule m = LoadTestModule();
   CUdeviceptr counter = 0, pointer = 0;
   size_t size = 0;
@@ -498,7 +498,7 @@ TEST_F(DriverApi, ModuleGlobalsAndConstantBanks) {
   for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(host[i], 102 + i);
 }
 
-TEST_F(DriverApi, ModuleLoadErrors) {
+TEST_F(RuntimeDriverApi, ModuleLoadErrors) {
   CUmodule m;
   EXPECT_EQ(cuModuleLoadData(&m, nullptr), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuModuleLoadData(nullptr, "x"), CUDA_ERROR_INVALID_VALUE);
@@ -538,7 +538,7 @@ TEST_F(DriverApi, ModuleLoadErrors) {
 }
 
 // The fat binary nvcc 13 made for runtime/fatbin/testdata/vadd.cu: its PTX is ZSTD-compressed.
-TEST_F(DriverApi, FatBinaryFromNvcc) {
+TEST_F(RuntimeDriverApi, FatBinaryFromNvcc) {
   FILE* f = fopen(GPUVM_FATBIN_TESTDATA "/vadd_sm75_zstd.fatbin", "rb");
   ASSERT_NE(f, nullptr);
   std::vector<uint8_t> blob(1 << 16);
@@ -572,7 +572,7 @@ TEST_F(DriverApi, FatBinaryFromNvcc) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
 }
 
-TEST_F(DriverApi, KernelFaultIsStickyAndContextLocal) {
+TEST_F(RuntimeDriverApi, KernelFaultIsStickyAndContextLocal) {
   CUmodule m = LoadTestModule();
   CUfunction poke;
   ASSERT_CU(cuModuleGetFunction(&poke, m, "poke"));
@@ -603,11 +603,12 @@ TEST_F(DriverApi, KernelFaultIsStickyAndContextLocal) {
   ctx_ = nullptr;
 }
 
-TEST_F(DriverApi, StreamsAndEvents) {
+TEST_F(RuntimeDriverApi, StreamsAndEvents) {
   CUstream s;
   EXPECT_EQ(cuStreamCreate(&s, 0x10), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuStreamCreate(&s, 0));
+  ASSERT_CU(cuStreamSynchronize(s));  // a new channel may still run the driver's setup commands
   EXPECT_CU(cuStreamQuery(s));
   CUevent start, stop, untimed, never;
   ASSERT_CU(cuEventCreate(&start, 0));
@@ -660,7 +661,7 @@ TEST_F(DriverApi, StreamsAndEvents) {
   EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST_F(DriverApi, LegacyNullStreamOrdersBlockingStreams) {
+TEST_F(RuntimeDriverApi, LegacyNullStreamOrdersBlockingStreams) {
   CUmodule m = LoadTestModule();
   CUfunction vadd;
   ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
@@ -683,7 +684,7 @@ TEST_F(DriverApi, LegacyNullStreamOrdersBlockingStreams) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
-TEST_F(DriverApi, PointerAttributes) {
+TEST_F(RuntimeDriverApi, PointerAttributes) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 4096));
   unsigned type = 0;
@@ -703,7 +704,7 @@ TEST_F(DriverApi, PointerAttributes) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(DriverApi, ThreadsShareContexts) {
+TEST_F(RuntimeDriverApi, ThreadsShareContexts) {
   CUmodule m = LoadTestModule();
   CUfunction vadd;
   ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
