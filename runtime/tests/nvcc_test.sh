@@ -18,8 +18,17 @@ exe="$work/$(basename "$src" .cu)"
 nm -D "$exe" | grep -q '__cudaRegisterFatBinary@libcudart.so.13' ||
   { echo "FAIL: $exe does not import __cudaRegisterFatBinary@libcudart.so.13"; exit 1; }
 
+# Under `make asan` our libraries are instrumented but nvcc's binary is not: the sanitizer runtimes must be
+# loaded first.
+preload=""
+if [[ "${GPUVM_SANITIZED:-0}" == 1 ]]; then
+  for rt in libasan.so libubsan.so; do
+    path=$(${CXX:-c++} -print-file-name=$rt)
+    [[ -f "$path" ]] && preload="$preload $path"
+  done
+fi
 set +e
-LD_LIBRARY_PATH="$lib" LD_DEBUG=libs "$exe" >"$work/out.txt" 2>"$work/ld.txt"
+LD_PRELOAD="$preload" LD_LIBRARY_PATH="$lib" LD_DEBUG=libs "$exe" >"$work/out.txt" 2>"$work/ld.txt"
 rc=$?
 set -e
 cat "$work/out.txt"
