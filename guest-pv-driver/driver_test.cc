@@ -67,7 +67,7 @@ class LyingBus final : public Bus {
   Bus* inner_;
 };
 
-class DriverTest : public ::testing::Test {
+class GuestDriverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     NativeGpuOptions o;
@@ -99,7 +99,7 @@ class DriverTest : public ::testing::Test {
 // ---- probe
 // ---------------------------------------------------------------------------------------------
 
-TEST_F(DriverTest, ProbeReportsTheDevice) {
+TEST_F(GuestDriverTest, ProbeReportsTheDevice) {
   const DeviceInfo& info = driver_->info();
   EXPECT_EQ(info.boot0, gf100::pmc::kBoot0Value);
   EXPECT_EQ(info.chipset, 0xc0u);
@@ -112,7 +112,7 @@ TEST_F(DriverTest, ProbeReportsTheDevice) {
   EXPECT_LT(driver_->vram_free(), kVram);
 }
 
-TEST_F(DriverTest, RefusesAnotherChip) {
+TEST_F(GuestDriverTest, RefusesAnotherChip) {
   driver_.reset();
   LyingBus bus(gpu_->bus());
   bus.lies[gf100::pmc::kBoot0] = 0x0e4000a1;  // a GK104
@@ -122,7 +122,7 @@ TEST_F(DriverTest, RefusesAnotherChip) {
   EXPECT_NE(d.status().message().find("not GF100"), std::string::npos) << d.status().ToString();
 }
 
-TEST_F(DriverTest, RefusesNonsenseVramSizes) {
+TEST_F(GuestDriverTest, RefusesNonsenseVramSizes) {
   driver_.reset();
   LyingBus bus(gpu_->bus());
   bus.lies[0x022438] = 0;  // no FB partitions
@@ -131,7 +131,7 @@ TEST_F(DriverTest, RefusesNonsenseVramSizes) {
   EXPECT_EQ(Driver::Create(&bus).status().code(), StatusCode::kFailedPrecondition);
 }
 
-TEST_F(DriverTest, SumsEnabledPartitions) {
+TEST_F(GuestDriverTest, SumsEnabledPartitions) {
   driver_.reset();
   LyingBus bus(gpu_->bus());
   bus.lies[0x022438] = 3;
@@ -145,7 +145,7 @@ TEST_F(DriverTest, SumsEnabledPartitions) {
   EXPECT_EQ((*d)->info().fb_partitions, 2u);
 }
 
-TEST_F(DriverTest, WorksWithoutInterrupts) {
+TEST_F(GuestDriverTest, WorksWithoutInterrupts) {
   driver_.reset();
   LyingBus bus(gpu_->bus());  // no interrupt line: the driver polls
   auto d = Driver::Create(&bus);
@@ -165,7 +165,7 @@ TEST_F(DriverTest, WorksWithoutInterrupts) {
 // ---- memory and mappings
 // -----------------------------------------------------------------------------------
 
-TEST_F(DriverTest, DeviceMemoryIsMappedWithSmallOrLargePages) {
+TEST_F(GuestDriverTest, DeviceMemoryIsMappedWithSmallOrLargePages) {
   auto ctx = NewContext();
   VmSpace* space = ctx->impl()->space();
   auto small = ctx->AllocDevice(12345);
@@ -192,7 +192,7 @@ TEST_F(DriverTest, DeviceMemoryIsMappedWithSmallOrLargePages) {
   EXPECT_EQ(*space->ReadPte(large->va + (256 << 10), true), 0u);
 }
 
-TEST_F(DriverTest, HostMemoryIsMappedAsSysram) {
+TEST_F(GuestDriverTest, HostMemoryIsMappedAsSysram) {
   auto ctx = NewContext();
   auto h = ctx->AllocHost(10000);
   ASSERT_TRUE(h.ok());
@@ -210,7 +210,7 @@ TEST_F(DriverTest, HostMemoryIsMappedAsSysram) {
   EXPECT_FALSE(ctx->FindHost(h->host).ok());
 }
 
-TEST_F(DriverTest, AllocationErrors) {
+TEST_F(GuestDriverTest, AllocationErrors) {
   auto ctx = NewContext();
   EXPECT_EQ(ctx->AllocDevice(0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ctx->AllocHost(0).status().code(), StatusCode::kInvalidArgument);
@@ -228,7 +228,7 @@ TEST_F(DriverTest, AllocationErrors) {
   EXPECT_EQ(ctx->Free(ring_va).code(), StatusCode::kNotFound);
 }
 
-TEST_F(DriverTest, VramComesBackAfterFreesAndContexts) {
+TEST_F(GuestDriverTest, VramComesBackAfterFreesAndContexts) {
   const uint64_t before = driver_->vram_free();
   const uint64_t bar3_before = driver_->impl()->instmem()->bar3_free();
   for (int i = 0; i < 5; ++i) {
@@ -247,7 +247,7 @@ TEST_F(DriverTest, VramComesBackAfterFreesAndContexts) {
   EXPECT_EQ(driver_->impl()->instmem()->bar3_free(), bar3_before);
 }
 
-TEST_F(DriverTest, ExhaustingVramIsAnErrorNotACrash) {
+TEST_F(GuestDriverTest, ExhaustingVramIsAnErrorNotACrash) {
   auto ctx = NewContext();
   std::vector<uint64_t> vas;
   for (;;) {
@@ -263,7 +263,7 @@ TEST_F(DriverTest, ExhaustingVramIsAnErrorNotACrash) {
   EXPECT_TRUE(ctx->AllocDevice(16 << 20).ok());
 }
 
-TEST_F(DriverTest, RegisteredHostMemory) {
+TEST_F(GuestDriverTest, RegisteredHostMemory) {
   auto ctx = NewContext();
   const size_t size = 64 << 10;
   void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -302,9 +302,10 @@ struct CopyCase {
   uint64_t offset;  // into the allocation
 };
 
-class CopyTest : public DriverTest, public ::testing::WithParamInterface<CopyEngine> {};
+class GuestDriverCopyTest : public GuestDriverTest,
+                            public ::testing::WithParamInterface<CopyEngine> {};
 
-TEST_P(CopyTest, HostToDeviceAndBackAtSizesAndOffsets) {
+TEST_P(GuestDriverCopyTest, HostToDeviceAndBackAtSizesAndOffsets) {
   ContextOptions o;
   o.copy_engine = GetParam();
   o.staging_bytes = 256 << 10;  // several pipelined chunks for the big cases
@@ -336,7 +337,7 @@ TEST_P(CopyTest, HostToDeviceAndBackAtSizesAndOffsets) {
   }
 }
 
-TEST_P(CopyTest, DeviceToDeviceAndPinned) {
+TEST_P(GuestDriverCopyTest, DeviceToDeviceAndPinned) {
   ContextOptions o;
   o.copy_engine = GetParam();
   auto ctx = NewContext(o);
@@ -366,13 +367,13 @@ TEST_P(CopyTest, DeviceToDeviceAndPinned) {
   EXPECT_EQ(back, in);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, CopyTest,
+INSTANTIATE_TEST_SUITE_P(Engines, GuestDriverCopyTest,
                          ::testing::Values(CopyEngine::kPcopy, CopyEngine::kM2mf),
                          [](const auto& info) {
                            return info.param == CopyEngine::kPcopy ? "Pcopy" : "M2mf";
                          });
 
-TEST_F(DriverTest, SmallCopiesUseBar1AndBigOnesDma) {
+TEST_F(GuestDriverTest, SmallCopiesUseBar1AndBigOnesDma) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto a = ctx->AllocDevice(1 << 20);
@@ -393,7 +394,7 @@ TEST_F(DriverTest, SmallCopiesUseBar1AndBigOnesDma) {
   EXPECT_EQ(d.writes[1], 1u) << "one staged DMA chunk: one IB_PUT write";
 }
 
-TEST_F(DriverTest, CopyArgumentErrors) {
+TEST_F(GuestDriverTest, CopyArgumentErrors) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto a = ctx->AllocDevice(8192);
@@ -415,7 +416,7 @@ TEST_F(DriverTest, CopyArgumentErrors) {
   EXPECT_TRUE(ctx->status().ok());
 }
 
-TEST_F(DriverTest, Memsets) {
+TEST_F(GuestDriverTest, Memsets) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   const uint64_t size = (2 << 20) + 4096 * 3 + 12;
@@ -451,7 +452,7 @@ TEST_F(DriverTest, Memsets) {
 // ---- fences and events
 // -------------------------------------------------------------------------------------
 
-TEST_F(DriverTest, Fences) {
+TEST_F(GuestDriverTest, Fences) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto other = ctx->CreateChannel();
@@ -474,7 +475,7 @@ TEST_F(DriverTest, Fences) {
   EXPECT_TRUE(ctx->Synchronize().ok());
 }
 
-TEST_F(DriverTest, SuccessfulWaitsTouchNoRegister) {
+TEST_F(GuestDriverTest, SuccessfulWaitsTouchNoRegister) {
   auto ctx = NewContext();
   ASSERT_TRUE(driver_->impl()->interrupts_enabled());
   Channel* ch = ctx->default_channel();
@@ -488,7 +489,7 @@ TEST_F(DriverTest, SuccessfulWaitsTouchNoRegister) {
       << "fences are polled in host memory; no fault, no interrupt, no register access";
 }
 
-TEST_F(DriverTest, WaitTimesOutOnABlockedChannelAndRecovers) {
+TEST_F(GuestDriverTest, WaitTimesOutOnABlockedChannelAndRecovers) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto ev = ctx->CreateEvent();
@@ -514,7 +515,7 @@ TEST_F(DriverTest, WaitTimesOutOnABlockedChannelAndRecovers) {
   EXPECT_TRUE(ctx->status().ok());
 }
 
-TEST_F(DriverTest, EventsCompleteInOrderWithTimestamps) {
+TEST_F(GuestDriverTest, EventsCompleteInOrderWithTimestamps) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto e1 = ctx->CreateEvent();
@@ -541,7 +542,7 @@ TEST_F(DriverTest, EventsCompleteInOrderWithTimestamps) {
   EXPECT_EQ(ctx->DestroyEvent(*e1).code(), StatusCode::kNotFound);
 }
 
-TEST_F(DriverTest, ChannelsOrderThroughEvents) {
+TEST_F(GuestDriverTest, ChannelsOrderThroughEvents) {
   auto ctx = NewContext();
   Channel* producer = ctx->default_channel();
   auto consumer = ctx->CreateChannel();
@@ -565,7 +566,7 @@ TEST_F(DriverTest, ChannelsOrderThroughEvents) {
   }
 }
 
-TEST_F(DriverTest, EventsOfAnotherContextAreRefused) {
+TEST_F(GuestDriverTest, EventsOfAnotherContextAreRefused) {
   auto c1 = NewContext();
   auto c2 = NewContext();
   auto ev = c2->CreateEvent();
@@ -580,7 +581,7 @@ TEST_F(DriverTest, EventsOfAnotherContextAreRefused) {
 // ---- rings, channels, contexts, threads
 // ---------------------------------------------------------------------
 
-TEST_F(DriverTest, RingsWrapAndReclaim) {
+TEST_F(GuestDriverTest, RingsWrapAndReclaim) {
   ContextOptions o;
   o.ib_entries = 8;
   o.pushbuffer_bytes = 64 << 10;
@@ -604,7 +605,7 @@ TEST_F(DriverTest, RingsWrapAndReclaim) {
   }
 }
 
-TEST_F(DriverTest, ChannelIdsAreAllocatedAndReused) {
+TEST_F(GuestDriverTest, ChannelIdsAreAllocatedAndReused) {
   auto ctx = NewContext();
   std::vector<Channel*> channels;
   for (;;) {
@@ -627,7 +628,7 @@ TEST_F(DriverTest, ChannelIdsAreAllocatedAndReused) {
   ASSERT_TRUE((*again)->Synchronize().ok());
 }
 
-TEST_F(DriverTest, ContextsHaveSeparateAddressSpaces) {
+TEST_F(GuestDriverTest, ContextsHaveSeparateAddressSpaces) {
   auto c1 = NewContext();
   auto c2 = NewContext();
   auto a1 = c1->AllocDevice(8192);
@@ -643,7 +644,7 @@ TEST_F(DriverTest, ContextsHaveSeparateAddressSpaces) {
   EXPECT_EQ(v2, 222u);
 }
 
-TEST_F(DriverTest, ThreadsOnChannelsAndContexts) {
+TEST_F(GuestDriverTest, ThreadsOnChannelsAndContexts) {
   auto shared = NewContext();
   std::atomic<int> failures{0};
   auto work = [&](Context* ctx, Channel* ch, uint32_t seed) {
@@ -676,7 +677,7 @@ TEST_F(DriverTest, ThreadsOnChannelsAndContexts) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-TEST_F(DriverTest, ConcurrentSubmittersOnOneChannel) {
+TEST_F(GuestDriverTest, ConcurrentSubmittersOnOneChannel) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto a = ctx->AllocDevice(1 << 20);
@@ -700,7 +701,7 @@ TEST_F(DriverTest, ConcurrentSubmittersOnOneChannel) {
   }
 }
 
-TEST_F(DriverTest, BadContextOptions) {
+TEST_F(GuestDriverTest, BadContextOptions) {
   ContextOptions o;
   o.ib_entries = 1000;
   EXPECT_EQ(driver_->CreateContext(o).status().code(), StatusCode::kInvalidArgument);

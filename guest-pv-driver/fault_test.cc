@@ -31,7 +31,8 @@ PushBuffer RawCopy(uint64_t dst, uint64_t src, uint32_t bytes) {
 }
 
 // Parameter: whether the driver uses the interrupt line (else it polls PMC_INTR_HOST).
-class FaultTest : public testing::GpuFixture, public ::testing::WithParamInterface<bool> {
+class GuestDriverFaultTest : public testing::GpuFixture,
+                             public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     engine_ = std::make_shared<FakeComputeEngine>();
@@ -55,7 +56,7 @@ class FaultTest : public testing::GpuFixture, public ::testing::WithParamInterfa
   std::shared_ptr<FakeComputeEngine> engine_;
 };
 
-TEST_P(FaultTest, MmuFaultOnAnUnmappedAddress) {
+TEST_P(GuestDriverFaultTest, MmuFaultOnAnUnmappedAddress) {
   auto ctx = NewContext();
   auto other = NewContext();
   auto dst = ctx->AllocDevice(4096);
@@ -91,7 +92,7 @@ TEST_P(FaultTest, MmuFaultOnAnUnmappedAddress) {
   EXPECT_TRUE(other->status().ok());
 }
 
-TEST_P(FaultTest, MmuFaultOnAFreedPageIsAWriteFault) {
+TEST_P(GuestDriverFaultTest, MmuFaultOnAFreedPageIsAWriteFault) {
   auto ctx = NewContext();
   auto keep = ctx->AllocDevice(4096);
   auto gone = ctx->AllocDevice(4096);
@@ -106,7 +107,7 @@ TEST_P(FaultTest, MmuFaultOnAFreedPageIsAWriteFault) {
   EXPECT_EQ(fault->reason, uint32_t(gf100::FaultReason::kPageNotPresent));
 }
 
-TEST_P(FaultTest, CommandErrorOnAnEmptySubchannel) {
+TEST_P(GuestDriverFaultTest, CommandErrorOnAnEmptySubchannel) {
   auto ctx = NewContext();
   PushBuffer pb;
   pb.Method(6, 0x0100, 1);  // nothing is bound on subchannel 6
@@ -121,7 +122,7 @@ TEST_P(FaultTest, CommandErrorOnAnEmptySubchannel) {
   EXPECT_NE(fault->message.find("EMPTY_SUBC"), std::string::npos) << fault->message;
 }
 
-TEST_P(FaultTest, CommandErrorOnAnUnknownClass) {
+TEST_P(GuestDriverFaultTest, CommandErrorOnAnUnknownClass) {
   auto ctx = NewContext();
   PushBuffer pb;
   pb.Method(3, gf100::host::kSetObject, 0x1234);
@@ -133,7 +134,7 @@ TEST_P(FaultTest, CommandErrorOnAnUnknownClass) {
   EXPECT_EQ(fault->data, 0x1234u);
 }
 
-TEST_P(FaultTest, ComputeTrap) {
+TEST_P(GuestDriverFaultTest, ComputeTrap) {
   auto ctx = NewContext();
   auto code = CodeFor(ctx.get());
   ASSERT_TRUE(code.ok());
@@ -150,7 +151,7 @@ TEST_P(FaultTest, ComputeTrap) {
   EXPECT_EQ(fault->channel, ctx->default_channel()->id());
 }
 
-TEST_P(FaultTest, ComputeMmuFaultAndOtherChannelsOfTheContextSeeIt) {
+TEST_P(GuestDriverFaultTest, ComputeMmuFaultAndOtherChannelsOfTheContextSeeIt) {
   auto ctx = NewContext();
   auto second = ctx->CreateChannel();
   ASSERT_TRUE(second.ok());
@@ -174,7 +175,7 @@ TEST_P(FaultTest, ComputeMmuFaultAndOtherChannelsOfTheContextSeeIt) {
   EXPECT_EQ(ev.status().code(), StatusCode::kAborted);
 }
 
-TEST_P(FaultTest, LaunchWithoutAComputeEngineIsACommandError) {
+TEST_P(GuestDriverFaultTest, LaunchWithoutAComputeEngineIsACommandError) {
   driver_.reset();
   gpu_.reset();
   StartGpu(nullptr);
@@ -190,7 +191,7 @@ TEST_P(FaultTest, LaunchWithoutAComputeEngineIsACommandError) {
   EXPECT_EQ(ctx->fault()->kind, GpuFault::Kind::kCommandError);
 }
 
-TEST_P(FaultTest, FaultedContextsTearDownAndTheDeviceGoesOn) {
+TEST_P(GuestDriverFaultTest, FaultedContextsTearDownAndTheDeviceGoesOn) {
   for (int i = 0; i < 3; ++i) {
     auto ctx = NewContext();
     auto dst = ctx->AllocDevice(4096);
@@ -205,7 +206,7 @@ TEST_P(FaultTest, FaultedContextsTearDownAndTheDeviceGoesOn) {
   EXPECT_EQ(driver_->ServiceInterrupts(), 0u) << "every error was acknowledged";
 }
 
-TEST_P(FaultTest, FaultsWakeWaitersBlockedOnOtherFences) {
+TEST_P(GuestDriverFaultTest, FaultsWakeWaitersBlockedOnOtherFences) {
   // A channel blocked on a semaphore that never comes, and a fault on another channel of the same
   // context: the blocked waiter returns the fault instead of timing out.
   auto ctx = NewContext();
@@ -228,7 +229,7 @@ TEST_P(FaultTest, FaultsWakeWaitersBlockedOnOtherFences) {
   __atomic_store_n(reinterpret_cast<uint32_t*>((*ev)->impl()->slot().host), 3u, __ATOMIC_RELEASE);
 }
 
-INSTANTIATE_TEST_SUITE_P(Delivery, FaultTest, ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(Delivery, GuestDriverFaultTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Interrupts" : "Polling"; });
 
 }  // namespace

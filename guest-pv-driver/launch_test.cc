@@ -20,7 +20,7 @@ namespace {
 
 using testing::FakeComputeEngine;
 
-class LaunchTest : public testing::GpuFixture {
+class GuestDriverLaunchTest : public testing::GpuFixture {
  protected:
   void SetUp() override {
     engine_ = std::make_shared<FakeComputeEngine>();
@@ -52,7 +52,7 @@ class LaunchTest : public testing::GpuFixture {
   Allocation code_;
 };
 
-TEST_F(LaunchTest, EveryParameterArrives) {
+TEST_F(GuestDriverLaunchTest, EveryParameterArrives) {
   auto bank2 = ctx_->AllocDevice(256);
   ASSERT_TRUE(bank2.ok());
   const uint64_t addresses[2] = {0x1122334455667788, 0x99aabbccddeeff00};
@@ -104,7 +104,7 @@ TEST_F(LaunchTest, EveryParameterArrives) {
   EXPECT_NE(query.Timestamp(), 0u);
 }
 
-TEST_F(LaunchTest, ParametersOfSuccessiveLaunchesDoNotMix) {
+TEST_F(GuestDriverLaunchTest, ParametersOfSuccessiveLaunchesDoNotMix) {
   for (uint32_t i = 1; i <= 5; ++i) {
     const uint32_t value = i * 1000;
     LaunchParams p = Basic();
@@ -121,7 +121,7 @@ TEST_F(LaunchTest, ParametersOfSuccessiveLaunchesDoNotMix) {
   }
 }
 
-TEST_F(LaunchTest, CodeCacheIsFlushedOnceAfterEachCodeChange) {
+TEST_F(GuestDriverLaunchTest, CodeCacheIsFlushedOnceAfterEachCodeChange) {
   const int base = engine_->flushes();
   ASSERT_TRUE(Run(Basic()).ok());
   EXPECT_EQ(engine_->flushes(), base + 1) << "first launch after LoadCode";
@@ -140,7 +140,7 @@ TEST_F(LaunchTest, CodeCacheIsFlushedOnceAfterEachCodeChange) {
   EXPECT_EQ(engine_->flushes(), base + 2) << "a new channel starts with the current code";
 }
 
-TEST_F(LaunchTest, LaunchesAreValidated) {
+TEST_F(GuestDriverLaunchTest, LaunchesAreValidated) {
   auto host = ctx_->AllocHost(4096);
   ASSERT_TRUE(host.ok());
   struct Case {
@@ -211,7 +211,7 @@ TEST_F(LaunchTest, LaunchesAreValidated) {
 
 #ifdef GPUVM_HAVE_COMPUTE_ENGINE
 // The real engine: c[i] = a[i] + b[i] for i < n, over several blocks.
-TEST(RealEngineLaunch, VectorAdd) {
+TEST(GuestDriverRealEngine, VectorAdd) {
   auto engine =
       std::shared_ptr<sim::ComputeEngine>(sim::compute::SimtEngine::Create({.workers = 2}));
   NativeGpuOptions o;

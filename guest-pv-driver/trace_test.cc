@@ -105,7 +105,7 @@ class Trace {
   std::vector<Expected> e_;
 };
 
-class TraceTest : public ::testing::Test {
+class GuestDriverTraceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     NativeGpuOptions o;
@@ -144,7 +144,7 @@ class TraceTest : public ::testing::Test {
   std::vector<BarAccess> trace_;
 };
 
-TEST_F(TraceTest, Init) {
+TEST_F(GuestDriverTraceTest, Init) {
   CreateDriver();
   // The layout the driver chooses (docs/GUEST-DRIVER.md): VRAM from 1 MiB; the BAR3 bootstrap
   // region [page table 128 KiB (PT_SIZE 1/2 for 64 MiB) | directory | instance block] first, mapped
@@ -239,7 +239,7 @@ TEST_F(TraceTest, Init) {
   EXPECT_EQ(words[2], (128u << 20) - 1);
 }
 
-TEST_F(TraceTest, ChannelCreationAndTeardown) {
+TEST_F(GuestDriverTraceTest, ChannelCreationAndTeardown) {
   CreateDriver();
   auto ctx = driver_->CreateContext();
   ASSERT_TRUE(ctx.ok());
@@ -308,7 +308,7 @@ TEST_F(TraceTest, ChannelCreationAndTeardown) {
   down.Check(Recorded(), before_teardown);
 }
 
-TEST_F(TraceTest, MappingIsPteStoresPlusOneFlush) {
+TEST_F(GuestDriverTraceTest, MappingIsPteStoresPlusOneFlush) {
   CreateDriver();
   auto ctx = driver_->CreateContext();
   ASSERT_TRUE(ctx.ok());
@@ -341,7 +341,7 @@ TEST_F(TraceTest, MappingIsPteStoresPlusOneFlush) {
   b.Check(Recorded(), mark);
 }
 
-TEST_F(TraceTest, ASubmissionIsOneBar1Write) {
+TEST_F(GuestDriverTraceTest, ASubmissionIsOneBar1Write) {
   CreateDriver();
   auto ctx = driver_->CreateContext();
   ASSERT_TRUE(ctx.ok());

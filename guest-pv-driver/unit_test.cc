@@ -29,7 +29,7 @@ std::vector<sim::MethodCall> Decode(const PushBuffer& pb) {
   return calls;
 }
 
-TEST(PushBufferTest, HeaderKinds) {
+TEST(GuestDriverPushBuffer, HeaderKinds) {
   PushBuffer pb;
   pb.Inc(2, 0x238, {1, 2, 3});
   EXPECT_EQ(pb.words()[0], gp::IncHeader(2, 0x238, 3));
@@ -46,7 +46,7 @@ TEST(PushBufferTest, HeaderKinds) {
   ASSERT_EQ(pb.size(), 2u) << "a value past 13 bits needs a data word";
 }
 
-TEST(PushBufferTest, DecodesToTheIntendedCalls) {
+TEST(GuestDriverPushBuffer, DecodesToTheIntendedCalls) {
   PushBuffer pb;
   pb.Inc(2, 0x238, {10, 11});
   const uint32_t three[] = {20, 21, 22};
@@ -67,7 +67,7 @@ TEST(PushBufferTest, DecodesToTheIntendedCalls) {
   }
 }
 
-TEST(PushBufferTest, LongRunsAreSplitAcrossHeaders) {
+TEST(GuestDriverPushBuffer, LongRunsAreSplitAcrossHeaders) {
   std::vector<uint32_t> data(20000);
   for (uint32_t i = 0; i < data.size(); ++i) data[i] = i;
   PushBuffer inc, non_inc;
@@ -86,7 +86,7 @@ TEST(PushBufferTest, LongRunsAreSplitAcrossHeaders) {
   EXPECT_EQ(inc.size(), data.size() + 3) << "three headers of at most 8191 words";
 }
 
-TEST(RangeAllocatorTest, FirstFitAlignedAndCoalesced) {
+TEST(GuestDriverRangeAllocator, FirstFitAlignedAndCoalesced) {
   RangeAllocator r(0x1000, 0x10000);
   auto a = r.Allocate(0x100, 0x1000);
   auto b = r.Allocate(0x2000, 0x4000);
@@ -109,7 +109,7 @@ TEST(RangeAllocatorTest, FirstFitAlignedAndCoalesced) {
   EXPECT_EQ(r.Allocate(1, 1).status().code(), StatusCode::kResourceExhausted);
 }
 
-TEST(RangeAllocatorTest, ReserveAndBadArguments) {
+TEST(GuestDriverRangeAllocator, ReserveAndBadArguments) {
   RangeAllocator r(0, 0x10000);
   ASSERT_TRUE(r.Reserve(0x2000, 0x1000).ok());
   EXPECT_EQ(r.Reserve(0x2800, 0x1000).code(), StatusCode::kFailedPrecondition);
@@ -124,7 +124,7 @@ TEST(RangeAllocatorTest, ReserveAndBadArguments) {
   EXPECT_EQ(*b, 0x3000u);
 }
 
-TEST(VmGeometryTest, TablesShrinkToTheLimit) {
+TEST(GuestDriverVmGeometry, TablesShrinkToTheLimit) {
   const int pde_shift = gf100::vm::kPdeShift(gf100::vm::kLargePageShift128K);  // 128 MiB
   EXPECT_EQ(PtSizeFor(0, (128u << 20) - 1, pde_shift), 0u);
   EXPECT_EQ(PtSizeFor(0, (64u << 20) - 1, pde_shift), 1u);

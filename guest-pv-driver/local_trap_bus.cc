@@ -1,0 +1,562 @@
+#include "guest-pv-driver/local_trap_bus.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpu/hw/pci.h"
+
+namespace gpuvm::guest {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+// PCI configuration space, type 0 header (PCI Local Bus Specification 3.0, section 6.1).
+constexpr uint32_t kVendorId = 0x00;
+constexpr uint32_t kDeviceId = 0x02;
+constexpr uint32_t kCommand = 0x04;
+constexpr uint32_t kRevision = 0x08;  // class code in the upper 24 bits of the same dword
+constexpr uint32_t kBar0 = 0x10;
+constexpr uint32_t kBar1 = 0x14;  // 64-bit: 0x14/0x18
+constexpr uint32_t kBar3 = 0x1c;  // 64-bit: 0x1c/0x20
+constexpr uint16_t kCommandMemory = 1u << 1;
+constexpr uint16_t kCommandBusMaster = 1u << 2;
+constexpr uint32_t kBarFlagsMask = 0xf;  // memory BARs: type and prefetchable bits
+
+// How often the interrupt thread looks at the line while it is asserted: deassertion is not
+// signalled by the local backend (edges only), and the driver only needs to stop decoding soon.
+constexpr auto kAssertedPoll = std::chrono::microseconds(200);
+
+std::shared_ptr<LocalVmGuest>& ProcessVm() {
+  static auto* vm = new std::shared_ptr<LocalVmGuest>();
+  return *vm;
+}
+std::mutex& ProcessVmMutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+
+}  // namespace
+
+// ---- LocalVmGuest: frames ------------------------------------------------------------------------
+
+Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
+    std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options) {
+  if (domain == nullptr) return Status::InvalidArgument("no domain");
+  std::shared_ptr<LocalVmGuest> vm(new LocalVmGuest());
+  vm->options_ = options;
+  vm->domain_ = std::move(domain);
+  const uint64_t ram_bytes = vm->domain_->config().ram_bytes;
+  const uint64_t frames = ram_bytes / kPage;
+  const uint64_t reserved = (options.reserved_low_bytes + kPage - 1) / kPage;
+  if (frames <= reserved + 16) {
+    return Status::InvalidArgument("guest RAM too small for a GPU driver's DMA buffers");
+  }
+  GPUVM_ASSIGN_OR_RETURN(vm->io_, hv::local::LocalGuestIo::Create(*vm->domain_, options.timeout));
+  GPUVM_ASSIGN_OR_RETURN(vm->ram_,
+                         hv::local::SharedMapping::Map(vm->domain_->ram_fd(), 0, ram_bytes, true));
+  vm->free_frames_[reserved] = frames - reserved;
+  for (uint32_t v = 0; v < vm->io_->vcpu_count(); ++v) {
+    auto vcpu = std::make_unique<Vcpu>();
+    GPUVM_ASSIGN_OR_RETURN(std::vector<uint64_t> bounce, vm->AllocateFrames(1));
+    vcpu->bounce_gpa = bounce[0] * kPage;
+    vm->vcpus_.push_back(std::move(vcpu));
+  }
+  GPUVM_ASSIGN_OR_RETURN(vm->irq_stop_, hv::local::CreateEventFd());
+  return vm;
+}
+
+Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::FromEnvironment() {
+  std::lock_guard lock(ProcessVmMutex());
+  if (ProcessVm() != nullptr) return ProcessVm();
+  const char* value = std::getenv(kLocalVmFdVariable);
+  if (value == nullptr || *value == '\0') {
+    return Status::FailedPrecondition(std::string("$") + kLocalVmFdVariable +
+                                      " is not set: this process is not inside a local VM "
+                                      "(start it with gpuvm-vm)");
+  }
+  char* end = nullptr;
+  const long fd = std::strtol(value, &end, 10);
+  if (*end != '\0' || fd < 0 || fd > 1 << 20) {
+    return Status::InvalidArgument(std::string("$") + kLocalVmFdVariable + "='" + value +
+                                   "' is not a descriptor");
+  }
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalDomain> domain,
+                         hv::local::LocalDomain::ReceiveFrom(static_cast<int>(fd)));
+  GPUVM_ASSIGN_OR_RETURN(ProcessVm(), Create(std::move(domain)));
+  return ProcessVm();
+}
+
+LocalVmGuest::~LocalVmGuest() { (void)SetInterruptHandler(nullptr); }
+
+uint64_t LocalVmGuest::free_frames() const {
+  std::lock_guard lock(frames_mu_);
+  uint64_t n = 0;
+  for (const auto& [first, count] : free_frames_) n += count;
+  return n;
+}
+
+Result<std::vector<uint64_t>> LocalVmGuest::AllocateFrames(uint64_t count) {
+  std::lock_guard lock(frames_mu_);
+  std::vector<uint64_t> frames;
+  frames.reserve(count);
+  // One contiguous run when there is one (fewer mappings), else whatever is free, lowest first.
+  auto fit = free_frames_.begin();
+  while (fit != free_frames_.end() && fit->second < count) ++fit;
+  if (fit != free_frames_.end()) {
+    const auto [first, have] = *fit;
+    free_frames_.erase(fit);
+    if (have > count) free_frames_[first + count] = have - count;
+    for (uint64_t i = 0; i < count; ++i) frames.push_back(first + i);
+    return frames;
+  }
+  uint64_t total = 0;
+  for (const auto& [first, have] : free_frames_) total += have;
+  if (total < count) {
+    return Status::ResourceExhausted("guest RAM exhausted: " + std::to_string(count) +
+                                     " pages wanted, " + std::to_string(total) + " free");
+  }
+  while (frames.size() < count) {
+    auto it = free_frames_.begin();
+    const auto [first, have] = *it;
+    const uint64_t take = std::min<uint64_t>(have, count - frames.size());
+    free_frames_.erase(it);
+    if (have > take) free_frames_[first + take] = have - take;
+    for (uint64_t i = 0; i < take; ++i) frames.push_back(first + i);
+  }
+  return frames;
+}
+
+void LocalVmGuest::FreeFrames(const std::vector<uint64_t>& frames) {
+  std::lock_guard lock(frames_mu_);
+  for (uint64_t frame : frames) {
+    uint64_t first = frame, count = 1;
+    auto next = free_frames_.lower_bound(frame);
+    if (next != free_frames_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == first) {
+        first = prev->first;
+        count += prev->second;
+        free_frames_.erase(prev);
+      }
+    }
+    if (next != free_frames_.end() && next->first == frame + 1) {
+      count += next->second;
+      free_frames_.erase(next);
+    }
+    free_frames_[first] = count;
+  }
+}
+
+template <typename F>
+auto LocalVmGuest::OnVcpu(F f) {
+  // A thread keeps coming back to the vCPU it used last; if that one is busy, any free one will do;
+  // if all are busy, wait for ours.
+  thread_local uint32_t hint = 0;
+  const uint32_t n = static_cast<uint32_t>(vcpus_.size());
+  uint32_t v = hint % n;
+  std::unique_lock<std::mutex> lock(vcpus_[v]->mu, std::try_to_lock);
+  for (uint32_t i = 1; !lock.owns_lock() && i < n; ++i) {
+    const uint32_t other = (v + i) % n;
+    lock = std::unique_lock<std::mutex>(vcpus_[other]->mu, std::try_to_lock);
+    if (lock.owns_lock()) v = other;
+  }
+  if (!lock.owns_lock()) lock = std::unique_lock<std::mutex>(vcpus_[v]->mu);
+  hint = v;
+  return f(v);
+}
+
+// ---- LocalVmGuest: DMA ---------------------------------------------------------------------------
+
+class LocalVmGuest::DmaPages final : public DmaMapping {
+ public:
+  DmaPages(std::shared_ptr<LocalVmGuest> vm, uint8_t* host, uint64_t length,
+           std::vector<uint64_t> frames, bool registered)
+      : vm_(std::move(vm)),
+        host_(host),
+        length_(length),
+        frames_(std::move(frames)),
+        registered_(registered) {}
+  ~DmaPages() override {
+    if (registered_) vm_->UnmapDma(reinterpret_cast<uintptr_t>(host_), length_ / kPage);
+  }
+  uint8_t* host() const override { return host_; }
+  uint64_t length() const override { return length_; }
+  uint64_t PageBusAddress(uint64_t offset) const override {
+    return frames_[offset / kPage] * kPage;
+  }
+
+ private:
+  std::shared_ptr<LocalVmGuest> vm_;  // the VM outlives its mappings
+  uint8_t* host_;
+  uint64_t length_;
+  std::vector<uint64_t> frames_;  // per page
+  bool registered_;               // false: the memory was guest RAM already (our RAM view)
+};
+
+Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t length) {
+  const auto addr = reinterpret_cast<uintptr_t>(host);
+  if (host == nullptr || length == 0 || addr % kPage || length % kPage || addr + length < addr) {
+    return Status::InvalidArgument("DMA mappings need 4 KiB aligned, non-empty host memory");
+  }
+  const uint64_t pages = length / kPage;
+  // Memory that already is guest RAM (our own view of it) needs no moving.
+  const auto ram_begin = reinterpret_cast<uintptr_t>(ram_.data());
+  if (addr >= ram_begin && addr + length <= ram_begin + ram_.length()) {
+    std::vector<uint64_t> frames(pages);
+    for (uint64_t i = 0; i < pages; ++i) frames[i] = (addr - ram_begin) / kPage + i;
+    return std::unique_ptr<DmaMapping>(
+        new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), false));
+  }
+
+  std::lock_guard lock(dma_mu_);
+  std::vector<uint64_t> frames(pages);
+  std::vector<uint64_t> fresh;  // page indices that need a frame
+  for (uint64_t i = 0; i < pages; ++i) {
+    auto it = dma_pages_.find(addr + i * kPage);
+    if (it != dma_pages_.end()) {
+      frames[i] = it->second.frame;
+    } else {
+      fresh.push_back(i);
+    }
+  }
+  if (!fresh.empty()) {
+    GPUVM_ASSIGN_OR_RETURN(std::vector<uint64_t> got, AllocateFrames(fresh.size()));
+    for (size_t k = 0; k < fresh.size(); ++k) frames[fresh[k]] = got[k];
+    // Move the bytes into the frames and map the frames over them, one run of consecutive pages on
+    // consecutive frames at a time.
+    size_t done = 0;
+    Status failure;
+    for (size_t k = 0; k < fresh.size();) {
+      size_t end = k + 1;
+      while (end < fresh.size() && fresh[end] == fresh[end - 1] + 1 &&
+             frames[fresh[end]] == frames[fresh[end - 1]] + 1) {
+        ++end;
+      }
+      uint8_t* run = static_cast<uint8_t*>(host) + fresh[k] * kPage;
+      const uint64_t run_bytes = (end - k) * kPage;
+      const uint64_t gpa = frames[fresh[k]] * kPage;
+      std::memcpy(ram_.data() + gpa, run, run_bytes);
+      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 domain_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
+        failure = Status::FromErrno(errno, "mapping guest RAM over DMA memory");
+        break;
+      }
+      done = end;
+      k = end;
+    }
+    for (size_t k = 0; k < done; ++k) dma_pages_[addr + fresh[k] * kPage] = {frames[fresh[k]], 0};
+    if (!failure.ok()) {
+      // Give back what moved (refs 0: restored below) and the frames that never got used.
+      std::vector<uint64_t> unused;
+      for (size_t k = done; k < fresh.size(); ++k) unused.push_back(frames[fresh[k]]);
+      FreeFrames(unused);
+      for (size_t k = 0; k < done; ++k) {
+        ++dma_pages_[addr + fresh[k] * kPage].refs;
+        UnmapDmaLocked(addr + fresh[k] * kPage, 1);
+      }
+      return failure;
+    }
+  }
+  for (uint64_t i = 0; i < pages; ++i) ++dma_pages_[addr + i * kPage].refs;
+  return std::unique_ptr<DmaMapping>(
+      new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), true));
+}
+
+void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages) {
+  std::lock_guard lock(dma_mu_);
+  UnmapDmaLocked(first_page, pages);
+}
+
+void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
+  std::vector<std::pair<uintptr_t, uint64_t>> released;  // host page, frame
+  for (uint64_t i = 0; i < pages; ++i) {
+    auto it = dma_pages_.find(first_page + i * kPage);
+    if (it == dma_pages_.end()) continue;
+    if (--it->second.refs == 0) {
+      released.emplace_back(it->first, it->second.frame);
+      dma_pages_.erase(it);
+    }
+  }
+  // Give the pages back their own anonymous memory with the same bytes (an atomic replacement by
+  // mremap: the range is never unmapped in between), then scrub and free the frames.
+  std::vector<uint64_t> frames;
+  for (size_t k = 0; k < released.size();) {
+    size_t end = k + 1;
+    while (end < released.size() && released[end].first == released[end - 1].first + kPage) ++end;
+    auto* run = reinterpret_cast<uint8_t*>(released[k].first);
+    const uint64_t run_bytes = (end - k) * kPage;
+    void* fresh = ::mmap(nullptr, run_bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fresh != MAP_FAILED) {
+      std::memcpy(fresh, run, run_bytes);
+      if (::mremap(fresh, run_bytes, run_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, run) == MAP_FAILED) {
+        ::munmap(fresh, run_bytes);  // the pages stay shared guest RAM: correct, only not private
+      }
+    }
+    for (size_t i = k; i < end; ++i) frames.push_back(released[i].second);
+    k = end;
+  }
+  for (uint64_t frame : frames) {
+    // Zero the frame (and give its memory back) so the next user starts clean.
+    if (::fallocate(domain_->ram_fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(frame * kPage), kPage) != 0) {
+      std::memset(ram_.data() + frame * kPage, 0, kPage);
+    }
+  }
+  FreeFrames(frames);
+}
+
+// ---- LocalVmGuest: interrupts --------------------------------------------------------------------
+
+Status LocalVmGuest::SetInterruptHandler(std::function<void(bool)> handler) {
+  if (irq_thread_.joinable()) {
+    (void)hv::local::SignalEventFd(irq_stop_.get());
+    irq_thread_.join();
+    hv::local::DrainEventFd(irq_stop_.get());
+  }
+  std::lock_guard lock(irq_mu_);
+  irq_handler_ = std::move(handler);
+  if (!irq_handler_) return Status::Ok();
+  irq_handler_((io_->interrupts().intx_levels & 1u) != 0);
+  irq_thread_ = std::thread([this] { InterruptLoop(); });
+  return Status::Ok();
+}
+
+void LocalVmGuest::InterruptLoop() {
+  bool reported = (io_->interrupts().intx_levels & 1u) != 0;
+  for (;;) {
+    pollfd fds[2] = {{irq_stop_.get(), POLLIN, 0}, {io_->irq_fd(), POLLIN, 0}};
+    // Asserted: look again soon (deassertion has no signal). Deasserted: sleep until an edge.
+    const timespec poll_for{0, std::chrono::nanoseconds(kAssertedPoll).count()};
+    const int n = ::ppoll(fds, 2, reported ? &poll_for : nullptr, nullptr);
+    if (n < 0 && errno != EINTR) return;
+    if (fds[0].revents & POLLIN) return;
+    if (fds[1].revents & POLLIN) hv::local::DrainEventFd(io_->irq_fd());
+    const bool level = (io_->interrupts().intx_levels & 1u) != 0;
+    // An edge while we already reported asserted (deasserted and asserted again in between) is
+    // still worth telling: the driver decodes once more.
+    if (level != reported || (level && (fds[1].revents & POLLIN))) {
+      std::lock_guard lock(irq_mu_);
+      if (irq_handler_) irq_handler_(level);
+      reported = level;
+    }
+  }
+}
+
+// ---- LocalTrapBus --------------------------------------------------------------------------------
+
+Result<std::unique_ptr<LocalTrapBus>> LocalTrapBus::Create(std::shared_ptr<LocalVmGuest> vm,
+                                                           const LocalTrapBusOptions& options) {
+  if (vm == nullptr) return Status::InvalidArgument("no VM");
+  std::unique_ptr<LocalTrapBus> bus(new LocalTrapBus(std::move(vm), options));
+  GPUVM_RETURN_IF_ERROR(bus->Enumerate());
+  return bus;
+}
+
+Result<std::unique_ptr<LocalTrapBus>> LocalTrapBus::FromEnvironment() {
+  GPUVM_ASSIGN_OR_RETURN(std::shared_ptr<LocalVmGuest> vm, LocalVmGuest::FromEnvironment());
+  return Create(std::move(vm));
+}
+
+LocalTrapBus::~LocalTrapBus() {
+  if (interrupts_installed_) (void)vm_->SetInterruptHandler(nullptr);
+}
+
+Status LocalTrapBus::Enumerate() {
+  hv::local::LocalGuestIo& io = *vm_->io_;
+  const hv::Sbdf& f = options_.sbdf;
+  return vm_->OnVcpu([&](uint32_t v) -> Status {
+    auto read = [&](uint32_t offset, uint32_t size) { return io.ConfigRead(v, f, offset, size); };
+    auto write = [&](uint32_t offset, uint32_t size, uint32_t value) {
+      return io.ConfigWrite(v, f, offset, size, value);
+    };
+    if (!io.IsPciClaimed(f)) {
+      return Status::NotFound("no device at " + f.ToString() +
+                              " (is the VM's device model running?)");
+    }
+    GPUVM_ASSIGN_OR_RETURN(uint32_t vendor, read(kVendorId, 2));
+    GPUVM_ASSIGN_OR_RETURN(uint32_t device, read(kDeviceId, 2));
+    GPUVM_ASSIGN_OR_RETURN(uint32_t revision_class, read(kRevision, 4));
+    if (vendor != gf100::pci::kVendorId || (revision_class >> 24) != 0x03) {
+      char text[96];
+      std::snprintf(text, sizeof(text), "%s is %04x:%04x class %06x, not an NVIDIA GPU",
+                    f.ToString().c_str(), vendor, device, revision_class >> 8);
+      return Status::FailedPrecondition(text);
+    }
+    pci_.vendor_id = static_cast<uint16_t>(vendor);
+    pci_.device_id = static_cast<uint16_t>(device);
+    pci_.revision = static_cast<uint8_t>(revision_class);
+    pci_.class_code = revision_class >> 8;
+
+    // Size the BARs with decoding off, as an OS does, then assign the unassigned ones.
+    GPUVM_ASSIGN_OR_RETURN(uint32_t command, read(kCommand, 2));
+    GPUVM_RETURN_IF_ERROR(write(kCommand, 2, command & ~uint32_t{kCommandMemory}));
+    struct BarSlot {
+      uint32_t reg;
+      bool is64;
+      uint64_t fallback;
+      uint64_t* address;
+      uint64_t* size;
+    } slots[] = {{kBar0, false, options_.bar0_address, &bar0_, &pci_.bar0_size},
+                 {kBar1, true, options_.bar1_address, &bar1_, &pci_.bar1_size},
+                 {kBar3, true, options_.bar3_address, &bar3_, &pci_.bar3_size}};
+    for (BarSlot& s : slots) {
+      GPUVM_ASSIGN_OR_RETURN(uint32_t low, read(s.reg, 4));
+      uint32_t high = 0;
+      if (s.is64) GPUVM_ASSIGN_OR_RETURN(high, read(s.reg + 4, 4));
+      GPUVM_RETURN_IF_ERROR(write(s.reg, 4, 0xffffffff));
+      if (s.is64) GPUVM_RETURN_IF_ERROR(write(s.reg + 4, 4, 0xffffffff));
+      GPUVM_ASSIGN_OR_RETURN(uint32_t mask_low, read(s.reg, 4));
+      uint32_t mask_high = s.is64 ? 0 : 0xffffffff;
+      if (s.is64) GPUVM_ASSIGN_OR_RETURN(mask_high, read(s.reg + 4, 4));
+      const uint64_t mask = uint64_t{mask_high} << 32 | (mask_low & ~kBarFlagsMask);
+      const uint64_t size = ~mask + 1;
+      if (mask_low == 0 || (size & (size - 1)) != 0 || size < kPage) {
+        return Status::FailedPrecondition("BAR at config offset " + std::to_string(s.reg) +
+                                          " does not size like a memory BAR");
+      }
+      uint64_t address = (uint64_t{high} << 32 | low) & ~uint64_t{kBarFlagsMask};
+      if (address == 0) address = s.fallback;  // unassigned: the firmware's job, ours here
+      if (address % size != 0) {
+        return Status::InvalidArgument("BAR address " + hv::Hex(address) +
+                                       " is not aligned to its size " + hv::Hex(size));
+      }
+      GPUVM_RETURN_IF_ERROR(write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
+      if (s.is64) GPUVM_RETURN_IF_ERROR(write(s.reg + 4, 4, static_cast<uint32_t>(address >> 32)));
+      *s.address = address;
+      *s.size = size;
+    }
+    GPUVM_RETURN_IF_ERROR(write(kCommand, 2, command | kCommandMemory | kCommandBusMaster));
+    if (!io.IsMmioClaimed(bar0_, pci_.bar0_size)) {
+      return Status::FailedPrecondition("the device model did not map BAR0 at " + hv::Hex(bar0_));
+    }
+    return Status::Ok();
+  });
+}
+
+uint64_t LocalTrapBus::bar_address(Bar bar) const {
+  return bar == Bar::k0 ? bar0_ : bar == Bar::k1 ? bar1_ : bar3_;
+}
+
+bool LocalTrapBus::Fits(Bar bar, uint64_t offset, uint64_t length) const {
+  const uint64_t size = pci_.BarSize(bar);
+  return offset <= size && length <= size - offset;
+}
+
+void LocalTrapBus::Failed(const Status& why) {
+  if (failed_.fetch_add(1, std::memory_order_relaxed) == 0) {
+    std::fprintf(stderr,
+                 "gpuvm: the virtual GPU stopped answering (%s); every access reads all-ones from "
+                 "now on\n",
+                 why.ToString().c_str());
+  }
+}
+
+uint64_t LocalTrapBus::Read(Bar bar, uint64_t offset, Width width) {
+  const uint32_t size = static_cast<uint32_t>(width);
+  const uint64_t all_ones = size == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1;
+  if (!Fits(bar, offset, size)) return 0;  // nothing there (bus.h: a dead register reads 0)
+  if (failed_.load(std::memory_order_relaxed) != 0) return all_ones;
+  Result<uint64_t> value =
+      vm_->OnVcpu([&](uint32_t v) { return vm_->io_->Read(v, bar_address(bar) + offset, size); });
+  if (!value.ok()) {
+    Failed(value.status());
+    return all_ones;
+  }
+  return *value;
+}
+
+void LocalTrapBus::Write(Bar bar, uint64_t offset, Width width, uint64_t value) {
+  const uint32_t size = static_cast<uint32_t>(width);
+  if (!Fits(bar, offset, size) || failed_.load(std::memory_order_relaxed) != 0) return;
+  Status s = vm_->OnVcpu(
+      [&](uint32_t v) { return vm_->io_->Write(v, bar_address(bar) + offset, size, value); });
+  if (!s.ok()) Failed(s);
+}
+
+Status LocalTrapBus::RepTransfer(uint32_t vcpu, bool read, uint64_t gpa, uint64_t length) {
+  // Whole 8-byte elements where the BAR offset allows, single bytes for a ragged head and tail: one
+  // trap per piece, each at most a page.
+  const uint64_t bounce = vm_->vcpus_[vcpu]->bounce_gpa;
+  uint64_t done = 0;
+  while (done < length) {
+    const uint64_t at = gpa + done;
+    uint32_t element = 8;
+    uint64_t bytes = (length - done) & ~uint64_t{7};
+    if (at % 8 != 0 || bytes == 0) {
+      element = 1;
+      bytes = std::min<uint64_t>(length - done, at % 8 != 0 ? 8 - at % 8 : length - done);
+    }
+    hv::IoRequest r;
+    r.vcpu = vcpu;
+    r.space = hv::IoSpace::kMmio;
+    r.dir = read ? hv::IoDirection::kRead : hv::IoDirection::kWrite;
+    r.addr = at;
+    r.size = element;
+    r.count = static_cast<uint32_t>(bytes / element);
+    r.data_is_ptr = true;
+    r.data = bounce + done;
+    Result<uint64_t> result = vm_->io_->Submit(r);
+    if (!result.ok()) return result.status();
+    done += bytes;
+  }
+  return Status::Ok();
+}
+
+Status LocalTrapBus::ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) {
+  if (bar == Bar::k0) return Status::InvalidArgument("block transfers go through BAR1 or BAR3");
+  if (!Fits(bar, offset, length)) return Status::OutOfRange("block transfer past the BAR's end");
+  auto* out = static_cast<uint8_t*>(dst);
+  for (uint64_t done = 0; done < length;) {
+    const uint64_t chunk = std::min<uint64_t>(kPage, length - done);
+    if (failed_.load(std::memory_order_relaxed) != 0) {
+      std::memset(out + done, 0xff, length - done);
+      return Status::Ok();
+    }
+    Status s = vm_->OnVcpu([&](uint32_t v) -> Status {
+      GPUVM_RETURN_IF_ERROR(RepTransfer(v, true, bar_address(bar) + offset + done, chunk));
+      std::memcpy(out + done, vm_->ram_.data() + vm_->vcpus_[v]->bounce_gpa, chunk);
+      return Status::Ok();
+    });
+    if (!s.ok()) {
+      Failed(s);
+      continue;  // the rest reads all-ones
+    }
+    done += chunk;
+  }
+  return Status::Ok();
+}
+
+Status LocalTrapBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) {
+  if (bar == Bar::k0) return Status::InvalidArgument("block transfers go through BAR1 or BAR3");
+  if (!Fits(bar, offset, length)) return Status::OutOfRange("block transfer past the BAR's end");
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (uint64_t done = 0; done < length;) {
+    if (failed_.load(std::memory_order_relaxed) != 0) return Status::Ok();  // dropped
+    const uint64_t chunk = std::min<uint64_t>(kPage, length - done);
+    Status s = vm_->OnVcpu([&](uint32_t v) -> Status {
+      std::memcpy(vm_->ram_.data() + vm_->vcpus_[v]->bounce_gpa, in + done, chunk);
+      return RepTransfer(v, false, bar_address(bar) + offset + done, chunk);
+    });
+    if (!s.ok()) Failed(s);
+    done += chunk;
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DmaMapping>> LocalTrapBus::MapDma(void* host, uint64_t length) {
+  return vm_->MapDma(host, length);
+}
+
+Status LocalTrapBus::SetInterruptHandler(std::function<void(bool asserted)> handler) {
+  interrupts_installed_ = static_cast<bool>(handler);
+  return vm_->SetInterruptHandler(std::move(handler));
+}
+
+}  // namespace gpuvm::guest

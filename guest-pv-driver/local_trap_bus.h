@@ -1,0 +1,179 @@
+// A Bus that traps: how the guest driver reaches its GPU from inside a local VM (the local
+// hypervisor backend, hypervisor/local, where a VM is a process). It is the local equivalent of a
+// guest mapping /sys/bus/pci/devices/.../resource0: every BAR access becomes an ioreq in Xen's
+// layout that gpuvm-dm decodes and forwards to gpuvm-aggregator (docs/AGGREGATOR.md).
+//
+//   Read/Write          one trapped access (LocalGuestIo) at the BAR's guest-physical address
+//   ReadBlock/WriteBlock rep movs through a bounce page of guest RAM: one trap per <= 4 KiB piece
+//                       (Xen issues rep MMIO a page at a time), which the device model splits into
+//                       elements for the aggregator
+//   MapDma              the pages become guest RAM: their contents move into frames of the VM's
+//                       RAM memfd, which are then mapped over the same virtual addresses, and the
+//                       bus addresses are those frames' guest-physical addresses — what SYSRAM PTEs
+//                       must hold, and what the aggregator's GPU reaches in the owner's RAM
+//   SetInterruptHandler INTA of the device, from the local backend's interrupt eventfd and
+//                       control page
+//
+// The VM side (LocalVmGuest) is one per process: the domain's descriptors, the guest's view of its
+// RAM and a frame allocator for it, the vCPUs (each access takes a free vCPU, so threads of the
+// driver trap in parallel up to the VM's vCPU count), the DMA page registry, the interrupt thread.
+// Programs started by gpuvm-vm find their VM through $GPUVM_LOCAL_VM_FD (FromEnvironment).
+//
+// Firmware: LocalTrapBus::Create enumerates the function like a PC's firmware and OS would: checks
+// the identity, sizes the BARs, assigns addresses to unassigned ones (BAR0 below 4 GiB, BAR1/BAR3
+// above 64 GiB: our choice), and enables memory decoding and bus mastering.
+//
+// A device model that stops answering: the access that times out, and every later one, reads
+// all-ones and drops writes (a PCI master abort), with one line on stderr; the bus is dead from
+// then on.
+//
+// Limits: MapDma moves the bytes of memory that may be in use by other threads of the process; a
+// write by another thread between the copy and the remap is lost (registering memory another thread
+// is writing is a race in CUDA too). Memory must stay mapped until its DmaMapping is destroyed.
+//
+// Threading: every Bus method is thread-safe (bus.h); the interrupt handler runs on the VM's
+// interrupt thread.
+#ifndef GPUVM_GUEST_PV_DRIVER_LOCAL_TRAP_BUS_H_
+#define GPUVM_GUEST_PV_DRIVER_LOCAL_TRAP_BUS_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "guest-pv-driver/bus.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/guest_io.h"
+#include "hypervisor/local/os.h"
+
+namespace gpuvm::guest {
+
+// The environment variable gpuvm-vm sets: an inherited unix socket carrying the domain.
+inline constexpr const char* kLocalVmFdVariable = "GPUVM_LOCAL_VM_FD";
+
+struct LocalVmGuestOptions {
+  // How long one access waits for the device model (LocalGuestIo's timeout).
+  std::chrono::milliseconds timeout = std::chrono::seconds(10);
+  // (our choice) Guest RAM below this is never handed out for DMA, like a PC's first MiB, so a
+  // zero bus address in a page-table entry is always a bug.
+  uint64_t reserved_low_bytes = 1ull << 20;
+};
+
+class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
+ public:
+  static Result<std::shared_ptr<LocalVmGuest>> Create(
+      std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options = {});
+  // The process's VM from $GPUVM_LOCAL_VM_FD: received on first use, the same object afterwards.
+  // FailedPrecondition when the variable is not set (not inside gpuvm-vm).
+  static Result<std::shared_ptr<LocalVmGuest>> FromEnvironment();
+  ~LocalVmGuest();
+
+  const hv::local::LocalDomain& domain() const { return *domain_; }
+  uint32_t vcpu_count() const { return io_->vcpu_count(); }
+  // Guest RAM as the guest sees it (guest-physical 0 at data()).
+  std::span<uint8_t> ram() const { return ram_.bytes(); }
+  // Frames not handed out (for tests and diagnostics).
+  uint64_t free_frames() const;
+
+ private:
+  friend class LocalTrapBus;
+  class DmaPages;
+  LocalVmGuest() = default;
+
+  // Runs `f(vcpu)` on a vCPU no other thread is using.
+  template <typename F>
+  auto OnVcpu(F f);
+  // Frames of guest RAM (may be non-contiguous).
+  Result<std::vector<uint64_t>> AllocateFrames(uint64_t count);
+  void FreeFrames(const std::vector<uint64_t>& frames);
+  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
+  void UnmapDma(uintptr_t first_page, uint64_t pages);
+  void UnmapDmaLocked(uintptr_t first_page, uint64_t pages);  // dma_mu_ held
+  Status SetInterruptHandler(std::function<void(bool)> handler);
+  void InterruptLoop();
+
+  LocalVmGuestOptions options_;
+  std::shared_ptr<const hv::local::LocalDomain> domain_;
+  std::unique_ptr<hv::local::LocalGuestIo> io_;
+  hv::local::SharedMapping ram_;
+
+  struct Vcpu {
+    std::mutex mu;
+    uint64_t bounce_gpa = 0;  // one page of guest RAM for rep transfers
+  };
+  std::vector<std::unique_ptr<Vcpu>> vcpus_;
+
+  mutable std::mutex frames_mu_;
+  std::map<uint64_t, uint64_t> free_frames_;  // first frame -> count
+
+  std::mutex dma_mu_;
+  struct DmaPage {
+    uint64_t frame = 0;
+    uint64_t refs = 0;
+  };
+  std::map<uintptr_t, DmaPage> dma_pages_;  // by host page address
+
+  std::mutex irq_mu_;  // held while the handler runs and while it changes
+  std::function<void(bool)> irq_handler_;
+  std::thread irq_thread_;
+  hv::local::UniqueFd irq_stop_;
+};
+
+struct LocalTrapBusOptions {
+  hv::Sbdf sbdf{0, 0, 5, 0};  // where gpuvm-dm puts the GPU (qemu-device/virtual_gpu.h)
+  // Addresses for BARs the firmware has not assigned yet (our choice: clear of RAM and of each
+  // other).
+  uint64_t bar0_address = 0xf0000000ull;
+  uint64_t bar1_address = 0x1000000000ull;
+  uint64_t bar3_address = 0x1800000000ull;
+};
+
+class LocalTrapBus final : public Bus {
+ public:
+  // Enumerates the device (see the file comment). NotFound when no device model claims the
+  // function; FailedPrecondition when it is not an NVIDIA GPU.
+  static Result<std::unique_ptr<LocalTrapBus>> Create(std::shared_ptr<LocalVmGuest> vm,
+                                                      const LocalTrapBusOptions& options = {});
+  // The process's VM (FromEnvironment) and its GPU.
+  static Result<std::unique_ptr<LocalTrapBus>> FromEnvironment();
+  ~LocalTrapBus() override;
+
+  const gpu::PciIdentity& pci() const override { return pci_; }
+  uint64_t Read(Bar bar, uint64_t offset, Width width) override;
+  void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override;
+  Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;
+  Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override;
+  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override;
+  Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;
+
+  // Guest-physical address of each BAR.
+  uint64_t bar_address(Bar bar) const;
+  // Accesses that failed (the device model gone); non-zero means the bus is dead.
+  uint64_t failed_accesses() const { return failed_.load(std::memory_order_relaxed); }
+
+ private:
+  LocalTrapBus(std::shared_ptr<LocalVmGuest> vm, const LocalTrapBusOptions& options)
+      : vm_(std::move(vm)), options_(options) {}
+  Status Enumerate();
+  bool Fits(Bar bar, uint64_t offset, uint64_t length) const;
+  void Failed(const Status& why);
+  // One rep transfer of `length` <= 4096 bytes through the vCPU's bounce page.
+  Status RepTransfer(uint32_t vcpu, bool read, uint64_t gpa, uint64_t length);
+
+  std::shared_ptr<LocalVmGuest> vm_;
+  LocalTrapBusOptions options_;
+  gpu::PciIdentity pci_;
+  uint64_t bar0_ = 0, bar1_ = 0, bar3_ = 0;
+  std::atomic<uint64_t> failed_{0};
+  bool interrupts_installed_ = false;
+};
+
+}  // namespace gpuvm::guest
+
+#endif  // GPUVM_GUEST_PV_DRIVER_LOCAL_TRAP_BUS_H_
