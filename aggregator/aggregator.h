@@ -1,0 +1,101 @@
+// The aggregator's core, independent of any transport: the physical GPU, one control block per VM
+// with its virtual GPU, and the admission policy. Sessions (session.h) call it for what their
+// device models ask; the server (server.h) owns sockets and threads.
+//
+// Policy today (pt only):
+//  - a pt VM owns the whole GPU: it is admitted only when no other VM exists, and while it runs
+//    every other VM is refused ("a second pt VM is refused"), with who owns the GPU in the message;
+//  - fv and pv are the next issue: refused with Unimplemented;
+//  - a GPU that cannot reach guest memory (a real card without an IOMMU mapping of guest RAM) takes
+//    no pt VM unless AggregatorOptions::allow_pt_without_dma (then the guest must not use SYSRAM);
+//  - at most max_vms control blocks; the same (backend, domain) only once;
+//  - removing a VM detaches its virtual GPU (pt: the GPU is reset). If a reset fails, the GPU is in
+//    an unknown state: health() turns non-OK and no VM is admitted again.
+//
+// Threading: one owner thread calls everything; interrupt_fd() becomes readable from device threads.
+#ifndef GPUVM_AGGREGATOR_AGGREGATOR_H_
+#define GPUVM_AGGREGATOR_AGGREGATOR_H_
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aggregator/guest_ram.h"
+#include "aggregator/physical_gpu.h"
+#include "aggregator/virtual_gpu.h"
+#include "hypervisor/local/os.h"
+#include "qemu-device/ipc/protocol.h"
+
+namespace gpuvm::aggregator {
+
+using VmId = uint32_t;
+
+struct VmCounters {
+  std::array<uint64_t, 3> reads{};   // per BAR: 0, 1, 3
+  std::array<uint64_t, 3> writes{};
+  uint64_t refused = 0;     // accesses answered with an error (never reached the GPU)
+  uint64_t interrupts = 0;  // INTERRUPT level changes sent
+};
+
+// Everything the aggregator keeps about one VM.
+struct VmControlBlock {
+  VmId id = 0;
+  ipc::VmConfig config;
+  std::unique_ptr<GuestRam> ram;       // after GUEST_MEMORY
+  std::unique_ptr<VirtualGpu> vgpu;    // declared after ram: destroyed (detached) first
+  VmCounters counters;
+  std::chrono::steady_clock::time_point admitted;
+
+  // "VM 3 'name' (local domain 5, pt)".
+  std::string Describe() const;
+};
+
+struct AggregatorOptions {
+  size_t max_vms = 64;
+  bool allow_pt_without_dma = false;
+};
+
+class Aggregator {
+ public:
+  static Result<std::unique_ptr<Aggregator>> Create(std::unique_ptr<PhysicalGpu> gpu,
+                                                    const AggregatorOptions& options = {});
+  ~Aggregator();
+
+  // A new control block and virtual GPU for a VM, or the reason it is refused.
+  Result<VmControlBlock*> AdmitVm(const ipc::VmConfig& config);
+  // GUEST_MEMORY: maps the VM's RAM (checking the memfd or opening the Xen domain) and gives it to
+  // the virtual GPU. Once per VM.
+  Status AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory& memory,
+                           std::vector<hv::local::UniqueFd> fds);
+  // Detaches the VM's virtual GPU (pt: resets the GPU), then forgets the VM.
+  Status RemoveVm(VmId id);
+
+  VmControlBlock* Find(VmId id);
+  size_t vm_count() const { return vms_.size(); }
+  PhysicalGpu& gpu() { return *gpu_; }
+  // Not OK once a reset failed (the GPU's state is unknown); no VM is admitted after that.
+  const Status& health() const { return health_; }
+
+  // Readable (an eventfd, never drained by us) when the GPU's interrupt line may have changed:
+  // register it edge-triggered and then look at each VM's virtual GPU.
+  int interrupt_fd() const { return interrupt_fd_.get(); }
+
+ private:
+  Aggregator(std::unique_ptr<PhysicalGpu> gpu, const AggregatorOptions& options)
+      : gpu_(std::move(gpu)), options_(options) {}
+
+  std::unique_ptr<PhysicalGpu> gpu_;
+  const AggregatorOptions options_;
+  hv::local::UniqueFd interrupt_fd_;
+  std::map<VmId, std::unique_ptr<VmControlBlock>> vms_;
+  VmId next_id_ = 1;
+  Status health_;
+};
+
+}  // namespace gpuvm::aggregator
+
+#endif  // GPUVM_AGGREGATOR_AGGREGATOR_H_

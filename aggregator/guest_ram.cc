@@ -1,0 +1,34 @@
+#include "aggregator/guest_ram.h"
+
+#include "hypervisor/xen/xen_backend.h"
+
+namespace gpuvm::aggregator {
+
+Result<std::unique_ptr<GuestRam>> GuestRam::FromLocalMemfd(hv::local::UniqueFd memfd,
+                                                           uint64_t bytes) {
+  if (bytes == 0 || bytes % hv::kPageSize != 0) {
+    return Status::InvalidArgument("guest RAM must be a whole number of pages");
+  }
+  GPUVM_RETURN_IF_ERROR(hv::local::CheckSealedMemfd(memfd.get(), bytes).WithContext("guest RAM"));
+  std::unique_ptr<GuestRam> ram(new GuestRam());
+  GPUVM_ASSIGN_OR_RETURN(ram->local_, hv::local::SharedMapping::Map(memfd.get(), 0, bytes, true));
+  ram->bytes_ = ram->local_.bytes();
+  return ram;  // the mapping keeps the memory; the descriptor can go
+}
+
+Result<std::unique_ptr<GuestRam>> GuestRam::FromXenDomain(hv::DomainId domid, uint64_t bytes) {
+  if (bytes == 0 || bytes % hv::kPageSize != 0) {
+    return Status::InvalidArgument("guest RAM must be a whole number of pages");
+  }
+  std::unique_ptr<GuestRam> ram(new GuestRam());
+  GPUVM_ASSIGN_OR_RETURN(ram->xen_memory_, hv::xen::OpenGuestMemory(domid));
+  if ((ram->xen_memory_->frame_count() << hv::kPageShift) < bytes) {
+    return Status::OutOfRange("domain " + std::to_string(domid) + " has less RAM than announced");
+  }
+  GPUVM_ASSIGN_OR_RETURN(ram->xen_mapping_,
+                         ram->xen_memory_->Map(0, bytes >> hv::kPageShift, hv::Access::kReadWrite));
+  ram->bytes_ = ram->xen_mapping_->bytes();
+  return ram;
+}
+
+}  // namespace gpuvm::aggregator

@@ -1,0 +1,48 @@
+// The physical GPU's window onto guest memory: the gpu::HostMemory the software GPU translates its
+// SYSRAM accesses through (page-table entries with a SYSRAM target, SYSRAM page directories,
+// semaphores, pushbuffers in guest RAM). In pt mode the guest driver writes guest-physical
+// addresses into SYSRAM PTEs, untranslated, so a bus address here IS a guest-physical address of
+// the VM that owns the GPU; anything outside that VM's RAM is refused (the device sees nullptr and
+// faults), like an IOMMU that maps exactly the owner's memory. With no owner attached, every SYSRAM
+// access faults.
+//
+// Lifetime rule (gpu::HostMemory): the device caches the pointers we return. Detach() may only be
+// called once the device can no longer use them — after the device was reset (PhysicalGpu::Reset),
+// which drops every cached translation — and the RAM must stay mapped until then.
+//
+// Threading: Translate is called concurrently from device threads; Attach/Detach from the
+// aggregator's thread. All thread-safe.
+#ifndef GPUVM_AGGREGATOR_GUEST_RAM_WINDOW_H_
+#define GPUVM_AGGREGATOR_GUEST_RAM_WINDOW_H_
+
+#include <atomic>
+#include <cstdint>
+#include <shared_mutex>
+#include <span>
+
+#include "gpu/device.h"
+
+namespace gpuvm::aggregator {
+
+class GuestRamWindow final : public gpu::HostMemory {
+ public:
+  // From now on bus addresses [0, ram.size()) reach `ram`.
+  void Attach(std::span<uint8_t> ram);
+  // Nothing is reachable any more (see the lifetime rule above).
+  void Detach();
+  bool attached() const;
+
+  uint8_t* Translate(uint64_t bus_address, uint64_t length) override;
+
+  // SYSRAM accesses refused since creation (outside the owner's RAM, or no owner).
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::span<uint8_t> ram_;  // guarded by mu_
+  std::atomic<uint64_t> refused_{0};
+};
+
+}  // namespace gpuvm::aggregator
+
+#endif  // GPUVM_AGGREGATOR_GUEST_RAM_WINDOW_H_

@@ -1,0 +1,133 @@
+// gpuvm-aggregator: the one process that owns the physical GPU (docs/AGGREGATOR.md).
+//
+//   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N] [--compute-workers N]
+//                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--quiet]
+//
+// Device models (gpuvm-dm, one per VM) connect to PATH ($GPUVM_AGGREGATOR, else
+// @gpuvm-aggregator-<uid>). It serves until SIGINT/SIGTERM, then ends every session (TEARDOWN) and
+// resets the GPU.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "aggregator/aggregator.h"
+#include "aggregator/gpu_spec.h"
+#include "aggregator/server.h"
+#include "qemu-device/ipc/channel.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+AggregatorServer* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server != nullptr) g_server->Stop();  // an eventfd write: async-signal-safe
+}
+
+struct Options {
+  GpuSpec gpu;
+  SimGpuOptions sim;
+  AggregatorOptions aggregator;
+  ServerOptions server;
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
+               "                        [--compute-workers N] [--handshake-timeout-ms N]\n"
+               "                        [--allow-pt-without-dma] [--quiet]\n");
+}
+
+Result<uint64_t> Number(const std::string& flag, const std::string& value, uint64_t min,
+                        uint64_t max) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v < min || v > max) {
+    return Status::InvalidArgument(flag + " wants a number from " + std::to_string(min) + " to " +
+                                   std::to_string(max) + ", not '" + value + "'");
+  }
+  return static_cast<uint64_t>(v);
+}
+
+Result<Options> ParseArgs(int argc, char** argv) {
+  Options o;
+  o.server.path = ipc::DefaultAggregatorSocketPath();
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--allow-pt-without-dma") {
+      o.aggregator.allow_pt_without_dma = true;
+      continue;
+    }
+    if (flag == "--quiet") {
+      o.server.log = nullptr;
+      continue;
+    }
+    if (flag == "--help" || flag == "-h") return Status::InvalidArgument("help");
+    if (i + 1 >= argc) return Status::InvalidArgument("missing value for " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--gpu") {
+      GPUVM_ASSIGN_OR_RETURN(o.gpu, ParseGpuSpec(value));
+    } else if (flag == "--socket") {
+      if (value.empty()) return Status::InvalidArgument("--socket wants a path");
+      o.server.path = value;
+    } else if (flag == "--vram-mib") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 64, 64 << 10));
+      o.sim.vram_bytes = mib << 20;
+    } else if (flag == "--compute-workers") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 0, 256));
+      o.sim.compute_workers = static_cast<int>(n);
+    } else if (flag == "--handshake-timeout-ms") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t ms, Number(flag, value, 1, 3600 * 1000));
+      o.server.handshake_timeout = std::chrono::milliseconds(ms);
+    } else {
+      return Status::InvalidArgument("unknown flag " + flag);
+    }
+  }
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  Result<Options> options = ParseArgs(argc, argv);
+  if (!options.ok()) {
+    if (options.status().message() != "help") {
+      std::fprintf(stderr, "gpuvm-aggregator: %s\n", options.status().ToString().c_str());
+    }
+    Usage();
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  Result<std::unique_ptr<PhysicalGpu>> gpu = OpenPhysicalGpu(options->gpu, options->sim);
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "gpuvm-aggregator: cannot open the GPU: %s\n",
+                 gpu.status().ToString().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<Aggregator>> aggregator =
+      Aggregator::Create(std::move(*gpu), options->aggregator);
+  if (!aggregator.ok()) {
+    std::fprintf(stderr, "gpuvm-aggregator: %s\n", aggregator.status().ToString().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<AggregatorServer>> server =
+      AggregatorServer::Create(std::move(*aggregator), options->server);
+  if (!server.ok()) {
+    std::fprintf(stderr, "gpuvm-aggregator: cannot listen on %s: %s\n",
+                 options->server.path.c_str(), server.status().ToString().c_str());
+    return 1;
+  }
+  g_server = server->get();
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  const Status served = (*server)->Run();
+  g_server = nullptr;
+  if (!served.ok()) {
+    std::fprintf(stderr, "gpuvm-aggregator: %s\n", served.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpuvm::aggregator
+
+int main(int argc, char** argv) { return gpuvm::aggregator::Main(argc, argv); }

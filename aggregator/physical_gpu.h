@@ -1,0 +1,70 @@
+// The physical GPU the aggregator owns: the port between the aggregator and the hardware edge.
+// Backends: the software GF100 in this process (sim_gpu.h, `--gpu sim`, the default) and a real
+// GF100-class card through libpciaccess (pci_gpu.h, `--gpu pci:BDF`).
+//
+// Besides the gpu::Device, a PhysicalGpu owns the window through which the GPU reaches guest memory
+// (GuestRamWindow) and knows how to reset itself for the next owner. Reset is the security boundary
+// between consecutive owners: afterwards no channel of the previous owner runs, no translation of
+// its memory is cached, no interrupt of its is pending, and its VRAM contents cannot be read
+// (see each backend for how; docs/AGGREGATOR.md, "Reset policy").
+//
+// Threading: one owner thread (the aggregator's) calls device(), Reset() and
+// SetInterruptHandler(). device() stays valid until the next Reset(); the gpu::Device itself is
+// thread-safe. The interrupt handler runs on device threads (see gpu/device.h) and survives resets.
+#ifndef GPUVM_AGGREGATOR_PHYSICAL_GPU_H_
+#define GPUVM_AGGREGATOR_PHYSICAL_GPU_H_
+
+#include <cstdint>
+#include <string>
+
+#include "aggregator/guest_ram_window.h"
+#include "base/status.h"
+#include "gpu/device.h"
+
+namespace gpuvm::aggregator {
+
+class PhysicalGpu {
+ public:
+  virtual ~PhysicalGpu() = default;
+
+  // "sim (software GF100, 1024 MiB VRAM)", "pci 0000:01:00.0 (10de:06d8)".
+  virtual std::string Describe() const = 0;
+  virtual gpu::Device& device() = 0;
+  virtual uint64_t vram_bytes() const = 0;
+  // Whether the GPU's SYSRAM accesses reach guest RAM through host_window(). The software GPU: yes.
+  // A real card would need an IOMMU mapping of the guest's RAM at its guest-physical addresses
+  // (VFIO); not built, so no.
+  virtual bool reaches_guest_memory() const = 0;
+
+  // Back to a known state with nothing of the previous owner left (see above). The window is left
+  // as it is: the caller detaches the owner's RAM after the reset (then nothing can use it).
+  virtual Status Reset() = 0;
+  virtual uint64_t resets() const = 0;
+
+  // The GPU's interrupt line, kept across resets (installed on every new device instance).
+  virtual void SetInterruptHandler(gpu::InterruptHandler handler) = 0;
+
+  GuestRamWindow& host_window() { return window_; }
+
+ private:
+  GuestRamWindow window_;
+};
+
+// Helpers every backend can use, written against the port alone (so the software GPU tests them).
+
+// Stops every channel: CHAN_TABLE entries not runnable and invalid, an empty playlist, no poll area,
+// BAR1/BAR3 apertures unbound, interrupts disabled and acknowledged. What a driver's teardown does,
+// done for a driver that never got to.
+void QuiesceChannels(gpu::Device& device);
+
+// VRAM size as the FB partition registers report it (nouveau's gf100_ram_probe_fbp); 0 if the
+// registers make no sense.
+uint64_t ProbeVramBytes(gpu::Device& device);
+
+// Zeroes [0, bytes) of VRAM through the PRAMIN window, 1 MiB at a time, with 32-bit stores (what
+// works on every board). Slow on real hardware (minutes for gigabytes) but needs no channel.
+void ScrubVramThroughPramin(gpu::Device& device, uint64_t bytes);
+
+}  // namespace gpuvm::aggregator
+
+#endif  // GPUVM_AGGREGATOR_PHYSICAL_GPU_H_

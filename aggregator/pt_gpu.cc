@@ -1,0 +1,69 @@
+#include "aggregator/pt_gpu.h"
+
+namespace gpuvm::aggregator {
+
+Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
+                                                               const VmBars& bars) {
+  const gpu::PciIdentity& physical = gpu->device().pci();
+  for (gpu::Bar bar : {gpu::Bar::k0, gpu::Bar::k1, gpu::Bar::k3}) {
+    if (bars.size(bar) > physical.BarSize(bar)) {
+      return Status::InvalidArgument(
+          "pt: BAR" + std::to_string(static_cast<int>(bar)) + " of " +
+          std::to_string(bars.size(bar) >> 20) + " MiB is larger than the GPU's (" +
+          std::to_string(physical.BarSize(bar) >> 20) + " MiB)");
+    }
+  }
+  return std::unique_ptr<PassThroughGpu>(new PassThroughGpu(gpu, bars));
+}
+
+PassThroughGpu::~PassThroughGpu() {
+  if (!detached_) (void)Detach();
+}
+
+Status PassThroughGpu::Check(gpu::Bar bar, uint64_t offset, uint32_t size) const {
+  if (detached_) return Status::FailedPrecondition("the VM's virtual GPU is gone");
+  if (size != 1 && size != 2 && size != 4 && size != 8) {
+    return Status::InvalidArgument("MMIO size must be 1, 2, 4 or 8");
+  }
+  const uint64_t bar_size = bars_.size(bar);
+  if (offset >= bar_size || size > bar_size - offset) {
+    return Status::OutOfRange("access past the end of BAR" + std::to_string(static_cast<int>(bar)));
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> PassThroughGpu::Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t) {
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size));
+  return gpu_->device().Read(bar, offset, static_cast<gpu::Width>(size));
+}
+
+Status PassThroughGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
+                             uint32_t) {
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size));
+  gpu_->device().Write(bar, offset, static_cast<gpu::Width>(size), value);
+  return Status::Ok();
+}
+
+bool PassThroughGpu::interrupt_asserted() const {
+  return !detached_ && gpu_->device().interrupt_asserted();
+}
+
+Status PassThroughGpu::AttachGuestRam(const GuestRam& ram) {
+  if (detached_) return Status::FailedPrecondition("the VM's virtual GPU is gone");
+  // A GPU that cannot reach guest memory through the window (a real card without an IOMMU mapping)
+  // gets nothing: the Aggregator's admission policy has already decided whether such a pt VM may
+  // run at all.
+  if (gpu_->reaches_guest_memory()) gpu_->host_window().Attach(ram.bytes());
+  return Status::Ok();
+}
+
+Status PassThroughGpu::Detach() {
+  if (detached_) return Status::Ok();
+  detached_ = true;
+  // The reset first: until it is done the device may still hold pointers into the VM's RAM.
+  Status reset = gpu_->Reset();
+  gpu_->host_window().Detach();
+  return reset;
+}
+
+}  // namespace gpuvm::aggregator

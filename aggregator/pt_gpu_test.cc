@@ -1,0 +1,260 @@
+// The pass-through virtual GPU and the aggregator core: bounds checks on untrusted accesses,
+// admission (a second pt VM refused, fv refused, duplicates), guest memory checks, DMA into the
+// owner's RAM through the window — and nowhere else — and the reset when the VM goes.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "aggregator/aggregator.h"
+#include "aggregator/pt_gpu.h"
+#include "aggregator/sim_gpu.h"
+#include "gpu/hw/classes.h"
+#include "gpu/hw/pbus.h"
+#include "gpu/sim/testing/test_driver.h"
+#include "hypervisor/local/os.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+using hv::local::UniqueFd;
+
+SimGpuOptions SmallSim() {
+  SimGpuOptions o;
+  o.vram_bytes = 64ull << 20;
+  o.threaded = false;  // tests run the channels with RunUntilIdle
+  o.compute_engine = false;
+  return o;
+}
+
+ipc::VmConfig PtConfig(uint16_t domid = 1, uint64_t ram = 16ull << 20) {
+  ipc::VmConfig c;
+  c.domid = domid;
+  c.mode = ipc::VmMode::kPassThrough;
+  c.backend = ipc::Backend::kLocal;
+  c.vcpus = 2;
+  c.guest_ram_bytes = ram;
+  c.bar0_size = 16ull << 20;
+  c.bar1_size = 128ull << 20;
+  c.bar3_size = 64ull << 20;
+  c.name = "vm" + std::to_string(domid);
+  return c;
+}
+
+// A gpu::Device that goes through a virtual GPU, so the register-level test driver can drive a VM's
+// view of the GPU.
+class VgpuDevice final : public gpu::Device {
+ public:
+  VgpuDevice(VirtualGpu* vgpu, const gpu::PciIdentity& pci) : vgpu_(vgpu), pci_(pci) {}
+  const gpu::PciIdentity& pci() const override { return pci_; }
+  uint64_t Read(gpu::Bar bar, uint64_t offset, gpu::Width width) override {
+    auto v = vgpu_->Read(bar, offset, uint32_t(width), 0);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : 0;
+  }
+  void Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uint64_t value) override {
+    EXPECT_TRUE(vgpu_->Write(bar, offset, uint32_t(width), value, 0).ok());
+  }
+  Status ReadBlock(gpu::Bar, uint64_t, void*, uint64_t) override {
+    return Status::Unimplemented("no blocks through a VM");
+  }
+  Status WriteBlock(gpu::Bar, uint64_t, const void*, uint64_t) override {
+    return Status::Unimplemented("no blocks through a VM");
+  }
+  void SetInterruptHandler(gpu::InterruptHandler) override {}
+  bool interrupt_asserted() const override { return vgpu_->interrupt_asserted(); }
+  void SetAccessObserver(gpu::AccessObserver) override {}
+
+ private:
+  VirtualGpu* vgpu_;
+  gpu::PciIdentity pci_;
+};
+
+class AggregatorPtTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto gpu = SimGpu::Create(SmallSim());
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    sim_ = gpu->get();
+    auto aggregator = Aggregator::Create(std::move(*gpu));
+    ASSERT_TRUE(aggregator.ok()) << aggregator.status().ToString();
+    aggregator_ = std::move(*aggregator);
+  }
+  // A sealed RAM memfd of `bytes` plus our own mapping of it (the VM's view).
+  UniqueFd MakeRam(uint64_t bytes) {
+    auto fd = hv::local::CreateSealedMemfd("test-ram", bytes);
+    EXPECT_TRUE(fd.ok());
+    auto map = hv::local::SharedMapping::Map(fd->get(), 0, bytes, true);
+    EXPECT_TRUE(map.ok());
+    ram_view_ = std::move(*map);
+    return std::move(*fd);
+  }
+  std::vector<UniqueFd> One(UniqueFd fd) {
+    std::vector<UniqueFd> v;
+    v.push_back(std::move(fd));
+    return v;
+  }
+
+  SimGpu* sim_ = nullptr;
+  std::unique_ptr<Aggregator> aggregator_;
+  hv::local::SharedMapping ram_view_;
+};
+
+TEST_F(AggregatorPtTest, ForwardsAccessesUntranslated) {
+  auto vm = aggregator_->AdmitVm(PtConfig());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  VirtualGpu& v = *(*vm)->vgpu;
+  EXPECT_EQ(v.vram_bytes(), 64ull << 20);
+  ASSERT_TRUE(v.Write(gpu::Bar::k0, gf100::pbus::kPraminBase, 4, 0x42, 1).ok());
+  EXPECT_EQ(sim_->device().ReadReg(gf100::pbus::kPraminBase), 0x42u);
+  auto read = v.Read(gpu::Bar::k0, gf100::pbus::kPraminBase, 4, 0);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(*read, 0x42u);
+}
+
+TEST_F(AggregatorPtTest, RefusesAccessesOutsideTheVmsBars) {
+  ipc::VmConfig config = PtConfig();
+  config.bar1_size = 1ull << 20;  // the VM sees a smaller BAR1 than the GPU has
+  auto vm = aggregator_->AdmitVm(config);
+  ASSERT_TRUE(vm.ok());
+  VirtualGpu& v = *(*vm)->vgpu;
+  EXPECT_EQ(v.Read(gpu::Bar::k1, 1ull << 20, 4, 0).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(v.Read(gpu::Bar::k1, (1ull << 20) - 2, 4, 0).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(v.Write(gpu::Bar::k0, ~uint64_t{0} - 1, 4, 0, 0).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(v.Write(gpu::Bar::k0, 16ull << 20, 1, 0, 0).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(v.Read(gpu::Bar::k0, 0, 3, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(v.Read(gpu::Bar::k1, (1ull << 20) - 4, 4, 0).ok());
+}
+
+TEST_F(AggregatorPtTest, RefusesBarsLargerThanTheGpus) {
+  ipc::VmConfig config = PtConfig();
+  config.bar3_size = 1ull << 30;
+  auto vm = aggregator_->AdmitVm(config);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(aggregator_->vm_count(), 0u);
+}
+
+TEST_F(AggregatorPtTest, ASecondPtVmIsRefusedWithTheOwnerNamed) {
+  auto first = aggregator_->AdmitVm(PtConfig(1));
+  ASSERT_TRUE(first.ok());
+  auto second = aggregator_->AdmitVm(PtConfig(2));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("a second pt VM is refused"), std::string::npos);
+  EXPECT_NE(second.status().message().find("'vm1'"), std::string::npos);
+  ASSERT_TRUE(aggregator_->RemoveVm((*first)->id).ok());
+  EXPECT_TRUE(aggregator_->AdmitVm(PtConfig(2)).ok()) << "the GPU is free again";
+}
+
+TEST_F(AggregatorPtTest, FullVirtualizationIsNotBuiltYet) {
+  ipc::VmConfig config = PtConfig();
+  config.mode = ipc::VmMode::kFullVirtualization;
+  EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kUnimplemented);
+  config.mode = ipc::VmMode::kParaVirtualization;
+  EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST_F(AggregatorPtTest, GuestMemoryMustBeTheAnnouncedSealedMemfd) {
+  auto vm = aggregator_->AdmitVm(PtConfig(1, 1ull << 20));
+  ASSERT_TRUE(vm.ok());
+  VmControlBlock& cb = **vm;
+  // Another size than VM_CONFIG said.
+  EXPECT_EQ(aggregator_
+                ->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kLocalMemfd, 2ull << 20},
+                                    One(MakeRam(2ull << 20)))
+                .code(),
+            StatusCode::kInvalidArgument);
+  // Not sealed: could shrink under our mapping.
+  int raw = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  ASSERT_EQ(::ftruncate(raw, 1 << 20), 0);
+  EXPECT_FALSE(aggregator_
+                   ->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
+                                       One(UniqueFd(raw)))
+                   .ok());
+  // A Xen domain for a local VM.
+  EXPECT_EQ(aggregator_->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kXenDomain, 1ull << 20}, {})
+                .code(),
+            StatusCode::kInvalidArgument);
+  // The real thing, once.
+  ASSERT_TRUE(aggregator_
+                  ->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
+                                      One(MakeRam(1ull << 20)))
+                  .ok());
+  EXPECT_EQ(aggregator_
+                ->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
+                                    One(MakeRam(1ull << 20)))
+                .code(),
+            StatusCode::kAlreadyExists);
+}
+
+TEST_F(AggregatorPtTest, WindowReachesExactlyTheOwnersRam) {
+  GuestRamWindow& window = sim_->host_window();
+  EXPECT_EQ(window.Translate(0x1000, 8), nullptr) << "no owner: nothing reachable";
+  auto vm = aggregator_->AdmitVm(PtConfig(1, 1ull << 20));
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE(aggregator_
+                  ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
+                                      One(MakeRam(1ull << 20)))
+                  .ok());
+  uint8_t* p = window.Translate(0x1000, 8);
+  ASSERT_NE(p, nullptr);
+  std::memcpy(p, "gpuvm-pt", 8);
+  EXPECT_EQ(std::memcmp(ram_view_.data() + 0x1000, "gpuvm-pt", 8), 0) << "not the guest's RAM";
+  EXPECT_EQ(window.Translate((1ull << 20) - 4, 8), nullptr);
+  EXPECT_EQ(window.Translate(1ull << 20, 1), nullptr);
+  EXPECT_EQ(window.Translate(~uint64_t{0} - 2, 8), nullptr);
+  ASSERT_TRUE(aggregator_->RemoveVm((*vm)->id).ok());
+  EXPECT_EQ(window.Translate(0x1000, 8), nullptr) << "the window outlived its VM";
+  EXPECT_EQ(sim_->resets(), 1u);
+}
+
+// The whole pt chain below the IPC: a register-level driver programs the GPU through the VM's
+// virtual GPU, maps a page of guest RAM by its guest-physical address (SYSRAM PTE), and a channel
+// releases a semaphore into it — the GPU's DMA lands in the VM's RAM. Then the VM goes: the GPU is
+// reset and the next VM finds VRAM empty.
+TEST_F(AggregatorPtTest, DmaLandsInGuestRamAndTheNextVmFindsNothing) {
+  constexpr uint64_t kRam = 4ull << 20;
+  constexpr uint64_t kGuestPage = 0x123000;  // a guest-physical address
+  auto vm = aggregator_->AdmitVm(PtConfig(1, kRam));
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE(aggregator_
+                  ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam},
+                                      One(MakeRam(kRam)))
+                  .ok());
+  uint64_t secret_vram = 0;
+  {
+    VgpuDevice through_vm((*vm)->vgpu.get(), sim_->device().pci());
+    sim::testing::TestDriver driver(&through_vm, 64ull << 20);
+    sim::testing::Vm* space = driver.CreateVm();
+    sim::testing::Channel* ch = driver.CreateChannel(1, space);
+    const uint64_t va = space->AllocVa(0x1000);
+    space->Map(va, kGuestPage, 0x1000, {gf100::vm::Target::kSysramSnooped});
+    space->Flush();
+    ch->Inc(0, gf100::host::kSemaphoreA,
+            {uint32_t(va >> 32), uint32_t(va), 0xc0ffee,
+             gf100::host::kSemOpRelease | gf100::host::kSemReleaseSize4});
+    ch->Submit();
+    sim_->sim_device()->RunUntilIdle();
+    uint32_t got = 0;
+    std::memcpy(&got, ram_view_.data() + kGuestPage, 4);
+    EXPECT_EQ(got, 0xc0ffeeu) << "the semaphore did not reach guest RAM";
+    secret_vram = driver.AllocVram(0x1000);
+    driver.Write32(secret_vram, 0x5ec2e7);
+    ASSERT_EQ(driver.Read32(secret_vram), 0x5ec2e7u);
+  }
+  ASSERT_TRUE(aggregator_->RemoveVm((*vm)->id).ok());
+
+  auto next = aggregator_->AdmitVm(PtConfig(2, kRam));
+  ASSERT_TRUE(next.ok());
+  VgpuDevice through_next((*next)->vgpu.get(), sim_->device().pci());
+  sim::testing::TestDriver snoop(&through_next, 64ull << 20, 0x10000, /*zero_fill=*/false);
+  EXPECT_EQ(snoop.Read32(secret_vram), 0u) << "the next VM reads the previous one's VRAM";
+  EXPECT_EQ(through_next.ReadReg(gf100::pbus::kBar1Inst), 0u);
+}
+
+}  // namespace
+}  // namespace gpuvm::aggregator

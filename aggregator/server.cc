@@ -1,0 +1,277 @@
+#include "aggregator/server.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <vector>
+
+#include "qemu-device/ipc/channel.h"
+#include "qemu-device/ipc/codec.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+// epoll tags: connection id << 2 | kind. Id 0 is the server's own descriptors.
+enum Kind : uint64_t { kSocket = 0, kLane = 1 };
+enum ServerFd : uint64_t { kListen = 0, kStop = 1, kInterrupt = 2 };
+uint64_t Tag(uint64_t id, uint64_t kind) { return id << 2 | kind; }
+
+}  // namespace
+
+struct AggregatorServer::Connection {
+  Connection(uint64_t id, hv::local::UniqueFd socket, Aggregator* aggregator)
+      : id(id),
+        channel(std::move(socket)),
+        session(std::make_unique<Session>(aggregator, "connection " + std::to_string(id))),
+        accepted(std::chrono::steady_clock::now()) {}
+
+  const uint64_t id;
+  ipc::Channel channel;
+  std::unique_ptr<Session> session;
+  const std::chrono::steady_clock::time_point accepted;
+  bool dropped = false;
+};
+
+AggregatorServer::AggregatorServer(std::unique_ptr<Aggregator> aggregator,
+                                   const ServerOptions& options)
+    : aggregator_(std::move(aggregator)), options_(options) {}
+
+Result<std::unique_ptr<AggregatorServer>> AggregatorServer::Create(
+    std::unique_ptr<Aggregator> aggregator, const ServerOptions& options) {
+  if (aggregator == nullptr) return Status::InvalidArgument("no aggregator");
+  std::unique_ptr<AggregatorServer> s(new AggregatorServer(std::move(aggregator), options));
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, hv::local::ListenSeqpacket(options.path));
+  GPUVM_ASSIGN_OR_RETURN(s->stop_, hv::local::CreateEventFd());
+  s->epoll_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
+  const std::pair<int, uint64_t> fds[] = {{s->listen_.get(), EPOLLIN},
+                                          {s->stop_.get(), EPOLLIN},
+                                          {s->aggregator_->interrupt_fd(), EPOLLIN | EPOLLET}};
+  for (uint64_t i = 0; i < 3; ++i) {
+    epoll_event ev{};
+    ev.events = static_cast<uint32_t>(fds[i].second);
+    ev.data.u64 = Tag(0, i);
+    if (::epoll_ctl(s->epoll_.get(), EPOLL_CTL_ADD, fds[i].first, &ev) != 0) {
+      return Status::FromErrno(errno, "epoll_ctl");
+    }
+  }
+  return s;
+}
+
+AggregatorServer::~AggregatorServer() {
+  Stop();
+  if (thread_.joinable()) thread_.join();
+  connections_.clear();  // sessions close: VMs removed before the aggregator goes
+}
+
+Status AggregatorServer::Start() {
+  thread_ = std::thread([this] {
+    Status s = Run();
+    if (!s.ok()) Log("server stopped: %s", s.ToString().c_str());
+  });
+  return Status::Ok();
+}
+
+void AggregatorServer::Stop() {
+  if (stop_.valid()) (void)hv::local::SignalEventFd(stop_.get());
+}
+
+void AggregatorServer::Log(const char* format, ...) {
+  if (options_.log == nullptr) return;
+  char line[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof(line), format, args);
+  va_end(args);
+  std::fprintf(options_.log, "gpuvm-aggregator: %s\n", line);
+  std::fflush(options_.log);
+}
+
+Status AggregatorServer::Run() {
+  Log("serving %s on %s", aggregator_->gpu().Describe().c_str(), options_.path.c_str());
+  for (;;) {
+    bool handshaking = false;
+    for (const auto& [id, c] : connections_) {
+      handshaking |= c->session->state() != Session::State::kActive;
+    }
+    epoll_event events[32];
+    const int n = ::epoll_wait(epoll_.get(), events, 32, handshaking ? 250 : -1);
+    if (n < 0 && errno != EINTR) return Status::FromErrno(errno, "epoll_wait");
+    bool stopping = false;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      const uint64_t id = tag >> 2;
+      if (id == 0) {
+        switch (tag & 3) {
+          case kListen:
+            Accept();
+            break;
+          case kStop:
+            stopping = true;
+            break;
+          case kInterrupt:
+            ForwardInterrupts();
+            break;
+        }
+        continue;
+      }
+      auto it = connections_.find(id);
+      if (it == connections_.end() || it->second->dropped) continue;  // closed in this batch
+      if ((tag & 3) == kLane) {
+        ServeLane(*it->second);
+      } else {
+        ServeSocket(*it->second);
+      }
+    }
+    ExpireHandshakes();
+    ReapClosed();
+    if (stopping) break;
+  }
+  for (auto& [id, c] : connections_) {
+    if (c->session->state() == Session::State::kActive) {
+      Send(*c, c->session->Teardown(ipc::TeardownReason::kAggregatorExit));
+    }
+    Drop(*c, "the aggregator is exiting");
+  }
+  ReapClosed();
+  return Status::Ok();
+}
+
+void AggregatorServer::Accept() {
+  hv::local::UniqueFd socket(::accept4(listen_.get(), nullptr, nullptr,
+                                       SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!socket.valid()) return;  // the peer gave up already, or out of descriptors: try later
+  if (connections_.size() >= options_.max_connections) {
+    Log("refusing a connection: %zu already open", connections_.size());
+    return;  // closing it is the answer
+  }
+  const uint64_t id = next_connection_++;
+  auto c = std::make_unique<Connection>(id, std::move(socket), aggregator_.get());
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = Tag(id, kSocket);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->channel.fd(), &ev) != 0) return;
+  ++accepted_;
+  connections_[id] = std::move(c);
+}
+
+void AggregatorServer::Send(Connection& c, const ipc::Message& message) {
+  if (c.dropped) return;
+  // Non-blocking: a device model that stops reading its socket must not stall everyone else.
+  Status sent = c.channel.Send(message);
+  if (!sent.ok()) Drop(c, "cannot send to the device model: " + sent.ToString());
+}
+
+void AggregatorServer::ServeSocket(Connection& c) {
+  for (int i = 0; i < options_.burst && !c.dropped; ++i) {
+    Result<ipc::Channel::Received> received = c.channel.Receive(0);
+    if (!received.ok()) {
+      const Status& s = received.status();
+      if (s.code() == StatusCode::kDeadlineExceeded) return;  // nothing more queued
+      if (s.code() == StatusCode::kDataLoss) {
+        // A malformed packet: say why (fatal), then hang up.
+        (void)c.channel.Send(ipc::Message{0, ipc::Error{StatusCode::kDataLoss, "malformed packet"}});
+        Drop(c, "malformed packet: " + s.message());
+      } else {
+        Drop(c, "device model disconnected");
+      }
+      return;
+    }
+    Session::Output out =
+        c.session->OnMessage(received->message, std::move(received->fds));
+    for (const ipc::Message& m : out.send) Send(c, m);
+    if (out.lane_opened && !c.dropped) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLET;
+      ev.data.u64 = Tag(c.id, kLane);
+      const int doorbell = c.session->lane()->doorbell(ipc::FastLane::Side::kAggregator);
+      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, doorbell, &ev) != 0) {
+        Drop(c, "cannot watch the fast lane");
+        return;
+      }
+      ServeLane(c);  // anything rung before we watched
+    }
+    if (out.close) {
+      Drop(c, c.session->close_reason());
+      return;
+    }
+  }
+}
+
+void AggregatorServer::ServeLane(Connection& c) {
+  ipc::FastLane* lane = c.session->lane();
+  while (!c.dropped && lane != nullptr) {
+    Result<std::optional<ipc::Message>> m = lane->TryReceive(ipc::FastLane::Side::kAggregator);
+    if (!m.ok()) {
+      Drop(c, "fast lane: " + m.status().ToString());
+      return;
+    }
+    if (!m->has_value()) return;
+    Result<ipc::Message> reply = c.session->OnLaneMessage(**m);
+    if (!reply.ok()) {
+      (void)c.channel.Send(ipc::Message{0, ipc::Error{reply.status().code(),
+                                                       reply.status().message().substr(0, 200)}});
+      Drop(c, "fast lane: " + reply.status().ToString());
+      return;
+    }
+    Status sent = lane->Send(ipc::FastLane::Side::kAggregator, *reply);
+    if (!sent.ok()) {
+      Drop(c, "fast lane: " + sent.ToString());
+      return;
+    }
+  }
+}
+
+void AggregatorServer::ForwardInterrupts() {
+  for (auto& [id, c] : connections_) {
+    if (c->dropped) continue;
+    if (std::optional<ipc::Message> m = c->session->InterruptUpdate()) Send(*c, *m);
+  }
+}
+
+void AggregatorServer::Drop(Connection& c, const std::string& why) {
+  if (c.dropped) return;
+  c.dropped = true;
+  c.session->Close(why);  // no-op when the session closed itself; removes the VM otherwise
+  const Session::Summary& summary = c.session->summary();
+  if (!summary.had_vm) {
+    Log("%s: closed before a VM was admitted (%s)", c.session->peer().c_str(),
+        c.session->close_reason().c_str());
+    return;
+  }
+  const VmCounters& k = summary.counters;
+  const Status& reset = c.session->teardown_status();
+  Log("%s: session ended (%s); BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu, refused "
+      "%llu, interrupt changes %llu; %s",
+      summary.vm.c_str(), c.session->close_reason().c_str(), (unsigned long long)k.reads[0],
+      (unsigned long long)k.reads[1], (unsigned long long)k.reads[2],
+      (unsigned long long)k.writes[0], (unsigned long long)k.writes[1],
+      (unsigned long long)k.writes[2], (unsigned long long)k.refused,
+      (unsigned long long)k.interrupts,
+      reset.ok() ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()
+                 : ("GPU RESET FAILED: " + reset.ToString()).c_str());
+}
+
+void AggregatorServer::ExpireHandshakes() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [id, c] : connections_) {
+    if (!c->dropped && c->session->state() != Session::State::kActive &&
+        now - c->accepted > options_.handshake_timeout) {
+      Drop(*c, "no handshake within " + std::to_string(options_.handshake_timeout.count()) + " ms");
+    }
+  }
+}
+
+void AggregatorServer::ReapClosed() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (it->second->dropped) {
+      it = connections_.erase(it);  // closes the socket (and the lane, with the session)
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace gpuvm::aggregator

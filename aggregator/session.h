@@ -1,0 +1,95 @@
+// One device model's session with the aggregator: the protocol of docs/IPC.md as a state machine,
+// independent of sockets (the server moves the bytes; the fuzz target and the tests drive it
+// directly).
+//
+//   await HELLO --HELLO--> await VM_CONFIG --VM_CONFIG, admitted--> active --TEARDOWN--> closed
+//
+// In `active`: GUEST_MEMORY (once), FAST_LANE (once), MMIO_READ / MMIO_WRITE (on the socket or the
+// lane), PING at any time. Every message is untrusted: the codec has checked the wire rules; the
+// session checks the conversation (what may come when, what was already given) and the virtual GPU
+// the VM-specific bounds. What each violation costs:
+//   - an MMIO access the VM may not make (past its BAR, unknown vCPU): ERROR with the request's seq,
+//     counted; the session goes on (the device model answers the guest all-ones);
+//   - a request out of turn, a refused VM, unusable memory or lane: ERROR with its seq, then close;
+//   - something only the aggregator may send (replies, INTERRUPT, BAR_MAP, ...): fatal ERROR
+//     (seq 0), then close.
+// Closing the session removes the VM (pt: the GPU is reset for the next owner).
+//
+// Threading: one owner thread (the server's).
+#ifndef GPUVM_AGGREGATOR_SESSION_H_
+#define GPUVM_AGGREGATOR_SESSION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aggregator/aggregator.h"
+#include "hypervisor/local/os.h"
+#include "qemu-device/ipc/fast_lane.h"
+#include "qemu-device/ipc/protocol.h"
+
+namespace gpuvm::aggregator {
+
+class Session {
+ public:
+  enum class State { kAwaitHello, kAwaitConfig, kActive, kClosed };
+
+  Session(Aggregator* aggregator, std::string peer) : aggregator_(aggregator), peer_(peer) {}
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  struct Output {
+    std::vector<ipc::Message> send;  // to the device model's socket, in order
+    bool close = false;              // after sending
+    bool lane_opened = false;        // lane() now exists: watch its doorbell
+  };
+  // A message from the socket (with the descriptors that came with it).
+  Output OnMessage(const ipc::Message& message, std::vector<hv::local::UniqueFd> fds);
+  // A message from the fast lane: the reply to put back into the lane, or the reason the session
+  // must close (anything but MMIO in the lane breaks the protocol).
+  Result<ipc::Message> OnLaneMessage(const ipc::Message& message);
+  // The socket broke or the lane carried garbage: remove the VM now.
+  void Close(std::string reason);
+
+  // An INTERRUPT to send when the VM's line differs from what the device model last heard.
+  std::optional<ipc::Message> InterruptUpdate();
+  // Our own TEARDOWN (the aggregator is exiting); the session is closed after it.
+  ipc::Message Teardown(ipc::TeardownReason reason);
+
+  State state() const { return state_; }
+  ipc::FastLane* lane() const { return lane_.get(); }
+  const VmControlBlock* vm() const { return vm_; }
+  const std::string& peer() const { return peer_; }
+  // Why the session closed (for the log), once it has.
+  const std::string& close_reason() const { return close_reason_; }
+  // The status of removing the VM (pt: of resetting the GPU).
+  const Status& teardown_status() const { return teardown_status_; }
+  // Who the VM was and what it did, kept when the session closes (for the log).
+  struct Summary {
+    bool had_vm = false;
+    std::string vm;  // VmControlBlock::Describe()
+    VmCounters counters;
+  };
+  const Summary& summary() const { return summary_; }
+
+ private:
+  Result<ipc::Body> Mmio(const ipc::Body& request);
+  void Fail(Output& out, uint32_t seq, const Status& status, bool fatal);
+
+  Aggregator* const aggregator_;
+  const std::string peer_;
+  State state_ = State::kAwaitHello;
+  VmControlBlock* vm_ = nullptr;  // owned by the aggregator while state_ == kActive
+  std::unique_ptr<ipc::FastLane> lane_;
+  bool interrupt_sent_ = false;
+  uint32_t next_seq_ = 1;
+  std::string close_reason_;
+  Status teardown_status_;
+  Summary summary_;
+};
+
+}  // namespace gpuvm::aggregator
+
+#endif  // GPUVM_AGGREGATOR_SESSION_H_

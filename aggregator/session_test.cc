@@ -1,0 +1,286 @@
+// The protocol state machine, driven message by message as a hostile or broken device model could:
+// the conversation of docs/IPC.md, what each violation costs, the fast lane's checks, interrupts.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "aggregator/session.h"
+#include "aggregator/sim_gpu.h"
+#include "gpu/hw/pbus.h"
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/pmc.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+using hv::local::UniqueFd;
+
+class AggregatorSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimGpuOptions o;
+    o.vram_bytes = 64ull << 20;
+    o.threaded = false;
+    o.compute_engine = false;
+    auto gpu = SimGpu::Create(o);
+    ASSERT_TRUE(gpu.ok());
+    sim_ = gpu->get();
+    auto aggregator = Aggregator::Create(std::move(*gpu));
+    ASSERT_TRUE(aggregator.ok());
+    aggregator_ = std::move(*aggregator);
+  }
+
+  static ipc::VmConfig Config(uint16_t domid = 1) {
+    ipc::VmConfig c;
+    c.domid = domid;
+    c.vcpus = 2;
+    c.guest_ram_bytes = 1ull << 20;
+    c.bar0_size = 16ull << 20;
+    c.bar1_size = 128ull << 20;
+    c.bar3_size = 64ull << 20;
+    c.name = "vm" + std::to_string(domid);
+    return c;
+  }
+
+  // Sends one message; expects exactly one reply and returns it.
+  ipc::Message Call(Session& s, ipc::Body body, std::vector<UniqueFd> fds = {},
+                    bool* closed = nullptr) {
+    Session::Output out = s.OnMessage(ipc::Message{++seq_, std::move(body)}, std::move(fds));
+    EXPECT_EQ(out.send.size(), 1u);
+    if (closed != nullptr) *closed = out.close;
+    return out.send.empty() ? ipc::Message{} : out.send[0];
+  }
+
+  void Handshake(Session& s, uint16_t domid = 1) {
+    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, 1, "test"}).body));
+    ipc::Message accept = Call(s, Config(domid));
+    const auto* a = std::get_if<ipc::VmAccept>(&accept.body);
+    ASSERT_NE(a, nullptr) << ipc::MessageTypeName(ipc::TypeOf(accept.body));
+    EXPECT_EQ(a->flags, ipc::kAcceptWantsGuestMemory | ipc::kAcceptFastLane);
+    EXPECT_EQ(a->vram_bytes, 64ull << 20);
+    ASSERT_EQ(s.state(), Session::State::kActive);
+  }
+
+  static const ipc::Error* AsError(const ipc::Message& m) { return std::get_if<ipc::Error>(&m.body); }
+
+  SimGpu* sim_ = nullptr;
+  std::unique_ptr<Aggregator> aggregator_;
+  uint32_t seq_ = 0;
+};
+
+TEST_F(AggregatorSessionTest, FullConversation) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  EXPECT_EQ(aggregator_->vm_count(), 1u);
+
+  auto ram = hv::local::CreateSealedMemfd("ram", 1ull << 20);
+  ASSERT_TRUE(ram.ok());
+  std::vector<UniqueFd> fds;
+  fds.push_back(std::move(*ram));
+  EXPECT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(
+      Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds))
+          .body));
+
+  ipc::Message ack =
+      Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 1, gf100::pbus::kPraminBase, 0x77});
+  EXPECT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(ack.body));
+  EXPECT_EQ(ack.seq, seq_) << "a reply carries its request's seq";
+  ipc::Message value = Call(s, ipc::MmioRead{ipc::Bar::kBar0, 4, 0, gf100::pbus::kPraminBase});
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioReadReply>(value.body));
+  EXPECT_EQ(std::get<ipc::MmioReadReply>(value.body).value, 0x77u);
+  EXPECT_EQ(std::get<ipc::Pong>(Call(s, ipc::Ping{99}).body).nonce, 99u);
+  EXPECT_EQ(s.vm()->counters.reads[0], 1u);
+  EXPECT_EQ(s.vm()->counters.writes[0], 1u);
+
+  bool closed = false;
+  EXPECT_TRUE(std::holds_alternative<ipc::TeardownAck>(
+      Call(s, ipc::Teardown{ipc::TeardownReason::kNormal}, {}, &closed).body));
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(s.state(), Session::State::kClosed);
+  EXPECT_EQ(aggregator_->vm_count(), 0u);
+  EXPECT_EQ(sim_->resets(), 1u);
+  EXPECT_TRUE(s.summary().had_vm);
+  EXPECT_EQ(s.summary().counters.writes[0], 1u);
+}
+
+TEST_F(AggregatorSessionTest, RequestsOutOfTurnEndTheSession) {
+  {
+    Session s(aggregator_.get(), "test");
+    bool closed = false;
+    ipc::Message m = Call(s, ipc::MmioRead{ipc::Bar::kBar0, 4, 0, 0}, {}, &closed);
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_EQ(AsError(m)->code, StatusCode::kFailedPrecondition);
+    EXPECT_EQ(m.seq, seq_);
+    EXPECT_TRUE(closed);
+  }
+  {
+    Session s(aggregator_.get(), "test");
+    Handshake(s);
+    bool closed = false;
+    ipc::Message m = Call(s, ipc::Hello{1, 1, "again"}, {}, &closed);
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_TRUE(closed);
+    EXPECT_EQ(aggregator_->vm_count(), 0u) << "the closed session's VM stayed";
+  }
+}
+
+TEST_F(AggregatorSessionTest, NoCommonVersionIsRefused) {
+  Session s(aggregator_.get(), "test");
+  bool closed = false;
+  ipc::Message m = Call(s, ipc::Hello{2, 5, "future"}, {}, &closed);
+  ASSERT_NE(AsError(m), nullptr);
+  EXPECT_NE(AsError(m)->text.find("no common protocol version"), std::string::npos);
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(AggregatorSessionTest, WhatOnlyTheAggregatorSendsIsFatal) {
+  const ipc::Body bodies[] = {ipc::HelloAck{1},
+                              ipc::VmAccept{1, 0, 0},
+                              ipc::Interrupt{true},
+                              ipc::MmioReadReply{5},
+                              ipc::MmioWriteAck{},
+                              ipc::BarMap{ipc::Bar::kBar1, 0, 4096, 0},
+                              ipc::BarMapAck{},
+                              ipc::Pong{1},
+                              ipc::TeardownAck{}};
+  for (const ipc::Body& body : bodies) {
+    Session s(aggregator_.get(), "test");
+    Handshake(s);
+    Session::Output out = s.OnMessage(ipc::Message{++seq_, body}, {});
+    ASSERT_EQ(out.send.size(), 1u);
+    ASSERT_NE(AsError(out.send[0]), nullptr);
+    EXPECT_EQ(out.send[0].seq, 0u) << "fatal errors are notifications";
+    EXPECT_TRUE(out.close);
+    EXPECT_EQ(aggregator_->vm_count(), 0u);
+  }
+}
+
+TEST_F(AggregatorSessionTest, BadAccessesAreAnsweredAndCountedButTheSessionGoesOn) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  bool closed = true;
+  ipc::Message m =
+      Call(s, ipc::MmioRead{ipc::Bar::kBar3, 8, 0, (64ull << 20) - 4}, {}, &closed);  // past BAR3
+  ASSERT_NE(AsError(m), nullptr);
+  EXPECT_EQ(AsError(m)->code, StatusCode::kOutOfRange);
+  EXPECT_FALSE(closed);
+  m = Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 2, 0x1700, 1}, {}, &closed);  // vCPU 2 of 2
+  ASSERT_NE(AsError(m), nullptr);
+  EXPECT_EQ(AsError(m)->code, StatusCode::kInvalidArgument);
+  EXPECT_FALSE(closed);
+  EXPECT_EQ(s.vm()->counters.refused, 2u);
+  EXPECT_EQ(sim_->device().ReadReg(gf100::pbus::kPraminBase), 0u) << "a refused write went through";
+}
+
+TEST_F(AggregatorSessionTest, GuestMemoryTwiceOrBrokenEndsTheSession) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  std::vector<UniqueFd> fds;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  ::close(pipe_fds[1]);
+  fds.emplace_back(pipe_fds[0]);
+  bool closed = false;
+  ipc::Message m = Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
+                        std::move(fds), &closed);
+  ASSERT_NE(AsError(m), nullptr);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(aggregator_->vm_count(), 0u);
+}
+
+TEST_F(AggregatorSessionTest, FastLaneCarriesOnlyMmio) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  auto lane = ipc::FastLane::Create();
+  ASSERT_TRUE(lane.ok());
+  std::vector<UniqueFd> fds;
+  for (int fd : (*lane)->fds()) fds.push_back(std::move(*hv::local::DuplicateFd(fd)));
+  Session::Output out = s.OnMessage(ipc::Message{++seq_, ipc::FastLaneOffer{1}}, std::move(fds));
+  ASSERT_EQ(out.send.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<ipc::FastLaneAck>(out.send[0].body));
+  EXPECT_TRUE(out.lane_opened);
+  ASSERT_NE(s.lane(), nullptr);
+
+  auto reply = s.OnLaneMessage(ipc::Message{7, ipc::MmioWrite{ipc::Bar::kBar0, 4, 0, 0x1700, 3}});
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->seq, 7u);
+  EXPECT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(reply->body));
+  auto bad = s.OnLaneMessage(ipc::Message{8, ipc::Ping{1}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  // A second lane is refused.
+  auto other = ipc::FastLane::Create();
+  std::vector<UniqueFd> more;
+  for (int fd : (*other)->fds()) more.push_back(std::move(*hv::local::DuplicateFd(fd)));
+  bool closed = false;
+  EXPECT_NE(AsError(Call(s, ipc::FastLaneOffer{1}, std::move(more), &closed)), nullptr);
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(AggregatorSessionTest, FastLaneDoorbellsMustBeEventfds) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  auto lane = ipc::FastLane::Create();
+  ASSERT_TRUE(lane.ok());
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  std::vector<UniqueFd> fds;
+  fds.push_back(std::move(*hv::local::DuplicateFd((*lane)->fds()[0])));
+  fds.emplace_back(pipe_fds[0]);
+  fds.emplace_back(pipe_fds[1]);  // a pipe nobody drains: our doorbell writes would block
+  bool closed = false;
+  ipc::Message m = Call(s, ipc::FastLaneOffer{1}, std::move(fds), &closed);
+  ASSERT_NE(AsError(m), nullptr);
+  EXPECT_NE(AsError(m)->text.find("not an eventfd"), std::string::npos);
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(AggregatorSessionTest, SecondPtSessionIsRefusedWithAClearError) {
+  Session first(aggregator_.get(), "first");
+  Handshake(first, 1);
+  Session second(aggregator_.get(), "second");
+  ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(second, ipc::Hello{1, 1, "x"}).body));
+  bool closed = false;
+  ipc::Message m = Call(second, Config(2), {}, &closed);
+  ASSERT_NE(AsError(m), nullptr);
+  EXPECT_EQ(AsError(m)->code, StatusCode::kFailedPrecondition);
+  EXPECT_NE(AsError(m)->text.find("a second pt VM is refused"), std::string::npos);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(first.state(), Session::State::kActive);
+  EXPECT_EQ(aggregator_->vm_count(), 1u);
+}
+
+TEST_F(AggregatorSessionTest, InterruptLevelChangesBecomeNotifications) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  EXPECT_FALSE(s.InterruptUpdate().has_value());
+  namespace pf = gf100::pfifo;
+  auto write = [&](uint32_t reg, uint32_t value) {
+    ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(
+        Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 0, reg, value}).body));
+  };
+  write(gf100::pmc::kIntrEnHost, gf100::pmc::kIntrEnHardware);
+  write(pf::kIntrEn, pf::kIntrChanTableError);
+  write(pf::kChanTable, pf::kChanValid | pf::kChanInstMask);  // instance far outside VRAM
+  std::optional<ipc::Message> up = s.InterruptUpdate();
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(up->seq, 0u);
+  EXPECT_TRUE(std::get<ipc::Interrupt>(up->body).asserted);
+  EXPECT_FALSE(s.InterruptUpdate().has_value()) << "the same level twice";
+  write(pf::kIntr, pf::kIntrChanTableError);  // acknowledge
+  std::optional<ipc::Message> down = s.InterruptUpdate();
+  ASSERT_TRUE(down.has_value());
+  EXPECT_FALSE(std::get<ipc::Interrupt>(down->body).asserted);
+}
+
+TEST_F(AggregatorSessionTest, DestroyingAnActiveSessionRemovesItsVm) {
+  {
+    Session s(aggregator_.get(), "test");
+    Handshake(s);
+  }
+  EXPECT_EQ(aggregator_->vm_count(), 0u);
+  EXPECT_EQ(sim_->resets(), 1u);
+}
+
+}  // namespace
+}  // namespace gpuvm::aggregator

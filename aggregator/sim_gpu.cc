@@ -1,0 +1,52 @@
+#include "aggregator/sim_gpu.h"
+
+#include "gpu/sim/compute/simt_engine.h"
+
+namespace gpuvm::aggregator {
+
+Result<std::unique_ptr<SimGpu>> SimGpu::Create(const SimGpuOptions& options) {
+  std::unique_ptr<SimGpu> gpu(new SimGpu(options));
+  GPUVM_RETURN_IF_ERROR(gpu->Build());
+  return gpu;
+}
+
+SimGpu::~SimGpu() {
+  if (device_) device_->SetInterruptHandler(nullptr);
+  device_.reset();  // the engine thread stops before the window it translates through goes
+}
+
+Status SimGpu::Build() {
+  sim::SimDeviceOptions o;
+  o.vram_size = options_.vram_bytes;
+  o.bar1_size = options_.bar1_bytes;
+  o.bar3_size = options_.bar3_bytes;
+  o.threaded = options_.threaded;
+  o.host_memory = &host_window();
+  if (options_.compute_engine) {
+    sim::compute::EngineOptions engine;
+    engine.workers = options_.compute_workers;
+    // A fresh engine per device instance: nothing (code cache, half-run job) survives a reset.
+    o.compute_engine = sim::compute::SimtEngine::Create(engine);
+  }
+  GPUVM_ASSIGN_OR_RETURN(device_, sim::SimDevice::Create(o));
+  if (handler_) device_->SetInterruptHandler(handler_);
+  return Status::Ok();
+}
+
+std::string SimGpu::Describe() const {
+  return "sim (software GF100, " + std::to_string(options_.vram_bytes >> 20) + " MiB VRAM)";
+}
+
+Status SimGpu::Reset() {
+  if (device_) device_->SetInterruptHandler(nullptr);
+  device_.reset();
+  ++resets_;
+  return Build().WithContext("rebuilding the software GPU");
+}
+
+void SimGpu::SetInterruptHandler(gpu::InterruptHandler handler) {
+  handler_ = std::move(handler);
+  if (device_) device_->SetInterruptHandler(handler_);  // none after a failed reset
+}
+
+}  // namespace gpuvm::aggregator

@@ -1,0 +1,69 @@
+// A VM's virtual GPU: what the aggregator does with that VM's trapped BAR accesses, its interrupt
+// line and its memory. One object per VM, behind this interface, so each mode is one
+// implementation:
+//   pt (pt_gpu.h)   the VM owns the whole physical GPU; accesses go through untranslated.
+//   fv (next)       shadow page tables and channels, a VRAM slice and a channel range per VM, BAR
+//                   remap; many VMs share the GPU. Built on the same calls: Read/Write get the
+//                   trapped accesses to intercept (TLB flushes, channel table, playlist, IB_PUT
+//                   submissions that go to the scheduler), AttachGuestRam gives the guest RAM that
+//                   SYSRAM PTEs are validated against, Detach scrubs the VM's slice and kills its
+//                   channels instead of resetting the whole GPU.
+//   pv              fv plus the para-virtual call page (in guest RAM) behind a doorbell register.
+//
+// Every argument comes from a device model and is untrusted: the codec has checked the wire rules
+// (docs/IPC.md), each implementation checks what depends on the VM (the BAR sizes it was given,
+// what it owns).
+//
+// Threading: one owner thread (the aggregator's) calls everything except interrupt_asserted(),
+// which any thread may call.
+#ifndef GPUVM_AGGREGATOR_VIRTUAL_GPU_H_
+#define GPUVM_AGGREGATOR_VIRTUAL_GPU_H_
+
+#include <cstdint>
+
+#include "aggregator/guest_ram.h"
+#include "base/status.h"
+#include "gpu/device.h"
+#include "qemu-device/ipc/protocol.h"
+
+namespace gpuvm::aggregator {
+
+// The BAR sizes a VM's virtual GPU shows (from VM_CONFIG).
+struct VmBars {
+  uint64_t bar0 = 0;
+  uint64_t bar1 = 0;
+  uint64_t bar3 = 0;
+  uint64_t size(gpu::Bar bar) const {
+    return bar == gpu::Bar::k0 ? bar0 : bar == gpu::Bar::k1 ? bar1 : bar3;
+  }
+};
+
+class VirtualGpu {
+ public:
+  virtual ~VirtualGpu() = default;
+
+  virtual ipc::VmMode mode() const = 0;
+  // The VRAM the VM sees (VM_ACCEPT).
+  virtual uint64_t vram_bytes() const = 0;
+
+  // One trapped access of `size` bytes (1, 2, 4, 8) at `offset` in `bar`. OutOfRange when it does
+  // not lie inside the VM's BAR; such accesses never reach the GPU.
+  virtual Result<uint64_t> Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t vcpu) = 0;
+  virtual Status Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
+                       uint32_t vcpu) = 0;
+
+  // The level of the VM's interrupt line.
+  virtual bool interrupt_asserted() const = 0;
+
+  // The VM's RAM arrived (GUEST_MEMORY); it outlives this object's use of it until Detach().
+  virtual Status AttachGuestRam(const GuestRam& ram) = 0;
+
+  // The VM is going away (its device model said TEARDOWN, disconnected or died): stop its work,
+  // withdraw every way the GPU could still reach its RAM, and leave nothing the next VM could read.
+  // After Detach the object only answers errors; the guest RAM may then be unmapped.
+  virtual Status Detach() = 0;
+};
+
+}  // namespace gpuvm::aggregator
+
+#endif  // GPUVM_AGGREGATOR_VIRTUAL_GPU_H_
