@@ -107,8 +107,10 @@ Status Channel::Impl::Init() {
 
 Channel::Impl::~Impl() {
   if (enabled_) {
-    (void)Synchronize(
-        std::min<std::chrono::nanoseconds>(ctx_->options().default_timeout, kTeardownWait));
+    if (!ctx_->abandoning()) {
+      (void)Synchronize(
+          std::min<std::chrono::nanoseconds>(ctx_->options().default_timeout, kTeardownWait));
+    }
     (void)drv_->DisableChannel(chid_);
   }
   for (auto* r : {&ring_, &cb_, &temp_, &staging_}) {

@@ -83,7 +83,9 @@ Status Context::Impl::Init() {
 Context::Impl::~Impl() {
   const auto drain =
       std::min<std::chrono::nanoseconds>(options_.default_timeout, std::chrono::seconds(5));
-  (void)Synchronize(drain);
+  if (Synchronize(drain).code() == StatusCode::kDeadlineExceeded) {
+    abandoning_.store(true, std::memory_order_release);
+  }
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<std::unique_ptr<Event>> events;
   {
@@ -104,8 +106,9 @@ Context::Impl::~Impl() {
   }
   // The GPU must forget this space's translations (host pages among them) before the memory goes.
   if (space_ != nullptr) (void)space_->Flush();
+  for (auto& [va, record] : allocs) Retire(std::move(record));
   allocs.clear();
-  report_page_.reset();
+  if (report_page_ != nullptr) Retire(std::move(report_page_));
   space_.reset();
   driver_->live_contexts.fetch_sub(1);
 }
@@ -271,10 +274,20 @@ Status Context::Impl::Free(uint64_t va, bool internal) {
     if (it == allocs_.end() || it->second != r) return Status::NotFound("freed concurrently");
     allocs_.erase(it);
     if (r->host != nullptr) host_index_.erase(reinterpret_cast<uintptr_t>(r->host));
+    r->freed = true;  // from here on in_bar1 cannot change
   }
   Status s = UnmapRecord(r.get());
   if (r->kind == MemoryKind::kCode) BumpCodeEpoch();
+  Retire(std::move(r));
   return s;  // the memory itself goes with the last reference
+}
+
+void Context::Impl::Retire(std::shared_ptr<AllocRecord> record) {
+  if (!abandoning() || record == nullptr || record->is_vram())
+    return;  // released with the last ref
+  ReleaseVa(record->va, record->large);
+  record->va = 0;  // the space dies with the context; the record outlives it in the quarantine
+  driver_->Quarantine(std::move(record));
 }
 
 Result<std::shared_ptr<AllocRecord>> Context::Impl::Lookup(uint64_t va, uint64_t bytes,
@@ -313,6 +326,7 @@ std::shared_ptr<AllocRecord> Context::Impl::LookupHost(const void* host, uint64_
 uint64_t Context::Impl::EnsureBar1(AllocRecord* r) {
   if (!r->is_vram() || r->mapped > kBar1MapMax) return 0;
   std::lock_guard lock(alloc_mu_);
+  if (r->freed) return 0;
   if (r->in_bar1) return r->bar1;
   Result<uint64_t> offset = driver_->MapBar1(r->vram, r->mapped);
   if (!offset.ok()) return 0;  // BAR1 full: DMA instead

@@ -304,7 +304,16 @@ Status Driver::Impl::SetUpFifo() {
   return Status::Ok();
 }
 
+void Driver::Impl::Quarantine(std::shared_ptr<AllocRecord> record) {
+  std::lock_guard lock(quarantine_mu_);
+  quarantine_.push_back(std::move(record));
+}
+
 Driver::Impl::~Impl() {
+  {
+    std::lock_guard lock(quarantine_mu_);
+    quarantine_.clear();  // the GPU is idle or gone by now
+  }
   if (interrupts_) {
     (void)bus_.SetInterruptHandler(nullptr);
     bus_.WriteReg(pmc::kIntrEnHost, 0);

@@ -101,6 +101,9 @@ class Driver::Impl {
   bool interrupts_enabled() const { return interrupts_; }
 
   std::atomic<int> live_contexts{0};
+  // Host memory of a context destroyed while its channels had not drained: the device may still be
+  // in the middle of a time slice reading it, so it is released only with the driver.
+  void Quarantine(std::shared_ptr<AllocRecord> record);
 
  private:
   explicit Impl(Bus* bus, const DriverOptions& options) : bus_(bus), options_(options) {}
@@ -144,6 +147,9 @@ class Driver::Impl {
   std::mutex irq_mu_;
   std::atomic<bool> irq_pending_{false};
   std::atomic<int64_t> last_service_ns_{0};
+
+  std::mutex quarantine_mu_;
+  std::vector<std::shared_ptr<AllocRecord>> quarantine_;
 };
 
 // Everything a context allocated: user memory, code, and its own internal buffers (rings, staging,
@@ -170,9 +176,11 @@ class AllocRecord {
   uint8_t* host = nullptr;  // host kinds
   bool owns_host = false;   // host pages were mmap'ed by the driver
   std::unique_ptr<DmaMapping> dma;
-  // BAR1 window for small copies (guarded by Context::Impl::alloc_mu_).
+  // BAR1 window for small copies, and whether Free has run (both guarded by
+  // Context::Impl::alloc_mu_; a freed record is never mapped into BAR1 again).
   uint64_t bar1 = 0;
   bool in_bar1 = false;
+  bool freed = false;
 
  private:
   Driver::Impl* const driver_;
@@ -237,6 +245,9 @@ class Context::Impl {
   Result<Event*> CreateEvent();
   Status DestroyEvent(Event* event);
   Status Synchronize(std::chrono::nanoseconds timeout);
+  // Set while the context is being destroyed after its channels did not drain: channels then tear
+  // down without waiting again.
+  bool abandoning() const { return abandoning_.load(std::memory_order_acquire); }
 
  private:
   Impl(Driver::Impl* driver, const ContextOptions& options) : driver_(driver), options_(options) {}
@@ -245,6 +256,9 @@ class Context::Impl {
   Status MapRecord(AllocRecord* record);
   Status UnmapRecord(AllocRecord* record);
   std::vector<Channel*> ChannelsSnapshot();
+  // After the record's PTEs are gone: host memory of an abandoned context goes to the driver's
+  // quarantine instead of being released.
+  void Retire(std::shared_ptr<AllocRecord> record);
 
   Driver::Impl* const driver_;
   const ContextOptions options_;
@@ -254,6 +268,7 @@ class Context::Impl {
   mutable std::mutex fault_mu_;
   std::optional<GpuFault> fault_;  // guarded by fault_mu_
   std::atomic<bool> faulted_{false};
+  std::atomic<bool> abandoning_{false};
 
   std::mutex alloc_mu_;
   std::map<uint64_t, std::shared_ptr<AllocRecord>> allocs_;  // by va; guarded by alloc_mu_

@@ -515,6 +515,30 @@ TEST_F(GuestDriverTest, WaitTimesOutOnABlockedChannelAndRecovers) {
   EXPECT_TRUE(ctx->status().ok());
 }
 
+TEST_F(GuestDriverTest, AContextWithAHungChannelStillTearsDown) {
+  ContextOptions o;
+  o.default_timeout = milliseconds(100);
+  auto ctx = NewContext(o);
+  const uint64_t vram_before = driver_->vram_free();
+  auto a = ctx->AllocDevice(1 << 20);
+  auto ev = ctx->CreateEvent();
+  ASSERT_TRUE(a.ok() && ev.ok());
+  (*ev)->impl()->Recorded(9);  // never released: the channel hangs on the acquire
+  ASSERT_TRUE(ctx->default_channel()->WaitEvent(*ev).ok());
+  ASSERT_TRUE(ctx->default_channel()->Memset32Async(a->va, 1, 1).ok());
+  EXPECT_EQ(ctx->Synchronize().code(), StatusCode::kDeadlineExceeded);
+  ctx.reset();  // bounded: one drain timeout, then the channel is taken off PFIFO
+  EXPECT_GT(driver_->vram_free(), vram_before) << "VRAM is returned";
+  // Its host pages (rings, report page) stay registered until the driver goes: the device might
+  // have been in the middle of reading them.
+  EXPECT_GT(static_cast<NativeBus*>(gpu_->bus())->mapped_bytes(), 0u);
+  auto fresh = NewContext();
+  auto b = fresh->AllocDevice(4096);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(fresh->default_channel()->Memset32Async(b->va, 3, 1).ok());
+  EXPECT_TRUE(fresh->Synchronize().ok());
+}
+
 TEST_F(GuestDriverTest, EventsCompleteInOrderWithTimestamps) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();

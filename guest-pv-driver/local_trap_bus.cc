@@ -43,7 +43,8 @@ std::mutex& ProcessVmMutex() {
 
 }  // namespace
 
-// ---- LocalVmGuest: frames ------------------------------------------------------------------------
+// ---- LocalVmGuest: frames
+// ------------------------------------------------------------------------
 
 Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
     std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options) {
@@ -171,7 +172,8 @@ auto LocalVmGuest::OnVcpu(F f) {
   return f(v);
 }
 
-// ---- LocalVmGuest: DMA ---------------------------------------------------------------------------
+// ---- LocalVmGuest: DMA
+// ---------------------------------------------------------------------------
 
 class LocalVmGuest::DmaPages final : public DmaMapping {
  public:
@@ -210,8 +212,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
   if (addr >= ram_begin && addr + length <= ram_begin + ram_.length()) {
     std::vector<uint64_t> frames(pages);
     for (uint64_t i = 0; i < pages; ++i) frames[i] = (addr - ram_begin) / kPage + i;
-    return std::unique_ptr<DmaMapping>(
-        new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), false));
+    return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
+                                                    length, std::move(frames), false));
   }
 
   std::lock_guard lock(dma_mu_);
@@ -242,8 +244,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       const uint64_t run_bytes = (end - k) * kPage;
       const uint64_t gpa = frames[fresh[k]] * kPage;
       std::memcpy(ram_.data() + gpa, run, run_bytes);
-      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                 domain_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
+      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, domain_->ram_fd(),
+                 static_cast<off_t>(gpa)) == MAP_FAILED) {
         failure = Status::FromErrno(errno, "mapping guest RAM over DMA memory");
         break;
       }
@@ -264,8 +266,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
     }
   }
   for (uint64_t i = 0; i < pages; ++i) ++dma_pages_[addr + i * kPage].refs;
-  return std::unique_ptr<DmaMapping>(
-      new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), true));
+  return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
+                                                  length, std::move(frames), true));
 }
 
 void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages) {
@@ -291,8 +293,8 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
     while (end < released.size() && released[end].first == released[end - 1].first + kPage) ++end;
     auto* run = reinterpret_cast<uint8_t*>(released[k].first);
     const uint64_t run_bytes = (end - k) * kPage;
-    void* fresh = ::mmap(nullptr, run_bytes, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* fresh =
+        ::mmap(nullptr, run_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (fresh != MAP_FAILED) {
       std::memcpy(fresh, run, run_bytes);
       if (::mremap(fresh, run_bytes, run_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, run) == MAP_FAILED) {
@@ -312,7 +314,8 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
   FreeFrames(frames);
 }
 
-// ---- LocalVmGuest: interrupts --------------------------------------------------------------------
+// ---- LocalVmGuest: interrupts
+// --------------------------------------------------------------------
 
 Status LocalVmGuest::SetInterruptHandler(std::function<void(bool)> handler) {
   if (irq_thread_.joinable()) {
@@ -349,7 +352,8 @@ void LocalVmGuest::InterruptLoop() {
   }
 }
 
-// ---- LocalTrapBus --------------------------------------------------------------------------------
+// ---- LocalTrapBus
+// --------------------------------------------------------------------------------
 
 Result<std::unique_ptr<LocalTrapBus>> LocalTrapBus::Create(std::shared_ptr<LocalVmGuest> vm,
                                                            const LocalTrapBusOptions& options) {
@@ -409,12 +413,16 @@ Status LocalTrapBus::Enumerate() {
     for (BarSlot& s : slots) {
       GPUVM_ASSIGN_OR_RETURN(uint32_t low, read(s.reg, 4));
       uint32_t high = 0;
-      if (s.is64) GPUVM_ASSIGN_OR_RETURN(high, read(s.reg + 4, 4));
+      if (s.is64) {
+        GPUVM_ASSIGN_OR_RETURN(high, read(s.reg + 4, 4));
+      }
       GPUVM_RETURN_IF_ERROR(write(s.reg, 4, 0xffffffff));
       if (s.is64) GPUVM_RETURN_IF_ERROR(write(s.reg + 4, 4, 0xffffffff));
       GPUVM_ASSIGN_OR_RETURN(uint32_t mask_low, read(s.reg, 4));
       uint32_t mask_high = s.is64 ? 0 : 0xffffffff;
-      if (s.is64) GPUVM_ASSIGN_OR_RETURN(mask_high, read(s.reg + 4, 4));
+      if (s.is64) {
+        GPUVM_ASSIGN_OR_RETURN(mask_high, read(s.reg + 4, 4));
+      }
       const uint64_t mask = uint64_t{mask_high} << 32 | (mask_low & ~kBarFlagsMask);
       const uint64_t size = ~mask + 1;
       if (mask_low == 0 || (size & (size - 1)) != 0 || size < kPage) {
@@ -427,7 +435,8 @@ Status LocalTrapBus::Enumerate() {
         return Status::InvalidArgument("BAR address " + hv::Hex(address) +
                                        " is not aligned to its size " + hv::Hex(size));
       }
-      GPUVM_RETURN_IF_ERROR(write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
+      GPUVM_RETURN_IF_ERROR(
+          write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
       if (s.is64) GPUVM_RETURN_IF_ERROR(write(s.reg + 4, 4, static_cast<uint32_t>(address >> 32)));
       *s.address = address;
       *s.size = size;
