@@ -5,6 +5,9 @@
 
 #include "gpu/sim/compute/simt_engine.h"
 #include "guest-pv-driver/native_bus.h"
+#ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
+#include "guest-pv-driver/local_trap_bus.h"
+#endif
 
 namespace gpuvm::runtime {
 namespace {
@@ -18,6 +21,19 @@ class NativeConnection final : public GpuConnection {
  private:
   std::unique_ptr<guest::NativeGpu> gpu_;
 };
+
+#ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
+// Inside a local VM (started by gpuvm-vm): the trapping Bus of guest-pv-driver/local_trap_bus.h.
+class LocalConnection final : public GpuConnection {
+ public:
+  explicit LocalConnection(std::unique_ptr<guest::LocalTrapBus> bus) : bus_(std::move(bus)) {}
+  BusMode mode() const override { return BusMode::kLocal; }
+  guest::Bus* bus() override { return bus_.get(); }
+
+ private:
+  std::unique_ptr<guest::LocalTrapBus> bus_;
+};
+#endif
 
 }  // namespace
 
@@ -71,7 +87,15 @@ Result<std::unique_ptr<GpuConnection>> OpenGpuConnection(const ConnectionOptions
       }
       return std::unique_ptr<GpuConnection>(new NativeConnection(std::move(*gpu)));
     }
-    case BusMode::kLocal:
+    case BusMode::kLocal: {
+#ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
+      auto bus = guest::LocalTrapBus::FromEnvironment();
+      if (!bus.ok()) return Status::Unavailable("GPUVM_BUS=local: " + bus.status().ToString());
+      return std::unique_ptr<GpuConnection>(new LocalConnection(std::move(*bus)));
+#else
+      return Status::Unimplemented("GPUVM_BUS=local: this build has no local trapping bus");
+#endif
+    }
     case BusMode::kSysfs:
       return Status::Unimplemented(std::string("GPUVM_BUS=") + BusModeName(options.mode) +
                                    " is not built yet; use native");

@@ -4,7 +4,8 @@
 //
 //   native (default)  an in-process software GF100 (gpu/sim SimDevice + the SIMT compute engine)
 //                     through the driver's NativeBus: the "Native" baseline of every measurement.
-//   local             (not built yet) a trapping Bus inside a VM of the local hypervisor backend.
+//   local             a trapping Bus inside a VM of the local hypervisor backend (a program started
+//                     by gpuvm-vm; guest-pv-driver/local_trap_bus.h).
 //   sysfs             (not built yet) a Bus over /sys/bus/pci/.../resourceN mmaps in a Xen guest.
 //
 // A later mode plugs in by adding one case to OpenGpuConnection that builds its Bus; nothing above

@@ -1,0 +1,228 @@
+// gpuvm-test-guest: a guest program for the multi-process tests (and the pt figures): a driver-API
+// CUDA program, run natively (GPUVM_BUS=native) or inside a local VM by gpuvm-vm (GPUVM_BUS=local).
+//
+//   gpuvm-test-guest nop [N]             load an empty kernel, launch it N times (10), synchronize
+//   gpuvm-test-guest case NAME [bench]   a kernel-corpus case (bench/kernels), checked against the
+//                                        CPU reference; prints the kernels' wall time
+//   gpuvm-test-guest hold FILE           launch empty kernels until killed (at most 120 s); writes
+//                                        FILE after the first one completes
+//   gpuvm-test-guest secret              fills 16 MiB of VRAM with a pattern and exits
+//   gpuvm-test-guest snoop               allocates 16 MiB, reads it back uninitialized, fails if any
+//                                        word of the pattern is there
+//
+// Prints "PASSED <what>" and exits 0, or prints what went wrong and exits 1.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/kernels/kernel_corpus.h"
+#include "runtime/include/cuda.h"
+
+namespace {
+
+constexpr uint32_t kSecret = 0x5ec2e7ed;
+constexpr size_t kSecretBytes = 16 << 20;
+
+// PTX 9.0 of `extern "C" __global__ void nop() {}`.
+constexpr char kNopPtx[] = R"(
+.version 9.0
+.target sm_75
+.address_size 64
+.visible .entry nop()
+{
+  ret;
+}
+)";
+
+#define CHECK_CU(call)                                                               \
+  do {                                                                               \
+    CUresult r_ = (call);                                                            \
+    if (r_ != CUDA_SUCCESS) {                                                        \
+      const char* name_ = nullptr;                                                   \
+      cuGetErrorName(r_, &name_);                                                    \
+      std::fprintf(stderr, "FAILED %s: %s (%d) at line %d\n", #call, name_ ? name_ : "?", \
+                   int(r_), __LINE__);                                               \
+      return 1;                                                                      \
+    }                                                                                \
+  } while (0)
+
+int Init(CUcontext* ctx) {
+  CHECK_CU(cuInit(0));
+  CUdevice dev;
+  CHECK_CU(cuDeviceGet(&dev, 0));
+  char name[128] = "";
+  CHECK_CU(cuDeviceGetName(name, sizeof(name), dev));
+  std::printf("device: %s\n", name);
+  CHECK_CU(cuCtxCreate(ctx, nullptr, 0, dev));
+  return 0;
+}
+
+int LoadNop(CUmodule* module, CUfunction* nop) {
+  CHECK_CU(cuModuleLoadData(module, kNopPtx));
+  CHECK_CU(cuModuleGetFunction(nop, *module, "nop"));
+  return 0;
+}
+
+int Nop(int launches) {
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  CUmodule module;
+  CUfunction nop;
+  if (LoadNop(&module, &nop) != 0) return 1;
+  for (int i = 0; i < launches; ++i) {
+    CHECK_CU(cuLaunchKernel(nop, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr));
+  }
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuCtxDestroy(ctx));
+  std::printf("PASSED nop x%d\n", launches);
+  return 0;
+}
+
+int Hold(const std::string& ready_file) {
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  CUmodule module;
+  CUfunction nop;
+  if (LoadNop(&module, &nop) != 0) return 1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool told = false;
+  while (std::chrono::steady_clock::now() < end) {
+    CHECK_CU(cuLaunchKernel(nop, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr));
+    CHECK_CU(cuCtxSynchronize());
+    if (!told) {
+      std::ofstream(ready_file) << "ready\n";
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::printf("PASSED hold (never killed)\n");
+  return 0;
+}
+
+int Secret() {
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  CUdeviceptr d;
+  CHECK_CU(cuMemAlloc(&d, kSecretBytes));
+  CHECK_CU(cuMemsetD32(d, kSecret, kSecretBytes / 4));
+  std::vector<uint32_t> back(kSecretBytes / 4);
+  CHECK_CU(cuMemcpyDtoH(back.data(), d, kSecretBytes));
+  for (uint32_t w : back) {
+    if (w != kSecret) {
+      std::printf("FAILED secret: memset did not stick\n");
+      return 1;
+    }
+  }
+  // No cuMemFree, no cuCtxDestroy: leave it all behind, as a crashing guest would.
+  std::printf("PASSED secret\n");
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+
+int Snoop() {
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  CUdeviceptr d;
+  CHECK_CU(cuMemAlloc(&d, kSecretBytes));
+  std::vector<uint32_t> back(kSecretBytes / 4);
+  CHECK_CU(cuMemcpyDtoH(back.data(), d, kSecretBytes));
+  size_t found = 0;
+  for (uint32_t w : back) found += w == kSecret;
+  if (found != 0) {
+    std::printf("FAILED snoop: %zu words of the previous VM's data are readable\n", found);
+    return 1;
+  }
+  CHECK_CU(cuCtxDestroy(ctx));
+  std::printf("PASSED snoop\n");
+  return 0;
+}
+
+int Case(const std::string& name, bool bench) {
+  auto c = gpuvm::kernels::MakeCase(name, bench ? gpuvm::kernels::Size::kBench
+                                                : gpuvm::kernels::Size::kTest);
+  if (!c.ok()) {
+    std::printf("FAILED %s: %s\n", name.c_str(), c.status().ToString().c_str());
+    return 1;
+  }
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  std::string ptx(c->ptx);
+  CUmodule module;
+  CHECK_CU(cuModuleLoadData(&module, ptx.c_str()));
+  std::vector<CUdeviceptr> buffers;
+  for (const auto& b : c->buffers) {
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, std::max<size_t>(b.initial.size(), 1)));
+    if (!b.initial.empty()) CHECK_CU(cuMemcpyHtoD(d, b.initial.data(), b.initial.size()));
+    buffers.push_back(d);
+  }
+  CHECK_CU(cuCtxSynchronize());
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& launch : c->launches) {
+    CUfunction f;
+    CHECK_CU(cuModuleGetFunction(&f, module, launch.kernel.c_str()));
+    std::vector<uint8_t> packed;
+    for (const auto& arg : launch.args) {
+      const size_t at = (packed.size() + arg.Align() - 1) / arg.Align() * arg.Align();
+      packed.resize(at + arg.Size());
+      using Kind = gpuvm::kernels::Arg::Kind;
+      const uint64_t address =
+          arg.kind == Kind::kValue ? 0 : buffers[arg.buffer] + uint64_t(arg.offset);
+      switch (arg.kind) {
+        case Kind::kPointer:
+          std::memcpy(&packed[at], &address, 8);
+          break;
+        case Kind::kPointerLow32:
+          std::memcpy(&packed[at], &address, 4);
+          break;
+        case Kind::kPointerHigh32:
+          std::memcpy(&packed[at], reinterpret_cast<const uint8_t*>(&address) + 4, 4);
+          break;
+        case Kind::kValue:
+          std::memcpy(&packed[at], arg.bytes.data(), arg.bytes.size());
+          break;
+      }
+    }
+    size_t size = packed.size();
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                     &size, CU_LAUNCH_PARAM_END};
+    CHECK_CU(cuLaunchKernel(f, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
+                            launch.block[1], launch.block[2], launch.dynamic_shared, nullptr,
+                            nullptr, extra));
+  }
+  CHECK_CU(cuCtxSynchronize());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<std::vector<uint8_t>> results;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<uint8_t> out(c->buffers[i].initial.size());
+    if (!out.empty()) CHECK_CU(cuMemcpyDtoH(out.data(), buffers[i], out.size()));
+    results.push_back(std::move(out));
+  }
+  gpuvm::Status verdict = c->Verify(results);
+  if (!verdict.ok()) {
+    std::printf("FAILED %s: %s\n", name.c_str(), verdict.ToString().c_str());
+    return 1;
+  }
+  CHECK_CU(cuCtxDestroy(ctx));
+  std::printf("PASSED %s kernels %.6f s\n", name.c_str(), seconds);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "";
+  if (what == "nop") return Nop(argc > 2 ? std::atoi(argv[2]) : 10);
+  if (what == "case" && argc > 2) return Case(argv[2], argc > 3 && std::string(argv[3]) == "bench");
+  if (what == "hold" && argc > 2) return Hold(argv[2]);
+  if (what == "secret") return Secret();
+  if (what == "snoop") return Snoop();
+  std::fprintf(stderr,
+               "usage: gpuvm-test-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n");
+  return 2;
+}

@@ -1,0 +1,261 @@
+// Pass-through end to end with real processes: gpuvm-aggregator owns the software GPU; gpuvm-vm
+// starts local VMs (guest RAM, ioreq page, gpuvm-dm) and runs gpuvm-test-guest inside them with
+// GPUVM_BUS=local, so every BAR access of the unmodified guest driver traps through gpuvm-dm to the
+// aggregator. Checked: nop and madd give correct results; a second pt VM is refused with a clear
+// error; killing the guest, its device model or its launcher mid-run leaves the aggregator serving
+// the next VM; the next VM cannot read the previous one's VRAM.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hypervisor/local/os.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// A child process with stdout and stderr in files.
+struct Process {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+  int status = -1;
+
+  static Process Start(const std::vector<std::string>& argv, const std::string& log_prefix) {
+    Process p;
+    p.out_path = log_prefix + ".out";
+    p.err_path = log_prefix + ".err";
+    std::vector<std::string> args = argv;
+    std::vector<char*> cargv;
+    for (std::string& a : args) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    p.pid = ::fork();
+    if (p.pid == 0) {
+      const int out = ::open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::setpgid(0, 0);  // our own group: a test's kill never reaches the test runner
+      ::execv(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+    return p;
+  }
+  // Waits up to `timeout`; kills the process group on timeout (and reports it).
+  bool Wait(std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return false;
+  }
+  int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+  std::string out() const { return ReadFile(out_path); }
+  std::string err() const { return ReadFile(err_path); }
+  std::string Logs() const { return "--- stdout:\n" + out() + "--- stderr:\n" + err(); }
+};
+
+class PtIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "gpuvm-pt-" + std::to_string(::getpid()) + "-" + test;
+    ::mkdir(dir_.c_str(), 0755);
+    socket_ = "@gpuvm-pt-test-" + std::to_string(::getpid()) + "-" + test;
+    aggregator_ = Process::Start({GPUVM_AGGREGATOR_BIN, "--socket", socket_, "--vram-mib", "512"},
+                                 dir_ + "/aggregator");
+    // Ready when it accepts connections.
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (Clock::now() < deadline) {
+      if (gpuvm::hv::local::ConnectSeqpacket(socket_).ok()) return;
+      int status;
+      ASSERT_NE(::waitpid(aggregator_.pid, &status, WNOHANG), aggregator_.pid)
+          << "the aggregator exited: " << aggregator_.Logs();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    FAIL() << "the aggregator did not come up: " << aggregator_.Logs();
+  }
+
+  void TearDown() override {
+    if (aggregator_.pid > 0) {
+      ::kill(aggregator_.pid, SIGTERM);
+      EXPECT_TRUE(aggregator_.Wait(std::chrono::seconds(30))) << aggregator_.Logs();
+      EXPECT_EQ(aggregator_.exit_code(), 0) << aggregator_.Logs();
+      if (HasFailure()) std::fprintf(stderr, "aggregator log:\n%s", aggregator_.err().c_str());
+    }
+  }
+
+  std::vector<std::string> VmCommand(const std::vector<std::string>& guest,
+                                     const std::string& pid_file = "") {
+    std::vector<std::string> argv = {GPUVM_VM_BIN, "--aggregator", socket_, "--dm", GPUVM_DM_BIN,
+                                     "--ram-mib", "256"};
+    if (!pid_file.empty()) {
+      argv.push_back("--pid-file");
+      argv.push_back(pid_file);
+    }
+    argv.push_back("--");
+    argv.push_back(GPUVM_GUEST_BIN);
+    argv.insert(argv.end(), guest.begin(), guest.end());
+    return argv;
+  }
+
+  Process RunVm(const std::vector<std::string>& guest, const std::string& name) {
+    Process p = Process::Start(VmCommand(guest), dir_ + "/" + name);
+    EXPECT_TRUE(p.Wait(std::chrono::seconds(120))) << name << " hung\n" << p.Logs();
+    return p;
+  }
+
+  // Runs `guest` in a VM, retrying while the GPU still belongs to a VM the aggregator has not
+  // finished tearing down (it learns of a killed device model from its closed socket, a moment
+  // after the kill).
+  Process RunVmWhenFree(const std::vector<std::string>& guest, const std::string& name) {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    for (int attempt = 0;; ++attempt) {
+      Process p = RunVm(guest, name + "-" + std::to_string(attempt));
+      if (p.exit_code() == 0 || p.err().find("refused") == std::string::npos ||
+          Clock::now() > deadline) {
+        return p;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // Starts a VM that holds the GPU (launching empty kernels) and waits until it has run one.
+  Process StartHolder(const std::string& name, std::string* pid_file) {
+    const std::string ready = dir_ + "/" + name + ".ready";
+    *pid_file = dir_ + "/" + name + ".pids";
+    Process p = Process::Start(VmCommand({"hold", ready}, *pid_file), dir_ + "/" + name);
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (!Exists(ready) && Clock::now() < deadline) {
+      int status;
+      if (::waitpid(p.pid, &status, WNOHANG) == p.pid) {
+        p.status = status;
+        ADD_FAILURE() << "the holding VM exited early: " << p.Logs();
+        return p;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(Exists(ready)) << p.Logs();
+    return p;
+  }
+
+  static pid_t PidOf(const std::string& pid_file, const std::string& who) {
+    std::istringstream in(ReadFile(pid_file));
+    std::string name;
+    pid_t pid = -1;
+    while (in >> name >> pid) {
+      if (name == who) return pid;
+    }
+    return -1;
+  }
+
+  std::string dir_;
+  std::string socket_;
+  Process aggregator_;
+};
+
+TEST_F(PtIntegrationTest, RunsNop) {
+  Process p = RunVm({"nop", "20"}, "nop");
+  EXPECT_EQ(p.exit_code(), 0) << p.Logs();
+  EXPECT_NE(p.out().find("PASSED nop x20"), std::string::npos) << p.Logs();
+  EXPECT_NE(p.out().find("gpuvm local"), std::string::npos) << "not on the trapping bus\n"
+                                                           << p.Logs();
+}
+
+TEST_F(PtIntegrationTest, RunsMaddWithCorrectResults) {
+  Process p = RunVm({"case", "madd"}, "madd");
+  EXPECT_EQ(p.exit_code(), 0) << p.Logs();
+  EXPECT_NE(p.out().find("PASSED madd"), std::string::npos) << p.Logs();
+}
+
+TEST_F(PtIntegrationTest, SecondPtVmIsRefusedWithAClearError) {
+  std::string pids;
+  Process holder = StartHolder("holder", &pids);
+  Process second = RunVm({"nop"}, "second");
+  EXPECT_NE(second.exit_code(), 0) << second.Logs();
+  EXPECT_NE(second.err().find("a second pt VM is refused"), std::string::npos) << second.Logs();
+  ::kill(holder.pid, SIGTERM);  // gpuvm-vm passes it to the guest and tears the VM down
+  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  Process third = RunVm({"nop"}, "third");
+  EXPECT_EQ(third.exit_code(), 0) << third.Logs();
+}
+
+TEST_F(PtIntegrationTest, KillingTheGuestMidRunLeavesTheAggregatorServing) {
+  std::string pids;
+  Process holder = StartHolder("victim", &pids);
+  const pid_t guest = PidOf(pids, "guest");
+  ASSERT_GT(guest, 0) << ReadFile(pids);
+  ::kill(guest, SIGKILL);
+  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  EXPECT_EQ(holder.exit_code(), 128 + SIGKILL) << holder.Logs();
+  Process next = RunVm({"case", "madd"}, "next");  // no retry: the launcher waited for teardown
+  EXPECT_EQ(next.exit_code(), 0) << next.Logs();
+}
+
+TEST_F(PtIntegrationTest, KillingTheDeviceModelMidRunLeavesTheAggregatorServing) {
+  std::string pids;
+  Process holder = StartHolder("victim", &pids);
+  const pid_t dm = PidOf(pids, "dm");
+  ASSERT_GT(dm, 0) << ReadFile(pids);
+  ::kill(dm, SIGKILL);
+  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  EXPECT_NE(holder.exit_code(), 0);
+  EXPECT_NE(holder.err().find("device model died"), std::string::npos) << holder.Logs();
+  Process next = RunVmWhenFree({"case", "madd"}, "next");
+  EXPECT_EQ(next.exit_code(), 0) << next.Logs();
+}
+
+TEST_F(PtIntegrationTest, KillingTheLauncherTakesItsVmDown) {
+  std::string pids;
+  Process holder = StartHolder("victim", &pids);
+  const pid_t guest = PidOf(pids, "guest");
+  const pid_t dm = PidOf(pids, "dm");
+  ::kill(holder.pid, SIGKILL);
+  ASSERT_TRUE(holder.Wait(std::chrono::seconds(10)));
+  // Its children die with it (parent-death signals): nothing keeps the GPU.
+  for (pid_t pid : {guest, dm}) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (::kill(pid, 0) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_NE(::kill(pid, 0), 0) << "pid " << pid << " outlived its launcher";
+  }
+  Process next = RunVmWhenFree({"nop"}, "next");
+  EXPECT_EQ(next.exit_code(), 0) << next.Logs();
+}
+
+TEST_F(PtIntegrationTest, TheNextOwnerCannotReadThePreviousOnesVram) {
+  Process secret = RunVm({"secret"}, "secret");
+  ASSERT_EQ(secret.exit_code(), 0) << secret.Logs();
+  Process snoop = RunVm({"snoop"}, "snoop");
+  EXPECT_EQ(snoop.exit_code(), 0) << snoop.Logs();
+  EXPECT_NE(snoop.out().find("PASSED snoop"), std::string::npos) << snoop.Logs();
+}
+
+}  // namespace

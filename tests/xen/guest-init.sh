@@ -1,0 +1,47 @@
+#!/bin/sh
+# /init of the HVM guest in the Xen test bed (docs/XEN-TESTBED.md). Runs on busybox; its console is
+# ttyS0, which xl writes to /var/log/xen/guest-serial.log in dom0, where dom0's /init reads the
+# GPUVM-GUEST lines. Every line the host checks starts with "GPUVM-GUEST".
+/bin/busybox --install -s /bin
+export PATH=/bin:/usr/bin:/sbin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /tmp
+echo "GPUVM-GUEST: init reached uptime=$(cut -d' ' -f1 /proc/uptime)"
+
+# The PCI bus as the guest sees it (our device is 10de:06d8 when gpuvm-dm claimed its slot).
+for dev in /sys/bus/pci/devices/*; do
+  [ -e "$dev/vendor" ] || continue
+  bars=$(awk 'NR <= 6 && $1 != "0x0000000000000000" {printf " bar%d=%s-%s", NR - 1, $1, $2}' \
+    "$dev/resource")
+  echo "GPUVM-GUEST: pci ${dev##*/} $(cat "$dev/vendor"):$(cat "$dev/device")" \
+    "class=$(cat "$dev/class")$bars"
+done
+
+status=PASS
+# The guest programs of this run (a list written into the image by mkimages.sh; empty for a bare
+# boot). Each line: a name, then the command.
+if [ -f /gpuvm/guest-tests ]; then
+  while read -r name command; do
+    case "$name" in "" | \#*) continue ;; esac
+    start=$(cut -d' ' -f1 /proc/uptime)
+    echo "GPUVM-GUEST: run $name: $command"
+    # Output goes to the console, each line prefixed, so dom0 and the host see it.
+    echo 127 >/tmp/rc
+    sh -c "$command; echo \$? >/tmp/rc" 2>&1 | sed "s/^/GPUVM-GUEST: $name| /"
+    rc=$(cat /tmp/rc)
+    end=$(cut -d' ' -f1 /proc/uptime)
+    if [ "$rc" = 0 ]; then
+      echo "GPUVM-GUEST: ok $name (${start}s -> ${end}s)"
+    else
+      echo "GPUVM-GUEST: FAIL $name exit=$rc (${start}s -> ${end}s)"
+      status=FAIL
+    fi
+    rm -f /tmp/rc
+  done </gpuvm/guest-tests
+fi
+
+echo "GPUVM-GUEST-RESULT: $status uptime=$(cut -d' ' -f1 /proc/uptime)"
+sync
+poweroff -f

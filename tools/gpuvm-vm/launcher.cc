@@ -1,0 +1,309 @@
+#include "tools/gpuvm-vm/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "guest-pv-driver/local_trap_bus.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/guest_io.h"
+#include "hypervisor/local/os.h"
+
+#ifndef GPUVM_DM_DEFAULT_PATH
+#define GPUVM_DM_DEFAULT_PATH "gpuvm-dm"
+#endif
+
+namespace gpuvm::vm {
+namespace {
+
+using hv::local::UniqueFd;
+
+constexpr hv::Sbdf kGpuFunction{0, 0, 5, 0};  // gpuvm-dm's default (qemu-device/virtual_gpu.h)
+
+volatile sig_atomic_t g_guest_pid = 0;
+volatile sig_atomic_t g_interrupted = 0;
+
+void ForwardSignal(int signal) {
+  g_interrupted = signal;
+  if (g_guest_pid > 0) ::kill(g_guest_pid, signal);
+}
+
+Result<uint64_t> Number(const std::string& flag, const std::string& value, uint64_t min,
+                        uint64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+    return Status::InvalidArgument(flag + " wants a number from " + std::to_string(min) + " to " +
+                                   std::to_string(max) + ", not '" + value + "'");
+  }
+  return static_cast<uint64_t>(v);
+}
+
+// A socket pair whose second end the child inherits (no close-on-exec) at a fixed number.
+struct Handoff {
+  UniqueFd ours;
+  UniqueFd theirs;
+};
+Result<Handoff> MakeHandoff() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Status::FromErrno(errno, "socketpair");
+  }
+  return Handoff{UniqueFd(sv[0]), UniqueFd(sv[1])};
+}
+
+// In the child, between fork and exec: die with the launcher, put `fd` at `at` (inheritable).
+void ChildSetup(int parent, int death_signal, int fd, int at) {
+  ::prctl(PR_SET_PDEATHSIG, death_signal);
+  if (::getppid() != parent) ::_exit(126);  // the launcher is already gone
+  if (fd != at) {
+    if (::dup2(fd, at) < 0) ::_exit(126);
+  } else {
+    ::fcntl(at, F_SETFD, 0);
+  }
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+}
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// Waits up to `timeout` for `pid`; then kills it.
+int Reap(pid_t pid, std::chrono::milliseconds timeout) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+std::string Usage() {
+  return "usage: gpuvm-vm [--mode pt] [--aggregator SOCKET] [--ram-mib N] [--vcpus N] [--domid N]\n"
+         "                [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
+         "                -- PROGRAM [ARGS...]\n"
+         "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local).\n";
+}
+
+Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
+  VmOptions o;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--") {
+      ++i;
+      break;
+    }
+    if (flag == "--verbose") {
+      o.verbose = true;
+      continue;
+    }
+    if (flag.rfind("--", 0) != 0) break;  // the program, without "--"
+    if (i + 1 >= args.size()) return Status::InvalidArgument("missing value for " + flag);
+    const std::string& value = args[++i];
+    if (flag == "--mode") {
+      if (value != "pt" && value != "fv" && value != "pv") {
+        return Status::InvalidArgument("--mode must be pt, fv or pv");
+      }
+      o.mode = value;
+    } else if (flag == "--aggregator") {
+      o.aggregator = value;
+    } else if (flag == "--ram-mib") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 16, kMaxRamBytes >> 20));
+      o.ram_bytes = mib << 20;
+    } else if (flag == "--vcpus") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, hv::local::kMaxLocalVcpus));
+      o.vcpus = static_cast<uint32_t>(n);
+    } else if (flag == "--domid") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 0x7fef));
+      o.domid = static_cast<uint16_t>(n);
+    } else if (flag == "--name") {
+      if (value.empty() || value.size() > 31) {
+        return Status::InvalidArgument("--name wants 1 to 31 characters");
+      }
+      for (char c : value) {
+        if (c < 0x20 || c > 0x7e) return Status::InvalidArgument("--name must be printable ASCII");
+      }
+      o.name = value;
+    } else if (flag == "--dm") {
+      o.dm_path = value;
+    } else if (flag == "--pid-file") {
+      o.pid_file = value;
+    } else {
+      return Status::InvalidArgument("unknown flag " + flag);
+    }
+  }
+  o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (o.argv.empty()) return Status::InvalidArgument("no program to run");
+  return o;
+}
+
+Result<int> RunVm(const VmOptions& options) {
+  if (options.argv.empty()) return Status::InvalidArgument("no program to run");
+  const uint16_t domid =
+      options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
+  const std::string name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
+  std::string dm_path = options.dm_path;
+  if (dm_path.empty()) {
+    const char* env = std::getenv("GPUVM_DM");
+    dm_path = env != nullptr && *env != '\0' ? env : GPUVM_DM_DEFAULT_PATH;
+  }
+  const auto log = [&](const std::string& line) {
+    if (options.verbose) std::fprintf(stderr, "gpuvm-vm: %s\n", line.c_str());
+  };
+
+  // 1. The domain.
+  hv::local::LocalDomainConfig config;
+  config.domid = domid;
+  config.ram_bytes = options.ram_bytes;
+  config.vcpus = options.vcpus;
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalDomain> domain,
+                         hv::local::LocalDomain::Create(config));
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalGuestIo> io,
+                         hv::local::LocalGuestIo::Create(*domain));
+
+  // 2. Its device model.
+  GPUVM_ASSIGN_OR_RETURN(Handoff dm_handoff, MakeHandoff());
+  std::vector<std::string> dm_args = {dm_path,  "--backend",   "local", "--domid",
+                                      std::to_string(domid), "--domain-fd", "3",
+                                      "--mode", options.mode,  "--name",      name};
+  if (!options.aggregator.empty()) {
+    dm_args.push_back("--aggregator");
+    dm_args.push_back(options.aggregator);
+  }
+  std::vector<char*> dm_argv;
+  for (std::string& a : dm_args) dm_argv.push_back(a.data());
+  dm_argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t dm = ::fork();
+  if (dm < 0) return Status::FromErrno(errno, "fork");
+  if (dm == 0) {
+    ChildSetup(parent, SIGTERM, dm_handoff.theirs.get(), 3);
+    ::execv(dm_path.c_str(), dm_argv.data());
+    std::fprintf(stderr, "gpuvm-vm: cannot run %s: %s\n", dm_path.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  dm_handoff.theirs.Reset();
+  Status sent = domain->SendTo(dm_handoff.ours.get());
+  if (!sent.ok()) {
+    // Most likely it is gone already (it could not start): say so, with how it ended.
+    const int status = Reap(dm, std::chrono::seconds(2));
+    return Status::Unavailable("the device model exited before the VM started (" +
+                               Describe(status) + "; handing it the domain: " + sent.message() +
+                               ")");
+  }
+  log("domain " + std::to_string(domid) + ": gpuvm-dm pid " + std::to_string(dm));
+
+  // Wait until it claims the GPU's function (it has talked to the aggregator by then).
+  const auto deadline = std::chrono::steady_clock::now() + options.dm_start_timeout;
+  while (!io->IsPciClaimed(kGpuFunction)) {
+    int status = 0;
+    if (::waitpid(dm, &status, WNOHANG) == dm) {
+      return Status::Unavailable("the device model exited before the VM started (" +
+                                 Describe(status) + "); its message is above");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(dm, SIGKILL);
+      ::waitpid(dm, nullptr, 0);
+      return Status::DeadlineExceeded("the device model did not bring the GPU up within " +
+                                      std::to_string(options.dm_start_timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  // 3. The guest program.
+  GPUVM_ASSIGN_OR_RETURN(Handoff guest_handoff, MakeHandoff());
+  std::vector<std::string> guest_args = options.argv;
+  std::vector<char*> guest_argv;
+  for (std::string& a : guest_args) guest_argv.push_back(a.data());
+  guest_argv.push_back(nullptr);
+  const int guest_fd = guest_handoff.theirs.get();
+  const std::string fd_text = std::to_string(guest_fd);
+  struct sigaction forward {};
+  forward.sa_handler = ForwardSignal;
+  ::sigemptyset(&forward.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &forward, &old_int);
+  ::sigaction(SIGTERM, &forward, &old_term);
+  const pid_t guest = ::fork();
+  if (guest < 0) {
+    ::kill(dm, SIGTERM);
+    Reap(dm, std::chrono::seconds(10));
+    return Status::FromErrno(errno, "fork");
+  }
+  if (guest == 0) {
+    ChildSetup(parent, SIGKILL, guest_fd, guest_fd);
+    ::setenv(guest::kLocalVmFdVariable, fd_text.c_str(), 1);
+    ::setenv("GPUVM_BUS", "local", 1);
+    ::execvp(guest_argv[0], guest_argv.data());
+    std::fprintf(stderr, "gpuvm-vm: cannot run %s: %s\n", guest_argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  g_guest_pid = guest;
+  guest_handoff.theirs.Reset();
+  sent = domain->SendTo(guest_handoff.ours.get());
+  if (!sent.ok()) std::fprintf(stderr, "gpuvm-vm: %s\n", sent.ToString().c_str());
+  if (!options.pid_file.empty()) {
+    std::ofstream pids(options.pid_file + ".tmp");
+    pids << "dm " << dm << "\nguest " << guest << "\n";
+    pids.close();
+    std::rename((options.pid_file + ".tmp").c_str(), options.pid_file.c_str());
+  }
+  log("guest pid " + std::to_string(guest) + ": " + options.argv[0]);
+
+  // 4. Supervise.
+  Result<int> result = Status::Internal("unreachable");
+  for (;;) {
+    int status = 0;
+    const pid_t who = ::waitpid(-1, &status, 0);
+    if (who < 0) {
+      if (errno == EINTR) continue;
+      result = Status::FromErrno(errno, "waitpid");
+      break;
+    }
+    if (who == guest) {
+      g_guest_pid = 0;
+      log("guest " + Describe(status) + "; stopping the device model");
+      ::kill(dm, SIGTERM);  // gpuvm-dm tears the session down: the aggregator resets the GPU
+      const int dm_status = Reap(dm, std::chrono::seconds(30));
+      log("gpuvm-dm " + Describe(dm_status));
+      result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    if (who == dm) {
+      std::fprintf(stderr, "gpuvm-vm: the device model died (%s); stopping the guest\n",
+                   Describe(status).c_str());
+      ::kill(guest, SIGKILL);
+      ::waitpid(guest, nullptr, 0);
+      g_guest_pid = 0;
+      result = Status::Aborted("the VM's device model died (" + Describe(status) + ")");
+      break;
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  if (!options.pid_file.empty()) std::remove(options.pid_file.c_str());
+  return result;
+}
+
+}  // namespace gpuvm::vm

@@ -1,0 +1,59 @@
+// The local VM launcher (gpuvm-vm): starts a VM of the local hypervisor backend — a process — and
+// runs a guest program in it:
+//
+//   1. the domain: guest RAM (a sealed memfd), the ioreq region, per-vCPU eventfds
+//      (hypervisor/local/domain.h);
+//   2. its device model: gpuvm-dm --backend local --domain-fd 3, which connects to the aggregator
+//      (HELLO, VM_CONFIG: refused there if the GPU is taken), hands over the guest RAM, and claims
+//      the virtual GPU's PCI function; we wait until it has;
+//   3. the guest program, with GPUVM_BUS=local and $GPUVM_LOCAL_VM_FD naming an inherited socket
+//      carrying the domain: the runtime's trapping Bus (guest-pv-driver/local_trap_bus.h) picks it
+//      up, enumerates the GPU and traps every BAR access;
+//   4. supervision: when the guest exits, the device model is stopped (TEARDOWN: the aggregator
+//      resets the GPU before it acknowledges); when the device model dies, the guest is killed (its
+//      GPU is gone). Both children die with the launcher (PR_SET_PDEATHSIG), so a killed launcher
+//      leaves nothing holding the GPU.
+//
+// Threading: RunVm runs on the calling thread and forks; call it from a process that is
+// single-threaded at the time (a parent-death signal belongs to the forking thread).
+#ifndef GPUVM_TOOLS_GPUVM_VM_LAUNCHER_H_
+#define GPUVM_TOOLS_GPUVM_VM_LAUNCHER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gpuvm::vm {
+
+struct VmOptions {
+  std::string mode = "pt";         // gpuvm-dm --mode
+  std::string aggregator;          // socket; empty: $GPUVM_AGGREGATOR or the default
+  uint64_t ram_bytes = 1ull << 30;  // guest RAM (a lazily backed memfd)
+  uint32_t vcpus = 1;
+  uint16_t domid = 0;  // 0: one derived from our pid
+  std::string name;    // empty: "vm<domid>"
+  std::string dm_path;  // empty: $GPUVM_DM, else the gpuvm-dm this build made
+  std::string pid_file;  // if set: "dm <pid>\nguest <pid>\n" once both run (tests kill them)
+  std::chrono::milliseconds dm_start_timeout = std::chrono::seconds(20);
+  bool verbose = false;
+  std::vector<std::string> argv;  // the guest program and its arguments
+};
+
+// (our choice) Guest RAM stays below the 32-bit BAR0 at 0xf0000000, like a PC's PCI hole.
+inline constexpr uint64_t kMaxRamBytes = 3ull << 30;
+
+// Parses gpuvm-vm's command line (see main.cc).
+Result<VmOptions> ParseArgs(const std::vector<std::string>& args);
+std::string Usage();
+
+// Runs the VM. Returns the guest program's exit status (128 + signal when a signal ended it), or an
+// error when the VM could not start (the device model's own message is on stderr) or its device
+// model died under it.
+Result<int> RunVm(const VmOptions& options);
+
+}  // namespace gpuvm::vm
+
+#endif  // GPUVM_TOOLS_GPUVM_VM_LAUNCHER_H_
