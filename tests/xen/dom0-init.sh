@@ -54,6 +54,7 @@ dump_logs() {
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+exec </dev/console >/dev/console 2>&1
 mkdir -p /dev/pts /dev/shm /run/xen /var/run/xen /var/log/xen /var/lib/xen /var/lib/xenstored \
   /var/xen/dump /tmp
 mount -t devpts devpts /dev/pts

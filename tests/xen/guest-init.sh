@@ -7,6 +7,7 @@ export PATH=/bin:/usr/bin:/sbin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
 mkdir -p /dev/pts /tmp
 echo "GPUVM-GUEST: init reached uptime=$(cut -d' ' -f1 /proc/uptime)"
 

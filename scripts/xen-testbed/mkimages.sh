@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Assembles the Xen test bed's two initramfs images (docs/XEN-TESTBED.md):
+#
+#   scripts/xen-testbed/mkimages.sh OUT BUILD
+#
+#   OUT/guest-initrd.cpio  the HVM guest: busybox, tests/xen/guest-init.sh as /init, our guest programs
+#                          and the runtime libraries with everything they link (tests/xen/guest-tests)
+#   OUT/dom0-initrd.cpio   dom0: busybox, tests/xen/dom0-init.sh as /init, the Xen tools (xl,
+#                          xenstored, xen-init-dom0, xenconsoled, hvmloader, qemu-system-xen + SeaBIOS),
+#                          the xen-* kernel modules, our dom0 programs (gpuvm-aggregator, gpuvm-dm,
+#                          the backend tests), and the guest's kernel and initramfs
+#
+# Both are uncompressed cpio archives. OUT/pkgroot must hold the unpacked packages (fetch.sh).
+# Programs that are not in BUILD are left out and the plan (testbed.conf, guest-tests) says so.
+set -euo pipefail
+
+out=$(cd "${1:?usage: mkimages.sh OUT BUILD}" && pwd)
+build=$(cd "${2:?usage: mkimages.sh OUT BUILD}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+PKGROOT="$out/pkgroot"
+# shellcheck source=stage.sh
+source "$here/stage.sh"
+
+log() { echo "xen-testbed: $*" >&2; }
+
+kernel_version=$(ls "$PKGROOT/lib/modules" | head -n1)
+vmlinuz="$PKGROOT/boot/vmlinuz-$kernel_version"
+[[ -f "$vmlinuz" ]] || { log "no kernel in $PKGROOT/boot"; exit 1; }
+
+# ---- guest --------------------------------------------------------------------------------------
+STAGE="$out/stage-guest"
+stage_init
+stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
+stage_file "$repo/tests/xen/guest-init.sh" /init
+chmod 755 "$STAGE/init"
+mkdir -p "$STAGE/gpuvm/bin" "$STAGE/gpuvm/lib"
+: >"$STAGE/gpuvm/guest-tests"
+guest_programs=()
+if [[ -f "$repo/tests/xen/guest-tests" ]]; then
+  # Lines: name, then a command whose first word is a program under BUILD (path relative to it).
+  while read -r name program rest; do
+    [[ -z "$name" || "$name" == \#* ]] && continue
+    if [[ ! -x "$build/$program" ]]; then
+      log "guest test $name left out: $build/$program is not built"
+      continue
+    fi
+    guest_programs+=("$program")
+    echo "$name /gpuvm/bin/$(basename "$program") $rest" >>"$STAGE/gpuvm/guest-tests"
+  done <"$repo/tests/xen/guest-tests"
+fi
+if ((${#guest_programs[@]})); then
+  # The runtime's libraries come first on the guest's library path (libcuda.so.1 of this build).
+  STAGE_EXTRA_LD_PATH="$build/runtime/lib"
+  STAGE_LD_PATH=""
+  for program in "${guest_programs[@]}"; do
+    stage_binary "$build/$program" "/gpuvm/bin/$(basename "$program")"
+  done
+  for lib in "$build"/runtime/lib/*.so.*; do
+    [[ -e "$lib" ]] && stage_binary "$lib" "/usr/lib/x86_64-linux-gnu/$(basename "$lib")"
+  done
+  unset STAGE_EXTRA_LD_PATH
+  STAGE_LD_PATH=""
+fi
+stage_pack "$out/guest-initrd.cpio"
+log "guest initramfs: $(du -h "$out/guest-initrd.cpio" | cut -f1), tests: $(wc -l <"$STAGE/gpuvm/guest-tests")"
+
+# ---- dom0 ---------------------------------------------------------------------------------------
+STAGE="$out/stage-dom0"
+stage_init
+stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
+stage_file "$repo/tests/xen/dom0-init.sh" /init
+chmod 755 "$STAGE/init"
+
+xenbin=/usr/lib/xen-4.17/bin
+for tool in xl xenstored xen-init-dom0 xenconsoled xenconsole; do
+  stage_binary "$PKGROOT$xenbin/$tool" "$xenbin/$tool"
+done
+stage_binary "$PKGROOT/usr/bin/xenstore" /usr/bin/xenstore
+for t in read write list ls rm exists chmod watch; do ln -sf xenstore "$STAGE/usr/bin/xenstore-$t"; done
+stage_file "$PKGROOT/usr/lib/xen-4.17/boot/hvmloader" /usr/lib/xen-4.17/boot/hvmloader
+stage_binary "$PKGROOT/usr/libexec/xen-qemu-system-i386" /usr/libexec/xen-qemu-system-i386
+stage_file "$PKGROOT/usr/share/seabios/bios-256k.bin" /usr/share/seabios/bios-256k.bin
+# qemu-system-xen's option ROMs for the guest's direct kernel boot (from the host's qemu-system-data,
+# installed with qemu-system-x86).
+for rom in linuxboot.bin linuxboot_dma.bin kvmvapic.bin; do
+  stage_file "/usr/share/qemu/$rom" "/usr/share/qemu/$rom"
+  mkdir -p "$STAGE/usr/share/qemu-xen"
+  ln -sf "../qemu/$rom" "$STAGE/usr/share/qemu-xen/$rom"
+done
+mkdir -p "$STAGE/etc/xen" "$STAGE/var/lib/xen" "$STAGE/var/log/xen"
+cat >"$STAGE/etc/xen/xl.conf" <<'EOF'
+# Xen test bed: no automatic ballooning (dom0 has a fixed dom0_mem), no lock file dance.
+autoballoon="off"
+EOF
+
+moddir="/usr/lib/modules/$kernel_version/kernel/drivers/xen"
+for m in xen-privcmd xen-evtchn xen-gntdev xen-gntalloc xenfs/xenfs; do
+  stage_file "$PKGROOT/lib/modules/$kernel_version/kernel/drivers/xen/$m.ko" "$moddir/$m.ko"
+done
+
+# Our dom0 programs and the backend tests (left out when not built).
+mkdir -p "$STAGE/gpuvm/bin"
+dom0_programs=(aggregator/gpuvm-aggregator qemu-device/gpuvm-dm hypervisor/hv_backend_test
+               qemu-device/dm_device_model_test)
+for program in "${dom0_programs[@]}"; do
+  if [[ -x "$build/$program" ]]; then
+    stage_binary "$build/$program" "/gpuvm/bin/$(basename "$program")"
+  else
+    log "dom0 program left out: $build/$program is not built"
+  fi
+done
+
+# The plan: which steps dom0 runs (dom0-init.sh reads it).
+{
+  echo "# written by scripts/xen-testbed/mkimages.sh"
+  [[ -f "$repo/tests/xen/testbed.conf" ]] && cat "$repo/tests/xen/testbed.conf"
+  tests=""
+  [[ -x "$STAGE/gpuvm/bin/hv_backend_test" ]] && tests+=" hv_backend_test:*/xen.*"
+  [[ -x "$STAGE/gpuvm/bin/dm_device_model_test" ]] && tests+=" dm_device_model_test:*/xen.*"
+  echo "BACKEND_TESTS=\"\${BACKEND_TESTS-$tests}\""
+  if [[ ! -x "$STAGE/gpuvm/bin/gpuvm-dm" || ! -x "$STAGE/gpuvm/bin/gpuvm-aggregator" ]]; then
+    echo 'DM_MODE=""  # gpuvm-dm or gpuvm-aggregator not built'
+  fi
+} >"$STAGE/gpuvm/testbed.conf"
+
+mkdir -p "$STAGE/guest"
+cp "$vmlinuz" "$STAGE/guest/vmlinuz"
+cp "$out/guest-initrd.cpio" "$STAGE/guest/initrd.cpio"
+stage_pack "$out/dom0-initrd.cpio"
+cp "$vmlinuz" "$out/vmlinuz"
+log "dom0 initramfs: $(du -h "$out/dom0-initrd.cpio" | cut -f1)"

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# `make xen-test`: the Xen test bed (docs/XEN-TESTBED.md). Boots Xen 4.17 + a Debian dom0 under QEMU's
+# software emulation (TCG), and inside dom0 an HVM guest with gpuvm's virtual GPU; checks the result.
+#
+#   scripts/xen-testbed/xen-test.sh BUILD
+#
+# BUILD is the gpuvm build directory (its programs go into dom0 and the guest). Everything the test
+# bed makes is cached under BUILD/xen-testbed (packages, images); console logs go to
+# BUILD/xen-testbed/logs and stay there. Exits 0 only when dom0 printed "GPUVM-XEN-RESULT: PASS".
+#
+# Environment: XEN_TEST_TIMEOUT (seconds for the whole boot, default 2400), XEN_TEST_QEMU_MEM (MiB,
+# default 4096).
+set -euo pipefail
+
+build=${1:?usage: xen-test.sh BUILD}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out="$build/xen-testbed"
+mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
+timeout_s=${XEN_TEST_TIMEOUT:-2400}
+qemu_mem=${XEN_TEST_QEMU_MEM:-4096}
+
+t0=$(date +%s)
+log() { echo "xen-testbed: [$(($(date +%s) - t0))s] $*" >&2; }
+log "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
+
+# ---- 1. packages (cached) ------------------------------------------------------------------------
+timeout 1800 "$here/fetch.sh" "$out"
+log "packages ready"
+
+# ---- 2. images -----------------------------------------------------------------------------------
+xen_image="$out/xen"
+xen_gz=$(ls "$out"/pkgroot/boot/xen-4.17-amd64.gz)
+if [[ ! -f "$xen_image" || "$xen_gz" -nt "$xen_image" ]]; then
+  zcat "$xen_gz" >"$xen_image.tmp" && mv "$xen_image.tmp" "$xen_image"
+fi
+timeout 900 "$here/mkimages.sh" "$out" "$build"
+log "images ready"
+
+# ---- 3. boot -------------------------------------------------------------------------------------
+stamp=$(date +%Y%m%d-%H%M%S)
+console="$out/logs/console-$stamp.log"
+ln -sfn "console-$stamp.log" "$out/logs/console-latest.log"
+# Xen: serial console on COM1; dom0 gets a fixed 1 GiB. No "noreboot": a Xen panic reboots, and
+# QEMU's -no-reboot turns that into an exit, so a crash fails fast.
+xen_args="console=com1 com1=115200 dom0_mem=1024M,max:1024M loglvl=all guest_loglvl=all"
+dom0_args="console=hvc0 loglevel=5"
+log "booting Xen under qemu-system-x86_64 -accel tcg (console: $console, timeout ${timeout_s}s)"
+boot_start=$(date +%s)
+qemu-system-x86_64 -accel tcg -cpu max,-smap -machine q35 -m "$qemu_mem" -smp 2 \
+  -display none -monitor none -serial "file:$console" -no-reboot \
+  -kernel "$xen_image" -append "$xen_args" \
+  -initrd "$out/vmlinuz $dom0_args,$out/dom0-initrd.cpio" </dev/null >"$out/logs/qemu-$stamp.log" 2>&1 &
+qemu_pid=$!
+stop_qemu() {
+  if kill -0 "$qemu_pid" 2>/dev/null; then
+    kill "$qemu_pid" 2>/dev/null || true
+    sleep 1
+    kill -9 "$qemu_pid" 2>/dev/null || true
+  fi
+}
+trap stop_qemu EXIT
+
+# Milestones: the first console line matching each pattern, with the host time it appeared.
+milestones=(
+  "xen:(XEN) Xen version"
+  "dom0-kernel:Grant table initialized"
+  "dom0-userspace:GPUVM-XEN: dom0 userspace reached"
+  "guest-created:GPUVM-XEN: guest created paused"
+  "backend-tests-done:GPUVM-XEN: guest unpaused"
+  "guest-init:GPUVM-GUEST: init reached"
+  "guest-result:GPUVM-GUEST-RESULT"
+  "result:GPUVM-XEN-RESULT"
+)
+declare -A seen=()
+outcome=""
+while :; do
+  now=$(date +%s)
+  for m in "${milestones[@]}"; do
+    key=${m%%:*}
+    [[ -n "${seen[$key]:-}" ]] && continue
+    if grep -qF "${m#*:}" "$console" 2>/dev/null; then
+      seen[$key]=$((now - boot_start))
+      log "milestone $key at +${seen[$key]}s"
+    fi
+  done
+  if [[ -n "${seen[result]:-}" ]]; then
+    outcome=result
+    break
+  fi
+  if grep -qE 'Panic on CPU|Kernel panic - not syncing|\(XEN\) \*\*\*\* ' "$console" 2>/dev/null; then
+    sleep 5  # let the panic message finish
+    outcome=panic
+    break
+  fi
+  if ! kill -0 "$qemu_pid" 2>/dev/null; then
+    outcome=qemu-exited
+    break
+  fi
+  if ((now - boot_start > timeout_s)); then
+    outcome=timeout
+    break
+  fi
+  sleep 2
+done
+sleep 3  # dom0 powers off; give the console its last lines
+stop_qemu
+boot_end=$(date +%s)
+
+# ---- 4. result -----------------------------------------------------------------------------------
+log "boot ended ($outcome) after $((boot_end - boot_start))s; console log: $console"
+{
+  echo "run: $stamp, outcome: $outcome, boot: $((boot_end - boot_start))s, total: $((boot_end - t0))s"
+  echo "host load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for m in "${milestones[@]}"; do
+    key=${m%%:*}
+    echo "milestone $key: ${seen[$key]:-never}"
+  done
+} >"$out/logs/timings-$stamp.txt"
+cat "$out/logs/timings-$stamp.txt" >&2
+exec "$repo/tests/xen/check-result.sh" "$console"
