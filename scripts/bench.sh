@@ -4,7 +4,7 @@
 set -euo pipefail
 build=${1:-build}
 mkdir -p "$build/bench"
-for program in gpuvm-device-bench gpuvm-compute-bench gpuvm-trap-bench gpuvm-bench; do
+for program in gpuvm-device-bench gpuvm-compute-bench gpuvm-trap-bench gpuvm-pt-bench gpuvm-bench; do
   if [[ -x "$build/bench/$program" ]]; then
     echo "=== $program"
     "$build/bench/$program" --out "$build/bench"

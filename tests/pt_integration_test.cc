@@ -1,5 +1,5 @@
 // Pass-through end to end with real processes: gpuvm-aggregator owns the software GPU; gpuvm-vm
-// starts local VMs (guest RAM, ioreq page, gpuvm-dm) and runs gpuvm-test-guest inside them with
+// starts local VMs (guest RAM, ioreq page, gpuvm-dm) and runs gpuvm-pt-guest inside them with
 // GPUVM_BUS=local, so every BAR access of the unmodified guest driver traps through gpuvm-dm to the
 // aggregator. Checked: nop and madd give correct results; a second pt VM is refused with a clear
 // error; killing the guest, its device model or its launcher mid-run leaves the aggregator serving
@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -109,6 +110,8 @@ class PtIntegrationTest : public ::testing::Test {
       EXPECT_EQ(aggregator_.exit_code(), 0) << aggregator_.Logs();
       if (HasFailure()) std::fprintf(stderr, "aggregator log:\n%s", aggregator_.err().c_str());
     }
+    std::error_code ignored;
+    if (!HasFailure()) std::filesystem::remove_all(dir_, ignored);  // logs stay when it failed
   }
 
   std::vector<std::string> VmCommand(const std::vector<std::string>& guest,

@@ -12,11 +12,14 @@
 //   trap, dm only            guest -> ioreq slot + eventfd -> device model process (in-process fake
 //                            aggregator) -> back: the hypervisor half alone
 //   trap via aggregator      guest -> device model process -> IPC -> aggregator process (fake
-//   register
-//                            file) -> back: the whole pass-through path
+//                            register file) -> back: the path with a minimal aggregator
+//   trap via gpuvm-aggregator the same through the real aggregator (aggregator/: session, pt
+//                            virtual GPU, the software GPU's registers): the whole pass-through path
+//   gpuvm-aggregator call    IpcAggregatorConnection::Read to the real aggregator alone
 // For the trap cases, writes and reads of a BAR0 register are timed separately. Output: a table on
 // stdout (median and p99 in microseconds, and the median's ratio to the eventfd ping-pong's) and
 // DIR/trap.json.
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -34,6 +37,9 @@
 #include <string>
 #include <vector>
 
+#include "aggregator/aggregator.h"
+#include "aggregator/server.h"
+#include "aggregator/sim_gpu.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
 #include "hypervisor/local/guest_memory.h"
@@ -152,19 +158,58 @@ class SocketPingPong {
   pid_t child_ = -1;
 };
 
+// Forks a process serving the real gpuvm-aggregator (the software GPU, threaded, no compute
+// engine) on `path`; returns its pid once it listens. Everything is built in the child, so the
+// GPU's engine thread lives where it is used.
+pid_t StartRealAggregator(const std::string& path) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) Die("pipe");
+  const pid_t child = ::fork();
+  if (child < 0) Die("fork");
+  if (child == 0) {
+    ::close(ready[0]);
+    aggregator::SimGpuOptions gpu_options;
+    gpu_options.vram_bytes = 256ull << 20;
+    gpu_options.compute_engine = false;
+    auto gpu = aggregator::SimGpu::Create(gpu_options);
+    if (!gpu.ok()) ::_exit(20);
+    auto core = aggregator::Aggregator::Create(std::move(*gpu));
+    if (!core.ok()) ::_exit(21);
+    aggregator::ServerOptions options;
+    options.path = path;
+    options.log = nullptr;
+    auto server = aggregator::AggregatorServer::Create(std::move(*core), options);
+    if (!server.ok()) ::_exit(22);
+    const char byte = 1;
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(23);
+    (void)(*server)->Run();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  if (::read(ready[0], &byte, 1) != 1) Die("the aggregator process did not start");
+  ::close(ready[0]);
+  return child;
+}
+
 // This process as a device model talking to an aggregator process: the IPC leg of a trap alone.
 class AggregatorCall {
  public:
-  AggregatorCall() {
-    const std::string path = "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid());
-    auto server = dm::testing::FakeAggregatorServer::Create(path);
-    if (!server.ok()) Die(server.status().ToString());
-    server_ = std::move(*server);
-    child_ = ::fork();
-    if (child_ < 0) Die("fork");
-    if (child_ == 0) {
-      server_->Serve();
-      ::_exit(0);
+  explicit AggregatorCall(bool real = false) {
+    const std::string path = "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid()) +
+                             (real ? "-real" : "");
+    if (real) {
+      child_ = StartRealAggregator(path);
+    } else {
+      auto server = dm::testing::FakeAggregatorServer::Create(path);
+      if (!server.ok()) Die(server.status().ToString());
+      server_ = std::move(*server);
+      child_ = ::fork();
+      if (child_ < 0) Die("fork");
+      if (child_ == 0) {
+        server_->Serve();
+        ::_exit(0);
+      }
     }
     dm::IpcConnectOptions options;
     options.path = path;
@@ -232,7 +277,9 @@ class AggregatorCall {
 // an aggregator in another child speaking the real protocol.
 class TrapRig {
  public:
-  TrapRig(hv::DomainId domid, bool via_aggregator) {
+  enum class Aggregator { kNone, kFake, kReal };
+  TrapRig(hv::DomainId domid, Aggregator which) {
+    const bool via_aggregator = which != Aggregator::kNone;
     auto domain = hv::local::LocalDomain::Create({domid, 16 << 20, 1});
     if (!domain.ok()) Die(domain.status().ToString());
     domain_ = std::move(*domain);
@@ -241,14 +288,18 @@ class TrapRig {
       // Listening before the fork, so the device model can connect at once. We keep our copy alive
       // until the child is gone: destroying it would signal the stop eventfd they share.
       path = "@gpuvm-trap-bench-" + std::to_string(::getpid()) + "-" + std::to_string(domid);
-      auto server = dm::testing::FakeAggregatorServer::Create(path);
-      if (!server.ok()) Die(server.status().ToString());
-      aggregator_ = std::move(*server);
-      aggregator_pid_ = ::fork();
-      if (aggregator_pid_ < 0) Die("fork");
-      if (aggregator_pid_ == 0) {
-        aggregator_->Serve();
-        ::_exit(0);
+      if (which == Aggregator::kReal) {
+        aggregator_pid_ = StartRealAggregator(path);
+      } else {
+        auto server = dm::testing::FakeAggregatorServer::Create(path);
+        if (!server.ok()) Die(server.status().ToString());
+        aggregator_ = std::move(*server);
+        aggregator_pid_ = ::fork();
+        if (aggregator_pid_ < 0) Die("fork");
+        if (aggregator_pid_ == 0) {
+          aggregator_->Serve();
+          ::_exit(0);
+        }
       }
     }
     dm_pid_ = ::fork();
@@ -310,44 +361,42 @@ std::vector<Figures> RunPass(int iterations) {
   PingPong ping_pong;
   SocketPingPong socket_ping_pong;
   AggregatorCall aggregator_call;
-  TrapRig dm_only(1, false);
-  TrapRig via_aggregator(2, true);
-  constexpr int kCases = 5;
+  AggregatorCall real_aggregator_call(/*real=*/true);
+  TrapRig dm_only(1, TrapRig::Aggregator::kNone);
+  TrapRig via_aggregator(2, TrapRig::Aggregator::kFake);
+  TrapRig via_real(3, TrapRig::Aggregator::kReal);
+  constexpr int kCases = 7;
   const int per_round = std::max(1, iterations / kRounds);
-  // samples: 0 eventfd floor, 1 socket floor, 2 IPC call, 3/4 dm-only write/read, 5/6 full
-  // write/read
-  std::vector<std::vector<double>> samples(7);
+  // samples: 0 eventfd floor, 1 socket floor, 2 IPC call (fake), 3 IPC call (real),
+  // 4/5 dm-only write/read, 6/7 fake aggregator write/read, 8/9 real aggregator write/read
+  std::vector<std::vector<double>> samples(10);
   for (int round = -1; round < kRounds; ++round) {  // round -1 warms everything up
     for (int c = 0; c < kCases; ++c) {
       const int which = (c + round + kRounds) % kCases;  // rotate who goes first
       for (int i = 0; i < per_round; ++i) {
-        const uint32_t value = static_cast<uint32_t>(round * per_round + i);
+        const uint32_t value = static_cast<uint32_t>(round * per_round + i) & 0xffffff;
         const bool keep = round >= 0;
+        auto add = [&](int slot, double us) {
+          if (keep) samples[slot].push_back(us);
+        };
         switch (which) {
-          case 0: {
-            const double us = ping_pong.RoundTripMicros();
-            if (keep) samples[0].push_back(us);
+          case 0:
+            add(0, ping_pong.RoundTripMicros());
             break;
-          }
-          case 1: {
-            const double us = socket_ping_pong.RoundTripMicros();
-            if (keep) samples[1].push_back(us);
+          case 1:
+            add(1, socket_ping_pong.RoundTripMicros());
             break;
-          }
-          case 2: {
-            const double us = aggregator_call.ReadMicros();
-            if (keep) samples[2].push_back(us);
+          case 2:
+            add(2, aggregator_call.ReadMicros());
             break;
-          }
+          case 3:
+            add(3, real_aggregator_call.ReadMicros());
+            break;
           default: {
-            TrapRig& rig = which == 3 ? dm_only : via_aggregator;
-            const double w = rig.WriteMicros(value);
-            const double r = rig.ReadMicros();
-            const int slot = which == 3 ? 3 : 5;
-            if (keep) {
-              samples[slot].push_back(w);
-              samples[slot + 1].push_back(r);
-            }
+            TrapRig& rig = which == 4 ? dm_only : which == 5 ? via_aggregator : via_real;
+            const int slot = which == 4 ? 4 : which == 5 ? 6 : 8;
+            add(slot, rig.WriteMicros(value));
+            add(slot + 1, rig.ReadMicros());
           }
         }
       }
@@ -356,11 +405,14 @@ std::vector<Figures> RunPass(int iterations) {
   std::vector<Figures> all = {
       Summarize("eventfd ping-pong (floor)", samples[0]),
       Summarize("unix seqpacket ping-pong", samples[1]),
-      Summarize("aggregator call alone (IPC)", samples[2]),
-      Summarize("trap, dm only, write", samples[3]),
-      Summarize("trap, dm only, read", samples[4]),
-      Summarize("trap via aggregator, write", samples[5]),
-      Summarize("trap via aggregator, read", samples[6]),
+      Summarize("aggregator call alone (fake)", samples[2]),
+      Summarize("aggregator call alone (real)", samples[3]),
+      Summarize("trap, dm only, write", samples[4]),
+      Summarize("trap, dm only, read", samples[5]),
+      Summarize("trap via fake aggregator, write", samples[6]),
+      Summarize("trap via fake aggregator, read", samples[7]),
+      Summarize("trap via gpuvm-aggregator, write", samples[8]),
+      Summarize("trap via gpuvm-aggregator, read", samples[9]),
   };
   return all;
 }

@@ -20,6 +20,14 @@ for dev in /sys/bus/pci/devices/*; do
     "class=$(cat "$dev/class")$bars"
 done
 
+# DMA memory (guest-pv-driver/sysfs_bus.h): the GPU reaches pinned buffers by the guest-physical
+# frames /proc/self/pagemap reports, so those frames must not move while mapped. mlock keeps pages
+# resident; these keep compaction and khugepaged from migrating them.
+echo 0 >/proc/sys/vm/compact_unevictable_allowed 2>/dev/null
+echo never >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null
+export GPUVM_BUS=sysfs
+export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu
+
 status=PASS
 # The guest programs of this run (a list written into the image by mkimages.sh; empty for a bare
 # boot). Each line: a name, then the command.

@@ -1,14 +1,15 @@
-// gpuvm-test-guest: a guest program for the multi-process tests (and the pt figures): a driver-API
-// CUDA program, run natively (GPUVM_BUS=native) or inside a local VM by gpuvm-vm (GPUVM_BUS=local).
+// gpuvm-pt-guest: the guest program of gpuvm-pt-bench and of the pt integration tests
+// (tests/pt_integration_test.cc): a driver-API CUDA program, run natively (GPUVM_BUS=native) or
+// inside a local VM by gpuvm-vm (GPUVM_BUS=local).
 //
-//   gpuvm-test-guest nop [N]             load an empty kernel, launch it N times (10), synchronize
-//   gpuvm-test-guest case NAME [bench]   a kernel-corpus case (bench/kernels), checked against the
-//                                        CPU reference; prints the kernels' wall time
-//   gpuvm-test-guest hold FILE           launch empty kernels until killed (at most 120 s); writes
-//                                        FILE after the first one completes
-//   gpuvm-test-guest secret              fills 16 MiB of VRAM with a pattern and exits
-//   gpuvm-test-guest snoop               allocates 16 MiB, reads it back uninitialized, fails if any
-//                                        word of the pattern is there
+//   gpuvm-pt-guest nop [N]            load an empty kernel, launch it N times (10), synchronize
+//   gpuvm-pt-guest case NAME [bench]  a kernel-corpus case (bench/kernels), checked against the CPU
+//                                     reference; prints the wall time of its launches + sync
+//   gpuvm-pt-guest hold FILE          launch empty kernels until killed (at most 120 s); writes FILE
+//                                     after the first one completes
+//   gpuvm-pt-guest secret             fills 16 MiB of VRAM with a pattern and exits without cleaning
+//   gpuvm-pt-guest snoop              allocates 16 MiB, reads it back uninitialized, fails if any
+//                                     word of the pattern is there
 //
 // Prints "PASSED <what>" and exits 0, or prints what went wrong and exits 1.
 #include <chrono>
@@ -223,6 +224,6 @@ int main(int argc, char** argv) {
   if (what == "secret") return Secret();
   if (what == "snoop") return Snoop();
   std::fprintf(stderr,
-               "usage: gpuvm-test-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n");
+               "usage: gpuvm-pt-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n");
   return 2;
 }
