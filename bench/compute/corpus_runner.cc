@@ -203,15 +203,14 @@ Result<CaseResult> RunTranslatedCase(const kernels::Case& c, const isa::Module& 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.cpu_seconds += CpuSeconds() - c0;
   }
-  if (options.verify) {
-    std::vector<std::vector<uint8_t>> contents;
-    for (size_t i = 0; i < c.buffers.size(); ++i) {
-      std::vector<uint8_t> bytes(c.buffers[i].initial.size());
-      if (!bytes.empty()) mem.Read(l.buffer_va[i], bytes.data(), bytes.size());
-      contents.push_back(std::move(bytes));
-    }
-    GPUVM_RETURN_IF_ERROR(c.Verify(contents));
+  std::vector<std::vector<uint8_t>> contents;
+  for (size_t i = 0; i < c.buffers.size(); ++i) {
+    std::vector<uint8_t> bytes(c.buffers[i].initial.size());
+    if (!bytes.empty()) mem.Read(l.buffer_va[i], bytes.data(), bytes.size());
+    contents.push_back(std::move(bytes));
   }
+  if (options.verify) GPUVM_RETURN_IF_ERROR(c.Verify(contents));
+  if (options.contents) *options.contents = std::move(contents);
   return result;
 }
 

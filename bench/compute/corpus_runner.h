@@ -34,6 +34,8 @@ struct CaseResult {
 struct RunOptions {
   bool verify = true;
   int repeat = 1;  // run the launches this many times (the buffers are re-initialised in between)
+  // When set, receives every buffer's final contents (in Case::buffers order).
+  std::vector<std::vector<uint8_t>>* contents = nullptr;
 };
 
 // Translates and runs `c`. Errors: translation failures, a launch fault (the fault's message), or a

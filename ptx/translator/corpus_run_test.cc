@@ -22,7 +22,7 @@ TEST_P(CorpusRun, MatchesTheCpuReference) {
 }
 
 // The baseline interpreter on one worker gives the same results (a subset keeps the test fast).
-TEST(CorpusRunGeneric, SameResultsOnTheBaselineInterpreter) {
+TEST(JitCorpusGeneric, SameResultsOnTheBaselineInterpreter) {
   auto engine = sim::compute::SimtEngine::Create(
       {.workers = 1, .interpreter = sim::compute::InterpreterVariant::kGeneric});
   for (const char* name : {"vector_add", "fmmul_tiled", "histogram_shared", "reduce_sum",
@@ -34,7 +34,7 @@ TEST(CorpusRunGeneric, SameResultsOnTheBaselineInterpreter) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, CorpusRun, ::testing::ValuesIn(kernels::CaseNames()),
+INSTANTIATE_TEST_SUITE_P(JitCorpus, CorpusRun, ::testing::ValuesIn(kernels::CaseNames()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -443,6 +443,49 @@ TEST_P(EngineTest, SixtyFourBitAddressing) {
   for (uint64_t v : out) EXPECT_EQ(v, 0x1111111222222222ull);
 }
 
+TEST_P(EngineTest, CallFromDivergentSitesAndDivergentReturn) {
+  // Even and odd lanes call the same function from different call sites: min-PC merges them inside
+  // the callee, `ret` splits them by return address, and they reconverge at the join.
+  RunOk(std::string(R"(
+    and.u32 r7, r0, 1
+    setp.eq.u32 p0, r7, 1
+    mov.u32 r20, 0
+    @p0 bra odd
+    call r30, f
+    add.u32 r20, r20, 100
+    bra join
+  odd:
+    call r30, f
+    add.u32 r20, r20, 200
+  join:
+    vote.ballot r21, pt
+    setp.ne.u32 p1, r21, 0xffffffff
+    @p1 mov.u32 r20, 0xdead
+  )") + kStoreR20 +
+            R"(
+  f:
+    vote.ballot r22, pt
+    popc.u32 r22, r22
+    add.u32 r20, r20, r22              // 32 when both groups run the callee together
+    ret r30
+  )",
+        {1, 1, 1}, {64, 1, 1});
+  std::vector<uint32_t> out = Out(64);
+  for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(out[i], 32u + (i % 2 ? 200u : 100u)) << i;
+}
+
+TEST_P(EngineTest, ReturnToANonInstructionFaults) {
+  TestLaunchResult r = Run(R"(
+    mov.u64 r40, 0x123456789           // words 10-11 (after the 10-word prologue): 11 is its extension
+    mov.u32 r30, 11
+    ret r30
+  )",
+                           {1, 1, 1}, {32, 1, 1});
+  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
+  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kInvalidCode);
+  EXPECT_NE(r.fault.message.find("ret"), std::string::npos) << r.fault.message;
+}
+
 TEST_P(EngineTest, ManyDistinctImmediatesUseTheScratchRow) {
   // 300 distinct immediates overflow the constant-row budget; the result must not change.
   std::string body = "mov.u32 r20, 0\n";
@@ -629,7 +672,7 @@ TEST_P(EngineTest, CodeCacheReverifiesBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Variants, EngineTest,
+    Compute, EngineTest,
     ::testing::Combine(::testing::Values(InterpreterVariant::kGeneric, InterpreterVariant::kBest),
                        ::testing::Values(1, 2)),
     [](const auto& info) {

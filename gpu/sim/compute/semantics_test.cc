@@ -522,7 +522,7 @@ TEST_P(Semantics, Conversions) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Semantics,
+INSTANTIATE_TEST_SUITE_P(Compute, Semantics,
                          ::testing::Values(InterpreterVariant::kGeneric, InterpreterVariant::kBest),
                          [](const auto& info) {
                            return info.param == InterpreterVariant::kGeneric ? "Generic" : "Best";

@@ -1,0 +1,368 @@
+// The translator on small hand-written PTX kernels: the expansions the corpus does not exercise
+// (set, slct, cnot, mul24/mad24, sad, 16-bit arithmetic, 64-bit borrow chains, lop3 tables,
+// bar.red.and/or, isspacep, guarded calls, divergent recursion), and the errors for what it refuses
+// (naming the instruction, the line and the kernel).
+#include "ptx/translator/translator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "bench/compute/corpus_runner.h"
+#include "gpu/sim/compute/simt_engine.h"
+
+namespace gpuvm::ptx {
+namespace {
+
+constexpr const char* kHeader = R"(
+.version 9.0
+.target sm_75
+.address_size 64
+)";
+
+// A kernel k(in, out) whose `body` computes %r3 from %r2 = in[tid] (and %r1 = tid); out[tid] = %r3.
+std::string Kernel(const std::string& body, const std::string& before = "") {
+  return std::string(kHeader) + before + R"(
+.visible .entry k(.param .u64 k_in, .param .u64 k_out)
+{
+  .reg .pred %p<8>;
+  .reg .b16 %rs<8>;
+  .reg .b32 %r<40>;
+  .reg .b64 %rd<24>;
+  .reg .f32 %f<8>;
+  ld.param.u64 %rd1, [k_in];
+  ld.param.u64 %rd2, [k_out];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.u32 %r2, [%rd4];
+)" + body +
+         R"(
+  st.global.u32 [%rd5], %r3;
+  ret;
+}
+)";
+}
+
+// Runs Kernel(body) over `in` (one thread per element) and returns out.
+std::vector<uint32_t> Run(const std::string& ptx, const std::vector<uint32_t>& in) {
+  kernels::Case c;
+  c.name = "snippet";
+  c.ptx_file = "snippet.ptx";
+  c.ptx = ptx;
+  kernels::Buffer input;
+  input.name = "in";
+  input.initial.resize(in.size() * 4);
+  memcpy(input.initial.data(), in.data(), input.initial.size());
+  kernels::Buffer output;
+  output.name = "out";
+  output.initial.assign(in.size() * 4, 0);
+  c.buffers = {input, output};
+  kernels::Launch launch;
+  launch.kernel = "k";
+  launch.block = {static_cast<uint32_t>(in.size()), 1, 1};
+  launch.args = {kernels::Arg::Pointer(0), kernels::Arg::Pointer(1)};
+  c.launches = {launch};
+  static auto engine = sim::compute::SimtEngine::Create({.workers = 1});
+  std::vector<std::vector<uint8_t>> contents;
+  compute_bench::RunOptions options;
+  options.verify = false;
+  options.contents = &contents;
+  Result<compute_bench::CaseResult> r = compute_bench::RunCase(c, *engine, options);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return {};
+  std::vector<uint32_t> out(in.size());
+  memcpy(out.data(), contents[1].data(), out.size() * 4);
+  return out;
+}
+
+std::vector<uint32_t> Inputs() {
+  std::vector<uint32_t> v = {0,          1,          2,          7,          100,        0x7fffffff,
+                             0x80000000, 0xffffffff, 0xfffffff9, 0x12345678, 0xdeadbeef, 65535,
+                             65536,      0x00800000, 0x00ffffff, 0xff800001};
+  while (v.size() < 64) v.push_back(static_cast<uint32_t>(v.size() * 2654435761u));
+  return v;
+}
+
+void Expect(const std::string& body, std::function<uint32_t(uint32_t in, uint32_t tid)> ref,
+            const std::string& before = "") {
+  std::vector<uint32_t> in = Inputs();
+  std::vector<uint32_t> out = Run(Kernel(body, before), in);
+  ASSERT_EQ(out.size(), in.size()) << body;
+  for (uint32_t t = 0; t < in.size(); ++t) {
+    ASSERT_EQ(out[t], ref(in[t], t)) << body << "\nthread " << t << " in " << std::hex << in[t];
+  }
+}
+
+TEST(JitTranslator, SetSlctCnot) {
+  Expect("set.lt.u32.s32 %r3, %r2, 5;",
+         [](uint32_t in, uint32_t) { return static_cast<int32_t>(in) < 5 ? 0xffffffffu : 0u; });
+  Expect("set.gt.f32.u32 %f1, %r2, 100;\nmov.b32 %r3, %f1;",
+         [](uint32_t in, uint32_t) { return in > 100 ? 0x3f800000u : 0u; });
+  Expect("slct.u32.s32 %r3, 111, 222, %r2;",
+         [](uint32_t in, uint32_t) { return static_cast<int32_t>(in) >= 0 ? 111u : 222u; });
+  Expect("cnot.b32 %r3, %r2;", [](uint32_t in, uint32_t) { return in == 0 ? 1u : 0u; });
+}
+
+TEST(JitTranslator, Mul24Mad24Sad) {
+  auto s24 = [](uint32_t v) { return static_cast<int64_t>(static_cast<int32_t>(v << 8) >> 8); };
+  Expect("mul24.hi.s32 %r3, %r2, %r1;", [&](uint32_t in, uint32_t t) {
+    return static_cast<uint32_t>(static_cast<uint64_t>(s24(in) * s24(t)) >> 16);
+  });
+  Expect("mad24.lo.u32 %r3, %r2, 1000, %r1;",
+         [](uint32_t in, uint32_t t) { return (in & 0xffffff) * 1000 + t; });
+  Expect("sad.s32 %r3, %r2, 7, %r1;", [](uint32_t in, uint32_t t) {
+    int64_t d = static_cast<int64_t>(static_cast<int32_t>(in)) - 7;
+    return static_cast<uint32_t>(d < 0 ? -d : d) + t;
+  });
+}
+
+TEST(JitTranslator, SixteenBitArithmetic) {
+  Expect(R"(
+    cvt.u16.u32 %rs1, %r2;
+    shr.s16 %rs2, %rs1, 3;
+    min.s16 %rs3, %rs2, 100;
+    mul.wide.s16 %r4, %rs3, %rs1;
+    cvt.s32.s16 %r5, %rs3;
+    add.s32 %r3, %r5, %r4;
+  )",
+         [](uint32_t in, uint32_t) {
+           int16_t a = static_cast<int16_t>(in);
+           int16_t b = static_cast<int16_t>(a >> 3);
+           int16_t m = b < 100 ? b : 100;
+           int32_t wide = static_cast<int32_t>(m) * static_cast<int32_t>(a);
+           return static_cast<uint32_t>(static_cast<int32_t>(m) + wide);
+         });
+  Expect("cvt.u16.u32 %rs1, %r2;\nsetp.lt.u16 %p1, %rs1, 200;\nselp.u32 %r3, 1, 2, %p1;",
+         [](uint32_t in, uint32_t) { return static_cast<uint16_t>(in) < 200 ? 1u : 2u; });
+}
+
+TEST(JitTranslator, BorrowChain64) {
+  // (5:in) - (1:tid * 2^32 + 7) as 128-bit numbers; out = low word of the high half.
+  Expect(R"(
+    cvt.u64.u32 %rd6, %r2;
+    mov.u64 %rd7, 5;
+    cvt.u64.u32 %rd8, %r1;
+    shl.b64 %rd8, %rd8, 32;
+    add.s64 %rd8, %rd8, 7;
+    mov.u64 %rd9, 1;
+    sub.cc.u64 %rd10, %rd6, %rd8;
+    subc.u64 %rd11, %rd7, %rd9;
+    cvt.u32.u64 %r3, %rd11;
+  )",
+         [](uint32_t in, uint32_t t) {
+           uint64_t lo_a = in, lo_b = (uint64_t{t} << 32) + 7;
+           uint64_t borrow = lo_a < lo_b ? 1 : 0;
+           return static_cast<uint32_t>(5 - 1 - borrow);
+         });
+  Expect(R"(
+    add.cc.u32 %r4, %r2, %r2;
+    addc.u32 %r3, %r1, 0;
+  )",
+         [](uint32_t in, uint32_t t) { return t + ((uint64_t{in} + in) >> 32 ? 1u : 0u); });
+}
+
+TEST(JitTranslator, Lop3Tables) {
+  for (uint32_t lut : {0x96u, 0xe8u, 0x01u, 0xf0u, 0x3cu, 0x80u, 0xfeu}) {
+    Expect(
+        "xor.b32 %r4, %r2, 0x55aa33cc;\nmul.lo.u32 %r5, %r1, 0x9e3779b9;\nlop3.b32 %r3, %r2, %r4, "
+        "%r5, " +
+            std::to_string(lut) + ";",
+        [lut](uint32_t a, uint32_t t) {
+          uint32_t b = a ^ 0x55aa33cc, c = t * 0x9e3779b9u, d = 0;
+          for (int i = 0; i < 32; ++i) {
+            uint32_t k = (((a >> i) & 1) << 2) | (((b >> i) & 1) << 1) | ((c >> i) & 1);
+            d |= ((lut >> k) & 1) << i;
+          }
+          return d;
+        });
+  }
+}
+
+TEST(JitTranslator, BarRedAndOr) {
+  // Every input except a zero: .and is false, .or is true; popc counts the non-zero inputs.
+  int nonzero = 0;
+  for (uint32_t v : Inputs()) nonzero += v != 0;
+  Expect(R"(
+    setp.ne.u32 %p1, %r2, 0;
+    bar.red.and.pred %p2, 0, %p1;
+    bar.red.or.pred %p3, 0, %p1;
+    bar.red.popc.u32 %r4, 0, %p1;
+    selp.u32 %r5, 1, 0, %p2;
+    selp.u32 %r6, 2, 0, %p3;
+    add.s32 %r3, %r5, %r6;
+    shl.b32 %r4, %r4, 8;
+    add.s32 %r3, %r3, %r4;
+  )",
+         [&](uint32_t, uint32_t) { return 2u + (static_cast<uint32_t>(nonzero) << 8); });
+}
+
+TEST(JitTranslator, SharedGenericAddressesAndIsspacep) {
+  Expect(R"(
+    mov.u64 %rd6, sm;
+    cvta.shared.u64 %rd7, %rd6;
+    isspacep.shared %p1, %rd7;
+    isspacep.global %p2, %rd7;
+    isspacep.global %p3, %rd5;
+    add.s64 %rd8, %rd7, %rd3;
+    st.u32 [%rd8], %r2;
+    bar.sync 0;
+    xor.b32 %r4, %r1, 1;
+    shl.b32 %r4, %r4, 2;
+    mov.u32 %r5, sm;
+    add.s32 %r5, %r5, %r4;
+    ld.shared.u32 %r6, [%r5];
+    selp.u32 %r7, 1, 0, %p1;
+    selp.u32 %r8, 2, 0, %p2;
+    selp.u32 %r9, 4, 0, %p3;
+    add.s32 %r3, %r7, %r8;
+    add.s32 %r3, %r3, %r9;
+    xor.b32 %r3, %r3, %r6;
+  )",
+         [](uint32_t, uint32_t t) {
+           std::vector<uint32_t> in = Inputs();
+           return (1u + 4u) ^ in[t ^ 1];
+         },
+         ".shared .align 4 .b8 sm[256];\n");
+}
+
+TEST(JitTranslator, GuardedCallAndDivergentRecursion) {
+  const std::string funcs = R"(
+.func (.param .b32 f_ret) f(.param .b32 f_p)
+{
+  .reg .b32 %r<3>;
+  ld.param.b32 %r1, [f_p];
+  add.s32 %r2, %r1, 1000;
+  st.param.b32 [f_ret], %r2;
+  ret;
+}
+.func (.param .b32 rsum_ret) rsum(.param .b32 rsum_n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  ld.param.b32 %r1, [rsum_n];
+  setp.eq.s32 %p1, %r1, 0;
+  mov.u32 %r5, 0;
+  @%p1 bra DONE;
+  add.s32 %r2, %r1, -1;
+  {
+  .param .b32 param0;
+  st.param.b32 [param0], %r2;
+  .param .b32 retval0;
+  call.uni (retval0), rsum, (param0);
+  ld.param.b32 %r3, [retval0];
+  }
+  add.s32 %r5, %r3, %r1;
+DONE:
+  st.param.b32 [rsum_ret], %r5;
+  ret;
+}
+)";
+  Expect(R"(
+    mov.u32 %r3, 7;
+    setp.lt.u32 %p1, %r1, 16;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0], %r2;
+    .param .b32 retval0;
+    @%p1 call.uni (retval0), f, (param0);
+    @%p1 ld.param.b32 %r3, [retval0];
+    }
+  )",
+         [](uint32_t in, uint32_t t) { return t < 16 ? in + 1000 : 7u; }, funcs);
+  // Each lane recurses to its own depth (tid % 23): returns diverge and the saved registers must be
+  // the lane's own.
+  Expect(R"(
+    rem.u32 %r10, %r1, 23;
+    mul.lo.u32 %r11, %r2, 3;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0], %r10;
+    .param .b32 retval0;
+    call.uni (retval0), rsum, (param0);
+    ld.param.b32 %r12, [retval0];
+    }
+    add.s32 %r3, %r12, %r11;
+  )",
+         [](uint32_t in, uint32_t t) {
+           uint32_t n = t % 23;
+           return n * (n + 1) / 2 + in * 3;
+         },
+         funcs);
+}
+
+// ---- what the translator refuses
+// -----------------------------------------------------------------
+
+Status Translate(const std::string& ptx) { return CompilePtx(ptx).status(); }
+
+TEST(JitTranslator, UnsupportedInstructionsNameLineAndKernel) {
+  Status s = Translate(Kernel("bar.arrive 0, 64;\nmov.u32 %r3, 0;"));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("kernel 'k'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("bar.arrive"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("line 22"), std::string::npos) << s.ToString();
+
+  s = Translate(Kernel("mov.b32 %f1, %r2;\nmin.NaN.f32 %f2, %f1, %f1;\nmov.b32 %r3, %f2;"));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_NE(s.message().find("min"), std::string::npos) << s.ToString();
+
+  s = Translate(Kernel("bar.sync 0, 64;\nmov.u32 %r3, 0;"));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_NE(s.message().find("thread count"), std::string::npos) << s.ToString();
+}
+
+TEST(JitTranslator, TooManyLiveRegistersIsAClearError) {
+  // 300 loads all live until a final sum: more than the 255 registers of the ISA.
+  std::string body = ".reg .b32 %q<301>;\n";
+  for (int i = 0; i < 300; ++i)
+    body += "ld.global.u32 %q" + std::to_string(i) + ", [%rd4+" + std::to_string(4 * i) + "];\n";
+  body += "mov.u32 %r3, 0;\n";
+  for (int i = 0; i < 300; ++i) body += "add.s32 %r3, %r3, %q" + std::to_string(i) + ";\n";
+  Status s = Translate(Kernel(body));
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("255"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("kernel 'k'"), std::string::npos) << s.ToString();
+}
+
+TEST(JitTranslator, ModuleLayout) {
+  // Kernel parameters in declaration order at their alignment; .global variables become module
+  // globals (addresses through constant bank 2); .const variables go to the bank 1 image.
+  std::string ptx = std::string(kHeader) + R"(
+.global .align 8 .b8 table[64] = {1, 2, 3};
+.const .align 4 .u32 factor = 7;
+.visible .entry k(.param .u32 a, .param .u64 b, .param .align 16 .b8 s[24])
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u32 %r1, [a];
+  ld.const.u32 %r2, [factor];
+  mov.u64 %rd1, table;
+  ld.global.u32 %r3, [%rd1+4];
+  ret;
+}
+)";
+  Result<isa::Module> m = CompilePtx(ptx);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->kernels.size(), 1u);
+  ASSERT_EQ(m->kernels[0].params.size(), 3u);
+  EXPECT_EQ(m->kernels[0].params[0].offset, 0u);
+  EXPECT_EQ(m->kernels[0].params[1].offset, 8u);
+  EXPECT_EQ(m->kernels[0].params[2].offset, 16u);
+  EXPECT_EQ(m->kernels[0].params[2].size, 24u);
+  ASSERT_EQ(m->globals.size(), 1u);
+  EXPECT_EQ(m->globals[0].name, "table");
+  EXPECT_EQ(m->globals[0].size, 64u);
+  EXPECT_EQ(m->globals[0].init[2], 3);
+  ASSERT_EQ(m->const_image.size(), 4u);
+  EXPECT_EQ(m->const_image[0], 7);
+  Result<std::vector<uint8_t>> encoded = isa::EncodeModule(*m);
+  EXPECT_TRUE(encoded.ok()) << encoded.status().ToString();
+}
+
+}  // namespace
+}  // namespace gpuvm::ptx
