@@ -231,8 +231,8 @@ class Context {
   std::optional<GpuFault> fault() const;
 
   // ---- memory ----
-  // size > 0; VRAM is zero-filled. Allocations of 1 MiB and more are aligned to (and mapped with)
-  // large pages.
+  // size > 0. The contents are undefined, as with cuMemAlloc (memset if needed). Allocations of
+  // 1 MiB and more are aligned to (and mapped with) 128 KiB large pages.
   Result<Allocation> AllocDevice(uint64_t size);
   // Pinned host memory (zero-filled, 4 KiB aligned) mapped into the context as SYSRAM.
   Result<Allocation> AllocHost(uint64_t size);
