@@ -43,8 +43,7 @@ std::mutex& ProcessVmMutex() {
 
 }  // namespace
 
-// ---- LocalVmGuest: frames
-// ------------------------------------------------------------------------
+// ---- LocalVmGuest: frames ------------------------------------------------------------------------
 
 Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
     std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options) {
@@ -172,8 +171,7 @@ auto LocalVmGuest::OnVcpu(F f) {
   return f(v);
 }
 
-// ---- LocalVmGuest: DMA
-// ---------------------------------------------------------------------------
+// ---- LocalVmGuest: DMA ---------------------------------------------------------------------------
 
 class LocalVmGuest::DmaPages final : public DmaMapping {
  public:
@@ -212,8 +210,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
   if (addr >= ram_begin && addr + length <= ram_begin + ram_.length()) {
     std::vector<uint64_t> frames(pages);
     for (uint64_t i = 0; i < pages; ++i) frames[i] = (addr - ram_begin) / kPage + i;
-    return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
-                                                    length, std::move(frames), false));
+    return std::unique_ptr<DmaMapping>(
+        new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), false));
   }
 
   std::lock_guard lock(dma_mu_);
@@ -244,8 +242,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       const uint64_t run_bytes = (end - k) * kPage;
       const uint64_t gpa = frames[fresh[k]] * kPage;
       std::memcpy(ram_.data() + gpa, run, run_bytes);
-      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, domain_->ram_fd(),
-                 static_cast<off_t>(gpa)) == MAP_FAILED) {
+      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 domain_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
         failure = Status::FromErrno(errno, "mapping guest RAM over DMA memory");
         break;
       }
@@ -266,8 +264,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
     }
   }
   for (uint64_t i = 0; i < pages; ++i) ++dma_pages_[addr + i * kPage].refs;
-  return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
-                                                  length, std::move(frames), true));
+  return std::unique_ptr<DmaMapping>(
+      new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), true));
 }
 
 void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages) {
@@ -293,8 +291,8 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
     while (end < released.size() && released[end].first == released[end - 1].first + kPage) ++end;
     auto* run = reinterpret_cast<uint8_t*>(released[k].first);
     const uint64_t run_bytes = (end - k) * kPage;
-    void* fresh =
-        ::mmap(nullptr, run_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* fresh = ::mmap(nullptr, run_bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (fresh != MAP_FAILED) {
       std::memcpy(fresh, run, run_bytes);
       if (::mremap(fresh, run_bytes, run_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, run) == MAP_FAILED) {
@@ -314,8 +312,7 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
   FreeFrames(frames);
 }
 
-// ---- LocalVmGuest: interrupts
-// --------------------------------------------------------------------
+// ---- LocalVmGuest: interrupts --------------------------------------------------------------------
 
 Status LocalVmGuest::SetInterruptHandler(std::function<void(bool)> handler) {
   if (irq_thread_.joinable()) {
@@ -352,8 +349,7 @@ void LocalVmGuest::InterruptLoop() {
   }
 }
 
-// ---- LocalTrapBus
-// --------------------------------------------------------------------------------
+// ---- LocalTrapBus --------------------------------------------------------------------------------
 
 Result<std::unique_ptr<LocalTrapBus>> LocalTrapBus::Create(std::shared_ptr<LocalVmGuest> vm,
                                                            const LocalTrapBusOptions& options) {
@@ -435,8 +431,7 @@ Status LocalTrapBus::Enumerate() {
         return Status::InvalidArgument("BAR address " + hv::Hex(address) +
                                        " is not aligned to its size " + hv::Hex(size));
       }
-      GPUVM_RETURN_IF_ERROR(
-          write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
+      GPUVM_RETURN_IF_ERROR(write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
       if (s.is64) GPUVM_RETURN_IF_ERROR(write(s.reg + 4, 4, static_cast<uint32_t>(address >> 32)));
       *s.address = address;
       *s.size = size;

@@ -68,8 +68,7 @@ struct LocalVmGuestOptions {
 class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
  public:
   static Result<std::shared_ptr<LocalVmGuest>> Create(
-      std::shared_ptr<const hv::local::LocalDomain> domain,
-      const LocalVmGuestOptions& options = {});
+      std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options = {});
   // The process's VM from $GPUVM_LOCAL_VM_FD: received on first use, the same object afterwards.
   // FailedPrecondition when the variable is not set (not inside gpuvm-vm).
   static Result<std::shared_ptr<LocalVmGuest>> FromEnvironment();
