@@ -8,6 +8,9 @@
 #ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
 #include "guest-pv-driver/local_trap_bus.h"
 #endif
+#ifdef GPUVM_HAVE_SYSFS_BUS
+#include "guest-pv-driver/sysfs_bus.h"
+#endif
 
 namespace gpuvm::runtime {
 namespace {
@@ -32,6 +35,20 @@ class LocalConnection final : public GpuConnection {
 
  private:
   std::unique_ptr<guest::LocalTrapBus> bus_;
+};
+#endif
+
+#ifdef GPUVM_HAVE_SYSFS_BUS
+// Inside a Xen HVM guest: the Bus over the virtual GPU's sysfs BAR mmaps
+// (guest-pv-driver/sysfs_bus.h).
+class SysfsConnection final : public GpuConnection {
+ public:
+  explicit SysfsConnection(std::unique_ptr<guest::SysfsBus> bus) : bus_(std::move(bus)) {}
+  BusMode mode() const override { return BusMode::kSysfs; }
+  guest::Bus* bus() override { return bus_.get(); }
+
+ private:
+  std::unique_ptr<guest::SysfsBus> bus_;
 };
 #endif
 
@@ -96,9 +113,15 @@ Result<std::unique_ptr<GpuConnection>> OpenGpuConnection(const ConnectionOptions
       return Status::Unimplemented("GPUVM_BUS=local: this build has no local trapping bus");
 #endif
     }
-    case BusMode::kSysfs:
-      return Status::Unimplemented(std::string("GPUVM_BUS=") + BusModeName(options.mode) +
-                                   " is not built yet; use native");
+    case BusMode::kSysfs: {
+#ifdef GPUVM_HAVE_SYSFS_BUS
+      auto bus = guest::SysfsBus::FromEnvironment();
+      if (!bus.ok()) return Status::Unavailable("GPUVM_BUS=sysfs: " + bus.status().ToString());
+      return std::unique_ptr<GpuConnection>(new SysfsConnection(std::move(*bus)));
+#else
+      return Status::Unimplemented("GPUVM_BUS=sysfs: this build has no sysfs bus");
+#endif
+    }
   }
   return Status::Internal("unknown bus mode");
 }

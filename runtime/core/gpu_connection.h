@@ -6,7 +6,8 @@
 //                     through the driver's NativeBus: the "Native" baseline of every measurement.
 //   local             a trapping Bus inside a VM of the local hypervisor backend (a program started
 //                     by gpuvm-vm; guest-pv-driver/local_trap_bus.h).
-//   sysfs             (not built yet) a Bus over /sys/bus/pci/.../resourceN mmaps in a Xen guest.
+//   sysfs             a Bus over /sys/bus/pci/.../resourceN mmaps in a Xen HVM guest
+//                     (guest-pv-driver/sysfs_bus.h; $GPUVM_SYSFS_DEVICE, $GPUVM_SYSFS_BLOCK).
 //
 // A later mode plugs in by adding one case to OpenGpuConnection that builds its Bus; nothing above
 // this unit changes. GPUVM_SIM_VRAM_MB (native only) sizes the software GPU's VRAM (default 1024).
