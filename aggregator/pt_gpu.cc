@@ -1,5 +1,7 @@
 #include "aggregator/pt_gpu.h"
 
+#include <cstring>
+
 namespace gpuvm::aggregator {
 
 Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
@@ -20,27 +22,55 @@ PassThroughGpu::~PassThroughGpu() {
   if (!detached_) (void)Detach();
 }
 
-Status PassThroughGpu::Check(gpu::Bar bar, uint64_t offset, uint32_t size) const {
+Status PassThroughGpu::Check(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t length) const {
   if (detached_) return Status::FailedPrecondition("the VM's virtual GPU is gone");
   if (size != 1 && size != 2 && size != 4 && size != 8) {
     return Status::InvalidArgument("MMIO size must be 1, 2, 4 or 8");
   }
+  if (length == 0 || length % size != 0) {
+    return Status::InvalidArgument("a block must be whole elements");
+  }
   const uint64_t bar_size = bars_.size(bar);
-  if (offset >= bar_size || size > bar_size - offset) {
+  if (offset >= bar_size || length > bar_size - offset) {
     return Status::OutOfRange("access past the end of BAR" + std::to_string(static_cast<int>(bar)));
   }
   return Status::Ok();
 }
 
 Result<uint64_t> PassThroughGpu::Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t) {
-  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size));
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, size));
   return gpu_->device().Read(bar, offset, static_cast<gpu::Width>(size));
 }
 
 Status PassThroughGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
                              uint32_t) {
-  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size));
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, size));
   gpu_->device().Write(bar, offset, static_cast<gpu::Width>(size), value);
+  return Status::Ok();
+}
+
+// Element by element, exactly as the single accesses would reach the GPU (a register block, or
+// 8-byte stores a GPU sees as such), only without a round trip each.
+Status PassThroughGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
+                                     std::span<const uint8_t> data, uint32_t) {
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, data.size()));
+  gpu::Device& device = gpu_->device();
+  for (size_t at = 0; at < data.size(); at += size) {
+    uint64_t value = 0;
+    std::memcpy(&value, data.data() + at, size);
+    device.Write(bar, offset + at, static_cast<gpu::Width>(size), value);
+  }
+  return Status::Ok();
+}
+
+Status PassThroughGpu::ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size,
+                                    std::span<uint8_t> out, uint32_t) {
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, out.size()));
+  gpu::Device& device = gpu_->device();
+  for (size_t at = 0; at < out.size(); at += size) {
+    const uint64_t value = device.Read(bar, offset + at, static_cast<gpu::Width>(size));
+    std::memcpy(out.data() + at, &value, size);
+  }
   return Status::Ok();
 }
 

@@ -33,13 +33,18 @@ class PassThroughGpu final : public VirtualGpu {
   Result<uint64_t> Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
   Status Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
                uint32_t vcpu) override;
+  Status WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<const uint8_t> data,
+                       uint32_t vcpu) override;
+  Status ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
+                      uint32_t vcpu) override;
   bool interrupt_asserted() const override;
   Status AttachGuestRam(const GuestRam& ram) override;
   Status Detach() override;
 
  private:
   PassThroughGpu(PhysicalGpu* gpu, const VmBars& bars) : gpu_(gpu), bars_(bars) {}
-  Status Check(gpu::Bar bar, uint64_t offset, uint32_t size) const;
+  // The access [offset, offset + length) of elements of `size` lies inside the VM's BAR.
+  Status Check(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t length) const;
 
   PhysicalGpu* const gpu_;
   const VmBars bars_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -102,17 +103,20 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
     case State::kAwaitHello: {
       const auto* hello = std::get_if<ipc::Hello>(&m.body);
       if (hello == nullptr) break;
-      if (hello->min_version > ipc::kProtocolVersion ||
-          hello->max_version < ipc::kProtocolVersion) {
+      // The highest version both speak.
+      const uint16_t version = std::min(hello->max_version, ipc::kProtocolVersion);
+      if (version < hello->min_version || version < ipc::kMinProtocolVersion) {
         Fail(out, m.seq,
              Status::FailedPrecondition("no common protocol version: we speak " +
+                                        std::to_string(ipc::kMinProtocolVersion) + ".." +
                                         std::to_string(ipc::kProtocolVersion) + ", offered " +
                                         std::to_string(hello->min_version) + ".." +
                                         std::to_string(hello->max_version)),
              false);
         return out;
       }
-      reply(ipc::HelloAck{ipc::kProtocolVersion});
+      version_ = version;
+      reply(ipc::HelloAck{version});
       state_ = State::kAwaitConfig;
       return out;
     }
@@ -161,8 +165,7 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
         reply(ipc::FastLaneAck{});
         return out;
       }
-      if (std::holds_alternative<ipc::MmioRead>(m.body) ||
-          std::holds_alternative<ipc::MmioWrite>(m.body)) {
+      if (IsMmio(m.body)) {
         Result<ipc::Body> answer = Mmio(m.body);
         if (answer.ok()) {
           reply(std::move(*answer));
@@ -182,7 +185,9 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
       std::holds_alternative<ipc::GuestMemory>(m.body) ||
       std::holds_alternative<ipc::FastLaneOffer>(m.body) ||
       std::holds_alternative<ipc::MmioRead>(m.body) ||
-      std::holds_alternative<ipc::MmioWrite>(m.body)) {
+      std::holds_alternative<ipc::MmioWrite>(m.body) ||
+      std::holds_alternative<ipc::MmioWriteBlock>(m.body) ||
+      std::holds_alternative<ipc::MmioReadBlock>(m.body)) {
     out_of_turn();
     return out;
   }
@@ -191,8 +196,48 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
   return out;
 }
 
+bool Session::IsMmio(const ipc::Body& body) const {
+  if (std::holds_alternative<ipc::MmioRead>(body) || std::holds_alternative<ipc::MmioWrite>(body)) {
+    return true;
+  }
+  // Blocks only in a session that negotiated them.
+  return version_ >= ipc::kBlockProtocolVersion &&
+         (std::holds_alternative<ipc::MmioWriteBlock>(body) ||
+          std::holds_alternative<ipc::MmioReadBlock>(body));
+}
+
 Result<ipc::Body> Session::Mmio(const ipc::Body& request) {
   VmCounters& counters = vm_->counters;
+  if (const auto* block = std::get_if<ipc::MmioWriteBlock>(&request)) {
+    if (block->vcpu >= vm_->config.vcpus) {
+      ++counters.refused;
+      return Status::InvalidArgument("no vCPU " + std::to_string(block->vcpu));
+    }
+    Status s = vm_->vgpu->WriteElements(ToGpu(block->bar), block->offset, block->size, block->data,
+                                        block->vcpu);
+    if (!s.ok()) {
+      ++counters.refused;
+      return s;
+    }
+    counters.writes[Slot(block->bar)] += block->count;
+    return ipc::Body(ipc::MmioWriteAck{});
+  }
+  if (const auto* block = std::get_if<ipc::MmioReadBlock>(&request)) {
+    if (block->vcpu >= vm_->config.vcpus) {
+      ++counters.refused;
+      return Status::InvalidArgument("no vCPU " + std::to_string(block->vcpu));
+    }
+    ipc::MmioReadBlockReply reply;
+    reply.data.resize(size_t{block->count} * block->size);
+    Status s = vm_->vgpu->ReadElements(ToGpu(block->bar), block->offset, block->size, reply.data,
+                                       block->vcpu);
+    if (!s.ok()) {
+      ++counters.refused;
+      return s;
+    }
+    counters.reads[Slot(block->bar)] += block->count;
+    return ipc::Body(std::move(reply));
+  }
   if (const auto* read = std::get_if<ipc::MmioRead>(&request)) {
     if (read->vcpu >= vm_->config.vcpus) {
       ++counters.refused;
@@ -222,8 +267,7 @@ Result<ipc::Body> Session::Mmio(const ipc::Body& request) {
 
 Result<ipc::Message> Session::OnLaneMessage(const ipc::Message& m) {
   if (state_ != State::kActive) return Status::FailedPrecondition("the session is not active");
-  if (!std::holds_alternative<ipc::MmioRead>(m.body) &&
-      !std::holds_alternative<ipc::MmioWrite>(m.body)) {
+  if (!IsMmio(m.body)) {
     return Status::DataLoss(std::string("the fast lane carried ") +
                             std::string(ipc::MessageTypeName(ipc::TypeOf(m.body))));
   }

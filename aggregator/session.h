@@ -4,8 +4,8 @@
 //
 //   await HELLO --HELLO--> await VM_CONFIG --VM_CONFIG, admitted--> active --TEARDOWN--> closed
 //
-// In `active`: GUEST_MEMORY (once), FAST_LANE (once), MMIO_READ / MMIO_WRITE (on the socket or the
-// lane), PING at any time. Every message is untrusted: the codec has checked the wire rules; the
+// In `active`: GUEST_MEMORY (once), FAST_LANE (once), MMIO_READ / MMIO_WRITE and, in version 2
+// sessions, MMIO_WRITE_BLOCK / MMIO_READ_BLOCK (on the socket or the lane), PING at any time. Every message is untrusted: the codec has checked the wire rules; the
 // session checks the conversation (what may come when, what was already given) and the virtual GPU
 // the VM-specific bounds. What each violation costs:
 //   - an MMIO access the VM may not make (past its BAR, unknown vCPU): ERROR with the request's seq,
@@ -59,6 +59,7 @@ class Session {
   ipc::Message Teardown(ipc::TeardownReason reason);
 
   State state() const { return state_; }
+  uint16_t version() const { return version_; }
   ipc::FastLane* lane() const { return lane_.get(); }
   const VmControlBlock* vm() const { return vm_; }
   const std::string& peer() const { return peer_; }
@@ -75,12 +76,15 @@ class Session {
   const Summary& summary() const { return summary_; }
 
  private:
+  // MMIO_READ / MMIO_WRITE, and in version 2 sessions the block messages.
+  bool IsMmio(const ipc::Body& body) const;
   Result<ipc::Body> Mmio(const ipc::Body& request);
   void Fail(Output& out, uint32_t seq, const Status& status, bool fatal);
 
   Aggregator* const aggregator_;
   const std::string peer_;
   State state_ = State::kAwaitHello;
+  uint16_t version_ = 0;  // negotiated in HELLO
   VmControlBlock* vm_ = nullptr;  // owned by the aggregator while state_ == kActive
   std::unique_ptr<ipc::FastLane> lane_;
   bool interrupt_sent_ = false;

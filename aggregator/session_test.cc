@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <tuple>
 #include <unistd.h>
 
 #include "aggregator/session.h"
@@ -53,7 +54,7 @@ class AggregatorSessionTest : public ::testing::Test {
   }
 
   void Handshake(Session& s, uint16_t domid = 1) {
-    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, 1, "test"}).body));
+    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, 2, "test"}).body));
     ipc::Message accept = Call(s, Config(domid));
     const auto* a = std::get_if<ipc::VmAccept>(&accept.body);
     ASSERT_NE(a, nullptr) << ipc::MessageTypeName(ipc::TypeOf(accept.body));
@@ -128,9 +129,57 @@ TEST_F(AggregatorSessionTest, RequestsOutOfTurnEndTheSession) {
 TEST_F(AggregatorSessionTest, NoCommonVersionIsRefused) {
   Session s(aggregator_.get(), "test");
   bool closed = false;
-  ipc::Message m = Call(s, ipc::Hello{2, 5, "future"}, {}, &closed);
+  ipc::Message m = Call(s, ipc::Hello{3, 5, "future"}, {}, &closed);
   ASSERT_NE(AsError(m), nullptr);
   EXPECT_NE(AsError(m)->text.find("no common protocol version"), std::string::npos);
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(AggregatorSessionTest, NegotiatesTheHighestCommonVersion) {
+  for (auto [min, max, want] : {std::tuple{1, 1, 1}, std::tuple{1, 2, 2}, std::tuple{2, 9, 2}}) {
+    Session s(aggregator_.get(), "test");
+    ipc::Message m = Call(s, ipc::Hello{uint16_t(min), uint16_t(max), "x"});
+    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(m.body));
+    EXPECT_EQ(std::get<ipc::HelloAck>(m.body).version, want);
+    EXPECT_EQ(s.version(), want);
+  }
+}
+
+TEST_F(AggregatorSessionTest, BlocksMoveConsecutiveElements) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s);
+  ASSERT_EQ(s.version(), 2);
+  // PRAMIN window at VRAM 0x10000, then 64 bytes of it written and read back as 8 elements.
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(
+      Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 0, gf100::pbus::kPraminBase, 1}).body));
+  std::vector<uint8_t> data(64);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(3 * i + 1);
+  ipc::Message ack = Call(
+      s, ipc::MmioWriteBlock{ipc::Bar::kBar0, 8, 8, 1, gf100::pbus::kPraminWindow + 0x100, data});
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(ack.body));
+  ipc::Message back =
+      Call(s, ipc::MmioReadBlock{ipc::Bar::kBar0, 4, 16, 0, gf100::pbus::kPraminWindow + 0x100});
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioReadBlockReply>(back.body));
+  EXPECT_EQ(std::get<ipc::MmioReadBlockReply>(back.body).data, data);
+  EXPECT_EQ(s.vm()->counters.writes[0], 9u);  // elements, as single accesses would count
+  EXPECT_EQ(s.vm()->counters.reads[0], 16u);
+  // A block that runs off the BAR is refused whole, and the session goes on.
+  bool closed = true;
+  ipc::Message past = Call(s, ipc::MmioWriteBlock{ipc::Bar::kBar3, 8, 2, 0, (64ull << 20) - 8,
+                                                  std::vector<uint8_t>(16, 0xee)},
+                           {}, &closed);
+  ASSERT_NE(AsError(past), nullptr);
+  EXPECT_EQ(AsError(past)->code, StatusCode::kOutOfRange);
+  EXPECT_FALSE(closed);
+}
+
+TEST_F(AggregatorSessionTest, BlocksNeedVersionTwo) {
+  Session s(aggregator_.get(), "test");
+  ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, 1, "old"}).body));
+  ASSERT_TRUE(std::holds_alternative<ipc::VmAccept>(Call(s, Config()).body));
+  bool closed = false;
+  ipc::Message m = Call(s, ipc::MmioReadBlock{ipc::Bar::kBar1, 8, 1, 0, 0}, {}, &closed);
+  ASSERT_NE(AsError(m), nullptr);
   EXPECT_TRUE(closed);
 }
 
@@ -143,7 +192,8 @@ TEST_F(AggregatorSessionTest, WhatOnlyTheAggregatorSendsIsFatal) {
                               ipc::BarMap{ipc::Bar::kBar1, 0, 4096, 0},
                               ipc::BarMapAck{},
                               ipc::Pong{1},
-                              ipc::TeardownAck{}};
+                              ipc::TeardownAck{},
+                              ipc::MmioReadBlockReply{{1, 2, 3}}};
   for (const ipc::Body& body : bodies) {
     Session s(aggregator_.get(), "test");
     Handshake(s);

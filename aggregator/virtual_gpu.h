@@ -20,6 +20,7 @@
 #define GPUVM_AGGREGATOR_VIRTUAL_GPU_H_
 
 #include <cstdint>
+#include <span>
 
 #include "aggregator/guest_ram.h"
 #include "base/status.h"
@@ -51,6 +52,13 @@ class VirtualGpu {
   virtual Result<uint64_t> Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t vcpu) = 0;
   virtual Status Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
                        uint32_t vcpu) = 0;
+  // `data.size() / size` consecutive elements from `offset` upwards, in order (a block of a rep
+  // transfer): the same as that many Write/Read calls, except that the whole range is checked first
+  // and either every element is performed or none.
+  virtual Status WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
+                               std::span<const uint8_t> data, uint32_t vcpu) = 0;
+  virtual Status ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
+                              uint32_t vcpu) = 0;
 
   // The level of the VM's interrupt line.
   virtual bool interrupt_asserted() const = 0;

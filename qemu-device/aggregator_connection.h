@@ -7,7 +7,9 @@
 #define GPUVM_QEMU_DEVICE_AGGREGATOR_CONNECTION_H_
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <span>
 #include <variant>
 
 #include "base/status.h"
@@ -50,6 +52,28 @@ class AggregatorConnection {
   virtual Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) = 0;
   virtual Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                        uint32_t vcpu) = 0;
+
+  // data.size() / size consecutive elements from `offset` upwards (one rep transfer of the guest),
+  // in order: exactly what that many Write/Read calls do, which is what these default to. A
+  // connection that can move them in fewer messages overrides them. On failure, elements before
+  // the failed one may have been performed.
+  virtual Status WriteElements(BarIndex bar, uint64_t offset, uint32_t size,
+                               std::span<const uint8_t> data, uint32_t vcpu) {
+    for (size_t at = 0; at + size <= data.size(); at += size) {
+      uint64_t value = 0;
+      std::memcpy(&value, data.data() + at, size);
+      GPUVM_RETURN_IF_ERROR(Write(bar, offset + at, size, value, vcpu));
+    }
+    return Status::Ok();
+  }
+  virtual Status ReadElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
+                              uint32_t vcpu) {
+    for (size_t at = 0; at + size <= out.size(); at += size) {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t value, Read(bar, offset + at, size, vcpu));
+      std::memcpy(out.data() + at, &value, size);
+    }
+    return Status::Ok();
+  }
 
   // Polls readable when PollEvent() may have something; -1 when the connection never has events.
   virtual int event_fd() const = 0;

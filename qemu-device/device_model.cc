@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace gpuvm::dm {
 namespace {
@@ -145,6 +146,9 @@ uint64_t DeviceModel::HandleMmio(const hv::IoRequest& r) {
   if (buffer_low >= memory_bytes || total > memory_bytes - buffer_low) {
     return Refuse(Refusal::kBadPointer, r.size);
   }
+  // Upwards (the usual case): consecutive elements go to the aggregator as runs, which a connection
+  // may move in few messages (docs/IPC.md, version 2).
+  if (!r.df) return HandleRepRun(r, read, total);
   for (uint64_t i = 0; i < r.count; ++i) {
     const std::optional<uint64_t> gpa = Element(r.addr, i, r.size, r.df);
     const uint64_t buffer = *Element(r.data, i, r.size, r.df);  // inside the checked buffer
@@ -178,6 +182,46 @@ uint64_t DeviceModel::HandleMmio(const hv::IoRequest& r) {
       std::memcpy(&v, bytes, r.size);
       if (!ForwardWrite(*gpa, r.size, v, r.vcpu)) break;
     }
+  }
+  return 0;
+}
+
+uint64_t DeviceModel::HandleRepRun(const hv::IoRequest& r, bool read, uint64_t total) {
+  if (r.addr > ~uint64_t{0} - total) return Refuse(Refusal::kOutsideBars, r.size);
+  // One copy of the guest's buffer: it can change under us, so everything is decided on the copy.
+  std::vector<uint8_t> buffer(total, 0xff);
+  if (!read && !guest_memory_->Read(r.data, buffer).ok()) {
+    return Refuse(Refusal::kBadPointer, r.size);
+  }
+  uint64_t done = 0;
+  while (done < total) {
+    const uint64_t gpa = r.addr + done;
+    const auto hit = Decode(gpa, r.size);  // counts the refusal when it fails
+    if (!hit) break;
+    // As many whole elements as the BAR holds from here.
+    const uint64_t bar_left = mapped_[BarSlot(hit->first)]->second - gpa + 1;
+    const uint64_t run = std::min(total - done, bar_left / r.size * r.size);
+    for (uint64_t i = 0; i < run / r.size; ++i) {
+      if (read) {
+        counters_.CountBarRead(hit->first);
+      } else {
+        counters_.CountBarWrite(hit->first);
+      }
+    }
+    const std::span<uint8_t> part(buffer.data() + done, run);
+    const Status moved =
+        read ? aggregator_->ReadElements(hit->first, hit->second, r.size, part, r.vcpu)
+             : aggregator_->WriteElements(hit->first, hit->second, r.size, part, r.vcpu);
+    if (!moved.ok()) {
+      counters_.CountRefusal(Refusal::kAggregatorError);
+      // A failed element reads all-ones, and so does the rest of the transfer.
+      if (read) std::memset(buffer.data() + done, 0xff, total - done);
+      break;
+    }
+    done += run;
+  }
+  if (read && !guest_memory_->Write(r.data, buffer).ok()) {
+    return Refuse(Refusal::kBadPointer, r.size);
   }
   return 0;
 }

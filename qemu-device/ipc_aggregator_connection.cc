@@ -2,7 +2,9 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace gpuvm::dm {
 namespace {
@@ -23,11 +25,13 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
 
   GPUVM_ASSIGN_OR_RETURN(
       ipc::Message hello_reply,
-      c->Call(ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "gpuvm-dm"}));
+      c->Call(ipc::Hello{ipc::kMinProtocolVersion, ipc::kProtocolVersion, "gpuvm-dm"}));
   const auto* ack = std::get_if<ipc::HelloAck>(&hello_reply.body);
-  if (ack == nullptr || ack->version != ipc::kProtocolVersion) {
+  if (ack == nullptr || ack->version < ipc::kMinProtocolVersion ||
+      ack->version > ipc::kProtocolVersion) {
     return c->Break(Status::DataLoss("aggregator answered HELLO with something else"));
   }
+  c->version_ = ack->version;
   GPUVM_ASSIGN_OR_RETURN(ipc::Message config_reply, c->Call(options.vm));
   const auto* accept = std::get_if<ipc::VmAccept>(&config_reply.body);
   if (accept == nullptr) {
@@ -123,6 +127,7 @@ Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
       ipc::Message& m = **reply;
       const bool answers = std::holds_alternative<ipc::MmioReadReply>(m.body) ||
                            std::holds_alternative<ipc::MmioWriteAck>(m.body) ||
+                           std::holds_alternative<ipc::MmioReadBlockReply>(m.body) ||
                            std::holds_alternative<ipc::Error>(m.body);
       if (m.seq != seq || !answers) {
         return Break(Status::DataLoss("the fast lane carried something other than our reply"));
@@ -191,6 +196,45 @@ Status IpcAggregatorConnection::Write(BarIndex bar, uint64_t offset, uint32_t si
   GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
   if (!std::holds_alternative<ipc::MmioWriteAck>(reply.body)) {
     return Break(Status::DataLoss("MMIO_WRITE answered with something else"));
+  }
+  return Status::Ok();
+}
+
+Status IpcAggregatorConnection::WriteElements(BarIndex bar, uint64_t offset, uint32_t size,
+                                              std::span<const uint8_t> data, uint32_t vcpu) {
+  if (version_ < ipc::kBlockProtocolVersion || size == 0) {
+    return AggregatorConnection::WriteElements(bar, offset, size, data, vcpu);
+  }
+  const size_t per_message = ipc::kMaxBlockBytes / size * size;
+  for (size_t at = 0; at + size <= data.size(); at += per_message) {
+    const size_t bytes = std::min(per_message, data.size() / size * size - at);
+    ipc::Body request = ipc::MmioWriteBlock{
+        ToWire(bar), static_cast<uint8_t>(size), static_cast<uint16_t>(bytes / size), vcpu,
+        offset + at, std::vector<uint8_t>(data.begin() + at, data.begin() + at + bytes)};
+    GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
+    if (!std::holds_alternative<ipc::MmioWriteAck>(reply.body)) {
+      return Break(Status::DataLoss("MMIO_WRITE_BLOCK answered with something else"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status IpcAggregatorConnection::ReadElements(BarIndex bar, uint64_t offset, uint32_t size,
+                                             std::span<uint8_t> out, uint32_t vcpu) {
+  if (version_ < ipc::kBlockProtocolVersion || size == 0) {
+    return AggregatorConnection::ReadElements(bar, offset, size, out, vcpu);
+  }
+  const size_t per_message = ipc::kMaxBlockBytes / size * size;
+  for (size_t at = 0; at + size <= out.size(); at += per_message) {
+    const size_t bytes = std::min(per_message, out.size() / size * size - at);
+    ipc::Body request = ipc::MmioReadBlock{ToWire(bar), static_cast<uint8_t>(size),
+                                           static_cast<uint16_t>(bytes / size), vcpu, offset + at};
+    GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
+    const auto* data = std::get_if<ipc::MmioReadBlockReply>(&reply.body);
+    if (data == nullptr || data->data.size() != bytes) {
+      return Break(Status::DataLoss("MMIO_READ_BLOCK answered with something else"));
+    }
+    std::memcpy(out.data() + at, data->data.data(), bytes);
   }
   return Status::Ok();
 }

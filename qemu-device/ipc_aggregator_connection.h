@@ -49,6 +49,13 @@ class IpcAggregatorConnection : public AggregatorConnection {
   Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
   Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                uint32_t vcpu) override;
+  // With protocol version 2: MMIO_WRITE_BLOCK / MMIO_READ_BLOCK, up to ipc::kMaxBlockBytes each.
+  Status WriteElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<const uint8_t> data,
+                       uint32_t vcpu) override;
+  Status ReadElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
+                      uint32_t vcpu) override;
+  // The protocol version the aggregator chose.
+  uint16_t version() const { return version_; }
   int event_fd() const override { return epoll_.get(); }
   Result<std::optional<AggregatorEvent>> PollEvent() override;
   Status AnswerBarRequest(uint32_t seq, const Status& result) override;
@@ -70,6 +77,7 @@ class IpcAggregatorConnection : public AggregatorConnection {
   std::unique_ptr<ipc::FastLane> lane_;
   std::chrono::milliseconds timeout_;
   uint32_t next_seq_ = 1;
+  uint16_t version_ = ipc::kMinProtocolVersion;
   ipc::VmAccept accepted_;
   std::deque<AggregatorEvent> events_;
   hv::local::UniqueFd queued_;  // signalled while events_ is not empty

@@ -20,7 +20,7 @@ def name(text):
 
 
 def hello(seq):
-    return message(0x0001, seq, struct.pack("<HHI", 1, 1, 0) + name("gpuvm-dm"))
+    return message(0x0001, seq, struct.pack("<HHI", 1, 2, 0) + name("gpuvm-dm"))
 
 
 def vm_config(seq, domid=1, ram=1 << 20):
@@ -42,6 +42,15 @@ def mmio_read(seq, bar, size, offset, vcpu=0):
 
 def mmio_write(seq, bar, size, offset, value, vcpu=0):
     return message(0x0012, seq, struct.pack("<BBHIQQ", bar, size, 0, vcpu, offset, value))
+
+
+def mmio_write_block(seq, bar, size, offset, data, vcpu=0):
+    count = len(data) // size
+    return message(0x0014, seq, struct.pack("<BBHIQ", bar, size, count, vcpu, offset) + data)
+
+
+def mmio_read_block(seq, bar, size, count, offset, vcpu=0):
+    return message(0x0015, seq, struct.pack("<BBHIQ", bar, size, count, vcpu, offset))
 
 
 def ping(seq):
@@ -84,6 +93,13 @@ SEEDS = {
     "bad_access": handshake()
     + record(0, mmio_read(4, 3, 8, (64 << 20) - 4))
     + record(0, mmio_write(5, 1, 1, 0x123, 0xFF, vcpu=9)),
+    "blocks": handshake()
+    + record(0, mmio_write(4, 0, 4, 0x1700, 0x2))
+    + record(0, mmio_write_block(5, 0, 8, 0x700100, bytes(range(64))))
+    + record(0, mmio_read_block(6, 0, 4, 16, 0x700100))
+    + record(1, fast_lane(7))
+    + record(2, mmio_write_block(8, 1, 1, 0x10, bytes(range(40))))
+    + record(2, mmio_read_block(9, 3, 8, 60, 0x1000)),
     "wrong_memory": record(0, hello(1)) + record(0, vm_config(2)) + record(5, guest_memory(3)),
 }
 

@@ -21,6 +21,7 @@ class Writer {
     Zeros(kNameSize - s.size());
   }
   void Text(const std::string& s) { out_.insert(out_.end(), s.begin(), s.end()); }
+  void Bytes(const std::vector<uint8_t>& b) { out_.insert(out_.end(), b.begin(), b.end()); }
   std::vector<uint8_t>& bytes() { return out_; }
 
  private:
@@ -60,6 +61,11 @@ class Reader {
     }
     out->assign(reinterpret_cast<const char*>(field.data()), n);
     return true;
+  }
+  std::vector<uint8_t> Bytes(size_t n) {
+    std::vector<uint8_t> v(b_.begin() + pos_, b_.begin() + pos_ + n);
+    pos_ += n;
+    return v;
   }
   std::string Text(size_t n) {
     std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
@@ -111,6 +117,9 @@ constexpr TypeInfo kTypes[] = {
     {MessageType::kTeardownAck, Kind::kReply, 0},
     {MessageType::kPing, Kind::kRequest, 8},
     {MessageType::kPong, Kind::kReply, 8},
+    {MessageType::kMmioWriteBlock, Kind::kRequest, 16},  // + data
+    {MessageType::kMmioReadBlock, Kind::kRequest, 16},
+    {MessageType::kMmioReadBlockReply, Kind::kReply, 8},  // + data
 };
 
 const TypeInfo* Info(uint16_t type) {
@@ -140,6 +149,15 @@ Status CheckAccess(Bar bar, uint8_t size, uint64_t offset) {
   // Registers: BAR0 accesses are naturally aligned. BAR1/BAR3 are memory apertures; a guest's
   // memcpy may write them unaligned, and the aggregator handles that.
   if (bar == Bar::kBar0 && offset % size != 0) return Bad("unaligned BAR0 access");
+  return Status::Ok();
+}
+
+Status CheckBlock(Bar bar, uint8_t size, uint16_t count, uint64_t offset) {
+  GPUVM_RETURN_IF_ERROR(CheckAccess(bar, size, offset));
+  if (count == 0) return Bad("a block of no elements");
+  const uint64_t bytes = uint64_t{count} * size;
+  if (bytes > kMaxBlockBytes) return Bad("block larger than a message carries");
+  if (offset > kMaxBarExtent - bytes) return Bad("block beyond any BAR");
   return Status::Ok();
 }
 
@@ -179,6 +197,11 @@ MessageType TypeOf(const Body& body) {
         if constexpr (std::is_same_v<T, TeardownAck>) return MessageType::kTeardownAck;
         if constexpr (std::is_same_v<T, Ping>) return MessageType::kPing;
         if constexpr (std::is_same_v<T, Pong>) return MessageType::kPong;
+        if constexpr (std::is_same_v<T, MmioWriteBlock>) return MessageType::kMmioWriteBlock;
+        if constexpr (std::is_same_v<T, MmioReadBlock>) return MessageType::kMmioReadBlock;
+        if constexpr (std::is_same_v<T, MmioReadBlockReply>) {
+          return MessageType::kMmioReadBlockReply;
+        }
       },
       body);
 }
@@ -227,6 +250,12 @@ std::string_view MessageTypeName(MessageType type) {
       return "PING";
     case MessageType::kPong:
       return "PONG";
+    case MessageType::kMmioWriteBlock:
+      return "MMIO_WRITE_BLOCK";
+    case MessageType::kMmioReadBlock:
+      return "MMIO_READ_BLOCK";
+    case MessageType::kMmioReadBlockReply:
+      return "MMIO_READ_BLOCK_REPLY";
   }
   return "?";
 }
@@ -296,6 +325,13 @@ Status Validate(const Message& message) {
           GPUVM_RETURN_IF_ERROR(CheckAccess(b.bar, b.size, b.offset));
           if (b.size < 8 && (b.value >> (8 * b.size)) != 0)
             return Bad("write value wider than size");
+        } else if constexpr (std::is_same_v<T, MmioWriteBlock>) {
+          GPUVM_RETURN_IF_ERROR(CheckBlock(b.bar, b.size, b.count, b.offset));
+          if (b.data.size() != size_t{b.count} * b.size) return Bad("block data of the wrong size");
+        } else if constexpr (std::is_same_v<T, MmioReadBlock>) {
+          return CheckBlock(b.bar, b.size, b.count, b.offset);
+        } else if constexpr (std::is_same_v<T, MmioReadBlockReply>) {
+          if (b.data.empty() || b.data.size() > kMaxBlockBytes) return Bad("bad block reply size");
         } else if constexpr (std::is_same_v<T, BarMap>) {
           GPUVM_RETURN_IF_ERROR(CheckRange(b.bar, b.offset, b.length));
           if (!PageAligned(b.backing_offset)) return Bad("backing offset must be page aligned");
@@ -387,6 +423,17 @@ Result<std::vector<uint8_t>> Encode(const Message& message) {
           w.U32(0);
         } else if constexpr (std::is_same_v<T, Ping> || std::is_same_v<T, Pong>) {
           w.U64(b.nonce);
+        } else if constexpr (std::is_same_v<T, MmioWriteBlock> || std::is_same_v<T, MmioReadBlock>) {
+          w.U8(static_cast<uint8_t>(b.bar));
+          w.U8(b.size);
+          w.U16(b.count);
+          w.U32(b.vcpu);
+          w.U64(b.offset);
+          if constexpr (std::is_same_v<T, MmioWriteBlock>) w.Bytes(b.data);
+        } else if constexpr (std::is_same_v<T, MmioReadBlockReply>) {
+          w.U16(static_cast<uint16_t>(b.data.size()));
+          w.Zeros(6);
+          w.Bytes(b.data);
         }
       },
       message.body);
@@ -412,7 +459,9 @@ Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
   const TypeInfo* info = Info(raw_type);
   if (info == nullptr) return bad("unknown message type " + std::to_string(raw_type));
   std::span<const uint8_t> payload = bytes.subspan(kHeaderSize);
-  const bool variable = info->type == MessageType::kError;
+  const bool variable = info->type == MessageType::kError ||
+                        info->type == MessageType::kMmioWriteBlock ||
+                        info->type == MessageType::kMmioReadBlockReply;
   if (variable ? payload.size() < info->payload : payload.size() != info->payload) {
     return bad(std::string(MessageTypeName(info->type)) + " has the wrong payload length");
   }
@@ -553,6 +602,32 @@ Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
     case MessageType::kPong:
       message.body = Pong{r.U64()};
       break;
+    case MessageType::kMmioWriteBlock:
+    case MessageType::kMmioReadBlock: {
+      const Bar bar = static_cast<Bar>(r.U8());
+      const uint8_t size = r.U8();
+      const uint16_t count = r.U16();
+      const uint32_t vcpu = r.U32();
+      const uint64_t offset = r.U64();
+      if (info->type == MessageType::kMmioReadBlock) {
+        message.body = MmioReadBlock{bar, size, count, vcpu, offset};
+        break;
+      }
+      // The data must be exactly count * size bytes (checked before it is read).
+      if (payload.size() != info->payload + size_t{count} * size) {
+        return bad("MMIO_WRITE_BLOCK data length disagrees with its count");
+      }
+      message.body = MmioWriteBlock{bar, size, count, vcpu, offset,
+                                    r.Bytes(payload.size() - info->payload)};
+      break;
+    }
+    case MessageType::kMmioReadBlockReply: {
+      const uint16_t data_length = r.U16();
+      reserved_zero &= r.Zeros(6);
+      if (payload.size() != info->payload + data_length) return bad("block reply length mismatch");
+      message.body = MmioReadBlockReply{r.Bytes(data_length)};
+      break;
+    }
   }
   if (!reserved_zero) return bad("reserved bytes are not zero");
   if (!names_ok) return bad("name field is not NUL-padded printable ASCII");

@@ -30,6 +30,10 @@ std::vector<Message> OneOfEach() {
       {8, TeardownAck{}},
       {9, Ping{42}},
       {9, Pong{42}},
+      {10, MmioWriteBlock{Bar::kBar3, 8, 2, 1, 0x10, std::vector<uint8_t>(16, 0xab)}},
+      {10, MmioWriteBlock{Bar::kBar1, 1, kMaxBlockBytes, 0, 0x3, std::vector<uint8_t>(kMaxBlockBytes, 7)}},
+      {11, MmioReadBlock{Bar::kBar0, 4, 120, 0, 0x700000}},
+      {11, MmioReadBlockReply{std::vector<uint8_t>(480, 1)}},
   };
 }
 
@@ -133,6 +137,30 @@ TEST(IpcCodec, RefusesBadAccesses) {
   const Message irq{0, Interrupt{false}};
   ExpectRefused(
       irq, [](auto& b) { b[16] = 2; }, "interrupt level 2");
+}
+
+TEST(IpcCodec, RefusesBadBlocks) {
+  const std::vector<Message> bad = {
+      {1, MmioWriteBlock{Bar::kBar1, 8, 0, 0, 0, {}}},                              // no elements
+      {1, MmioWriteBlock{Bar::kBar1, 8, 2, 0, 0, std::vector<uint8_t>(8, 0)}},      // short data
+      {1, MmioWriteBlock{Bar::kBar1, 3, 1, 0, 0, std::vector<uint8_t>(3, 0)}},      // element size
+      {1, MmioWriteBlock{Bar::kBar0, 4, 2, 0, 0x102, std::vector<uint8_t>(8, 0)}},  // BAR0 unaligned
+      {1, MmioReadBlock{Bar::kBar1, 8, 61, 0, 0}},                                  // > 480 bytes
+      {1, MmioReadBlock{Bar::kBar3, 8, 2, 0, kMaxBarExtent - 8}},                   // beyond 2^40
+      {1, MmioReadBlock{static_cast<Bar>(2), 8, 1, 0, 0}},                          // no BAR2
+      {1, MmioReadBlockReply{}},                                                    // empty
+      {0, MmioReadBlock{Bar::kBar1, 8, 1, 0, 0}},                                   // seq 0
+  };
+  for (const Message& m : bad) EXPECT_FALSE(Encode(m).ok()) << MessageTypeName(TypeOf(m.body));
+  // On the wire: a count that disagrees with the data that came.
+  auto bytes = Encode({1, MmioWriteBlock{Bar::kBar1, 4, 2, 0, 0, std::vector<uint8_t>(8, 0)}});
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[18] = 3;  // count 3, still 8 bytes of data
+  EXPECT_FALSE(Decode(*bytes, 0).ok());
+  auto reply = Encode({1, MmioReadBlockReply{std::vector<uint8_t>(8, 0)}});
+  ASSERT_TRUE(reply.ok());
+  (*reply)[16] = 9;  // says 9 bytes, carries 8
+  EXPECT_FALSE(Decode(*reply, 0).ok());
 }
 
 TEST(IpcCodec, RefusesBadNamesSizesAndEnums) {

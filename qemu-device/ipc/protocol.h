@@ -13,17 +13,25 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "base/status.h"
 
 namespace gpuvm::ipc {
 
 inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
-inline constexpr uint16_t kProtocolVersion = 1;
+// Version 2 adds the block MMIO messages (MMIO_WRITE_BLOCK, MMIO_READ_BLOCK and its reply); a peer
+// offers a range in HELLO and the aggregator picks the highest both speak.
+inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kMinProtocolVersion = 1;
+inline constexpr uint16_t kBlockProtocolVersion = 2;  // the first version with block messages
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr size_t kMaxMessageSize = 512;
 inline constexpr size_t kNameSize = 32;  // NUL-padded printable ASCII
 inline constexpr size_t kMaxErrorText = 256;
+// The data of one block message: what is left of a maximal packet after the header and the fixed
+// part (16 bytes).
+inline constexpr size_t kMaxBlockBytes = kMaxMessageSize - kHeaderSize - 16;
 
 enum class MessageType : uint16_t {
   kHello = 0x0001,           // dm -> agg, request
@@ -37,7 +45,10 @@ enum class MessageType : uint16_t {
   kMmioRead = 0x0010,        // dm -> agg, request
   kMmioReadReply = 0x0011,   // agg -> dm, reply
   kMmioWrite = 0x0012,       // dm -> agg, request
-  kMmioWriteAck = 0x0013,    // agg -> dm, reply
+  kMmioWriteAck = 0x0013,    // agg -> dm, reply (also to MMIO_WRITE_BLOCK)
+  kMmioWriteBlock = 0x0014,  // dm -> agg, request (version 2): consecutive elements of a rep write
+  kMmioReadBlock = 0x0015,   // dm -> agg, request (version 2): consecutive elements of a rep read
+  kMmioReadBlockReply = 0x0016,  // agg -> dm, reply
   kInterrupt = 0x0020,       // agg -> dm, notification (seq 0)
   kBarMap = 0x0030,          // agg -> dm, request (+1 fd): map a BAR range straight to memory
   kBarUnmap = 0x0031,        // agg -> dm, request: trap that range again
@@ -62,7 +73,7 @@ enum class TeardownReason : uint32_t {
 };
 
 struct Hello {
-  uint16_t min_version = kProtocolVersion;
+  uint16_t min_version = kMinProtocolVersion;
   uint16_t max_version = kProtocolVersion;
   std::string software;  // e.g. "gpuvm-dm"; <= kNameSize - 1 printable ASCII
   friend bool operator==(const Hello&, const Hello&) = default;
@@ -130,6 +141,30 @@ struct MmioWrite {
 struct MmioWriteAck {
   friend bool operator==(const MmioWriteAck&, const MmioWriteAck&) = default;
 };
+// `count` consecutive elements of `size` bytes starting at `offset` (ascending), as one rep transfer
+// of the guest: the same as that many MMIO_WRITEs / MMIO_READs in order. count * size <=
+// kMaxBlockBytes; BAR0 elements naturally aligned. Version 2 only.
+struct MmioWriteBlock {
+  Bar bar = Bar::kBar1;
+  uint8_t size = 8;
+  uint16_t count = 0;
+  uint32_t vcpu = 0;
+  uint64_t offset = 0;
+  std::vector<uint8_t> data;  // count * size bytes, element i at i * size, little endian
+  friend bool operator==(const MmioWriteBlock&, const MmioWriteBlock&) = default;
+};
+struct MmioReadBlock {
+  Bar bar = Bar::kBar1;
+  uint8_t size = 8;
+  uint16_t count = 0;
+  uint32_t vcpu = 0;
+  uint64_t offset = 0;
+  friend bool operator==(const MmioReadBlock&, const MmioReadBlock&) = default;
+};
+struct MmioReadBlockReply {
+  std::vector<uint8_t> data;  // count * size bytes of the request (the requester checks)
+  friend bool operator==(const MmioReadBlockReply&, const MmioReadBlockReply&) = default;
+};
 struct Interrupt {
   bool asserted = false;  // the level of the device's interrupt line
   friend bool operator==(const Interrupt&, const Interrupt&) = default;
@@ -174,7 +209,8 @@ struct Pong {
 using Body =
     std::variant<Hello, HelloAck, VmConfig, VmAccept, GuestMemory, GuestMemoryAck, FastLaneOffer,
                  FastLaneAck, MmioRead, MmioReadReply, MmioWrite, MmioWriteAck, Interrupt, BarMap,
-                 BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong>;
+                 BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong, MmioWriteBlock,
+                 MmioReadBlock, MmioReadBlockReply>;
 
 struct Message {
   // Requests carry a non-zero sequence number of the sender's choosing; replies echo it;

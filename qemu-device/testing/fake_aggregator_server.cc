@@ -105,6 +105,22 @@ std::optional<ipc::Body> FakeAggregatorServer::AnswerMmio(const ipc::Body& reque
     }
     return ipc::MmioReadReply{value};
   }
+  if (const auto* block = std::get_if<ipc::MmioReadBlock>(&request)) {
+    ipc::MmioReadBlockReply reply;
+    for (uint64_t i = 0; i < uint64_t{block->count} * block->size; ++i) {
+      auto it = bytes_.find({static_cast<uint8_t>(block->bar), block->offset + i});
+      reply.data.push_back(it != bytes_.end() ? it->second
+                                              : FakePatternByte(static_cast<BarIndex>(block->bar),
+                                                                block->offset + i));
+    }
+    return reply;
+  }
+  if (const auto* block = std::get_if<ipc::MmioWriteBlock>(&request)) {
+    for (size_t i = 0; i < block->data.size(); ++i) {
+      bytes_[{static_cast<uint8_t>(block->bar), block->offset + i}] = block->data[i];
+    }
+    return ipc::MmioWriteAck{};
+  }
   const auto& write = std::get<ipc::MmioWrite>(request);
   for (uint32_t i = 0; i < write.size; ++i) {
     bytes_[{static_cast<uint8_t>(write.bar), write.offset + i}] =
@@ -121,7 +137,9 @@ bool FakeAggregatorServer::DrainLane() {
     if (!m->has_value()) return true;
     const ipc::Message& request = **m;
     if (!std::holds_alternative<ipc::MmioRead>(request.body) &&
-        !std::holds_alternative<ipc::MmioWrite>(request.body)) {
+        !std::holds_alternative<ipc::MmioWrite>(request.body) &&
+        !std::holds_alternative<ipc::MmioReadBlock>(request.body) &&
+        !std::holds_alternative<ipc::MmioWriteBlock>(request.body)) {
       return false;  // only MMIO travels in the lane
     }
     if (behaviour_ == Behaviour::kGarbage) {
@@ -144,7 +162,9 @@ bool FakeAggregatorServer::HandleOne(ipc::Channel& channel, int epoll) {
   if (!received.ok()) return received.status().code() == StatusCode::kDeadlineExceeded;
   const ipc::Message m = received->message;
   const bool mmio = std::holds_alternative<ipc::MmioRead>(m.body) ||
-                    std::holds_alternative<ipc::MmioWrite>(m.body);
+                    std::holds_alternative<ipc::MmioWrite>(m.body) ||
+                    std::holds_alternative<ipc::MmioReadBlock>(m.body) ||
+                    std::holds_alternative<ipc::MmioWriteBlock>(m.body);
   if (!mmio) {  // MMIO is only counted: recording every access would dominate the benchmark
     std::lock_guard<std::mutex> lock(mu_);
     if (received_.size() < 10000) received_.push_back(m);
