@@ -1,0 +1,195 @@
+// The dispatcher: the piece between the aggregator and the physical GPU engine that makes the
+// Scheduler's decisions happen. The aggregator hands it every VM's submissions (an IB_PUT a guest
+// wrote to its shadow channel, later a PVDRM pushbuffer); the dispatcher keeps them queued per VM
+// (in arrival order within a VM, so a channel's work is never reordered), releases them one at a
+// time to a SubmissionSink (the physical channel) in the order the policy (FIFO, CREDIT, BAND)
+// chooses, watches each one complete, and charges the measured GPU time to its VM.
+//
+//   aggregator (server thread)           Dispatcher                       SubmissionSink
+//     AddVm / RemoveVm / Submit ───▶ per-VM queues, Scheduler ──Start──▶ e.g. write the physical
+//     SetShare / SetPolicy / Stats                               ◀─Poll── IB_PUT; done when IB_GET
+//     (control socket)             ◀── on_done(vm, handle, gpu time, wait)  caught up, engine idle
+//
+// Completion is polled, as GPUvm did (the channel's IB_GET catching up and the engine idle): Poll()
+// is called every `poll_interval` while a submission runs, and at once after Wake() (an interrupt
+// or fence the sink noticed). GPU time is the sink's own measurement when it has one (the engine's
+// accounting), else the time from Start to the poll that saw it done (so it includes up to one
+// poll interval of latency; documented in docs/SCHEDULER.md).
+//
+// Two ways to run it:
+//  - own thread (DispatcherOptions::own_thread, the default in the aggregator): a dispatch thread
+//    calls Step() whenever there is something to do; sink calls happen on that thread only.
+//  - driven (own_thread = false): the owner calls Step() itself, e.g. from its event loop with
+//    NextWakeup() as the epoll timeout, or from a test advancing a ManualClock (deterministic).
+//
+// Errors never change anything (unknown VM, a handle already held, a full queue, a bad share):
+// the call returns a clear Status. A sink that fails to start a submission or reports a poll error
+// gets that submission completed with the error (on_done says so) and the next one dispatched, so a
+// broken channel of one VM cannot stall the others.
+//
+// Threading: every public method is thread-safe. SubmissionSink methods are called only from the
+// thread that runs Step() (the dispatch thread), never under the dispatcher's lock, so the sink
+// may call back into the dispatcher (Wake, Stats). on_done runs on that same thread.
+#ifndef GPUVM_SCHEDULER_DISPATCHER_H_
+#define GPUVM_SCHEDULER_DISPATCHER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "scheduler/clock.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/types.h"
+
+namespace gpuvm::sched {
+
+// What the sink says about the submission it is running.
+struct SinkPoll {
+  bool done = false;
+  // The GPU time the engine measured for it, if the sink can tell (the engine's own accounting).
+  // nullopt: the dispatcher uses Start-to-observed-completion wall time.
+  std::optional<Duration> gpu_time;
+
+  static SinkPoll Running() { return {}; }
+  static SinkPoll Done(std::optional<Duration> gpu_time = std::nullopt) { return {true, gpu_time}; }
+};
+
+// The physical engine as the dispatcher sees it: one submission at a time.
+class SubmissionSink {
+ public:
+  virtual ~SubmissionSink() = default;
+  // Start `handle` of `vm` on the engine (e.g. copy the VM's IB entries up to this IB_PUT to the
+  // physical channel and write its IB_PUT). Called only when nothing else is running. An error
+  // completes the submission with that error.
+  virtual Status Start(VmId vm, SubmissionHandle handle) = 0;
+  // Is the started submission done? An error completes it with that error.
+  virtual Result<SinkPoll> Poll(VmId vm, SubmissionHandle handle) = 0;
+};
+
+// One finished submission, for on_done and the recent-completions log.
+struct SubmissionDone {
+  VmId vm = 0;
+  SubmissionHandle handle = 0;
+  Duration gpu_time{0};  // as charged to the VM
+  Duration waited{0};    // queued: Submit to Start
+  Status status;         // not OK: Start or Poll failed (the submission may not have run)
+};
+
+struct DispatcherOptions {
+  SchedulerOptions scheduler;
+  Duration poll_interval = 100us;
+  bool own_thread = true;
+  // Called on the dispatch thread after each completion, outside the dispatcher's lock.
+  std::function<void(const SubmissionDone&)> on_done;
+  // How many completions Stats() keeps (most recent last).
+  size_t recent_completions = 64;
+};
+
+struct DispatcherStats {
+  SchedulerStats scheduler;  // per VM: share, queue depth, GPU time, waits, usage windows
+  uint64_t started = 0;
+  uint64_t completed = 0;
+  uint64_t start_errors = 0;
+  uint64_t poll_errors = 0;
+  uint64_t polls = 0;
+  std::vector<SubmissionDone> recent;  // the last `recent_completions`, oldest first
+};
+
+class Dispatcher {
+ public:
+  // `clock` and `sink` must outlive the dispatcher. With own_thread, `clock` should be a
+  // MonotonicClock (the thread sleeps on the real clock until the times the clock names).
+  static Result<std::unique_ptr<Dispatcher>> Create(Clock* clock, SubmissionSink* sink,
+                                                    DispatcherOptions options);
+  // Stops the dispatch thread. A submission on the engine is left there (the owner tears the
+  // channels down).
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // --- VMs (the aggregator, as VMs come and go; the control socket for shares and policy) ---
+  Status AddVm(VmId vm, double share_percent);
+  // Drops the VM's queued submissions (returned, oldest first, so the owner can discard them). A
+  // submission of it already on the engine runs to completion (or until the sink reports it gone)
+  // and is then charged to nobody.
+  Result<std::vector<SubmissionHandle>> RemoveVm(VmId vm);
+  Status SetShare(VmId vm, double share_percent);
+  Status SetShares(const std::vector<std::pair<VmId, double>>& shares);  // all or nothing
+  void SetPolicy(PolicyKind kind);
+  PolicyKind policy() const;
+
+  // --- work ---
+  // Queues a submission. `handle` must be unique among those the dispatcher holds (e.g. channel
+  // << 32 | IB_PUT value, with a generation). NotFound (unknown VM), AlreadyExists,
+  // ResourceExhausted (the VM's queue is full) change nothing.
+  Status Submit(VmId vm, SubmissionHandle handle, Duration estimate = Duration(0));
+  // The sink saw something (an interrupt, a fence): poll at the next Step instead of waiting for
+  // the poll interval.
+  void Wake();
+
+  // Does everything due at the clock's current time: polls the running submission, completes it,
+  // fires an expired hold, starts what the scheduler chose. Driven mode only (own_thread: the
+  // thread calls it; calling it too is harmless but pointless).
+  void Step();
+  // When Step() next has something to do: nullopt means only a Submit/Wake/policy change can
+  // create work.
+  std::optional<TimePoint> NextWakeup() const;
+
+  DispatcherStats Stats() const;
+  bool busy() const;  // a submission is on the engine or about to be started
+
+ private:
+  struct Running {
+    VmId vm = 0;
+    SubmissionHandle handle = 0;
+    TimePoint started{};
+    TimePoint decided{};
+    TimePoint next_poll{};
+  };
+  struct Pending {
+    VmId vm = 0;
+    SubmissionHandle handle = 0;
+    TimePoint decided{};
+  };
+
+  Dispatcher(Clock* clock, SubmissionSink* sink, DispatcherOptions options,
+             std::unique_ptr<Scheduler> scheduler);
+  void ApplyLocked(const Result<Decision>& decision, TimePoint now);
+  void RecordLocked(const SubmissionDone& done);
+  void FinishLocked(const Running& run, Duration gpu_time, Status status,
+                    std::vector<SubmissionDone>* done);
+  std::optional<TimePoint> NextWakeupLocked() const;
+  void ThreadMain();
+
+  Clock* const clock_;
+  SubmissionSink* const sink_;
+  const DispatcherOptions options_;
+  const std::unique_ptr<Scheduler> scheduler_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Pending> pending_;  // chosen by the scheduler, not yet started
+  std::optional<Running> running_;
+  std::optional<TimePoint> hold_until_;
+  std::unordered_map<SubmissionHandle, TimePoint> arrivals_;  // for SubmissionDone::waited
+  bool poll_now_ = false;                                     // Wake(): poll at the next Step
+  uint64_t kicks_ = 0;  // bumped by anything that may create work for the thread
+  bool stopping_ = false;
+  bool stepping_ = false;  // one Step at a time (the sink is single-threaded)
+  uint64_t started_ = 0, completed_ = 0, start_errors_ = 0, poll_errors_ = 0, polls_ = 0;
+  std::deque<SubmissionDone> recent_;
+  std::thread thread_;  // last: started after everything above exists
+};
+
+}  // namespace gpuvm::sched
+
+#endif  // GPUVM_SCHEDULER_DISPATCHER_H_
