@@ -1,0 +1,43 @@
+// What gpuvm-bench can run: the benchmarks of the GPUvm suite (bench/suite/, docs/BENCHMARKS.md)
+// and the modes a benchmark can run in (docs/BENCHMARKS.md, "Modes").
+//
+// A mode is a row of kModes. `native` runs the program directly on the in-process software GPU;
+// every other mode runs it inside local VMs (gpuvm-vm) whose virtual GPUs gpuvm-aggregator serves,
+// with `vm_mode` handed to gpuvm-vm --mode (the aggregator takes a mode per VM) and `vm_args`
+// appended. Modes of later issues are listed with the reason they cannot run yet; enabling one is
+// filling in its arguments and clearing `unavailable`.
+//
+// Threading: constant data.
+#ifndef GPUVM_BENCH_HARNESS_CATALOG_H_
+#define GPUVM_BENCH_HARNESS_CATALOG_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuvm::bench {
+
+struct BenchmarkSpec {
+  std::string_view name;  // "madd"; the programs are gpuvm-suite-<name>[-rt]
+  std::string_view what;  // one line for --list
+};
+
+// The suite in the paper's order (GPUVM-RESULTS.md, Table 4.2).
+const std::vector<BenchmarkSpec>& Benchmarks();
+const BenchmarkSpec* FindBenchmark(std::string_view name);
+
+struct ModeSpec {
+  std::string_view name;             // "pt"
+  bool in_vm = false;                // false: native
+  std::string_view vm_mode;          // gpuvm-vm --mode
+  std::vector<std::string> vm_args;  // more gpuvm-vm arguments for this mode
+  int max_vms = 1;                   // how many VMs of this mode may share the GPU at once
+  std::string_view unavailable;      // empty when the mode runs; else why it cannot yet
+};
+
+const std::vector<ModeSpec>& Modes();
+const ModeSpec* FindMode(std::string_view name);
+
+}  // namespace gpuvm::bench
+
+#endif  // GPUVM_BENCH_HARNESS_CATALOG_H_

@@ -1,0 +1,177 @@
+#include "bench/harness/summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+namespace gpuvm::bench {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+void Summary::Add(const RunRecord& record) {
+  Cell& cell = cells_[{record.bench, record.mode}];
+  ++cell.runs;
+  if (cell.api.empty()) cell.api = record.api;
+  if (cell.problem.empty()) cell.problem = record.problem;
+  if (!record.correct) {
+    ++cell.failed;
+    ++failures_;
+    if (cell.first_error.empty()) cell.first_error = record.error;
+    return;  // a failed run's times mean nothing
+  }
+  cell.seconds.push_back(record.seconds);
+  for (int i = 0; i < kPhaseCount; ++i) cell.phases[i].push_back(record.phases[i]);
+  for (const auto& [name, value] : record.counters) cell.counters[name].push_back(value);
+}
+
+const Summary::Cell* Summary::Find(const std::string& bench, const std::string& mode) const {
+  const auto it = cells_.find({bench, mode});
+  return it == cells_.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+std::string Printf(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// Right-aligned in `width`.
+std::string Pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+std::string PadRight(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+// Seconds with 4 significant decimals below 10 s, fewer above.
+std::string Seconds(double s) { return Printf(s < 10 ? "%.4f" : "%.2f", s); }
+
+std::string Count(double c) {
+  if (c >= 1e7) return Printf("%.3g", c);
+  return Printf("%.0f", c);
+}
+
+}  // namespace
+
+std::string Summary::Render(const std::string& header, const std::vector<std::string>& benchmarks,
+                            const std::vector<std::string>& modes) const {
+  std::string out = header + "\n";
+  const bool have_native = std::find(modes.begin(), modes.end(), "native") != modes.end();
+  constexpr size_t kName = 8, kApi = 8, kCol = 12;
+
+  // 1. Medians and ratios.
+  out += "\nmedian seconds per run (the program's phases summed)";
+  out += have_native && modes.size() > 1 ? " and ratio to native\n" : "\n";
+  out += PadRight("bench", kName) + PadRight("api", kApi);
+  for (const std::string& m : modes) out += Pad(m + " s", kCol);
+  if (have_native) {
+    for (const std::string& m : modes) {
+      if (m != "native") out += Pad(m + "/nat", kCol);
+    }
+  }
+  out += "\n";
+  for (const std::string& b : benchmarks) {
+    std::string api;
+    for (const std::string& m : modes) {
+      if (const Cell* c = Find(b, m); c != nullptr && api.empty()) api = c->api;
+    }
+    out += PadRight(b, kName) + PadRight(api, kApi);
+    for (const std::string& m : modes) {
+      const Cell* c = Find(b, m);
+      std::string text = "-";
+      if (c != nullptr && !c->seconds.empty()) text = Seconds(Median(c->seconds));
+      if (c != nullptr && c->seconds.empty() && c->failed > 0) text = "FAILED";
+      if (c != nullptr && !c->seconds.empty() && c->failed > 0) text += "!";
+      out += Pad(text, kCol);
+    }
+    if (have_native) {
+      const Cell* native = Find(b, "native");
+      const double base = native != nullptr ? Median(native->seconds) : 0;
+      for (const std::string& m : modes) {
+        if (m == "native") continue;
+        const Cell* c = Find(b, m);
+        std::string text = "-";
+        if (c != nullptr && !c->seconds.empty() && base > 0) {
+          const double ratio = Median(c->seconds) / base;
+          text = Printf(ratio < 100 ? "%.2f" : "%.0f", ratio);
+        }
+        out += Pad(text, kCol);
+      }
+    }
+    out += "\n";
+  }
+
+  // 2. Phases per mode.
+  for (const std::string& m : modes) {
+    out += "\nphases, median seconds: " + m + "\n" + PadRight("bench", kName);
+    for (const char* p : kPhaseNames) out += Pad(p, kCol);
+    out += Pad("total", kCol) + "  problem\n";
+    for (const std::string& b : benchmarks) {
+      const Cell* c = Find(b, m);
+      if (c == nullptr || c->seconds.empty()) continue;
+      out += PadRight(b, kName);
+      for (int i = 0; i < kPhaseCount; ++i) out += Pad(Seconds(Median(c->phases[i])), kCol);
+      out += Pad(Seconds(Median(c->seconds)), kCol) + "  " + c->problem + "\n";
+    }
+  }
+
+  // 3. Counters per mode (traps per BAR first, then whatever else the layer reported).
+  static const std::vector<std::pair<std::string, std::string>> kTrapColumns = {
+      {"bar0_reads", "BAR0 r"},  {"bar0_writes", "BAR0 w"}, {"bar1_reads", "BAR1 r"},
+      {"bar1_writes", "BAR1 w"}, {"bar3_reads", "BAR3 r"},  {"bar3_writes", "BAR3 w"},
+      {"refused", "refused"}};
+  for (const std::string& m : modes) {
+    std::set<std::string> names;
+    for (const std::string& b : benchmarks) {
+      if (const Cell* c = Find(b, m); c != nullptr) {
+        for (const auto& [name, values] : c->counters) names.insert(name);
+      }
+    }
+    if (names.empty()) continue;
+    out += "\ntraps per BAR per run (median, gpuvm-dm's counters): " + m + "\n" +
+           PadRight("bench", kName);
+    for (const auto& [key, title] : kTrapColumns) out += Pad(title, kCol);
+    out += "\n";
+    for (const std::string& b : benchmarks) {
+      const Cell* c = Find(b, m);
+      if (c == nullptr || c->counters.empty()) continue;
+      out += PadRight(b, kName);
+      for (const auto& [key, title] : kTrapColumns) {
+        const auto it = c->counters.find(key);
+        out += Pad(it == c->counters.end() ? "-" : Count(Median(it->second)), kCol);
+      }
+      std::string extra;
+      for (const auto& [name, values] : c->counters) {
+        bool shown = false;
+        for (const auto& [key, title] : kTrapColumns) shown |= key == name;
+        if (!shown && name.rfind("config_", 0) != 0 && name.rfind("refused_", 0) != 0) {
+          extra += " " + name + "=" + Count(Median(values));
+        }
+      }
+      out += extra + "\n";
+    }
+  }
+
+  // 4. Failures.
+  if (failures_ > 0) {
+    out += "\nfailed runs ('!' above: medians are of the correct runs only)\n";
+    for (const std::string& b : benchmarks) {
+      for (const std::string& m : modes) {
+        const Cell* c = Find(b, m);
+        if (c == nullptr || c->failed == 0) continue;
+        out += "  " + b + " " + m + ": " + std::to_string(c->failed) + " of " +
+               std::to_string(c->runs) + " failed; first: " + c->first_error + "\n";
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuvm::bench
