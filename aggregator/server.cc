@@ -14,7 +14,7 @@ namespace gpuvm::aggregator {
 namespace {
 
 // epoll tags: connection id << 2 | kind. Id 0 is the server's own descriptors.
-enum Kind : uint64_t { kSocket = 0, kLane = 1 };
+enum Kind : uint64_t { kSocket = 0, kLane = 1, kWatch = 2 };
 enum ServerFd : uint64_t { kListen = 0, kStop = 1, kInterrupt = 2 };
 uint64_t Tag(uint64_t id, uint64_t kind) { return id << 2 | kind; }
 
@@ -74,6 +74,18 @@ Status AggregatorServer::Start() {
   return Status::Ok();
 }
 
+Status AggregatorServer::AddWatch(int fd, std::function<void()> on_readable) {
+  const uint64_t id = watches_.size() + 1;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = Tag(id, kWatch);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return Status::FromErrno(errno, "epoll_ctl (watch)");
+  }
+  watches_[id] = std::move(on_readable);
+  return Status::Ok();
+}
+
 void AggregatorServer::Stop() {
   if (stop_.valid()) (void)hv::local::SignalEventFd(stop_.get());
 }
@@ -103,6 +115,10 @@ Status AggregatorServer::Run() {
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
       const uint64_t id = tag >> 2;
+      if ((tag & 3) == kWatch) {
+        if (auto w = watches_.find(id); w != watches_.end()) w->second();
+        continue;
+      }
       if (id == 0) {
         switch (tag & 3) {
           case kListen:
@@ -252,6 +268,7 @@ void AggregatorServer::Drop(Connection& c, const std::string& why) {
       (unsigned long long)k.interrupts,
       reset.ok() ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()
                  : ("GPU RESET FAILED: " + reset.ToString()).c_str());
+  if (!summary.detail.empty()) Log("%s: %s", summary.vm.c_str(), summary.detail.c_str());
 }
 
 void AggregatorServer::ExpireHandshakes() {

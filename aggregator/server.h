@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,11 @@ class AggregatorServer {
   Status Start();  // Run() on a background thread
   void Stop();
 
+  // Calls `on_readable` on the server thread whenever `fd` is readable (level-triggered), e.g. the
+  // control socket's own epoll descriptor (aggregator/control/). Before Run()/Start() only; the fd
+  // must outlive the server's use of it.
+  Status AddWatch(int fd, std::function<void()> on_readable);
+
   Aggregator& aggregator() { return *aggregator_; }
   const std::string& path() const { return options_.path; }
   // Sessions ever accepted / currently open (read on the owner thread, or after Stop).
@@ -76,6 +82,7 @@ class AggregatorServer {
   hv::local::UniqueFd epoll_;
   std::thread thread_;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;
+  std::map<uint64_t, std::function<void()>> watches_;  // AddWatch, by id
   uint64_t next_connection_ = 1;
   uint64_t accepted_ = 0;
 };
