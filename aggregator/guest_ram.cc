@@ -21,12 +21,9 @@ Result<std::unique_ptr<GuestRam>> GuestRam::FromXenDomain(hv::DomainId domid, ui
     return Status::InvalidArgument("guest RAM must be a whole number of pages");
   }
   std::unique_ptr<GuestRam> ram(new GuestRam());
-  GPUVM_ASSIGN_OR_RETURN(ram->xen_memory_, hv::xen::OpenGuestMemory(domid));
-  if ((ram->xen_memory_->frame_count() << hv::kPageShift) < bytes) {
-    return Status::OutOfRange("domain " + std::to_string(domid) + " has less RAM than announced");
-  }
-  GPUVM_ASSIGN_OR_RETURN(ram->xen_mapping_,
-                         ram->xen_memory_->Map(0, bytes >> hv::kPageShift, hv::Access::kReadWrite));
+  // An HVM guest's RAM has holes (the VGA window, ballooned pages): they are backed by scratch
+  // pages of ours (hv::xen::MapGuestRam), so the GPU reaching one sees zeros, never a fault.
+  GPUVM_ASSIGN_OR_RETURN(ram->xen_mapping_, hv::xen::MapGuestRam(domid, bytes >> hv::kPageShift));
   ram->bytes_ = ram->xen_mapping_->bytes();
   return ram;
 }

@@ -27,8 +27,8 @@ class GuestRam {
  public:
   // A local VM's RAM memfd (sealed, exactly `bytes`, a whole number of pages).
   static Result<std::unique_ptr<GuestRam>> FromLocalMemfd(hv::local::UniqueFd memfd, uint64_t bytes);
-  // A Xen domain's first `bytes` of guest frames through libxenforeignmemory. Fails with Unavailable
-  // where there is no Xen, and for guests whose RAM has holes below `bytes` (not supported yet).
+  // A Xen domain's first `bytes` of guest frames through libxenforeignmemory; holes in the guest's
+  // physical map read as zeros (hv::xen::MapGuestRam). Fails with Unavailable where there is no Xen.
   static Result<std::unique_ptr<GuestRam>> FromXenDomain(hv::DomainId domid, uint64_t bytes);
 
   std::span<uint8_t> bytes() const { return bytes_; }

@@ -80,4 +80,62 @@ Result<std::unique_ptr<GuestMemory>> OpenGuestMemory(DomainId domid) {
       new XenGuestMemory(domid, std::move(shared), uint64_t{max_gpfn} + 1));
 }
 
+Result<std::unique_ptr<GuestMapping>> MapGuestRam(DomainId domid, uint64_t frames,
+                                                  uint64_t* holes) {
+  if (frames == 0 || frames > (uint64_t{1} << 20)) {
+    return Status::InvalidArgument("guest RAM of " + std::to_string(frames) + " frames");
+  }
+  GPUVM_ASSIGN_OR_RETURN(ForeignMemoryHandle fmem, OpenForeignMemory());
+  GPUVM_ASSIGN_OR_RETURN(ControlHandle xc, OpenControl());
+  xen_pfn_t max_gpfn = 0;
+  if (xc_domain_maximum_gpfn(xc.get(), domid, &max_gpfn) != 0) {
+    return CallFailed("maximum_gpfn of domain " + std::to_string(domid), errno);
+  }
+  if (frames > uint64_t{max_gpfn} + 1) {
+    return Status::OutOfRange("domain " + std::to_string(domid) + " has " +
+                              std::to_string(uint64_t{max_gpfn} + 1) + " frames, not " +
+                              std::to_string(frames));
+  }
+  std::shared_ptr<xenforeignmemory_handle> shared(fmem.release(), ForeignMemoryCloser());
+  std::vector<xen_pfn_t> gfns(frames);
+  for (uint64_t i = 0; i < frames; ++i) gfns[i] = i;
+  std::vector<int> errors(frames, 0);
+  // Pass 1: which frames are holes. (Patching holes of a foreign mapping afterwards does not work:
+  // Linux refuses to split a privcmd mapping, ENOMEM.)
+  void* probe =
+      xenforeignmemory_map(shared.get(), domid, PROT_READ, frames, gfns.data(), errors.data());
+  if (probe == nullptr) return CallFailed("foreign map of guest RAM", errno);
+  xenforeignmemory_unmap(shared.get(), probe, frames);
+  // Pass 2: reserve the whole range as private zero pages, then map each run of real frames over
+  // its place. The mapping object unmaps the whole range, foreign runs and holes alike.
+  void* addr = ::mmap(nullptr, frames << kPageShift, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (addr == MAP_FAILED) return CallFailed("address space for guest RAM", errno);
+  auto mapping = std::make_unique<ForeignMapping>(shared, addr, frames);
+  uint64_t hole_frames = 0;
+  for (uint64_t i = 0; i < frames;) {
+    uint64_t end = i;
+    const bool hole = errors[i] != 0;
+    while (end < frames && (errors[end] != 0) == hole) ++end;
+    if (hole) {
+      hole_frames += end - i;
+    } else {
+      std::vector<int> run_errors(end - i, 0);
+      void* at = static_cast<uint8_t*>(addr) + (i << kPageShift);
+      void* got = xenforeignmemory_map2(shared.get(), domid, at, PROT_READ | PROT_WRITE, MAP_FIXED,
+                                        end - i, gfns.data() + i, run_errors.data());
+      if (got != at) return CallFailed("foreign map of guest RAM frames", errno);
+      for (int e : run_errors) {
+        if (e != 0) {
+          return Status::DataLoss("guest frames of domain " + std::to_string(domid) +
+                                  " changed while being mapped");
+        }
+      }
+    }
+    i = end;
+  }
+  if (holes != nullptr) *holes = hole_frames;
+  return std::unique_ptr<GuestMapping>(std::move(mapping));
+}
+
 }  // namespace gpuvm::hv::xen

@@ -29,6 +29,16 @@ Result<std::unique_ptr<IoreqServer>> CreateIoreqServer(DomainId domid);
 // Foreign mappings of `domid`'s guest frames (libxenforeignmemory), bounded by the domain's maximum
 // guest frame number (libxenctrl).
 Result<std::unique_ptr<GuestMemory>> OpenGuestMemory(DomainId domid);
+// A whole HVM guest's RAM for a device that DMAs into it (the aggregator in pt mode): frames
+// [0, frames) of `domid` mapped read-write into one contiguous range. An HVM guest's physical map
+// has holes below its RAM's end (the VGA window at frames 0xa0-0xbf is never populated; ballooned
+// pages), which GuestMemory::Map refuses; here each hole is backed by private anonymous pages of
+// ours instead, so a device access there reads zeros and writes into our scratch memory — never
+// into another domain, never a fault. `holes`, when given, receives the number of hole frames.
+// OutOfRange past the domain's frames; InvalidArgument for 0 or more than 2^20 frames. (Added for
+// the Xen test bed, issue 8.)
+Result<std::unique_ptr<GuestMapping>> MapGuestRam(DomainId domid, uint64_t frames,
+                                                  uint64_t* holes = nullptr);
 
 Result<std::unique_ptr<EventChannels>> OpenEventChannels();
 Result<std::unique_ptr<GrantSharer>> OpenGrantSharer();
