@@ -4,7 +4,8 @@
 //   gpuvm-dm --backend xen   --domid 7 [--aggregator SOCKET] [options]
 // options: --sbdf ssss:bb:dd.f  --name NAME  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
 //          --domain-fd FD (local: receive the domain over this inherited socket instead of the
-//          daemon)
+//          daemon)  --guest-ram-mib N (the RAM announced to the aggregator; default: every frame)
+//          --reply-timeout-ms N (how long to wait for the aggregator's replies; default 5000)
 //
 // It serves the VM's IOREQ server until the aggregator ends the session, the connection breaks, or
 // it gets SIGTERM/SIGINT; then it prints its trap counters and exits (0 after an orderly end).
@@ -35,13 +36,18 @@ struct Options {
   int domain_fd = -1;
   IpcConnectOptions aggregator;
   DeviceModelConfig device;
+  // The guest RAM announced to the aggregator (GUEST_MEMORY). 0: every frame the hypervisor
+  // reports — for a Xen HVM guest that runs up to its special pages below 4 GiB, across the MMIO
+  // hole, so the Xen test bed passes the configured RAM size instead.
+  uint64_t guest_ram_bytes = 0;
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: gpuvm-dm --backend local|xen --domid N [--hv SOCKET] [--domain-fd FD]\n"
                "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
-               "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n");
+               "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n"
+               "                [--guest-ram-mib N] [--reply-timeout-ms N]\n");
 }
 
 Result<Options> ParseArgs(int argc, char** argv) {
@@ -79,6 +85,13 @@ Result<Options> ParseArgs(int argc, char** argv) {
       o.device.layout.bar1_size = uint64_t(std::strtoull(value.c_str(), nullptr, 10)) << 20;
     } else if (flag == "--bar3-mib") {
       o.device.layout.bar3_size = uint64_t(std::strtoull(value.c_str(), nullptr, 10)) << 20;
+    } else if (flag == "--guest-ram-mib") {
+      o.guest_ram_bytes = uint64_t(std::strtoull(value.c_str(), nullptr, 10)) << 20;
+      if (o.guest_ram_bytes == 0) return Status::InvalidArgument("--guest-ram-mib must be > 0");
+    } else if (flag == "--reply-timeout-ms") {
+      const uint64_t ms = std::strtoull(value.c_str(), nullptr, 10);
+      if (ms == 0 || ms > 3600000) return Status::InvalidArgument("--reply-timeout-ms: 1..3600000");
+      o.aggregator.timeout = std::chrono::milliseconds(ms);
     } else {
       return Status::InvalidArgument("unknown flag " + flag);
     }
@@ -116,6 +129,12 @@ Status Serve(const Options& o) {
   connect.vm.backend = o.backend == "local" ? ipc::Backend::kLocal : ipc::Backend::kXen;
   connect.vm.vcpus = server->vcpu_count();
   connect.vm.guest_ram_bytes = memory->frame_count() << hv::kPageShift;
+  if (o.guest_ram_bytes != 0) {
+    if (o.guest_ram_bytes > connect.vm.guest_ram_bytes) {
+      return Status::OutOfRange("--guest-ram-mib is more than the domain's memory");
+    }
+    connect.vm.guest_ram_bytes = o.guest_ram_bytes;
+  }
   connect.vm.bar0_size = o.device.layout.bar0_size;
   connect.vm.bar1_size = o.device.layout.bar1_size;
   connect.vm.bar3_size = o.device.layout.bar3_size;
