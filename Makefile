@@ -4,6 +4,7 @@
 #   make bench  the benchmark programs; figures go to stdout and build/bench/
 #   make asan   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz   build the libFuzzer targets with clang and run each for FUZZ_SECONDS
+#   make xen-test  Xen 4.17 + dom0 + an HVM guest under QEMU/TCG with the stack inside (docs/XEN-TESTBED.md)
 #   make format, make deps, make ptx, make clean
 # BUILD=dir picks another build directory (parallel sessions each use their own).
 
@@ -15,7 +16,7 @@ JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 NVCC ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
-.PHONY: all test run bench asan fuzz fuzz-build clean deps format ptx configure
+.PHONY: all test run bench asan fuzz fuzz-build clean deps format ptx configure xen-test
 
 all: configure
 	ninja -C $(BUILD)
@@ -59,3 +60,7 @@ ptx:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+
+# The Xen test bed (docs/XEN-TESTBED.md): Xen 4.17 + dom0 + an HVM guest under QEMU/TCG, the stack inside.
+xen-test: all
+	scripts/xen-testbed/xen-test.sh $(BUILD)

@@ -32,6 +32,7 @@ vmlinuz="$PKGROOT/boot/vmlinuz-$kernel_version"
 STAGE="$out/stage-guest"
 stage_init
 stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
+ln -s busybox "$STAGE/usr/bin/sh"
 stage_file "$repo/tests/xen/guest-init.sh" /init
 chmod 755 "$STAGE/init"
 mkdir -p "$STAGE/gpuvm/bin" "$STAGE/gpuvm/lib"
@@ -42,8 +43,14 @@ if [[ -f "$repo/tests/xen/guest-tests" ]]; then
   while read -r name program rest; do
     [[ -z "$name" || "$name" == \#* ]] && continue
     if [[ ! -x "$build/$program" ]]; then
-      log "guest test $name left out: $build/$program is not built"
-      continue
+      # Build layouts move; a program of that name elsewhere in the build is the same program.
+      found=$(find "$build" -path "$out" -prune -o -type f -name "$(basename "$program")" -perm -u+x \
+        -print 2>/dev/null | head -n1)
+      if [[ -z "$found" ]]; then
+        log "guest test $name left out: $build/$program is not built"
+        continue
+      fi
+      program=${found#"$build"/}
     fi
     guest_programs+=("$program")
     echo "$name /gpuvm/bin/$(basename "$program") $rest" >>"$STAGE/gpuvm/guest-tests"
@@ -69,6 +76,7 @@ log "guest initramfs: $(du -h "$out/guest-initrd.cpio" | cut -f1), tests: $(wc -
 STAGE="$out/stage-dom0"
 stage_init
 stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
+ln -s busybox "$STAGE/usr/bin/sh"
 stage_file "$repo/tests/xen/dom0-init.sh" /init
 chmod 755 "$STAGE/init"
 
@@ -88,6 +96,8 @@ for rom in linuxboot.bin linuxboot_dma.bin kvmvapic.bin; do
   mkdir -p "$STAGE/usr/share/qemu-xen"
   ln -sf "../qemu/$rom" "$STAGE/usr/share/qemu-xen/$rom"
 done
+# libxl always passes "-vnc none", for which QEMU loads the en-us keymap.
+stage_file /usr/share/qemu/keymaps/en-us /usr/share/qemu/keymaps/en-us
 mkdir -p "$STAGE/etc/xen" "$STAGE/var/lib/xen" "$STAGE/var/log/xen"
 cat >"$STAGE/etc/xen/xl.conf" <<'EOF'
 # Xen test bed: no automatic ballooning (dom0 has a fixed dom0_mem), no lock file dance.
@@ -118,7 +128,7 @@ done
   tests=""
   [[ -x "$STAGE/gpuvm/bin/hv_backend_test" ]] && tests+=" hv_backend_test:*/xen.*"
   [[ -x "$STAGE/gpuvm/bin/dm_device_model_test" ]] && tests+=" dm_device_model_test:*/xen.*"
-  echo "BACKEND_TESTS=\"\${BACKEND_TESTS-$tests}\""
+  echo "BACKEND_TESTS=\"$tests\""
   if [[ ! -x "$STAGE/gpuvm/bin/gpuvm-dm" || ! -x "$STAGE/gpuvm/bin/gpuvm-aggregator" ]]; then
     echo 'DM_MODE=""  # gpuvm-dm or gpuvm-aggregator not built'
   fi

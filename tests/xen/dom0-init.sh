@@ -81,6 +81,14 @@ run xen-init-dom0 120 xen-init-dom0
 xenconsoled --pid-file=/var/run/xenconsoled.pid --log=none || fail "xenconsoled"
 run xl-info 60 sh -c 'xl info | grep -E "^(xen_version|xen_caps|virt_caps|total_memory|free_memory|nr_cpus)"'
 
+# Our programs load (libraries, CPU features) before anything depends on them.
+for bin in /gpuvm/bin/*; do
+  [ -x "$bin" ] || continue
+  case "$bin" in *_test) "$bin" --gtest_list_tests >/dev/null 2>&1 ;; *) "$bin" --help >/dev/null 2>&1 ;; esac
+  rc=$?
+  [ $rc -ge 126 ] && fail "$bin does not start (status $rc)"
+done
+
 # ---- the guest, created paused -------------------------------------------------------------------
 cat >/tmp/guest.cfg <<EOF
 type = "hvm"
@@ -126,8 +134,9 @@ for entry in $BACKEND_TESTS; do
   # The whole test output goes to the console (the host keeps it), prefixed for the checker.
   sed "s/^/GPUVM-XEN-TEST $bin| /" /tmp/$bin.out
   [ $rc = 0 ] || fail "backend test $bin (exit $rc)"
-  say "backend test $bin passed: $(grep -c '^\[       OK \]' /tmp/$bin.out) ok," \
-    "$(grep -c '^\[  SKIPPED \]' /tmp/$bin.out) skipped"
+  # (counting the per-test lines, which end with the time taken)
+  say "backend test $bin passed: $(grep -c '^\[       OK \].*ms)' /tmp/$bin.out) ok," \
+    "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
 done
 
 # ---- the device model ----------------------------------------------------------------------------
@@ -136,14 +145,23 @@ if [ -n "$DM_MODE" ]; then
   gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
   agg_pid=$!
   sleep 2
-  kill -0 $agg_pid 2>/dev/null || fail "gpuvm-aggregator exited at start"
+  if ! kill -0 $agg_pid 2>/dev/null; then
+    wait $agg_pid
+    fail "gpuvm-aggregator exited at start (status $?)"
+  fi
+  # The RAM announced to the aggregator is what the guest was given (the domain's frames run on up
+  # to its special pages below 4 GiB); replies may be slow under TCG.
   gpuvm-dm --backend xen --domid "$domid" --mode "$DM_MODE" --sbdf "$DM_SBDF" \
-    --name gpuvm-guest >/tmp/gpuvm-dm.log 2>&1 &
+    --name gpuvm-guest --guest-ram-mib "$GUEST_MEMORY_MB" --reply-timeout-ms 120000 \
+    >/tmp/gpuvm-dm.log 2>&1 &
   dm_pid=$!
   # gpuvm-dm claims the slot before the guest runs: hvmloader must find the device when it scans.
   tries=0
   until grep -q ', xen at ' /tmp/gpuvm-dm.log 2>/dev/null; do
-    kill -0 $dm_pid 2>/dev/null || fail "gpuvm-dm exited at start"
+    if ! kill -0 $dm_pid 2>/dev/null; then
+      wait $dm_pid
+      fail "gpuvm-dm exited at start (status $?)"
+    fi
     tries=$((tries + 1))
     [ $tries -gt 120 ] && fail "gpuvm-dm did not report ready"
     sleep 1
