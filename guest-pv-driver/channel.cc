@@ -39,8 +39,6 @@ constexpr uint64_t kMemsetPush = 4096;
 constexpr uint32_t kLaunchData = 0;
 // (our choice) TEMP backs local memory for this many resident blocks.
 constexpr uint64_t kTempResidentBlocks = 16;
-// (our choice) bound on waits made while tearing a channel down.
-constexpr auto kTeardownWait = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -109,7 +107,7 @@ Channel::Impl::~Impl() {
   if (enabled_) {
     if (!ctx_->abandoning()) {
       (void)Synchronize(
-          std::min<std::chrono::nanoseconds>(ctx_->options().default_timeout, kTeardownWait));
+          std::min<std::chrono::nanoseconds>(ctx_->options().default_timeout, kChannelDrainWait));
     }
     (void)drv_->DisableChannel(chid_);
   }

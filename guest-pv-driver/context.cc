@@ -367,17 +367,34 @@ Result<Channel*> Context::Impl::CreateChannel() {
 }
 
 Status Context::Impl::DestroyChannel(Channel* channel) {
-  std::unique_ptr<Channel> doomed;
   {
     std::lock_guard lock(objects_mu_);
     auto it = std::find_if(channels_.begin(), channels_.end(),
                            [&](const std::unique_ptr<Channel>& c) { return c.get() == channel; });
-    if (it == channels_.end()) return Status::NotFound("not a channel of this context");
+    if (it == channels_.end() || dying_.contains(channel)) {
+      return Status::NotFound("not a channel of this context");
+    }
     if (channel == default_channel_) {
       return Status::FailedPrecondition("the default channel lives as long as its context");
     }
+    dying_.insert(channel);
+  }
+  // Drain while the channel is still listed, so that a concurrent Context::Synchronize (or Free)
+  // keeps waiting for its work too. The teardown in ~Impl waits again, bounded, if this one fails.
+  if (!abandoning()) {
+    (void)channel->impl()->Synchronize(
+        std::min<std::chrono::nanoseconds>(options_.default_timeout, kChannelDrainWait));
+  }
+  std::unique_ptr<Channel> doomed;
+  {
+    std::unique_lock lock(objects_mu_);
+    auto it = std::find_if(channels_.begin(), channels_.end(),
+                           [&](const std::unique_ptr<Channel>& c) { return c.get() == channel; });
     doomed = std::move(*it);
     channels_.erase(it);
+    dying_.erase(channel);
+    // Unlisted: no new pins. Threads waiting on it now finish quickly (it is idle or timed out).
+    unpinned_.wait(lock, [&] { return !pins_.contains(channel); });
   }
   doomed.reset();
   return Status::Ok();
@@ -388,6 +405,24 @@ std::vector<Channel*> Context::Impl::ChannelsSnapshot() {
   std::vector<Channel*> out;
   for (auto& c : channels_) out.push_back(c.get());
   return out;
+}
+
+bool Context::Impl::Pin(Channel* channel) {
+  std::lock_guard lock(objects_mu_);
+  auto it = std::find_if(channels_.begin(), channels_.end(),
+                         [&](const std::unique_ptr<Channel>& c) { return c.get() == channel; });
+  if (it == channels_.end()) return false;
+  ++pins_[channel];
+  return true;
+}
+
+void Context::Impl::Unpin(Channel* channel) {
+  std::lock_guard lock(objects_mu_);
+  auto it = pins_.find(channel);
+  if (--it->second == 0) {
+    pins_.erase(it);
+    unpinned_.notify_all();
+  }
 }
 
 Result<Event*> Context::Impl::CreateEvent() {
@@ -419,7 +454,12 @@ Status Context::Impl::Synchronize(std::chrono::nanoseconds timeout) {
       left = timeout - (std::chrono::steady_clock::now() - start);
       if (left.count() < 0) left = std::chrono::nanoseconds(0);
     }
-    GPUVM_RETURN_IF_ERROR(c->impl()->Synchronize(left));
+    // Another thread may destroy the channel meanwhile: the pin keeps it alive while we wait on it.
+    // One already gone was drained by its DestroyChannel.
+    if (!Pin(c)) continue;
+    Status s = c->impl()->Synchronize(left);
+    Unpin(c);
+    GPUVM_RETURN_IF_ERROR(s);
   }
   return status();
 }

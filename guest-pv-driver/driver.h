@@ -31,6 +31,10 @@
 //     valid until DestroyChannel/DestroyEvent or the Context is destroyed). Destroying a Context
 //     waits (bounded) for its channels to go idle, removes them from the playlist and frees all of
 //     its memory. Do not destroy a Context while another thread still calls into it.
+//   - DestroyChannel may run while other threads call Context::Synchronize / Free (which wait for
+//     every channel of the context): the channel stays listed, and is waited for, until it has
+//     drained; it is deleted only when no such wait still uses it. Calling the destroyed channel
+//     itself from another thread is the caller's error (as for a CUDA stream).
 #ifndef GPUVM_GUEST_PV_DRIVER_DRIVER_H_
 #define GPUVM_GUEST_PV_DRIVER_DRIVER_H_
 

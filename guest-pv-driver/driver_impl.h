@@ -12,6 +12,7 @@
 //   Channel::Impl::mu_ -> Context::Impl::alloc_mu_ -> Context::Impl::va_mu_ / slot_mu_
 //   -> Driver::Impl::fifo_mu_ / bar1_mu_ -> VmSpace / InstMem / VramHeap locks -> TLB flush lock.
 //   Driver::Impl::irq_mu_ -> fifo_mu_ -> Context::Impl::fault_mu_ (interrupt decoding).
+//   Context::Impl::objects_mu_ is a leaf: nothing else is taken while it is held.
 #ifndef GPUVM_GUEST_PV_DRIVER_DRIVER_IMPL_H_
 #define GPUVM_GUEST_PV_DRIVER_DRIVER_IMPL_H_
 
@@ -25,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "guest-pv-driver/counting_bus.h"
@@ -53,6 +55,8 @@ inline constexpr uint64_t kLargePageThreshold = 1ull << 20;
 // Report slots (fences, queries, events): 16 bytes {payload, 0, timestamp64}.
 inline constexpr uint64_t kReportSlotBytes = 16;
 inline constexpr uint64_t kReportPageBytes = 64 << 10;
+// (our choice) bound on the drain of a channel being destroyed (also the Context's at teardown).
+inline constexpr auto kChannelDrainWait = std::chrono::seconds(5);
 // Device allocations up to this size are mapped whole into BAR1 on their first small copy.
 inline constexpr uint64_t kBar1MapMax = 8ull << 20;
 // nouveau's gf100 fifo kick: write the channel id to 0x2634, then wait for bit 20 to clear.
@@ -256,6 +260,10 @@ class Context::Impl {
   Status MapRecord(AllocRecord* record);
   Status UnmapRecord(AllocRecord* record);
   std::vector<Channel*> ChannelsSnapshot();
+  // Pin: false when `channel` is no longer listed; otherwise it stays alive until Unpin (its
+  // DestroyChannel waits for the last pin to go).
+  bool Pin(Channel* channel);
+  void Unpin(Channel* channel);
   // After the record's PTEs are gone: host memory of an abandoned context goes to the driver's
   // quarantine instead of being released.
   void Retire(std::shared_ptr<AllocRecord> record);
@@ -281,9 +289,12 @@ class Context::Impl {
   std::shared_ptr<AllocRecord> report_page_;
   std::vector<bool> slot_used_;  // guarded by slot_mu_
 
-  std::mutex objects_mu_;  // channels_ and events_
+  std::mutex objects_mu_;  // guards the five below
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::unique_ptr<Event>> events_;
+  std::set<const Channel*> dying_;      // listed, but a DestroyChannel is draining them
+  std::map<const Channel*, int> pins_;  // threads waiting on a channel (Pin); no 0 entries
+  std::condition_variable unpinned_;    // a channel's last pin went
   Channel* default_channel_ = nullptr;
 };
 

@@ -725,6 +725,58 @@ TEST_F(GuestDriverTest, ConcurrentSubmittersOnOneChannel) {
   }
 }
 
+// Regression (CI, RuntimeDriverApi.ThreadsShareContexts): Context::Synchronize (and Free, which
+// synchronizes) walked the context's channels while another thread destroyed one of them.
+TEST_F(GuestDriverTest, ChannelsDestroyedWhileTheContextSynchronizes) {
+  auto ctx = NewContext();
+  auto a = ctx->AllocDevice(1 << 20);
+  ASSERT_TRUE(a.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> churners;
+  for (uint32_t t = 0; t < 2; ++t) {
+    churners.emplace_back([&, t] {
+      for (uint32_t i = 0; i < 40; ++i) {
+        auto ch = ctx->CreateChannel();
+        if (!ch.ok() || !(*ch)->Memset32Async(a->va + t * 4096, i, 1024).ok() ||
+            !ctx->DestroyChannel(*ch).ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  std::thread syncer([&] {
+    while (!stop.load()) {
+      auto b = ctx->AllocDevice(4096);
+      if (!ctx->Synchronize().ok() || !b.ok() || !ctx->Free(b->va).ok()) ++failures;
+    }
+  });
+  for (auto& t : churners) t.join();
+  stop = true;
+  syncer.join();
+  EXPECT_EQ(failures.load(), 0);
+  uint32_t v = 0;
+  ASSERT_TRUE(ctx->default_channel()->CopyDeviceToHost(&v, a->va + 4096 + 4092, 4).ok());
+  EXPECT_EQ(v, 39u);
+}
+
+// A Context::Synchronize that started before DestroyChannel still covers the channel's work: the
+// channel stays listed until it has drained.
+TEST_F(GuestDriverTest, DestroyChannelDrainsBeforeItUnlists) {
+  auto ctx = NewContext();
+  auto a = ctx->AllocDevice(8 << 20);
+  ASSERT_TRUE(a.ok());
+  auto ch = ctx->CreateChannel();
+  ASSERT_TRUE(ch.ok());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE((*ch)->Memset32Async(a->va, i, 2 << 20).ok());
+  std::thread destroyer([&] { EXPECT_TRUE(ctx->DestroyChannel(*ch).ok()); });
+  ASSERT_TRUE(ctx->Synchronize().ok());
+  uint32_t v = 0;  // read before the destroyer is joined
+  EXPECT_TRUE(ctx->default_channel()->CopyDeviceToHost(&v, a->va + (8 << 20) - 4, 4).ok());
+  EXPECT_EQ(v, 7u);
+  destroyer.join();
+}
+
 TEST_F(GuestDriverTest, BadContextOptions) {
   ContextOptions o;
   o.ib_entries = 1000;

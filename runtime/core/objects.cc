@@ -256,14 +256,12 @@ Status OrderForLegacy(CUstream_st* stream) {
     return !done;
   };
   if (stream->is_default) {
-    std::vector<CUstream_st*> others;
-    {
-      std::lock_guard<std::mutex> lock(ctx->mu);
-      for (CUstream_st* s : ctx->streams) {
-        if (!(s->flags & CU_STREAM_NON_BLOCKING)) others.push_back(s);
-      }
-    }
-    for (CUstream_st* s : others) {
+    // ctx->mu stays held: another thread may cuStreamDestroy one of these streams, and it takes the
+    // stream out of ctx->streams (under ctx->mu) before freeing it. Only submissions happen here,
+    // which block only while a ring is full.
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    for (CUstream_st* s : ctx->streams) {
+      if (s->flags & CU_STREAM_NON_BLOCKING) continue;
       GPUVM_ASSIGN_OR_RETURN(bool busy, pending(s));
       if (!busy) continue;
       GPUVM_RETURN_IF_ERROR(s->channel->Record(s->order_event).status());
