@@ -1,11 +1,11 @@
 // What gpuvm-bench can run: the benchmarks of the GPUvm suite (bench/suite/, docs/BENCHMARKS.md)
 // and the modes a benchmark can run in (docs/BENCHMARKS.md, "Modes").
 //
-// A mode is a row of kModes. `native` runs the program directly on the in-process software GPU;
+// A mode is a row of Modes(). `native` runs the program directly on the in-process software GPU;
 // every other mode runs it inside local VMs (gpuvm-vm) whose virtual GPUs gpuvm-aggregator serves,
-// with `vm_mode` handed to gpuvm-vm --mode (the aggregator takes a mode per VM) and `vm_args`
-// appended. Modes of later issues are listed with the reason they cannot run yet; enabling one is
-// filling in its arguments and clearing `unavailable`.
+// with `vm_mode` (the mode's own name) handed to gpuvm-vm --mode, which gives it to gpuvm-dm and
+// the aggregator (a mode per VM), and `vm_args` appended. Modes of later issues are listed with the
+// reason they cannot run yet; enabling one is clearing `unavailable` (one line).
 //
 // Threading: constant data.
 #ifndef GPUVM_BENCH_HARNESS_CATALOG_H_
@@ -25,6 +25,9 @@ struct BenchmarkSpec {
 // The suite in the paper's order (GPUVM-RESULTS.md, Table 4.2).
 const std::vector<BenchmarkSpec>& Benchmarks();
 const BenchmarkSpec* FindBenchmark(std::string_view name);
+
+// The most VMs (native: programs) one run may put on the GPU at once (--vms).
+inline constexpr int kMaxVms = 64;
 
 struct ModeSpec {
   std::string_view name;             // "pt"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bench/harness/catalog.h"
 
 namespace gpuvm::bench {
 
@@ -31,7 +32,6 @@ struct Options {
 };
 
 inline constexpr int kMaxRuns = 1000;
-inline constexpr int kMaxVms = 64;
 
 std::string Usage();
 

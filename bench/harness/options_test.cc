@@ -99,6 +99,17 @@ TEST(BenchHarnessOptions, ModesOfLaterIssuesSayWhyTheyCannotRun) {
   }
 }
 
+TEST(BenchHarnessOptions, EveryVmModeIsPassedToTheVmByItsOwnName) {
+  // gpuvm-vm --mode fv-lazy etc.: enabling a mode later needs no mapping table.
+  for (const ModeSpec& m : Modes()) {
+    if (!m.in_vm) continue;
+    EXPECT_EQ(m.vm_mode, m.name);
+    EXPECT_GE(m.max_vms, 1);
+    EXPECT_LE(m.max_vms, kMaxVms);
+  }
+  EXPECT_FALSE(FindMode("native")->in_vm);
+}
+
 TEST(BenchHarnessOptions, HelpIsNotAnError) {
   Result<Options> o = Parse({"--help"});
   ASSERT_FALSE(o.ok());

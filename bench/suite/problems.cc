@@ -99,7 +99,7 @@ template std::string CompareExact(const std::string&, const std::vector<uint32_t
 LoopProblem MakeLoop(Size size) {
   LoopProblem p;
   p.threads = 1024;  // 4 KB of results
-  p.iterations = IsTest(size) ? 200 : 40000;
+  p.iterations = IsTest(size) ? 200 : 20000;
   p.initial.assign(p.threads, 0);
   p.expected.resize(p.threads);
   kernels::ref::Loop(p.expected.data(), p.threads, p.iterations);
@@ -273,7 +273,7 @@ std::string BackpropProblem::Check(const std::vector<float>& partial,
 HotspotProblem MakeHotspot(Size size) {
   HotspotProblem p;
   p.rows = p.cols = IsTest(size) ? 48 : 512;
-  p.steps = IsTest(size) ? 4 : 60;
+  p.steps = IsTest(size) ? 4 : 30;
   const kernels::ref::HotspotParams params{0.1f, 0.2f, 0.2f, 0.05f, 80.0f};
   std::memcpy(p.params, &params, sizeof p.params);
   Rng rng(6);
@@ -387,11 +387,11 @@ SradProblem MakeSrad(Size size, bool random_inputs) {
   Rng rng(random_inputs ? 10 : 9);
   if (random_inputs) {
     p.rows = p.cols = IsTest(size) ? 48 : 1024;
-    p.iterations = IsTest(size) ? 2 : 2;
+    p.iterations = 2;
   } else {
     p.rows = IsTest(size) ? 40 : 512;
     p.cols = IsTest(size) ? 36 : 512;
-    p.iterations = IsTest(size) ? 3 : 10;
+    p.iterations = IsTest(size) ? 3 : 8;
   }
   const size_t count = static_cast<size_t>(p.rows) * p.cols;
   p.image.resize(count);
