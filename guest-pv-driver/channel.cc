@@ -336,6 +336,8 @@ Status Channel::Impl::CopyHostToDevice(uint64_t dst_va, const void* src, uint64_
     }
   }
   // 4. Staged through the two halves of the bounce buffer, copy i+1 filling while copy i runs.
+  // The buffer is the channel's: one staged copy at a time (other work still submits meanwhile).
+  std::lock_guard staging_lock(staging_mu_);
   std::shared_ptr<AllocRecord> staging;
   {
     std::lock_guard lock(mu_);
@@ -382,6 +384,7 @@ Status Channel::Impl::CopyDeviceToHost(void* dst, uint64_t src_va, uint64_t byte
       return ctx_->status();
     }
   }
+  std::lock_guard staging_lock(staging_mu_);  // as in CopyHostToDevice
   std::shared_ptr<AllocRecord> staging;
   {
     std::lock_guard lock(mu_);

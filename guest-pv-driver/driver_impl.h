@@ -9,7 +9,8 @@
 //   Event::Impl    a report slot and the sequence of its latest Record.
 //
 // Locks (acquire in this order; never call the Bus's interrupt path while holding one):
-//   Channel::Impl::mu_ -> Context::Impl::alloc_mu_ -> Context::Impl::va_mu_ / slot_mu_
+//   Channel::Impl::staging_mu_ -> Channel::Impl::mu_ -> Context::Impl::alloc_mu_ ->
+//   Context::Impl::va_mu_ / slot_mu_
 //   -> Driver::Impl::fifo_mu_ / bar1_mu_ -> VmSpace / InstMem / VramHeap locks -> TLB flush lock.
 //   Driver::Impl::irq_mu_ -> fifo_mu_ -> Context::Impl::fault_mu_ (interrupt decoding).
 //   Context::Impl::objects_mu_ is a leaf: nothing else is taken while it is held.
@@ -358,6 +359,9 @@ class Channel::Impl {
   bool enabled_ = false;
   InstObject inst_;
 
+  // Held for a whole staged copy (CopyHostToDevice/CopyDeviceToHost through the bounce buffer),
+  // including its waits; taken before mu_. Async work is not held up by it.
+  std::mutex staging_mu_;
   std::mutex mu_;                      // everything below
   std::shared_ptr<AllocRecord> ring_;  // [IB entries | pushbuffer]
   uint32_t ib_entries_ = 0;

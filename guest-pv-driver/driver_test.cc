@@ -777,6 +777,39 @@ TEST_F(GuestDriverTest, DestroyChannelDrainsBeforeItUnlists) {
   destroyer.join();
 }
 
+// Synchronous copies from/to pageable memory on one channel share its bounce buffers: several
+// threads copying through the same channel at once must each get their own bytes.
+TEST_F(GuestDriverTest, ConcurrentStagedCopiesOnOneChannel) {
+  ContextOptions o;
+  o.staging_bytes = 64 << 10;  // many rounds through both halves per copy
+  auto ctx = NewContext(o);
+  Channel* ch = ctx->default_channel();
+  constexpr uint32_t kThreads = 4;
+  constexpr uint64_t kBytes = (200 << 10) + 12;  // above the BAR1 threshold, odd tail
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto a = ctx->AllocDevice(kBytes);
+      if (!a.ok()) {
+        ++failures;
+        return;
+      }
+      for (uint32_t round = 0; round < 6; ++round) {
+        const auto in = Pattern(kBytes, t * 1000 + round);
+        std::vector<uint8_t> out(kBytes);
+        if (!ch->CopyHostToDevice(a->va, in.data(), kBytes).ok() ||
+            !ch->CopyDeviceToHost(out.data(), a->va, kBytes).ok() || in != out) {
+          ++failures;
+        }
+      }
+      if (!ctx->Free(a->va).ok()) ++failures;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
 TEST_F(GuestDriverTest, BadContextOptions) {
   ContextOptions o;
   o.ib_entries = 1000;

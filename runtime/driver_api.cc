@@ -98,7 +98,7 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, b
     return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
   }
   // Pageable memory: the copy is staged and complete on return (as CUDA does for pageable sources).
-  std::lock_guard<std::mutex> lock(s->copy_mu);
+  // The driver serializes staged copies of one channel itself.
   return ContextError(ctx, s->channel->CopyHostToDevice(dst, src, n));
 }
 
@@ -116,7 +116,6 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool as
     auto fence = s->channel->CopyAsync(dst_va, src, n);
     return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
   }
-  std::lock_guard<std::mutex> lock(s->copy_mu);
   return ContextError(ctx, s->channel->CopyDeviceToHost(dst, src, n));
 }
 

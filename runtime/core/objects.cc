@@ -407,7 +407,6 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
   CompiledModule& cm = module->compiled;
   guest::Context* g = ctx->gctx.get();
   guest::Channel* channel = ctx->default_stream->channel;
-  std::lock_guard<std::mutex> copy_lock(ctx->default_stream->copy_mu);
 
   auto fail = [&](const Status& s) {
     *log = s.message();

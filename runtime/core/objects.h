@@ -40,9 +40,6 @@ struct CUstream_st {
   bool is_default = false;
   // Internal marker for ordering against the legacy null stream (objects.cc, OrderForLegacy).
   gpuvm::guest::Event* order_event = nullptr;
-  // Serializes the synchronous (staged) copies of this stream: the guest driver's bounce buffers
-  // are per channel, and two threads copying through one channel at once would share them.
-  std::mutex copy_mu;
 };
 
 struct CUevent_st {
