@@ -1,0 +1,127 @@
+#include "aggregator/control/control_plane.h"
+
+#include <cstdio>
+
+#include "gpu/hw/pfifo.h"
+
+namespace gpuvm::control {
+
+class ControlPlane::AggregatorDirectory final : public VmDirectory {
+ public:
+  explicit AggregatorDirectory(aggregator::Aggregator* aggregator) : aggregator_(aggregator) {}
+
+  std::vector<VmDescription> Vms() override {
+    std::vector<VmDescription> out;
+    for (aggregator::VmId id : aggregator_->vm_ids()) {
+      const aggregator::VmControlBlock* vm = aggregator_->Find(id);
+      if (vm == nullptr) continue;
+      VmDescription d;
+      d.id = id;
+      d.name = vm->config.name;
+      const ipc::VmMode mode = vm->vgpu ? vm->vgpu->mode() : vm->config.mode;
+      d.mode = mode == ipc::VmMode::kPassThrough          ? "pt"
+               : mode == ipc::VmMode::kFullVirtualization ? "fv"
+                                                          : "pv";
+      d.vram_bytes = vm->vgpu ? vm->vgpu->vram_bytes() : 0;
+      // A pt VM owns every channel of the GPU. fv VMs get a range whose size the virtual GPU does
+      // not expose yet: 0 until it does.
+      d.channels = mode == ipc::VmMode::kPassThrough ? gf100::pfifo::kChannels : 0;
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+ private:
+  aggregator::Aggregator* const aggregator_;
+};
+
+class ControlPlane::NoEngineSink final : public sched::SubmissionSink {
+ public:
+  Status Start(sched::VmId, sched::SubmissionHandle) override {
+    return Status::Unimplemented("no submission path to the engine yet (fv shadow channels)");
+  }
+  Result<sched::SinkPoll> Poll(sched::VmId, sched::SubmissionHandle) override {
+    return sched::SinkPoll::Done();
+  }
+};
+
+Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
+                                ControlOptions* options) {
+  if (flag == "--control-socket") {
+    if (value.empty()) return Status::InvalidArgument("--control-socket wants a path");
+    options->socket_path = std::string(value);
+    return true;
+  }
+  if (flag == "--scheduler") {
+    Result<sched::PolicyKind> kind = sched::ParsePolicyKind(value);
+    if (!kind.ok()) {
+      return Status::InvalidArgument("--scheduler wants fifo, credit or band, not '" +
+                                     std::string(value) + "'");
+    }
+    options->policy = *kind;
+    return true;
+  }
+  if (flag == "--vm-share") {
+    const size_t eq = value.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return Status::InvalidArgument("--vm-share wants NAME=PERCENT, not '" + std::string(value) +
+                                     "'");
+    }
+    GPUVM_ASSIGN_OR_RETURN(double percent, ParsePercent(value.substr(eq + 1)));
+    double sum = percent;
+    for (const auto& [name, share] : options->shares) {
+      if (name != value.substr(0, eq)) sum += share;
+    }
+    if (sum > 100 + 1e-6) {
+      return Status::InvalidArgument("--vm-share: the configured shares sum past 100%");
+    }
+    options->shares[std::string(value.substr(0, eq))] = percent;
+    return true;
+  }
+  if (flag == "--default-share") {
+    GPUVM_ASSIGN_OR_RETURN(options->default_share, ParsePercent(value));
+    return true;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::AggregatorServer& server,
+                                                           const ControlOptions& options,
+                                                           FILE* log) {
+  std::unique_ptr<ControlPlane> p(new ControlPlane());
+  p->sink_ = std::make_unique<NoEngineSink>();
+  sched::DispatcherOptions dispatch;
+  dispatch.scheduler.policy = options.policy;
+  GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
+                         sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));
+  p->directory_ = std::make_unique<AggregatorDirectory>(&server.aggregator());
+  ServiceOptions service;
+  service.shares = options.shares;
+  service.default_share = options.default_share;
+  if (log != nullptr) {
+    service.log = [log](const std::string& line) {
+      std::fprintf(log, "gpuvm-aggregator: control: %s\n", line.c_str());
+      std::fflush(log);
+    };
+  }
+  p->service_ = std::make_unique<ControlService>(p->directory_.get(), p->dispatcher_.get(),
+                                                 std::move(service));
+  const std::string path =
+      options.socket_path.empty() ? ControlSocketPathFor(server.path()) : options.socket_path;
+  GPUVM_ASSIGN_OR_RETURN(p->control_server_, ControlServer::Create(path, p->service_.get()));
+  ControlServer* control = p->control_server_.get();
+  GPUVM_RETURN_IF_ERROR(server.AddWatch(control->fd(), [control] { control->Serve(); }));
+  if (log != nullptr) {
+    std::fprintf(log, "gpuvm-aggregator: control socket %s, scheduler %s\n", path.c_str(),
+                 std::string(sched::PolicyKindName(options.policy)).c_str());
+    std::fflush(log);
+  }
+  return p;
+}
+
+ControlPlane::~ControlPlane() {
+  // The dispatcher's thread stops before the sink it calls goes.
+  dispatcher_.reset();
+}
+
+}  // namespace gpuvm::control

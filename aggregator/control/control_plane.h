@@ -1,0 +1,74 @@
+// The aggregator's control plane: the GPU dispatcher (scheduler/dispatcher.h) with its clock and
+// engine port, the control service over the aggregator's VMs, and the control socket, put together
+// for gpuvm-aggregator's main() in a few lines:
+//
+//   ControlOptions control;                        // ConsumeControlFlag() for each flag
+//   GPUVM_ASSIGN_OR_RETURN(auto plane, ControlPlane::Create(server, control));
+//
+// The socket is served on the aggregator's server thread (AggregatorServer::AddWatch), where the
+// VM list is read. Until the fv submission path hands submissions to dispatcher(), its engine port
+// refuses to start anything (nothing submits: pt VMs own the GPU and bypass the scheduler), so
+// shares and the policy can be set and listed, but usage stays 0.
+//
+// Threading: created and destroyed on the thread that owns the AggregatorServer, before Run() /
+// after it returned.
+#ifndef GPUVM_AGGREGATOR_CONTROL_CONTROL_PLANE_H_
+#define GPUVM_AGGREGATOR_CONTROL_CONTROL_PLANE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "aggregator/control/control_server.h"
+#include "aggregator/control/service.h"
+#include "aggregator/server.h"
+#include "scheduler/clock.h"
+#include "scheduler/dispatcher.h"
+
+namespace gpuvm::control {
+
+struct ControlOptions {
+  std::string socket_path;  // empty: the aggregator's socket path + "-control"
+  sched::PolicyKind policy = sched::PolicyKind::kBand;
+  std::map<std::string, double> shares;  // --vm-share NAME=PERCENT
+  double default_share = 0;              // --default-share PERCENT
+};
+
+// The control flags gpuvm-aggregator takes, for its usage text.
+inline constexpr const char* kControlFlagsUsage =
+    "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
+    "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]";
+
+// true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
+// InvalidArgument for a bad value.
+Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
+                                ControlOptions* options);
+
+class ControlPlane {
+ public:
+  static Result<std::unique_ptr<ControlPlane>> Create(aggregator::AggregatorServer& server,
+                                                      const ControlOptions& options,
+                                                      FILE* log = stderr);
+  ~ControlPlane();
+
+  sched::Dispatcher& dispatcher() { return *dispatcher_; }
+  ControlService& service() { return *service_; }
+  const std::string& socket_path() const { return control_server_->path(); }
+
+ private:
+  class AggregatorDirectory;
+  class NoEngineSink;
+  ControlPlane() = default;
+
+  sched::MonotonicClock clock_;
+  std::unique_ptr<NoEngineSink> sink_;
+  std::unique_ptr<sched::Dispatcher> dispatcher_;
+  std::unique_ptr<AggregatorDirectory> directory_;
+  std::unique_ptr<ControlService> service_;
+  std::unique_ptr<ControlServer> control_server_;
+};
+
+}  // namespace gpuvm::control
+
+#endif  // GPUVM_AGGREGATOR_CONTROL_CONTROL_PLANE_H_

@@ -1,0 +1,106 @@
+#include "aggregator/control/control_server.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace gpuvm::control {
+namespace {
+
+constexpr uint64_t kListenTag = ~uint64_t{0};
+
+}  // namespace
+
+Result<std::unique_ptr<ControlServer>> ControlServer::Create(const std::string& path,
+                                                             ControlService* service,
+                                                             size_t max_clients) {
+  if (service == nullptr) return Status::InvalidArgument("control server needs a service");
+  std::unique_ptr<ControlServer> s(new ControlServer(path, service, max_clients));
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, hv::local::ListenSeqpacket(path));
+  s->epoll_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  if (::epoll_ctl(s->epoll_.get(), EPOLL_CTL_ADD, s->listen_.get(), &ev) != 0) {
+    return Status::FromErrno(errno, "epoll_ctl");
+  }
+  return s;
+}
+
+ControlServer::~ControlServer() {
+  if (!path_.empty() && path_[0] != '@' && listen_.valid()) ::unlink(path_.c_str());
+}
+
+void ControlServer::Serve() {
+  epoll_event events[16];
+  const int n = ::epoll_wait(epoll_.get(), events, 16, 0);
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.u64 == kListenTag) {
+      Accept();
+    } else {
+      ServeClient(static_cast<int>(events[i].data.u64));
+    }
+  }
+}
+
+void ControlServer::Accept() {
+  for (int i = 0; i < 16; ++i) {
+    hv::local::UniqueFd client(
+        ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!client.valid()) return;
+    ucred peer{};
+    socklen_t length = sizeof peer;
+    if (::getsockopt(client.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
+        (peer.uid != ::geteuid() && peer.uid != 0)) {
+      ++refused_peers_;
+      const std::string reply = FormatReply(
+          Reply{Status::PermissionDenied("only the aggregator's user or root may control it"), ""});
+      (void)::send(client.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;  // closed
+    }
+    if (clients_.size() >= max_clients_) continue;  // closing it is the answer
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(client.get());
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, client.get(), &ev) != 0) continue;
+    const int fd = client.get();
+    clients_[fd] = std::move(client);
+  }
+}
+
+void ControlServer::Close(int fd) {
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  clients_.erase(fd);
+}
+
+void ControlServer::ServeClient(int fd) {
+  if (!clients_.contains(fd)) return;
+  char buffer[kMaxRequestBytes + 1];
+  // MSG_TRUNC: the real length of a message longer than the buffer, so it is refused, not cut.
+  const ssize_t got = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT | MSG_TRUNC);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (got <= 0) {
+    Close(fd);  // closed by the peer (or an error)
+    return;
+  }
+  ++requests_;
+  std::string reply;
+  if (static_cast<size_t>(got) > kMaxRequestBytes) {
+    reply = FormatReply(Reply{Status::InvalidArgument("request longer than " +
+                                                      std::to_string(kMaxRequestBytes) + " bytes"),
+                              ""});
+  } else {
+    reply = service_->Handle(std::string_view(buffer, static_cast<size_t>(got)));
+  }
+  if (reply.size() > kMaxReplyBytes) {
+    reply = FormatReply(Reply{Status::ResourceExhausted("reply too long"), ""});
+  }
+  const ssize_t sent = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent != static_cast<ssize_t>(reply.size())) Close(fd);  // not reading: no waiting for it
+}
+
+}  // namespace gpuvm::control

@@ -1,0 +1,70 @@
+#include "aggregator/control/control_server.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace gpuvm::control {
+namespace {
+
+class OneVm final : public VmDirectory {
+ public:
+  std::vector<VmDescription> Vms() override { return {{1, "a", "pt", 1 << 30, 128}}; }
+};
+
+class RefusingSink final : public sched::SubmissionSink {
+ public:
+  Status Start(sched::VmId, sched::SubmissionHandle) override {
+    return Status::Unimplemented("test");
+  }
+  Result<sched::SinkPoll> Poll(sched::VmId, sched::SubmissionHandle) override {
+    return sched::SinkPoll::Done();
+  }
+};
+
+// Sends `request` and serves until the reply arrives.
+std::string Exchange(ControlServer& server, int fd, std::string_view request) {
+  EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string reply(kMaxReplyBytes, '\0');
+  for (int i = 0; i < 1000; ++i) {
+    server.Serve();
+    const ssize_t n = ::recv(fd, reply.data(), reply.size(), MSG_DONTWAIT);
+    if (n > 0) return reply.substr(0, static_cast<size_t>(n));
+    if (n == 0) return "<closed>";
+    ::usleep(1000);
+  }
+  return "<no reply>";
+}
+
+TEST(ControlServerTest, AnswersOverTheSocket) {
+  sched::ManualClock clock;
+  RefusingSink sink;
+  sched::DispatcherOptions o;
+  o.own_thread = false;
+  auto dispatcher = std::move(sched::Dispatcher::Create(&clock, &sink, o)).value();
+  OneVm vms;
+  ControlService service(&vms, dispatcher.get(), {});
+  const std::string path = "@gpuvm-control-test-" + std::to_string(::getpid());
+  Result<std::unique_ptr<ControlServer>> server = ControlServer::Create(path, &service);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<hv::local::UniqueFd> client = hv::local::ConnectSeqpacket(path);
+  ASSERT_TRUE(client.ok());
+  const int fd = client->get();
+
+  std::string reply = Exchange(**server, fd, "set-share a 40");
+  EXPECT_EQ(reply, "ok\n");
+  reply = Exchange(**server, fd, "list");
+  ASSERT_EQ(reply.substr(0, 3), "ok\n");
+  Result<ListReply> list = ParseList(reply.substr(3));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->vms.size(), 1u);
+  EXPECT_EQ(list->vms[0].share_percent, 40);
+  EXPECT_EQ(Exchange(**server, fd, "set-share a 140").substr(0, 22), "error InvalidArgument:");
+  // An oversized request is refused whole, not cut to a valid prefix.
+  const std::string huge = "list" + std::string(kMaxRequestBytes * 4, ' ');
+  EXPECT_NE(Exchange(**server, fd, huge).find("longer than"), std::string::npos);
+  EXPECT_EQ((*server)->requests(), 4u);
+}
+
+}  // namespace
+}  // namespace gpuvm::control

@@ -1,0 +1,362 @@
+#include "aggregator/control/protocol.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace gpuvm::control {
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == '@' || c == ',';
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Printable for an error message: at most 40 characters, anything odd as '?'.
+std::string Quote(std::string_view s) {
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < 40; ++i) {
+    const char c = s[i];
+    out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  }
+  if (s.size() > 40) out += "...";
+  return out + "'";
+}
+
+std::vector<std::string_view> SplitWords(std::string_view text) {
+  std::vector<std::string_view> words;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == ' ') {
+      words.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return words;
+}
+
+std::string Escape(std::string_view s) {
+  if (s.empty()) return "-";
+  std::string out;
+  for (char c : s) {
+    if (IsNameChar(c)) {
+      out += c;
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    }
+  }
+  return out;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+Result<std::string> Unescape(std::string_view s) {
+  if (s == "-") return std::string();
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      if (i + 2 >= s.size()) return Status::DataLoss("truncated escape");
+      const int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi < 0 || lo < 0) return Status::DataLoss("bad escape");
+      out += static_cast<char>(hi << 4 | lo);
+      i += 2;
+    } else if (IsNameChar(s[i])) {
+      out += s[i];
+    } else {
+      return Status::DataLoss("unescaped character in a name");
+    }
+  }
+  return out;
+}
+
+template <typename T>
+bool ParseUnsigned(std::string_view s, T* out) {
+  if (s.empty() || s.size() > 20) return false;
+  for (char c : s) {
+    if (!IsDigit(c)) return false;
+  }
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// A non-negative decimal without exponent, as FormatList writes it.
+bool ParseFixed(std::string_view s, double* out) {
+  if (s.empty() || s.size() > 32) return false;
+  size_t dots = 0;
+  for (char c : s) {
+    if (c == '.') {
+      ++dots;
+    } else if (!IsDigit(c)) {
+      return false;
+    }
+  }
+  if (dots > 1 || s.front() == '.' || s.back() == '.') return false;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && ptr == s.data() + s.size() && std::isfinite(*out);
+}
+
+std::string Fixed(double v, int decimals) {
+  if (!std::isfinite(v) || v < 0) v = 0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string ControlSocketPathFor(std::string_view aggregator_socket_path) {
+  return std::string(aggregator_socket_path) + std::string(kControlSocketSuffix);
+}
+
+Result<double> ParsePercent(std::string_view text) {
+  std::string_view s = text;
+  if (!s.empty() && s.back() == '%') s.remove_suffix(1);
+  if (!s.empty() && s.front() == '-') {
+    return Status::InvalidArgument("share " + Quote(text) + " is negative; shares are 0-100%");
+  }
+  const size_t dot = s.find('.');
+  const std::string_view whole = s.substr(0, dot);
+  const std::string_view fraction = dot == std::string_view::npos ? "" : s.substr(dot + 1);
+  bool ok = !whole.empty() && whole.size() <= 3;
+  for (char c : whole) ok &= IsDigit(c);
+  if (dot != std::string_view::npos) {
+    ok &= !fraction.empty() && fraction.size() <= 3;
+    for (char c : fraction) ok &= IsDigit(c);
+  }
+  if (!ok) {
+    return Status::InvalidArgument("share " + Quote(text) +
+                                   " is not a percentage (0-100, at most 3 decimals, e.g. 25 or "
+                                   "12.5)");
+  }
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(value)) {
+    return Status::InvalidArgument("share " + Quote(text) + " is not a number");
+  }
+  if (value > 100) {
+    return Status::InvalidArgument("share " + Quote(text) + " is above 100%");
+  }
+  return value;
+}
+
+Result<Request> ParseRequest(std::string_view text) {
+  if (text.size() > kMaxRequestBytes) {
+    return Status::InvalidArgument("request of " + std::to_string(text.size()) +
+                                   " bytes is longer than " + std::to_string(kMaxRequestBytes));
+  }
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  for (char c : text) {
+    if (c < 0x20 || c >= 0x7f) {
+      return Status::InvalidArgument("request has a control or non-ASCII character");
+    }
+  }
+  if (text.empty()) return Status::InvalidArgument("empty request");
+  const std::vector<std::string_view> words = SplitWords(text);
+  for (std::string_view w : words) {
+    if (w.empty()) return Status::InvalidArgument("words must be separated by single spaces");
+  }
+  const std::string_view command = words[0];
+  const auto want_args = [&](size_t n, std::string_view usage) -> Status {
+    if (words.size() != n + 1) {
+      return Status::InvalidArgument(std::string(command) + " takes " + std::to_string(n) +
+                                     " argument" + (n == 1 ? "" : "s") + ": " + std::string(usage));
+    }
+    return Status::Ok();
+  };
+  if (command == "list") {
+    GPUVM_RETURN_IF_ERROR(want_args(0, "list"));
+    return Request(ListRequest{});
+  }
+  if (command == "stats") {
+    GPUVM_RETURN_IF_ERROR(want_args(0, "stats"));
+    return Request(StatsRequest{});
+  }
+  if (command == "set-share") {
+    GPUVM_RETURN_IF_ERROR(want_args(2, "set-share VM PERCENT"));
+    const std::string_view vm = words[1];
+    if (vm.size() > 64) return Status::InvalidArgument("VM name " + Quote(vm) + " is too long");
+    for (char c : vm) {
+      if (!IsNameChar(c)) {
+        return Status::InvalidArgument("VM " + Quote(vm) +
+                                       " is neither an id nor a name of [A-Za-z0-9._@,-]");
+      }
+    }
+    GPUVM_ASSIGN_OR_RETURN(double percent, ParsePercent(words[2]));
+    return Request(SetShareRequest{std::string(vm), percent});
+  }
+  if (command == "set-scheduler") {
+    GPUVM_RETURN_IF_ERROR(want_args(1, "set-scheduler fifo|credit|band"));
+    Result<sched::PolicyKind> kind = sched::ParsePolicyKind(words[1]);
+    if (!kind.ok()) {
+      return Status::InvalidArgument("unknown scheduler " + Quote(words[1]) +
+                                     "; choose fifo, credit or band");
+    }
+    return Request(SetSchedulerRequest{*kind});
+  }
+  return Status::InvalidArgument("unknown command " + Quote(command) +
+                                 "; commands: list, stats, set-share VM PERCENT, set-scheduler "
+                                 "fifo|credit|band");
+}
+
+std::string FormatRequest(const Request& request) {
+  struct Visitor {
+    std::string operator()(const ListRequest&) const { return "list"; }
+    std::string operator()(const StatsRequest&) const { return "stats"; }
+    std::string operator()(const SetShareRequest& r) const {
+      // Three decimals at most, trailing zeros dropped: what ParsePercent reads back.
+      std::string p = Fixed(r.percent, 3);
+      while (p.back() == '0') p.pop_back();
+      if (p.back() == '.') p.pop_back();
+      return "set-share " + r.vm + " " + p;
+    }
+    std::string operator()(const SetSchedulerRequest& r) const {
+      return "set-scheduler " + std::string(sched::PolicyKindName(r.policy));
+    }
+  };
+  return std::visit(Visitor{}, request);
+}
+
+std::string FormatReply(const Reply& reply) {
+  if (reply.status.ok()) return "ok\n" + reply.body;
+  std::string message;
+  for (char c : reply.status.message()) message += (c == '\n' || c == '\r') ? ' ' : c;
+  return "error " + std::string(StatusCodeName(reply.status.code())) + ": " + message + "\n";
+}
+
+Result<Reply> ParseReply(std::string_view text) {
+  const size_t eol = text.find('\n');
+  if (eol == std::string_view::npos) return Status::DataLoss("reply without a status line");
+  const std::string_view first = text.substr(0, eol);
+  if (first == "ok") return Reply{Status::Ok(), std::string(text.substr(eol + 1))};
+  constexpr std::string_view kError = "error ";
+  if (first.substr(0, kError.size()) != kError) {
+    return Status::DataLoss("reply starts with neither 'ok' nor 'error'");
+  }
+  const std::string_view rest = first.substr(kError.size());
+  const size_t colon = rest.find(": ");
+  if (colon == std::string_view::npos) return Status::DataLoss("error reply without a message");
+  const std::string_view code_name = rest.substr(0, colon);
+  for (int c = static_cast<int>(StatusCode::kInvalidArgument);
+       c <= static_cast<int>(StatusCode::kInternal); ++c) {
+    if (StatusCodeName(static_cast<StatusCode>(c)) == code_name) {
+      return Reply{Status(static_cast<StatusCode>(c), std::string(rest.substr(colon + 2))), ""};
+    }
+  }
+  return Status::DataLoss("error reply with an unknown code");
+}
+
+std::string FormatList(const ListReply& list) {
+  std::string out = "scheduler policy=" + std::string(sched::PolicyKindName(list.policy)) + "\n";
+  for (const VmRow& v : list.vms) {
+    out += "vm id=" + std::to_string(v.id) + " name=" + Escape(v.name) + " mode=" + Escape(v.mode) +
+           " vram=" + std::to_string(v.vram_bytes) + " channels=" + std::to_string(v.channels) +
+           " share=" + Fixed(v.share_percent, 3) + " scheduled=" + (v.scheduled ? "1" : "0") +
+           " usage100=" + Fixed(v.usage_100ms, 4) + " usage500=" + Fixed(v.usage_500ms, 4) +
+           " usage10s=" + Fixed(v.usage_10s, 4) + " queued=" + std::to_string(v.queued) +
+           " gpu_ms=" + Fixed(v.gpu_ms, 3) + " standing=" + Escape(v.standing) + "\n";
+  }
+  return out;
+}
+
+Result<ListReply> ParseList(std::string_view body) {
+  ListReply list;
+  bool saw_scheduler = false;
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t eol = body.find('\n', start);
+    if (eol == std::string_view::npos) return Status::DataLoss("list line without newline");
+    const std::string_view line = body.substr(start, eol - start);
+    start = eol + 1;
+    const std::vector<std::string_view> words = SplitWords(line);
+    std::map<std::string_view, std::string_view> fields;
+    for (size_t i = 1; i < words.size(); ++i) {
+      const size_t eq = words[i].find('=');
+      if (eq == std::string_view::npos || eq == 0)
+        return Status::DataLoss("list field without '='");
+      fields[words[i].substr(0, eq)] = words[i].substr(eq + 1);
+    }
+    const auto field = [&](std::string_view key) -> Result<std::string_view> {
+      auto it = fields.find(key);
+      if (it == fields.end()) return Status::DataLoss("list line without " + std::string(key));
+      return it->second;
+    };
+    if (words[0] == "scheduler") {
+      GPUVM_ASSIGN_OR_RETURN(std::string_view policy, field("policy"));
+      Result<sched::PolicyKind> kind = sched::ParsePolicyKind(policy);
+      if (!kind.ok()) return Status::DataLoss("list names an unknown scheduler");
+      list.policy = *kind;
+      saw_scheduler = true;
+      continue;
+    }
+    if (words[0] != "vm") return Status::DataLoss("unknown list record");
+    VmRow v;
+    std::string_view s;
+    bool ok = true;
+    GPUVM_ASSIGN_OR_RETURN(s, field("id"));
+    ok &= ParseUnsigned(s, &v.id);
+    GPUVM_ASSIGN_OR_RETURN(s, field("name"));
+    GPUVM_ASSIGN_OR_RETURN(v.name, Unescape(s));
+    GPUVM_ASSIGN_OR_RETURN(s, field("mode"));
+    GPUVM_ASSIGN_OR_RETURN(v.mode, Unescape(s));
+    GPUVM_ASSIGN_OR_RETURN(s, field("vram"));
+    ok &= ParseUnsigned(s, &v.vram_bytes);
+    GPUVM_ASSIGN_OR_RETURN(s, field("channels"));
+    ok &= ParseUnsigned(s, &v.channels);
+    GPUVM_ASSIGN_OR_RETURN(s, field("share"));
+    ok &= ParseFixed(s, &v.share_percent);
+    GPUVM_ASSIGN_OR_RETURN(s, field("scheduled"));
+    ok &= s == "0" || s == "1";
+    v.scheduled = s == "1";
+    GPUVM_ASSIGN_OR_RETURN(s, field("usage100"));
+    ok &= ParseFixed(s, &v.usage_100ms);
+    GPUVM_ASSIGN_OR_RETURN(s, field("usage500"));
+    ok &= ParseFixed(s, &v.usage_500ms);
+    GPUVM_ASSIGN_OR_RETURN(s, field("usage10s"));
+    ok &= ParseFixed(s, &v.usage_10s);
+    GPUVM_ASSIGN_OR_RETURN(s, field("queued"));
+    ok &= ParseUnsigned(s, &v.queued);
+    GPUVM_ASSIGN_OR_RETURN(s, field("gpu_ms"));
+    ok &= ParseFixed(s, &v.gpu_ms);
+    GPUVM_ASSIGN_OR_RETURN(s, field("standing"));
+    GPUVM_ASSIGN_OR_RETURN(v.standing, Unescape(s));
+    if (!ok) return Status::DataLoss("list line with a malformed number");
+    list.vms.push_back(std::move(v));
+  }
+  if (!saw_scheduler) return Status::DataLoss("list without a scheduler line");
+  return list;
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace gpuvm::control

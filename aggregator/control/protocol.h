@@ -1,0 +1,106 @@
+// The aggregator's control protocol (docs/CONTROL.md): what an operator's tool (gpuvm-ctl) sends to
+// the aggregator's control socket and what comes back. Text, so that it can be read in a packet
+// trace and typed by hand, strictly parsed, because anything that can connect to the socket is
+// untrusted until the server has checked its credentials, and a typo must never change a share.
+//
+// One request per SOCK_SEQPACKET message, one reply per request:
+//   list                          the VMs: mode, VRAM, channels, share, usage over 100 ms/500 ms/10
+//   s stats                         everything the scheduler and dispatcher count, as one JSON
+//   object set-share VM PERCENT          VM: its id or its name; PERCENT: 0-100, up to 3 decimals,
+//   '%' optional set-scheduler fifo|credit|band
+// Reply: a first line "ok" or "error <StatusCodeName>: <message>", then the body (list: one record
+// per line, see ListReply; stats: JSON).
+//
+// Threading: pure functions.
+#ifndef GPUVM_AGGREGATOR_CONTROL_PROTOCOL_H_
+#define GPUVM_AGGREGATOR_CONTROL_PROTOCOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/status.h"
+#include "scheduler/types.h"
+
+namespace gpuvm::control {
+
+// A request longer than this is refused unread (the longest valid one is far shorter).
+inline constexpr size_t kMaxRequestBytes = 256;
+// Replies fit one message: 64 VMs x ~250 bytes of list, or the stats JSON.
+inline constexpr size_t kMaxReplyBytes = 128 * 1024;
+// The control socket's path is the aggregator's socket path plus this.
+inline constexpr std::string_view kControlSocketSuffix = "-control";
+std::string ControlSocketPathFor(std::string_view aggregator_socket_path);
+
+struct ListRequest {
+  friend bool operator==(const ListRequest&, const ListRequest&) = default;
+};
+struct StatsRequest {
+  friend bool operator==(const StatsRequest&, const StatsRequest&) = default;
+};
+struct SetShareRequest {
+  std::string vm;  // decimal id, or a name of [A-Za-z0-9._@,-]
+  double percent = 0;
+  friend bool operator==(const SetShareRequest&, const SetShareRequest&) = default;
+};
+struct SetSchedulerRequest {
+  sched::PolicyKind policy = sched::PolicyKind::kBand;
+  friend bool operator==(const SetSchedulerRequest&, const SetSchedulerRequest&) = default;
+};
+using Request = std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest>;
+
+// InvalidArgument with a message that names what is wrong ("share '-5' is negative", "unknown
+// command 'lst'"). Accepts one trailing newline; words are separated by single spaces.
+Result<Request> ParseRequest(std::string_view text);
+std::string FormatRequest(const Request& request);
+
+// A share as the operator types it: "25", "12.5", "33.333", "40%". Negative, above 100, more than
+// 3 decimals, exponents, hex, "nan", "inf" and anything else are InvalidArgument.
+Result<double> ParsePercent(std::string_view text);
+
+// --- replies ---
+struct Reply {
+  Status status;     // not OK: the request changed nothing
+  std::string body;  // OK only
+};
+std::string FormatReply(const Reply& reply);
+// DataLoss when the reply is not one this protocol produces.
+Result<Reply> ParseReply(std::string_view text);
+
+// One VM as `list` shows it.
+struct VmRow {
+  uint32_t id = 0;
+  std::string name;
+  std::string mode;  // "pt", "fv", "pv"
+  uint64_t vram_bytes = 0;
+  uint32_t channels = 0;
+  double share_percent = 0;
+  bool scheduled = false;  // known to the scheduler (false: not yet, or the VM owns the GPU in pt)
+  double usage_100ms = 0;  // fraction of wall time on the GPU, 0..1
+  double usage_500ms = 0;
+  double usage_10s = 0;
+  uint32_t queued = 0;
+  double gpu_ms = 0;  // all-time GPU time
+  std::string standing;
+  friend bool operator==(const VmRow&, const VmRow&) = default;
+};
+struct ListReply {
+  sched::PolicyKind policy = sched::PolicyKind::kBand;
+  std::vector<VmRow> vms;
+  friend bool operator==(const ListReply&, const ListReply&) = default;
+};
+// Body lines: "scheduler policy=band", then "vm id=1 name=a mode=fv vram=268435456 channels=8
+// share=25 scheduled=1 usage100=0.2500 usage500=0.2500 usage10s=0.2500 queued=0 gpu_ms=1.5
+// standing=at". Names are %-escaped outside [A-Za-z0-9._@,-]; empty fields are "-".
+std::string FormatList(const ListReply& list);
+Result<ListReply> ParseList(std::string_view body);
+
+// JSON string literal of `s` (quotes included), escaping what JSON requires.
+std::string JsonString(std::string_view s);
+
+}  // namespace gpuvm::control
+
+#endif  // GPUVM_AGGREGATOR_CONTROL_PROTOCOL_H_

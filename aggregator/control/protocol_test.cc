@@ -1,0 +1,131 @@
+#include "aggregator/control/protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuvm::control {
+namespace {
+
+TEST(ControlProtocolTest, ParsesEveryCommand) {
+  EXPECT_EQ(*ParseRequest("list"), Request(ListRequest{}));
+  EXPECT_EQ(*ParseRequest("list\n"), Request(ListRequest{}));
+  EXPECT_EQ(*ParseRequest("stats"), Request(StatsRequest{}));
+  EXPECT_EQ(*ParseRequest("set-share 3 25"), Request(SetShareRequest{"3", 25}));
+  EXPECT_EQ(*ParseRequest("set-share vm-a 12.5%"), Request(SetShareRequest{"vm-a", 12.5}));
+  EXPECT_EQ(*ParseRequest("set-share a@lazy,256 0"), Request(SetShareRequest{"a@lazy,256", 0}));
+  EXPECT_EQ(*ParseRequest("set-scheduler credit"),
+            Request(SetSchedulerRequest{sched::PolicyKind::kCredit}));
+}
+
+TEST(ControlProtocolTest, RefusesGarbageWithAClearMessage) {
+  const auto error = [](std::string_view text) {
+    Result<Request> r = ParseRequest(text);
+    EXPECT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << text;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(error("lst").find("unknown command 'lst'"), std::string::npos);
+  EXPECT_NE(error("set-share 1 -5").find("negative"), std::string::npos);
+  EXPECT_NE(error("set-share 1 101").find("above 100%"), std::string::npos);
+  EXPECT_NE(error("set-share 1 abc").find("not a percentage"), std::string::npos);
+  EXPECT_NE(error("set-share 1").find("takes 2 arguments"), std::string::npos);
+  EXPECT_NE(error("set-scheduler rr").find("choose fifo, credit or band"), std::string::npos);
+  for (std::string_view bad : {"",
+                               "\n",
+                               " list",
+                               "list ",
+                               "list  x",
+                               "list x",
+                               "stats 1",
+                               "set-share 1  5",
+                               "set-share 1 5 6",
+                               "set-share 1 1e2",
+                               "set-share 1 0x10",
+                               "set-share 1 nan",
+                               "set-share 1 inf",
+                               "set-share 1 5.",
+                               "set-share 1 .5",
+                               "set-share 1 1.2345",
+                               "set-share 1 1000",
+                               "set-share 1 %",
+                               "set-share 1 5%%",
+                               "set-share a/b 5",
+                               "set-share a\tb 5",
+                               "set-scheduler BAND",
+                               "set-scheduler",
+                               "list\n\n",
+                               "li\0st"}) {
+    error(bad);
+  }
+  EXPECT_NE(error(std::string(300, 'a')).find("longer than"), std::string::npos);
+  EXPECT_NE(error("set-share \xff 5").find("non-ASCII"), std::string::npos);
+}
+
+TEST(ControlProtocolTest, PercentBounds) {
+  EXPECT_EQ(*ParsePercent("0"), 0);
+  EXPECT_EQ(*ParsePercent("100"), 100);
+  EXPECT_EQ(*ParsePercent("100.000"), 100);
+  EXPECT_DOUBLE_EQ(*ParsePercent("33.333"), 33.333);
+  EXPECT_FALSE(ParsePercent("100.001").ok());
+  EXPECT_FALSE(ParsePercent("-0").ok());
+}
+
+TEST(ControlProtocolTest, RequestsRoundTrip) {
+  for (const Request& r :
+       {Request(ListRequest{}), Request(StatsRequest{}), Request(SetShareRequest{"7", 33.333}),
+        Request(SetShareRequest{"x", 100}),
+        Request(SetSchedulerRequest{sched::PolicyKind::kFifo})}) {
+    Result<Request> back = ParseRequest(FormatRequest(r));
+    ASSERT_TRUE(back.ok()) << FormatRequest(r);
+    EXPECT_EQ(*back, r);
+  }
+}
+
+TEST(ControlProtocolTest, RepliesRoundTrip) {
+  Result<Reply> ok = ParseReply(FormatReply(Reply{Status::Ok(), "body\n"}));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->status.ok());
+  EXPECT_EQ(ok->body, "body\n");
+  Result<Reply> err =
+      ParseReply(FormatReply(Reply{Status::NotFound("no VM\nnamed 'x'"), "ignored"}));
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(err->status.message(), "no VM named 'x'");
+  EXPECT_FALSE(ParseReply("").ok());
+  EXPECT_FALSE(ParseReply("maybe\n").ok());
+  EXPECT_FALSE(ParseReply("error Bogus: x\n").ok());
+}
+
+TEST(ControlProtocolTest, ListRoundTrips) {
+  ListReply list;
+  list.policy = sched::PolicyKind::kCredit;
+  VmRow a;
+  a.id = 1;
+  a.name = "web tier %1";
+  a.mode = "pt";
+  a.vram_bytes = 1ull << 30;
+  a.channels = 128;
+  a.share_percent = 12.5;
+  a.scheduled = true;
+  a.usage_100ms = 0.25;
+  a.usage_500ms = 0.5;
+  a.usage_10s = 0.125;
+  a.queued = 3;
+  a.gpu_ms = 1234.5;
+  a.standing = "under";
+  VmRow b;
+  b.id = 2;
+  list.vms = {a, b};
+  Result<ListReply> back = ParseList(FormatList(list));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, list);
+  EXPECT_FALSE(ParseList("vm id=1\n").ok());
+  EXPECT_FALSE(ParseList("scheduler policy=band\nvm id=x\n").ok());
+  EXPECT_FALSE(ParseList("scheduler policy=band").ok());
+}
+
+TEST(ControlProtocolTest, JsonStringEscapes) {
+  EXPECT_EQ(JsonString("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+}
+
+}  // namespace
+}  // namespace gpuvm::control

@@ -1,0 +1,197 @@
+#include "aggregator/control/service.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gpuvm::control {
+namespace {
+
+std::string Number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+const sched::VmStats* FindStats(const sched::SchedulerStats& stats, uint32_t vm) {
+  for (const sched::VmStats& s : stats.vms) {
+    if (s.vm == vm) return &s;
+  }
+  return nullptr;
+}
+
+std::string Ns(sched::Duration d) { return std::to_string(d.count()); }
+
+}  // namespace
+
+std::string_view BaseName(std::string_view name) { return name.substr(0, name.find('@')); }
+
+ControlService::ControlService(VmDirectory* vms, sched::Dispatcher* dispatcher,
+                               ServiceOptions options)
+    : vms_(vms), dispatcher_(dispatcher), options_(std::move(options)) {}
+
+void ControlService::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+double ControlService::ConfiguredShare(const std::string& name) const {
+  if (auto it = options_.shares.find(name); it != options_.shares.end()) return it->second;
+  if (auto it = options_.shares.find(std::string(BaseName(name))); it != options_.shares.end()) {
+    return it->second;
+  }
+  return options_.default_share;
+}
+
+void ControlService::Reconcile() {
+  const std::vector<VmDescription> vms = vms_->Vms();
+  std::set<uint32_t> present;
+  for (const VmDescription& vm : vms) {
+    present.insert(vm.id);
+    if (known_.contains(vm.id)) continue;
+    const double share = ConfiguredShare(vm.name);
+    Status added = dispatcher_->AddVm(vm.id, share);
+    if (added.code() == StatusCode::kAlreadyExists) {
+      // Someone else (the fv submission path) registered it already: fine.
+    } else if (!added.ok()) {
+      Log("VM " + std::to_string(vm.id) + " '" + vm.name + "': configured share refused (" +
+          added.message() + "); it runs best effort (0%) until set-share");
+      added = dispatcher_->AddVm(vm.id, 0);
+      if (!added.ok() && added.code() != StatusCode::kAlreadyExists) {
+        Log("VM " + std::to_string(vm.id) + ": not scheduled: " + added.ToString());
+        continue;
+      }
+    }
+    known_.insert(vm.id);
+  }
+  for (auto it = known_.begin(); it != known_.end();) {
+    if (present.contains(*it)) {
+      ++it;
+      continue;
+    }
+    (void)dispatcher_->RemoveVm(*it);  // NotFound: someone else removed it already
+    it = known_.erase(it);
+  }
+}
+
+Result<uint32_t> ControlService::ResolveVm(const std::vector<VmDescription>& vms,
+                                           std::string_view ref) const {
+  const bool numeric = !ref.empty() && std::all_of(ref.begin(), ref.end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; });
+  if (numeric) {
+    for (const VmDescription& vm : vms) {
+      if (std::to_string(vm.id) == ref) return vm.id;
+    }
+    return Status::NotFound("no VM with id " + std::string(ref));
+  }
+  std::vector<uint32_t> exact, base;
+  for (const VmDescription& vm : vms) {
+    if (vm.name == ref) exact.push_back(vm.id);
+    if (BaseName(vm.name) == ref) base.push_back(vm.id);
+  }
+  const std::vector<uint32_t>& found = exact.empty() ? base : exact;
+  if (found.empty()) return Status::NotFound("no VM named '" + std::string(ref) + "'");
+  if (found.size() > 1) {
+    return Status::InvalidArgument(std::to_string(found.size()) + " VMs are named '" +
+                                   std::string(ref) + "'; use the id");
+  }
+  return found[0];
+}
+
+ListReply ControlService::List(const std::vector<VmDescription>& vms) const {
+  const sched::DispatcherStats stats = dispatcher_->Stats();
+  ListReply list;
+  list.policy = stats.scheduler.policy;
+  for (const VmDescription& vm : vms) {
+    VmRow row;
+    row.id = vm.id;
+    row.name = vm.name;
+    row.mode = vm.mode;
+    row.vram_bytes = vm.vram_bytes;
+    row.channels = vm.channels;
+    if (const sched::VmStats* s = FindStats(stats.scheduler, vm.id)) {
+      row.scheduled = true;
+      row.share_percent = s->share_percent;
+      row.usage_100ms = s->usage_100ms;
+      row.usage_500ms = s->usage_500ms;
+      row.usage_10s = s->usage_10s;
+      row.queued = s->queue_depth;
+      row.gpu_ms = std::chrono::duration<double, std::milli>(s->gpu_time).count();
+      row.standing = s->standing;
+    }
+    list.vms.push_back(std::move(row));
+  }
+  return list;
+}
+
+std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) const {
+  const sched::DispatcherStats d = dispatcher_->Stats();
+  const sched::SchedulerStats& s = d.scheduler;
+  std::string j = "{\"policy\":" + JsonString(sched::PolicyKindName(s.policy));
+  j += ",\"now_ns\":" + Ns(s.now.time_since_epoch());
+  j += ",\"scheduler_time_ns\":" + Ns(s.scheduler_time);
+  j += ",\"holds\":" + std::to_string(s.holds);
+  j += ",\"policy_errors\":" + std::to_string(s.policy_errors);
+  j += ",\"dispatcher\":{\"started\":" + std::to_string(d.started) +
+       ",\"completed\":" + std::to_string(d.completed) +
+       ",\"start_errors\":" + std::to_string(d.start_errors) +
+       ",\"poll_errors\":" + std::to_string(d.poll_errors) +
+       ",\"polls\":" + std::to_string(d.polls) + "}";
+  j += ",\"vms\":[";
+  bool first = true;
+  for (const VmDescription& vm : vms) {
+    if (!first) j += ",";
+    first = false;
+    j += "{\"id\":" + std::to_string(vm.id) + ",\"name\":" + JsonString(vm.name) +
+         ",\"mode\":" + JsonString(vm.mode) + ",\"vram_bytes\":" + std::to_string(vm.vram_bytes) +
+         ",\"channels\":" + std::to_string(vm.channels);
+    const sched::VmStats* v = FindStats(s, vm.id);
+    j += ",\"scheduled\":" + std::string(v != nullptr ? "true" : "false");
+    if (v != nullptr) {
+      j += ",\"share\":" + Number(v->share_percent) +
+           ",\"queued\":" + std::to_string(v->queue_depth) +
+           ",\"running\":" + (v->running ? "true" : "false") +
+           ",\"submitted\":" + std::to_string(v->submitted) +
+           ",\"dispatched\":" + std::to_string(v->dispatched) +
+           ",\"completed\":" + std::to_string(v->completed) +
+           ",\"preempted\":" + std::to_string(v->preempted) +
+           ",\"gpu_time_ns\":" + Ns(v->gpu_time) + ",\"wait_total_ns\":" + Ns(v->wait_total) +
+           ",\"wait_max_ns\":" + Ns(v->wait_max) + ",\"usage_100ms\":" + Number(v->usage_100ms) +
+           ",\"usage_500ms\":" + Number(v->usage_500ms) + ",\"usage_10s\":" + Number(v->usage_10s) +
+           ",\"credit_ns\":" + Ns(v->credit) + ",\"standing\":" + JsonString(v->standing) +
+           ",\"scheduler_time_charged_ns\":" + Ns(v->scheduler_time_charged);
+    }
+    j += "}";
+  }
+  j += "]}\n";
+  return j;
+}
+
+Reply ControlService::Execute(const Request& request) {
+  Reconcile();
+  const std::vector<VmDescription> vms = vms_->Vms();
+  if (std::holds_alternative<ListRequest>(request)) {
+    return Reply{Status::Ok(), FormatList(List(vms))};
+  }
+  if (std::holds_alternative<StatsRequest>(request)) {
+    return Reply{Status::Ok(), StatsJson(vms)};
+  }
+  if (const auto* set = std::get_if<SetShareRequest>(&request)) {
+    Result<uint32_t> vm = ResolveVm(vms, set->vm);
+    if (!vm.ok()) return Reply{vm.status(), ""};
+    Status changed = dispatcher_->SetShare(*vm, set->percent);
+    if (!changed.ok()) return Reply{changed, ""};
+    Log("share of VM " + std::to_string(*vm) + " set to " + Number(set->percent) + "%");
+    return Reply{Status::Ok(), ""};
+  }
+  const auto& set = std::get<SetSchedulerRequest>(request);
+  dispatcher_->SetPolicy(set.policy);
+  Log("scheduler set to " + std::string(sched::PolicyKindName(set.policy)));
+  return Reply{Status::Ok(), ""};
+}
+
+std::string ControlService::Handle(std::string_view raw_request) {
+  Result<Request> request = ParseRequest(raw_request);
+  if (!request.ok()) return FormatReply(Reply{request.status(), ""});
+  return FormatReply(Execute(*request));
+}
+
+}  // namespace gpuvm::control

@@ -1,0 +1,86 @@
+// The control service: executes control requests (protocol.h) against the aggregator's VMs and its
+// GPU dispatcher (scheduler/dispatcher.h), independent of any socket so it can be tested and fuzzed
+// without one.
+//
+//  - The VMs come from a VmDirectory (the aggregator implements it on its control blocks).
+//  Reconcile()
+//    makes the dispatcher know exactly those VMs: a new VM gets the share its operator configured
+//    for its name (ServiceOptions::shares, the "shares from each VM's configuration at start"),
+//    else the default; a VM whose configured share would push the sum past 100 % starts best effort
+//    (0) and the reason is logged. A VM that left is removed.
+//  - set-share resolves the VM by id or by name (the part before '@' also matches, as fv names
+//  carry
+//    options after '@'), then changes its share live; shares summing past 100 %, negative values,
+//    unknown VMs and ambiguous names are refused with a clear error and change nothing.
+//  - set-scheduler switches the policy live; list and stats report.
+//
+// Threading: one thread calls Reconcile/Handle/Execute (the aggregator's server thread, where the
+// directory may be read); the dispatcher itself is thread-safe.
+#ifndef GPUVM_AGGREGATOR_CONTROL_SERVICE_H_
+#define GPUVM_AGGREGATOR_CONTROL_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aggregator/control/protocol.h"
+#include "scheduler/dispatcher.h"
+
+namespace gpuvm::control {
+
+struct VmDescription {
+  uint32_t id = 0;
+  std::string name;
+  std::string mode;  // "pt", "fv", "pv"
+  uint64_t vram_bytes = 0;
+  uint32_t channels = 0;
+};
+
+class VmDirectory {
+ public:
+  virtual ~VmDirectory() = default;
+  // The VMs that exist now, by id ascending.
+  virtual std::vector<VmDescription> Vms() = 0;
+};
+
+struct ServiceOptions {
+  // Share (percent) by VM name (or the part of the name before '@').
+  std::map<std::string, double> shares;
+  double default_share = 0;
+  std::function<void(const std::string&)> log;  // notes for the aggregator's log; may be empty
+};
+
+class ControlService {
+ public:
+  // `vms` and `dispatcher` must outlive the service.
+  ControlService(VmDirectory* vms, sched::Dispatcher* dispatcher, ServiceOptions options);
+
+  // See the file comment. Called before every request, and by the aggregator when VMs come and go.
+  void Reconcile();
+  // A raw request in, a formatted reply out (never fails: errors are replies).
+  std::string Handle(std::string_view raw_request);
+  Reply Execute(const Request& request);
+
+ private:
+  Result<uint32_t> ResolveVm(const std::vector<VmDescription>& vms, std::string_view ref) const;
+  double ConfiguredShare(const std::string& name) const;
+  ListReply List(const std::vector<VmDescription>& vms) const;
+  std::string StatsJson(const std::vector<VmDescription>& vms) const;
+  void Log(const std::string& line) const;
+
+  VmDirectory* const vms_;
+  sched::Dispatcher* const dispatcher_;
+  const ServiceOptions options_;
+  std::set<uint32_t> known_;  // VMs this service added to the dispatcher
+};
+
+// "a@lazy,256" -> "a".
+std::string_view BaseName(std::string_view name);
+
+}  // namespace gpuvm::control
+
+#endif  // GPUVM_AGGREGATOR_CONTROL_SERVICE_H_

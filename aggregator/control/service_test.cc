@@ -1,0 +1,152 @@
+#include "aggregator/control/service.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuvm::control {
+namespace {
+
+class FakeDirectory final : public VmDirectory {
+ public:
+  std::vector<VmDescription> Vms() override { return vms; }
+  std::vector<VmDescription> vms;
+};
+
+class RefusingSink final : public sched::SubmissionSink {
+ public:
+  Status Start(sched::VmId, sched::SubmissionHandle) override {
+    return Status::Unimplemented("test");
+  }
+  Result<sched::SinkPoll> Poll(sched::VmId, sched::SubmissionHandle) override {
+    return sched::SinkPoll::Done();
+  }
+};
+
+struct Fixture {
+  explicit Fixture(ServiceOptions options = {}) {
+    sched::DispatcherOptions o;
+    o.own_thread = false;
+    dispatcher = std::move(sched::Dispatcher::Create(&clock, &sink, o)).value();
+    options.log = [this](const std::string& line) { log.push_back(line); };
+    service = std::make_unique<ControlService>(&directory, dispatcher.get(), std::move(options));
+  }
+  Reply Run(std::string_view request) {
+    Result<Reply> r = ParseReply(service->Handle(request));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : Reply{Status::Internal("unparsable"), ""};
+  }
+  ListReply List() {
+    Reply r = Run("list");
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    Result<ListReply> l = ParseList(r.body);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() ? *l : ListReply{};
+  }
+
+  sched::ManualClock clock;
+  RefusingSink sink;
+  std::unique_ptr<sched::Dispatcher> dispatcher;
+  FakeDirectory directory;
+  std::vector<std::string> log;
+  std::unique_ptr<ControlService> service;
+};
+
+TEST(ControlServiceTest, ListsVmsWithConfiguredShares) {
+  ServiceOptions options;
+  options.shares = {{"a", 30}, {"b", 50}};
+  options.default_share = 5;
+  Fixture f(options);
+  f.directory.vms = {{1, "a@lazy,256", "fv", 256 << 20, 8},
+                     {2, "b", "fv", 512 << 20, 16},
+                     {3, "c", "fv", 64 << 20, 4}};
+  ListReply list = f.List();
+  EXPECT_EQ(list.policy, sched::PolicyKind::kBand);
+  ASSERT_EQ(list.vms.size(), 3u);
+  EXPECT_EQ(list.vms[0].name, "a@lazy,256");
+  EXPECT_EQ(list.vms[0].share_percent, 30);
+  EXPECT_EQ(list.vms[0].channels, 8u);
+  EXPECT_EQ(list.vms[1].share_percent, 50);
+  EXPECT_EQ(list.vms[2].share_percent, 5);
+  EXPECT_TRUE(list.vms[2].scheduled);
+}
+
+TEST(ControlServiceTest, AConfiguredShareThatDoesNotFitStartsBestEffort) {
+  ServiceOptions options;
+  options.default_share = 60;
+  Fixture f(options);
+  f.directory.vms = {{1, "a", "fv", 0, 0}, {2, "b", "fv", 0, 0}};
+  ListReply list = f.List();
+  ASSERT_EQ(list.vms.size(), 2u);
+  EXPECT_EQ(list.vms[0].share_percent, 60);
+  EXPECT_EQ(list.vms[1].share_percent, 0);
+  ASSERT_FALSE(f.log.empty());
+  EXPECT_NE(f.log[0].find("best effort"), std::string::npos);
+}
+
+TEST(ControlServiceTest, SetShareByIdOrNameIsLive) {
+  Fixture f;
+  f.directory.vms = {{4, "a@lazy", "fv", 0, 0}, {9, "b", "fv", 0, 0}};
+  EXPECT_TRUE(f.Run("set-share 4 40").status.ok());
+  EXPECT_TRUE(f.Run("set-share a 45").status.ok());  // base name
+  EXPECT_TRUE(f.Run("set-share b 55%").status.ok());
+  ListReply list = f.List();
+  EXPECT_EQ(list.vms[0].share_percent, 45);
+  EXPECT_EQ(list.vms[1].share_percent, 55);
+}
+
+TEST(ControlServiceTest, InvalidRequestsChangeNothing) {
+  Fixture f;
+  f.directory.vms = {{1, "a", "fv", 0, 0}, {2, "b", "fv", 0, 0}, {3, "b@x", "fv", 0, 0}};
+  ASSERT_TRUE(f.Run("set-share 1 60").status.ok());
+  ASSERT_TRUE(f.Run("set-share 2 30").status.ok());
+  const ListReply before = f.List();
+  EXPECT_EQ(f.Run("set-share 2 41").status.code(), StatusCode::kInvalidArgument);  // 101 %
+  Reply past = f.Run("set-share 3 11");
+  EXPECT_NE(past.status.message().find("past 100%"), std::string::npos) << past.status.ToString();
+  EXPECT_EQ(f.Run("set-share 7 1").status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.Run("set-share nobody 1").status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.Run("set-share 1 -1").status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.Run("set-share 1 x").status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.Run("set-scheduler lottery").status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.Run("\x01\x02").status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.List(), before);
+  EXPECT_EQ(f.dispatcher->policy(), sched::PolicyKind::kBand);
+}
+
+TEST(ControlServiceTest, AmbiguousNamesNeedAnId) {
+  Fixture f;
+  f.directory.vms = {{1, "b@lazy", "fv", 0, 0}, {2, "b@naive", "fv", 0, 0}};
+  Reply r = f.Run("set-share b 10");
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("use the id"), std::string::npos);
+  EXPECT_TRUE(f.Run("set-share b@lazy 10").status.ok());  // the full name is exact
+}
+
+TEST(ControlServiceTest, SetSchedulerIsLive) {
+  Fixture f;
+  EXPECT_TRUE(f.Run("set-scheduler fifo").status.ok());
+  EXPECT_EQ(f.dispatcher->policy(), sched::PolicyKind::kFifo);
+  EXPECT_EQ(f.List().policy, sched::PolicyKind::kFifo);
+}
+
+TEST(ControlServiceTest, VmsThatLeaveAreForgottenAndTheirShareFreed) {
+  Fixture f;
+  f.directory.vms = {{1, "a", "fv", 0, 0}};
+  ASSERT_TRUE(f.Run("set-share 1 90").status.ok());
+  f.directory.vms = {{2, "b", "fv", 0, 0}};
+  EXPECT_TRUE(f.Run("set-share 2 90").status.ok());
+  EXPECT_EQ(f.dispatcher->Stats().scheduler.vms.size(), 1u);
+}
+
+TEST(ControlServiceTest, StatsIsJsonWithEveryVm) {
+  Fixture f;
+  f.directory.vms = {{1, "quote\"name", "fv", 1, 2}};
+  Reply r = f.Run("stats");
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.body.front(), '{');
+  EXPECT_NE(r.body.find("\"policy\":\"band\""), std::string::npos);
+  EXPECT_NE(r.body.find("\"name\":\"quote\\\"name\""), std::string::npos);
+  EXPECT_NE(r.body.find("\"usage_500ms\":"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuvm::control

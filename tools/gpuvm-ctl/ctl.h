@@ -1,0 +1,51 @@
+// gpuvm-ctl's logic, apart from main() so it can be tested: turning the command line into a
+// control request (checked locally first, so a typo never reaches the aggregator), talking to
+// the control socket, and rendering replies for a terminal.
+//
+//   gpuvm-ctl [--socket PATH] list
+//   gpuvm-ctl [--socket PATH] stats [--json]
+//   gpuvm-ctl [--socket PATH] set-share VM PERCENT
+//   gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band
+//
+// The socket defaults to $GPUVM_CONTROL, else the aggregator's socket ($GPUVM_AGGREGATOR or
+// @gpuvm-aggregator-<uid>) + "-control".
+//
+// Threading: plain functions.
+#ifndef GPUVM_TOOLS_GPUVM_CTL_CTL_H_
+#define GPUVM_TOOLS_GPUVM_CTL_CTL_H_
+
+#include <string>
+#include <vector>
+
+#include "aggregator/control/protocol.h"
+#include "base/status.h"
+
+namespace gpuvm::ctl {
+
+struct Invocation {
+  std::string socket;  // resolved
+  control::Request request;
+  bool json = false;  // stats --json
+};
+
+// InvalidArgument with the reason (the caller prints it with the usage).
+Result<Invocation> ParseCommandLine(const std::vector<std::string>& args);
+std::string DefaultControlSocket();
+extern const char kUsage[];
+
+// One request, one reply. Unavailable when nothing listens; DataLoss for a malformed reply.
+Result<control::Reply> Call(const std::string& socket, const control::Request& request);
+
+// The list as a table, e.g.
+//   scheduler: band
+//   ID  NAME  MODE  VRAM      CHANNELS  SHARE   GPU 100ms  500ms   10s     QUEUED  GPU TIME
+//   STANDING
+std::string RenderList(const control::ListReply& list);
+
+// Runs an invocation: prints to stdout/stderr, returns the exit status (0 ok, 1 refused, 3 cannot
+// reach the aggregator or a broken reply).
+int Run(const Invocation& invocation);
+
+}  // namespace gpuvm::ctl
+
+#endif  // GPUVM_TOOLS_GPUVM_CTL_CTL_H_
