@@ -46,9 +46,10 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
     return Status::Unavailable("the GPU is out of service after a failed reset: " +
                                health_.message());
   }
+  if (config.mode == ipc::VmMode::kFullVirtualization) return AdmitFvVm(config);
   if (config.mode != ipc::VmMode::kPassThrough) {
     return Status::Unimplemented(std::string(ModeName(config.mode)) +
-                                 " VMs are not supported yet; this aggregator runs pt");
+                                 " VMs are not supported yet; this aggregator runs pt and fv");
   }
   for (const auto& [id, vm] : vms_) {
     if (vm->config.mode == ipc::VmMode::kPassThrough) {
@@ -88,6 +89,83 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
   return raw;
 }
 
+Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options) {
+  FvVmOptions o;
+  o.mode = options.fv_mode;
+  o.vram_bytes = options.fv.default_vram_bytes;
+  o.channels = options.fv.default_channels;
+  o.name = name;
+  const size_t at = name.find('@');
+  if (at == std::string::npos) return o;
+  std::string rest = name.substr(at + 1);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string token = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    if (token.empty()) continue;
+    const bool channels = token.size() > 2 && token.compare(0, 2, "ch") == 0;
+    const std::string digits = channels ? token.substr(2) : token;
+    if (digits.find_first_not_of("0123456789") == std::string::npos && digits.size() <= 6) {
+      const uint64_t n = std::stoull(digits);
+      if (channels) {
+        if (n == 0 || n > FvHost::kChannels) {
+          return Status::InvalidArgument("fv: channels must be 1 to 128, not " + digits);
+        }
+        o.channels = uint32_t(n);
+      } else {
+        if (n == 0) return Status::InvalidArgument("fv: a VM needs some VRAM");
+        o.vram_bytes = n << 20;
+      }
+      continue;
+    }
+    GPUVM_ASSIGN_OR_RETURN(o.mode, ParseFvMode(token));
+  }
+  return o;
+}
+
+Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
+  for (const auto& [id, vm] : vms_) {
+    if (vm->config.mode == ipc::VmMode::kPassThrough) {
+      return Status::FailedPrecondition("fv is refused: the GPU is passed through to " +
+                                        vm->Describe());
+    }
+    if (vm->config.backend == config.backend && vm->config.domid == config.domid) {
+      return Status::AlreadyExists("domain " + std::to_string(config.domid) +
+                                   " already has a virtual GPU: " + vm->Describe());
+    }
+  }
+  if (vms_.size() >= options_.max_vms) {
+    return Status::ResourceExhausted("too many VMs (" + std::to_string(vms_.size()) + ")");
+  }
+  if (!gpu_->reaches_guest_memory()) {
+    return Status::FailedPrecondition(
+        "fv needs the GPU to reach guest RAM (SYSRAM page tables, pushbuffers), and this one "
+        "cannot (no IOMMU mapping of guest memory)");
+  }
+  GPUVM_ASSIGN_OR_RETURN(FvVmOptions fv, ParseFvVmName(config.name, options_));
+  if (fv_host_ == nullptr) {
+    GPUVM_ASSIGN_OR_RETURN(fv_host_, FvHost::Create(gpu_.get(), options_.fv));
+    if (options_.log) fv_host_->SetLog(options_.log);
+  }
+  auto vm = std::make_unique<VmControlBlock>();
+  vm->id = next_id_;
+  vm->config = config;
+  vm->admitted = std::chrono::steady_clock::now();
+  fv.vm_id = vm->id;
+  Result<std::unique_ptr<FullVirtGpu>> vgpu = FullVirtGpu::Create(
+      fv_host_.get(), VmBars{config.bar0_size, config.bar1_size, config.bar3_size}, fv);
+  if (!vgpu.ok()) {
+    if (fv_vms_ == 0) fv_host_.reset();
+    return vgpu.status();
+  }
+  vm->vgpu = std::move(*vgpu);
+  if (++next_id_ == 0) next_id_ = 1;
+  ++fv_vms_;
+  VmControlBlock* raw = vm.get();
+  vms_[raw->id] = std::move(vm);
+  return raw;
+}
+
 Status Aggregator::AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory& memory,
                                      std::vector<hv::local::UniqueFd> fds) {
   if (vm.ram != nullptr) return Status::AlreadyExists("the VM's memory was already given");
@@ -119,6 +197,13 @@ Status Aggregator::RemoveVm(VmId id) {
   std::unique_ptr<VmControlBlock> vm = std::move(it->second);
   vms_.erase(it);
   Status detached = vm->vgpu->Detach();
+  const bool fv = vm->config.mode == ipc::VmMode::kFullVirtualization;
+  if (fv && --fv_vms_ == 0) {
+    // The last fv VM: the GPU goes back to a known state for whoever comes next.
+    fv_host_.reset();
+    Status reset = gpu_->Reset();
+    if (detached.ok()) detached = reset;
+  }
   if (!detached.ok() && health_.ok()) health_ = detached;
   vm.reset();  // the virtual GPU, then the RAM mapping
   return detached;

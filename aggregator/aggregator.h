@@ -5,7 +5,10 @@
 // Policy today (pt only):
 //  - a pt VM owns the whole GPU: it is admitted only when no other VM exists, and while it runs
 //    every other VM is refused ("a second pt VM is refused"), with who owns the GPU in the message;
-//  - fv and pv are the next issue: refused with Unimplemented;
+//  - fv VMs share the GPU (fv_host.h): each gets a VRAM slice, a channel range and a SYSRAM window;
+//    admitted while no pt VM runs, refused when the partition does not fit; the first one takes
+//    the GPU over for fv, the last one leaving resets it;
+//  - pv is the next issue: refused with Unimplemented;
 //  - a GPU that cannot reach guest memory (a real card without an IOMMU mapping of guest RAM) takes
 //    no pt VM unless AggregatorOptions::allow_pt_without_dma (then the guest must not use SYSRAM);
 //  - at most max_vms control blocks; the same (backend, domain) only once;
@@ -18,12 +21,15 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "aggregator/fv_gpu.h"
+#include "aggregator/fv_host.h"
 #include "aggregator/guest_ram.h"
 #include "aggregator/physical_gpu.h"
 #include "aggregator/virtual_gpu.h"
@@ -57,7 +63,16 @@ struct VmControlBlock {
 struct AggregatorOptions {
   size_t max_vms = 64;
   bool allow_pt_without_dma = false;
+  // Full virtualization: the partitioning and the mode of VMs that do not choose one. A VM chooses
+  // in its name (until VM_CONFIG carries it): "NAME@MODE[,MiB][,chN]", e.g. "a@lazy,256,ch8".
+  FvOptions fv;
+  FvMode fv_mode = FvMode::kNaive;
+  // Where fv's notes on hostile guests go (owner thread); empty: nowhere.
+  std::function<void(const std::string&)> log;
 };
+
+// The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument otherwise.
+Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options);
 
 class Aggregator {
  public:
@@ -91,6 +106,7 @@ class Aggregator {
   int interrupt_fd() const { return interrupt_fd_.get(); }
 
  private:
+  Result<VmControlBlock*> AdmitFvVm(const ipc::VmConfig& config);
   Aggregator(std::unique_ptr<PhysicalGpu> gpu, const AggregatorOptions& options)
       : gpu_(std::move(gpu)), options_(options) {}
 
@@ -100,6 +116,8 @@ class Aggregator {
   std::map<VmId, std::unique_ptr<VmControlBlock>> vms_;
   VmId next_id_ = 1;
   Status health_;
+  std::unique_ptr<FvHost> fv_host_;  // while fv VMs exist
+  size_t fv_vms_ = 0;
 };
 
 }  // namespace gpuvm::aggregator

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <shared_mutex>
 #include <span>
+#include <vector>
 
 #include "gpu/device.h"
 
@@ -32,6 +33,12 @@ class GuestRamWindow final : public gpu::HostMemory {
   void Detach();
   bool attached() const;
 
+  // Full virtualization: several VMs' RAM at once, each at its own bus base (the aggregator
+  // relocates each VM's SYSRAM PTEs there). Regions must not overlap each other or [0, Attach's
+  // size); AttachRegion refuses an overlap. DetachRegion follows the lifetime rule above.
+  bool AttachRegion(uint64_t bus_base, std::span<uint8_t> ram);
+  void DetachRegion(uint64_t bus_base);
+
   uint8_t* Translate(uint64_t bus_address, uint64_t length) override;
 
   // SYSRAM accesses refused since creation (outside the owner's RAM, or no owner).
@@ -40,6 +47,11 @@ class GuestRamWindow final : public gpu::HostMemory {
  private:
   mutable std::shared_mutex mu_;
   std::span<uint8_t> ram_;  // guarded by mu_
+  struct Region {
+    uint64_t base;
+    std::span<uint8_t> ram;
+  };
+  std::vector<Region> regions_;  // guarded by mu_
   std::atomic<uint64_t> refused_{0};
 };
 

@@ -2,6 +2,11 @@
 //
 //   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N] [--compute-workers N]
 //                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--quiet]
+//                    [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]
+//                    [--fv-channels N] [--fv-reserved-mib N]
+//
+// fv VMs get --fv-mode, --fv-vram-mib and --fv-channels unless their name says otherwise
+// ("NAME@MODE[,MiB][,chN]", docs/FULL-VIRTUALIZATION.md).
 //
 // Device models (gpuvm-dm, one per VM) connect to PATH ($GPUVM_AGGREGATOR, else
 // @gpuvm-aggregator-<uid>). It serves until SIGINT/SIGTERM, then ends every session (TEARDOWN) and
@@ -35,7 +40,9 @@ void Usage() {
   std::fprintf(stderr,
                "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
                "                        [--compute-workers N] [--handshake-timeout-ms N]\n"
-               "                        [--allow-pt-without-dma] [--quiet]\n");
+               "                        [--allow-pt-without-dma] [--quiet]\n"
+               "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
+               "                        [--fv-channels N] [--fv-reserved-mib N]\n");
 }
 
 Result<uint64_t> Number(const std::string& flag, const std::string& value, uint64_t min,
@@ -52,6 +59,10 @@ Result<uint64_t> Number(const std::string& flag, const std::string& value, uint6
 Result<Options> ParseArgs(int argc, char** argv) {
   Options o;
   o.server.path = ipc::DefaultAggregatorSocketPath();
+  o.aggregator.log = [](const std::string& line) {
+    std::fprintf(stderr, "gpuvm-aggregator: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--allow-pt-without-dma") {
@@ -60,6 +71,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
     }
     if (flag == "--quiet") {
       o.server.log = nullptr;
+      o.aggregator.log = nullptr;
       continue;
     }
     if (flag == "--help" || flag == "-h") return Status::InvalidArgument("help");
@@ -79,6 +91,17 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--handshake-timeout-ms") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t ms, Number(flag, value, 1, 3600 * 1000));
       o.server.handshake_timeout = std::chrono::milliseconds(ms);
+    } else if (flag == "--fv-mode") {
+      GPUVM_ASSIGN_OR_RETURN(o.aggregator.fv_mode, ParseFvMode(value));
+    } else if (flag == "--fv-vram-mib") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
+      o.aggregator.fv.default_vram_bytes = mib << 20;
+    } else if (flag == "--fv-channels") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 128));
+      o.aggregator.fv.default_channels = uint32_t(n);
+    } else if (flag == "--fv-reserved-mib") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 4, 4 << 10));
+      o.aggregator.fv.reserved_bytes = mib << 20;
     } else {
       return Status::InvalidArgument("unknown flag " + flag);
     }

@@ -15,6 +15,7 @@
 #define GPUVM_AGGREGATOR_PHYSICAL_GPU_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "aggregator/guest_ram_window.h"
@@ -35,6 +36,10 @@ class PhysicalGpu {
   // A real card would need an IOMMU mapping of the guest's RAM at its guest-physical addresses
   // (VFIO); not built, so no.
   virtual bool reaches_guest_memory() const = 0;
+  // All of VRAM mapped into our address space, when the backend can (the software GPU: its VRAM
+  // memfd); empty otherwise (callers then go through the PRAMIN window: vram_access.h). Valid until
+  // the next Reset().
+  virtual std::span<uint8_t> vram_mapping() { return {}; }
 
   // Back to a known state with nothing of the previous owner left (see above). The window is left
   // as it is: the caller detaches the owner's RAM after the reset (then nothing can use it).

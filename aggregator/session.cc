@@ -54,7 +54,7 @@ void Session::Close(std::string reason) {
   close_reason_ = std::move(reason);
   lane_.reset();
   if (vm_ != nullptr) {
-    summary_ = {true, vm_->Describe(), vm_->counters};
+    summary_ = {true, vm_->Describe(), vm_->counters, vm_->vgpu->DescribeCounters()};
     teardown_status_ = aggregator_->RemoveVm(vm_->id);
     vm_ = nullptr;
   }

@@ -72,6 +72,7 @@ class Session {
     bool had_vm = false;
     std::string vm;  // VmControlBlock::Describe()
     VmCounters counters;
+    std::string detail;  // VirtualGpu::DescribeCounters() (fv: traps, scans, shadow entries)
   };
   const Summary& summary() const { return summary_; }
 

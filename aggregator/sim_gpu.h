@@ -17,6 +17,7 @@
 
 #include "aggregator/physical_gpu.h"
 #include "gpu/sim/device.h"
+#include "hypervisor/local/os.h"
 
 namespace gpuvm::aggregator {
 
@@ -39,6 +40,7 @@ class SimGpu final : public PhysicalGpu {
   gpu::Device& device() override { return *device_; }
   uint64_t vram_bytes() const override { return options_.vram_bytes; }
   bool reaches_guest_memory() const override { return true; }
+  std::span<uint8_t> vram_mapping() override { return vram_map_.bytes(); }
   Status Reset() override;
   uint64_t resets() const override { return resets_; }
   void SetInterruptHandler(gpu::InterruptHandler handler) override;
@@ -51,6 +53,7 @@ class SimGpu final : public PhysicalGpu {
 
   const SimGpuOptions options_;
   std::unique_ptr<sim::SimDevice> device_;
+  hv::local::SharedMapping vram_map_;  // the device's VRAM memfd, for full virtualization's shadows
   gpu::InterruptHandler handler_;
   uint64_t resets_ = 0;
 };

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "aggregator/guest_ram.h"
 #include "base/status.h"
@@ -70,6 +71,10 @@ class VirtualGpu {
   // withdraw every way the GPU could still reach its RAM, and leave nothing the next VM could read.
   // After Detach the object only answers errors; the guest RAM may then be unmapped.
   virtual Status Detach() = 0;
+
+  // One line of mode-specific counters for the aggregator's log (fv: traps, scans, shadow entries);
+  // empty when the mode has none beyond the session's.
+  virtual std::string DescribeCounters() const { return {}; }
 };
 
 }  // namespace gpuvm::aggregator

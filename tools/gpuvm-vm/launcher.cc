@@ -99,7 +99,8 @@ int Reap(pid_t pid, std::chrono::milliseconds timeout) {
 }  // namespace
 
 std::string Usage() {
-  return "usage: gpuvm-vm [--mode pt] [--aggregator SOCKET] [--ram-mib N] [--vcpus N] [--domid N]\n"
+  return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized] [--vram-mib N]\n"
+         "                [--aggregator SOCKET] [--ram-mib N] [--vcpus N] [--domid N]\n"
          "                [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
          "                -- PROGRAM [ARGS...]\n"
          "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local).\n";
@@ -122,10 +123,15 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) return Status::InvalidArgument("missing value for " + flag);
     const std::string& value = args[++i];
     if (flag == "--mode") {
-      if (value != "pt" && value != "fv" && value != "pv") {
-        return Status::InvalidArgument("--mode must be pt, fv or pv");
+      if (value != "pt" && value != "fv" && value != "pv" && value != "fv-naive" &&
+          value != "fv-lazy" && value != "fv-bar-remap" && value != "fv-optimized") {
+        return Status::InvalidArgument(
+            "--mode must be pt, fv, fv-naive, fv-lazy, fv-bar-remap, fv-optimized or pv");
       }
       o.mode = value;
+    } else if (flag == "--vram-mib") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
+      o.vram_mib = mib;
     } else if (flag == "--aggregator") {
       o.aggregator = value;
     } else if (flag == "--ram-mib") {
@@ -162,7 +168,17 @@ Result<int> RunVm(const VmOptions& options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to run");
   const uint16_t domid =
       options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
-  const std::string name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
+  std::string name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
+  // fv sub-modes and the VM's VRAM travel in the name until VM_CONFIG carries them
+  // (docs/FULL-VIRTUALIZATION.md): "NAME@MODE[,MiB]".
+  std::string dm_mode = options.mode;
+  if (dm_mode.rfind("fv", 0) == 0 && (dm_mode != "fv" || options.vram_mib != 0)) {
+    std::string suffix = "@" + (dm_mode == "fv" ? std::string("naive") : dm_mode.substr(3));
+    if (options.vram_mib != 0) suffix += "," + std::to_string(options.vram_mib);
+    if (name.size() + suffix.size() > 31) name.resize(31 - std::min<size_t>(31, suffix.size()));
+    name += suffix;
+    dm_mode = "fv";
+  }
   std::string dm_path = options.dm_path;
   if (dm_path.empty()) {
     const char* env = std::getenv("GPUVM_DM");
@@ -186,7 +202,7 @@ Result<int> RunVm(const VmOptions& options) {
   GPUVM_ASSIGN_OR_RETURN(Handoff dm_handoff, MakeHandoff());
   std::vector<std::string> dm_args = {dm_path,  "--backend",   "local", "--domid",
                                       std::to_string(domid), "--domain-fd", "3",
-                                      "--mode", options.mode,  "--name",      name};
+                                      "--mode", dm_mode,  "--name",      name};
   if (!options.aggregator.empty()) {
     dm_args.push_back("--aggregator");
     dm_args.push_back(options.aggregator);

@@ -1,0 +1,184 @@
+// Full virtualization: a VM's virtual GPU is one slice of the physical GPU (fv_host.h), driven by
+// the unmodified guest driver through trapped BAR accesses. What the guest sees:
+//   - VRAM from 0 to its slice size (the FB partition registers say so); PRAMIN moves over it;
+//   - BAR1/BAR3 translated by the guest's own BAR page tables, which the aggregator walks in
+//     software for each trapped aperture access (validated like any shadow PTE); the USER area of
+//     BAR1 (POLL_AREA) is intercepted: IB_PUT writes become submissions (submission_queue.h), other
+//     USER words live in the physical channel's USER page, so IB_GET and friends are reflected;
+//   - channel ids 0..channels-1 mapped onto a physical range; CHAN_TABLE, the playlist and kicks
+//     are emulated and forwarded in terms of shadow channels whose instance blocks point at shadow
+//     page directories (shadow_page_table.h);
+//   - its own PMC/PFIFO/PGRAPH interrupt state: physical interrupts are demultiplexed by channel
+//     (FvHost::PollInterrupts), so a VM sees only its own faults, with its own instance addresses;
+//   - every other register reads 0 and drops writes (counted), except identity registers
+//   (PMC_BOOT_0,
+//     PROM) which read through.
+//
+// Shadow modes (FvMode): naive rescans a shadowed directory on every TLB flush that names it;
+// lazy only marks it stale and rescans when a channel using it is activated (a submission, or a
+// playlist that binds it); bar-remap and optimized are naive and lazy respectively, plus the BAR
+// remap, which on the local backend needs the device model to map VRAM into the guest — not built
+// yet: today they behave as naive and lazy (docs/FULL-VIRTUALIZATION.md).
+//
+// Hostile input: every value is copied before it is checked; a bad value costs the VM its own
+// channel (a fault it can see) or is dropped and counted; never another VM's memory or the host.
+//
+// Threading: as VirtualGpu, except interrupt_asserted(), which polls the physical GPU and must also
+// be called on the owner thread.
+#ifndef GPUVM_AGGREGATOR_FV_GPU_H_
+#define GPUVM_AGGREGATOR_FV_GPU_H_
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "aggregator/fv_host.h"
+#include "aggregator/shadow_page_table.h"
+#include "aggregator/virtual_gpu.h"
+
+namespace gpuvm::aggregator {
+
+enum class FvMode : uint8_t { kNaive, kLazy, kBarRemap, kOptimized };
+const char* FvModeName(FvMode mode);
+// "naive", "lazy", "bar-remap", "optimized" (with or without an "fv-" prefix; "opt" too).
+Result<FvMode> ParseFvMode(std::string_view text);
+
+struct FvVmOptions {
+  FvMode mode = FvMode::kNaive;
+  uint64_t vram_bytes = 128ull << 20;
+  uint32_t channels = 16;
+  uint32_t vm_id = 0;  // for submissions and logs
+  std::string name;
+};
+
+struct FvCounters {
+  std::array<uint64_t, 3> traps{};  // BAR0, BAR1, BAR3 accesses handled (elements of a block each)
+  uint64_t pramin = 0;              // of the BAR0 ones: PRAMIN window accesses
+  uint64_t user_area = 0;           // of the BAR1 ones: USER page accesses
+  uint64_t tlb_flushes = 0;
+  uint64_t submissions = 0;
+  uint64_t playlist_updates = 0;
+  uint64_t shadow_channels_built = 0;
+  uint64_t bar_walks = 0;          // software walks of the guest's BAR1/BAR3 tables (cache misses)
+  uint64_t refused_registers = 0;  // writes to registers a VM may not touch, dropped
+  uint64_t refused_memory = 0;     // accesses outside the VM's memory (PRAMIN, BAR pages), dropped
+  uint64_t refused_channels = 0;   // channel ids or instance blocks the VM does not own
+  uint64_t faults = 0;             // GPU faults/errors of this VM's channels delivered to it
+  ShadowCounters shadow;
+};
+
+class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
+ public:
+  static Result<std::unique_ptr<FullVirtGpu>> Create(FvHost* host, const VmBars& bars,
+                                                     const FvVmOptions& options);
+  ~FullVirtGpu() override;
+
+  ipc::VmMode mode() const override { return ipc::VmMode::kFullVirtualization; }
+  uint64_t vram_bytes() const override { return partition_.vram_bytes; }
+  Result<uint64_t> Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
+  Status Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
+               uint32_t vcpu) override;
+  Status WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<const uint8_t> data,
+                       uint32_t vcpu) override;
+  Status ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
+                      uint32_t vcpu) override;
+  bool interrupt_asserted() const override;
+  Status AttachGuestRam(const GuestRam& ram) override;
+  Status Detach() override;
+  std::string DescribeCounters() const override;
+
+  FvMode fv_mode() const { return options_.mode; }
+  const FvCounters& counters() const { return counters_; }
+  const FvHost::Partition& partition() const { return partition_; }
+  VmMemoryLayout layout() const;
+
+ private:
+  struct VirtualChannel {
+    uint32_t chan = 0;   // CHAN_TABLE word 0 as the guest wrote it
+    uint32_t state = 0;  // word 1
+    bool on_playlist = false;
+    bool bound = false;  // the shadow channel is in the physical CHAN_TABLE
+    bool dead = false;   // its shadow could not be built (bad instance): never bound again
+    uint64_t guest_instance = 0;
+    ShadowSpace* space = nullptr;
+  };
+  struct SpaceEntry {
+    std::unique_ptr<ShadowSpace> space;
+    bool stale = false;
+  };
+  // A translated aperture page: physical VRAM, or an offset into the guest's RAM.
+  struct BarPage {
+    bool valid = false;
+    bool sysram = false;
+    uint64_t address = 0;
+  };
+
+  FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& options,
+              const FvHost::Partition& partition);
+  Status Check(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t length) const;
+  uint64_t ReadOne(gpu::Bar bar, uint64_t offset, uint32_t size);
+  void WriteOne(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value);
+
+  // BAR0.
+  uint32_t ReadRegister(uint32_t offset);
+  void WriteRegister(uint32_t offset, uint32_t value);
+  uint64_t PraminAddress(uint64_t offset) const;
+  uint32_t VirtualPfifoIntr() const;
+  uint32_t VirtualPmcIntr() const;
+  void OnTlbFlush(uint32_t trigger);
+  void OnPlaylistSubmit(uint32_t length);
+  void OnChannelTableWrite(uint32_t vchid, bool state_word, uint32_t value);
+  Status BindShadowChannel(uint32_t vchid);
+  void UnbindShadowChannel(uint32_t vchid);
+  Result<ShadowSpace*> ShadowFor(uint64_t guest_pd);
+  Status Resync(SpaceEntry& entry);
+
+  // BAR1/BAR3.
+  bool InUserArea(gpu::Bar bar, uint64_t offset) const;
+  uint64_t UserAccess(uint64_t offset, uint32_t size, bool write, uint64_t value);
+  BarPage TranslateBar(gpu::Bar bar, uint64_t page);
+  void ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, uint32_t size, bool write);
+
+  // FvChannelOwner.
+  void OnVmFault(uint32_t physical_channel, const std::array<uint32_t, 4>& record) override;
+  void OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) override;
+  void OnGraphTrap(uint32_t physical_channel) override;
+  int VirtualChannelOf(uint32_t physical_channel) const;
+  void Log(const std::string& line);
+
+  FvHost* const host_;
+  const VmBars bars_;
+  const FvVmOptions options_;
+  const FvHost::Partition partition_;
+  std::span<uint8_t> ram_;
+  bool ram_attached_ = false;
+  bool detached_ = false;
+  FvCounters counters_;
+
+  // Virtual registers.
+  uint32_t pmc_enable_ = 0, pmc_intr_en_ = 0, pmc_intr_mask_ = 0;
+  uint32_t pramin_base_ = 0;
+  uint32_t bar_inst_[2] = {0, 0};  // BAR1, BAR3
+  uint32_t pfifo_intr_edges_ = 0, pfifo_intr_en_ = 0, pfifo_ctrl_ = 0;
+  uint32_t poll_area_ = 0, playlist_wr_ = 0, runlist_intr_ = 0, engine_intr_enable_ = 0;
+  uint32_t chan_table_error_ = 0;
+  uint32_t vm_fault_source_ = 0;
+  std::array<std::array<uint32_t, 4>, gf100::pfifo::kVmFaultUnits> vm_fault_{};
+  struct Subfifo {
+    uint32_t intr = 0, intr_en = 0xffffffff, channel = 0;
+  };
+  std::array<Subfifo, gf100::pfifo::kSubfifos> subfifo_{};
+  uint32_t graph_intr_ = 0, graph_intr_en_ = 0, graph_trap_channel_ = 0;
+  uint32_t vm_cfg_ = 0, tlb_page_ = 0, tlb_vspace_ = 0;
+
+  std::vector<VirtualChannel> channels_;
+  std::map<uint64_t, SpaceEntry> spaces_;            // by guest page directory address
+  std::unordered_map<uint64_t, BarPage> bar_cache_;  // (bar << 40 | page) -> translation
+};
+
+}  // namespace gpuvm::aggregator
+
+#endif  // GPUVM_AGGREGATOR_FV_GPU_H_

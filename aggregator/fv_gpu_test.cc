@@ -1,0 +1,437 @@
+// Full virtualization inside one process: PTE validation and relocation, the reserved-VRAM
+// allocator, shadow page tables on the software GPU, and the unmodified guest driver running in two
+// and four fv VMs at once through FullVirtGpu (a Bus that calls the virtual GPU directly, with
+// guest RAM in a memfd as a local VM has it) — results correct, VMs unable to see each other, and
+// hostile register/page-table writes contained.
+#include "aggregator/fv_gpu.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "aggregator/fv_host.h"
+#include "aggregator/guest_ram.h"
+#include "aggregator/reserved_vram.h"
+#include "aggregator/shadow_page_table.h"
+#include "aggregator/sim_gpu.h"
+#include "gpu/hw/pbus.h"
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/pmc.h"
+#include "gpu/hw/vm.h"
+#include "guest-pv-driver/bus.h"
+#include "guest-pv-driver/driver.h"
+#include "hypervisor/local/os.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+namespace vm = gf100::vm;
+namespace pf = gf100::pfifo;
+constexpr uint64_t kMiB = 1ull << 20;
+
+// ---- PTE validation and relocation ----------------------------------------------------------
+
+const VmMemoryLayout kLayout{.vram_base = 64 * kMiB,
+                             .vram_bytes = 32 * kMiB,
+                             .sysram_base = 1ull << 36,
+                             .ram_bytes = 16 * kMiB};
+
+TEST(FvPteTest, AbsentStaysAbsent) {
+  EXPECT_EQ(RelocatePte(0, 4096, kLayout).verdict, PteVerdict::kEmpty);
+  // Garbage in an absent entry is dropped, not copied.
+  const RelocatedPte r = RelocatePte(~vm::pte::kPresent, 4096, kLayout);
+  EXPECT_EQ(r.verdict, PteVerdict::kEmpty);
+  EXPECT_EQ(r.value, 0u);
+}
+
+TEST(FvPteTest, VramInsideTheSliceIsRelocated) {
+  const uint64_t guest = vm::pte::Make(0x123000, {.read_only = true});
+  const RelocatedPte r = RelocatePte(guest, 4096, kLayout);
+  ASSERT_EQ(r.verdict, PteVerdict::kMapped);
+  EXPECT_EQ(vm::pte::Address(r.value), 64 * kMiB + 0x123000);
+  EXPECT_EQ(vm::pte::TargetOf(r.value), vm::Target::kVram);
+  EXPECT_TRUE(r.value & vm::pte::kReadOnly);
+  // The last page of the slice.
+  EXPECT_EQ(RelocatePte(vm::pte::Make(32 * kMiB - 4096), 4096, kLayout).verdict,
+            PteVerdict::kMapped);
+}
+
+TEST(FvPteTest, VramOutsideTheSliceIsRejected) {
+  for (uint64_t address : {32 * kMiB, 32 * kMiB + 4096, 64 * kMiB, uint64_t(0xfffffff000ull)}) {
+    const RelocatedPte r = RelocatePte(vm::pte::Make(address), 4096, kLayout);
+    EXPECT_EQ(r.verdict, PteVerdict::kRejected) << std::hex << address;
+    EXPECT_EQ(r.value, 0u);
+    EXPECT_NE(r.reason, nullptr);
+  }
+  // A large page that starts inside but ends outside.
+  VmMemoryLayout odd = kLayout;
+  odd.vram_bytes = 32 * kMiB + 64 * 1024;
+  EXPECT_EQ(RelocatePte(vm::pte::Make(32 * kMiB), 128 * 1024, odd).verdict, PteVerdict::kRejected);
+}
+
+TEST(FvPteTest, SysramInsideTheRamIsRelocatedOutsideRejected) {
+  const RelocatedPte in =
+      RelocatePte(vm::pte::Make(0x5000, {.target = vm::Target::kSysramSnooped}), 4096, kLayout);
+  ASSERT_EQ(in.verdict, PteVerdict::kMapped);
+  EXPECT_EQ(vm::pte::Address(in.value), (1ull << 36) + 0x5000);
+  EXPECT_EQ(vm::pte::TargetOf(in.value), vm::Target::kSysramSnooped);
+  EXPECT_EQ(
+      RelocatePte(vm::pte::Make(16 * kMiB, {.target = vm::Target::kSysramNoSnoop}), 4096, kLayout)
+          .verdict,
+      PteVerdict::kRejected);
+  // Another VM's window is just "outside this VM's RAM".
+  EXPECT_EQ(
+      RelocatePte(vm::pte::Make(2ull << 36, {.target = vm::Target::kSysramSnooped}), 4096, kLayout)
+          .verdict,
+      PteVerdict::kRejected);
+}
+
+TEST(FvPteTest, InvalidTargetStorageKindsAndTagsAreRejected) {
+  EXPECT_EQ(RelocatePte(vm::pte::Make(0, {.target = vm::Target::kInvalid}), 4096, kLayout).verdict,
+            PteVerdict::kRejected);
+  EXPECT_EQ(RelocatePte(vm::pte::Make(0, {.storage_type = 0xfe}), 4096, kLayout).verdict,
+            PteVerdict::kRejected);
+  EXPECT_EQ(RelocatePte(vm::pte::Make(0) | (1ull << 44), 4096, kLayout).verdict,
+            PteVerdict::kRejected);
+}
+
+TEST(FvPteTest, LargePageLowBitsAreIgnored) {
+  const RelocatedPte r = RelocatePte(vm::pte::Make(0x21000), 128 * 1024, kLayout);
+  ASSERT_EQ(r.verdict, PteVerdict::kMapped);
+  EXPECT_EQ(vm::pte::Address(r.value), 64 * kMiB + 0x20000);
+}
+
+TEST(FvReservedVramTest, AllocatesFreesAndCoalesces) {
+  ReservedVram r(kMiB, 2 * kMiB);
+  Result<uint64_t> a = r.Allocate(100);
+  Result<uint64_t> b = r.Allocate(512 * 1024);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, kMiB);
+  EXPECT_EQ(*b, kMiB + 4096);
+  EXPECT_FALSE(r.Allocate(kMiB).ok());
+  r.Free(*a, 100);
+  r.Free(*b, 512 * 1024);
+  EXPECT_EQ(r.used(), 0u);
+  Result<uint64_t> whole = r.Allocate(kMiB);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(*whole, kMiB);
+}
+
+// ---- shadow page tables on the software GPU ------------------------------------------------
+
+class FvShadowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimGpuOptions o;
+    o.vram_bytes = 256 * kMiB;
+    o.threaded = false;
+    o.compute_engine = false;
+    auto gpu = SimGpu::Create(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    gpu_ = std::move(*gpu);
+    vram_ = std::make_unique<VramAccess>(gpu_.get());
+    reserved_ = std::make_unique<ReservedVram>(kMiB, 32 * kMiB);
+  }
+  void GuestWrite64(uint64_t guest_address, uint64_t value) {
+    vram_->Write64(kLayout.vram_base + guest_address, value);
+  }
+
+  std::unique_ptr<SimGpu> gpu_;
+  std::unique_ptr<VramAccess> vram_;
+  std::unique_ptr<ReservedVram> reserved_;
+};
+
+TEST_F(FvShadowTest, RescanRelocatesValidatesAndWritesOnlyChanges) {
+  const uint64_t pd = 0x100000, small = 0x200000, large = 0x300000;
+  // PDE 32 (4 GiB): a small-page table; PDE 300: a large-page table.
+  GuestWrite64(pd + 32 * 8, vm::pde::Make(vm::PdeTarget::kNone, 0, vm::PdeTarget::kVram, small));
+  GuestWrite64(pd + 300 * 8, vm::pde::Make(vm::PdeTarget::kVram, large, vm::PdeTarget::kNone, 0));
+  GuestWrite64(small + 0 * 8, vm::pte::Make(0x400000));
+  GuestWrite64(small + 1 * 8, vm::pte::Make(0x7000, {.target = vm::Target::kSysramSnooped}));
+  GuestWrite64(small + 2 * 8, vm::pte::Make(40 * kMiB));  // outside the 32 MiB slice: attack
+  GuestWrite64(large + 5 * 8, vm::pte::Make(0x800000));
+  // PDE 40 names a table outside the slice.
+  GuestWrite64(pd + 40 * 8,
+               vm::pde::Make(vm::PdeTarget::kNone, 0, vm::PdeTarget::kVram, 200 * kMiB));
+
+  std::vector<uint8_t> ram(kLayout.ram_bytes);
+  const GuestMemoryView view(vram_.get(), kLayout, ram);
+  auto space = ShadowSpace::Create(vram_.get(), reserved_.get(), pd);
+  ASSERT_TRUE(space.ok());
+  ShadowCounters c;
+  ASSERT_TRUE((*space)->Rescan(view, c).ok());
+  EXPECT_EQ(c.entries_rejected, 2u);  // the PTE and the PDE
+
+  const uint64_t spd = (*space)->physical_pd();
+  EXPECT_GE(spd, kMiB);
+  EXPECT_LT(spd, 32 * kMiB);
+  const uint64_t spde = vram_->Read64(spd + 32 * 8);
+  ASSERT_EQ(vm::pde::SmallTarget(spde), vm::PdeTarget::kVram);
+  const uint64_t spt = vm::pde::SmallTableAddress(spde);
+  EXPECT_LT(spt, 32 * kMiB);  // in the reserved area, not the guest's table
+  EXPECT_EQ(vm::pte::Address(vram_->Read64(spt)), kLayout.vram_base + 0x400000);
+  EXPECT_EQ(vm::pte::Address(vram_->Read64(spt + 8)), kLayout.sysram_base + 0x7000);
+  EXPECT_EQ(vram_->Read64(spt + 16), 0u);  // the attack is not in the shadow
+  EXPECT_EQ(vram_->Read64(spd + 40 * 8), 0u);
+  const uint64_t lpde = vram_->Read64(spd + 300 * 8);
+  ASSERT_EQ(vm::pde::LargeTarget(lpde), vm::PdeTarget::kVram);
+  EXPECT_EQ(vm::pte::Address(vram_->Read64(vm::pde::LargeTableAddress(lpde) + 5 * 8)),
+            kLayout.vram_base + 0x800000);
+
+  // Nothing changed: nothing written.
+  ShadowCounters again;
+  ASSERT_TRUE((*space)->Rescan(view, again).ok());
+  EXPECT_EQ(again.entries_written, 0u);
+  EXPECT_EQ(again.tables_unchanged, again.tables_scanned);
+  // One PTE changed: one entry written.
+  GuestWrite64(small + 3 * 8, vm::pte::Make(0x401000));
+  ShadowCounters one;
+  ASSERT_TRUE((*space)->Rescan(view, one).ok());
+  EXPECT_EQ(one.entries_written, 1u);
+  EXPECT_EQ(vm::pte::Address(vram_->Read64(spt + 24)), kLayout.vram_base + 0x401000);
+  // The table goes away: the shadow PDE too, and its reserved VRAM comes back.
+  const uint64_t used = reserved_->used();
+  GuestWrite64(pd + 32 * 8, 0);
+  ASSERT_TRUE((*space)->Rescan(view, one).ok());
+  EXPECT_EQ(vram_->Read64(spd + 32 * 8), 0u);
+  EXPECT_LT(reserved_->used(), used);
+}
+
+// ---- the guest driver in fv VMs -------------------------------------------------------------
+
+// One local VM's RAM (a sealed memfd) and a guest::Bus straight onto its FullVirtGpu. DMA maps the
+// caller's pages over guest frames, as the local VM's trapping bus does, so bus addresses are
+// guest-physical. Every call takes the aggregator lock: the virtual GPUs and the host are
+// single-threaded, as in the aggregator.
+class FvTestVm final : public guest::Bus {
+ public:
+  FvTestVm(std::mutex* aggregator_lock, PhysicalGpu* gpu) : lock_(aggregator_lock), gpu_(gpu) {}
+
+  Status Start(FvHost* host, const FvVmOptions& options, uint64_t ram_bytes) {
+    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd fd,
+                           hv::local::CreateSealedMemfd("fv-vm", ram_bytes));
+    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd dup, hv::local::DuplicateFd(fd.get()));
+    GPUVM_ASSIGN_OR_RETURN(ram_, GuestRam::FromLocalMemfd(std::move(dup), ram_bytes));
+    memfd_ = std::move(fd);
+    pci_ = gpu_->device().pci();
+    std::lock_guard lock(*lock_);
+    GPUVM_ASSIGN_OR_RETURN(
+        vgpu_,
+        FullVirtGpu::Create(host, VmBars{pci_.bar0_size, pci_.bar1_size, pci_.bar3_size}, options));
+    return vgpu_->AttachGuestRam(*ram_);
+  }
+  void Stop() {
+    std::lock_guard lock(*lock_);
+    if (vgpu_) (void)vgpu_->Detach();
+  }
+  FullVirtGpu& vgpu() { return *vgpu_; }
+  std::span<uint8_t> ram() { return ram_->bytes(); }
+
+  const gpu::PciIdentity& pci() const override { return pci_; }
+  uint64_t Read(gpu::Bar bar, uint64_t offset, gpu::Width width) override {
+    std::lock_guard lock(*lock_);
+    Result<uint64_t> v = vgpu_->Read(bar, offset, uint32_t(width), 0);
+    return v.ok() ? *v : 0;
+  }
+  void Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uint64_t value) override {
+    std::lock_guard lock(*lock_);
+    (void)vgpu_->Write(bar, offset, uint32_t(width), value, 0);
+  }
+  Status ReadBlock(gpu::Bar bar, uint64_t offset, void* dst, uint64_t length) override {
+    if (bar == gpu::Bar::k0) return Status::InvalidArgument("no blocks in BAR0");
+    std::lock_guard lock(*lock_);
+    const uint32_t size = length % 4 == 0 ? 4 : 1;
+    return vgpu_->ReadElements(bar, offset, size, {static_cast<uint8_t*>(dst), length}, 0);
+  }
+  Status WriteBlock(gpu::Bar bar, uint64_t offset, const void* src, uint64_t length) override {
+    if (bar == gpu::Bar::k0) return Status::InvalidArgument("no blocks in BAR0");
+    std::lock_guard lock(*lock_);
+    const uint32_t size = length % 4 == 0 ? 4 : 1;
+    return vgpu_->WriteElements(bar, offset, size, {static_cast<const uint8_t*>(src), length}, 0);
+  }
+  Result<std::unique_ptr<guest::DmaMapping>> MapDma(void* host, uint64_t length) override;
+  Status SetInterruptHandler(std::function<void(bool)>) override {
+    return Status::Unimplemented("the driver polls");
+  }
+
+ private:
+  class Pages;
+  std::mutex* lock_;
+  PhysicalGpu* gpu_;
+  gpu::PciIdentity pci_;
+  hv::local::UniqueFd memfd_;
+  std::unique_ptr<GuestRam> ram_;
+  std::unique_ptr<FullVirtGpu> vgpu_;
+  std::mutex frames_mu_;
+  uint64_t next_frame_ = 16;  // (our choice) the first 64 KiB stay unused
+};
+
+class FvTestVm::Pages final : public guest::DmaMapping {
+ public:
+  Pages(uint8_t* host, uint64_t length, std::vector<uint64_t> frames)
+      : host_(host), length_(length), frames_(std::move(frames)) {}
+  uint8_t* host() const override { return host_; }
+  uint64_t length() const override { return length_; }
+  uint64_t PageBusAddress(uint64_t offset) const override { return frames_[offset / 4096] * 4096; }
+
+ private:
+  uint8_t* host_;
+  uint64_t length_;
+  std::vector<uint64_t> frames_;
+};
+
+Result<std::unique_ptr<guest::DmaMapping>> FvTestVm::MapDma(void* host, uint64_t length) {
+  if (length == 0 || length % 4096 || reinterpret_cast<uintptr_t>(host) % 4096) {
+    return Status::InvalidArgument("unaligned DMA");
+  }
+  std::lock_guard lock(frames_mu_);
+  const uint64_t pages = length / 4096;
+  if ((next_frame_ + pages) * 4096 > ram_->size()) return Status::ResourceExhausted("guest RAM");
+  std::vector<uint64_t> frames(pages);
+  auto* bytes = static_cast<uint8_t*>(host);
+  // Move the bytes into guest frames, then map the frames over them (one run: consecutive frames).
+  std::memcpy(ram_->bytes().data() + next_frame_ * 4096, bytes, length);
+  if (::mmap(bytes, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memfd_.get(),
+             off_t(next_frame_ * 4096)) == MAP_FAILED) {
+    return Status::FromErrno(errno, "mmap");
+  }
+  for (uint64_t i = 0; i < pages; ++i) frames[i] = next_frame_ + i;
+  next_frame_ += pages;
+  return std::unique_ptr<guest::DmaMapping>(new Pages(bytes, length, std::move(frames)));
+}
+
+class FvGuestTest : public ::testing::TestWithParam<FvMode> {
+ protected:
+  void SetUp() override {
+    SimGpuOptions o;
+    o.vram_bytes = 512 * kMiB;
+    o.compute_engine = false;
+    auto gpu = SimGpu::Create(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    gpu_ = std::move(*gpu);
+    FvOptions fv;
+    fv.reserved_bytes = 32 * kMiB;
+    auto host = FvHost::Create(gpu_.get(), fv);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    host_ = std::move(*host);
+    host_->SetLog([this](const std::string& line) {
+      std::lock_guard lock(log_mu_);
+      log_ += line + "\n";
+    });
+  }
+  void TearDown() override {
+    for (auto& vm : vms_) vm->Stop();
+    vms_.clear();
+    host_.reset();
+  }
+  FvTestVm* AddVm(uint64_t vram, uint32_t channels = 8) {
+    auto vm = std::make_unique<FvTestVm>(&lock_, gpu_.get());
+    FvVmOptions o;
+    o.mode = GetParam();
+    o.vram_bytes = vram;
+    o.channels = channels;
+    o.vm_id = uint32_t(vms_.size() + 1);
+    o.name = "vm" + std::to_string(o.vm_id);
+    Status s = vm->Start(host_.get(), o, 64 * kMiB);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    vms_.push_back(std::move(vm));
+    return vms_.back().get();
+  }
+  std::string log() {
+    std::lock_guard lock(log_mu_);
+    return log_;
+  }
+
+  std::mutex lock_;
+  std::unique_ptr<SimGpu> gpu_;
+  std::unique_ptr<FvHost> host_;
+  std::vector<std::unique_ptr<FvTestVm>> vms_;
+  std::mutex log_mu_;
+  std::string log_;
+};
+
+// One VM's workload: allocate, copy in, memset part, copy back (BAR1 path, DMA path, staged),
+// check.
+void Workload(guest::Bus* bus, uint32_t seed, std::atomic<int>* failures, std::string* why) {
+  auto fail = [&](const std::string& what) {
+    ++*failures;
+    *why = what;
+  };
+  auto driver = guest::Driver::Create(bus);
+  if (!driver.ok()) return fail("driver: " + driver.status().ToString());
+  auto ctx = (*driver)->CreateContext();
+  if (!ctx.ok()) return fail("context: " + ctx.status().ToString());
+  for (uint64_t n : {uint64_t(1024), uint64_t(3 * kMiB)}) {
+    auto a = (*ctx)->AllocDevice(n);
+    if (!a.ok()) return fail("alloc: " + a.status().ToString());
+    std::vector<uint32_t> in(n / 4), out(n / 4);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u) ^ seed;
+    guest::Channel* ch = (*ctx)->default_channel();
+    if (Status s = ch->CopyHostToDevice(a->va, in.data(), n); !s.ok()) {
+      return fail("htod: " + s.ToString());
+    }
+    auto f = ch->Memset32Async(a->va, seed, 16);
+    if (!f.ok()) return fail("memset: " + f.status().ToString());
+    if (Status s = ch->CopyDeviceToHost(out.data(), a->va, n); !s.ok()) {
+      return fail("dtoh: " + s.ToString());
+    }
+    for (size_t i = 0; i < 16; ++i) in[i] = seed;
+    if (in != out) return fail("data mismatch at " + std::to_string(n) + " bytes");
+  }
+}
+
+TEST_P(FvGuestTest, OneVmRunsTheUnmodifiedDriver) {
+  FvTestVm* vm = AddVm(128 * kMiB);
+  std::atomic<int> failures{0};
+  std::string why;
+  Workload(vm, 7, &failures, &why);
+  EXPECT_EQ(failures, 0) << why << "\n" << log();
+  const FvCounters& k = vm->vgpu().counters();
+  EXPECT_GT(k.submissions, 0u);
+  EXPECT_GT(k.shadow.scans, 0u);
+  EXPECT_GT(k.shadow_channels_built, 0u);
+  EXPECT_EQ(k.shadow.entries_rejected, 0u) << log();
+  EXPECT_EQ(k.faults, 0u) << log();
+}
+
+TEST_P(FvGuestTest, FourVmsOfDifferentSizesAtOnce) {
+  std::vector<FvTestVm*> vms = {AddVm(64 * kMiB), AddVm(96 * kMiB), AddVm(128 * kMiB),
+                                AddVm(32 * kMiB, 4)};
+  std::atomic<int> failures{0};
+  std::vector<std::string> why(vms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < vms.size(); ++i) {
+    threads.emplace_back(Workload, vms[i], uint32_t(i + 1) * 0x1111, &failures, &why[i]);
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < vms.size(); ++i) EXPECT_TRUE(why[i].empty()) << i << ": " << why[i];
+  EXPECT_EQ(failures, 0) << log();
+  // Each VM saw exactly its size, and slices do not overlap.
+  for (size_t i = 0; i < vms.size(); ++i) {
+    const FvHost::Partition& a = vms[i]->vgpu().partition();
+    for (size_t j = i + 1; j < vms.size(); ++j) {
+      const FvHost::Partition& b = vms[j]->vgpu().partition();
+      EXPECT_TRUE(a.vram_base + a.vram_bytes <= b.vram_base ||
+                  b.vram_base + b.vram_bytes <= a.vram_base);
+      EXPECT_TRUE(a.first_channel + a.channels <= b.first_channel ||
+                  b.first_channel + b.channels <= a.first_channel);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FvGuestTest,
+                         ::testing::Values(FvMode::kNaive, FvMode::kLazy, FvMode::kOptimized),
+                         [](const auto& info) {
+                           std::string n = FvModeName(info.param);
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace gpuvm::aggregator
