@@ -40,10 +40,16 @@ inline constexpr uint32_t kUserPageSize = 0x1000;
 inline constexpr uint32_t kPlaylistWr = 0x002270;
 inline constexpr uint32_t kPlaylistAddrMask = 0x0fffffff;
 inline constexpr uint32_t kPlaylistTargetShift = 28;
-// PLAYLIST_WR_LEN: bits 0-11 entry count; writing it submits the playlist. nouveau also sets
-// 0x01f00000.
+// PLAYLIST_WR_LEN: bits 0-11 entry count; writing it submits the playlist. Bits 20-24: envytools
+// calls them UNK20 on GF100 (on GK104+ the same place is ENG, a gf100_pfifo_engine). nouveau's
+// gf100 runlist commit always writes 0x1f there (0x1f = engine NONE); the software GPU ignores it.
 inline constexpr uint32_t kPlaylistWrLen = 0x002274;
 inline constexpr uint32_t kPlaylistLenMask = 0xfff;
+inline constexpr uint32_t kPlaylistWrLenUnk20Shift = 20;
+// 0x01f00000
+inline constexpr uint32_t kPlaylistWrLenUnk20Mask = 0x1fu << kPlaylistWrLenUnk20Shift;
+// What nouveau writes in UNK20 on GF100.
+inline constexpr uint32_t kPlaylistWrLenNouveau = 0x1fu << kPlaylistWrLenUnk20Shift;
 inline constexpr uint32_t kPlaylistRd = 0x002278;
 inline constexpr uint32_t kPlaylistRdLen = 0x00227c;
 inline constexpr uint32_t kPlaylistBusy = 1u << 20;
@@ -67,8 +73,17 @@ inline constexpr uint32_t kEngineIntrSource = 0x0025a4;  // bit e: ENGINE_INTR[e
 inline constexpr uint32_t kEngineIntr = 0x0025a8;  // + 4 * engine; bit 0 NOTIFY (non-stall); W1C
 inline constexpr uint32_t kEngineIntrNotify = 1u << 0;
 inline constexpr uint32_t kEngineIntrEnable = 0x002628;
+// KICK_CHID: writing a channel id asks PFIFO to take that channel off the engines (envytools:
+// "wtf is this exactly"). nouveau's gf100 kick writes the chid, then polls until bit 20 reads clear
+// ("kick timeout" after 2 s). The software GPU keeps bit 20 set (with the chid in bits 0-6) until
+// its engine thread has left that channel's time slice; it reads clear at once when the channel
+// is not running.
 inline constexpr uint32_t kKickChid = 0x002634;
+inline constexpr uint32_t kKickChidMask = 0x7f;
+inline constexpr uint32_t kKickPending = 1u << 20;
 // ENG_STATE[e]: nouveau reads bit 31 busy and bits 0-6 the channel; envytools: bit 24 FAULTED.
+// The software GPU sets FAULTED (and freezes the channel bits and ENGINE_CHANNEL[e]) from a trap
+// of engine e until the driver acknowledges it (PGRAPH: the TRAP bit of 0x400100).
 inline constexpr uint32_t kEngState = 0x002640;
 inline constexpr uint32_t kEngStateBusy = 1u << 31;
 inline constexpr uint32_t kEngStateFaulted = 1u << 24;

@@ -54,6 +54,31 @@ const char* ChannelErrorKindName(ChannelError::Kind kind) {
   return "?";
 }
 
+MpTrapCodes MpTrapCodesFor(ComputeFault::Kind kind) {
+  using FK = ComputeFault::Kind;
+  using gf100::pgraph::MpWarpError;
+  switch (kind) {
+    case FK::kMisaligned:
+      return {MpWarpError::kMisalignedAddr, 0};
+    case FK::kInvalidCode:
+      return {MpWarpError::kIllegalInstrEncoding, 0};
+    case FK::kOutOfRange:
+      return {MpWarpError::kOorAddr, 0};
+    case FK::kInvalidLaunch:  // (our choice) Fermi has no SKED error register; an illegal parameter
+      return {MpWarpError::kIllegalInstrParam, 0};
+    case FK::kTrap:  // (our choice) the trap instruction is a breakpoint interrupt
+      return {MpWarpError::kNone, gf100::pgraph::kMpGlobalBptInt};
+    case FK::kAssert:  // (our choice) hardware traps the same way; we tell assert apart
+      return {MpWarpError::kNone, gf100::pgraph::kMpGlobalBptPause};
+    case FK::kBarrierDeadlock:  // (our choice) hardware would hang until its watchdog fires
+      return {MpWarpError::kNone, gf100::pgraph::kMpGlobalTimeout};
+    case FK::kNone:
+    case FK::kMmu:  // reported through VM_FAULT, not here
+      break;
+  }
+  return {};
+}
+
 uint8_t* Channel::JobMemory::Translate(uint64_t va, uint32_t len, bool write, MemoryFault* fault) {
   return vm_->mmu->Translate(vm_->space, vm_->limit, va, len, write, kComputeSource.privileged,
                              fault);
@@ -262,7 +287,8 @@ Channel::Outcome Channel::RunCompute() {
     Fault(kComputeSource, fault.mmu);
     if (!fault.message.empty()) error_.message += ": " + fault.message;
   } else {
-    env_->RaiseGraphTrap();
+    const MpTrapCodes codes = MpTrapCodesFor(fault.kind);
+    env_->RaiseGraphTrap(chid_, inst_address_, uint32_t(codes.warp_error), codes.global_error);
     Fail(Kind::kComputeFault,
          "compute job faulted: " +
              (fault.message.empty() ? std::string("no reason given") : fault.message));

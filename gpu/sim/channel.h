@@ -19,6 +19,7 @@
 
 #include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pfifo.h"
+#include "gpu/hw/pgraph.h"
 #include "gpu/sim/channel_types.h"
 #include "gpu/sim/compute_class.h"
 #include "gpu/sim/compute_engine.h"
@@ -26,6 +27,14 @@
 #include "gpu/sim/pushbuf.h"
 
 namespace gpuvm::sim {
+
+// How a compute fault other than an MMU fault is reported in PGRAPH's trap chain: the MP's warp
+// error and global error bits (gf100::pgraph; the table is in docs/SOFTWARE-GPU.md).
+struct MpTrapCodes {
+  gf100::pgraph::MpWarpError warp_error = gf100::pgraph::MpWarpError::kNone;
+  uint32_t global_error = 0;
+};
+MpTrapCodes MpTrapCodesFor(ComputeFault::Kind kind);
 
 // What a channel needs from the rest of the device.
 class ChannelEnvironment {
@@ -40,8 +49,11 @@ class ChannelEnvironment {
   virtual void RecordFault(const FaultSource& source, uint64_t inst_address,
                            const MemoryFault& fault) = 0;
   virtual void RaiseNonStall(gf100::pfifo::Engine engine) = 0;
-  // A compute job failed without an MMU fault: PGRAPH's TRAP interrupt.
-  virtual void RaiseGraphTrap() = 0;
+  // A compute job of channel `chid` (instance block at `inst_address`) failed without an MMU
+  // fault: PGRAPH's TRAP interrupt, with the MP's warp error (gf100::pgraph::MpWarpError) and
+  // global error bits saying why.
+  virtual void RaiseGraphTrap(uint32_t chid, uint64_t inst_address, uint32_t warp_error,
+                              uint32_t global_error) = 0;
   // The channel starts (busy) or stops running on `engine`.
   virtual void EngineActive(gf100::pfifo::Engine engine, uint32_t chid, uint64_t inst_address,
                             bool busy) = 0;

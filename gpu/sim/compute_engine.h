@@ -1,12 +1,14 @@
-// The seam between the software GPU's compute class (0x90c0, whose methods PFIFO/PGRAPH decode in gpu/sim)
-// and the engine that executes kernels (gpu/sim/compute). The device gathers the launch state from methods;
-// at LAUNCH it asks the engine for a job and runs that job slice by slice on its own engine thread, so it can
-// switch channels between slices (time slicing now, preemption and fair scheduling later).
+// The seam between the software GPU's compute class (0x90c0, whose methods PFIFO/PGRAPH decode in
+// gpu/sim) and the engine that executes kernels (gpu/sim/compute). The device gathers the launch
+// state from methods; at LAUNCH it asks the engine for a job and runs that job slice by slice on
+// its own engine thread, so it can switch channels between slices (time slicing now, preemption and
+// fair scheduling later).
 //
-// Threading: ComputeEngine::Start and FlushCodeCache are called from the device's engine thread only.
-// ComputeJob::RunSlice is called from that same thread; inside it the engine may spread thread blocks over its
-// own worker threads, but RunSlice returns only when all of them have stopped touching memory. ChannelMemory
-// is called concurrently by those workers and must be thread-safe.
+// Threading: ComputeEngine::Start and FlushCodeCache are called from the device's engine thread
+// only. ComputeJob::RunSlice is called from that same thread; inside it the engine may spread
+// thread blocks over its own worker threads, but RunSlice returns only when all of them have
+// stopped touching memory. ChannelMemory is called concurrently by those workers and must be
+// thread-safe.
 #ifndef GPUVM_GPU_SIM_COMPUTE_ENGINE_H_
 #define GPUVM_GPU_SIM_COMPUTE_ENGINE_H_
 
@@ -26,22 +28,22 @@ struct MemoryFault {
   gf100::FaultReason reason = gf100::FaultReason::kPageNotPresent;
 };
 
-// One channel's GPU virtual address space, as the MMU translates it (page tables, TLB, VRAM/SYSRAM targets,
-// read-only pages). Implemented by the device; engines reach memory only through it.
+// One channel's GPU virtual address space, as the MMU translates it (page tables, TLB, VRAM/SYSRAM
+// targets, read-only pages). Implemented by the device; engines reach memory only through it.
 class ChannelMemory {
  public:
   static constexpr uint64_t kPageSize = 4096;
 
   virtual ~ChannelMemory() = default;
 
-  // Host pointer to the bytes [va, va + len), which must not cross a 4 KiB page boundary, for reading
-  // (write == false) or for reading and writing (write == true). Returns nullptr and fills *fault when the
-  // page is unmapped, read-only for a write, or the request is malformed. The pointer stays valid until the
-  // job that asked for it ends. Thread-safe.
+  // Host pointer to the bytes [va, va + len), which must not cross a 4 KiB page boundary, for
+  // reading (write == false) or for reading and writing (write == true). Returns nullptr and fills
+  // *fault when the page is unmapped, read-only for a write, or the request is malformed. The
+  // pointer stays valid until the job that asked for it ends. Thread-safe.
   virtual uint8_t* Translate(uint64_t va, uint32_t len, bool write, MemoryFault* fault) = 0;
 
-  // Identifies the address space (e.g. the page directory's address) so caches keyed by virtual address
-  // (decoded code) do not mix address spaces. Two live spaces never share an id.
+  // Identifies the address space (e.g. the page directory's address) so caches keyed by virtual
+  // address (decoded code) do not mix address spaces. Two live spaces never share an id.
   virtual uint64_t AddressSpaceId() const = 0;
 };
 
@@ -58,50 +60,54 @@ struct ComputeLaunch {
   uint32_t channel = 0;  // the launching channel, for error reports
   uint32_t grid_x = 1, grid_y = 1, grid_z = 1;
   uint32_t block_x = 1, block_y = 1, block_z = 1;
-  uint32_t shared_size = 0;    // SHARED_SIZE: bytes of shared memory per block
-  uint64_t code_address = 0;   // CODE_ADDRESS: base of the code region in the channel's VM
-  uint32_t entry_offset = 0;   // CP_START_ID: the kernel's entry, as an offset from code_address
+  uint32_t shared_size = 0;   // SHARED_SIZE: bytes of shared memory per block
+  uint64_t code_address = 0;  // CODE_ADDRESS: base of the code region in the channel's VM
+  uint32_t entry_offset = 0;  // CP_START_ID: the kernel's entry, as an offset from code_address
   std::array<ConstBuffer, kConstBuffers> const_buffers{};  // CB_BIND state at launch
-  uint64_t temp_address = 0;   // TEMP_ADDRESS: backing for per-thread local memory
-  uint64_t temp_size = 0;      // TEMP_SIZE
-  uint32_t local_base = 0;     // LOCAL_BASE: window of the generic address space that maps local memory
-  uint32_t shared_base = 0;    // SHARED_BASE: window of the generic address space that maps shared memory
+  uint64_t temp_address = 0;  // TEMP_ADDRESS: backing for per-thread local memory
+  uint64_t temp_size = 0;     // TEMP_SIZE
+  uint32_t local_base =
+      0;  // LOCAL_BASE: window of the generic address space that maps local memory
+  uint32_t shared_base =
+      0;  // SHARED_BASE: window of the generic address space that maps shared memory
 };
 
 // Why a job stopped for good without finishing.
 struct ComputeFault {
   enum class Kind : uint8_t {
     kNone,
-    kMmu,                 // a translation failed: see `mmu`
-    kMisaligned,          // an access not aligned to its size
-    kInvalidCode,         // the code at the entry point does not decode/validate
-    kOutOfRange,          // shared/local/constant access past its window or size
-    kInvalidLaunch,       // launch parameters out of range (e.g. zero or oversized dimensions)
-    kTrap,                // the kernel executed a trap instruction
+    kMmu,              // a translation failed: see `mmu`
+    kMisaligned,       // an access not aligned to its size
+    kInvalidCode,      // the code at the entry point does not decode/validate
+    kOutOfRange,       // shared/local/constant access past its window or size
+    kInvalidLaunch,    // launch parameters out of range (e.g. zero or oversized dimensions)
+    kTrap,             // the kernel executed a trap instruction
+    kAssert,           // a device-side assert failed (PTX: a call to __assertfail)
+    kBarrierDeadlock,  // every live thread of a block waits at a barrier that cannot complete
   };
   Kind kind = Kind::kNone;
-  MemoryFault mmu;        // valid when kind == kMmu
-  std::string message;    // one sentence for logs and the channel's error record
+  MemoryFault mmu;      // valid when kind == kMmu
+  std::string message;  // one sentence for logs and the channel's error record
 };
 
 enum class SliceOutcome : uint8_t { kMore, kDone, kFaulted };
 
-// One launch in progress. Work runs in bounded slices (a slice ends after a bounded amount of work, on the
-// order of a millisecond); between slices the device may run other channels. A job that returned kFaulted or
-// kDone must not be sliced again.
+// One launch in progress. Work runs in bounded slices (a slice ends after a bounded amount of work,
+// on the order of a millisecond); between slices the device may run other channels. A job that
+// returned kFaulted or kDone must not be sliced again.
 class ComputeJob {
  public:
   virtual ~ComputeJob() = default;
   virtual SliceOutcome RunSlice() = 0;
-  virtual const ComputeFault& fault() const = 0;        // valid after kFaulted
-  virtual uint64_t thread_instructions() const = 0;    // executed so far, summed over threads
+  virtual const ComputeFault& fault() const = 0;     // valid after kFaulted
+  virtual uint64_t thread_instructions() const = 0;  // executed so far, summed over threads
 };
 
 class ComputeEngine {
  public:
   virtual ~ComputeEngine() = default;
-  // Never fails by itself: a bad launch or bad code comes back as a job whose first slice faults, so every
-  // failure takes the same path to the channel's error record. `memory` outlives the job.
+  // Never fails by itself: a bad launch or bad code comes back as a job whose first slice faults,
+  // so every failure takes the same path to the channel's error record. `memory` outlives the job.
   virtual std::unique_ptr<ComputeJob> Start(const ComputeLaunch& launch, ChannelMemory* memory) = 0;
   // FLUSH (0x1698) bit 0: the driver changed code in memory; forget decoded code.
   virtual void FlushCodeCache() = 0;

@@ -2,7 +2,12 @@
 // the injected ComputeEngine, jobs run slice by slice, and their faults become channel errors.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gpu/hw/classes.h"
@@ -31,6 +36,11 @@ class FakeEngine final : public ComputeEngine {
     int slices = 3;
     uint64_t target = 0;  // 0: write into constant buffer 0 at offset 0x40
     bool fail_other = false;
+    // With fail_other: the kind of fault, and the only channel that fails (-1: every channel).
+    ComputeFault::Kind fail_kind = ComputeFault::Kind::kInvalidCode;
+    int fail_channel = -1;
+    // Called at the start of every slice (on the device's engine thread).
+    std::function<void()> on_slice;
   };
   Behaviour behaviour;
   std::vector<ComputeLaunch> launches;
@@ -43,10 +53,13 @@ class FakeEngine final : public ComputeEngine {
     Job(FakeEngine* engine, const ComputeLaunch& launch, ChannelMemory* memory)
         : engine_(engine), launch_(launch), memory_(memory) {}
     SliceOutcome RunSlice() override {
+      if (engine_->behaviour.on_slice) engine_->behaviour.on_slice();
       ++engine_->slices_run;
       if (++slices_ < engine_->behaviour.slices) return SliceOutcome::kMore;
-      if (engine_->behaviour.fail_other) {
-        fault_.kind = ComputeFault::Kind::kInvalidCode;
+      if (engine_->behaviour.fail_other &&
+          (engine_->behaviour.fail_channel < 0 ||
+           launch_.channel == uint32_t(engine_->behaviour.fail_channel))) {
+        fault_.kind = engine_->behaviour.fail_kind;
         fault_.message = "bad opcode at 0x10";
         return SliceOutcome::kFaulted;
       }
@@ -87,11 +100,11 @@ class FakeEngine final : public ComputeEngine {
 
 class SimComputeLaunchTest : public ::testing::Test {
  protected:
-  void Create(std::shared_ptr<FakeEngine> engine) {
+  void Create(std::shared_ptr<FakeEngine> engine, bool threaded = false) {
     engine_ = engine;
     SimDeviceOptions options;
     options.vram_size = kVramSize;
-    options.threaded = false;
+    options.threaded = threaded;
     options.compute_engine = engine;
     auto device = SimDevice::Create(options);
     ASSERT_TRUE(device.ok());
@@ -105,25 +118,26 @@ class SimComputeLaunchTest : public ::testing::Test {
     ch_->Inc(kSubc, gf100::host::kSetObject, {gf100::kClassCompute});
   }
 
-  void ProgramLaunch() {
-    ch_->Inc(kSubc, cp::kGridDimYX, {(3u << 16) | 2});
-    ch_->Inc(kSubc, cp::kGridDimZ, {4});
-    ch_->Inc(kSubc, cp::kBlockDimYX, {(2u << 16) | 32});
-    ch_->Inc(kSubc, cp::kBlockDimZ, {1});
-    ch_->Inc(kSubc, cp::kSharedSize, {1024});
-    ch_->Inc(kSubc, cp::kSharedBase, {0xfe000000});
-    ch_->Inc(kSubc, cp::kLocalBase, {0xff000000});
-    ch_->Inc(kSubc, cp::kCodeAddressHigh, {0x1, 0x20000000});
-    ch_->Inc(kSubc, cp::kCpStartId, {0x40});
-    ch_->Inc(kSubc, cp::kTempAddressHigh, {0x0, 0x30000000, 0x0, 0x100000});
+  void ProgramLaunch(Channel* ch = nullptr) {
+    if (ch == nullptr) ch = ch_;
+    ch->Inc(kSubc, cp::kGridDimYX, {(3u << 16) | 2});
+    ch->Inc(kSubc, cp::kGridDimZ, {4});
+    ch->Inc(kSubc, cp::kBlockDimYX, {(2u << 16) | 32});
+    ch->Inc(kSubc, cp::kBlockDimZ, {1});
+    ch->Inc(kSubc, cp::kSharedSize, {1024});
+    ch->Inc(kSubc, cp::kSharedBase, {0xfe000000});
+    ch->Inc(kSubc, cp::kLocalBase, {0xff000000});
+    ch->Inc(kSubc, cp::kCodeAddressHigh, {0x1, 0x20000000});
+    ch->Inc(kSubc, cp::kCpStartId, {0x40});
+    ch->Inc(kSubc, cp::kTempAddressHigh, {0x0, 0x30000000, 0x0, 0x100000});
     // Constant buffer 0: 256 bytes at cb_va_, two parameter words uploaded at offset 8.
-    ch_->Inc(kSubc, cp::kCbSize, {256, uint32_t(cb_va_ >> 32), uint32_t(cb_va_), 8});
-    ch_->Inc(kSubc, cp::kCbData, {0x11111111, 0x22222222});
-    ch_->Inc(kSubc, cp::kCbBind, {(0u << cp::kCbBindIndexShift) | cp::kCbBindValid});
-    ch_->Inc(kSubc, cp::kFlush, {cp::kFlushCode});
-    ch_->Inc(kSubc, cp::kLaunch, {0});
-    ch_->Inc(kSubc, cp::kQueryAddressHigh,
-             {uint32_t(query_va_ >> 32), uint32_t(query_va_), 0x5151, cp::kQueryGetShort});
+    ch->Inc(kSubc, cp::kCbSize, {256, uint32_t(cb_va_ >> 32), uint32_t(cb_va_), 8});
+    ch->Inc(kSubc, cp::kCbData, {0x11111111, 0x22222222});
+    ch->Inc(kSubc, cp::kCbBind, {(0u << cp::kCbBindIndexShift) | cp::kCbBindValid});
+    ch->Inc(kSubc, cp::kFlush, {cp::kFlushCode});
+    ch->Inc(kSubc, cp::kLaunch, {0});
+    ch->Inc(kSubc, cp::kQueryAddressHigh,
+            {uint32_t(query_va_ >> 32), uint32_t(query_va_), 0x5151, cp::kQueryGetShort});
   }
 
   std::shared_ptr<FakeEngine> engine_;
@@ -249,6 +263,163 @@ TEST_F(SimComputeLaunchTest, OtherJobFaultsRaisePgraphTrap) {
   EXPECT_TRUE(device_->interrupt_asserted());
   device_->WriteReg(gf100::pgraph::kIntr, gf100::pgraph::kIntrTrap);
   EXPECT_FALSE(device_->interrupt_asserted());
+}
+
+// The driver learns why a job failed from the MP's error registers, found the way nouveau walks
+// them: 0x400108 (GPC) -> 0x400118 (GPC 0) -> 0x502c90 (TPC 0) -> 0x504508 (MP) -> 0x504648/650.
+TEST_F(SimComputeLaunchTest, TrapReasonIsInTheMpErrorRegisters) {
+  namespace pg = gf100::pgraph;
+  struct Case {
+    ComputeFault::Kind kind;
+    pg::MpWarpError warp;
+    uint32_t global;
+  };
+  const Case cases[] = {
+      {ComputeFault::Kind::kMisaligned, pg::MpWarpError::kMisalignedAddr, 0},
+      {ComputeFault::Kind::kInvalidCode, pg::MpWarpError::kIllegalInstrEncoding, 0},
+      {ComputeFault::Kind::kOutOfRange, pg::MpWarpError::kOorAddr, 0},
+      {ComputeFault::Kind::kInvalidLaunch, pg::MpWarpError::kIllegalInstrParam, 0},
+      {ComputeFault::Kind::kTrap, pg::MpWarpError::kNone, pg::kMpGlobalBptInt},
+      {ComputeFault::Kind::kAssert, pg::MpWarpError::kNone, pg::kMpGlobalBptPause},
+      {ComputeFault::Kind::kBarrierDeadlock, pg::MpWarpError::kNone, pg::kMpGlobalTimeout},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(int(c.kind));
+    auto engine = std::make_shared<FakeEngine>();
+    engine->behaviour.fail_other = true;
+    engine->behaviour.fail_kind = c.kind;
+    Create(engine);
+    driver_->EnableInterrupts();
+    ProgramLaunch();
+    ch_->Submit();
+    device_->RunUntilIdle();
+    ASSERT_EQ(device_->channel_error(4).kind, ChannelError::Kind::kComputeFault);
+    ASSERT_TRUE(device_->ReadReg(pg::kIntr) & pg::kIntrTrap);
+    EXPECT_EQ(device_->ReadReg(pg::kTrap), pg::kTrapGpc);
+    EXPECT_EQ(device_->ReadReg(pg::kTrapGpcMask), 1u);
+    EXPECT_EQ(device_->ReadReg(pg::kGpc0TrapStatus), pg::kGpcTrapTpc0);
+    EXPECT_EQ(device_->ReadReg(pg::kTpc0TrapStatus), pg::kTpcTrapMp);
+    EXPECT_EQ(device_->ReadReg(pg::kTpc0MpWarpError), uint32_t(c.warp));
+    EXPECT_EQ(device_->ReadReg(pg::kTpc0MpGlobalError), c.global);
+    EXPECT_EQ(device_->ReadReg(pg::kCurrentContext), uint32_t(ch_->instance() >> 12));
+    // nouveau's acknowledgement, innermost first.
+    device_->WriteReg(pg::kTpc0MpWarpError, 0);
+    device_->WriteReg(pg::kTpc0MpGlobalError, c.global);
+    device_->WriteReg(pg::kGpc0TrapStatus, pg::kGpcTrapTpc0);
+    device_->WriteReg(pg::kTrapGpcMask, 1);
+    device_->WriteReg(pg::kTrap, pg::kTrapGpc);
+    device_->WriteReg(pg::kIntr, pg::kIntrTrap);
+    EXPECT_EQ(device_->ReadReg(pg::kTpc0TrapStatus), 0u);
+    EXPECT_EQ(device_->ReadReg(pg::kTrap), 0u);
+    EXPECT_EQ(device_->ReadReg(pg::kTrapGpcMask), 0u);
+    EXPECT_EQ(device_->ReadReg(pg::kGpc0TrapStatus), 0u);
+    EXPECT_FALSE(device_->interrupt_asserted());
+  }
+}
+
+// D1: while a trap is unacknowledged, PGRAPH's ENGINE_CHANNEL / ENG_STATE / context registers
+// name the channel that trapped, though other channels keep running compute on PGRAPH; a second
+// trap waits for the first to be acknowledged.
+TEST_F(SimComputeLaunchTest, TrapLatchesPgraphChannelUntilAcknowledged) {
+  namespace pg = gf100::pgraph;
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.fail_other = true;
+  engine->behaviour.fail_channel = 4;
+  Create(engine);
+  driver_->EnableInterrupts();
+  Channel* other = driver_->CreateChannel(5, vm_);
+  other->Inc(kSubc, gf100::host::kSetObject, {gf100::kClassCompute});
+  ProgramLaunch();
+  ProgramLaunch(other);
+  ProgramLaunch(other);  // keeps PGRAPH busy with channel 5 well after channel 4 trapped
+  ch_->Submit();
+  other->Submit();
+  device_->RunUntilIdle();
+  ASSERT_EQ(device_->channel_error(4).kind, ChannelError::Kind::kComputeFault);
+  ASSERT_TRUE(device_->channel_error(5).ok()) << device_->channel_error(5).message;
+  EXPECT_EQ(engine_->launches.size(), 3u);
+  const uint32_t pgraph = 4 * uint32_t(pf::Engine::kPgraph);
+  EXPECT_EQ(device_->ReadReg(pf::kEngineChannel + pgraph),
+            pf::kEngineChannelValid | uint32_t(ch_->instance() >> 12));
+  EXPECT_EQ(device_->ReadReg(pf::kEngState + pgraph), pf::kEngStateFaulted | 4u);
+  EXPECT_EQ(device_->ReadReg(pg::kCurrentContext), uint32_t(ch_->instance() >> 12));
+  device_->WriteReg(pg::kIntr, pg::kIntrTrap);
+  EXPECT_FALSE(device_->interrupt_asserted());
+  EXPECT_FALSE(device_->ReadReg(pf::kEngState + pgraph) & pf::kEngStateFaulted);
+
+  // Both channels trap now: the second report waits for the first acknowledgement.
+  engine_->behaviour.fail_channel = -1;
+  device_->WriteReg(pf::kChanTable + 4 * pf::kChanTableStride,
+                    device_->ReadReg(pf::kChanTable + 4 * pf::kChanTableStride));  // revive 4
+  ch_->Inc(kSubc, gf100::host::kSetObject, {gf100::kClassCompute});  // it starts afresh
+  ProgramLaunch();
+  ProgramLaunch(other);
+  ch_->Submit();
+  other->Submit();
+  device_->RunUntilIdle();
+  ASSERT_EQ(device_->channel_error(4).kind, ChannelError::Kind::kComputeFault);
+  ASSERT_EQ(device_->channel_error(5).kind, ChannelError::Kind::kComputeFault);
+  std::vector<uint32_t> blamed;
+  for (int i = 0; i < 3 && (device_->ReadReg(pg::kIntr) & pg::kIntrTrap); ++i) {
+    blamed.push_back(device_->ReadReg(pf::kEngState + pgraph) & 0x7f);
+    const Channel* blamed_channel = blamed.back() == 4 ? ch_ : other;
+    EXPECT_EQ(device_->ReadReg(pf::kEngineChannel + pgraph) & pf::kChanInstMask,
+              uint32_t(blamed_channel->instance() >> 12));
+    device_->WriteReg(pg::kIntr, pg::kIntrTrap);
+  }
+  EXPECT_EQ(blamed, (std::vector<uint32_t>{4, 5}));
+  EXPECT_FALSE(device_->interrupt_asserted());
+}
+
+// D2: nouveau's kick (write the chid to 0x2634, poll until bit 20 clears) must not return while
+// the engine thread is still inside that channel's time slice.
+TEST_F(SimComputeLaunchTest, KickPendsUntilTheEngineLeavesTheChannel) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 2;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_slice = false, release = false;
+  engine->behaviour.on_slice = [&] {
+    std::unique_lock lock(mu);
+    in_slice = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  };
+  // Whatever happens below, let the engine thread go before the device is destroyed.
+  auto let_go = [&] {
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+  };
+  struct Finally {
+    std::function<void()> fn;
+    ~Finally() { fn(); }
+  } finally{let_go};
+  Create(engine, /*threaded=*/true);
+  ProgramLaunch();
+  ch_->Submit();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return in_slice; }));
+  }
+  // Another channel is not running: its kick is over at once.
+  device_->WriteReg(pf::kKickChid, 9);
+  EXPECT_EQ(device_->ReadReg(pf::kKickChid) & pf::kKickPending, 0u);
+  // Channel 4 is inside its slice: pending until the slice ends.
+  device_->WriteReg(pf::kKickChid, 4);
+  EXPECT_EQ(device_->ReadReg(pf::kKickChid), pf::kKickPending | 4u);
+  EXPECT_EQ(device_->ReadReg(pf::kKickChid), pf::kKickPending | 4u);
+  let_go();
+  bool cleared = false;
+  for (int i = 0; i < 10000 && !cleared; ++i) {
+    cleared = (device_->ReadReg(pf::kKickChid) & pf::kKickPending) == 0;
+    if (!cleared) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(cleared);
+  ASSERT_TRUE(device_->WaitIdle(std::chrono::seconds(10)));
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
 }
 
 }  // namespace

@@ -612,6 +612,47 @@ TEST_F(SimDeviceTest, MalformedHeaderKillsOnlyItsChannel) {
   EXPECT_EQ(driver_->Read32(sem_phys + 12), 3u);
 }
 
+// D1: PSUBFIFO's CH and CACHE registers keep naming the failed channel until the driver clears
+// INTR, though other channels run on; a second error waits for the first acknowledgement.
+TEST_F(SimDeviceTest, SubfifoErrorRegistersLatchUntilAcknowledged) {
+  CreateDevice(nullptr, false, std::chrono::nanoseconds(1));  // one unit of work per turn
+  Vm* vm = driver_->CreateVm();
+  uint64_t big_phys, sem_phys;
+  const uint64_t big = vm->AllocMapped(16 << 20, &big_phys);
+  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
+  vm->Flush();
+  driver_->EnableInterrupts();
+  Channel* busy = driver_->CreateChannel(0, vm);
+  Channel* bad = driver_->CreateChannel(1, vm);
+  Channel* worse = driver_->CreateChannel(2, vm);
+  Bind(busy, kCopySubc, gf100::kClassCopy);
+  PcopyLinear(busy, big, big + (8 << 20), 8 << 20);  // 8 turns of 1 MiB
+  Release(busy, sem, 1);
+  busy->Submit();
+  bad->Raw(uint32_t(gf100::gpfifo::SecOp::kReserved6) << gf100::gpfifo::kSecOpShift);
+  bad->Submit();
+  Bind(worse, 3, 0x1234);  // unknown class: ILLEGAL_MTHD at method 0
+  worse->Submit();
+  device_->RunUntilIdle();
+  EXPECT_EQ(driver_->Read32(sem_phys), 1u);  // the busy channel ran on after both errors
+  ASSERT_EQ(device_->channel_error(1).kind, ChannelError::Kind::kIllegalCommand);
+  ASSERT_EQ(device_->channel_error(2).kind, ChannelError::Kind::kIllegalMethod);
+
+  const uint32_t sf = pf::kSubfifo;
+  EXPECT_EQ(Reg(sf + pf::kSubfifoIntr), pf::kSubfifoIntrIllegalCmd);
+  EXPECT_EQ(Reg(sf + pf::kSubfifoChannel) & 0x7f, 1u);
+  device_->WriteReg(sf + pf::kSubfifoIntr, Reg(sf + pf::kSubfifoIntr));
+  // The second report takes its place.
+  EXPECT_TRUE(device_->interrupt_asserted());
+  EXPECT_EQ(Reg(sf + pf::kSubfifoIntr), pf::kSubfifoIntrIllegalMthd);
+  EXPECT_EQ(Reg(sf + pf::kSubfifoChannel) & 0x7f, 2u);
+  EXPECT_EQ(Reg(sf + pf::kSubfifoCacheAddr), (3u << 16) | host::kSetObject);
+  EXPECT_EQ(Reg(sf + pf::kSubfifoCacheData), 0x1234u);
+  device_->WriteReg(sf + pf::kSubfifoIntr, Reg(sf + pf::kSubfifoIntr));
+  EXPECT_EQ(Reg(sf + pf::kSubfifoIntr), 0u);
+  EXPECT_FALSE(device_->interrupt_asserted());
+}
+
 TEST_F(SimDeviceTest, IbEntryOutsideTheVmFaults) {
   CreateDevice();
   Vm* vm = driver_->CreateVm(0x3fffffff);  // 1 GiB address space

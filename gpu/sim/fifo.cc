@@ -195,7 +195,7 @@ bool Pfifo::Read(uint32_t offset, uint32_t* value) {
       *value = engine_intr_enable_;
       return true;
     case pf::kKickChid:
-      *value = 0;
+      *value = kick_chid_ | (kick_pending_ ? pf::kKickPending : 0);
       return true;
     case pf::kRunlistIntr:
       *value = runlist_intr_;
@@ -218,6 +218,11 @@ bool Pfifo::Write(uint32_t offset, uint32_t value) {
     switch ((offset - pf::kSubfifo) % pf::kSubfifoStride) {
       case pf::kSubfifoIntr:
         s.intr &= ~value;
+        if (&s == &subfifo_[0] && s.intr == 0 && !queued_subfifo_errors_.empty()) {
+          const SubfifoError next = queued_subfifo_errors_.front();
+          queued_subfifo_errors_.pop_front();
+          PresentSubfifoError(next);
+        }
         NotifyInterrupts();
         return true;
       case pf::kSubfifoIntrEn:
@@ -283,6 +288,10 @@ bool Pfifo::Write(uint32_t offset, uint32_t value) {
       engine_intr_enable_ = value;
       return true;
     case pf::kKickChid:
+      // The kick is over once the stepping thread is outside that channel: at once if it is not
+      // running it, else when its current slice ends (Step clears kick_pending_).
+      kick_chid_ = value & pf::kKickChidMask;
+      kick_pending_ = running_chid_ == int(kick_chid_);
       Wake();
       return true;
     case pf::kRunlistIntr:
@@ -301,6 +310,27 @@ bool Pfifo::ReadGraph(uint32_t offset, uint32_t* value) const {
     case pg::kIntrEn:
       *value = graph_intr_en_;
       return true;
+    case pg::kTrap:
+      *value = graph_trap_;
+      return true;
+    case pg::kTrapGpcMask:
+      *value = graph_trap_gpc_mask_;
+      return true;
+    case pg::kCurrentContext:
+      *value = graph_context_;
+      return true;
+    case pg::kGpc0TrapStatus:
+      *value = gpc0_trap_;
+      return true;
+    case pg::kTpc0TrapStatus:
+      *value = (mp_warp_error_ != 0 || mp_global_error_ != 0) ? pg::kTpcTrapMp : 0;
+      return true;
+    case pg::kTpc0MpWarpError:
+      *value = mp_warp_error_;
+      return true;
+    case pg::kTpc0MpGlobalError:
+      *value = mp_global_error_;
+      return true;
   }
   return false;
 }
@@ -309,12 +339,40 @@ bool Pfifo::WriteGraph(uint32_t offset, uint32_t value) {
   switch (offset) {
     case pg::kIntr:
       graph_intr_ &= ~value;
+      if (!graph_trap_latched()) {
+        // The trap is acknowledged: PGRAPH's status follows the engine again, and the next
+        // waiting trap (if any) takes its place.
+        engines_[uint32_t(pf::Engine::kPgraph)].state &= ~pf::kEngStateFaulted;
+        if (!queued_graph_traps_.empty()) {
+          const GraphTrap next = queued_graph_traps_.front();
+          queued_graph_traps_.pop_front();
+          PresentGraphTrap(next);
+        }
+      }
       NotifyInterrupts();
       return true;
     case pg::kIntrEn:
       graph_intr_en_ = value;
       NotifyInterrupts();
       return true;
+    case pg::kTrap:
+      graph_trap_ &= ~value;
+      return true;
+    case pg::kTrapGpcMask:
+      graph_trap_gpc_mask_ &= ~value;
+      return true;
+    case pg::kGpc0TrapStatus:
+      gpc0_trap_ &= ~value;
+      return true;
+    case pg::kTpc0MpWarpError:
+      mp_warp_error_ = value & pg::kMpWarpErrorMask;  // nouveau writes 0
+      return true;
+    case pg::kTpc0MpGlobalError:
+      mp_global_error_ &= ~value;
+      return true;
+    case pg::kCurrentContext:
+    case pg::kTpc0TrapStatus:
+      return true;  // read-only here
   }
   return false;
 }
@@ -428,17 +486,45 @@ void Pfifo::RaiseNonStall(pf::Engine engine) {
   config_.interrupts->DeliverInterrupt();
 }
 
-void Pfifo::RaiseGraphTrap() {
+void Pfifo::RaiseGraphTrap(uint32_t chid, uint64_t inst_address, uint32_t warp_error,
+                           uint32_t global_error) {
   {
     std::lock_guard lock(*config_.register_lock);
-    graph_intr_ |= pg::kIntrTrap;
+    const GraphTrap trap{chid, inst_address, warp_error, global_error};
+    if (!graph_trap_latched()) {
+      PresentGraphTrap(trap);
+    } else if (queued_graph_traps_.size() < kMaxQueuedReports) {
+      queued_graph_traps_.push_back(trap);
+    } else {
+      ++reports_dropped_;
+    }
     NotifyInterrupts();
   }
   config_.interrupts->DeliverInterrupt();
 }
 
+void Pfifo::PresentGraphTrap(const GraphTrap& trap) {
+  graph_intr_ |= pg::kIntrTrap;
+  graph_trap_ |= pg::kTrapGpc;
+  graph_trap_gpc_mask_ |= 1u;  // GPC 0
+  gpc0_trap_ |= pg::kGpcTrapTpc0;
+  mp_warp_error_ = trap.warp_error & pg::kMpWarpErrorMask;
+  mp_global_error_ = trap.global_error;
+  // Until the trap is acknowledged, PGRAPH's context and status registers name the channel that
+  // trapped, whatever runs on the engine meanwhile (EngineActive leaves them alone).
+  const uint32_t inst = uint32_t(trap.inst_address >> 12);
+  graph_context_ = inst & pg::kCurrentContextInstMask;
+  EngineStatus& e = engines_[uint32_t(pf::Engine::kPgraph)];
+  e.state = pf::kEngStateFaulted | (trap.chid & pf::kPlaylistEntryChidMask);
+  e.channel = pf::kEngineChannelValid | (inst & pf::kChanInstMask);
+}
+
 void Pfifo::EngineActive(pf::Engine engine, uint32_t chid, uint64_t inst_address, bool busy) {
   std::lock_guard lock(*config_.register_lock);
+  if (engine == pf::Engine::kPgraph) {
+    if (graph_trap_latched()) return;  // latched until the trap is acknowledged
+    graph_context_ = uint32_t(inst_address >> 12) & pg::kCurrentContextInstMask;
+  }
   EngineStatus& e = engines_[uint32_t(engine) % pf::kEngineSlots];
   e.state = (busy ? pf::kEngStateBusy : 0) | chid;
   e.channel = pf::kEngineChannelValid | uint32_t(inst_address >> 12);
@@ -450,13 +536,38 @@ void Pfifo::LatchChannelError(uint32_t chid, const Channel& channel) {
   s.error = channel.error();
   const uint32_t bit = SubfifoIntrBit(s.error.kind);
   if (bit != 0) {
-    Subfifo& sf = subfifo_[0];
-    sf.intr |= bit;
-    sf.cache_addr = (s.error.subchannel << 16) | s.error.method;
-    sf.cache_data = s.error.data;
-    sf.channel = chid;
+    SubfifoError error;
+    error.intr = bit;
+    error.cache_addr = (s.error.subchannel << 16) | s.error.method;
+    error.cache_data = s.error.data;
+    error.chid = chid;
+    error.ib_put = channel.ib_put();
+    error.ib_get = channel.ib_get();
+    error.dma_get = uint32_t(channel.dma_get());
+    error.ref = channel.reference();
+    if (subfifo_[0].intr == 0) {
+      PresentSubfifoError(error);
+    } else if (queued_subfifo_errors_.size() < kMaxQueuedReports) {
+      queued_subfifo_errors_.push_back(error);
+    } else {
+      ++reports_dropped_;
+    }
   }
   NotifyInterrupts();
+}
+
+void Pfifo::PresentSubfifoError(const SubfifoError& error) {
+  // (our choice) every channel's errors are reported through PSUBFIFO 0. Its CH, CACHE and IB
+  // registers keep naming the failed channel until the driver clears INTR.
+  Subfifo& sf = subfifo_[0];
+  sf.intr |= error.intr;
+  sf.cache_addr = error.cache_addr;
+  sf.cache_data = error.cache_data;
+  sf.channel = error.chid;
+  sf.ib_put = error.ib_put;
+  sf.ib_get = error.ib_get;
+  sf.dma_get = error.dma_get;
+  sf.ref = error.ref;
 }
 
 // ---- scheduling
@@ -481,6 +592,7 @@ bool Pfifo::Step() {
       if (!(s.chan & pf::kChanValid) || !s.runnable || s.dead) continue;
       generation = s.generation;
       chan = s.chan;
+      running_chid_ = int(chid);
     }
     Channel& channel = *channels_[chid];
     bool failed = false;
@@ -494,6 +606,8 @@ bool Pfifo::Step() {
     const uint64_t elapsed = NowNs() - start;
     {
       std::lock_guard lock(*config_.register_lock);
+      running_chid_ = -1;
+      if (kick_chid_ == chid) kick_pending_ = false;  // the kicked channel is off the engines
       Slot& s = slots_[chid];
       if (s.generation == generation) {  // not rebound while we ran
         const uint64_t busy = s.stats.busy_ns;
@@ -509,11 +623,13 @@ bool Pfifo::Step() {
         s.acquire_pending = channel.acquire_pending();
         s.pending_work = channel.busy() || channel.ib_get() != channel.ib_put();
         Subfifo& sf = subfifo_[0];
-        sf.channel = chid | pf::kSubfifoChannelActive;
-        sf.ib_put = channel.ib_put();
-        sf.ib_get = channel.ib_get();
-        sf.dma_get = uint32_t(channel.dma_get());
-        sf.ref = channel.reference();
+        if (sf.intr == 0) {  // else latched: they describe the error being reported
+          sf.channel = chid | pf::kSubfifoChannelActive;
+          sf.ib_put = channel.ib_put();
+          sf.ib_get = channel.ib_get();
+          sf.dma_get = uint32_t(channel.dma_get());
+          sf.ref = channel.reference();
+        }
         if (outcome == Channel::Outcome::kError) LatchChannelError(chid, channel);
       }
     }

@@ -16,12 +16,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "gpu/hw/pfifo.h"
+#include "gpu/hw/pgraph.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/sim/channel.h"
 #include "gpu/sim/pmc.h"
@@ -110,7 +112,8 @@ class Pfifo final : private ChannelEnvironment {
   void RecordFault(const FaultSource& source, uint64_t inst_address,
                    const MemoryFault& fault) override;
   void RaiseNonStall(gf100::pfifo::Engine engine) override;
-  void RaiseGraphTrap() override;
+  void RaiseGraphTrap(uint32_t chid, uint64_t inst_address, uint32_t warp_error,
+                      uint32_t global_error) override;
   void EngineActive(gf100::pfifo::Engine engine, uint32_t chid, uint64_t inst_address,
                     bool busy) override;
 
@@ -121,6 +124,22 @@ class Pfifo final : private ChannelEnvironment {
   void SubmitPlaylist(uint32_t length);
   void WriteChannelTable(uint32_t chid, bool state_word, uint32_t value);
   void LatchChannelError(uint32_t chid, const Channel& channel);
+  // Error reports wait in a queue while the one before them is unacknowledged, so the registers
+  // a driver reads always belong to the error it is handling (D1). Register lock held.
+  struct SubfifoError {
+    uint32_t intr = 0;
+    uint32_t cache_addr = 0, cache_data = 0;
+    uint32_t chid = 0;
+    uint32_t ib_put = 0, ib_get = 0, dma_get = 0, ref = 0;
+  };
+  struct GraphTrap {
+    uint32_t chid = 0;
+    uint64_t inst_address = 0;
+    uint32_t warp_error = 0, global_error = 0;
+  };
+  void PresentSubfifoError(const SubfifoError& error);
+  void PresentGraphTrap(const GraphTrap& trap);
+  bool graph_trap_latched() const { return (graph_intr_ & gf100::pgraph::kIntrTrap) != 0; }
   void NotifyInterrupts() { config_.interrupts->UpdateInterrupts(); }
 
   void ThreadMain();
@@ -154,6 +173,21 @@ class Pfifo final : private ChannelEnvironment {
   };
   std::array<Subfifo, gf100::pfifo::kSubfifos> subfifo_{};
   uint32_t graph_intr_ = 0, graph_intr_en_ = 0;
+  // PGRAPH trap chain (gf100::pgraph) and the context register.
+  uint32_t graph_trap_ = 0, graph_trap_gpc_mask_ = 0, gpc0_trap_ = 0;
+  uint32_t mp_warp_error_ = 0, mp_global_error_ = 0;
+  uint32_t graph_context_ = 0;
+  // Reports waiting for the driver to acknowledge the one before (bounded; the rest are dropped
+  // and counted — each channel's own error record still says what happened).
+  static constexpr size_t kMaxQueuedReports = 2 * gf100::pfifo::kChannels;
+  std::deque<SubfifoError> queued_subfifo_errors_;
+  std::deque<GraphTrap> queued_graph_traps_;
+  uint64_t reports_dropped_ = 0;
+  // KICK_CHID (D2): the channel the stepping thread is inside (-1: none), the last kicked channel
+  // and whether the kick waits for that channel to leave its slice.
+  int running_chid_ = -1;
+  uint32_t kick_chid_ = 0;
+  bool kick_pending_ = false;
 
   // Poll area for the lock-free BAR1 snoop.
   std::atomic<uint64_t> poll_base_{0};

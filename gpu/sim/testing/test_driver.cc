@@ -274,7 +274,7 @@ void TestDriver::CommitPlaylist() {
     Write32(playlist_buffer_ + i * pf::kPlaylistEntrySize + 4, pf::kPlaylistEntryWord1);
   }
   device_->WriteReg(pf::kPlaylistWr, uint32_t(playlist_buffer_ >> 12));  // target VRAM
-  device_->WriteReg(pf::kPlaylistWrLen, 0x01f00000 | uint32_t(playlist_.size()));
+  device_->WriteReg(pf::kPlaylistWrLen, pf::kPlaylistWrLenNouveau | uint32_t(playlist_.size()));
   for (int i = 0; i < 1000 && (device_->ReadReg(pf::kPlaylistRdLen) & pf::kPlaylistBusy); ++i) {
   }
   // nouveau acknowledges "playlist update done" in its interrupt handler; we do it here.
