@@ -96,11 +96,17 @@ Status Channel::Impl::Init() {
   pb.Method(kSubcCopy, host::kSetObject, gf100::kClassCopy);
   pb.Method(kSubcCompute, cp::kSharedBase, kSharedWindow);
   pb.Method(kSubcCompute, cp::kLocalBase, kLocalWindow);
-  std::lock_guard lock(mu_);
-  code_epoch_seen_ = ctx_->code_epoch();
-  GPUVM_ASSIGN_OR_RETURN(Fence f, Submit(pb));
-  (void)f;
-  return Status::Ok();
+  Fence setup;
+  {
+    std::lock_guard lock(mu_);
+    code_epoch_seen_ = ctx_->code_epoch();
+    GPUVM_ASSIGN_OR_RETURN(setup, Submit(pb));
+  }
+  // A new channel is idle to its user (CUDA: cuStreamQuery on a fresh stream is CUDA_SUCCESS), so
+  // the setup must have run before the channel is handed out. It also means a channel that PFIFO
+  // never runs fails here, with a clear error, instead of at its first use.
+  return WaitSequence(setup.sequence,
+                      std::min<std::chrono::nanoseconds>(o.default_timeout, kChannelDrainWait));
 }
 
 Channel::Impl::~Impl() {

@@ -257,6 +257,8 @@ class Context {
   // ---- channels and events ----
   // The channel created with the context (CUDA's null stream).
   Channel* default_channel();
+  // Returns once the channel's own setup commands have run (bounded wait): a new channel is idle,
+  // IsDone(last_fence()) is true, as cuStreamQuery on a fresh CUDA stream.
   Result<Channel*> CreateChannel();
   // Waits (bounded) for the channel to go idle, then removes it. kNotFound for a foreign pointer;
   // the default channel cannot be destroyed.

@@ -810,6 +810,25 @@ TEST_F(GuestDriverTest, ConcurrentStagedCopiesOnOneChannel) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// CUDA: a stream nobody has given work is idle (cuStreamQuery -> CUDA_SUCCESS). The driver's own
+// setup commands of a new channel are not the caller's work.
+TEST_F(GuestDriverTest, NewChannelsAndContextsAreIdle) {
+  for (int i = 0; i < 5; ++i) {
+    auto ctx = NewContext();
+    Channel* d = ctx->default_channel();
+    auto done = d->IsDone(d->last_fence());
+    ASSERT_TRUE(done.ok());
+    EXPECT_TRUE(*done) << "default channel of context " << i;
+    for (int j = 0; j < 8; ++j) {
+      auto ch = ctx->CreateChannel();
+      ASSERT_TRUE(ch.ok());
+      done = (*ch)->IsDone((*ch)->last_fence());
+      ASSERT_TRUE(done.ok());
+      EXPECT_TRUE(*done) << "channel " << j << " of context " << i;
+    }
+  }
+}
+
 TEST_F(GuestDriverTest, BadContextOptions) {
   ContextOptions o;
   o.ib_entries = 1000;

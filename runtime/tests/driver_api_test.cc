@@ -608,7 +608,6 @@ TEST_F(RuntimeDriverApi, StreamsAndEvents) {
   EXPECT_EQ(cuStreamCreate(&s, 0x10), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuStreamCreate(&s, 0));
-  ASSERT_CU(cuStreamSynchronize(s));  // a new channel may still run the driver's setup commands
   EXPECT_CU(cuStreamQuery(s));
   CUevent start, stop, untimed, never;
   ASSERT_CU(cuEventCreate(&start, 0));
@@ -659,6 +658,23 @@ TEST_F(RuntimeDriverApi, StreamsAndEvents) {
   EXPECT_EQ(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+}
+
+// A stream (and a context's null stream) nobody has given work is idle, as in CUDA: the driver's
+// setup of the channel behind it is not the caller's work.
+TEST_F(RuntimeDriverApi, NewStreamsAreIdle) {
+  EXPECT_CU(cuStreamQuery(nullptr));
+  std::vector<CUstream> streams(16);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    ASSERT_CU(cuStreamCreate(&streams[i], i % 2 ? CU_STREAM_NON_BLOCKING : 0));
+    EXPECT_CU(cuStreamQuery(streams[i])) << "stream " << i;
+  }
+  for (CUstream s : streams) ASSERT_CU(cuStreamDestroy(s));
+  CUcontext other;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  EXPECT_CU(cuStreamQuery(nullptr));
+  ASSERT_CU(cuCtxDestroy(other));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
 }
 
 TEST_F(RuntimeDriverApi, LegacyNullStreamOrdersBlockingStreams) {
