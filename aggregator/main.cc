@@ -17,6 +17,7 @@
 #include <string>
 
 #include "aggregator/aggregator.h"
+#include "aggregator/control/control_plane.h"
 #include "aggregator/gpu_spec.h"
 #include "aggregator/server.h"
 #include "qemu-device/ipc/channel.h"
@@ -34,6 +35,7 @@ struct Options {
   SimGpuOptions sim;
   AggregatorOptions aggregator;
   ServerOptions server;
+  control::ControlOptions control;  // the control socket and the GPU scheduler
 };
 
 void Usage() {
@@ -41,8 +43,10 @@ void Usage() {
                "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
                "                        [--compute-workers N] [--handshake-timeout-ms N]\n"
                "                        [--allow-pt-without-dma] [--quiet]\n"
+               "                        %s\n"
                "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
-               "                        [--fv-channels N] [--fv-reserved-mib N]\n");
+               "                        [--fv-channels N] [--fv-reserved-mib N]\n",
+               control::kControlFlagsUsage);
 }
 
 Result<uint64_t> Number(const std::string& flag, const std::string& value, uint64_t min,
@@ -77,6 +81,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") return Status::InvalidArgument("help");
     if (i + 1 >= argc) return Status::InvalidArgument("missing value for " + flag);
     const std::string value = argv[++i];
+    GPUVM_ASSIGN_OR_RETURN(bool control_flag,
+                           control::ConsumeControlFlag(flag, value, &o.control));
+    if (control_flag) continue;
     if (flag == "--gpu") {
       GPUVM_ASSIGN_OR_RETURN(o.gpu, ParseGpuSpec(value));
     } else if (flag == "--socket") {
@@ -136,6 +143,13 @@ int Main(int argc, char** argv) {
   if (!server.ok()) {
     std::fprintf(stderr, "gpuvm-aggregator: cannot listen on %s: %s\n",
                  options->server.path.c_str(), server.status().ToString().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<control::ControlPlane>> control_plane =
+      control::ControlPlane::Create(**server, options->control, options->server.log);
+  if (!control_plane.ok()) {
+    std::fprintf(stderr, "gpuvm-aggregator: control socket: %s\n",
+                 control_plane.status().ToString().c_str());
     return 1;
   }
   g_server = server->get();
