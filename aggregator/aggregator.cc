@@ -146,6 +146,7 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
   if (fv_host_ == nullptr) {
     GPUVM_ASSIGN_OR_RETURN(fv_host_, FvHost::Create(gpu_.get(), options_.fv));
     if (options_.log) fv_host_->SetLog(options_.log);
+    if (queue_factory_) fv_host_->SetQueue(queue_factory_(fv_host_.get()));
   }
   auto vm = std::make_unique<VmControlBlock>();
   vm->id = next_id_;

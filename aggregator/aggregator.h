@@ -90,6 +90,12 @@ class Aggregator {
   Status RemoveVm(VmId id);
 
   VmControlBlock* Find(VmId id);
+  // The GPU scheduler's dispatcher (aggregator/control/): fv hosts created from now on queue
+  // their VMs' submissions through the queue this makes instead of the FIFO.
+  using SubmissionQueueFactory = std::function<std::unique_ptr<SubmissionQueue>(FvHost*)>;
+  void SetSubmissionQueueFactory(SubmissionQueueFactory factory) {
+    queue_factory_ = std::move(factory);
+  }
   // The admitted VMs' ids, ascending (for the control socket, aggregator/control/).
   std::vector<VmId> vm_ids() const {
     std::vector<VmId> ids;
@@ -116,6 +122,7 @@ class Aggregator {
   std::map<VmId, std::unique_ptr<VmControlBlock>> vms_;
   VmId next_id_ = 1;
   Status health_;
+  SubmissionQueueFactory queue_factory_;  // before fv_host_: outlives the queues it made
   std::unique_ptr<FvHost> fv_host_;  // while fv VMs exist
   size_t fv_vms_ = 0;
 };
