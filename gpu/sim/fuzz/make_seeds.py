@@ -100,3 +100,14 @@ registers_seed('channel_table', [
     reg(0, True, 4, 2, 0x59c, 0xffffffff), reg(0, True, 4, 3, 0x108, 0xffffffff)])
 registers_seed('kick_user_page', [
     reg(1, True, 4, 0, 0x1000000 + 0x1000 + 0x8c, 3), RUN, reg(1, False, 4, 0, 0x1000000 + 0x1088, 0)])
+# The PGRAPH trap chain and the kick: acknowledge in nouveau's order, read back, kick and poll.
+registers_seed('pgraph_trap_and_kick', [
+    reg(0, True, 4, 6, 0x40013c, 0xffffffff), RUN, RUN,
+    reg(0, False, 4, 6, 0x400100, 0), reg(0, False, 4, 6, 0x409b00, 0),
+    reg(0, False, 4, 6, 0x504648, 0), reg(0, False, 4, 6, 0x504650, 0), reg(0, False, 4, 6, 0x504508, 0),
+    reg(0, True, 4, 6, 0x504648, 0), reg(0, True, 4, 6, 0x504650, 0xffffffff),
+    reg(0, True, 4, 6, 0x502c90, 0xffffffff), reg(0, True, 4, 6, 0x400118, 0xffffffff),
+    reg(0, True, 4, 6, 0x400108, 0xffffffff), reg(0, True, 4, 6, 0x400100, 0xffffffff),
+    reg(0, False, 4, 2, 0x640, 0), reg(0, False, 4, 2, 0x790, 0),
+    reg(0, True, 4, 2, 0x634, 0), reg(0, False, 4, 2, 0x634, 0), RUN, reg(0, False, 4, 2, 0x634, 0),
+    reg(0, False, 4, 3, 0x120, 0), reg(0, True, 4, 3, 0x108, 0xffffffff), reg(0, False, 4, 3, 0x120, 0)])
