@@ -10,8 +10,11 @@ Duration Scale(Duration d, double factor) {
   return Duration(static_cast<int64_t>(std::llround(static_cast<double>(d.count()) * factor)));
 }
 
-// How long after its last completion a looping VM is expected back: twice its measured gap plus a
-// little for jitter; without a measurement, the whole hold_max.
+// How long after its last completion a looping VM is expected back: twice its measured gap, or its
+// gap plus four times its deviation if its rhythm is irregular (as TCP sizes its retransmission
+// timeout from the RTT and its variance: a VM whose thread is sometimes descheduled for a
+// millisecond on a busy host is still worth waiting for), plus a little for jitter; without a
+// measurement, the whole hold_max.
 constexpr Duration kGapSlack = 20us;
 
 }  // namespace
@@ -39,7 +42,14 @@ void BandPolicy::OnArrival(VmViews vms, VmId vm, bool was_idle, TimePoint now) {
     if (gap < options_.idle_after) {
       // EWMA with weight 1/4 on the new sample: follows a change of rhythm within a few
       // submissions.
-      v.gap_ewma = v.has_gap ? (3 * v.gap_ewma + gap) / 4 : gap;
+      if (v.has_gap) {
+        const Duration error = gap > v.gap_ewma ? gap - v.gap_ewma : v.gap_ewma - gap;
+        v.gap_dev = (3 * v.gap_dev + error) / 4;
+        v.gap_ewma = (3 * v.gap_ewma + gap) / 4;
+      } else {
+        v.gap_ewma = gap;
+        v.gap_dev = gap / 2;
+      }
       v.has_gap = true;
     }
   }
@@ -72,6 +82,11 @@ void BandPolicy::RefreshActivity(VmViews vms, TimePoint now) {
 void BandPolicy::Charge(VmViews vms, VmId vm, Duration gpu_time, Duration scheduler_time,
                         TimePoint now) {
   RefreshActivity(vms, now);
+  {
+    Vm& charged = vms_[vm];
+    charged.run_ewma =
+        charged.run_ewma == Duration(0) ? gpu_time : (3 * charged.run_ewma + gpu_time) / 4;
+  }
   active_scratch_.assign(vms.size(), false);
   size_t active_count = 0;
   for (size_t i = 0; i < vms.size(); ++i) {
@@ -124,7 +139,13 @@ std::optional<VmId> BandPolicy::HoldTarget(VmViews vms, const VmView& candidate,
     if (StandingOf(v) != Standing::kUnder) continue;            // only for under-served VMs
     if (v.credit <= c.credit + options_.at_band) continue;      // and only if owed clearly more
     if (v.has_gap && v.gap_ewma > options_.hold_max) continue;  // it does not come back quickly
-    const Duration expected_in = v.has_gap ? 2 * v.gap_ewma + kGapSlack : options_.hold_max;
+    Duration expected_in = v.has_gap
+                               ? std::max(2 * v.gap_ewma, v.gap_ewma + 4 * v.gap_dev) + kGapSlack
+                               : options_.hold_max;
+    // What the hold is worth: a candidate over its share whose runs are long would take that long
+    // from the VM we wait for, so waiting up to half a run of it (within hold_max) is the cheaper
+    // mistake when the waited-for VM is late (a descheduled guest thread on a busy host).
+    if (StandingOf(c) == Standing::kOver) expected_in = std::max(expected_in, c.run_ewma / 2);
     const TimePoint deadline = *view.last_completion + expected_in;
     if (deadline <= now) {
       v.expected = false;  // late already: do not wait for it until it shows up again

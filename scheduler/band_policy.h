@@ -65,6 +65,8 @@ class BandPolicy final : public Policy {
     TimePoint inactive_since{};
     bool has_gap = false;  // gap_ewma holds a measurement
     Duration gap_ewma{0};  // completion -> next submission, when the VM had nothing else queued
+    Duration gap_dev{0};   // EWMA of |gap - gap_ewma|: how irregular the VM's rhythm is
+    Duration run_ewma{0};  // GPU time per run (completion or slice): what letting it go costs
     bool expected = true;  // false after a hold for it expired, until it submits again
     Duration scheduler_time_charged{0};
   };
