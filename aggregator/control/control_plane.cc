@@ -35,16 +35,6 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
   aggregator::Aggregator* const aggregator_;
 };
 
-class ControlPlane::NoEngineSink final : public sched::SubmissionSink {
- public:
-  Status Start(sched::VmId, sched::SubmissionHandle) override {
-    return Status::Unimplemented("no submission path to the engine yet (fv shadow channels)");
-  }
-  Result<sched::SinkPoll> Poll(sched::VmId, sched::SubmissionHandle) override {
-    return sched::SinkPoll::Done();
-  }
-};
-
 Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                                 ControlOptions* options) {
   if (flag == "--control-socket") {
@@ -89,9 +79,16 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                                                            const ControlOptions& options,
                                                            FILE* log) {
   std::unique_ptr<ControlPlane> p(new ControlPlane());
-  p->sink_ = std::make_unique<NoEngineSink>();
+  p->server_ = &server;
+  p->sink_ = std::make_unique<FvEngineSink>();
   sched::DispatcherOptions dispatch;
   dispatch.scheduler.policy = options.policy;
+  // Completion is polled (no interrupt tells us); 250 us keeps the dispatch thread's own CPU use
+  // low on a host that also runs the software GPU and the VMs.
+  dispatch.poll_interval = std::chrono::microseconds(250);
+  // A guest's resubmission gap through traps and the device model is longer than Gdev's in-kernel
+  // 500 us; BAND waits at most twice the gap it learned, never more than this.
+  dispatch.scheduler.band.hold_max = std::chrono::milliseconds(5);
   GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
                          sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));
   p->directory_ = std::make_unique<AggregatorDirectory>(&server.aggregator());
@@ -109,6 +106,12 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   const std::string path =
       options.socket_path.empty() ? ControlSocketPathFor(server.path()) : options.socket_path;
   GPUVM_ASSIGN_OR_RETURN(p->control_server_, ControlServer::Create(path, p->service_.get()));
+  ControlPlane* plane = p.get();
+  server.aggregator().SetSubmissionQueueFactory([plane](aggregator::FvHost* host) {
+    return std::unique_ptr<aggregator::SubmissionQueue>(
+        new DispatchedSubmissionQueue(host, plane->dispatcher_.get(), plane->sink_.get(),
+                                      [plane] { plane->service_->Reconcile(); }));
+  });
   ControlServer* control = p->control_server_.get();
   GPUVM_RETURN_IF_ERROR(server.AddWatch(control->fd(), [control] { control->Serve(); }));
   if (log != nullptr) {
@@ -120,6 +123,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
 }
 
 ControlPlane::~ControlPlane() {
+  if (server_ != nullptr) server_->aggregator().SetSubmissionQueueFactory(nullptr);
   // The dispatcher's thread stops before the sink it calls goes.
   dispatcher_.reset();
 }

@@ -6,9 +6,9 @@
 //   GPUVM_ASSIGN_OR_RETURN(auto plane, ControlPlane::Create(server, control));
 //
 // The socket is served on the aggregator's server thread (AggregatorServer::AddWatch), where the
-// VM list is read. Until the fv submission path hands submissions to dispatcher(), its engine port
-// refuses to start anything (nothing submits: pt VMs own the GPU and bypass the scheduler), so
-// shares and the policy can be set and listed, but usage stays 0.
+// VM list is read. fv VMs' submissions (IB_PUT writes on shadow channels) go through the dispatcher
+// (fv_dispatch.h: installed with Aggregator::SetSubmissionQueueFactory); pt VMs own the GPU and
+// bypass the scheduler, so their shares can be set and listed but their usage stays 0.
 //
 // Threading: created and destroyed on the thread that owns the AggregatorServer, before Run() /
 // after it returned.
@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "aggregator/control/control_server.h"
+#include "aggregator/control/fv_dispatch.h"
 #include "aggregator/control/service.h"
 #include "aggregator/server.h"
 #include "scheduler/clock.h"
@@ -58,11 +59,11 @@ class ControlPlane {
 
  private:
   class AggregatorDirectory;
-  class NoEngineSink;
   ControlPlane() = default;
 
+  aggregator::AggregatorServer* server_ = nullptr;
   sched::MonotonicClock clock_;
-  std::unique_ptr<NoEngineSink> sink_;
+  std::unique_ptr<FvEngineSink> sink_;
   std::unique_ptr<sched::Dispatcher> dispatcher_;
   std::unique_ptr<AggregatorDirectory> directory_;
   std::unique_ptr<ControlService> service_;

@@ -1,0 +1,112 @@
+#include "aggregator/control/fv_dispatch.h"
+
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/ramin.h"
+
+namespace gpuvm::control {
+
+namespace pf = gf100::pfifo;
+
+void FvEngineSink::Attach(aggregator::FvHost* host) {
+  std::lock_guard lock(mu_);
+  host_ = host;
+}
+
+void FvEngineSink::Detach(aggregator::FvHost* host) {
+  std::lock_guard lock(mu_);
+  if (host_ == host) host_ = nullptr;
+}
+
+void FvEngineSink::Remember(sched::SubmissionHandle handle,
+                            const aggregator::Submission& submission) {
+  std::lock_guard lock(mu_);
+  submissions_[handle] = submission;
+}
+
+void FvEngineSink::Forget(uint32_t vm) {
+  std::lock_guard lock(mu_);
+  forgotten_.insert(vm);
+  for (auto it = submissions_.begin(); it != submissions_.end();) {
+    it = it->second.vm == vm ? submissions_.erase(it) : std::next(it);
+  }
+}
+
+Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
+  std::lock_guard lock(mu_);
+  auto it = submissions_.find(handle);
+  if (it == submissions_.end() || forgotten_.contains(vm)) {
+    return Status::NotFound("submission of a VM that is gone");
+  }
+  const aggregator::Submission s = it->second;
+  submissions_.erase(it);
+  if (host_ == nullptr) return Status::Unavailable("no fv host");
+  running_[handle] = Running{s, std::chrono::steady_clock::now()};
+  host_->Forward(s);
+  ++forwarded_;
+  return Status::Ok();
+}
+
+Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHandle handle) {
+  std::lock_guard lock(mu_);
+  auto it = running_.find(handle);
+  if (it == running_.end()) return sched::SinkPoll::Done();
+  const Running& r = it->second;
+  if (host_ == nullptr || forgotten_.contains(vm)) {
+    running_.erase(it);
+    return sched::SinkPoll::Done();  // the host or the VM went: its channel is stopped
+  }
+  const uint32_t c = r.submission.physical_channel;
+  const uint32_t ib_get = host_->gpu().device().Read32(
+      gpu::Bar::k1, uint64_t(c) * pf::kUserPageSize + gf100::userd::kIbGet);
+  const bool pending = (host_->ChannelState(c) & pf::kStatePending) != 0;
+  if (ib_get == r.submission.ib_put && !pending) {
+    running_.erase(it);
+    return sched::SinkPoll::Done();
+  }
+  if (std::chrono::steady_clock::now() - r.started > max_run_) {
+    running_.erase(it);
+    ++timeouts_;
+    return Status::DeadlineExceeded("submission on physical channel " + std::to_string(c) +
+                                    " did not complete in time");
+  }
+  return sched::SinkPoll::Running();
+}
+
+DispatchedSubmissionQueue::DispatchedSubmissionQueue(aggregator::FvHost* host,
+                                                     sched::Dispatcher* dispatcher,
+                                                     FvEngineSink* sink,
+                                                     std::function<void()> register_vm)
+    : host_(host), dispatcher_(dispatcher), sink_(sink), register_vm_(std::move(register_vm)) {
+  sink_->Attach(host_);
+}
+
+DispatchedSubmissionQueue::~DispatchedSubmissionQueue() { sink_->Detach(host_); }
+
+void DispatchedSubmissionQueue::Submit(const aggregator::Submission& submission) {
+  const sched::SubmissionHandle handle = next_handle_++;
+  sink_->Remember(handle, submission);
+  Status s = dispatcher_->Submit(submission.vm, handle);
+  if (s.code() == StatusCode::kNotFound && register_vm_) {
+    register_vm_();
+    s = dispatcher_->Submit(submission.vm, handle);
+  }
+  if (!s.ok()) {
+    // A full queue (a guest flooding IB_PUT writes) or an unknown VM: the write is dropped, as a
+    // real GPU would never see a doorbell it had no room for. The guest's IB_GET stays behind.
+    ++refused_;
+    host_->Log("submission of VM " + std::to_string(submission.vm) + " refused: " + s.ToString());
+  }
+}
+
+void DispatchedSubmissionQueue::ForgetVm(uint32_t vm) {
+  sink_->Forget(vm);
+  (void)dispatcher_->RemoveVm(vm);  // NotFound: it never submitted
+}
+
+uint64_t DispatchedSubmissionQueue::pending() const {
+  uint64_t queued = 0;
+  for (const sched::VmStats& v : dispatcher_->Stats().scheduler.vms) queued += v.queue_depth;
+  return queued;
+}
+
+}  // namespace gpuvm::control

@@ -1,0 +1,97 @@
+// The GPU scheduler plugged into full virtualization: fv's SubmissionQueue (the guest's IB_PUT
+// writes on its shadow channels, aggregator/submission_queue.h) implemented on the Dispatcher
+// (scheduler/dispatcher.h), and the physical engine port the dispatcher releases them to.
+//
+//   FullVirtGpu ──Submit{vm, channel, ib_put}──▶ DispatchedSubmissionQueue ──▶ Dispatcher (policy)
+//                                                    FvEngineSink::Start ◀──┘   (dispatch thread)
+//        FvHost::Forward (physical IB_PUT) ◀──────────────┘     Poll: IB_GET == ib_put and the
+//                                                            channel not pending (CHAN_TABLE state)
+//
+// Completion is GPUvm's test, polled: the physical channel's IB_GET (its USER page) has caught up
+// with the IB_PUT we wrote and PFIFO no longer reports work pending on the channel. GPU time is the
+// time from the IB_PUT write to the poll that saw it done (the software GPU keeps per-channel busy
+// time, but no register exposes it). A submission that has not completed after `max_run` is
+// completed with DeadlineExceeded so one stuck channel cannot hold the GPU from every other VM
+// forever (its channel may still run; fv owns killing it).
+//
+// Lifetimes: the sink belongs to the control plane and outlives every fv host; a queue belongs to
+// its FvHost (which lives while fv VMs exist) and attaches/detaches the sink to that host. After
+// Detach (or ForgetVm of a VM) nothing more is forwarded for it, and its running submission counts
+// as done at the next poll.
+//
+// Threading: FvEngineSink::Start/Poll on the dispatch thread, Attach/Detach/Forget from the
+// aggregator's owner thread; one mutex, held while the sink touches the host. The queue: owner
+// thread (as SubmissionQueue says).
+#ifndef GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
+#define GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "aggregator/fv_host.h"
+#include "aggregator/submission_queue.h"
+#include "scheduler/dispatcher.h"
+
+namespace gpuvm::control {
+
+class FvEngineSink final : public sched::SubmissionSink {
+ public:
+  explicit FvEngineSink(sched::Duration max_run = std::chrono::seconds(5)) : max_run_(max_run) {}
+
+  void Attach(aggregator::FvHost* host);
+  void Detach(aggregator::FvHost* host);
+  // What `handle` means on the GPU; before it is submitted to the dispatcher.
+  void Remember(sched::SubmissionHandle handle, const aggregator::Submission& submission);
+  // Nothing more of `vm` is forwarded; a running submission of it is done at the next poll.
+  void Forget(uint32_t vm);
+
+  Status Start(sched::VmId vm, sched::SubmissionHandle handle) override;
+  Result<sched::SinkPoll> Poll(sched::VmId vm, sched::SubmissionHandle handle) override;
+
+  uint64_t forwarded() const { return forwarded_.load(); }
+  uint64_t timeouts() const { return timeouts_.load(); }
+
+ private:
+  struct Running {
+    aggregator::Submission submission;
+    std::chrono::steady_clock::time_point started;
+  };
+  const sched::Duration max_run_;
+  std::mutex mu_;
+  aggregator::FvHost* host_ = nullptr;
+  std::unordered_map<sched::SubmissionHandle, aggregator::Submission> submissions_;
+  std::unordered_map<sched::SubmissionHandle, Running> running_;
+  std::set<uint32_t> forgotten_;
+  std::atomic<uint64_t> forwarded_{0};
+  std::atomic<uint64_t> timeouts_{0};
+};
+
+class DispatchedSubmissionQueue final : public aggregator::SubmissionQueue {
+ public:
+  // `register_vm` makes the dispatcher know a VM it has not seen (the control service's Reconcile:
+  // the VM gets its configured share). All pointers outlive the queue.
+  DispatchedSubmissionQueue(aggregator::FvHost* host, sched::Dispatcher* dispatcher,
+                            FvEngineSink* sink, std::function<void()> register_vm);
+  ~DispatchedSubmissionQueue() override;
+
+  void Submit(const aggregator::Submission& submission) override;
+  void ForgetVm(uint32_t vm) override;
+  uint64_t pending() const override;
+  uint64_t forwarded() const override { return sink_->forwarded(); }
+  uint64_t refused() const { return refused_; }
+
+ private:
+  aggregator::FvHost* const host_;
+  sched::Dispatcher* const dispatcher_;
+  FvEngineSink* const sink_;
+  const std::function<void()> register_vm_;
+  uint64_t next_handle_ = 1;
+  uint64_t refused_ = 0;
+};
+
+}  // namespace gpuvm::control
+
+#endif  // GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
