@@ -748,4 +748,80 @@ TEST_F(RuntimeDriverApi, ThreadsShareContexts) {
   for (auto& th : threads) th.join();
 }
 
+// Several threads share one context. Each has a blocking and a non-blocking stream of its own;
+// all share one more stream, so that pageable (staged) copies run through one channel from several
+// threads at once; every round creates and destroys a blocking stream (which null-stream work must
+// order against) and frees memory (a context-wide wait) while other threads do the same. Every
+// result is checked. Small enough for make test.
+TEST_F(RuntimeDriverApi, StressThreadsStreamsKernelsAndCopies) {
+  CUmodule m = LoadTestModule();
+  CUfunction vadd;
+  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  CUstream shared;
+  ASSERT_CU(cuStreamCreate(&shared, CU_STREAM_NON_BLOCKING));
+  constexpr uint32_t kThreads = 4;
+  constexpr uint32_t kRounds = 8;
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ASSERT_CU(cuCtxSetCurrent(ctx_));
+      CUstream blocking, nonblocking;
+      ASSERT_CU(cuStreamCreate(&blocking, 0));
+      ASSERT_CU(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+      const uint32_t max_n = 2048 + 512 * kThreads + 100 * kRounds;
+      void* pinned_raw = nullptr;
+      ASSERT_CU(cuMemAllocHost(&pinned_raw, max_n * 4));
+      auto* pinned = static_cast<uint32_t*>(pinned_raw);
+      for (uint32_t round = 0; round < kRounds; ++round) {
+        // Not a multiple of the block size, and above the BAR1 threshold (staged copies).
+        uint32_t n = 2048 + 512 * t + 100 * round + 3;
+        std::vector<uint32_t> a(n), b(n), back(n);
+        for (uint32_t i = 0; i < n; ++i) {
+          a[i] = i * (t + 1) + round;
+          b[i] = 7 * t + 3 * i;
+        }
+        CUdeviceptr da, db, dc;
+        ASSERT_CU(cuMemAlloc(&da, n * 4));
+        ASSERT_CU(cuMemAlloc(&db, n * 4));
+        ASSERT_CU(cuMemAlloc(&dc, n * 4));
+        // Pageable sources: staged through the shared stream's bounce buffers, done on return.
+        ASSERT_CU(cuMemcpyHtoDAsync(da, a.data(), n * 4, shared));
+        ASSERT_CU(cuMemcpyHtoDAsync(db, b.data(), n * 4, shared));
+        // dc = a + b on one stream; da = 2 (a + b) on the other, after an event.
+        void* first[] = {&da, &db, &dc, &n};
+        ASSERT_CU(
+            cuLaunchKernel(vadd, (n + 127) / 128, 1, 1, 128, 1, 1, 0, blocking, first, nullptr));
+        CUevent e;
+        ASSERT_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+        ASSERT_CU(cuEventRecord(e, blocking));
+        ASSERT_CU(cuStreamWaitEvent(nonblocking, e, 0));
+        void* second[] = {&dc, &dc, &da, &n};
+        ASSERT_CU(cuLaunchKernel(vadd, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nonblocking, second,
+                                 nullptr));
+        ASSERT_CU(cuMemcpyDtoHAsync(pinned, da, n * 4, nonblocking));  // pinned: DMA, async
+        ASSERT_CU(cuStreamSynchronize(nonblocking));
+        for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(pinned[i], 2 * (a[i] + b[i])) << t << " " << i;
+        // A short-lived blocking stream: the null-stream copy below is ordered after its memset
+        // (legacy semantics) while other threads create and destroy theirs.
+        CUstream temporary;
+        ASSERT_CU(cuStreamCreate(&temporary, 0));
+        ASSERT_CU(cuMemsetD32Async(db, 1000 * t + round, n, temporary));
+        ASSERT_CU(cuMemcpyDtoH(back.data(), db, n * 4));  // null stream, pageable: staged
+        for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1000 * t + round) << t << " " << i;
+        ASSERT_CU(cuStreamDestroy(temporary));
+        ASSERT_CU(cuEventDestroy(e));
+        ASSERT_CU(cuMemcpyDtoHAsync(back.data(), dc, n * 4, shared));  // staged, shared stream
+        for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(back[i], a[i] + b[i]) << t << " " << i;
+        for (CUdeviceptr d : {da, db, dc}) ASSERT_CU(cuMemFree(d));
+      }
+      ASSERT_CU(cuMemFreeHost(pinned_raw));
+      ASSERT_CU(cuStreamDestroy(blocking));
+      ASSERT_CU(cuStreamDestroy(nonblocking));
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_CU(cuStreamDestroy(shared));
+  ASSERT_CU(cuModuleUnload(m));
+}
+
 }  // namespace
