@@ -286,6 +286,18 @@ TEST(PtxParserTest, FunctionsCallsAndPrototypes) {
   EXPECT_EQ(k.body[0].operands[0].base, AddressBase::kSymbol);
 }
 
+TEST(PtxParserTest, AssertFailIsTheOneExternalFunctionAccepted) {
+  const std::string proto =
+      ".extern .func __assertfail(.param .b64 a, .param .b64 b, .param .b32 c, .param .b64 d, "
+      ".param .b64 e);\n";
+  Module m =
+      Parse(proto + Kernel("{ .param .b64 p0; .param .b64 p1; .param .b32 p2; .param .b64 p3; "
+                           ".param .b64 p4;\n"
+                           "call.uni __assertfail, (p0, p1, p2, p3, p4);\n}"));
+  ASSERT_EQ(m.functions.size(), 2u);
+  EXPECT_FALSE(m.functions[0].has_body);
+}
+
 TEST(PtxParserTest, CallErrors) {
   const std::string proto = ".func (.param .b32 r) f(.param .b32 a);\n";
   auto call = [&](std::string_view line) {

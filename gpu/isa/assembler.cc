@@ -349,10 +349,19 @@ class Assembler {
     switch (o) {
       case Opcode::kNop:
       case Opcode::kExit:
-      case Opcode::kTrap:
         GPUVM_RETURN_IF_ERROR(no_type());
         GPUVM_RETURN_IF_ERROR(no_other());
         GPUVM_RETURN_IF_ERROR(need_ops(0));
+        break;
+      case Opcode::kTrap:  // `trap` or `trap.assert`
+        GPUVM_RETURN_IF_ERROR(no_type());
+        GPUVM_RETURN_IF_ERROR(need_ops(0));
+        if (!other.empty()) {
+          GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) -> std::optional<int> {
+                                   if (p == "assert") return int(TrapCode::kAssert);
+                                   return std::nullopt;
+                                 }));
+        }
         break;
       case Opcode::kBar: {
         GPUVM_RETURN_IF_ERROR(no_type());

@@ -71,8 +71,9 @@ std::string Disassemble(const Instruction& inst) {
   switch (inst.op) {
     case Opcode::kNop:
     case Opcode::kExit:
-    case Opcode::kTrap:
       return g + name;
+    case Opcode::kTrap:
+      return g + name + (inst.mod == uint8_t(TrapCode::kAssert) ? ".assert" : "");
     case Opcode::kBar:
       return g + name + " " + std::to_string(inst.mod);
     case Opcode::kMembar: {

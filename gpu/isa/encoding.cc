@@ -220,6 +220,9 @@ Status ValidateInstruction(const Instruction& inst, const KernelHeader& header) 
         if (inst.mod >= kMaxBarriers) return c.Error("barrier id " + std::to_string(inst.mod));
       } else if (inst.op == Opcode::kMembar) {
         if (inst.mod > 2) return c.Error("fence level " + std::to_string(inst.mod));
+      } else if (inst.op == Opcode::kTrap) {
+        if (inst.mod > uint8_t(TrapCode::kAssert))
+          return c.Error("trap code " + std::to_string(inst.mod));
       } else {
         GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
       }

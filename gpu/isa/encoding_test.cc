@@ -157,6 +157,13 @@ TEST(IsaEncoding, RejectsJunkFields) {
   EXPECT_FALSE(ValidateInstruction(imm32, h).ok());
   imm32.imm = 0xffffffff80000000ull;  // sign-extended: fine
   EXPECT_TRUE(ValidateInstruction(imm32, h).ok());
+  Instruction trap;
+  trap.op = Opcode::kTrap;
+  EXPECT_TRUE(ValidateInstruction(trap, h).ok());
+  trap.mod = uint8_t(TrapCode::kAssert);
+  EXPECT_TRUE(ValidateInstruction(trap, h).ok());
+  trap.mod = 2;  // no such trap code
+  EXPECT_FALSE(ValidateInstruction(trap, h).ok());
 }
 
 TEST(IsaEncoding, MemoryRules) {

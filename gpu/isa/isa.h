@@ -144,9 +144,15 @@ enum class Opcode : uint8_t {
                  // ballot)
   kBra = 0x50,   // branch to word offset imm when the guard holds (per lane: divergence)
   kExit = 0x51,  // the guarded lanes finish
-  kTrap = 0x52,  // the job faults (kTrap)
+  kTrap = 0x52,  // the job faults: mod = TrapCode (kTrap or, for `__assertfail`, kAssert)
   kCall = 0x53,  // d = word offset of the next instruction; jump to word offset imm (per lane)
   kRet = 0x54,   // jump to the word offset held in r(a) (per lane: lanes may diverge)
+};
+
+// kTrap's mod field: why the kernel stops (the driver sees different trap reasons).
+enum class TrapCode : uint8_t {
+  kTrap = 0,    // PTX `trap`
+  kAssert = 1,  // a failed device-side assert (nvcc's call to `__assertfail`)
 };
 
 // Memory spaces (kLd/kSt/kAtom mod bits 0-2).

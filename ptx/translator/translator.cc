@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "gpu/isa/encoding.h"
 #include "ptx/parser.h"
@@ -26,6 +27,8 @@ using IOp = isa::Opcode;
 using IT = isa::Type;
 
 constexpr uint32_t kMaxInlineDepth = 32;
+// The CUDA runtime's device-side assert handler, declared (never defined) in nvcc's PTX.
+constexpr std::string_view kAssertFail = "__assertfail";
 // Local memory reserved per thread for the call stack of recursive functions (beyond the kernel's
 // frame).
 constexpr uint32_t kStackBytes = 8192;
@@ -2058,6 +2061,12 @@ Status KernelTranslator::EmitCallable(uint32_t fn_index) {
 
 Status KernelTranslator::LowerCall(const Instruction& in) {
   const Function& callee = m_.functions[in.callee];
+  if (!callee.has_body && callee.name == kAssertFail) {
+    // A failed device-side assert: nvcc passes the message, file, line and function; there is no
+    // printf channel, so the arguments are dropped and the job stops with the assert reason.
+    Emit(IOp::kTrap).in.mod = uint8_t(isa::TrapCode::kAssert);
+    return Status::Ok();
+  }
   if (!callee.has_body)
     return Unsupported("call to '" + callee.name + "', which has no body in this module");
   if (callable_.count(in.callee)) return EmitRealCall(in, in.callee);

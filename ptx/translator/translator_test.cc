@@ -316,6 +316,84 @@ TEST(JitTranslator, UnsupportedInstructionsNameLineAndKernel) {
   EXPECT_NE(s.message().find("thread count"), std::string::npos) << s.ToString();
 }
 
+// nvcc's device-side assert: a call to the extern `__assertfail` (never defined in the module)
+// becomes `trap.assert`, so a failed assert stops the job with its own reason.
+TEST(JitTranslator, AssertFailBecomesAssertTrap) {
+  const std::string before = R"(
+.extern .func __assertfail
+(
+  .param .b64 __assertfail_param_0,
+  .param .b64 __assertfail_param_1,
+  .param .b32 __assertfail_param_2,
+  .param .b64 __assertfail_param_3,
+  .param .b64 __assertfail_param_4
+)
+;
+.global .align 1 .b8 $str[4] = {116, 105, 100, 0};
+)";
+  const std::string body = R"(
+  setp.ne.s32 %p1, %r1, 5;
+  @%p1 bra $L__ok;
+  mov.u64 %rd10, $str;
+  cvta.global.u64 %rd11, %rd10;
+  mov.u32 %r10, 7;
+  mov.u64 %rd12, 1;
+  { // callseq 0, 0
+  .param .b64 param0;
+  st.param.b64 [param0], %rd11;
+  .param .b64 param1;
+  st.param.b64 [param1], %rd11;
+  .param .b32 param2;
+  st.param.b32 [param2], %r10;
+  .param .b64 param3;
+  st.param.b64 [param3], %rd11;
+  .param .b64 param4;
+  st.param.b64 [param4], %rd12;
+  call.uni __assertfail, (param0, param1, param2, param3, param4);
+  } // callseq 0
+$L__ok:
+  mov.u32 %r3, %r2;
+)";
+  const std::string ptx = Kernel(body, before);
+  Result<isa::Module> m = CompilePtx(ptx);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+
+  kernels::Case c;
+  c.name = "assert";
+  c.ptx_file = "assert.ptx";
+  c.ptx = ptx;
+  kernels::Buffer input, output;
+  input.name = "in";
+  input.initial.assign(64 * 4, 0);
+  output.name = "out";
+  output.initial.assign(64 * 4, 0);
+  c.buffers = {input, output};
+  kernels::Launch launch;
+  launch.kernel = "k";
+  launch.block = {64, 1, 1};
+  launch.args = {kernels::Arg::Pointer(0), kernels::Arg::Pointer(1)};
+  c.launches = {launch};
+  auto engine = sim::compute::SimtEngine::Create({.workers = 1});
+  compute_bench::RunOptions options;
+  options.verify = false;
+  Result<compute_bench::CaseResult> r = compute_bench::RunCase(c, *engine, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("device-side assert"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("thread (5,0,0)"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("trap.assert"), std::string::npos) << r.status().ToString();
+
+  // Any other call to a function without a body is still refused at load.
+  std::string other = before;
+  other.replace(other.find(".extern .func __assertfail"), 26, ".extern .func not_assert");
+  std::string other_body = body;
+  other_body.replace(other_body.find("call.uni __assertfail"), 21, "call.uni not_assert");
+  Status s = Translate(Kernel(other_body, other));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_NE(s.message().find("not defined"), std::string::npos) << s.ToString();
+}
+
 TEST(JitTranslator, TooManyLiveRegistersIsAClearError) {
   // 300 loads all live until a final sum: more than the 255 registers of the ISA.
   std::string body = ".reg .b32 %q<301>;\n";

@@ -215,7 +215,7 @@ TEST_P(EngineTest, BarrierDeadlockFaults) {
   )",
                            {1, 1, 1}, {64, 1, 1});
   EXPECT_EQ(r.outcome, SliceOutcome::kFaulted);
-  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kTrap);
+  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kBarrierDeadlock);
   EXPECT_NE(r.fault.message.find("deadlock"), std::string::npos) << r.fault.message;
 }
 
@@ -582,6 +582,14 @@ TEST_P(EngineTest, TrapFaults) {
   ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
   EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kTrap);
   EXPECT_NE(r.fault.message.find("thread (5,0,0)"), std::string::npos) << r.fault.message;
+}
+
+TEST_P(EngineTest, AssertTrapFaultsWithItsOwnKind) {
+  TestLaunchResult r = Run("setp.eq.u32 p0, r0, 9\n@p0 trap.assert\nexit", {1, 1, 1}, {32, 1, 1});
+  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
+  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kAssert);
+  EXPECT_NE(r.fault.message.find("thread (9,0,0)"), std::string::npos) << r.fault.message;
+  EXPECT_NE(r.fault.message.find("assert"), std::string::npos) << r.fault.message;
 }
 
 TEST_P(EngineTest, InvalidCodeAndLaunchFault) {

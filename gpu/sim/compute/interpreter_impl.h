@@ -1571,8 +1571,13 @@ WarpStop RunWarp(ExecContext& ctx, Warp& w, int64_t* budget_inout) {
           ++pc;
           goto next;
         }
-        Fail(ctx, ComputeFault::Kind::kTrap, "the kernel executed trap",
-             static_cast<uint32_t>(__builtin_ctz(exec)), 0);
+        if (op.aux == uint32_t(isa::TrapCode::kAssert)) {
+          Fail(ctx, ComputeFault::Kind::kAssert, "a device-side assert failed",
+               static_cast<uint32_t>(__builtin_ctz(exec)), 0);
+        } else {
+          Fail(ctx, ComputeFault::Kind::kTrap, "the kernel executed trap",
+               static_cast<uint32_t>(__builtin_ctz(exec)), 0);
+        }
         goto fault;
       case Handler::kCount:
         break;

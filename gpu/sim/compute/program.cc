@@ -487,6 +487,7 @@ class Lowering {
         break;
       case Opcode::kTrap:
         op.h = Handler::kTrap;
+        op.aux = inst.mod;  // isa::TrapCode
         break;
     }
     if (op.h == Handler::kCount) {

@@ -374,7 +374,7 @@ SimtJob::BlockOutcome SimtJob::RunBlock(ExecContext& ctx, BlockState& b,
     if (!ran) {
       // Every live warp waits at a barrier that can never complete (threads wait at different
       // barrier ids).
-      ctx.worker->fault.kind = ComputeFault::Kind::kTrap;
+      ctx.worker->fault.kind = ComputeFault::Kind::kBarrierDeadlock;
       ctx.worker->fault.what =
           "deadlock: every live thread waits at a barrier that cannot complete";
       ctx.worker->fault.pc = b.warps[0].pc;
@@ -405,7 +405,8 @@ void SimtJob::RecordFault(const WorkerState& ws, const BlockState& b) {
     message += std::string(" (") + FaultReasonName(f.mmu.reason) +
                (f.mmu.write ? ", write" : ", read") + ") at " + Hex(f.mmu.va);
     fault_.mmu = f.mmu;
-  } else if (f.kind != ComputeFault::Kind::kTrap) {
+  } else if (f.kind != ComputeFault::Kind::kTrap && f.kind != ComputeFault::Kind::kAssert &&
+             f.kind != ComputeFault::Kind::kBarrierDeadlock) {
     message += " at " + Hex(f.address);
   }
   Fault(f.kind, message);
