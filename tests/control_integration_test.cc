@@ -1,0 +1,215 @@
+// Operator control end to end with real processes: gpuvm-aggregator (with a configured share and
+// scheduler), a pt VM started by gpuvm-vm that holds the GPU, and gpuvm-ctl talking to the
+// aggregator's control socket. Checked: list shows the VM (mode, VRAM, channels, configured share);
+// set-share and set-scheduler change things live and list/stats show it; unknown VMs, shares past
+// 100 %, negative shares and garbage are refused with a clear error and exit status 1 or 2, and
+// change nothing; a control socket of someone else's aggregator is not ours to reach (no test: one
+// user only).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hypervisor/local/os.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A child in its own process group, stdout/stderr in files.
+struct Child {
+  pid_t pid = -1;
+  std::string log;  // prefix
+  int status = -1;
+
+  static Child Spawn(std::vector<std::string> argv, const std::string& log) {
+    Child c;
+    c.log = log;
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    c.pid = ::fork();
+    if (c.pid == 0) {
+      const int out = ::open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::setpgid(0, 0);
+      ::execv(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+    return c;
+  }
+  bool Wait(std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(5ms);
+    }
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return false;
+  }
+  bool Exited() { return status != -1 || ::waitpid(pid, &status, WNOHANG) == pid; }
+  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+  std::string out() const { return Slurp(log + ".out"); }
+  std::string err() const { return Slurp(log + ".err"); }
+  std::string Logs() const { return "--- stdout:\n" + out() + "--- stderr:\n" + err(); }
+};
+
+struct CtlResult {
+  int code = -1;
+  std::string out, err;
+};
+
+class ControlIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "gpuvm-control-" + std::to_string(::getpid()) + "-" + test;
+    ::mkdir(dir_.c_str(), 0755);
+    socket_ = "@gpuvm-control-test-" + std::to_string(::getpid()) + "-" + test;
+    aggregator_ = Child::Spawn({GPUVM_AGGREGATOR_BIN, "--socket", socket_, "--vram-mib", "256",
+                                "--scheduler", "credit", "--vm-share", "tenant=35"},
+                               dir_ + "/aggregator");
+    const auto deadline = Clock::now() + 30s;
+    while (Clock::now() < deadline) {
+      if (gpuvm::hv::local::ConnectSeqpacket(socket_ + "-control").ok()) return;
+      ASSERT_FALSE(aggregator_.Exited()) << "the aggregator exited: " << aggregator_.Logs();
+      std::this_thread::sleep_for(5ms);
+    }
+    FAIL() << "the aggregator's control socket did not come up: " << aggregator_.Logs();
+  }
+
+  void TearDown() override {
+    if (holder_.pid > 0 && !holder_.Exited()) {
+      ::kill(-holder_.pid, SIGTERM);
+      holder_.Wait(30s);
+    }
+    if (aggregator_.pid > 0) {
+      ::kill(aggregator_.pid, SIGTERM);
+      EXPECT_TRUE(aggregator_.Wait(30s)) << aggregator_.Logs();
+      EXPECT_EQ(aggregator_.code(), 0) << aggregator_.Logs();
+    }
+    std::error_code ignored;
+    if (!HasFailure()) std::filesystem::remove_all(dir_, ignored);
+  }
+
+  CtlResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {GPUVM_CTL_BIN, "--socket", socket_ + "-control"});
+    Child c = Child::Spawn(args, dir_ + "/ctl" + std::to_string(ctl_runs_++));
+    EXPECT_TRUE(c.Wait(30s)) << c.Logs();
+    return {c.code(), c.out(), c.err()};
+  }
+
+  // A pt VM named `name` holding the GPU (launching empty kernels until killed).
+  void StartHolder(const std::string& name) {
+    const std::string ready = dir_ + "/" + name + ".ready";
+    holder_ =
+        Child::Spawn({GPUVM_VM_BIN, "--aggregator", socket_, "--dm", GPUVM_DM_BIN, "--ram-mib",
+                      "256", "--name", name, "--", GPUVM_GUEST_BIN, "hold", ready},
+                     dir_ + "/" + name);
+    const auto deadline = Clock::now() + 60s;
+    while (!std::filesystem::exists(ready) && Clock::now() < deadline) {
+      ASSERT_FALSE(holder_.Exited()) << "the VM exited early: " << holder_.Logs();
+      std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_TRUE(std::filesystem::exists(ready)) << holder_.Logs();
+  }
+
+  std::string dir_, socket_;
+  Child aggregator_, holder_;
+  int ctl_runs_ = 0;
+};
+
+TEST_F(ControlIntegrationTest, ListsAndChangesSharesLive) {
+  CtlResult empty = Ctl({"list"});
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_NE(empty.out.find("scheduler: credit"), std::string::npos) << empty.out;
+
+  ASSERT_NO_FATAL_FAILURE(StartHolder("tenant"));
+  CtlResult list = Ctl({"list"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  EXPECT_NE(list.out.find("tenant"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("pt"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("256 MiB"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("128"), std::string::npos) << list.out;  // a pt VM has every channel
+  EXPECT_NE(list.out.find("35.0%"), std::string::npos) << "the configured share\n" << list.out;
+
+  CtlResult set = Ctl({"set-share", "tenant", "60"});
+  EXPECT_EQ(set.code, 0) << set.err;
+  set = Ctl({"set-scheduler", "band"});
+  EXPECT_EQ(set.code, 0) << set.err;
+  list = Ctl({"list"});
+  EXPECT_NE(list.out.find("60.0%"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("scheduler: band"), std::string::npos) << list.out;
+
+  CtlResult stats = Ctl({"stats", "--json"});
+  ASSERT_EQ(stats.code, 0) << stats.err;
+  EXPECT_EQ(stats.out.substr(0, 1), "{") << stats.out;
+  EXPECT_NE(stats.out.find("\"policy\":\"band\""), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("\"name\":\"tenant\""), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("\"share\":60"), std::string::npos) << stats.out;
+}
+
+TEST_F(ControlIntegrationTest, InvalidInputIsRefusedAndChangesNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartHolder("tenant"));
+  const std::string before = Ctl({"list"}).out;
+
+  CtlResult r = Ctl({"set-share", "nobody", "10"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no VM named 'nobody'"), std::string::npos) << r.err;
+  r = Ctl({"set-share", "999", "10"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("NotFound"), std::string::npos) << r.err;
+  // Refused locally by gpuvm-ctl (exit 2, usage) before reaching the aggregator.
+  r = Ctl({"set-share", "tenant", "-5"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("negative"), std::string::npos) << r.err;
+  r = Ctl({"set-share", "tenant", "250"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("above 100%"), std::string::npos) << r.err;
+  r = Ctl({"set-scheduler", "lottery"});
+  EXPECT_EQ(r.code, 2);
+  r = Ctl({"frobnicate"});
+  EXPECT_EQ(r.code, 2);
+
+  // Garbage straight onto the socket, past gpuvm-ctl's own checks.
+  gpuvm::Result<gpuvm::hv::local::UniqueFd> fd =
+      gpuvm::hv::local::ConnectSeqpacket(socket_ + "-control");
+  ASSERT_TRUE(fd.ok());
+  for (std::string_view raw :
+       {std::string_view("set-share tenant -5"), std::string_view("set-share tenant 1e9"),
+        std::string_view("\x01\x02\xff"), std::string_view("list list")}) {
+    ASSERT_EQ(::send(fd->get(), raw.data(), raw.size(), 0), static_cast<ssize_t>(raw.size()));
+    ASSERT_TRUE(gpuvm::hv::local::WaitReadable(fd->get(), 10000).ok());
+    char reply[4096];
+    const ssize_t n = ::recv(fd->get(), reply, sizeof reply, 0);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(std::string(reply, static_cast<size_t>(n)).substr(0, 22), "error InvalidArgument:")
+        << raw;
+  }
+  EXPECT_EQ(Ctl({"list"}).out, before);  // usage moves; a holder's share and policy do not
+  EXPECT_NE(before.find("35.0%"), std::string::npos) << before;
+}
+
+}  // namespace
