@@ -18,6 +18,7 @@
 #include "aggregator/reserved_vram.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/fv_test_vm.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
@@ -30,6 +31,7 @@ namespace gpuvm::aggregator {
 namespace {
 
 namespace vm = gf100::vm;
+using fv_testing::FvTestVm;
 namespace pf = gf100::pfifo;
 constexpr uint64_t kMiB = 1ull << 20;
 
@@ -202,107 +204,6 @@ TEST_F(FvShadowTest, RescanRelocatesValidatesAndWritesOnlyChanges) {
 }
 
 // ---- the guest driver in fv VMs -------------------------------------------------------------
-
-// One local VM's RAM (a sealed memfd) and a guest::Bus straight onto its FullVirtGpu. DMA maps the
-// caller's pages over guest frames, as the local VM's trapping bus does, so bus addresses are
-// guest-physical. Every call takes the aggregator lock: the virtual GPUs and the host are
-// single-threaded, as in the aggregator.
-class FvTestVm final : public guest::Bus {
- public:
-  FvTestVm(std::mutex* aggregator_lock, PhysicalGpu* gpu) : lock_(aggregator_lock), gpu_(gpu) {}
-
-  Status Start(FvHost* host, const FvVmOptions& options, uint64_t ram_bytes) {
-    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd fd,
-                           hv::local::CreateSealedMemfd("fv-vm", ram_bytes));
-    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd dup, hv::local::DuplicateFd(fd.get()));
-    GPUVM_ASSIGN_OR_RETURN(ram_, GuestRam::FromLocalMemfd(std::move(dup), ram_bytes));
-    memfd_ = std::move(fd);
-    pci_ = gpu_->device().pci();
-    std::lock_guard lock(*lock_);
-    GPUVM_ASSIGN_OR_RETURN(
-        vgpu_,
-        FullVirtGpu::Create(host, VmBars{pci_.bar0_size, pci_.bar1_size, pci_.bar3_size}, options));
-    return vgpu_->AttachGuestRam(*ram_);
-  }
-  void Stop() {
-    std::lock_guard lock(*lock_);
-    if (vgpu_) (void)vgpu_->Detach();
-  }
-  FullVirtGpu& vgpu() { return *vgpu_; }
-  std::span<uint8_t> ram() { return ram_->bytes(); }
-
-  const gpu::PciIdentity& pci() const override { return pci_; }
-  uint64_t Read(gpu::Bar bar, uint64_t offset, gpu::Width width) override {
-    std::lock_guard lock(*lock_);
-    Result<uint64_t> v = vgpu_->Read(bar, offset, uint32_t(width), 0);
-    return v.ok() ? *v : 0;
-  }
-  void Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uint64_t value) override {
-    std::lock_guard lock(*lock_);
-    (void)vgpu_->Write(bar, offset, uint32_t(width), value, 0);
-  }
-  Status ReadBlock(gpu::Bar bar, uint64_t offset, void* dst, uint64_t length) override {
-    if (bar == gpu::Bar::k0) return Status::InvalidArgument("no blocks in BAR0");
-    std::lock_guard lock(*lock_);
-    const uint32_t size = length % 4 == 0 ? 4 : 1;
-    return vgpu_->ReadElements(bar, offset, size, {static_cast<uint8_t*>(dst), length}, 0);
-  }
-  Status WriteBlock(gpu::Bar bar, uint64_t offset, const void* src, uint64_t length) override {
-    if (bar == gpu::Bar::k0) return Status::InvalidArgument("no blocks in BAR0");
-    std::lock_guard lock(*lock_);
-    const uint32_t size = length % 4 == 0 ? 4 : 1;
-    return vgpu_->WriteElements(bar, offset, size, {static_cast<const uint8_t*>(src), length}, 0);
-  }
-  Result<std::unique_ptr<guest::DmaMapping>> MapDma(void* host, uint64_t length) override;
-  Status SetInterruptHandler(std::function<void(bool)>) override {
-    return Status::Unimplemented("the driver polls");
-  }
-
- private:
-  class Pages;
-  std::mutex* lock_;
-  PhysicalGpu* gpu_;
-  gpu::PciIdentity pci_;
-  hv::local::UniqueFd memfd_;
-  std::unique_ptr<GuestRam> ram_;
-  std::unique_ptr<FullVirtGpu> vgpu_;
-  std::mutex frames_mu_;
-  uint64_t next_frame_ = 16;  // (our choice) the first 64 KiB stay unused
-};
-
-class FvTestVm::Pages final : public guest::DmaMapping {
- public:
-  Pages(uint8_t* host, uint64_t length, std::vector<uint64_t> frames)
-      : host_(host), length_(length), frames_(std::move(frames)) {}
-  uint8_t* host() const override { return host_; }
-  uint64_t length() const override { return length_; }
-  uint64_t PageBusAddress(uint64_t offset) const override { return frames_[offset / 4096] * 4096; }
-
- private:
-  uint8_t* host_;
-  uint64_t length_;
-  std::vector<uint64_t> frames_;
-};
-
-Result<std::unique_ptr<guest::DmaMapping>> FvTestVm::MapDma(void* host, uint64_t length) {
-  if (length == 0 || length % 4096 || reinterpret_cast<uintptr_t>(host) % 4096) {
-    return Status::InvalidArgument("unaligned DMA");
-  }
-  std::lock_guard lock(frames_mu_);
-  const uint64_t pages = length / 4096;
-  if ((next_frame_ + pages) * 4096 > ram_->size()) return Status::ResourceExhausted("guest RAM");
-  std::vector<uint64_t> frames(pages);
-  auto* bytes = static_cast<uint8_t*>(host);
-  // Move the bytes into guest frames, then map the frames over them (one run: consecutive frames).
-  std::memcpy(ram_->bytes().data() + next_frame_ * 4096, bytes, length);
-  if (::mmap(bytes, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memfd_.get(),
-             off_t(next_frame_ * 4096)) == MAP_FAILED) {
-    return Status::FromErrno(errno, "mmap");
-  }
-  for (uint64_t i = 0; i < pages; ++i) frames[i] = next_frame_ + i;
-  next_frame_ += pages;
-  return std::unique_ptr<guest::DmaMapping>(new Pages(bytes, length, std::move(frames)));
-}
 
 class FvGuestTest : public ::testing::TestWithParam<FvMode> {
  protected:

@@ -1,0 +1,96 @@
+// Test support for full virtualization: an fv VM inside the test process. FvTestVm gives a
+// FullVirtGpu the RAM a local VM has (a sealed memfd) and is a guest::Bus straight onto it, so the
+// unmodified guest driver runs against the virtual GPU without device model or trap round trips.
+// DMA maps the caller's pages over guest frames (as the local VM's trapping bus does), so the bus
+// addresses the driver writes into SYSRAM PTEs are guest-physical. Every call takes the aggregator
+// lock the test shares between its VMs: virtual GPUs and FvHost are single-threaded, as in the
+// aggregator. Raw accessors (vgpu()) let a test play a hostile guest.
+//
+// Threading: every guest::Bus method from any thread (serialized by the aggregator lock).
+#ifndef GPUVM_AGGREGATOR_TESTING_FV_TEST_VM_H_
+#define GPUVM_AGGREGATOR_TESTING_FV_TEST_VM_H_
+
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "aggregator/fv_gpu.h"
+#include "aggregator/fv_host.h"
+#include "aggregator/guest_ram.h"
+#include "guest-pv-driver/bus.h"
+#include "hypervisor/local/os.h"
+
+namespace gpuvm::aggregator::fv_testing {
+
+// One local VM's RAM (a sealed memfd) and a guest::Bus straight onto its FullVirtGpu. DMA maps the
+// caller's pages over guest frames, as the local VM's trapping bus does, so bus addresses are
+// guest-physical. Every call takes the aggregator lock: the virtual GPUs and the host are
+// single-threaded, as in the aggregator.
+class FvTestVm final : public guest::Bus {
+ public:
+  FvTestVm(std::mutex* aggregator_lock, PhysicalGpu* gpu) : lock_(aggregator_lock), gpu_(gpu) {}
+
+  Status Start(FvHost* host, const FvVmOptions& options, uint64_t ram_bytes) {
+    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd fd,
+                           hv::local::CreateSealedMemfd("fv-vm", ram_bytes));
+    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd dup, hv::local::DuplicateFd(fd.get()));
+    GPUVM_ASSIGN_OR_RETURN(ram_, GuestRam::FromLocalMemfd(std::move(dup), ram_bytes));
+    memfd_ = std::move(fd);
+    pci_ = gpu_->device().pci();
+    std::lock_guard lock(*lock_);
+    GPUVM_ASSIGN_OR_RETURN(
+        vgpu_,
+        FullVirtGpu::Create(host, VmBars{pci_.bar0_size, pci_.bar1_size, pci_.bar3_size}, options));
+    return vgpu_->AttachGuestRam(*ram_);
+  }
+  void Stop() {
+    std::lock_guard lock(*lock_);
+    if (vgpu_) (void)vgpu_->Detach();
+  }
+  FullVirtGpu& vgpu() { return *vgpu_; }
+  std::span<uint8_t> ram() { return ram_->bytes(); }
+
+  const gpu::PciIdentity& pci() const override { return pci_; }
+  uint64_t Read(gpu::Bar bar, uint64_t offset, gpu::Width width) override {
+    std::lock_guard lock(*lock_);
+    Result<uint64_t> v = vgpu_->Read(bar, offset, uint32_t(width), 0);
+    return v.ok() ? *v : 0;
+  }
+  void Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uint64_t value) override {
+    std::lock_guard lock(*lock_);
+    (void)vgpu_->Write(bar, offset, uint32_t(width), value, 0);
+  }
+  Status ReadBlock(gpu::Bar bar, uint64_t offset, void* dst, uint64_t length) override {
+    if (bar == gpu::Bar::k0) return Status::InvalidArgument("no blocks in BAR0");
+    std::lock_guard lock(*lock_);
+    const uint32_t size = length % 4 == 0 ? 4 : 1;
+    return vgpu_->ReadElements(bar, offset, size, {static_cast<uint8_t*>(dst), length}, 0);
+  }
+  Status WriteBlock(gpu::Bar bar, uint64_t offset, const void* src, uint64_t length) override {
+    if (bar == gpu::Bar::k0) return Status::InvalidArgument("no blocks in BAR0");
+    std::lock_guard lock(*lock_);
+    const uint32_t size = length % 4 == 0 ? 4 : 1;
+    return vgpu_->WriteElements(bar, offset, size, {static_cast<const uint8_t*>(src), length}, 0);
+  }
+  Result<std::unique_ptr<guest::DmaMapping>> MapDma(void* host, uint64_t length) override;
+  // The lock this VM takes (for a test's raw accesses through vgpu()).
+  std::mutex& lock() { return *lock_; }
+  Status SetInterruptHandler(std::function<void(bool)>) override {
+    return Status::Unimplemented("the driver polls");
+  }
+
+ private:
+  class Pages;
+  std::mutex* lock_;
+  PhysicalGpu* gpu_;
+  gpu::PciIdentity pci_;
+  hv::local::UniqueFd memfd_;
+  std::unique_ptr<GuestRam> ram_;
+  std::unique_ptr<FullVirtGpu> vgpu_;
+  std::mutex frames_mu_;
+  uint64_t next_frame_ = 16;  // (our choice) the first 64 KiB stay unused
+};
+
+}  // namespace gpuvm::aggregator::fv_testing
+
+#endif  // GPUVM_AGGREGATOR_TESTING_FV_TEST_VM_H_
