@@ -42,6 +42,17 @@ run() {
   say "step $name: $*"
   timeout "$seconds" "$@" || fail "$name (exit $?)"
 }
+# What the hypervisor knows about the guest, for a guest that hung, crashed or vanished.
+guest_diagnostics() {
+  echo "----- xl list"
+  timeout 30 xl list 2>&1
+  echo "----- guest serial (last 80 lines)"
+  tail -n 80 /var/log/xen/guest-serial.log 2>/dev/null
+  echo "----- xl dmesg (last 40 lines)"
+  timeout 30 xl dmesg 2>&1 | tail -n 40
+  echo "----- processes"
+  ps 2>&1 | grep -vE ' (ps|grep|\[.*\])$' | tail -n 40
+}
 dump_logs() {
   for f in /var/log/xen/*.log /tmp/*.log; do
     [ -f "$f" ] || continue
@@ -106,8 +117,9 @@ vnc = 0
 sdl = 0
 nographic = 1
 on_poweroff = "destroy"
-on_reboot = "destroy"
-on_crash = "destroy"
+# A crash or a reboot (a triple fault is one) keeps the domain, so dom0 can say what happened.
+on_reboot = "preserve"
+on_crash = "preserve"
 # Required under TCG: otherwise Xen traps RDTSCP, which TCG's SVM reports as RDTSC, and the guest
 # gets #GP early in boot (PLATFORM-NOTES.md).
 tsc_mode = "native"
@@ -174,16 +186,38 @@ unpause_at=$(uptime_s)
 run xl-unpause 60 xl unpause "$domid"
 say "guest unpaused"
 waited=0
+missing=0
 while ! grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null; do
-  if ! xl domid gpuvm-guest >/dev/null 2>&1; then
-    sleep 2
-    grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null && break
-    cat /var/log/xen/guest-serial.log 2>/dev/null | tail -n 80
-    fail "guest died before its result line"
-  fi
+  # `xl list` columns: name id mem vcpus state time; state letters r b p s c d.
+  listing=$(xl list gpuvm-guest 2>&1)
+  state=$(echo "$listing" | awk '$1 == "gpuvm-guest" {print $5}')
+  case "$state" in
+    "")
+      # Gone (or xl failed): a domain that powered off after its result line is fine; one failed
+      # `xl list` under a loaded TCG host is not proof, three in a row are.
+      grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null && break
+      missing=$((missing + 1))
+      if [ $missing -ge 3 ]; then
+        say "xl list gpuvm-guest: $listing"
+        guest_diagnostics
+        fail "guest domain vanished before its result line"
+      fi
+      ;;
+    *c* | *s*)
+      sleep 2
+      grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null && break
+      say "guest domain state $state: $listing"
+      guest_diagnostics
+      case "$state" in
+        *c*) fail "guest crashed before its result line (xl state $state)" ;;
+        *) fail "guest shut down before its result line (xl state $state)" ;;
+      esac
+      ;;
+    *) missing=0 ;;
+  esac
   waited=$((waited + 5))
   if [ $waited -ge "$GUEST_BOOT_TIMEOUT" ]; then
-    tail -n 80 /var/log/xen/guest-serial.log 2>/dev/null
+    guest_diagnostics
     fail "guest gave no result within ${GUEST_BOOT_TIMEOUT}s"
   fi
   sleep 5
