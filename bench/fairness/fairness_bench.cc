@@ -27,7 +27,10 @@
 // --control-demo: the operator's view (make run): four VMs with shares 10/20/30/40 under BAND, the
 // 10 % VM raised to 40 % and the 40 % one lowered to 10 % halfway through (live, through the same
 // control service gpuvm-ctl talks to), target and achieved share printed per 500 ms window.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +53,7 @@
 #include "scheduler/dispatcher.h"
 #include "scheduler/sim/fairness.h"
 #include "scheduler/sim/simulator.h"
+#include "tools/gpuvm-ctl/ctl.h"
 
 namespace gpuvm::sched::bench {
 namespace {
@@ -68,6 +72,7 @@ struct Args {
   bool makespan = true;
   uint64_t seed = 1;
   std::string out;
+  std::string engine = "synthetic";
   bool control_demo = false;
   // BAND's hold_max. Gdev's 500 us assumes an in-kernel resubmission path; through threads (and,
   // in the aggregator, traps) a madd VM's gap from completion to its next submission is longer.
@@ -455,8 +460,215 @@ int ControlDemo(const Args& args) {
   return 0;
 }
 
+// --- --engine fv: real fv VMs through gpuvm-aggregator -------------------------------------------
+
+pid_t Spawn(std::vector<std::string> argv, const std::string& log) {
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f != nullptr) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    ::setpgid(0, 0);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// name (before '@') -> gpu_time_ns, from the stats JSON.
+std::map<std::string, double> GpuTimes(const std::string& json) {
+  std::map<std::string, double> out;
+  size_t pos = 0;
+  while ((pos = json.find("\"name\":\"", pos)) != std::string::npos) {
+    pos += 8;
+    const size_t end = json.find('"', pos);
+    if (end == std::string::npos) break;
+    std::string name = json.substr(pos, end - pos);
+    name = name.substr(0, name.find('@'));
+    const size_t g = json.find("\"gpu_time_ns\":", end);
+    const size_t next = json.find("\"name\":\"", end);
+    if (g == std::string::npos || (next != std::string::npos && g > next)) continue;
+    out[name] = std::atof(json.c_str() + g + 14);
+  }
+  return out;
+}
+
+struct FvRun {
+  std::vector<double> t_ms;               // sample times
+  std::vector<std::vector<double>> used;  // per sample, per VM: cumulative GPU ns
+  int failed_vms = 0;
+};
+
+Result<FvRun> RunFv(const Args& args, const std::vector<SimVm>& vms, PolicyKind policy,
+                    const std::string& dir) {
+  const std::string socket = "@gpuvm-fairness-" + std::to_string(::getpid());
+  std::vector<std::string> agg = {GPUVM_AGGREGATOR_BIN,
+                                  "--socket",
+                                  socket,
+                                  "--vram-mib",
+                                  "2048",
+                                  "--quiet",
+                                  "--scheduler",
+                                  std::string(PolicyKindName(policy))};
+  for (size_t i = 0; i < vms.size(); ++i) {
+    char share[32];
+    std::snprintf(share, sizeof share, "vm%zu=%.3f", i + 1, vms[i].share_percent);
+    agg.push_back("--vm-share");
+    agg.push_back(share);
+  }
+  const pid_t aggregator = Spawn(agg, dir + "/aggregator.log");
+  const std::string control = socket + "-control";
+  for (int i = 0; i < 2000 && !ctl::Call(control, control::ListRequest{}).ok(); ++i) ::usleep(5000);
+  const double seconds = args.duration_s + 1.5;  // start-up, then the measured stretch
+  std::vector<pid_t> guests;
+  for (size_t i = 0; i < vms.size(); ++i) {
+    const bool is_long = vms[i].job > std::chrono::microseconds(args.job_us);
+    guests.push_back(
+        Spawn({GPUVM_VM_BIN, "--aggregator", socket, "--dm", GPUVM_DM_BIN, "--mode", "fv-lazy",
+               "--name", "vm" + std::to_string(i + 1), "--ram-mib", "256", "--",
+               GPUVM_FAIRNESS_GUEST_BIN, is_long ? "long-madd" : "madd", std::to_string(seconds)},
+              dir + "/vm" + std::to_string(i + 1) + ".log"));
+  }
+  FvRun run;
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + std::chrono::duration<double>(seconds - 0.3);
+  for (auto next = start; std::chrono::steady_clock::now() < until; next += 100ms) {
+    std::this_thread::sleep_until(next);
+    Result<control::Reply> reply = ctl::Call(control, control::StatsRequest{});
+    if (!reply.ok() || !reply->status.ok()) continue;
+    const std::map<std::string, double> times = GpuTimes(reply->body);
+    std::vector<double> row;
+    for (size_t i = 0; i < vms.size(); ++i) {
+      auto it = times.find("vm" + std::to_string(i + 1));
+      row.push_back(it == times.end() ? 0 : it->second);
+    }
+    run.t_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    run.used.push_back(row);
+  }
+  for (pid_t g : guests) {
+    int status = 0;
+    for (int i = 0; i < 6000 && ::waitpid(g, &status, WNOHANG) == 0; ++i) ::usleep(10000);
+    if (::waitpid(g, &status, WNOHANG) == 0) {
+      ::kill(-g, SIGKILL);
+      ::waitpid(g, &status, 0);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++run.failed_vms;
+  }
+  ::kill(aggregator, SIGTERM);
+  int status = 0;
+  ::waitpid(aggregator, &status, 0);
+  return run;
+}
+
+// Shares per window of `k` samples (100 ms each) between `from_ms` and the last sample in which
+// every VM was running; returns the per-window shares.
+std::vector<std::vector<double>> FvWindows(const FvRun& run, size_t k, double from_ms,
+                                           double to_ms) {
+  std::vector<std::vector<double>> windows;
+  size_t first = 0;
+  while (first < run.t_ms.size() && run.t_ms[first] < from_ms) ++first;
+  for (size_t a = first; a + k < run.t_ms.size() && run.t_ms[a + k] <= to_ms; a += k) {
+    std::vector<double> delta;
+    double total = 0;
+    for (size_t v = 0; v < run.used[a].size(); ++v) {
+      delta.push_back(run.used[a + k][v] - run.used[a][v]);
+      total += delta.back();
+    }
+    if (total <= 0) continue;
+    for (double& d : delta) d /= total;
+    windows.push_back(delta);
+  }
+  return windows;
+}
+
+int MainFv(const Args& args) {
+  const std::vector<std::pair<std::string, PolicyKind>> policies = {
+      {"fifo", PolicyKind::kFifo}, {"credit", PolicyKind::kCredit}, {"band", PolicyKind::kBand}};
+  const std::string dir = args.out.empty() ? "/tmp/gpuvm-fairness-fv" : args.out;
+  ::mkdir(dir.c_str(), 0755);
+  std::printf(
+      "engine: fv — gpuvm-aggregator on the software GPU, one fv-lazy VM per VM (gpuvm-vm, "
+      "gpuvm-dm) looping madd (256x256) or long-madd (15x the elements); GPU time per VM "
+      "sampled over the control socket every 100 ms; %.1f s measured after 1 s\n",
+      args.duration_s);
+  std::printf("%-14s %-7s %9s %9s %8s %8s %6s  %s\n", "case", "policy", "dev500ms", "dev100ms",
+              "jain500", "jain100", "util", "mean share % (target)");
+  for (const Case& c : Cases(args)) {
+    if (!args.only_case.empty() && c.name != args.only_case) continue;
+    const std::vector<double> targets = sim::TargetShares(c.vms);
+    for (const auto& [pname, policy] : policies) {
+      if (!args.only_policy.empty() && pname != args.only_policy) continue;
+      Result<FvRun> run = RunFv(args, c.vms, policy, dir);
+      if (!run.ok()) {
+        std::fprintf(stderr, "%s\n", run.status().ToString().c_str());
+        return 1;
+      }
+      const double to_ms = 1000 + args.duration_s * 1000;
+      std::string means;
+      double dev[2] = {0, 0}, jain[2] = {1, 1};
+      int w = 0;
+      for (size_t k : {size_t(5), size_t(1)}) {
+        const auto windows = FvWindows(*run, k, 1000, to_ms);
+        std::vector<double> mean(c.vms.size(), 0);
+        std::ofstream csv(dir + "/" + c.name + "-" + pname + "-" + std::to_string(k * 100) +
+                          "ms.csv");
+        csv << "window";
+        for (size_t v = 0; v < c.vms.size(); ++v) csv << ",vm" << v + 1 << "_" << c.vms[v].name;
+        csv << "\n";
+        for (size_t i = 0; i < windows.size(); ++i) {
+          csv << i;
+          double sum = 0, sum_sq = 0;
+          for (size_t v = 0; v < c.vms.size(); ++v) {
+            csv << "," << windows[i][v];
+            mean[v] += windows[i][v] / windows.size();
+            dev[w] = std::max(dev[w], std::abs(windows[i][v] - targets[v]));
+            const double x = windows[i][v] / targets[v];
+            sum += x;
+            sum_sq += x * x;
+          }
+          csv << "\n";
+          jain[w] = std::min(jain[w], sum * sum / (c.vms.size() * sum_sq));
+        }
+        if (k == 5) {
+          for (size_t v = 0; v < c.vms.size(); ++v) {
+            means += Pct(mean[v]) + " (" + Pct(targets[v]) + ") ";
+          }
+        }
+        ++w;
+      }
+      // How contended the GPU was: GPU time charged over wall time in the measured stretch.
+      double util = 0;
+      {
+        size_t a = 0, b = 0;
+        for (size_t i = 0; i < run->t_ms.size(); ++i) {
+          if (run->t_ms[i] < 1000) a = i + 1;
+          if (run->t_ms[i] <= to_ms) b = i;
+        }
+        if (b > a && a < run->t_ms.size()) {
+          double busy = 0;
+          for (size_t v = 0; v < c.vms.size(); ++v) busy += run->used[b][v] - run->used[a][v];
+          util = busy / 1e6 / (run->t_ms[b] - run->t_ms[a]);
+        }
+      }
+      std::printf("%-14s %-7s %9s %9s %8.3f %8.3f %5s%%  %s%s\n", c.name.c_str(), pname.c_str(),
+                  Pct(dev[0]).c_str(), Pct(dev[1]).c_str(), jain[0], jain[1], Pct(util).c_str(),
+                  means.c_str(), run->failed_vms ? " (SOME VMS FAILED, see logs)" : "");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 int Main(const Args& args) {
   if (args.control_demo) return ControlDemo(args);
+  if (args.engine == "fv") return MainFv(args);
   const std::vector<std::pair<std::string, PolicyKind>> policies = {
       {"fifo", PolicyKind::kFifo}, {"credit", PolicyKind::kCredit}, {"band", PolicyKind::kBand}};
   const Duration duration =
@@ -593,7 +805,8 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (flag == "--out") {
       args->out = v;
     } else if (flag == "--engine") {
-      if (std::string(v) != "synthetic") return false;
+      args->engine = v;
+      if (args->engine != "synthetic" && args->engine != "fv") return false;
     } else {
       return false;
     }
