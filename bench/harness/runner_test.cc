@@ -163,7 +163,9 @@ void ExpectWellFormed(const Json& j) {
     sum += p->number();
   }
   // A correct run's seconds are its phases summed; a run without a report has the wall time.
-  if (j.Find("correct")->bool_value()) EXPECT_NEAR(sum, j.Find("seconds")->number(), 1e-6);
+  if (j.Find("correct")->bool_value()) {
+    EXPECT_NEAR(sum, j.Find("seconds")->number(), 1e-6);
+  }
   EXPECT_GE(j.Find("seconds")->number(), 0);
   EXPECT_NE(j.Find("rev")->string(), "");
 }
@@ -197,6 +199,25 @@ TEST(BenchHarnessEndToEnd, NativeRunsAppendOneObjectPerRun) {
                 .exit_status,
             0);
   EXPECT_EQ(ReadResults(dir.path() + "/results.jsonl").size(), 5u);
+}
+
+TEST(BenchHarnessEndToEnd, SeveralAtOnceGiveARecordEach) {
+  TempDir dir;
+  const BenchRun r = RunBench(
+      "--bench nop,loop --vms 3 --runs 1 --warmup 0 --size test --api driver "
+      "--quiet --out " +
+      dir.path());
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 6u);
+  int vm_sum = 0;
+  for (const Json& j : lines) {
+    ExpectWellFormed(j);
+    EXPECT_EQ(j.Find("vms")->number(), 3);
+    EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
+    vm_sum += static_cast<int>(j.Find("vm")->number());
+  }
+  EXPECT_EQ(vm_sum, 2 * (0 + 1 + 2));
 }
 
 TEST(BenchHarnessEndToEnd, BadInputIsAClearErrorAndNoResults) {
@@ -259,6 +280,27 @@ TEST(BenchHarnessEndToEnd, AFailingProgramIsRecordedAsIncorrect) {
     kept = kept.substr(0, kept.find('\n'));
     if (kept.rfind("/tmp/gpuvm-bench-", 0) == 0) std::filesystem::remove_all(kept);
   }
+}
+
+TEST(BenchHarnessEndToEnd, RuntimeApiProgramsBuiltByNvcc) {
+  if (!GPUVM_BENCH_HAVE_RT) GTEST_SKIP() << "nvcc is absent: no runtime-API programs were built";
+  TempDir dir;
+  const BenchRun r = RunBench(
+      "--bench lud,srad2 --api runtime --runs 1 --warmup 0 --size test "
+      "--quiet --out " +
+      dir.path());
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const Json& j : lines) {
+    ExpectWellFormed(j);
+    EXPECT_EQ(j.Find("api")->string(), "runtime");
+    EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
+  }
+  // Benchmarks without a runtime-API build are refused by name, not run with the wrong API.
+  const BenchRun nop = RunBench("--bench nop --api runtime --out " + dir.path());
+  EXPECT_EQ(nop.exit_status, 2);
+  EXPECT_NE(nop.output.find("no runtime-API program for nop"), std::string::npos) << nop.output;
 }
 
 TEST(BenchHarnessEndToEnd, PassThroughRecordsTrapsPerBar) {
