@@ -1,0 +1,60 @@
+// What the runtime-API programs of the suite (bench/suite/rt/*.cu, built by stock nvcc with
+// -cudart shared) share: CUDA runtime error reporting into a Report, and bringing the device up in
+// the init phase. They are the driver-API programs' twins (same problems, same checks, same
+// phases); the kernels are the corpus's own sources (bench/kernels/*.cu), compiled by nvcc into the
+// program's fat binary, which gpuvm's libcudart.so.13 JIT-compiles from the embedded PTX.
+//
+// The runtime loads a fat binary on its first use (CUDA's lazy loading), so init asks for every
+// kernel's attributes: the JIT then happens in init, as cuModuleLoad does in the driver-API
+// programs, and not in the first launch.
+//
+// Plain C++17 plus the CUDA runtime header (nvcc compiles this).
+//
+// Threading: the program's main thread.
+#ifndef GPUVM_BENCH_SUITE_RT_RT_H_
+#define GPUVM_BENCH_SUITE_RT_RT_H_
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "bench/suite/report.h"
+
+namespace gpuvm::suite {
+
+// "<call>: <cudaError name> (<code>): <description>".
+inline std::string RtError(cudaError_t error, const char* call) {
+  return std::string(call) + ": " + cudaGetErrorName(error) + " (" +
+         std::to_string(static_cast<int>(error)) + "): " + cudaGetErrorString(error);
+}
+
+// Records the failure of `call` in `report` and returns from the enclosing void function.
+#define GPUVM_SUITE_RT(report, call)                               \
+  do {                                                             \
+    const cudaError_t suite_error_ = (call);                       \
+    if (suite_error_ != cudaSuccess) {                             \
+      (report).Fail(::gpuvm::suite::RtError(suite_error_, #call)); \
+      return;                                                      \
+    }                                                              \
+  } while (0)
+
+// A kernel launch (<<<...>>>) reports configuration errors through cudaGetLastError.
+#define GPUVM_SUITE_RT_LAUNCHED(report) GPUVM_SUITE_RT(report, cudaGetLastError())
+
+// Device 0, its primary context created now (cudaFree(nullptr) is the customary way).
+#define GPUVM_SUITE_RT_OPEN(report)            \
+  do {                                         \
+    GPUVM_SUITE_RT(report, cudaSetDevice(0));  \
+    GPUVM_SUITE_RT(report, cudaFree(nullptr)); \
+  } while (0)
+
+// Loads the module of `kernel` now (see above).
+#define GPUVM_SUITE_RT_LOAD(report, kernel)                                    \
+  do {                                                                         \
+    cudaFuncAttributes suite_attributes_;                                      \
+    GPUVM_SUITE_RT(report, cudaFuncGetAttributes(&suite_attributes_, kernel)); \
+  } while (0)
+
+}  // namespace gpuvm::suite
+
+#endif  // GPUVM_BENCH_SUITE_RT_RT_H_
