@@ -25,3 +25,9 @@ for program in gpuvm-device-bench gpuvm-compute-bench gpuvm-trap-bench gpuvm-pt-
     fi
   fi
 done
+# GPUvm's fairness experiment (docs/SCHEDULER.md): FIFO/CREDIT/BAND on 2/4/8 VMs and unequal shares,
+# CSVs and a PNG per case under $build/bench/fairness (about 2 minutes).
+if [[ ( -z "${BENCH_ONLY:-}" || "$BENCH_ONLY" == gpuvm-fairness-bench ) && -x "$build/bench/gpuvm-fairness-bench" ]]; then
+  echo "=== gpuvm-fairness-bench"
+  "$build/bench/gpuvm-fairness-bench" --out "$build/bench/fairness"
+fi

@@ -122,6 +122,14 @@ if [[ -n $alone_benches ]]; then
 fi
 cleanup
 agg_pid=""
+# The operator's view (docs/CONTROL.md, docs/SCHEDULER.md): four VMs with shares 10/20/30/40 under
+# BAND, two shares swapped live halfway through the control service gpuvm-ctl talks to, target and
+# achieved share per 500 ms window, and the plot. On the dispatcher with the synthetic timed engine:
+# fv VMs do not load the software GPU enough yet for shares to matter (docs/SCHEDULER.md).
+if [[ -x $build/bench/gpuvm-fairness-bench && -z ${GPUVM_RUN_NO_OPERATOR:-} ]]; then
+  echo
+  "$build/bench/gpuvm-fairness-bench" --control-demo --duration-s 6 --out "$build/bench/operator-view"
+fi
 if ((failures > 0)); then
   echo "run.sh: $failures VM run(s) failed or computed a wrong result; logs in $scratch" >&2
   exit 1
