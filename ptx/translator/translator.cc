@@ -2472,6 +2472,16 @@ Result<isa::ModuleKernel> KernelTranslator::Run(KernelStats* stats) {
   GPUVM_ASSIGN_OR_RETURN(
       isa::Kernel kernel,
       translator::AllocateRegisters(vc_, header, "in kernel '" + kernel_.name + "'", &astats));
+  // The instruction bound above counts instructions; an instruction with an immediate takes two
+  // code words, so the image can still be too big for the ISA. Say so as the resource limit it is
+  // (the encoder would only report a bad header field).
+  uint64_t code_words = 0;
+  for (const isa::Instruction& inst : kernel.code) code_words += inst.has_imm ? 2 : 1;
+  if (code_words > isa::kMaxCodeWords) {
+    return Status::ResourceExhausted(
+        DescribeLocation(kernel_, kernel_.line) + "the kernel needs " + std::to_string(code_words) +
+        " code words after inlining; the limit is " + std::to_string(isa::kMaxCodeWords));
+  }
   GPUVM_ASSIGN_OR_RETURN(std::vector<uint8_t> image, isa::EncodeKernel(kernel));
   isa::ModuleKernel out;
   out.name = kernel_.name;
