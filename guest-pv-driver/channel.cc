@@ -62,6 +62,9 @@ Status Channel::Impl::Init() {
   pb_size_ = AlignUp(o.pushbuffer_bytes, kPage);
   GPUVM_ASSIGN_OR_RETURN(ring_, ctx_->AllocPinned(pb_base_ + pb_size_, /*internal=*/true));
   GPUVM_ASSIGN_OR_RETURN(fence_, ctx_->AllocateSlot());
+  // Sequences continue from the slot's payload (report slots are never reset, context.cc).
+  last_sequence_.store(fence_.Payload(), std::memory_order_release);
+  next_sequence_ = fence_.Payload() + 1;
   GPUVM_ASSIGN_OR_RETURN(query_, ctx_->AllocateSlot());
   GPUVM_ASSIGN_OR_RETURN(cb_, ctx_->AllocVram(kMaxParamBytes, MemoryKind::kDevice, true));
 
@@ -121,7 +124,9 @@ Channel::Impl::~Impl() {
     if (*r != nullptr) (void)ctx_->Free((*r)->va, /*internal=*/true);
     r->reset();
   }
-  if (fence_.host != nullptr) ctx_->FreeSlot(fence_);
+  // A fence release still queued (the channel did not drain) would move a new owner's payload: the
+  // slot then stays reserved until the context goes.
+  if (fence_.host != nullptr && Done(last_sequence_.load())) ctx_->FreeSlot(fence_);
   if (query_.host != nullptr) ctx_->FreeSlot(query_);
   drv_->instmem()->Free(inst_);
   if (have_chid_) drv_->ReleaseChannelId(chid_);

@@ -345,7 +345,10 @@ Result<ReportSlot> Context::Impl::AllocateSlot() {
     slot_used_[i] = true;
     ReportSlot slot{report_page_->host + i * kReportSlotBytes,
                     report_page_->va + i * kReportSlotBytes, i};
-    std::memset(slot.host, 0, kReportSlotBytes);
+    // Not cleared: a slot's payload only moves forward, whoever owns it. A freed event's slot may
+    // still be the target of a queued semaphore acquire (cuStreamWaitEvent then cuEventDestroy);
+    // zeroing it would make that acquire wait for the next owner. Owners continue from the
+    // payload they find (Event::Impl, Channel::Impl::Init).
     return slot;
   }
   return Status::ResourceExhausted("no free report slot (fences and events) in the context");

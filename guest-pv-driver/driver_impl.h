@@ -383,7 +383,9 @@ class Channel::Impl {
 
 class Event::Impl {
  public:
-  Impl(Context::Impl* context, ReportSlot slot) : ctx_(context), slot_(slot) {}
+  // Sequences continue from the slot's payload (report slots are never reset, context.cc).
+  Impl(Context::Impl* context, ReportSlot slot)
+      : ctx_(context), slot_(slot), next_(slot.Payload()) {}
   ~Impl();
 
   Context::Impl* context() { return ctx_; }

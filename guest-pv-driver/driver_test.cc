@@ -590,6 +590,33 @@ TEST_F(GuestDriverTest, ChannelsOrderThroughEvents) {
   }
 }
 
+// cuStreamWaitEvent then cuEventDestroy at once is legal CUDA. The waiting channel's acquire may
+// still be queued when the event's report slot goes back to the context and is handed to a new
+// event: the new event must not make the old acquire wait again.
+TEST_F(GuestDriverTest, AWaitOutlivesItsDestroyedEvent) {
+  auto ctx = NewContext();
+  Channel* waiter = ctx->default_channel();
+  auto producer = ctx->CreateChannel();
+  ASSERT_TRUE(producer.ok());
+  const uint64_t size = 32 << 20;
+  auto a = ctx->AllocDevice(size);
+  ASSERT_TRUE(a.ok());
+  for (int round = 0; round < 3; ++round) {
+    auto ev = ctx->CreateEvent();
+    ASSERT_TRUE(ev.ok());
+    ASSERT_TRUE((*producer)->Record(*ev).ok());
+    ASSERT_TRUE((*ev)->Wait().ok());
+    // The waiter is busy, so its acquire of `ev` runs only after the event is gone.
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(waiter->Memset32Async(a->va, i, size / 4).ok());
+    ASSERT_TRUE(waiter->WaitEvent(*ev).ok());
+    ASSERT_TRUE(ctx->DestroyEvent(*ev).ok());
+    auto reuse = ctx->CreateEvent();  // may get the same slot
+    ASSERT_TRUE(reuse.ok());
+    EXPECT_TRUE(waiter->Synchronize(std::chrono::seconds(5)).ok()) << "round " << round;
+    ASSERT_TRUE(ctx->DestroyEvent(*reuse).ok());
+  }
+}
+
 TEST_F(GuestDriverTest, EventsOfAnotherContextAreRefused) {
   auto c1 = NewContext();
   auto c2 = NewContext();
