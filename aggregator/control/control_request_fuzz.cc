@@ -15,7 +15,7 @@ namespace {
 
 using namespace gpuvm;
 
-class Vms final : public control::VmDirectory {
+class ThreeVms final : public control::VmDirectory {
  public:
   std::vector<control::VmDescription> Vms() override {
     return {
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   static sched::ManualClock clock;
   static Sink sink;
-  static Vms vms;
+  static ThreeVms vms;
   static std::unique_ptr<sched::Dispatcher> dispatcher = [] {
     sched::DispatcherOptions o;
     o.own_thread = false;
