@@ -149,10 +149,36 @@ TEST_F(AggregatorPtTest, ASecondPtVmIsRefusedWithTheOwnerNamed) {
   EXPECT_TRUE(aggregator_->AdmitVm(PtConfig(2)).ok()) << "the GPU is free again";
 }
 
-TEST_F(AggregatorPtTest, FullVirtualizationIsNotBuiltYet) {
+TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
+  ipc::VmConfig a = PtConfig(1);
+  a.mode = ipc::VmMode::kFullVirtualization;
+  a.name = "a@lazy,8";
+  ipc::VmConfig b = PtConfig(2);
+  b.mode = ipc::VmMode::kFullVirtualization;
+  b.name = "b@naive,8,ch4";
+  auto first = aggregator_->AdmitVm(a);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = aggregator_->AdmitVm(b);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*first)->vgpu->vram_bytes(), 8ull << 20);
+  EXPECT_NE((*second)->vgpu->DescribeCounters().find("fv-naive"), std::string::npos);
+  // No room for a third slice of 16 MiB; a pt VM needs the whole GPU.
+  ipc::VmConfig c = PtConfig(3);
+  c.mode = ipc::VmMode::kFullVirtualization;
+  c.name = "c@16";
+  EXPECT_EQ(aggregator_->AdmitVm(c).status().code(), StatusCode::kResourceExhausted);
+  c.name = "c@no-such-mode";
+  EXPECT_EQ(aggregator_->AdmitVm(c).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(aggregator_->AdmitVm(PtConfig(4)).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(aggregator_->RemoveVm((*first)->id).ok());
+  ASSERT_TRUE(aggregator_->RemoveVm((*second)->id).ok());
+  EXPECT_TRUE(aggregator_->AdmitVm(PtConfig(4)).ok()) << "the GPU is free again";
+  // ... and while the pt VM owns it, fv is refused.
+  EXPECT_EQ(aggregator_->AdmitVm(a).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(AggregatorPtTest, ParaVirtualizationIsNotBuiltYet) {
   ipc::VmConfig config = PtConfig();
-  config.mode = ipc::VmMode::kFullVirtualization;
-  EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kUnimplemented);
   config.mode = ipc::VmMode::kParaVirtualization;
   EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kUnimplemented);
 }
