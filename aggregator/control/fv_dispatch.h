@@ -10,7 +10,10 @@
 // Completion is GPUvm's test, polled: the physical channel's IB_GET (its USER page) has caught up
 // with the IB_PUT we wrote and PFIFO no longer reports work pending on the channel. GPU time is the
 // time from the IB_PUT write to the poll that saw it done (the software GPU keeps per-channel busy
-// time, but no register exposes it). A submission that has not completed after `max_run` is
+// time, but no register exposes it). Known wrong on the software GPU with several VMs: it writes
+// IB_GET at fetch time but publishes the pending bit only at the end of a timeslice, so a poll in
+// between declares a grid done while it runs and the next submission is charged for it
+// (docs/SCHEDULER.md, "Real fv VMs"). A submission that has not completed after `max_run` is
 // completed with DeadlineExceeded so one stuck channel cannot hold the GPU from every other VM
 // forever (its channel may still run; fv owns killing it).
 //
