@@ -115,7 +115,7 @@ Status AggregatorServer::Run() {
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
       const uint64_t id = tag >> 2;
-      if ((tag & 3) == kWatch) {
+      if (id != 0 && (tag & 3) == kWatch) {  // id 0: the server's own fds (kInterrupt is 2 too)
         if (auto w = watches_.find(id); w != watches_.end()) w->second();
         continue;
       }
