@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "aggregator/fv_gpu.h"
 #include "gpu/hw/pfifo.h"
 
 namespace gpuvm::control {
@@ -23,9 +24,11 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
                : mode == ipc::VmMode::kFullVirtualization ? "fv"
                                                           : "pv";
       d.vram_bytes = vm->vgpu ? vm->vgpu->vram_bytes() : 0;
-      // A pt VM owns every channel of the GPU. fv VMs get a range whose size the virtual GPU does
-      // not expose yet: 0 until it does.
+      // A pt VM owns every channel of the GPU; an fv VM its partition's range.
       d.channels = mode == ipc::VmMode::kPassThrough ? gf100::pfifo::kChannels : 0;
+      if (const auto* fv = dynamic_cast<const aggregator::FullVirtGpu*>(vm->vgpu.get())) {
+        d.channels = fv->partition().channels;
+      }
       out.push_back(std::move(d));
     }
     return out;
