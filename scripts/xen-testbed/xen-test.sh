@@ -43,8 +43,11 @@ stamp=$(date +%Y%m%d-%H%M%S)
 console="$out/logs/console-$stamp.log"
 ln -sfn "console-$stamp.log" "$out/logs/console-latest.log"
 # Xen: serial console on COM1; dom0 gets a fixed 1 GiB. No "noreboot": a Xen panic reboots, and
-# QEMU's -no-reboot turns that into an exit, so a crash fails fast.
-xen_args="console=com1 com1=115200 dom0_mem=1024M,max:1024M loglvl=all guest_loglvl=all"
+# QEMU's -no-reboot turns that into an exit, so a crash fails fast. spec-ctrl=eager-fpu: Xen restores
+# the FPU state on every context switch instead of lazily (CR0.TS + #NM). Without it, once the HVM
+# guest ran, dom0's processes crashed at random (xl: SIGSEGV, glibc aborts) and the guest hung in
+# SeaBIOS; with it neither happened. The lazy-FPU path under TCG's SVM is the suspect.
+xen_args="console=com1 com1=115200 dom0_mem=1024M,max:1024M loglvl=all guest_loglvl=all spec-ctrl=eager-fpu"
 dom0_args="console=hvc0 loglevel=5"
 log "booting Xen under qemu-system-x86_64 -accel tcg (console: $console, timeout ${timeout_s}s)"
 boot_start=$(date +%s)

@@ -48,10 +48,13 @@ guest_diagnostics() {
   timeout 30 xl list 2>&1
   echo "----- guest serial (last 80 lines)"
   tail -n 80 /var/log/xen/guest-serial.log 2>/dev/null
-  echo "----- xl dmesg (last 40 lines)"
-  timeout 30 xl dmesg 2>&1 | tail -n 40
-  echo "----- processes"
-  ps 2>&1 | grep -vE ' (ps|grep|\[.*\])$' | tail -n 40
+  echo "----- processes (is the guest's qemu-system-xen alive?)"
+  ps 2>&1 | grep -v ' \[' | tail -n 40
+  # Xen's domain dump ('q'): each vCPU's state — one blocked on an unanswered ioreq shows here.
+  timeout 30 xl debug-keys q 2>&1
+  sleep 2
+  # gpuvm-dm prints its trap counters when stopped: which accesses it saw before the hang.
+  [ -n "${dm_pid:-}" ] && kill "$dm_pid" 2>/dev/null && sleep 3
 }
 dump_logs() {
   for f in /var/log/xen/*.log /tmp/*.log; do
