@@ -32,19 +32,18 @@ const BenchmarkSpec* FindBenchmark(std::string_view name) {
 const std::vector<ModeSpec>& Modes() {
   // The paper's configurations (GPUVM-RESULTS.md). Each VM mode's name is what gpuvm-vm (and
   // through it gpuvm-dm and the aggregator) gets as --mode, so enabling one once the aggregator
-  // implements it is deleting its `unavailable` reason. fv-*: issue 6 (shadow page tables and
-  // channels); pv-*/pvdrm*: later issues.
-  constexpr std::string_view kNoFv =
-      "full virtualization is not in the aggregator yet (shadow page tables and channels)";
+  // implements it is deleting its `unavailable` reason. fv-*: shadow page tables and channels
+  // (docs/FULL-VIRTUALIZATION.md; until BAR remap lands, fv-bar-remap and fv-optimized trap like
+  // fv-naive and fv-lazy); pv-*/pvdrm*: later issues.
   constexpr std::string_view kNoPv = "para-virtualization is not in the aggregator yet";
   static const auto* modes = new std::vector<ModeSpec>{
       {"native", false, "", {}, kMaxVms, ""},
       // One VM owns the whole GPU: the aggregator refuses a second pt VM.
       {"pt", true, "pt", {}, 1, ""},
-      {"fv-naive", true, "fv-naive", {}, kMaxVms, kNoFv},
-      {"fv-lazy", true, "fv-lazy", {}, kMaxVms, kNoFv},
-      {"fv-bar-remap", true, "fv-bar-remap", {}, kMaxVms, kNoFv},
-      {"fv-optimized", true, "fv-optimized", {}, kMaxVms, kNoFv},
+      {"fv-naive", true, "fv-naive", {}, kMaxVms, ""},
+      {"fv-lazy", true, "fv-lazy", {}, kMaxVms, ""},
+      {"fv-bar-remap", true, "fv-bar-remap", {}, kMaxVms, ""},
+      {"fv-optimized", true, "fv-optimized", {}, kMaxVms, ""},
       {"pv-naive", true, "pv-naive", {}, kMaxVms, kNoPv},
       {"pv-multicall", true, "pv-multicall", {}, kMaxVms, kNoPv},
       {"pvdrm", true, "pvdrm", {}, kMaxVms, kNoPv},

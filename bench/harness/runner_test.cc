@@ -226,9 +226,9 @@ TEST(BenchHarnessEndToEnd, BadInputIsAClearErrorAndNoResults) {
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.output.find("gpuvm-bench: unknown benchmark 'nosuch'"), std::string::npos)
       << r.output;
-  r = RunBench("--mode fv-naive --out " + dir.path());
+  r = RunBench("--mode pv-naive --out " + dir.path());
   EXPECT_EQ(r.exit_status, 2);
-  EXPECT_NE(r.output.find("mode fv-naive cannot run yet"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mode pv-naive cannot run yet"), std::string::npos) << r.output;
   r = RunBench("--bench madd --programs /nonexistent --out " + dir.path());
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.output.find("no program for madd"), std::string::npos) << r.output;
@@ -327,6 +327,27 @@ TEST(BenchHarnessEndToEnd, PassThroughRecordsTrapsPerBar) {
     EXPECT_GT(counters.Find("bar0_reads")->number(), 0);
     EXPECT_GT(counters.Find("bar0_writes")->number(), 0);
     EXPECT_EQ(counters.Find("refused")->number(), 0);
+  }
+}
+
+TEST(BenchHarnessEndToEnd, FullVirtualizationRunsSeveralVmsWithCounters) {
+  if (!GPUVM_BENCH_HAVE_VMS) GTEST_SKIP() << "this build has no gpuvm-vm/gpuvm-dm/aggregator";
+  TempDir dir;
+  const BenchRun r = RunBench(
+      "--bench madd --mode fv-optimized --vms 2 --runs 1 --warmup 0 --size test "
+      "--api driver --out " +
+      dir.path());
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const Json& j : lines) {
+    ExpectWellFormed(j);
+    EXPECT_EQ(j.Find("mode")->string(), "fv-optimized");
+    EXPECT_EQ(j.Find("vms")->number(), 2);
+    EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
+    const Json& counters = *j.Find("counters");
+    ASSERT_NE(counters.Find("bar0_writes"), nullptr) << j.Serialize();
+    EXPECT_GT(counters.Find("bar0_writes")->number(), 0);
   }
 }
 
