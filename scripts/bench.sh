@@ -2,15 +2,15 @@
 # `make bench`: every benchmark program, one after another. Each prints its own table (medians and ratios
 # measured side by side in one run) and writes machine-readable results under build/bench/.
 #
-# gpuvm-bench (the GPUvm suite, docs/BENCHMARKS.md) runs natively and in pass-through VMs by default;
+# gpuvm-bench (the GPUvm suite, docs/BENCHMARKS.md) runs natively, in pass-through and in the fv modes by default;
 # GPUVM_BENCH_ARGS replaces its arguments, e.g.
 #   GPUVM_BENCH_ARGS="--bench madd,mmul --mode native,pt --runs 5" make bench
 # BENCH_ONLY=gpuvm-bench runs just that program.
 set -euo pipefail
 build=${1:-build}
 mkdir -p "$build/bench"
-# 3 runs after a warm-up, native and pt: a few minutes on a 2-core machine (docs/BENCHMARKS.md).
-suite_args=${GPUVM_BENCH_ARGS:---mode native,pt --runs 3 --warmup 1}
+# 3 runs after a warm-up in native, pt, fv-naive, fv-lazy, fv-optimized: roughly 10-15 minutes here.
+suite_args=${GPUVM_BENCH_ARGS:---mode native,pt,fv-naive,fv-lazy,fv-optimized --runs 3 --warmup 1}
 for program in gpuvm-device-bench gpuvm-compute-bench gpuvm-trap-bench gpuvm-pt-bench gpuvm-bench; do
   if [[ -n "${BENCH_ONLY:-}" && "$program" != "$BENCH_ONLY" ]]; then
     continue
