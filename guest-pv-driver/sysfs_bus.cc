@@ -114,6 +114,11 @@ void WordCopy(void* dst, const void* src, uint64_t length) {
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
   uint64_t i = 0;
+  // Bytes until the device side is 8-aligned: an 8-byte access must be naturally aligned (MMIO
+  // splits or faults otherwise, and C++ says it is undefined).
+  for (; i < length && reinterpret_cast<uintptr_t>(d + i) % 8 != 0; ++i) {
+    *reinterpret_cast<volatile uint8_t*>(d + i) = s[i];
+  }
   for (; i + 8 <= length; i += 8) {
     uint64_t v;
     std::memcpy(&v, s + i, 8);
@@ -129,6 +134,9 @@ void WordCopyFromIo(void* dst, const void* src, uint64_t length) {
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
   uint64_t i = 0;
+  for (; i < length && reinterpret_cast<uintptr_t>(s + i) % 8 != 0; ++i) {
+    d[i] = *reinterpret_cast<const volatile uint8_t*>(s + i);
+  }
   for (; i + 8 <= length; i += 8) {
     const uint64_t v = *reinterpret_cast<const volatile uint64_t*>(s + i);
     std::memcpy(d + i, &v, 8);
@@ -413,6 +421,17 @@ Result<std::unique_ptr<DmaMapping>> SysfsBus::MapDma(void* host, uint64_t length
   auto undo = [&] {
     for (uintptr_t p : newly) ::munlock(reinterpret_cast<void*>(p), kPage);
   };
+  // mlock faults the pages in — except where it is intercepted: ASan makes mlock a no-op, and an
+  // absent page has no frame in pagemap. Populate them writable explicitly (Linux 5.14+; older
+  // kernels say EINVAL, and there mlock has done it).
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  if (::madvise(host, length, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+    const int err = errno;
+    undo();
+    return Status::FromErrno(err, "fault in DMA memory (madvise MADV_POPULATE_WRITE)");
+  }
 
   std::vector<uint64_t> entries(pages);
   {
