@@ -592,6 +592,18 @@ TEST_P(EngineTest, AssertTrapFaultsWithItsOwnKind) {
   EXPECT_NE(r.fault.message.find("assert"), std::string::npos) << r.fault.message;
 }
 
+TEST_P(EngineTest, DeclaredParametersNeedNotBeRead) {
+  // A kernel whose parameters are never read (bank 0 unused) runs; too small a bank still faults.
+  ParamBuffer eight;
+  eight.Add(uint64_t{0});
+  TestLaunchResult r =
+      RunTestKernel(*engine_, mem_, Asm(".params 8\nexit"), eight, {1, 1, 1}, {32, 1, 1});
+  EXPECT_EQ(r.outcome, SliceOutcome::kDone) << r.fault.message;
+  r = RunTestKernel(*engine_, mem_, Asm(".params 16\nexit"), eight, {1, 1, 1}, {32, 1, 1});
+  EXPECT_EQ(r.outcome, SliceOutcome::kFaulted);
+  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kInvalidLaunch) << r.fault.message;
+}
+
 TEST_P(EngineTest, InvalidCodeAndLaunchFault) {
   ParamBuffer none;
   std::vector<uint8_t> junk(64, 0xab);

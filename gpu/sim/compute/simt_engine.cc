@@ -225,11 +225,15 @@ bool SimtJob::SnapshotBanks() {
     constants_.bank_data[bank] = banks_[bank].data();
     constants_.bank_size[bank] = size;
   }
-  if (p.header.param_bytes > constants_.bank_size[isa::kParamBank]) {
+  // Checked against the bound buffer, not the snapshot: a kernel that declares parameters but never
+  // reads bank 0 (an unused PTX parameter) has no snapshot, and is a valid launch.
+  const ComputeLaunch::ConstBuffer& params = launch_.const_buffers[isa::kParamBank];
+  const uint32_t param_bank = params.valid ? std::min(params.size, kMaxConstBankBytes) : 0;
+  if (p.header.param_bytes > param_bank) {
     return Fault(ComputeFault::Kind::kInvalidLaunch,
                  "the kernel reads " + std::to_string(p.header.param_bytes) +
                      " bytes of parameters but constant bank 0 holds " +
-                     std::to_string(constants_.bank_size[isa::kParamBank]));
+                     std::to_string(param_bank));
   }
   return true;
 }
