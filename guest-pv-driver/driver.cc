@@ -2,6 +2,8 @@
 // table and playlist, and the decoding of GPU errors from PFIFO/PGRAPH interrupt state.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -67,6 +69,62 @@ const char* FaultReasonName(uint32_t reason) {
       return "PAGE_READ_ONLY";
   }
   return "unknown reason";
+}
+
+// nouveau's names of the MP warp errors (gf100_mp_warp_error) and global error bits
+// (gf100_mp_global_error).
+std::string MpTrapReason(uint32_t warp_error, uint32_t global_error) {
+  static constexpr const char* kWarpErrors[] = {"NO_ERROR",
+                                                "STACK_ERROR",
+                                                "API_STACK_ERROR",
+                                                "RET_EMPTY_STACK_ERROR",
+                                                "PC_WRAP",
+                                                "MISALIGNED_PC",
+                                                "PC_OVERFLOW",
+                                                "MISALIGNED_IMMC_ADDR",
+                                                "MISALIGNED_REG",
+                                                "ILLEGAL_INSTR_ENCODING",
+                                                "ILLEGAL_SPH_INSTR_COMBO",
+                                                "ILLEGAL_INSTR_PARAM",
+                                                "INVALID_CONST_ADDR",
+                                                "OOR_REG",
+                                                "OOR_ADDR",
+                                                "MISALIGNED_ADDR",
+                                                "INVALID_ADDR_SPACE",
+                                                "ILLEGAL_INSTR_PARAM2",
+                                                "INVALID_CONST_ADDR_LDC",
+                                                "GEOMETRY_SM_ERROR",
+                                                "DIVERGENT",
+                                                "WARP_EXIT"};
+  static constexpr struct {
+    uint32_t bit;
+    const char* name;
+  } kGlobalErrors[] = {
+      {gf100::pgraph::kMpGlobalSmToSmFault, "SM_TO_SM_FAULT"},
+      {gf100::pgraph::kMpGlobalL1Error, "L1_ERROR"},
+      {gf100::pgraph::kMpGlobalMultipleWarpErrors, "MULTIPLE_WARP_ERRORS"},
+      {gf100::pgraph::kMpGlobalPhysicalStackOverflow, "PHYSICAL_STACK_OVERFLOW"},
+      {gf100::pgraph::kMpGlobalBptInt, "BPT_INT"},
+      {gf100::pgraph::kMpGlobalBptPause, "BPT_PAUSE"},
+      {gf100::pgraph::kMpGlobalSingleStepComplete, "SINGLE_STEP_COMPLETE"},
+      {gf100::pgraph::kMpGlobalTimeout, "TIMEOUT"},
+  };
+  if (warp_error == 0 && global_error == 0) return "no reason given";
+  std::string out;
+  if (warp_error != 0) {
+    out = "warp error ";
+    out += warp_error < std::size(kWarpErrors) ? std::string(kWarpErrors[warp_error])
+                                               : Hex(warp_error);
+  }
+  uint32_t rest = global_error;
+  for (const auto& g : kGlobalErrors) {
+    if (!(global_error & g.bit)) continue;
+    out += out.empty() ? "global error " : ", ";
+    out += g.name;
+    rest &= ~g.bit;
+  }
+  if (rest != 0) out += (out.empty() ? "global error " : ", ") + Hex(rest);
+  return out;
 }
 
 const char* FaultUnitName(uint32_t unit) {
@@ -547,18 +605,31 @@ void Driver::Impl::DecodeSubfifo() {
 }
 
 void Driver::Impl::DecodeGraphTrap() {
-  const uint32_t intr = bus_.ReadReg(gf100::pgraph::kIntr);
-  if (intr & gf100::pgraph::kIntrTrap) {
-    // The channel on PGRAPH when it trapped (nouveau reads the engine's current context).
+  namespace pg = gf100::pgraph;
+  const uint32_t intr = bus_.ReadReg(pg::kIntr);
+  if (intr & pg::kIntrTrap) {
+    // The channel on PGRAPH when it trapped (nouveau reads the engine's current context) and the
+    // reason, read before the acknowledgement below lets the device present the next trap.
     const uint32_t ch = bus_.ReadReg(pf::kEngineChannel + 4 * uint32_t(pf::Engine::kPgraph));
     GpuFault f;
     f.kind = GpuFault::Kind::kComputeTrap;
-    f.message =
-        "compute trap (PGRAPH TRAP): the kernel failed (bad code, misaligned or "
-        "out-of-window access, trap instruction or invalid launch)";
+    const uint32_t trap = bus_.ReadReg(pg::kTrap);
+    if (trap & pg::kTrapGpc) {
+      // gf100_gr_trap_intr / gf100_gr_trap_mp: the GPC 0 / TPC 0 / MP chain, innermost first.
+      if (bus_.ReadReg(pg::kTpc0TrapStatus) & pg::kTpcTrapMp) {
+        f.warp_error = bus_.ReadReg(pg::kTpc0MpWarpError) & pg::kMpWarpErrorMask;
+        f.global_error = bus_.ReadReg(pg::kTpc0MpGlobalError);
+        bus_.WriteReg(pg::kTpc0MpWarpError, 0);
+        bus_.WriteReg(pg::kTpc0MpGlobalError, f.global_error);
+      }
+      bus_.WriteReg(pg::kGpc0TrapStatus, bus_.ReadReg(pg::kGpc0TrapStatus));
+      bus_.WriteReg(pg::kTrapGpcMask, bus_.ReadReg(pg::kTrapGpcMask));
+    }
+    if (trap != 0) bus_.WriteReg(pg::kTrap, trap);
+    f.message = "compute trap (PGRAPH TRAP): " + MpTrapReason(f.warp_error, f.global_error);
     if (ch & pf::kEngineChannelValid) Attribute(uint64_t(ch & pf::kChanInstMask) << 12, -1, f);
   }
-  bus_.WriteReg(gf100::pgraph::kIntr, intr);
+  bus_.WriteReg(pg::kIntr, intr);
 }
 
 void Driver::Impl::Attribute(uint64_t inst_vram, int chid, GpuFault fault) {

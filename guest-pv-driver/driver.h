@@ -148,6 +148,11 @@ struct GpuFault {
   uint32_t method = 0;
   uint32_t subchannel = 0;
   uint32_t data = 0;
+  // kComputeTrap: why the job stopped, as the MP's trap registers said: the warp error
+  // (gf100::pgraph::MpWarpError, 0x504648) and the global error bits (gf100::pgraph::kMpGlobal*,
+  // 0x504650). Both 0 when the device gave no reason.
+  uint32_t warp_error = 0;
+  uint32_t global_error = 0;
   std::string message;  // one sentence
 };
 

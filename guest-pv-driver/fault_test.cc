@@ -3,11 +3,13 @@
 // interrupt line and by polling. Other contexts go on.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 
 #include "gpu/hw/classes.h"
 #include "gpu/hw/mmu_fault.h"
 #include "gpu/hw/pfifo.h"
+#include "gpu/hw/pgraph.h"
 #include "guest-pv-driver/driver_impl.h"
 #include "guest-pv-driver/test_util.h"
 
@@ -149,6 +151,14 @@ TEST_P(GuestDriverFaultTest, ComputeTrap) {
   ASSERT_TRUE(fault.has_value());
   EXPECT_EQ(fault->kind, GpuFault::Kind::kComputeTrap);
   EXPECT_EQ(fault->channel, ctx->default_channel()->id());
+  // The reason, from the MP trap registers (a PTX `trap`: global error BPT_INT).
+  EXPECT_EQ(fault->warp_error, 0u);
+  EXPECT_EQ(fault->global_error, gf100::pgraph::kMpGlobalBptInt);
+  EXPECT_NE(fault->message.find("BPT_INT"), std::string::npos) << fault->message;
+  // The whole trap chain was acknowledged.
+  EXPECT_EQ(driver_->ServiceInterrupts(), 0u);
+  EXPECT_EQ(gpu_->device()->ReadReg(gf100::pgraph::kTrap), 0u);
+  EXPECT_EQ(gpu_->device()->ReadReg(gf100::pgraph::kTpc0TrapStatus), 0u);
 }
 
 TEST_P(GuestDriverFaultTest, ComputeMmuFaultAndOtherChannelsOfTheContextSeeIt) {

@@ -7,6 +7,7 @@
 #include "gpu/isa/encoding.h"
 #include "gpu/isa/module.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/fault_codes.h"
 #include "runtime/core/jit.h"
 #include "runtime/fatbin/fatbin.h"
 
@@ -218,17 +219,7 @@ CUresult ContextHealth(CUctx_st* ctx) {
   if (!ctx->gctx) return CUDA_ERROR_INVALID_CONTEXT;
   std::optional<guest::GpuFault> fault = ctx->gctx->fault();
   if (!fault) return CUDA_SUCCESS;
-  switch (fault->kind) {
-    case guest::GpuFault::Kind::kMmuFault:
-      return CUDA_ERROR_ILLEGAL_ADDRESS;
-    case guest::GpuFault::Kind::kComputeTrap:
-      if (fault->message.find("misaligned") != std::string::npos)
-        return CUDA_ERROR_MISALIGNED_ADDRESS;
-      return CUDA_ERROR_LAUNCH_FAILED;
-    case guest::GpuFault::Kind::kCommandError:
-      return CUDA_ERROR_LAUNCH_FAILED;
-  }
-  return CUDA_ERROR_LAUNCH_FAILED;
+  return CuResultForFault(*fault);
 }
 
 CUresult ContextError(CUctx_st* ctx, const Status& status, CUresult invalid) {

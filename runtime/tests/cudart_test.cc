@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -273,6 +274,41 @@ TEST_F(RuntimeCudart, SymbolsAndEvents) {
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
   (void)cudaGetLastError();
+}
+
+// Every trap reason of the software GPU as the runtime API reports it: the code at the next
+// synchronizing call, in cudaGetLastError, and on every later call until cudaDeviceReset.
+TEST_F(RuntimeCudart, EachKindOfKernelFaultHasItsCodeUntilDeviceReset) {
+  namespace t = gpuvm::runtime::testing;
+  static std::vector<uint8_t> image = t::FaultModuleImage();
+  static Wrapper wrapper{0x466243b1, 1, image.data(), nullptr};
+  // One host stub per kernel: distinct addresses within one array.
+  static char stubs[std::size(t::kFaultKernels)];
+  void** handle = __cudaRegisterFatBinary(&wrapper);
+  for (size_t i = 0; i < std::size(t::kFaultKernels); ++i) {
+    __cudaRegisterFunction(handle, &stubs[i], nullptr, t::kFaultKernels[i].name, -1, nullptr,
+                           nullptr, nullptr, nullptr, nullptr);
+  }
+  __cudaRegisterFatBinaryEnd(handle);
+  for (size_t i = 0; i < std::size(t::kFaultKernels); ++i) {
+    SCOPED_TRACE(t::kFaultKernels[i].name);
+    const cudaError_t code = cudaError_t(t::kFaultKernels[i].cuda_error);
+    void* d;
+    ASSERT_EQ(cudaMalloc(&d, 4096), cudaSuccess);
+    void* args[] = {&d};
+    ASSERT_EQ(cudaLaunchKernel(&stubs[i], dim3(1), dim3(64), args, 0, nullptr), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), code);
+    EXPECT_EQ(cudaGetLastError(), code);
+    EXPECT_EQ(cudaMalloc(&d, 16), code);  // sticky: the context is unusable
+    EXPECT_EQ(cudaMemset(d, 0, 4), code);
+    EXPECT_EQ(cudaDeviceSynchronize(), code);
+    EXPECT_EQ(cudaPeekAtLastError(), code);
+    ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+    (void)cudaGetLastError();
+    ASSERT_EQ(cudaMalloc(&d, 16), cudaSuccess);
+    ASSERT_EQ(cudaFree(d), cudaSuccess);
+  }
+  __cudaUnregisterFatBinary(handle);
 }
 
 // Runs last (gtest keeps definition order in one process): it faults the primary context.

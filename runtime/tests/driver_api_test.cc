@@ -603,6 +603,43 @@ TEST_F(RuntimeDriverApi, KernelFaultIsStickyAndContextLocal) {
   ctx_ = nullptr;
 }
 
+// Every trap reason of the software GPU surfaces as its own CUDA code at the next synchronizing
+// call, and the context stays unusable with that code while other contexts go on.
+TEST_F(RuntimeDriverApi, EachKindOfKernelFaultHasItsCode) {
+  const std::vector<uint8_t> image = gpuvm::runtime::testing::FaultModuleImage();
+  for (const auto& k : gpuvm::runtime::testing::kFaultKernels) {
+    SCOPED_TRACE(k.name);
+    const CUresult code = CUresult(k.cuda_error);
+    CUcontext ctx;
+    ASSERT_CU(cuCtxCreate(&ctx, nullptr, 0, dev_));
+    CUmodule m;
+    ASSERT_CU(cuModuleLoadData(&m, image.data()));
+    CUfunction f;
+    ASSERT_CU(cuModuleGetFunction(&f, m, k.name));
+    CUdeviceptr d;
+    ASSERT_CU(cuMemAlloc(&d, 4096));
+    void* params[] = {&d};
+    ASSERT_CU(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr));
+    EXPECT_EQ(cuCtxSynchronize(), code);
+    const char* name = nullptr;
+    ASSERT_CU(cuGetErrorName(code, &name));
+    EXPECT_NE(name, nullptr);
+    // Sticky: every later call on the context returns the code.
+    CUdeviceptr p;
+    EXPECT_EQ(cuMemAlloc(&p, 16), code);
+    uint32_t v;
+    EXPECT_EQ(cuMemcpyDtoH(&v, d, 4), code);
+    EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), code);
+    EXPECT_EQ(cuCtxSynchronize(), code);
+    // The context in the fixture is unaffected.
+    ASSERT_CU(cuCtxDestroy(ctx));
+    ASSERT_CU(cuCtxSetCurrent(ctx_));
+    ASSERT_CU(cuMemAlloc(&p, 16));
+    ASSERT_CU(cuMemFree(p));
+    ASSERT_CU(cuCtxSynchronize());
+  }
+}
+
 TEST_F(RuntimeDriverApi, StreamsAndEvents) {
   CUstream s;
   EXPECT_EQ(cuStreamCreate(&s, 0x10), CUDA_ERROR_INVALID_VALUE);

@@ -70,6 +70,36 @@ inline constexpr char kGlobalsAsm[] = R"(
     exit
 )";
 
+// Kernels that fault on the device, one per trap reason of the software GPU (docs/SOFTWARE-GPU.md
+// "Compute traps"), each taking one u64 parameter (a valid device pointer), and the CUDA code a
+// program sees at its next synchronizing call (docs/RUNTIME.md "Errors").
+struct FaultKernel {
+  const char* name;
+  const char* assembly;
+  int cuda_error;  // CUresult == cudaError_t
+};
+inline constexpr FaultKernel kFaultKernels[] = {
+    {"store_misaligned",
+     ".params 8\nld.const.c0.u64 r2, [rz+0]\nst.global.a64.u32 [r2+2], r2\nexit",
+     716},  // CUDA_ERROR_MISALIGNED_ADDRESS
+    {"return_to_nowhere", ".params 8\nmov.u32 r30, 100000\nret r30",
+     715},  // CUDA_ERROR_ILLEGAL_INSTRUCTION
+    {"shared_out_of_window", ".params 8\n.shared 64\nst.shared.u32 [rz+64], r0\nexit",
+     700},                    // CUDA_ERROR_ILLEGAL_ADDRESS
+    {"global_out_of_bounds",  // 256 MiB past the pointer: an MMU fault
+     ".params 8\nld.const.c0.u64 r2, [rz+0]\nmov.u64 r4, 0x1000000\nadd.u64 r2, r2, r4\n"
+     "st.global.a64.u32 [r2], r2\nexit",
+     700},  // CUDA_ERROR_ILLEGAL_ADDRESS
+    {"trap_instruction", ".params 8\ns2r.u32 r0, %tid.x\nsetp.eq.u32 p0, r0, 5\n@p0 trap\nexit",
+     719},  // CUDA_ERROR_LAUNCH_FAILED
+    {"assert_fails", ".params 8\ns2r.u32 r0, %tid.x\nsetp.eq.u32 p0, r0, 9\n@p0 trap.assert\nexit",
+     710},                // CUDA_ERROR_ASSERT
+    {"barrier_deadlock",  // even threads wait at barrier 0, odd ones at barrier 1
+     ".params 8\ns2r.u32 r0, %tid.x\nand.u32 r7, r0, 1\nsetp.eq.u32 p0, r7, 0\n@p0 bar 0\n"
+     "@!p0 bar 1\nexit",
+     702},  // CUDA_ERROR_LAUNCH_TIMEOUT
+};
+
 inline std::vector<uint8_t> AssembleOrDie(const char* text) {
   auto image = isa::Assemble(text);
   if (!image.ok()) {
@@ -103,6 +133,19 @@ inline std::vector<uint8_t> TestModuleImage() {
   auto bytes = isa::EncodeModule(m);
   if (!bytes.ok()) {
     fprintf(stderr, "test module does not encode: %s\n", bytes.status().ToString().c_str());
+    abort();
+  }
+  return *bytes;
+}
+
+// A module with the kernels of kFaultKernels.
+inline std::vector<uint8_t> FaultModuleImage() {
+  isa::Module m;
+  for (const FaultKernel& k : kFaultKernels)
+    m.kernels.push_back({k.name, AssembleOrDie(k.assembly), {{0, 8, 8}}});
+  auto bytes = isa::EncodeModule(m);
+  if (!bytes.ok()) {
+    fprintf(stderr, "fault module does not encode: %s\n", bytes.status().ToString().c_str());
     abort();
   }
   return *bytes;
