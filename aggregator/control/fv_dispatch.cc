@@ -10,6 +10,9 @@ namespace pf = gf100::pfifo;
 void FvEngineSink::Attach(aggregator::FvHost* host) {
   std::lock_guard lock(mu_);
   host_ = host;
+  // CHAN_BUSY_US exists on the software GPU only (the only GPU fv runs on today: a real card would
+  // need an IOMMU mapping of guest RAM); elsewhere GPU time falls back to wall time.
+  busy_counter_ = host != nullptr && host->gpu().Describe().rfind("sim", 0) == 0;
 }
 
 void FvEngineSink::Detach(aggregator::FvHost* host) {
@@ -40,10 +43,15 @@ Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
   const aggregator::Submission s = it->second;
   submissions_.erase(it);
   if (host_ == nullptr) return Status::Unavailable("no fv host");
-  running_[handle] = Running{s, std::chrono::steady_clock::now()};
+  running_[handle] = Running{s, std::chrono::steady_clock::now(), BusyUs(s.physical_channel)};
   host_->Forward(s);
   ++forwarded_;
   return Status::Ok();
+}
+
+uint32_t FvEngineSink::BusyUs(uint32_t physical_channel) {
+  if (!busy_counter_ || physical_channel >= pf::kChannels) return 0;
+  return host_->gpu().device().ReadReg(pf::kChanBusyUs + 4 * physical_channel);
 }
 
 Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHandle handle) {
@@ -60,8 +68,12 @@ Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHand
       gpu::Bar::k1, uint64_t(c) * pf::kUserPageSize + gf100::userd::kIbGet);
   const bool pending = (host_->ChannelState(c) & pf::kStatePending) != 0;
   if (ib_get == r.submission.ib_put && !pending) {
+    // The channel's busy time since Start: only this submission ran on the GPU meanwhile (the
+    // dispatcher starts one at a time), so that is its GPU time. Wrapping 32-bit microseconds.
+    const uint32_t used_us = BusyUs(c) - r.busy_us_at_start;
     running_.erase(it);
-    return sched::SinkPoll::Done();
+    if (!busy_counter_) return sched::SinkPoll::Done();
+    return sched::SinkPoll::Done(std::chrono::microseconds(used_us));
   }
   if (std::chrono::steady_clock::now() - r.started > max_run_) {
     running_.erase(it);

@@ -8,14 +8,13 @@
 //                                                            channel not pending (CHAN_TABLE state)
 //
 // Completion is GPUvm's test, polled: the physical channel's IB_GET (its USER page) has caught up
-// with the IB_PUT we wrote and PFIFO no longer reports work pending on the channel. GPU time is the
-// time from the IB_PUT write to the poll that saw it done (the software GPU keeps per-channel busy
-// time, but no register exposes it). Known wrong on the software GPU with several VMs: it writes
-// IB_GET at fetch time but publishes the pending bit only at the end of a timeslice, so a poll in
-// between declares a grid done while it runs and the next submission is charged for it
-// (docs/SCHEDULER.md, "Real fv VMs"). A submission that has not completed after `max_run` is
-// completed with DeadlineExceeded so one stuck channel cannot hold the GPU from every other VM
-// forever (its channel may still run; fv owns killing it).
+// with the IB_PUT we wrote and PFIFO no longer reports work pending on the channel (the software
+// GPU reads PENDING set while the channel is inside a time slice, so a fetched but unfinished grid
+// is pending). GPU time is what the device measured: the difference of the channel's busy-time
+// counter (CHAN_BUSY_US, a gpuvm extension register of the software GPU, docs/SOFTWARE-GPU.md)
+// between Start and the poll that saw it done; only this submission ran meanwhile. A submission
+// that has not completed after `max_run` is completed with DeadlineExceeded so one stuck channel
+// cannot hold the GPU from every other VM forever (its channel may still run; fv owns killing it).
 //
 // Lifetimes: the sink belongs to the control plane and outlives every fv host; a queue belongs to
 // its FvHost (which lives while fv VMs exist) and attaches/detaches the sink to that host. After
@@ -61,10 +60,14 @@ class FvEngineSink final : public sched::SubmissionSink {
   struct Running {
     aggregator::Submission submission;
     std::chrono::steady_clock::time_point started;
+    uint32_t busy_us_at_start = 0;  // CHAN_BUSY_US of its physical channel at Start
   };
+  // CHAN_BUSY_US of a physical channel (mu_ held, host_ set).
+  uint32_t BusyUs(uint32_t physical_channel);
   const sched::Duration max_run_;
   std::mutex mu_;
   aggregator::FvHost* host_ = nullptr;
+  bool busy_counter_ = false;  // the host's GPU has CHAN_BUSY_US
   std::unordered_map<sched::SubmissionHandle, aggregator::Submission> submissions_;
   std::unordered_map<sched::SubmissionHandle, Running> running_;
   std::set<uint32_t> forgotten_;

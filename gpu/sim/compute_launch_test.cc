@@ -422,5 +422,37 @@ TEST_F(SimComputeLaunchTest, KickPendsUntilTheEngineLeavesTheChannel) {
   EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
 }
 
+// GPUvm's completion test, as the aggregator's dispatcher polls it: "IB_GET caught up with IB_PUT
+// and the channel not PENDING" must not hold while a grid the channel fetched still runs. The
+// grid here finishes in the very slice that fetched its IB entry, the case in which IB_GET is
+// already written but the end-of-slice state not yet published.
+TEST_F(SimComputeLaunchTest, PendingWhileTheFetchedGridRunsAndBusyTimeCounts) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 1;
+  Create(engine);
+  const uint32_t state = pf::kChanTable + 4 * pf::kChanTableStride + 4;
+  const uint32_t busy = pf::kChanBusyUs + 4 * 4;
+  std::vector<std::pair<uint32_t, uint32_t>> seen;  // (IB_GET, CHAN_TABLE state) inside slices
+  engine->behaviour.on_slice = [&] {
+    seen.emplace_back(ch_->ReadIbGet(), device_->ReadReg(state));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the grid takes >= 2 ms
+  };
+  const uint32_t busy_before = device_->ReadReg(busy);
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  ASSERT_TRUE(device_->channel_error(4).ok()) << device_->channel_error(4).message;
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, ch_->ib_put());          // fetched: IB_GET caught up ...
+  EXPECT_TRUE(seen[0].second & pf::kStatePending);  // ... but the grid runs: PENDING
+  EXPECT_EQ(ch_->ReadIbGet(), ch_->ib_put());
+  EXPECT_FALSE(device_->ReadReg(state) & pf::kStatePending);  // done now
+  // CHAN_BUSY_US (gpuvm extension) counted the slice the grid slept in; it is read-only.
+  EXPECT_GE(device_->ReadReg(busy) - busy_before, 2000u);
+  device_->WriteReg(busy, 0);
+  EXPECT_GE(device_->ReadReg(busy) - busy_before, 2000u);
+  EXPECT_EQ(device_->ReadReg(pf::kChanBusyUs + 4 * 5), 0u);  // another channel: nothing
+}
+
 }  // namespace
 }  // namespace gpuvm::sim

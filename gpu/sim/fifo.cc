@@ -79,7 +79,8 @@ bool Pfifo::pending() const { return (IntrValue() & intr_en_) != 0; }
 
 bool Pfifo::Read(uint32_t offset, uint32_t* value) {
   if (offset >= pf::kChanTable && offset < pf::kChanTable + pf::kChannels * pf::kChanTableStride) {
-    const Slot& s = slots_[(offset - pf::kChanTable) / pf::kChanTableStride];
+    const uint32_t chid = (offset - pf::kChanTable) / pf::kChanTableStride;
+    const Slot& s = slots_[chid];
     if ((offset & 4) == 0) {
       *value = s.chan;
     } else {
@@ -87,8 +88,13 @@ bool Pfifo::Read(uint32_t offset, uint32_t* value) {
                (s.acquire_pending ? pf::kStateAcquirePending : 0) |
                (s.loaded ? pf::kStateLoaded : 0) |
                (uint32_t(pf::Engine::kNone) << pf::kStateEngineShift) |
-               (s.pending_work ? pf::kStatePending : 0);
+               (s.pending_work || running_chid_ == int(chid) ? pf::kStatePending : 0);
     }
+    return (offset & 3) == 0;
+  }
+  if (offset >= pf::kChanBusyUs && offset < pf::kChanBusyUs + 4 * pf::kChannels) {
+    // (gpuvm extension) the channel's busy time, published at the end of each of its slices.
+    *value = uint32_t(slots_[(offset - pf::kChanBusyUs) / 4].stats.busy_ns / 1000);
     return (offset & 3) == 0;
   }
   if (offset >= pf::kVmFault && offset < pf::kVmFault + pf::kVmFaultUnits * pf::kVmFaultStride) {
@@ -212,6 +218,9 @@ bool Pfifo::Write(uint32_t offset, uint32_t value) {
   }
   if (offset >= pf::kVmFault && offset < pf::kVmFault + pf::kVmFaultUnits * pf::kVmFaultStride) {
     return true;  // read-only records
+  }
+  if (offset >= pf::kChanBusyUs && offset < pf::kChanBusyUs + 4 * pf::kChannels) {
+    return true;  // (gpuvm extension) read-only
   }
   if (offset >= pf::kSubfifo && offset < pf::kSubfifo + pf::kSubfifos * pf::kSubfifoStride) {
     Subfifo& s = subfifo_[(offset - pf::kSubfifo) / pf::kSubfifoStride];

@@ -94,6 +94,9 @@ class Pfifo final : private ChannelEnvironment {
     // Published by the stepping thread:
     bool loaded = false;
     bool acquire_pending = false;
+    // Work left at the end of the channel's last slice. CHAN_TABLE's PENDING bit also reads set
+    // while the channel is inside a slice (running_chid_), so "IB_GET caught up with IB_PUT and
+    // not PENDING" means the work it fetched has really finished, not just been fetched.
     bool pending_work = false;
     bool dead = false;
     ChannelError error;
