@@ -1,5 +1,7 @@
 #include "aggregator/aggregator.h"
 
+#include <cstdlib>
+
 #include "aggregator/pt_gpu.h"
 
 namespace gpuvm::aggregator {
@@ -103,6 +105,18 @@ Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptio
     const std::string token = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
     if (token.empty()) continue;
+    if (token.size() > 5 && token.compare(0, 5, "share") == 0) {
+      // shareP: the VM's GPU share in percent, for the scheduler (aggregator/control/service.h
+      // reads it from the name); checked here so a bad one refuses the VM at admission.
+      const std::string p = token.substr(5);
+      char* end = nullptr;
+      const double v = std::strtod(p.c_str(), &end);
+      if (p.find_first_not_of("0123456789.") != std::string::npos || end != p.c_str() + p.size() ||
+          !(v >= 0 && v <= 100)) {
+        return Status::InvalidArgument("fv: share must be 0 to 100 (percent), not '" + p + "'");
+      }
+      continue;
+    }
     const bool channels = token.size() > 2 && token.compare(0, 2, "ch") == 0;
     const std::string digits = channels ? token.substr(2) : token;
     if (digits.find_first_not_of("0123456789") == std::string::npos && digits.size() <= 6) {

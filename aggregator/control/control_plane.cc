@@ -71,6 +71,11 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     options->shares[std::string(value.substr(0, eq))] = percent;
     return true;
   }
+  if (flag == "--trace-completions") {
+    if (value.empty()) return Status::InvalidArgument("--trace-completions wants a file");
+    options->trace_path = std::string(value);
+    return true;
+  }
   if (flag == "--default-share") {
     GPUVM_ASSIGN_OR_RETURN(options->default_share, ParsePercent(value));
     return true;
@@ -92,6 +97,20 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   // A guest's resubmission gap through traps and the device model is longer than Gdev's in-kernel
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
   dispatch.scheduler.band.hold_max = std::chrono::milliseconds(5);
+  if (!options.trace_path.empty()) {
+    p->trace_ = std::fopen(options.trace_path.c_str(), "w");
+    if (p->trace_ == nullptr) {
+      return Status::InvalidArgument("--trace-completions: cannot write " + options.trace_path);
+    }
+    FILE* trace = p->trace_;
+    sched::MonotonicClock* clock = &p->clock_;
+    dispatch.on_done = [trace, clock](const sched::SubmissionDone& d) {
+      std::fprintf(trace, "%u,%lld,%lld\n", unsigned(d.vm),
+                   static_cast<long long>(clock->Now().time_since_epoch().count()),
+                   static_cast<long long>(d.gpu_time.count()));
+      std::fflush(trace);  // the aggregator may end by a signal
+    };
+  }
   GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
                          sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));
   p->directory_ = std::make_unique<AggregatorDirectory>(&server.aggregator());
@@ -129,6 +148,7 @@ ControlPlane::~ControlPlane() {
   if (server_ != nullptr) server_->aggregator().SetSubmissionQueueFactory(nullptr);
   // The dispatcher's thread stops before the sink it calls goes.
   dispatcher_.reset();
+  if (trace_ != nullptr) std::fclose(trace_);
 }
 
 }  // namespace gpuvm::control

@@ -34,12 +34,17 @@ struct ControlOptions {
   sched::PolicyKind policy = sched::PolicyKind::kBand;
   std::map<std::string, double> shares;  // --vm-share NAME=PERCENT
   double default_share = 0;              // --default-share PERCENT
+  // --trace-completions FILE: one line per completed submission, "vm,end_ns,gpu_ns" (end on the
+  // monotonic clock, CLOCK_MONOTONIC; the GPU ran it during about [end - gpu, end)), for the
+  // fairness experiment (bench/fairness) to measure shares from run intervals.
+  std::string trace_path;
 };
 
 // The control flags gpuvm-aggregator takes, for its usage text.
 inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
-    "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]";
+    "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
+    "                        [--trace-completions FILE]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.
@@ -63,6 +68,7 @@ class ControlPlane {
 
   aggregator::AggregatorServer* server_ = nullptr;
   sched::MonotonicClock clock_;
+  FILE* trace_ = nullptr;  // --trace-completions (written on the dispatch thread)
   std::unique_ptr<FvEngineSink> sink_;
   std::unique_ptr<sched::Dispatcher> dispatcher_;
   std::unique_ptr<AggregatorDirectory> directory_;

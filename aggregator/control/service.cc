@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 namespace gpuvm::control {
 namespace {
@@ -33,11 +35,32 @@ void ControlService::Log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
 
+std::optional<double> ShareInName(std::string_view name) {
+  const size_t at = name.find('@');
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = name.substr(at + 1);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view token = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (token.size() <= 5 || token.substr(0, 5) != "share") continue;
+    const std::string digits(token.substr(5));
+    if (digits.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(digits.c_str(), &end);
+    if (end != digits.c_str() + digits.size() || !(v >= 0 && v <= 100)) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
 double ControlService::ConfiguredShare(const std::string& name) const {
+  // The operator's --vm-share first, then what the VM's configuration asks for, then the default.
   if (auto it = options_.shares.find(name); it != options_.shares.end()) return it->second;
   if (auto it = options_.shares.find(std::string(BaseName(name))); it != options_.shares.end()) {
     return it->second;
   }
+  if (std::optional<double> share = ShareInName(name)) return *share;
   return options_.default_share;
 }
 

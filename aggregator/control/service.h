@@ -5,8 +5,9 @@
 //  - The VMs come from a VmDirectory (the aggregator implements it on its control blocks).
 //  Reconcile()
 //    makes the dispatcher know exactly those VMs: a new VM gets the share its operator configured
-//    for its name (ServiceOptions::shares, the "shares from each VM's configuration at start"),
-//    else the default; a VM whose configured share would push the sum past 100 % starts best effort
+//    for its name (ServiceOptions::shares, --vm-share), else the share its own configuration asks
+//    for (`shareP` in an fv VM's name, NAME@MODE[,MiB][,chN][,shareP]: ShareInName), else the
+//    default; a VM whose configured share would push the sum past 100 % starts best effort
 //    (0) and the reason is logged. A VM that left is removed.
 //  - set-share resolves the VM by id or by name (the part before '@' also matches, as fv names
 //  carry
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -80,6 +82,9 @@ class ControlService {
 
 // "a@lazy,256" -> "a".
 std::string_view BaseName(std::string_view name);
+// The share an fv VM's name asks for (`shareP` after '@', P in percent, 0-100); nullopt if none or
+// malformed (the aggregator refuses a malformed one at admission).
+std::optional<double> ShareInName(std::string_view name);
 
 }  // namespace gpuvm::control
 

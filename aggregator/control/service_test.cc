@@ -69,6 +69,28 @@ TEST(ControlServiceTest, ListsVmsWithConfiguredShares) {
   EXPECT_TRUE(list.vms[2].scheduled);
 }
 
+TEST(ControlServiceTest, AVmsOwnConfigurationGivesItsShareUnlessTheOperatorSetOne) {
+  EXPECT_EQ(ShareInName("a@lazy,256,share25"), 25.0);
+  EXPECT_EQ(ShareInName("a@share12.5,ch8"), 12.5);
+  EXPECT_EQ(ShareInName("a@lazy"), std::nullopt);
+  EXPECT_EQ(ShareInName("share25"), std::nullopt);  // no '@': a plain name
+  EXPECT_EQ(ShareInName("a@share-5"), std::nullopt);
+  EXPECT_EQ(ShareInName("a@share101"), std::nullopt);
+  EXPECT_EQ(ShareInName("a@share1e2"), std::nullopt);
+  ServiceOptions options;
+  options.shares = {{"b", 40}};
+  options.default_share = 5;
+  Fixture f(options);
+  f.directory.vms = {{1, "a@lazy,share25", "fv", 0, 0},
+                     {2, "b@lazy,share10", "fv", 0, 0},
+                     {3, "c@lazy,share", "fv", 0, 0}};
+  ListReply list = f.List();
+  ASSERT_EQ(list.vms.size(), 3u);
+  EXPECT_EQ(list.vms[0].share_percent, 25);  // its configuration
+  EXPECT_EQ(list.vms[1].share_percent, 40);  // the operator's --vm-share wins
+  EXPECT_EQ(list.vms[2].share_percent, 5);   // no number: the default
+}
+
 TEST(ControlServiceTest, AConfiguredShareThatDoesNotFitStartsBestEffort) {
   ServiceOptions options;
   options.default_share = 60;

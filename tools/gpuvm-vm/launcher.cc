@@ -100,8 +100,8 @@ int Reap(pid_t pid, std::chrono::milliseconds timeout) {
 
 std::string Usage() {
   return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized] [--vram-mib N]\n"
-         "                [--aggregator SOCKET] [--ram-mib N] [--vcpus N] [--domid N]\n"
-         "                [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
+         "                [--share PERCENT] [--aggregator SOCKET] [--ram-mib N] [--vcpus N]\n"
+         "                [--domid N] [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
          "                -- PROGRAM [ARGS...]\n"
          "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local).\n";
 }
@@ -132,6 +132,8 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     } else if (flag == "--vram-mib") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
       o.vram_mib = mib;
+    } else if (flag == "--share") {
+      GPUVM_ASSIGN_OR_RETURN(o.share, Number(flag, value, 0, 100));
     } else if (flag == "--aggregator") {
       o.aggregator = value;
     } else if (flag == "--ram-mib") {
@@ -170,11 +172,13 @@ Result<int> RunVm(const VmOptions& options) {
       options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
   std::string name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
   // fv sub-modes and the VM's VRAM travel in the name until VM_CONFIG carries them
-  // (docs/FULL-VIRTUALIZATION.md): "NAME@MODE[,MiB]".
+  // (docs/FULL-VIRTUALIZATION.md): "NAME@MODE[,MiB][,shareP]".
   std::string dm_mode = options.mode;
-  if (dm_mode.rfind("fv", 0) == 0 && (dm_mode != "fv" || options.vram_mib != 0)) {
+  const bool share = options.share <= 100;
+  if (dm_mode.rfind("fv", 0) == 0 && (dm_mode != "fv" || options.vram_mib != 0 || share)) {
     std::string suffix = "@" + (dm_mode == "fv" ? std::string("naive") : dm_mode.substr(3));
     if (options.vram_mib != 0) suffix += "," + std::to_string(options.vram_mib);
+    if (share) suffix += ",share" + std::to_string(options.share);
     if (name.size() + suffix.size() > 31) name.resize(31 - std::min<size_t>(31, suffix.size()));
     name += suffix;
     dm_mode = "fv";

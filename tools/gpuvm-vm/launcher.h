@@ -32,6 +32,7 @@ struct VmOptions {
   std::string mode = "pt";         // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
                                    // become --mode fv and a name suffix ("NAME@lazy,256")
   uint64_t vram_mib = 0;           // fv: the VM's VRAM (0: the aggregator's default)
+  uint64_t share = 101;            // fv: the VM's GPU share in percent (101: not given)
   std::string aggregator;          // socket; empty: $GPUVM_AGGREGATOR or the default
   uint64_t ram_bytes = 1ull << 30;  // guest RAM (a lazily backed memfd)
   uint32_t vcpus = 1;

@@ -24,6 +24,13 @@ TEST(GpuvmVmArgsTest, ParsesEveryFlagAndTheProgram) {
   EXPECT_EQ(o->argv, (std::vector<std::string>{"./prog", "--flag", "x"}));
 }
 
+TEST(GpuvmVmArgsTest, AnFvVmsShareIsPartOfItsConfiguration) {
+  auto o = ParseArgs({"--mode", "fv-lazy", "--share", "30", "--", "./prog"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->share, 30u);
+  EXPECT_GT(ParseArgs({"./prog"})->share, 100u);  // not given
+}
+
 TEST(GpuvmVmArgsTest, TheProgramMayFollowWithoutDashes) {
   auto o = ParseArgs({"./prog", "--flag"});
   ASSERT_TRUE(o.ok());
@@ -45,6 +52,8 @@ TEST(GpuvmVmArgsTest, RefusesBadValues) {
       {"--name", "", "--", "p"},
       {"--name", "a\tb", "--", "p"},
       {"--bogus", "1", "--", "p"},
+      {"--share", "101", "--", "p"},
+      {"--share", "-5", "--", "p"},
       {"--ram-mib"},
   };
   for (const auto& args : bad) {
