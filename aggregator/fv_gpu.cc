@@ -71,17 +71,24 @@ Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmB
       bars.bar1 > (4ull << 30) || bars.bar3 > (4ull << 30)) {
     return Status::InvalidArgument("fv: BAR1 and BAR3 must be 1 MiB to 4 GiB");
   }
+  // The VRAM first (a static slice is zeroed here; dynamic chunks when first referenced).
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<VramMap> map,
+                         VramMap::Create(host->options().vram_policy, &host->vm_vram(),
+                                         &host->vram(), options.vram_bytes));
   GPUVM_ASSIGN_OR_RETURN(FvHost::Partition partition,
                          host->AllocatePartition(options.vram_bytes, options.channels));
-  std::unique_ptr<FullVirtGpu> v(new FullVirtGpu(host, bars, options, partition));
-  // Nothing of a previous owner may show through.
-  host->vram().Fill(partition.vram_base, 0, partition.vram_bytes);
-  return v;
+  partition.vram_base = map->static_base();
+  return std::unique_ptr<FullVirtGpu>(
+      new FullVirtGpu(host, bars, options, partition, std::move(map)));
 }
 
 FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& options,
-                         const FvHost::Partition& partition)
-    : host_(host), bars_(bars), options_(options), partition_(partition) {
+                         const FvHost::Partition& partition, std::unique_ptr<VramMap> vram_map)
+    : host_(host),
+      bars_(bars),
+      options_(options),
+      partition_(partition),
+      vram_map_(std::move(vram_map)) {
   pmc_enable_ = pmc::kEnableResetValue;
   channels_.resize(partition.channels);
 }
@@ -91,7 +98,8 @@ FullVirtGpu::~FullVirtGpu() {
 }
 
 VmMemoryLayout FullVirtGpu::layout() const {
-  return {partition_.vram_base, partition_.vram_bytes, partition_.sysram_base, ram_.size()};
+  return {partition_.vram_base, partition_.vram_bytes, partition_.sysram_base, ram_.size(),
+          vram_map_.get()};
 }
 
 void FullVirtGpu::Log(const std::string& line) {
@@ -101,8 +109,16 @@ void FullVirtGpu::Log(const std::string& line) {
 std::string FullVirtGpu::DescribeCounters() const {
   const FvCounters& k = counters_;
   const ShadowCounters& s = k.shadow;
+  const uint64_t assigned = vram_map_ ? vram_map_->assigned_bytes() : k.vram_assigned;
   return std::string(FvModeName(options_.mode)) + ", VRAM " +
-         std::to_string(partition_.vram_bytes >> 20) + " MiB at " + Hex(partition_.vram_base) +
+         std::to_string(partition_.vram_bytes >> 20) + " MiB " +
+         (host_->options().vram_policy == VramPolicy::kStatic
+              ? "at " + Hex(partition_.vram_base)
+              : "dynamic (" + std::to_string(assigned >> 10) + " KiB assigned" +
+                    (k.vram_exhausted != 0 || (vram_map_ && vram_map_->exhausted() != 0)
+                         ? ", pool exhausted"
+                         : "") +
+                    ")") +
          ", channels " + std::to_string(partition_.first_channel) + ".." +
          std::to_string(partition_.first_channel + partition_.channels - 1) + "; traps BAR0/1/3 " +
          std::to_string(k.traps[0]) + "/" + std::to_string(k.traps[1]) + "/" +
@@ -183,12 +199,7 @@ uint64_t FullVirtGpu::ReadOne(gpu::Bar bar, uint64_t offset, uint32_t size) {
   if (bar == gpu::Bar::k0) {
     if (offset >= pbus::kPraminWindow && offset < pbus::kPraminWindow + pbus::kPraminWindowSize) {
       ++counters_.pramin;
-      const uint64_t address = PraminAddress(offset);
-      if (address + size <= partition_.vram_bytes) {
-        host_->vram().Read(partition_.vram_base + address, &value, size);
-      } else {
-        ++counters_.refused_memory;
-      }
+      if (!vram_map_->Read(PraminAddress(offset), &value, size)) ++counters_.refused_memory;
       return value;
     }
     if (size == 8) {
@@ -207,12 +218,7 @@ void FullVirtGpu::WriteOne(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_
   if (bar == gpu::Bar::k0) {
     if (offset >= pbus::kPraminWindow && offset < pbus::kPraminWindow + pbus::kPraminWindowSize) {
       ++counters_.pramin;
-      const uint64_t address = PraminAddress(offset);
-      if (address + size <= partition_.vram_bytes) {
-        host_->vram().Write(partition_.vram_base + address, &value, size);
-      } else {
-        ++counters_.refused_memory;
-      }
+      if (!vram_map_->Write(PraminAddress(offset), &value, size)) ++counters_.refused_memory;
       return;
     }
     if (size == 8 && (offset & 3) == 0) {
@@ -704,8 +710,10 @@ FullVirtGpu::BarPage FullVirtGpu::TranslateBar(gpu::Bar bar, uint64_t page) {
   const GuestMemoryView view(&host_->vram(), layout(), ram_);
   const uint64_t va = page * kPage;
   if ((inst_reg & pbus::kBarInstVmMode) == 0) {
-    // No VM mode: the aperture is VRAM itself, here the VM's slice.
-    if (va + kPage <= partition_.vram_bytes) result = {true, false, partition_.vram_base + va};
+    // No VM mode: the aperture is the VM's VRAM itself (the page is referenced: assigned).
+    if (Result<uint64_t> machine = vram_map_->Assign(va); machine.ok()) {
+      result = {true, false, *machine};
+    }
   } else {
     const uint64_t instance = uint64_t(inst_reg & pbus::kBarInstAddrMask) << pbus::kBarInstShift;
     uint32_t words[4];
@@ -853,7 +861,9 @@ Status FullVirtGpu::Detach() {
   bar_cache_.clear();
   if (ram_attached_) host_->gpu().host_window().DetachRegion(partition_.sysram_base);
   ram_ = {};
-  host_->vram().Fill(partition_.vram_base, 0, partition_.vram_bytes);
+  counters_.vram_assigned = vram_map_->assigned_bytes();
+  counters_.vram_exhausted = vram_map_->exhausted();
+  vram_map_.reset();  // every page back to the pool (a static slice scrubbed)
   host_->ReleasePartition(partition_);
   detached_ = true;
   if (!all_stopped) {

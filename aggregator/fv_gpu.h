@@ -1,6 +1,7 @@
 // Full virtualization: a VM's virtual GPU is one slice of the physical GPU (fv_host.h), driven by
 // the unmodified guest driver through trapped BAR accesses. What the guest sees:
-//   - VRAM from 0 to its slice size (the FB partition registers say so); PRAMIN moves over it;
+//   - VRAM from 0 to its declared size (the FB partition registers say so), placed by its VramMap
+//     (vram_map.h: a static slice or chunks assigned on first reference); PRAMIN moves over it;
 //   - BAR1/BAR3 translated by the guest's own BAR page tables, which the aggregator walks in
 //     software for each trapped aperture access (validated like any shadow PTE); the USER area of
 //     BAR1 (POLL_AREA) is intercepted: IB_PUT writes become submissions (submission_queue.h), other
@@ -67,6 +68,8 @@ struct FvCounters {
   uint64_t refused_memory = 0;     // accesses outside the VM's memory (PRAMIN, BAR pages), dropped
   uint64_t refused_channels = 0;   // channel ids or instance blocks the VM does not own
   uint64_t faults = 0;             // GPU faults/errors of this VM's channels delivered to it
+  uint64_t vram_assigned = 0;      // at Detach: bytes of VRAM the VM had (vram_map() before)
+  uint64_t vram_exhausted = 0;     // at Detach: chunks it was refused (the pool was empty)
   ShadowCounters shadow;
 };
 
@@ -93,6 +96,8 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   FvMode fv_mode() const { return options_.mode; }
   const FvCounters& counters() const { return counters_; }
   const FvHost::Partition& partition() const { return partition_; }
+  // Its guest-physical -> machine VRAM map (null after Detach).
+  const VramMap* vram_map() const { return vram_map_.get(); }
   VmMemoryLayout layout() const;
 
  private:
@@ -117,7 +122,7 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   };
 
   FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& options,
-              const FvHost::Partition& partition);
+              const FvHost::Partition& partition, std::unique_ptr<VramMap> vram_map);
   Status Check(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t length) const;
   uint64_t ReadOne(gpu::Bar bar, uint64_t offset, uint32_t size);
   void WriteOne(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value);
@@ -153,6 +158,7 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   const VmBars bars_;
   const FvVmOptions options_;
   const FvHost::Partition partition_;
+  std::unique_ptr<VramMap> vram_map_;  // every guest VRAM access goes through it
   std::span<uint8_t> ram_;
   bool ram_attached_ = false;
   bool detached_ = false;

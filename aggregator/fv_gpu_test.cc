@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "aggregator/fv_host.h"
@@ -207,53 +210,44 @@ TEST_F(FvShadowTest, RescanRelocatesValidatesAndWritesOnlyChanges) {
 
 class FvGuestTest : public ::testing::TestWithParam<FvMode> {
  protected:
-  void SetUp() override {
-    SimGpuOptions o;
-    o.vram_bytes = 512 * kMiB;
-    o.compute_engine = false;
-    auto gpu = SimGpu::Create(o);
-    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-    gpu_ = std::move(*gpu);
-    FvOptions fv;
-    fv.reserved_bytes = 32 * kMiB;
-    auto host = FvHost::Create(gpu_.get(), fv);
-    ASSERT_TRUE(host.ok()) << host.status().ToString();
-    host_ = std::move(*host);
-    host_->SetLog([this](const std::string& line) {
-      std::lock_guard lock(log_mu_);
-      log_ += line + "\n";
-    });
-  }
-  void TearDown() override {
-    for (auto& vm : vms_) vm->Stop();
-    vms_.clear();
-    host_.reset();
+  void SetUp() override { MakeWorld({}); }
+  void MakeWorld(const fv_testing::FvWorldOptions& options) {
+    world_.reset();
+    auto w = fv_testing::FvTestWorld::Create(options);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    world_ = std::move(*w);
   }
   FvTestVm* AddVm(uint64_t vram, uint32_t channels = 8) {
-    auto vm = std::make_unique<FvTestVm>(&lock_, gpu_.get());
-    FvVmOptions o;
-    o.mode = GetParam();
-    o.vram_bytes = vram;
-    o.channels = channels;
-    o.vm_id = uint32_t(vms_.size() + 1);
-    o.name = "vm" + std::to_string(o.vm_id);
-    Status s = vm->Start(host_.get(), o, 64 * kMiB);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    vms_.push_back(std::move(vm));
-    return vms_.back().get();
+    auto vm = world_->AddVm(
+        {.mode = GetParam(), .vram_bytes = vram, .channels = channels, .vm_id = 0, .name = ""});
+    EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+    return vm.ok() ? *vm : nullptr;
   }
-  std::string log() {
-    std::lock_guard lock(log_mu_);
-    return log_;
-  }
+  std::string log() { return world_->log(); }
 
-  std::mutex lock_;
-  std::unique_ptr<SimGpu> gpu_;
-  std::unique_ptr<FvHost> host_;
-  std::vector<std::unique_ptr<FvTestVm>> vms_;
-  std::mutex log_mu_;
-  std::string log_;
+  std::unique_ptr<fv_testing::FvTestWorld> world_;
 };
+
+// No machine VRAM chunk belongs to two VMs, and channel ranges do not overlap.
+void ExpectDisjoint(const std::vector<FvTestVm*>& vms) {
+  std::map<uint64_t, size_t> owner;  // machine chunk -> VM
+  for (size_t i = 0; i < vms.size(); ++i) {
+    const VramMap* map = vms[i]->vgpu().vram_map();
+    ASSERT_NE(map, nullptr);
+    for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
+      const uint64_t m = map->Lookup(g);
+      if (m == 0) continue;
+      auto [it, fresh] = owner.emplace(m, i);
+      EXPECT_TRUE(fresh) << "machine chunk " << m << " of VMs " << it->second << " and " << i;
+    }
+    const FvHost::Partition& a = vms[i]->vgpu().partition();
+    for (size_t j = i + 1; j < vms.size(); ++j) {
+      const FvHost::Partition& b = vms[j]->vgpu().partition();
+      EXPECT_TRUE(a.first_channel + a.channels <= b.first_channel ||
+                  b.first_channel + b.channels <= a.first_channel);
+    }
+  }
+}
 
 // One VM's workload: allocate, copy in, memset part, copy back (BAR1 path, DMA path, staged),
 // check.
@@ -311,17 +305,39 @@ TEST_P(FvGuestTest, FourVmsOfDifferentSizesAtOnce) {
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < vms.size(); ++i) EXPECT_TRUE(why[i].empty()) << i << ": " << why[i];
   EXPECT_EQ(failures, 0) << log();
-  // Each VM saw exactly its size, and slices do not overlap.
+  ExpectDisjoint(vms);
+}
+
+// Dynamic VRAM: four VMs whose declared VRAM (4 x 64 MiB) is more than the GPU has for VMs
+// (96 MiB) run correctly, because each touches only part of it.
+TEST_P(FvGuestTest, OverCommittedVramWorksWhileWhatIsTouchedFits) {
+  MakeWorld({.gpu_vram_bytes = 128 * kMiB, .reserved_bytes = 32 * kMiB});
+  const uint64_t pool = world_->host().vm_vram().end() - world_->host().vm_vram().begin();
+  std::vector<FvTestVm*> vms = {AddVm(64 * kMiB, 4), AddVm(64 * kMiB, 4), AddVm(64 * kMiB, 4),
+                                AddVm(64 * kMiB, 4)};
+  EXPECT_GT(4 * 64 * kMiB, pool);
+  std::atomic<int> failures{0};
+  std::vector<std::string> why(vms.size());
+  std::vector<std::thread> threads;
   for (size_t i = 0; i < vms.size(); ++i) {
-    const FvHost::Partition& a = vms[i]->vgpu().partition();
-    for (size_t j = i + 1; j < vms.size(); ++j) {
-      const FvHost::Partition& b = vms[j]->vgpu().partition();
-      EXPECT_TRUE(a.vram_base + a.vram_bytes <= b.vram_base ||
-                  b.vram_base + b.vram_bytes <= a.vram_base);
-      EXPECT_TRUE(a.first_channel + a.channels <= b.first_channel ||
-                  b.first_channel + b.channels <= a.first_channel);
-    }
+    threads.emplace_back(Workload, vms[i], uint32_t(i + 7) * 0x1357, &failures, &why[i]);
   }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < vms.size(); ++i) EXPECT_TRUE(why[i].empty()) << i << ": " << why[i];
+  EXPECT_EQ(failures, 0) << log();
+  uint64_t assigned = 0;
+  for (FvTestVm* vm : vms) {
+    assigned += vm->vgpu().vram_map()->assigned_bytes();
+    EXPECT_GT(vm->vgpu().vram_map()->assigned_bytes(), 0u);
+    EXPECT_LT(vm->vgpu().vram_map()->assigned_bytes(), 64 * kMiB);
+    EXPECT_EQ(vm->vgpu().vram_map()->exhausted(), 0u);
+  }
+  EXPECT_LE(assigned, pool);
+  EXPECT_EQ(world_->host().vm_vram().used(), assigned);
+  ExpectDisjoint(vms);
+  // Dead VMs give every page back.
+  for (FvTestVm* vm : vms) vm->Stop();
+  EXPECT_EQ(world_->host().vm_vram().used(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, FvGuestTest,
@@ -333,6 +349,74 @@ INSTANTIATE_TEST_SUITE_P(Modes, FvGuestTest,
                            }
                            return n;
                          });
+
+// ---- VRAM policies: no data of one VM ever reaches another --------------------------------
+
+class FvVramPolicyTest : public ::testing::TestWithParam<VramPolicy> {};
+
+FvVmOptions SmallVm() {
+  FvVmOptions o;
+  o.vram_bytes = 32 * kMiB;
+  o.channels = 4;
+  return o;
+}
+
+// VM A fills its buffers with a pattern and goes; VM B, given (some of) the same machine VRAM,
+// reads its fresh buffers without writing them: zeros, never A's bytes.
+TEST_P(FvVramPolicyTest, AFreshPageIsZeroEvenWhereTheLastVmWrote) {
+  // 32 MiB for VMs: B must reuse A's pages.
+  auto world = fv_testing::FvTestWorld::Create(
+      {.gpu_vram_bytes = 64 * kMiB, .reserved_bytes = 32 * kMiB, .vram_policy = GetParam()});
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  fv_testing::FvTestWorld& w = **world;
+  constexpr uint64_t kBytes = 8 * kMiB;
+  std::set<uint64_t> a_chunks;
+  {
+    auto a = w.AddVm(SmallVm());
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    auto driver = guest::Driver::Create(*a);
+    ASSERT_TRUE(driver.ok());
+    auto ctx = (*driver)->CreateContext();
+    ASSERT_TRUE(ctx.ok());
+    for (int i = 0; i < 2; ++i) {
+      auto buffer = (*ctx)->AllocDevice(kBytes);
+      ASSERT_TRUE(buffer.ok());
+      std::vector<uint8_t> secret(kBytes, 0xa5);
+      ASSERT_TRUE(
+          (*ctx)->default_channel()->CopyHostToDevice(buffer->va, secret.data(), kBytes).ok());
+    }
+    const VramMap* map = (*a)->vgpu().vram_map();
+    for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
+      if (map->Lookup(g) != 0) a_chunks.insert(map->Lookup(g));
+    }
+    ctx->reset();
+    driver->reset();
+    (*a)->Stop();
+  }
+  auto b = w.AddVm(SmallVm());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto driver = guest::Driver::Create(*b);
+  ASSERT_TRUE(driver.ok());
+  auto ctx = (*driver)->CreateContext();
+  ASSERT_TRUE(ctx.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto buffer = (*ctx)->AllocDevice(kBytes);
+    ASSERT_TRUE(buffer.ok());
+    std::vector<uint8_t> seen(kBytes, 0x11);
+    ASSERT_TRUE((*ctx)->default_channel()->CopyDeviceToHost(seen.data(), buffer->va, kBytes).ok());
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), ptrdiff_t(kBytes)) << "buffer " << i;
+  }
+  const VramMap* map = (*b)->vgpu().vram_map();
+  size_t reused = 0;
+  for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
+    if (map->Lookup(g) != 0) reused += a_chunks.count(map->Lookup(g));
+  }
+  EXPECT_GT(reused, 0u) << "B got none of A's pages: the test proves nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, FvVramPolicyTest,
+                         ::testing::Values(VramPolicy::kStatic, VramPolicy::kDynamic),
+                         [](const auto& info) { return std::string(VramPolicyName(info.param)); });
 
 }  // namespace
 }  // namespace gpuvm::aggregator

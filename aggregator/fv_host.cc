@@ -140,14 +140,6 @@ Result<FvHost::Partition> FvHost::AllocatePartition(uint64_t vram_bytes, uint32_
     return Status::ResourceExhausted("fv: every SYSRAM window is in use (" +
                                      std::to_string(kSysramSlots) + " fv VMs)");
   }
-  Result<uint64_t> base = slices_.Allocate(vram_bytes);
-  if (!base.ok()) {
-    return Status::ResourceExhausted(
-        "fv: no free VRAM slice of " + std::to_string(vram_bytes >> 20) + " MiB (" +
-        std::to_string(slices_.used() >> 20) + " MiB of " +
-        std::to_string((slices_.end() - slices_.begin()) >> 20) + " MiB given to VMs)");
-  }
-  p.vram_base = *base;
   p.sysram_slot = slot;
   p.sysram_base = uint64_t(slot + 1) << kSysramSlotShift;
   slots_used_[slot] = true;
@@ -156,7 +148,6 @@ Result<FvHost::Partition> FvHost::AllocatePartition(uint64_t vram_bytes, uint32_
 }
 
 void FvHost::ReleasePartition(const Partition& p) {
-  slices_.Free(p.vram_base, p.vram_bytes);
   slots_used_[p.sysram_slot] = false;
   for (uint32_t c = 0; c < p.channels; ++c) {
     channels_used_[p.first_channel + c] = false;

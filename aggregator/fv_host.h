@@ -9,7 +9,8 @@
 //   [0, 1 MiB)                 untouched (VGA/VBIOS area on a real board)
 //   [1 MiB, reserved_bytes)    ReservedVram: BAR1 instance/directory/table, USER area (128 pages),
 //                              shadow instance blocks (128 x 4 KiB), playlists, shadow page tables
-//   [reserved_bytes, VRAM end) VM slices, 1 MiB granular, first fit
+//   [reserved_bytes, VRAM end) the VMs' VRAM (vm_vram()): each VM's VramMap (vram_map.h) takes a
+//                              static slice from it, or 128 KiB chunks on first reference (dynamic)
 // SYSRAM: VM slot i's RAM is reachable by the GPU at bus address (i + 1) << 36 (GuestRamWindow
 // regions), so relocated SYSRAM PTEs of different VMs never meet.
 //
@@ -29,6 +30,7 @@
 #include "aggregator/reserved_vram.h"
 #include "aggregator/submission_queue.h"
 #include "aggregator/vram_access.h"
+#include "aggregator/vram_map.h"
 #include "gpu/hw/pfifo.h"
 
 namespace gpuvm::aggregator {
@@ -37,6 +39,7 @@ struct FvOptions {
   uint64_t reserved_bytes = 48ull << 20;
   uint32_t default_channels = 16;
   uint64_t default_vram_bytes = 128ull << 20;
+  VramPolicy vram_policy = VramPolicy::kDynamic;  // how VMs get their VRAM (vram_map.h)
 };
 
 // What a physical interrupt means for the VM owning the channel (implemented by FullVirtGpu).
@@ -62,20 +65,23 @@ class FvHost {
   ~FvHost();
 
   struct Partition {
-    uint64_t vram_base = 0;
+    uint64_t vram_base = 0;  // static policy: the slice's base (set by the VM's VramMap); else 0
     uint64_t vram_bytes = 0;
     uint32_t first_channel = 0;
     uint32_t channels = 0;
     uint32_t sysram_slot = 0;
     uint64_t sysram_base = 0;
   };
-  // ResourceExhausted with what is missing when the VRAM, channels or SYSRAM slots run out.
+  // Channels and a SYSRAM slot (the VRAM is the VM's VramMap's, from vm_vram()).
+  // ResourceExhausted with what is missing when channels or SYSRAM slots run out.
   Result<Partition> AllocatePartition(uint64_t vram_bytes, uint32_t channels);
   void ReleasePartition(const Partition& partition);
 
   PhysicalGpu& gpu() { return *gpu_; }
   VramAccess& vram() { return vram_; }
   ReservedVram& reserved() { return reserved_; }
+  // The VRAM VMs get, past the reserved area (VramMap takes slices or chunks of it).
+  ReservedVram& vm_vram() { return slices_; }
   const FvOptions& options() const { return options_; }
   SubmissionQueue& queue() { return *queue_; }
   // Replaces the FIFO (the scheduler's dispatcher); it forwards through Forward().

@@ -3,7 +3,7 @@
 //   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N] [--compute-workers N]
 //                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--quiet]
 //                    [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]
-//                    [--fv-channels N] [--fv-reserved-mib N]
+//                    [--fv-channels N] [--fv-reserved-mib N] [--fv-vram-policy dynamic|static]
 //
 // fv VMs get --fv-mode, --fv-vram-mib and --fv-channels unless their name says otherwise
 // ("NAME@MODE[,MiB][,chN]", docs/FULL-VIRTUALIZATION.md).
@@ -45,7 +45,8 @@ void Usage() {
                "                        [--allow-pt-without-dma] [--quiet]\n"
                "                        %s\n"
                "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
-               "                        [--fv-channels N] [--fv-reserved-mib N]\n",
+               "                        [--fv-channels N] [--fv-reserved-mib N]\n"
+               "                        [--fv-vram-policy dynamic|static]\n",
                control::kControlFlagsUsage);
 }
 
@@ -109,6 +110,8 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--fv-reserved-mib") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 4, 4 << 10));
       o.aggregator.fv.reserved_bytes = mib << 20;
+    } else if (flag == "--fv-vram-policy") {
+      GPUVM_ASSIGN_OR_RETURN(o.aggregator.fv.vram_policy, ParseVramPolicy(value));
     } else {
       return Status::InvalidArgument("unknown flag " + flag);
     }

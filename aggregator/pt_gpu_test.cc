@@ -162,10 +162,11 @@ TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ((*first)->vgpu->vram_bytes(), 8ull << 20);
   EXPECT_NE((*second)->vgpu->DescribeCounters().find("fv-naive"), std::string::npos);
-  // No room for a third slice of 16 MiB; a pt VM needs the whole GPU.
+  // A VM larger than the 16 MiB the GPU has for VMs is refused (dynamic VRAM over-commits, but
+  // not past that); a pt VM needs the whole GPU.
   ipc::VmConfig c = PtConfig(3);
   c.mode = ipc::VmMode::kFullVirtualization;
-  c.name = "c@16";
+  c.name = "c@32";
   EXPECT_EQ(aggregator_->AdmitVm(c).status().code(), StatusCode::kResourceExhausted);
   c.name = "c@no-such-mode";
   EXPECT_EQ(aggregator_->AdmitVm(c).status().code(), StatusCode::kInvalidArgument);

@@ -37,7 +37,16 @@ RelocatedPte RelocatePte(uint64_t guest_pte, uint64_t page_bytes, const VmMemory
         r.reason = "VRAM outside the VM's slice";
         return r;
       }
-      relocated = layout.vram_base + address;
+      if (layout.vram_map != nullptr) {
+        Result<uint64_t> machine = layout.vram_map->Assign(address);
+        if (!machine.ok()) {
+          r.reason = "VRAM the over-committed GPU had no chunk left for";
+          return r;
+        }
+        relocated = *machine;
+      } else {
+        relocated = layout.vram_base + address;
+      }
       break;
     case vm::Target::kSysramSnooped:
     case vm::Target::kSysramNoSnoop:
@@ -66,6 +75,7 @@ bool GuestMemoryView::ReadVram(uint64_t address, void* out, size_t length) const
     std::memset(out, 0, length);
     return false;
   }
+  if (layout_.vram_map != nullptr) return layout_.vram_map->Read(address, out, length);
   vram_->Read(layout_.vram_base + address, out, length);
   return true;
 }

@@ -24,6 +24,7 @@
 
 #include "aggregator/reserved_vram.h"
 #include "aggregator/vram_access.h"
+#include "aggregator/vram_map.h"
 #include "base/status.h"
 #include "gpu/hw/vm.h"
 
@@ -31,10 +32,13 @@ namespace gpuvm::aggregator {
 
 // Where one VM's memory lies physically.
 struct VmMemoryLayout {
-  uint64_t vram_base = 0;    // physical VRAM address of the guest's VRAM address 0
-  uint64_t vram_bytes = 0;   // the slice the guest sees
+  uint64_t vram_base = 0;    // without a map: physical VRAM address of the guest's VRAM address 0
+  uint64_t vram_bytes = 0;   // the VRAM the guest sees
   uint64_t sysram_base = 0;  // bus address of guest-physical address 0 (GuestRamWindow region)
   uint64_t ram_bytes = 0;
+  // The VM's guest-physical -> machine VRAM map (vram_map.h); when set, it replaces vram_base:
+  // relocating a VRAM PTE assigns the page's chunk (dynamic policy), reads go through it.
+  VramMap* vram_map = nullptr;
 };
 
 enum class PteVerdict : uint8_t { kEmpty, kMapped, kRejected };
@@ -45,8 +49,10 @@ struct RelocatedPte {
 };
 
 // One guest PTE mapping a page of `page_bytes` (4 KiB or a large page): VRAM inside the slice ->
-// vram_base + address; SYSRAM inside the VM's RAM -> sysram_base + address; anything else
-// (outside, the invalid target, storage kinds and compression tags we do not virtualize) rejected.
+// its machine address (vram_map, assigning the chunk on this first reference; else vram_base +
+// address), rejected when the over-committed GPU has no chunk left for it; SYSRAM inside the VM's
+// RAM -> sysram_base + address; anything else (outside, the invalid target, storage kinds and
+// compression tags we do not virtualize) rejected.
 RelocatedPte RelocatePte(uint64_t guest_pte, uint64_t page_bytes, const VmMemoryLayout& layout);
 
 // Reads of one VM's memory by guest address, always into our own buffers.

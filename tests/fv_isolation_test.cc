@@ -5,14 +5,15 @@
 //
 // Both VMs live in this process (aggregator/testing/fv_test_vm.h): the attacker's accesses go
 // straight to its FullVirtGpu, exactly the calls gpuvm-dm would make for its trapped accesses.
-// Attacks through compute kernels are not here (the software GPU's compute engine is off in this
-// test): a kernel reading past its allocation is an access to a VA the shadow does not map, the
-// same MMU fault path the PTE attacks below exercise.
+// The software GPU runs with its compute engine, so attacks through kernels are here too; VRAM is
+// dynamic and over-committed (two VMs of 96 MiB, 96 MiB for VMs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "aggregator/fv_gpu.h"
@@ -21,8 +22,10 @@
 #include "aggregator/testing/fv_test_vm.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
+#include "gpu/hw/pmc.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
+#include "gpu/isa/assembler.h"
 #include "guest-pv-driver/driver.h"
 
 namespace gpuvm::aggregator {
@@ -35,52 +38,81 @@ namespace vm = gf100::vm;
 using fv_testing::FvTestVm;
 constexpr uint64_t kMiB = 1ull << 20;
 
+// c[i] = a[i] + b[i] for i < n (params: a, b, c, n), one thread per element.
+constexpr const char* kAddKernel = R"(
+    .params 28
+    s2r.u32 r0, %tid.x
+    s2r.u32 r1, %ctaid.x
+    s2r.u32 r2, %ntid.x
+    mad.u32 r0, r1, r2, r0
+    ld.const.c0.u32 r8, [rz+24]
+    setp.ge.u32 p0, r0, r8
+    @p0 bra done
+    ld.const.c0.u64 r2, [rz+0]
+    ld.const.c0.u64 r4, [rz+8]
+    ld.const.c0.u64 r6, [rz+16]
+    mulwide.u32 r10, r0, 4
+    add.u64 r12, r2, r10
+    ld.global.a64.u32 r14, [r12]
+    add.u64 r12, r4, r10
+    ld.global.a64.u32 r15, [r12]
+    add.u32 r14, r14, r15
+    add.u64 r12, r6, r10
+    st.global.a64.u32 [r12], r14
+  done:
+    exit
+)";
+
+// Launches kAddKernel (loaded at `code`) and waits for it.
+Status LaunchAdd(guest::Channel* ch, uint64_t code, uint64_t a, uint64_t b, uint64_t c,
+                 uint32_t n) {
+  struct {
+    uint64_t a, b, c;
+    uint32_t n;
+  } args{a, b, c, n};
+  guest::LaunchParams p;
+  p.code_address = code;
+  p.grid = {(n + 255) / 256, 1, 1};
+  p.block = {256, 1, 1};
+  p.params = std::span(reinterpret_cast<const uint8_t*>(&args), 28);
+  GPUVM_ASSIGN_OR_RETURN(guest::Fence f, ch->Launch(p));
+  return ch->Wait(f, std::chrono::seconds(30));
+}
+
 class FvIsolationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SimGpuOptions o;
-    o.vram_bytes = 384 * kMiB;
-    o.compute_engine = false;
-    auto gpu = SimGpu::Create(o);
-    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-    gpu_ = std::move(*gpu);
-    FvOptions fv;
-    fv.reserved_bytes = 32 * kMiB;
-    auto host = FvHost::Create(gpu_.get(), fv);
-    ASSERT_TRUE(host.ok()) << host.status().ToString();
-    host_ = std::move(*host);
-    host_->SetLog([this](const std::string& line) {
-      std::lock_guard lock(log_mu_);
-      log_ += line + "\n";
-    });
+    // 96 MiB for VMs, two VMs of 96 MiB: VRAM is over-committed (dynamic allocation).
+    auto w = fv_testing::FvTestWorld::Create({.gpu_vram_bytes = 128 * kMiB,
+                                              .reserved_bytes = 32 * kMiB,
+                                              .vram_policy = VramPolicy::kDynamic,
+                                              .compute_engine = true,
+                                              .compute_workers = 1});
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    world_ = std::move(*w);
     victim_ = AddVm("victim", FvMode::kNaive);
     attacker_ = AddVm("attacker", FvMode::kNaive);
   }
   void TearDown() override {
     StopVictim();
-    for (auto& v : vms_) v->Stop();
-    vms_.clear();
-    host_.reset();
+    world_.reset();
   }
 
   FvTestVm* AddVm(const std::string& name, FvMode mode) {
-    auto v = std::make_unique<FvTestVm>(&lock_, gpu_.get());
     FvVmOptions o;
     o.mode = mode;
     o.vram_bytes = 96 * kMiB;
     o.channels = 8;
-    o.vm_id = uint32_t(vms_.size() + 1);
     o.name = name;
-    Status s = v->Start(host_.get(), o, 64 * kMiB);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    vms_.push_back(std::move(v));
-    return vms_.back().get();
+    auto v = world_->AddVm(o, 64 * kMiB);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : nullptr;
   }
 
   // The victim: a driver, a context and 2 MiB of VRAM, rewritten and checked round after round
   // on its own thread until StopVictim().
-  void StartVictim() {
-    victim_thread_ = std::thread([this] {
+  void StartVictim(bool kernels = false) {
+    victim_thread_ = std::thread([this, kernels] {
       auto driver = guest::Driver::Create(victim_);
       if (!driver.ok()) return Fail("victim driver: " + driver.status().ToString());
       auto ctx = (*driver)->CreateContext();
@@ -90,7 +122,38 @@ class FvIsolationTest : public ::testing::Test {
       if (!a.ok()) return Fail("victim alloc: " + a.status().ToString());
       std::vector<uint32_t> in(kBytes / 4), out(kBytes / 4);
       guest::Channel* ch = (*ctx)->default_channel();
+      // With kernels: c = a + b over 4096 elements each round, checked.
+      constexpr uint32_t kN = 4096;
+      Result<guest::Allocation> code = Status::Unavailable("no kernels"), ka = code, kb = code,
+                                kc = code;
+      if (kernels) {
+        auto image = isa::Assemble(kAddKernel);
+        if (!image.ok()) return Fail("victim kernel: " + image.status().ToString());
+        code = (*ctx)->LoadCode(*image);
+        ka = (*ctx)->AllocDevice(kN * 4);
+        kb = (*ctx)->AllocDevice(kN * 4);
+        kc = (*ctx)->AllocDevice(kN * 4);
+        if (!code.ok() || !ka.ok() || !kb.ok() || !kc.ok()) return Fail("victim kernel alloc");
+      }
       for (uint32_t round = 1; !stop_victim_ || rounds_ < 2; ++round) {
+        if (kernels) {
+          std::vector<uint32_t> ha(kN), hb(kN), hc(kN);
+          for (uint32_t i = 0; i < kN; ++i) {
+            ha[i] = i * round;
+            hb[i] = 7 * i + round;
+          }
+          if (!ch->CopyHostToDevice(ka->va, ha.data(), kN * 4).ok() ||
+              !ch->CopyHostToDevice(kb->va, hb.data(), kN * 4).ok()) {
+            return Fail("victim kernel htod");
+          }
+          Status s = LaunchAdd(ch, code->va, ka->va, kb->va, kc->va, kN);
+          if (!s.ok()) return Fail("victim kernel: " + s.ToString());
+          if (!ch->CopyDeviceToHost(hc.data(), kc->va, kN * 4).ok()) return Fail("victim dtoh");
+          for (uint32_t i = 0; i < kN; ++i) {
+            if (hc[i] != ha[i] + hb[i])
+              return Fail("victim kernel result wrong at " + std::to_string(i));
+          }
+        }
         for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u) ^ round;
         if (Status s = ch->CopyHostToDevice(a->va, in.data(), kBytes); !s.ok()) {
           return Fail("victim htod: " + s.ToString());
@@ -112,28 +175,25 @@ class FvIsolationTest : public ::testing::Test {
     if (victim_thread_.joinable()) victim_thread_.join();
   }
   void Fail(const std::string& why) {
-    std::lock_guard lock(log_mu_);
+    std::lock_guard lock(victim_mu_);
     victim_error_ = why;
   }
   void ExpectVictimFine() {
     StopVictim();
-    std::lock_guard lock(log_mu_);
-    EXPECT_TRUE(victim_error_.empty()) << victim_error_ << "\naggregator log:\n" << log_;
+    std::lock_guard lock(victim_mu_);
+    EXPECT_TRUE(victim_error_.empty()) << victim_error_ << "\naggregator log:\n" << log();
     EXPECT_GE(rounds_.load(), 2);
   }
-  std::string log() {
-    std::lock_guard lock(log_mu_);
-    return log_;
-  }
+  std::string log() { return world_->log(); }
 
   // The attacker's raw register accesses, as its trapped MMIO would arrive.
   uint32_t Reg(uint32_t offset) {
-    std::lock_guard lock(lock_);
+    std::lock_guard lock(world_->lock());
     Result<uint64_t> v = attacker_->vgpu().Read(gpu::Bar::k0, offset, 4, 0);
     return v.ok() ? uint32_t(*v) : 0;
   }
   void SetReg(uint32_t offset, uint32_t value) {
-    std::lock_guard lock(lock_);
+    std::lock_guard lock(world_->lock());
     (void)attacker_->vgpu().Write(gpu::Bar::k0, offset, 4, value, 0);
   }
   // Its VRAM through the PRAMIN window.
@@ -195,17 +255,13 @@ class FvIsolationTest : public ::testing::Test {
     EXPECT_NE(log().find("MMU fault"), std::string::npos) << log();
   }
 
-  std::mutex lock_;
-  std::unique_ptr<SimGpu> gpu_;
-  std::unique_ptr<FvHost> host_;
-  std::vector<std::unique_ptr<FvTestVm>> vms_;
+  std::unique_ptr<fv_testing::FvTestWorld> world_;
   FvTestVm* victim_ = nullptr;
   FvTestVm* attacker_ = nullptr;
   std::thread victim_thread_;
   std::atomic<bool> stop_victim_{false};
   std::atomic<int> rounds_{0};
-  std::mutex log_mu_;
-  std::string log_;
+  std::mutex victim_mu_;
   std::string victim_error_;
 };
 
@@ -274,11 +330,18 @@ TEST_F(FvIsolationTest, GarbageIbPutFaultsOnlyTheAttackersChannel) {
   const uint32_t chid = (*ctx)->default_channel()->id();
   const uint64_t user = uint64_t(Reg(pf::kPollArea) & pf::kPollAreaAddrMask) << 12;
   {
-    std::lock_guard lock(lock_);
+    std::lock_guard lock(world_->lock());
     ASSERT_TRUE(attacker_->vgpu()
                     .Write(gpu::Bar::k1, user + chid * pf::kUserPageSize + gf100::userd::kIbPut, 4,
                            0x7fffffff, 0)
                     .ok());
+  }
+  // The GPU fetches the garbage on its own thread: wait for the fault it causes (a read of
+  // PMC_INTR_HOST polls the physical interrupts), so the driver's next IB_PUT cannot overtake it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (attacker_->vgpu().counters().faults == 0 && std::chrono::steady_clock::now() < deadline) {
+    (void)Reg(gf100::pmc::kIntrHost);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   auto a = (*ctx)->AllocDevice(4096);
   ASSERT_TRUE(a.ok());
@@ -301,12 +364,12 @@ TEST_F(FvIsolationTest, FloodsOfFlushesAndSubmissionsDoNotStarveTheVictim) {
   const uint64_t ib_put = user + chid * pf::kUserPageSize + gf100::userd::kIbPut;
   uint32_t current = 0;
   {
-    std::lock_guard lock(lock_);
+    std::lock_guard lock(world_->lock());
     current = uint32_t(*attacker_->vgpu().Read(gpu::Bar::k1, ib_put, 4, 0));
   }
   for (int i = 0; i < 2000; ++i) {
     FlushTlb(pd);
-    std::lock_guard lock(lock_);
+    std::lock_guard lock(world_->lock());
     (void)attacker_->vgpu().Write(gpu::Bar::k1, ib_put, 4, current, 0);  // "new" work: none
   }
   EXPECT_GE(attacker_->vgpu().counters().tlb_flushes, 2000u);
@@ -328,6 +391,107 @@ TEST_F(FvIsolationTest, GarbageInEveryBar0RegisterIsContained) {
   }
   EXPECT_GT(attacker_->vgpu().counters().refused_registers, 0u);
   EXPECT_GT(attacker_->vgpu().counters().refused_memory, 0u);
+  ExpectVictimFine();
+}
+
+// A guest's kernels reading and writing past their allocations (its own address space, where
+// nothing is mapped): its own context faults — an MMU fault on its channel, delivered to it only —
+// while the victim's kernels and copies keep giving correct results.
+TEST_F(FvIsolationTest, KernelsReadingAndWritingBeyondTheirAllocationsFaultOnlyTheAttacker) {
+  StartVictim(/*kernels=*/true);
+  auto driver = guest::Driver::Create(attacker_);
+  ASSERT_TRUE(driver.ok());
+  auto image = isa::Assemble(kAddKernel);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  // Reads (and writes) running off the end of 4 KiB buffers: n covers 4 MiB.
+  {
+    auto ctx = (*driver)->CreateContext();
+    ASSERT_TRUE(ctx.ok());
+    auto code = (*ctx)->LoadCode(*image);
+    auto a = (*ctx)->AllocDevice(4096), b = (*ctx)->AllocDevice(4096),
+         c = (*ctx)->AllocDevice(4096);
+    ASSERT_TRUE(code.ok() && a.ok() && b.ok() && c.ok());
+    Status s = LaunchAdd((*ctx)->default_channel(), code->va, a->va, b->va, c->va, 1u << 20);
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+    ASSERT_TRUE((*ctx)->fault().has_value());
+    EXPECT_EQ((*ctx)->fault()->kind, guest::GpuFault::Kind::kMmuFault) << (*ctx)->fault()->message;
+  }
+  const uint64_t faults_after_reads = attacker_->vgpu().counters().faults;
+  EXPECT_GT(faults_after_reads, 0u) << log();
+  // A store far past its allocation (inputs fine): the same, as a write fault.
+  {
+    auto ctx = (*driver)->CreateContext();
+    ASSERT_TRUE(ctx.ok());
+    auto code = (*ctx)->LoadCode(*image);
+    auto a = (*ctx)->AllocDevice(4096), b = (*ctx)->AllocDevice(4096),
+         c = (*ctx)->AllocDevice(4096);
+    ASSERT_TRUE(code.ok() && a.ok() && b.ok() && c.ok());
+    Status s =
+        LaunchAdd((*ctx)->default_channel(), code->va, a->va, b->va, c->va + 512 * kMiB, 256);
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+    ASSERT_TRUE((*ctx)->fault().has_value());
+    EXPECT_TRUE((*ctx)->fault()->write) << (*ctx)->fault()->message;
+  }
+  EXPECT_GT(attacker_->vgpu().counters().faults, faults_after_reads);
+  EXPECT_EQ(victim_->vgpu().counters().faults, 0u);
+  EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
+  EXPECT_EQ(log().find("'victim': MMU fault"), std::string::npos) << log();
+  ExpectVictimFine();
+}
+
+// Dynamic VRAM over-committed: a VM that wants more than is left gets its own error — the PTEs
+// the pool cannot back are dropped, its channel faults on them — and never a page of another VM.
+TEST_F(FvIsolationTest, AVmNeedingMoreVramThanIsLeftFaultsAloneAndTakesNothingOfTheVictim) {
+  StartVictim();
+  while (rounds_ < 1) std::this_thread::yield();  // the victim's VRAM is in use
+  std::set<uint64_t> victim_chunks;
+  {
+    std::lock_guard lock(world_->lock());
+    const VramMap* map = victim_->vgpu().vram_map();
+    for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
+      if (map->Lookup(g) != 0) victim_chunks.insert(map->Lookup(g));
+    }
+  }
+  // A third VM holds 40 MiB (three VMs of 96 MiB on 96 MiB for VMs).
+  FvTestVm* holder = AddVm("holder", FvMode::kLazy);
+  auto holder_driver = guest::Driver::Create(holder);
+  ASSERT_TRUE(holder_driver.ok());
+  auto holder_ctx = (*holder_driver)->CreateContext();
+  ASSERT_TRUE(holder_ctx.ok());
+  auto held = (*holder_ctx)->AllocDevice(40 * kMiB);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  guest::Channel* hch = (*holder_ctx)->default_channel();
+  auto hf = hch->Memset32Async(held->va, 0x600df00d, 40 * kMiB / 4);
+  ASSERT_TRUE(hf.ok() && hch->Synchronize(std::chrono::seconds(30)).ok());
+  auto driver = guest::Driver::Create(attacker_);
+  ASSERT_TRUE(driver.ok());
+  auto ctx = (*driver)->CreateContext();
+  ASSERT_TRUE(ctx.ok());
+  // 88 MiB of its 96: with the others' pages in use, the 96 MiB of VMs' VRAM cannot back it.
+  auto big = (*ctx)->AllocDevice(88 * kMiB);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();  // the guest's own allocator agrees
+  auto f = (*ctx)->default_channel()->Memset32Async(big->va, 0x5a5a5a5a, 88 * kMiB / 4);
+  Status s = f.ok() ? (*ctx)->default_channel()->Synchronize(std::chrono::seconds(30)) : f.status();
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  {
+    std::lock_guard lock(world_->lock());
+    const VramMap* map = attacker_->vgpu().vram_map();
+    EXPECT_GT(map->exhausted(), 0u)
+        << "attacker " << (map->assigned_bytes() >> 10) << " KiB, victim "
+        << (victim_->vgpu().vram_map()->assigned_bytes() >> 10) << " KiB";
+    for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
+      if (map->Lookup(g) != 0) {
+        EXPECT_EQ(victim_chunks.count(map->Lookup(g)), 0u) << g;
+      }
+    }
+  }
+  // The holder's data is intact too.
+  std::vector<uint32_t> back(40 * kMiB / 4);
+  ASSERT_TRUE(hch->CopyDeviceToHost(back.data(), held->va, 40 * kMiB).ok());
+  EXPECT_EQ(std::count(back.begin(), back.end(), 0x600df00du), ptrdiff_t(back.size()));
+  EXPECT_EQ(holder->vgpu().counters().faults, 0u);
+  EXPECT_GT(attacker_->vgpu().counters().faults, 0u);
+  EXPECT_NE(log().find("over-committed"), std::string::npos) << log();
   ExpectVictimFine();
 }
 

@@ -5,136 +5,34 @@
 // error; killing the guest, its device model or its launcher mid-run leaves the aggregator serving
 // the next VM; the next VM cannot read the previous one's VRAM.
 #include <gtest/gtest.h>
-
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "tests/vm_process_fixture.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using gpuvm::process_testing::Alive;
+using gpuvm::process_testing::Clock;
+using gpuvm::process_testing::Exists;
+using gpuvm::process_testing::Process;
+using gpuvm::process_testing::ReadFile;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-// Whether `pid` still runs (a zombie nobody has reaped yet counts as gone: where PID 1 does not reap,
-// orphans stay zombies).
-bool Alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
-}
-
-// A child process with stdout and stderr in files.
-struct Process {
-  pid_t pid = -1;
-  std::string out_path, err_path;
-  int status = -1;
-
-  static Process Start(const std::vector<std::string>& argv, const std::string& log_prefix) {
-    Process p;
-    p.out_path = log_prefix + ".out";
-    p.err_path = log_prefix + ".err";
-    std::vector<std::string> args = argv;
-    std::vector<char*> cargv;
-    for (std::string& a : args) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    p.pid = ::fork();
-    if (p.pid == 0) {
-      const int out = ::open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      ::setpgid(0, 0);  // our own group: a test's kill never reaches the test runner
-      ::execv(cargv[0], cargv.data());
-      ::_exit(127);
-    }
-    return p;
-  }
-  // Waits up to `timeout`; kills the process group on timeout (and reports it).
-  bool Wait(std::chrono::seconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      if (::waitpid(pid, &status, WNOHANG) == pid) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    return false;
-  }
-  int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-  std::string out() const { return ReadFile(out_path); }
-  std::string err() const { return ReadFile(err_path); }
-  std::string Logs() const { return "--- stdout:\n" + out() + "--- stderr:\n" + err(); }
-};
-
-class PtIntegrationTest : public ::testing::Test {
+class PtIntegrationTest : public gpuvm::process_testing::AggregatorProcessTest {
  protected:
-  void SetUp() override {
-    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = ::testing::TempDir() + "gpuvm-pt-" + std::to_string(::getpid()) + "-" + test;
-    ::mkdir(dir_.c_str(), 0755);
-    socket_ = "@gpuvm-pt-test-" + std::to_string(::getpid()) + "-" + test;
-    aggregator_ = Process::Start({GPUVM_AGGREGATOR_BIN, "--socket", socket_, "--vram-mib", "512"},
-                                 dir_ + "/aggregator");
-    // Ready when it accepts connections.
-    const auto deadline = Clock::now() + std::chrono::seconds(30);
-    while (Clock::now() < deadline) {
-      if (gpuvm::hv::local::ConnectSeqpacket(socket_).ok()) return;
-      int status;
-      ASSERT_NE(::waitpid(aggregator_.pid, &status, WNOHANG), aggregator_.pid)
-          << "the aggregator exited: " << aggregator_.Logs();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    FAIL() << "the aggregator did not come up: " << aggregator_.Logs();
-  }
-
-  void TearDown() override {
-    if (aggregator_.pid > 0) {
-      ::kill(aggregator_.pid, SIGTERM);
-      EXPECT_TRUE(aggregator_.Wait(std::chrono::seconds(30))) << aggregator_.Logs();
-      EXPECT_EQ(aggregator_.exit_code(), 0) << aggregator_.Logs();
-      if (HasFailure()) std::fprintf(stderr, "aggregator log:\n%s", aggregator_.err().c_str());
-    }
-    std::error_code ignored;
-    if (!HasFailure()) std::filesystem::remove_all(dir_, ignored);  // logs stay when it failed
-  }
+  void SetUp() override { StartAggregator("pt", {"--vram-mib", "512"}); }
 
   std::vector<std::string> VmCommand(const std::vector<std::string>& guest,
                                      const std::string& pid_file = "") {
-    std::vector<std::string> argv = {GPUVM_VM_BIN, "--aggregator", socket_, "--dm", GPUVM_DM_BIN,
-                                     "--ram-mib", "256"};
-    if (!pid_file.empty()) {
-      argv.push_back("--pid-file");
-      argv.push_back(pid_file);
-    }
-    argv.push_back("--");
-    argv.push_back(GPUVM_GUEST_BIN);
-    argv.insert(argv.end(), guest.begin(), guest.end());
-    return argv;
+    std::vector<std::string> flags;
+    if (!pid_file.empty()) flags = {"--pid-file", pid_file};
+    return AggregatorProcessTest::VmCommand(flags, guest);
   }
 
   Process RunVm(const std::vector<std::string>& guest, const std::string& name) {
@@ -186,10 +84,6 @@ class PtIntegrationTest : public ::testing::Test {
     }
     return -1;
   }
-
-  std::string dir_;
-  std::string socket_;
-  Process aggregator_;
 };
 
 TEST_F(PtIntegrationTest, RunsNop) {
@@ -197,7 +91,7 @@ TEST_F(PtIntegrationTest, RunsNop) {
   EXPECT_EQ(p.exit_code(), 0) << p.Logs();
   EXPECT_NE(p.out().find("PASSED nop x20"), std::string::npos) << p.Logs();
   EXPECT_NE(p.out().find("gpuvm local"), std::string::npos) << "not on the trapping bus\n"
-                                                           << p.Logs();
+                                                            << p.Logs();
 }
 
 TEST_F(PtIntegrationTest, RunsMaddWithCorrectResults) {

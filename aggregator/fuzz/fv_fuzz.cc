@@ -98,6 +98,9 @@ World& TheWorld() {
     w->gpu = std::move(*gpu);
     FvOptions fv;
     fv.reserved_bytes = 16 * kMiB;
+    // Static slices: the victim's VRAM is one known range to fill and compare (dynamic VRAM's
+    // isolation is VramMapTest's, FvVramPolicyTest's and FvIsolationTest's).
+    fv.vram_policy = VramPolicy::kStatic;
     auto host = FvHost::Create(w->gpu.get(), fv);
     if (!host.ok()) std::abort();
     w->host = std::move(*host);

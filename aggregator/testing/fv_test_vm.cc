@@ -42,4 +42,43 @@ Result<std::unique_ptr<guest::DmaMapping>> FvTestVm::MapDma(void* host, uint64_t
   return std::unique_ptr<guest::DmaMapping>(new Pages(bytes, length, std::move(frames)));
 }
 
+Result<std::unique_ptr<FvTestWorld>> FvTestWorld::Create(const FvWorldOptions& options) {
+  std::unique_ptr<FvTestWorld> w(new FvTestWorld());
+  SimGpuOptions o;
+  o.vram_bytes = options.gpu_vram_bytes;
+  o.compute_engine = options.compute_engine;
+  o.compute_workers = options.compute_workers;
+  GPUVM_ASSIGN_OR_RETURN(w->gpu_, SimGpu::Create(o));
+  FvOptions fv;
+  fv.reserved_bytes = options.reserved_bytes;
+  fv.vram_policy = options.vram_policy;
+  GPUVM_ASSIGN_OR_RETURN(w->host_, FvHost::Create(w->gpu_.get(), fv));
+  FvTestWorld* raw = w.get();
+  w->host_->SetLog([raw](const std::string& line) {
+    std::lock_guard lock(raw->log_mu_);
+    raw->log_ += line + "\n";
+  });
+  return w;
+}
+
+FvTestWorld::~FvTestWorld() {
+  for (auto& vm : vms_) vm->Stop();
+  vms_.clear();
+  host_.reset();
+}
+
+Result<FvTestVm*> FvTestWorld::AddVm(FvVmOptions options, uint64_t ram_bytes) {
+  if (options.vm_id == 0) options.vm_id = uint32_t(vms_.size() + 1);
+  if (options.name.empty()) options.name = "vm" + std::to_string(options.vm_id);
+  auto vm = std::make_unique<FvTestVm>(&lock_, gpu_.get());
+  GPUVM_RETURN_IF_ERROR(vm->Start(host_.get(), options, ram_bytes));
+  vms_.push_back(std::move(vm));
+  return vms_.back().get();
+}
+
+std::string FvTestWorld::log() {
+  std::lock_guard lock(log_mu_);
+  return log_;
+}
+
 }  // namespace gpuvm::aggregator::fv_testing

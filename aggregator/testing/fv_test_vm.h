@@ -1,4 +1,6 @@
-// Test support for full virtualization: an fv VM inside the test process. FvTestVm gives a
+// Test support for full virtualization: fv VMs inside the test process. FvTestWorld is the
+// software GPU, the FvHost on it and the VMs a test adds (their shared aggregator lock, the host's
+// log); FvTestVm is one VM. FvTestVm gives a
 // FullVirtGpu the RAM a local VM has (a sealed memfd) and is a guest::Bus straight onto it, so the
 // unmodified guest driver runs against the virtual GPU without device model or trap round trips.
 // DMA maps the caller's pages over guest frames (as the local VM's trapping bus does), so the bus
@@ -13,10 +15,13 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_host.h"
 #include "aggregator/guest_ram.h"
+#include "aggregator/sim_gpu.h"
 #include "guest-pv-driver/bus.h"
 #include "hypervisor/local/os.h"
 
@@ -89,6 +94,42 @@ class FvTestVm final : public guest::Bus {
   std::unique_ptr<FullVirtGpu> vgpu_;
   std::mutex frames_mu_;
   uint64_t next_frame_ = 16;  // (our choice) the first 64 KiB stay unused
+};
+
+struct FvWorldOptions {
+  uint64_t gpu_vram_bytes = 512ull << 20;
+  uint64_t reserved_bytes = 32ull << 20;
+  VramPolicy vram_policy = VramPolicy::kDynamic;
+  bool compute_engine = false;  // the compute engine (kernels) on the software GPU
+  int compute_workers = 1;
+};
+
+// A software GPU, the FvHost on it, and the fv VMs of one test. The host's log is collected
+// (log()). Destruction stops every VM, then the host.
+//
+// Threading: AddVm/Stop from the test's main thread; the VMs' Bus methods from any thread.
+class FvTestWorld {
+ public:
+  static Result<std::unique_ptr<FvTestWorld>> Create(const FvWorldOptions& options);
+  ~FvTestWorld();
+
+  // A VM with `options` (vm_id and name filled in when 0/empty) and `ram_bytes` of RAM.
+  Result<FvTestVm*> AddVm(FvVmOptions options, uint64_t ram_bytes = 64ull << 20);
+  SimGpu& gpu() { return *gpu_; }
+  FvHost& host() { return *host_; }
+  std::mutex& lock() { return lock_; }
+  const std::vector<std::unique_ptr<FvTestVm>>& vms() const { return vms_; }
+  std::string log();
+
+ private:
+  FvTestWorld() = default;
+
+  std::mutex lock_;
+  std::unique_ptr<SimGpu> gpu_;
+  std::unique_ptr<FvHost> host_;
+  std::vector<std::unique_ptr<FvTestVm>> vms_;
+  std::mutex log_mu_;
+  std::string log_;
 };
 
 }  // namespace gpuvm::aggregator::fv_testing

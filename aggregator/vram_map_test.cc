@@ -1,0 +1,202 @@
+// VramMap: static slices and dynamic chunks assigned on first reference, zeroed before the guest
+// sees them, given back on destruction; over-commit and exhaustion; RelocatePte and
+// GuestMemoryView through a map.
+#include "aggregator/vram_map.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "aggregator/shadow_page_table.h"
+#include "aggregator/sim_gpu.h"
+#include "gpu/hw/vm.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+namespace vm = gf100::vm;
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kChunk = VramMap::kChunk;
+
+class VramMapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimGpuOptions o;
+    o.vram_bytes = 16 * kMiB;
+    o.threaded = false;
+    o.compute_engine = false;
+    auto gpu = SimGpu::Create(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    gpu_ = std::move(*gpu);
+    vram_ = std::make_unique<VramAccess>(gpu_.get());
+    pool_ = std::make_unique<ReservedVram>(8 * kMiB, 16 * kMiB);  // 8 MiB = 64 chunks
+    // Whatever a previous owner left in the pool.
+    std::memset(gpu_->vram_mapping().data() + 8 * kMiB, 0xa5, 8 * kMiB);
+  }
+  std::unique_ptr<VramMap> Make(VramPolicy policy, uint64_t bytes) {
+    auto m = VramMap::Create(policy, pool_.get(), vram_.get(), bytes);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? std::move(*m) : nullptr;
+  }
+  bool MachineChunkIsZero(uint64_t machine) {
+    const uint8_t* p = gpu_->vram_mapping().data() + (machine & ~(kChunk - 1));
+    for (uint64_t i = 0; i < kChunk; ++i) {
+      if (p[i] != 0) return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<SimGpu> gpu_;
+  std::unique_ptr<VramAccess> vram_;
+  std::unique_ptr<ReservedVram> pool_;
+};
+
+TEST_F(VramMapTest, StaticIsOneZeroedSliceFreedAndScrubbedAtTheEnd) {
+  auto m = Make(VramPolicy::kStatic, 4 * kMiB);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->static_base(), 8 * kMiB);
+  EXPECT_EQ(m->Lookup(0x1234), 8 * kMiB + 0x1234);
+  EXPECT_EQ(m->Lookup(4 * kMiB), 0u);  // outside
+  EXPECT_EQ(m->assigned_bytes(), 4 * kMiB);
+  EXPECT_EQ(pool_->used(), 4 * kMiB);
+  for (uint64_t c = 0; c < 4 * kMiB; c += kChunk) EXPECT_TRUE(MachineChunkIsZero(8 * kMiB + c));
+  const uint32_t v = 0xdeadbeef;
+  ASSERT_TRUE(m->Write(kMiB + 8, &v, 4));
+  m.reset();
+  EXPECT_EQ(pool_->used(), 0u);
+  EXPECT_TRUE(MachineChunkIsZero(9 * kMiB));
+  // No contiguous run that large: refused with what is missing.
+  auto big = VramMap::Create(VramPolicy::kStatic, pool_.get(), vram_.get(), 16 * kMiB);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("no free VRAM slice of 16 MiB"), std::string::npos);
+}
+
+TEST_F(VramMapTest, DynamicAssignsAZeroedChunkOnFirstReferenceOnly) {
+  auto m = Make(VramPolicy::kDynamic, 8 * kMiB);  // as large as the pool: nothing taken yet
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->assigned_bytes(), 0u);
+  EXPECT_EQ(pool_->used(), 0u);
+  EXPECT_EQ(m->Lookup(5 * kMiB), 0u);
+  // A read of a chunk never assigned: zeros, nothing assigned.
+  std::vector<uint8_t> out(3 * kChunk, 0x11);
+  ASSERT_TRUE(m->Read(5 * kMiB - kChunk, out.data(), out.size()));
+  EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 0));
+  EXPECT_EQ(m->assigned_bytes(), 0u);
+
+  Result<uint64_t> a = m->Assign(5 * kMiB + 0x3008);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a & (kChunk - 1), 0x3008u);
+  EXPECT_GE(*a, 8 * kMiB);
+  EXPECT_TRUE(MachineChunkIsZero(*a));  // the 0xa5 a previous owner left is gone
+  EXPECT_EQ(m->assigned_bytes(), kChunk);
+  EXPECT_EQ(m->Lookup(5 * kMiB + 0x3008), *a);
+  // The same chunk again: the same machine page, not zeroed again.
+  const uint32_t v = 0x12345678;
+  ASSERT_TRUE(m->Write(5 * kMiB + 16, &v, 4));
+  ASSERT_TRUE(m->Assign(5 * kMiB + 100).ok());
+  uint32_t back = 0;
+  ASSERT_TRUE(m->Read(5 * kMiB + 16, &back, 4));
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(m->assigned_bytes(), kChunk);
+  // A write straddling two chunks assigns both.
+  std::vector<uint8_t> in(64, 0x5a);
+  ASSERT_TRUE(m->Write(2 * kChunk - 32, in.data(), in.size()));
+  EXPECT_EQ(m->assigned_bytes(), 3 * kChunk);
+  std::vector<uint8_t> round(64);
+  ASSERT_TRUE(m->Read(2 * kChunk - 32, round.data(), round.size()));
+  EXPECT_EQ(round, in);
+  EXPECT_NE(m->Lookup(kChunk), 0u);
+  EXPECT_NE(m->Lookup(2 * kChunk), 0u);
+  // Outside the VM: refused.
+  EXPECT_FALSE(m->Assign(8 * kMiB).ok());
+  EXPECT_FALSE(m->Write(8 * kMiB - 2, in.data(), 4));
+  EXPECT_FALSE(m->Read(8 * kMiB - 2, round.data(), 4));
+  m.reset();
+  EXPECT_EQ(pool_->used(), 0u);  // everything back
+}
+
+TEST_F(VramMapTest, DynamicExhaustionFailsOnlyTheVmAskingAndNeverTakesAnothersChunks) {
+  auto first = Make(VramPolicy::kDynamic, 8 * kMiB);
+  auto second = Make(VramPolicy::kDynamic, 8 * kMiB);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  std::set<uint64_t> firsts;
+  for (uint64_t c = 0; c < 40; ++c) {
+    Result<uint64_t> m = first->Assign(c * kChunk);
+    ASSERT_TRUE(m.ok());
+    const uint32_t mark = 0xf1f1f1f1;
+    ASSERT_TRUE(first->Write(c * kChunk, &mark, 4));
+    firsts.insert(*m);
+  }
+  uint64_t got = 0;
+  for (uint64_t c = 0; c < 64; ++c) {
+    Result<uint64_t> m = second->Assign(c * kChunk);
+    if (!m.ok()) {
+      EXPECT_EQ(m.status().code(), StatusCode::kResourceExhausted);
+      EXPECT_NE(m.status().message().find("over-committed"), std::string::npos);
+      continue;
+    }
+    ++got;
+    EXPECT_EQ(firsts.count(*m), 0u);
+  }
+  EXPECT_EQ(got, 24u);  // what was left
+  EXPECT_EQ(second->exhausted(), 40u);
+  // The first VM's data untouched.
+  for (uint64_t c = 0; c < 40; ++c) {
+    uint32_t mark = 0;
+    ASSERT_TRUE(first->Read(c * kChunk, &mark, 4));
+    EXPECT_EQ(mark, 0xf1f1f1f1);
+  }
+  // The first VM goes: the second can have its chunks now, zeroed.
+  first.reset();
+  Result<uint64_t> m = second->Assign(63 * kChunk);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(firsts.count(*m), 1u);
+  EXPECT_TRUE(MachineChunkIsZero(*m));
+  // Larger than the whole pool: refused at creation.
+  auto huge = VramMap::Create(VramPolicy::kDynamic, pool_.get(), vram_.get(), 64 * kMiB);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("no free VRAM"), std::string::npos);
+}
+
+TEST_F(VramMapTest, RelocatePteAssignsThroughTheMapAndRejectsWhenExhausted) {
+  auto m = Make(VramPolicy::kDynamic, 8 * kMiB);
+  ASSERT_NE(m, nullptr);
+  VmMemoryLayout layout{.vram_bytes = 8 * kMiB, .vram_map = m.get()};
+  // A large page (one chunk) and a small page inside another chunk.
+  const RelocatedPte large = RelocatePte(vm::pte::Make(3 * kChunk), kChunk, layout);
+  ASSERT_EQ(large.verdict, PteVerdict::kMapped);
+  EXPECT_EQ(vm::pte::Address(large.value), m->Lookup(3 * kChunk));
+  EXPECT_EQ(vm::pte::Address(large.value) % kChunk, 0u);
+  const RelocatedPte small = RelocatePte(vm::pte::Make(5 * kChunk + 0x2000), 0x1000, layout);
+  ASSERT_EQ(small.verdict, PteVerdict::kMapped);
+  EXPECT_EQ(vm::pte::Address(small.value), m->Lookup(5 * kChunk + 0x2000));
+  EXPECT_EQ(m->assigned_bytes(), 2 * kChunk);
+  // Copying reads through the map.
+  const uint64_t word = 0x0102030405060708;
+  ASSERT_TRUE(m->Write(5 * kChunk + 0x2000, &word, 8));
+  const GuestMemoryView view(vram_.get(), layout, {});
+  uint64_t back = 0;
+  EXPECT_TRUE(view.ReadVram(5 * kChunk + 0x2000, &back, 8));
+  EXPECT_EQ(back, word);
+  // Fill the pool from elsewhere; the next new chunk cannot be had: the PTE is rejected.
+  std::vector<uint64_t> taken;
+  while (true) {
+    Result<uint64_t> t = pool_->Allocate(kChunk);
+    if (!t.ok()) break;
+    taken.push_back(*t);
+  }
+  const RelocatedPte refused = RelocatePte(vm::pte::Make(9 * kChunk), 0x1000, layout);
+  EXPECT_EQ(refused.verdict, PteVerdict::kRejected);
+  EXPECT_EQ(refused.value, 0u);
+  EXPECT_NE(std::string(refused.reason).find("over-committed"), std::string::npos);
+  // Pages it already has still relocate.
+  EXPECT_EQ(RelocatePte(vm::pte::Make(3 * kChunk + 0x1000), 0x1000, layout).verdict,
+            PteVerdict::kMapped);
+  for (uint64_t t : taken) pool_->Free(t, kChunk);
+}
+
+}  // namespace
+}  // namespace gpuvm::aggregator
