@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bench/common/json_string.h"
+
 namespace gpuvm::bench {
 
 Json Json::Bool(bool v) {
@@ -61,39 +63,6 @@ Json& Json::Set(std::string key, Json v) {
 
 namespace {
 
-void AppendString(std::string& out, const std::string& s) {
-  out += '"';
-  for (const char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
 void AppendValue(std::string& out, const Json& v) {
   switch (v.type()) {
     case Json::Type::kNull:
@@ -118,7 +87,7 @@ void AppendValue(std::string& out, const Json& v) {
       break;
     }
     case Json::Type::kString:
-      AppendString(out, v.string());
+      AppendJsonString(out, v.string());
       break;
     case Json::Type::kArray: {
       out += '[';
@@ -137,7 +106,7 @@ void AppendValue(std::string& out, const Json& v) {
       for (const auto& [key, item] : v.members()) {
         if (!first) out += ',';
         first = false;
-        AppendString(out, key);
+        AppendJsonString(out, key);
         out += ':';
         AppendValue(out, item);
       }

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "bench/common/json_string.h"
+
 namespace gpuvm::bench {
 namespace {
 
@@ -20,6 +22,18 @@ TEST(BenchHarnessJson, ParsesWhatTheSuiteReports) {
   EXPECT_DOUBLE_EQ(j->Find("seconds")->number(), 0.012345678);
   EXPECT_DOUBLE_EQ(j->Find("phases")->Find("launch")->number(), 2e-3);
   EXPECT_EQ(j->Find("nothing"), nullptr);
+}
+
+TEST(BenchHarnessJson, StringEscaping) {
+  const char raw[] = "q\" b\\ n\n r\r t\t \x01\x1f\0 \xc3\xa9";  // NUL and UTF-8 included
+  const std::string text(raw, sizeof raw - 1);
+  std::string out = "x";
+  AppendJsonString(out, text);
+  EXPECT_EQ(out, "x\"q\\\" b\\\\ n\\n r\\r t\\t \\u0001\\u001f\\u0000 \xc3\xa9\"");
+  // What the writer escapes, the parser reads back.
+  Result<Json> j = ParseJson(out.substr(1));
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->string(), text);
 }
 
 TEST(BenchHarnessJson, RoundTripsThroughSerialize) {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "bench/common/json_string.h"
+
 namespace gpuvm::suite {
 
 const char* PhaseName(Phase phase) {
@@ -82,36 +84,9 @@ void Report::Verify(const std::string& problem) {
 }
 
 std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  bench::AppendJsonString(out, text);
+  return out;
 }
 
 std::string Report::Json() const {
