@@ -16,6 +16,7 @@
 #include "bench/harness/catalog.h"
 #include "bench/harness/options.h"
 #include "bench/harness/runner.h"
+#include "bench/harness/scale.h"
 #include "bench/harness/summary.h"
 
 #ifndef GPUVM_BENCH_SOURCE_DIR
@@ -63,6 +64,52 @@ void PrintList() {
   }
 }
 
+// --scale: for each VM count, a Runner (its own aggregator) does the warm-up and the runs as
+// --vms K would; one table at the end. Returns the exit status.
+int RunScale(const Options& options, const Paths& paths, const std::string& rev,
+             const std::string& scratch, std::ofstream& results) {
+  std::vector<RunRecord> all;
+  int failures = 0;
+  for (const int k : options.scale) {
+    Options o = options;
+    o.vms = k;
+    const std::string dir = scratch + "/vms" + std::to_string(k);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    Runner runner(o, paths, rev, dir);
+    if (const Status prepared = runner.Prepare(); !prepared.ok()) {
+      std::fprintf(stderr, "gpuvm-bench: %s\n", prepared.ToString().c_str());
+      return 1;
+    }
+    for (int w = 0; w < o.warmup; ++w) {
+      for (const std::string& bench : o.benchmarks) {
+        for (const std::string& m : o.modes) (void)runner.RunOnce(bench, *FindMode(m), -1 - w);
+      }
+    }
+    for (int run = 0; run < o.runs; ++run) {
+      for (const std::string& bench : o.benchmarks) {
+        for (size_t i = 0; i < o.modes.size(); ++i) {
+          const std::string& m = o.modes[(i + run) % o.modes.size()];
+          for (const RunRecord& r : runner.RunOnce(bench, *FindMode(m), run)) {
+            results << r.ToJson().Serialize() << "\n";
+            results.flush();
+            if (!r.correct) ++failures;
+            if (!options.quiet) {
+              std::printf("  %d VMs run %d/%d %-7s %-13s vm %d  %8.4f s  %s\n", k, run + 1, o.runs,
+                          bench.c_str(), m.c_str(), r.vm, r.seconds,
+                          r.correct ? "ok" : ("FAILED: " + r.error).c_str());
+              std::fflush(stdout);
+            }
+            all.push_back(r);
+          }
+        }
+      }
+    }
+  }
+  std::printf("\n%s", RenderScale(all, options.benchmarks, options.modes, options.scale).c_str());
+  return failures > 0 ? 1 : 0;
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   Result<Options> parsed = ParseOptions(args);
@@ -102,6 +149,23 @@ int Main(int argc, char** argv) {
   Paths paths{options.programs, GPUVM_BENCH_RUNTIME_LIB, GPUVM_BENCH_AGGREGATOR,
               GPUVM_BENCH_VM,   GPUVM_BENCH_DM,          GPUVM_BENCH_PRELOAD};
   const std::string rev = GitRevision(GPUVM_BENCH_SOURCE_DIR);
+  if (!options.scale.empty()) {
+    double load[1] = {0};
+    if (::getloadavg(load, 1) < 1) load[0] = 0;
+    std::printf(
+        "gpuvm-bench scale run: revision %s, size %s, %d run%s after %d warm-up per count; load "
+        "average %.1f at start on %ld CPUs\n",
+        rev.c_str(), options.size.c_str(), options.runs, options.runs == 1 ? "" : "s",
+        options.warmup, load[0], ::sysconf(_SC_NPROCESSORS_ONLN));
+    const int rc = RunScale(options, paths, rev, scratch, results);
+    std::printf("\nresults appended to %s\n", results_path.c_str());
+    if (rc != 0) {
+      std::printf("logs of the runs kept in %s\n", scratch.c_str());
+      return rc;
+    }
+    std::filesystem::remove_all(scratch, ec);
+    return 0;
+  }
   Runner runner(options, paths, rev, scratch);
   for (const std::string& bench : options.benchmarks) {
     if (Result<std::string> program = runner.ProgramFor(bench); !program.ok()) {

@@ -10,7 +10,8 @@ namespace gpuvm::bench {
 
 std::string Usage() {
   return "usage: gpuvm-bench [--bench LIST|all] [--mode LIST] [--runs N] [--warmup N]\n"
-         "                   [--size test|bench] [--vms K] [--api auto|driver|runtime]\n"
+         "                   [--size test|bench] [--vms K | --scale K,...] [--api "
+         "auto|driver|runtime]\n"
          "                   [--out DIR] [--programs DIR] [--timeout SECONDS] [--list] [--quiet]\n"
          "\n"
          "Runs programs of the GPUvm benchmark suite in chosen modes: a warm-up, then N runs,\n"
@@ -24,6 +25,8 @@ std::string Usage() {
          "  --warmup N      unrecorded runs first (default 1)\n"
          "  --size S        problem scale: test (seconds in all) or bench (default)\n"
          "  --vms K         K VMs (native: K programs) run the benchmark at once (default 1)\n"
+         "  --scale LIST    the scale run (GPUvm Fig 4.10): for each count K in LIST, as --vms K,\n"
+         "                  one after another; prints median seconds per VM by K and mode\n"
          "  --api A         driver-API programs, runtime-API ones built by nvcc, or auto (the\n"
          "                  runtime-API build where it exists; default)\n"
          "  --out DIR       where results.jsonl goes (default: gpuvm-bench's directory)\n"
@@ -101,6 +104,14 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       GPUVM_ASSIGN_OR_RETURN(o.warmup, ParseCount(flag, value, 0, kMaxRuns));
     } else if (flag == "--vms") {
       GPUVM_ASSIGN_OR_RETURN(o.vms, ParseCount(flag, value, 1, kMaxVms));
+    } else if (flag == "--scale") {
+      o.scale.clear();
+      for (const std::string& item : SplitList(value)) {
+        GPUVM_ASSIGN_OR_RETURN(const int k, ParseCount(flag, item, 1, kMaxVms));
+        o.scale.push_back(k);
+      }
+      if (o.scale.empty()) return Status::InvalidArgument("--scale names no VM count");
+      o.vms = *std::max_element(o.scale.begin(), o.scale.end());
     } else if (flag == "--size") {
       if (value != "test" && value != "bench") {
         return Status::InvalidArgument("--size must be test or bench, not '" + value + "'");

@@ -23,6 +23,9 @@ struct Options {
   int warmup = 1;
   std::string size = "bench";  // "test" | "bench"
   int vms = 1;
+  // --scale: VM counts run one after another, each as with --vms N (GPUvm's Fig 4.10 scale run);
+  // empty: just --vms. Set, vms is the largest (what the modes are checked against).
+  std::vector<int> scale;
   Api api = Api::kAuto;
   std::string out;         // empty: the directory gpuvm-bench lives in (<build>/bench)
   std::string programs;    // empty: the directory gpuvm-bench lives in
