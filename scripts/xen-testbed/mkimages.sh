@@ -3,14 +3,15 @@
 #
 #   scripts/xen-testbed/mkimages.sh OUT BUILD
 #
-#   OUT/guest-initrd.cpio  the HVM guest: busybox, tests/xen/guest-init.sh as /init, our guest programs
+#   OUT/guest-initrd.cpio  (zstd-compressed) the HVM guest: busybox, tests/xen/guest-init.sh as /init, our guest programs
 #                          and the runtime libraries with everything they link (tests/xen/guest-tests)
 #   OUT/dom0-initrd.cpio   dom0: busybox, tests/xen/dom0-init.sh as /init, the Xen tools (xl,
 #                          xenstored, xen-init-dom0, xenconsoled, hvmloader, qemu-system-xen + SeaBIOS),
 #                          the xen-* kernel modules, our dom0 programs (gpuvm-aggregator, gpuvm-dm,
 #                          the backend tests), and the guest's kernel and initramfs
 #
-# Both are uncompressed cpio archives. OUT/pkgroot must hold the unpacked packages (fetch.sh).
+# dom0's is an uncompressed cpio archive, the guest's a zstd-compressed one (stage.sh says why).
+# OUT/pkgroot must hold the unpacked packages (fetch.sh).
 # Programs that are not in BUILD are left out and the plan (testbed.conf, guest-tests) says so.
 set -euo pipefail
 
@@ -69,7 +70,7 @@ if ((${#guest_programs[@]})); then
   unset STAGE_EXTRA_LD_PATH
   STAGE_LD_PATH=""
 fi
-stage_pack "$out/guest-initrd.cpio"
+stage_pack "$out/guest-initrd.cpio" zstd
 log "guest initramfs: $(du -h "$out/guest-initrd.cpio" | cut -f1), tests: $(wc -l <"$STAGE/gpuvm/guest-tests")"
 
 # ---- dom0 ---------------------------------------------------------------------------------------
@@ -81,7 +82,8 @@ stage_file "$repo/tests/xen/dom0-init.sh" /init
 chmod 755 "$STAGE/init"
 
 xenbin=/usr/lib/xen-4.17/bin
-for tool in xl xenstored xen-init-dom0 xenconsoled xenconsole; do
+# xenctx and lsevtchn are diagnostics: where a stuck guest's vCPU is, which event channels are pending.
+for tool in xl xenstored xen-init-dom0 xenconsoled xenconsole xenctx lsevtchn; do
   stage_binary "$PKGROOT$xenbin/$tool" "$xenbin/$tool"
 done
 stage_binary "$PKGROOT/usr/bin/xenstore" /usr/bin/xenstore

@@ -92,10 +92,17 @@ stage_libraries() {
   fi
 }
 
-# Packs the tree as an uncompressed newc cpio (the kernel unpacks it without a decompressor, which
-# is faster under TCG than inflating gzip).
+# stage_pack OUT [zstd]: packs the tree as a newc cpio, uncompressed unless asked. Uncompressed
+# suits dom0: the outer QEMU loads it at memory speed and the kernel unpacks it without inflating
+# anything, which is slow under TCG. The HVM guest's image is compressed: qemu-system-xen hands it
+# over through fw_cfg's data port, one byte per emulated `rep insb` element, which under TCG costs
+# far more per byte than zstd's decompression in the guest.
 stage_pack() {
-  local out=$1
+  local out=$1 compress=${2:-}
   (cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out.tmp"
+  if [[ "$compress" == zstd ]]; then
+    zstd -q -10 -T0 --check -f "$out.tmp" -o "$out.tmp.zst"
+    mv "$out.tmp.zst" "$out.tmp"
+  fi
   mv "$out.tmp" "$out"
 }

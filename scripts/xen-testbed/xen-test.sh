@@ -47,7 +47,10 @@ ln -sfn "console-$stamp.log" "$out/logs/console-latest.log"
 # the FPU state on every context switch instead of lazily (CR0.TS + #NM). Without it, once the HVM
 # guest ran, dom0's processes crashed at random (xl: SIGSEGV, glibc aborts) and the guest hung in
 # SeaBIOS; with it neither happened. The lazy-FPU path under TCG's SVM is the suspect.
+# console_timestamps=boot: Xen's lines, and the guests' firmware lines ("(d1) ..."), carry seconds
+# since Xen started.
 xen_args="console=com1 com1=115200 dom0_mem=1024M,max:1024M loglvl=all guest_loglvl=all spec-ctrl=eager-fpu"
+xen_args+=" console_timestamps=boot"
 dom0_args="console=hvc0 loglevel=5"
 log "booting Xen under qemu-system-x86_64 -accel tcg (console: $console, timeout ${timeout_s}s)"
 boot_start=$(date +%s)
@@ -70,10 +73,14 @@ milestones=(
   "xen:(XEN) Xen version"
   "dom0-kernel:Grant table initialized"
   "dom0-userspace:GPUVM-XEN: dom0 userspace reached"
-  "guest-created:GPUVM-XEN: guest created paused"
-  "backend-tests-done:GPUVM-XEN: guest unpaused"
-  "guest-init:GPUVM-GUEST: init reached"
-  "guest-result:GPUVM-GUEST-RESULT"
+  "guest-created:GPUVM-XEN: guest gpuvm-guest created paused"
+  "backend-tests-done:GPUVM-XEN: guests unpaused: gpuvm-guest"
+  "guest-linuxboot:Booting from c000:003c"
+  "guest-init:GUEST gpuvm-guest| GPUVM-GUEST: init reached"
+  "guest-result:GUEST gpuvm-guest| GPUVM-GUEST-RESULT"
+  "fv-guests-unpaused:GPUVM-XEN: guests unpaused: gpuvm-fv1"
+  "fv-guest-init:GUEST gpuvm-fv1| GPUVM-GUEST: init reached"
+  "fv-guests-done:GPUVM-XEN: guests finished: gpuvm-fv1"
   "result:GPUVM-XEN-RESULT"
 )
 declare -A seen=()

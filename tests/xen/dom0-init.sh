@@ -4,7 +4,7 @@
 #   1. creates the HVM guest paused (xl create -p),
 #   2. runs the Xen backend's typed tests against real libxen handles with GPUVM_XEN_TEST_DOMID set,
 #   3. starts gpuvm-aggregator and gpuvm-dm (the guest's second IOREQ server, claiming a PCI slot),
-#   4. unpauses the guest, which runs its programs and prints GPUVM-GUEST lines on its serial port,
+#   4. unpauses the guest, which runs its programs and prints GPUVM-GUEST lines on its console,
 # and prints the result line the host script checks:
 #   GPUVM-XEN-RESULT: PASS|FAIL <reason>
 # Every step is time-bound. What runs is set by /gpuvm/testbed.conf (written by mkimages.sh).
@@ -42,19 +42,36 @@ run() {
   say "step $name: $*"
   timeout "$seconds" "$@" || fail "$name (exit $?)"
 }
-# What the hypervisor knows about the guest, for a guest that hung, crashed or vanished.
+# Where the guest of domain $1 is now: vCPU 0's instruction pointer with the kernel symbol (xenctx
+# reads the registers through Xen; the guest's System.map names the address).
+guest_where() {
+  # (In real mode — the firmware, the option ROM loading the kernel — ecx and edi show a
+  # `rep insb`'s progress.)
+  timeout 30 xenctx -s /tmp/kernel.map "$1" 0 2>&1 | grep -E '^ *(rip|cs:eip|eax|esi):' |
+    tr -s ' \t\n' '   '
+}
+# What the hypervisor knows about the guests (NAME:DOMID ...), for one that hung, crashed or vanished.
 guest_diagnostics() {
+  for g in "$@"; do
+    gname=${g%%:*} gdom=${g#*:}
+    echo "----- xenctx $gname (domain $gdom): vCPU 0 and its stack"
+    timeout 60 xenctx -s /tmp/kernel.map -S "$gdom" 0 2>&1 | head -n 60
+    echo "----- lsevtchn $gdom (the guest's event channels)"
+    timeout 30 lsevtchn "$gdom" 2>&1 | head -n 40
+    echo "----- $gname console (last 80 lines)"
+    cat $(guest_logs "$gname") 2>/dev/null | tail -n 80
+  done
   echo "----- xl list"
   timeout 30 xl list 2>&1
-  echo "----- guest serial (last 80 lines)"
-  tail -n 80 /var/log/xen/guest-serial.log 2>/dev/null
-  echo "----- processes (is the guest's qemu-system-xen alive?)"
+  echo "----- processes (are the guests' qemu-system-xen alive?)"
   ps 2>&1 | grep -v ' \[' | tail -n 40
-  # Xen's domain dump ('q'): each vCPU's state — one blocked on an unanswered ioreq shows here.
+  # Xen's domain dump ('q'): each vCPU's state — one blocked on an unanswered ioreq shows here —
+  # and its event channel dump ('e'): which ports are pending or masked.
   timeout 30 xl debug-keys q 2>&1
+  timeout 30 xl debug-keys e 2>&1
   sleep 2
   # gpuvm-dm prints its trap counters when stopped: which accesses it saw before the hang.
-  [ -n "${dm_pid:-}" ] && kill "$dm_pid" 2>/dev/null && sleep 3
+  stop_dms
 }
 dump_logs() {
   for f in /var/log/xen/*.log /tmp/*.log; do
@@ -92,7 +109,10 @@ until xenstore-read /local/domain/0/name >/dev/null 2>&1 || xenstore-write /tool
   sleep 1
 done
 run xen-init-dom0 120 xen-init-dom0
-xenconsoled --pid-file=/var/run/xenconsoled.pid --log=none || fail "xenconsoled"
+# xenconsoled keeps each guest's PV console (hvc0) in /var/log/xen/console/guest-NAME.log.
+mkdir -p /var/log/xen/console
+xenconsoled --pid-file=/var/run/xenconsoled.pid --log=guest --log-dir=/var/log/xen/console ||
+  fail "xenconsoled"
 run xl-info 60 sh -c 'xl info | grep -E "^(xen_version|xen_caps|virt_caps|total_memory|free_memory|nr_cpus)"'
 
 # Our programs load (libraries, CPU features) before anything depends on them.
@@ -103,18 +123,42 @@ for bin in /gpuvm/bin/*; do
   [ $rc -ge 126 ] && fail "$bin does not start (status $rc)"
 done
 
-# ---- the guest, created paused -------------------------------------------------------------------
-cat >/tmp/guest.cfg <<EOF
+# ---- guests ---------------------------------------------------------------------------------------
+# The guest runs dom0's kernel, at the same addresses (nokaslr; a PV dom0 is not randomized), so
+# dom0's symbols name the guest's instruction pointer for xenctx (Debian's System.map is a stub).
+grep -v '\[' /proc/kallsyms >/tmp/kernel.map
+export LIBXL_DEVICE_MODEL_START_TIMEOUT=$XL_CREATE_TIMEOUT
+# SeaBIOS's serial console off: an etc/sercon-port of 0 (two zero bytes). libxl starts QEMU with
+# -nographic, for which SeaBIOS mirrors its screen to COM1 and polls COM1 for keys on every timer
+# tick — each poll a port read emulated by qemu-system-xen in dom0. Under TCG that read takes longer
+# than a tick, so the guest fell behind, Xen delivered the missed ticks back to back, and the guest
+# spent its time in SeaBIOS's tick handler: "Booting from ROM" took 7 minutes to reach the serial
+# console and the kernel never started within 10 (run of 2026-11-25 12:33, xenctx at f000:f3b1,
+# `in al,dx` on 0x3fd). SeaBIOS's own log still reaches Xen's console through port 0xe9 ("(d1)").
+printf '\000\000' >/tmp/sercon-off
+
+# A guest's console output: its PV console (hvc0, through xenconsoled: a shared ring, no emulated
+# device) and its serial port (what the kernel prints before hvc0 exists, and everything if hvc0
+# never comes). The serial port is the slow one: every character is at least one port write
+# emulated by qemu-system-xen in dom0, tens of milliseconds under TCG.
+guest_logs() { echo "/var/log/xen/console/guest-$1.log /var/log/xen/$1-serial.log"; }
+guest_done() { cat $(guest_logs "$1") 2>/dev/null | grep -q '^GPUVM-GUEST-RESULT'; }
+
+# create_guest NAME TESTS: an HVM guest created paused — so gpuvm-dm can claim its PCI slot before
+# the guest's firmware scans the bus. Its /init runs the guest programs named in TESTS (a comma
+# list, or "all"). Sets guest_domid.
+create_guest() {
+  cat >"/tmp/$1.cfg" <<EOF
 type = "hvm"
-name = "gpuvm-guest"
+name = "$1"
 memory = $GUEST_MEMORY_MB
 vcpus = 1
 device_model_version = "qemu-xen"
 device_model_override = "/usr/libexec/xen-qemu-system-i386"
 kernel = "/guest/vmlinuz"
 ramdisk = "/guest/initrd.cpio"
-cmdline = "console=ttyS0,115200 loglevel=4"
-serial = "file:/var/log/xen/guest-serial.log"
+cmdline = "console=ttyS0,115200 console=hvc0 loglevel=4 nokaslr iommu=noaperture gpuvm.tests=$2"
+serial = "file:/var/log/xen/$1-serial.log"
 vga = "none"
 vnc = 0
 sdl = 0
@@ -123,19 +167,121 @@ on_poweroff = "destroy"
 # A crash or a reboot (a triple fault is one) keeps the domain, so dom0 can say what happened.
 on_reboot = "preserve"
 on_crash = "preserve"
+# cmdline: /dev/console is the last console= (hvc0; ttyS0 when hvc0 does not come up). nokaslr:
+# the kernel at the addresses dom0's symbols give, for xenctx. iommu=noaperture: no GART aperture
+# search, which reads the class of every slot of all 256 PCI buses (16,384 port accesses to
+# qemu-system-xen, minutes under TCG: run of 12:47, xenctx at `out %eax,(%dx)` to 0xcf8 with
+# 0x80351008 = bus 0x35, slot 2, offset 8).
 # Required under TCG: otherwise Xen traps RDTSCP, which TCG's SVM reports as RDTSC, and the guest
 # gets #GP early in boot (PLATFORM-NOTES.md).
 tsc_mode = "native"
+device_model_args_hvm = [ "-fw_cfg", "name=etc/sercon-port,file=/tmp/sercon-off" ]
 EOF
-export LIBXL_DEVICE_MODEL_START_TIMEOUT=$XL_CREATE_TIMEOUT
-create_start=$(uptime_s)
-run xl-create $XL_CREATE_TIMEOUT xl create -p /tmp/guest.cfg
-domid=$(xl domid gpuvm-guest) || fail "xl domid"
-say "guest created paused: domid $domid ($create_start s -> $(uptime_s) s)"
-# Stream the guest's serial console to ours as it comes (the host log keeps both).
-(tail -n +1 -f /var/log/xen/guest-serial.log 2>/dev/null | while IFS= read -r line; do echo "GUEST| $line"; done) &
+  create_start=$(uptime_s)
+  run "xl-create-$1" "$XL_CREATE_TIMEOUT" xl create -p "/tmp/$1.cfg"
+  guest_domid=$(xl domid "$1") || fail "xl domid $1"
+  say "guest $1 created paused: domid $guest_domid ($create_start s -> $(uptime_s) s)"
+  # Stream the guest's consoles to ours as they come (the host log keeps everything).
+  for log in $(guest_logs "$1"); do
+    : >>"$log"
+    (tail -n +1 -f "$log" 2>/dev/null | while IFS= read -r line; do echo "GUEST $1| $line"; done) &
+  done
+}
 
-# ---- the Xen backend's typed tests against real handles ------------------------------------------
+# start_dm NAME DOMID MODE VMNAME: gpuvm-dm as the second IOREQ server of guest NAME, claiming
+# DM_SBDF, registered with the aggregator as VMNAME (fv modes travel in it: NAME@MODE,MiB).
+dm_pids=""
+start_dm() {
+  gpuvm-dm --backend xen --domid "$2" --mode "$3" --sbdf "$DM_SBDF" --name "$4" \
+    --guest-ram-mib "$GUEST_MEMORY_MB" --reply-timeout-ms 120000 >"/tmp/dm-$1.log" 2>&1 &
+  dm_pid=$!
+  dm_pids="$dm_pids $dm_pid"
+  # The slot is claimed before the guest runs: hvmloader must find the device when it scans.
+  tries=0
+  until grep -q ', xen at ' "/tmp/dm-$1.log" 2>/dev/null; do
+    if ! kill -0 $dm_pid 2>/dev/null; then
+      wait $dm_pid
+      fail "gpuvm-dm for $1 exited at start (status $?)"
+    fi
+    tries=$((tries + 1))
+    [ $tries -gt 120 ] && fail "gpuvm-dm for $1 did not report ready"
+    sleep 1
+  done
+  say "gpuvm-dm attached for $1 (pid $dm_pid): $(tail -n 1 "/tmp/dm-$1.log")"
+}
+# Stops every gpuvm-dm; each prints its trap counters as it goes.
+stop_dms() {
+  for pid in $dm_pids; do kill "$pid" 2>/dev/null; done
+  [ -n "$dm_pids" ] && sleep 3
+  dm_pids=""
+}
+
+# run_guests TIMEOUT NAME:DOMID...: unpauses the guests and waits (bounded) for each one's
+# GPUVM-GUEST-RESULT line. A guest that crashes, shuts down early or vanishes fails the run.
+run_guests() {
+  limit=$1
+  shift
+  started=$(uptime_s)
+  for g in "$@"; do run "xl-unpause-${g%%:*}" 60 xl unpause "${g#*:}"; done
+  say "guests unpaused: $*"
+  next_sample=60
+  for g in "$@"; do eval "missing_${g#*:}=0"; done
+  while :; do
+    pending=""
+    for g in "$@"; do
+      gname=${g%%:*} gdom=${g#*:}
+      guest_done "$gname" && continue
+      pending="$pending $g"
+      # `xl list` columns: name id mem vcpus state time; state letters r b p s c d.
+      listing=$(xl list "$gname" 2>&1)
+      state=$(echo "$listing" | awk -v n="$gname" '$1 == n {print $5}')
+      case "$state" in
+        "")
+          # Gone (or xl failed): one failed `xl list` under a loaded TCG host is not proof, three
+          # in a row are.
+          guest_done "$gname" && continue
+          eval "missing_$gdom=\$((missing_$gdom + 1))"
+          if [ "$(eval echo "\$missing_$gdom")" -ge 3 ]; then
+            say "xl list $gname: $listing"
+            guest_diagnostics "$@"
+            fail "guest $gname vanished before its result line"
+          fi
+          ;;
+        *c* | *s*)
+          sleep 2
+          guest_done "$gname" && continue
+          say "guest $gname state $state: $listing"
+          guest_diagnostics "$@"
+          fail "guest $gname crashed or shut down before its result line (xl state $state)"
+          ;;
+        *) eval "missing_$gdom=0" ;;
+      esac
+    done
+    [ -z "$pending" ] && break
+    # Measured on the clock: one `xl list` alone can take seconds under TCG.
+    waited=$(awk -v a="$started" '{printf "%d", $1 - a}' /proc/uptime)
+    # A sample of where each guest is, once a minute: one that stopped making progress shows it.
+    if [ "$waited" -ge "$next_sample" ]; then
+      for g in $pending; do say "guest ${g%%:*} after ${waited}s: $(guest_where "${g#*:}")"; done
+      next_sample=$((waited + 60))
+    fi
+    if [ "$waited" -ge "$limit" ]; then
+      guest_diagnostics $pending
+      fail "no result within ${limit}s from:$pending"
+    fi
+    # Not faster: every `xl list` is a toolstack start-up, seconds of dom0 CPU under TCG.
+    sleep 10
+  done
+  say "guests finished: $* (unpaused at ${started}s, done at $(uptime_s)s)"
+}
+
+# The result line of guest NAME (empty when it printed none).
+guest_result() { cat $(guest_logs "$1") 2>/dev/null | grep -m1 '^GPUVM-GUEST-RESULT'; }
+
+# ---- the pass-through guest, and the backend's typed tests against it ----------------------------
+create_guest gpuvm-guest all
+domid=$guest_domid
+
 # Each entry: binary[:gtest filter]. The guest is paused: the IOREQ-server and guest-memory suites
 # use its domain, nothing needs it to run.
 for entry in $BACKEND_TESTS; do
@@ -154,7 +300,6 @@ for entry in $BACKEND_TESTS; do
     "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
 done
 
-# ---- the device model ----------------------------------------------------------------------------
 if [ -n "$DM_MODE" ]; then
   export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
   gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
@@ -164,88 +309,50 @@ if [ -n "$DM_MODE" ]; then
     wait $agg_pid
     fail "gpuvm-aggregator exited at start (status $?)"
   fi
-  # The RAM announced to the aggregator is what the guest was given (the domain's frames run on up
-  # to its special pages below 4 GiB); replies may be slow under TCG.
-  gpuvm-dm --backend xen --domid "$domid" --mode "$DM_MODE" --sbdf "$DM_SBDF" \
-    --name gpuvm-guest --guest-ram-mib "$GUEST_MEMORY_MB" --reply-timeout-ms 120000 \
-    >/tmp/gpuvm-dm.log 2>&1 &
-  dm_pid=$!
-  # gpuvm-dm claims the slot before the guest runs: hvmloader must find the device when it scans.
-  tries=0
-  until grep -q ', xen at ' /tmp/gpuvm-dm.log 2>/dev/null; do
-    if ! kill -0 $dm_pid 2>/dev/null; then
-      wait $dm_pid
-      fail "gpuvm-dm exited at start (status $?)"
-    fi
-    tries=$((tries + 1))
-    [ $tries -gt 120 ] && fail "gpuvm-dm did not report ready"
-    sleep 1
+  start_dm gpuvm-guest "$domid" "$DM_MODE" gpuvm-guest
+fi
+run_guests "$GUEST_BOOT_TIMEOUT" "gpuvm-guest:$domid"
+summary="pt=[$(guest_result gpuvm-guest)]"
+# Let the guest's poweroff tear things down, then end its device model: the aggregator admits fv
+# VMs only once no pt VM is left.
+sleep 3
+xl destroy "$domid" 2>/dev/null
+stop_dms
+
+# ---- fv guests, concurrently --------------------------------------------------------------------
+# FV_GUESTS HVM guests in full virtualization (FV_MODE), each with its own VRAM slice of
+# FV_VRAM_MIB, running FV_TESTS at the same time.
+if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
+  fv_list=""
+  i=1
+  while [ $i -le "$FV_GUESTS" ]; do
+    create_guest "gpuvm-fv$i" "$FV_TESTS"
+    start_dm "gpuvm-fv$i" "$guest_domid" fv "fv$i@$FV_MODE,$FV_VRAM_MIB"
+    fv_list="$fv_list gpuvm-fv$i:$guest_domid"
+    i=$((i + 1))
   done
-  say "gpuvm-dm attached (pid $dm_pid): $(tail -n 1 /tmp/gpuvm-dm.log)"
+  run_guests "$FV_BOOT_TIMEOUT" $fv_list
+  for g in $fv_list; do
+    summary="$summary ${g%%:*}=[$(guest_result "${g%%:*}")]"
+    xl destroy "${g#*:}" 2>/dev/null
+  done
+  stop_dms
 fi
 
-# ---- run the guest -------------------------------------------------------------------------------
-unpause_at=$(uptime_s)
-run xl-unpause 60 xl unpause "$domid"
-say "guest unpaused"
-missing=0
-while ! grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null; do
-  # `xl list` columns: name id mem vcpus state time; state letters r b p s c d.
-  listing=$(xl list gpuvm-guest 2>&1)
-  state=$(echo "$listing" | awk '$1 == "gpuvm-guest" {print $5}')
-  case "$state" in
-    "")
-      # Gone (or xl failed): a domain that powered off after its result line is fine; one failed
-      # `xl list` under a loaded TCG host is not proof, three in a row are.
-      grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null && break
-      missing=$((missing + 1))
-      if [ $missing -ge 3 ]; then
-        say "xl list gpuvm-guest: $listing"
-        guest_diagnostics
-        fail "guest domain vanished before its result line"
-      fi
-      ;;
-    *c* | *s*)
-      sleep 2
-      grep -q '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log 2>/dev/null && break
-      say "guest domain state $state: $listing"
-      guest_diagnostics
-      case "$state" in
-        *c*) fail "guest crashed before its result line (xl state $state)" ;;
-        *) fail "guest shut down before its result line (xl state $state)" ;;
-      esac
-      ;;
-    *) missing=0 ;;
-  esac
-  # Measured on the clock: one `xl list` alone can take seconds under TCG.
-  waited=$(awk -v a="$unpause_at" '{printf "%d", $1 - a}' /proc/uptime)
-  if [ "$waited" -ge "$GUEST_BOOT_TIMEOUT" ]; then
-    guest_diagnostics
-    fail "guest gave no result within ${GUEST_BOOT_TIMEOUT}s"
-  fi
-  sleep 5
-done
-done_at=$(uptime_s)
-say "guest finished: unpause at ${unpause_at}s, result at ${done_at}s"
-sleep 1
-guest_result=$(grep '^GPUVM-GUEST-RESULT' /var/log/xen/guest-serial.log | head -n 1)
-
 if [ -n "$DM_MODE" ]; then
-  # Let the guest's poweroff tear things down, then stop our processes and show what they saw.
-  sleep 3
-  xl destroy "$domid" 2>/dev/null
-  kill $dm_pid 2>/dev/null
   sleep 2
   kill $agg_pid 2>/dev/null
   sleep 1
-  echo "----- gpuvm-dm"
-  sed 's/^/DM| /' /tmp/gpuvm-dm.log
+  for f in /tmp/dm-*.log; do
+    echo "----- $f"
+    sed 's/^/DM| /' "$f"
+  done
   echo "----- gpuvm-aggregator"
   sed 's/^/AGG| /' /tmp/aggregator.log
   echo "-----"
 fi
 
-case "$guest_result" in
-  *PASS*) result "PASS guest=[$guest_result] unpause=${unpause_at}s done=${done_at}s" ;;
-  *) result "FAIL guest=[$guest_result]" ;;
+case "$summary" in
+  *FAIL* | *"[]"*) result "FAIL $summary" ;;
+  *) result "PASS $summary" ;;
 esac

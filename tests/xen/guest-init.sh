@@ -29,11 +29,18 @@ export GPUVM_BUS=sysfs
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu
 
 status=PASS
+# Which of them this guest runs: gpuvm.tests=a,b on the kernel command line (dom0 sets it per
+# guest), "all" or absent for every one.
+wanted=all
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in gpuvm.tests=*) wanted=${arg#gpuvm.tests=} ;; esac
+done
 # The guest programs of this run (a list written into the image by mkimages.sh; empty for a bare
 # boot). Each line: a name, then the command.
 if [ -f /gpuvm/guest-tests ]; then
   while read -r name command; do
     case "$name" in "" | \#*) continue ;; esac
+    case ",$wanted," in ",all," | *",$name,"*) ;; *) continue ;; esac
     start=$(cut -d' ' -f1 /proc/uptime)
     echo "GPUVM-GUEST: run $name: $command"
     # Output goes to the console, each line prefixed, so dom0 and the host see it.
