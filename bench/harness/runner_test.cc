@@ -170,20 +170,32 @@ void ExpectWellFormed(const Json& j) {
   EXPECT_NE(j.Find("rev")->string(), "");
 }
 
+struct BenchResults {
+  BenchRun run;
+  std::vector<Json> lines;  // results.jsonl
+};
+
+// Runs gpuvm-bench with `args` and `--out <dir>`, expects `exit_status` and `records` well-formed
+// objects in results.jsonl. Call it in ASSERT_NO_FATAL_FAILURE.
+void RunAndRead(const TempDir& dir, const std::string& args, size_t records, BenchResults* out,
+                int exit_status = 0) {
+  out->run = RunBench(args + " --out " + dir.path());
+  ASSERT_EQ(out->run.exit_status, exit_status) << out->run.output;
+  out->lines = ReadResults(dir.path() + "/results.jsonl");
+  ASSERT_EQ(out->lines.size(), records) << out->run.output;
+  for (const Json& j : out->lines) ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(j));
+}
+
 TEST(BenchHarnessEndToEnd, NativeRunsAppendOneObjectPerRun) {
   TempDir dir;
-  const BenchRun r = RunBench(
-      "--bench nop,madd --mode native --runs 2 --warmup 0 --size test "
-      "--api driver --out " +
-      dir.path());
-  ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("median seconds per run"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("phases, median seconds: native"), std::string::npos) << r.output;
-  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
-  ASSERT_EQ(lines.size(), 4u);
+  BenchResults res;
+  ASSERT_NO_FATAL_FAILURE(RunAndRead(
+      dir, "--bench nop,madd --mode native --runs 2 --warmup 0 --size test --api driver", 4, &res));
+  const std::string& output = res.run.output;
+  EXPECT_NE(output.find("median seconds per run"), std::string::npos) << output;
+  EXPECT_NE(output.find("phases, median seconds: native"), std::string::npos) << output;
   int madd = 0;
-  for (const Json& j : lines) {
-    ExpectWellFormed(j);
+  for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("mode")->string(), "native");
     EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
     EXPECT_EQ(j.Find("size")->string(), "test");
@@ -195,24 +207,18 @@ TEST(BenchHarnessEndToEnd, NativeRunsAppendOneObjectPerRun) {
   }
   EXPECT_EQ(madd, 2);
   // Appends, never truncates.
-  ASSERT_EQ(RunBench("--bench nop --runs 1 --warmup 0 --size test --quiet --out " + dir.path())
-                .exit_status,
-            0);
-  EXPECT_EQ(ReadResults(dir.path() + "/results.jsonl").size(), 5u);
+  ASSERT_NO_FATAL_FAILURE(
+      RunAndRead(dir, "--bench nop --runs 1 --warmup 0 --size test --quiet", 5, &res));
 }
 
 TEST(BenchHarnessEndToEnd, SeveralAtOnceGiveARecordEach) {
   TempDir dir;
-  const BenchRun r = RunBench(
-      "--bench nop,loop --vms 3 --runs 1 --warmup 0 --size test --api driver "
-      "--quiet --out " +
-      dir.path());
-  ASSERT_EQ(r.exit_status, 0) << r.output;
-  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
-  ASSERT_EQ(lines.size(), 6u);
+  BenchResults res;
+  ASSERT_NO_FATAL_FAILURE(RunAndRead(
+      dir, "--bench nop,loop --vms 3 --runs 1 --warmup 0 --size test --api driver --quiet", 6,
+      &res));
   int vm_sum = 0;
-  for (const Json& j : lines) {
-    ExpectWellFormed(j);
+  for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("vms")->number(), 3);
     EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
     vm_sum += static_cast<int>(j.Find("vm")->number());
@@ -259,17 +265,15 @@ TEST(BenchHarnessEndToEnd, AFailingProgramIsRecordedAsIncorrect) {
   }
   std::filesystem::permissions(programs + "/gpuvm-suite-nop", std::filesystem::perms::owner_all);
   std::filesystem::permissions(programs + "/gpuvm-suite-madd", std::filesystem::perms::owner_all);
-  const BenchRun r = RunBench("--bench nop,madd --runs 1 --warmup 0 --size test --programs " +
-                              programs + " --out " + dir.path());
-  EXPECT_EQ(r.exit_status, 1) << r.output;
+  BenchResults res;
+  ASSERT_NO_FATAL_FAILURE(RunAndRead(
+      dir, "--bench nop,madd --runs 1 --warmup 0 --size test --programs " + programs, 2, &res, 1));
+  const BenchRun& r = res.run;
   EXPECT_NE(r.output.find("nop native: 1 of 1 failed; first: wrong result: x"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("madd native: 1 of 1 failed; first: JSON: expected"), std::string::npos)
       << r.output;
-  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
-  ASSERT_EQ(lines.size(), 2u);
-  for (const Json& j : lines) {
-    ExpectWellFormed(j);
+  for (const Json& j : res.lines) {
     EXPECT_FALSE(j.Find("correct")->bool_value());
     EXPECT_NE(j.Find("error")->string(), "");
   }
@@ -285,15 +289,10 @@ TEST(BenchHarnessEndToEnd, AFailingProgramIsRecordedAsIncorrect) {
 TEST(BenchHarnessEndToEnd, RuntimeApiProgramsBuiltByNvcc) {
   if (!GPUVM_BENCH_HAVE_RT) GTEST_SKIP() << "nvcc is absent: no runtime-API programs were built";
   TempDir dir;
-  const BenchRun r = RunBench(
-      "--bench lud,srad2 --api runtime --runs 1 --warmup 0 --size test "
-      "--quiet --out " +
-      dir.path());
-  ASSERT_EQ(r.exit_status, 0) << r.output;
-  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
-  ASSERT_EQ(lines.size(), 2u);
-  for (const Json& j : lines) {
-    ExpectWellFormed(j);
+  BenchResults res;
+  ASSERT_NO_FATAL_FAILURE(RunAndRead(
+      dir, "--bench lud,srad2 --api runtime --runs 1 --warmup 0 --size test --quiet", 2, &res));
+  for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("api")->string(), "runtime");
     EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
   }
@@ -306,19 +305,15 @@ TEST(BenchHarnessEndToEnd, RuntimeApiProgramsBuiltByNvcc) {
 TEST(BenchHarnessEndToEnd, PassThroughRecordsTrapsPerBar) {
   if (!GPUVM_BENCH_HAVE_VMS) GTEST_SKIP() << "this build has no gpuvm-vm/gpuvm-dm/aggregator";
   TempDir dir;
-  const BenchRun r = RunBench(
-      "--bench nop --mode native,pt --runs 1 --warmup 0 --size test "
-      "--api driver --out " +
-      dir.path());
-  ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("pt/nat"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("traps per BAR per run (median, gpuvm-dm's counters): pt"),
+  BenchResults res;
+  ASSERT_NO_FATAL_FAILURE(RunAndRead(
+      dir, "--bench nop --mode native,pt --runs 1 --warmup 0 --size test --api driver", 2, &res));
+  const std::string& output = res.run.output;
+  EXPECT_NE(output.find("pt/nat"), std::string::npos) << output;
+  EXPECT_NE(output.find("traps per BAR per run (median, gpuvm-dm's counters): pt"),
             std::string::npos)
-      << r.output;
-  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
-  ASSERT_EQ(lines.size(), 2u);
-  for (const Json& j : lines) {
-    ExpectWellFormed(j);
+      << output;
+  for (const Json& j : res.lines) {
     EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
     if (j.Find("mode")->string() != "pt") continue;
     const Json& counters = *j.Find("counters");
@@ -333,15 +328,11 @@ TEST(BenchHarnessEndToEnd, PassThroughRecordsTrapsPerBar) {
 TEST(BenchHarnessEndToEnd, FullVirtualizationRunsSeveralVmsWithCounters) {
   if (!GPUVM_BENCH_HAVE_VMS) GTEST_SKIP() << "this build has no gpuvm-vm/gpuvm-dm/aggregator";
   TempDir dir;
-  const BenchRun r = RunBench(
-      "--bench madd --mode fv-optimized --vms 2 --runs 1 --warmup 0 --size test "
-      "--api driver --out " +
-      dir.path());
-  ASSERT_EQ(r.exit_status, 0) << r.output;
-  const std::vector<Json> lines = ReadResults(dir.path() + "/results.jsonl");
-  ASSERT_EQ(lines.size(), 2u);
-  for (const Json& j : lines) {
-    ExpectWellFormed(j);
+  BenchResults res;
+  ASSERT_NO_FATAL_FAILURE(RunAndRead(
+      dir, "--bench madd --mode fv-optimized --vms 2 --runs 1 --warmup 0 --size test --api driver",
+      2, &res));
+  for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("mode")->string(), "fv-optimized");
     EXPECT_EQ(j.Find("vms")->number(), 2);
     EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
