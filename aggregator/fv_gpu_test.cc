@@ -371,42 +371,45 @@ TEST_P(FvVramPolicyTest, AFreshPageIsZeroEvenWhereTheLastVmWrote) {
   fv_testing::FvTestWorld& w = **world;
   constexpr uint64_t kBytes = 8 * kMiB;
   std::set<uint64_t> a_chunks;
-  {
-    auto a = w.AddVm(SmallVm());
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
-    auto driver = guest::Driver::Create(*a);
-    ASSERT_TRUE(driver.ok());
+  // A VM with the driver up, a context, and two 8 MiB buffers; `fill`: written with 0xa5, else
+  // read back unwritten and checked to be zero.
+  auto run = [&](bool fill) -> FvTestVm* {
+    auto vm = w.AddVm(SmallVm());
+    EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+    if (!vm.ok()) return nullptr;
+    auto driver = guest::Driver::Create(*vm);
+    EXPECT_TRUE(driver.ok());
+    if (!driver.ok()) return nullptr;
     auto ctx = (*driver)->CreateContext();
-    ASSERT_TRUE(ctx.ok());
+    EXPECT_TRUE(ctx.ok());
+    if (!ctx.ok()) return nullptr;
+    guest::Channel* ch = (*ctx)->default_channel();
     for (int i = 0; i < 2; ++i) {
       auto buffer = (*ctx)->AllocDevice(kBytes);
-      ASSERT_TRUE(buffer.ok());
-      std::vector<uint8_t> secret(kBytes, 0xa5);
-      ASSERT_TRUE(
-          (*ctx)->default_channel()->CopyHostToDevice(buffer->va, secret.data(), kBytes).ok());
+      EXPECT_TRUE(buffer.ok());
+      if (!buffer.ok()) return nullptr;
+      std::vector<uint8_t> bytes(kBytes, fill ? 0xa5 : 0x11);
+      if (fill) {
+        EXPECT_TRUE(ch->CopyHostToDevice(buffer->va, bytes.data(), kBytes).ok());
+      } else {
+        EXPECT_TRUE(ch->CopyDeviceToHost(bytes.data(), buffer->va, kBytes).ok());
+        EXPECT_EQ(std::count(bytes.begin(), bytes.end(), 0), ptrdiff_t(kBytes)) << "buffer " << i;
+      }
     }
-    const VramMap* map = (*a)->vgpu().vram_map();
+    return *vm;
+  };
+  FvTestVm* a = run(/*fill=*/true);
+  ASSERT_NE(a, nullptr);
+  {
+    const VramMap* map = a->vgpu().vram_map();
     for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
       if (map->Lookup(g) != 0) a_chunks.insert(map->Lookup(g));
     }
-    ctx->reset();
-    driver->reset();
-    (*a)->Stop();
   }
-  auto b = w.AddVm(SmallVm());
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  auto driver = guest::Driver::Create(*b);
-  ASSERT_TRUE(driver.ok());
-  auto ctx = (*driver)->CreateContext();
-  ASSERT_TRUE(ctx.ok());
-  for (int i = 0; i < 2; ++i) {
-    auto buffer = (*ctx)->AllocDevice(kBytes);
-    ASSERT_TRUE(buffer.ok());
-    std::vector<uint8_t> seen(kBytes, 0x11);
-    ASSERT_TRUE((*ctx)->default_channel()->CopyDeviceToHost(seen.data(), buffer->va, kBytes).ok());
-    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), ptrdiff_t(kBytes)) << "buffer " << i;
-  }
-  const VramMap* map = (*b)->vgpu().vram_map();
+  a->Stop();
+  FvTestVm* b = run(/*fill=*/false);
+  ASSERT_NE(b, nullptr);
+  const VramMap* map = b->vgpu().vram_map();
   size_t reused = 0;
   for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
     if (map->Lookup(g) != 0) reused += a_chunks.count(map->Lookup(g));
