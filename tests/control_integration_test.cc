@@ -121,13 +121,15 @@ class ControlIntegrationTest : public ::testing::Test {
     return {c.code(), c.out(), c.err()};
   }
 
-  // A pt VM named `name` holding the GPU (launching empty kernels until killed).
-  void StartHolder(const std::string& name) {
+  // A VM named `name` (pt, or what `vm_flags` say) holding the GPU (launching empty kernels until
+  // killed).
+  void StartHolder(const std::string& name, std::vector<std::string> vm_flags = {}) {
     const std::string ready = dir_ + "/" + name + ".ready";
-    holder_ =
-        Child::Spawn({GPUVM_VM_BIN, "--aggregator", socket_, "--dm", GPUVM_DM_BIN, "--ram-mib",
-                      "256", "--name", name, "--", GPUVM_GUEST_BIN, "hold", ready},
-                     dir_ + "/" + name);
+    std::vector<std::string> argv = {GPUVM_VM_BIN, "--aggregator", socket_,  "--dm", GPUVM_DM_BIN,
+                                     "--ram-mib",  "256",          "--name", name};
+    argv.insert(argv.end(), vm_flags.begin(), vm_flags.end());
+    argv.insert(argv.end(), {"--", GPUVM_GUEST_BIN, "hold", ready});
+    holder_ = Child::Spawn(argv, dir_ + "/" + name);
     const auto deadline = Clock::now() + 60s;
     while (!std::filesystem::exists(ready) && Clock::now() < deadline) {
       ASSERT_FALSE(holder_.Exited()) << "the VM exited early: " << holder_.Logs();
@@ -169,6 +171,19 @@ TEST_F(ControlIntegrationTest, ListsAndChangesSharesLive) {
   EXPECT_NE(stats.out.find("\"policy\":\"band\""), std::string::npos) << stats.out;
   EXPECT_NE(stats.out.find("\"name\":\"tenant\""), std::string::npos) << stats.out;
   EXPECT_NE(stats.out.find("\"share\":60"), std::string::npos) << stats.out;
+}
+
+TEST_F(ControlIntegrationTest, AnFvVmStartsWithTheShareInItsConfiguration) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartHolder("guest", {"--mode", "fv-lazy", "--vram-mib", "64", "--share", "15"}));
+  CtlResult list = Ctl({"list"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  EXPECT_NE(list.out.find("guest@lazy,64,share15"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("15.0%"), std::string::npos) << "the VM's own share\n" << list.out;
+  CtlResult set = Ctl({"set-share", "guest", "25"});
+  EXPECT_EQ(set.code, 0) << set.err;
+  list = Ctl({"list"});
+  EXPECT_NE(list.out.find("25.0%"), std::string::npos) << list.out;
 }
 
 TEST_F(ControlIntegrationTest, InvalidInputIsRefusedAndChangesNothing) {

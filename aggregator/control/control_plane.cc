@@ -1,6 +1,7 @@
 #include "aggregator/control/control_plane.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "aggregator/fv_gpu.h"
 #include "gpu/hw/pfifo.h"
@@ -76,6 +77,17 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     options->trace_path = std::string(value);
     return true;
   }
+  if (flag == "--band-hold-us") {
+    const std::string v(value);
+    char* end = nullptr;
+    const long long us = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || end != v.c_str() + v.size() || us < 0 || us > 1'000'000) {
+      return Status::InvalidArgument("--band-hold-us wants 0 to 1000000 microseconds, not '" + v +
+                                     "'");
+    }
+    options->band_hold_us = us;
+    return true;
+  }
   if (flag == "--default-share") {
     GPUVM_ASSIGN_OR_RETURN(options->default_share, ParsePercent(value));
     return true;
@@ -96,7 +108,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   dispatch.poll_interval = std::chrono::microseconds(250);
   // A guest's resubmission gap through traps and the device model is longer than Gdev's in-kernel
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
-  dispatch.scheduler.band.hold_max = std::chrono::milliseconds(5);
+  dispatch.scheduler.band.hold_max = std::chrono::microseconds(options.band_hold_us);
   if (!options.trace_path.empty()) {
     p->trace_ = std::fopen(options.trace_path.c_str(), "w");
     if (p->trace_ == nullptr) {
@@ -105,9 +117,10 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
     FILE* trace = p->trace_;
     sched::MonotonicClock* clock = &p->clock_;
     dispatch.on_done = [trace, clock](const sched::SubmissionDone& d) {
-      std::fprintf(trace, "%u,%lld,%lld\n", unsigned(d.vm),
+      std::fprintf(trace, "%u,%lld,%lld,%lld\n", unsigned(d.vm),
                    static_cast<long long>(clock->Now().time_since_epoch().count()),
-                   static_cast<long long>(d.gpu_time.count()));
+                   static_cast<long long>(d.gpu_time.count()),
+                   static_cast<long long>(d.waited.count()));
       std::fflush(trace);  // the aggregator may end by a signal
     };
   }

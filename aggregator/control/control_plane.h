@@ -34,17 +34,20 @@ struct ControlOptions {
   sched::PolicyKind policy = sched::PolicyKind::kBand;
   std::map<std::string, double> shares;  // --vm-share NAME=PERCENT
   double default_share = 0;              // --default-share PERCENT
-  // --trace-completions FILE: one line per completed submission, "vm,end_ns,gpu_ns" (end on the
-  // monotonic clock, CLOCK_MONOTONIC; the GPU ran it during about [end - gpu, end)), for the
-  // fairness experiment (bench/fairness) to measure shares from run intervals.
+  // --trace-completions FILE: one line per completed submission, "vm,end_ns,gpu_ns,waited_ns" (end
+  // on the monotonic clock, CLOCK_MONOTONIC; the GPU ran it during about [end - gpu, end); it was
+  // queued `waited` before it started), for the fairness experiment (bench/fairness) to measure
+  // shares from run intervals and to see when a VM had nothing submitted.
   std::string trace_path;
+  // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
+  int64_t band_hold_us = 5000;
 };
 
 // The control flags gpuvm-aggregator takes, for its usage text.
 inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
-    "                        [--trace-completions FILE]";
+    "                        [--trace-completions FILE] [--band-hold-us US]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.

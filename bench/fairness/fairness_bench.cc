@@ -40,10 +40,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,7 +66,8 @@ using sim::SimVm;
 
 struct Args {
   double duration_s = 3;
-  double warmup_s = 0.5;
+  double warmup_s = -1;  // not measured at the start; -1: 0.5 s (synthetic), 1 s (fv: first
+                         // launches fault in shadow page tables and code)
   int64_t work_ms = 500;
   int64_t job_us = 1000;
   std::string only_case;
@@ -77,6 +80,13 @@ struct Args {
   // BAND's hold_max. Gdev's 500 us assumes an in-kernel resubmission path; through threads (and,
   // in the aggregator, traps) a madd VM's gap from completion to its next submission is longer.
   int64_t hold_us = 5000;
+  // --engine fv: the VMs' fv mode, their set-up time before the common start (0: 1 s + 0.4 s per
+  // VM), and the madd launches per madd VM of the total-time runs.
+  std::string fv_mode = "optimized";
+  double fv_setup_s = 0;
+  uint64_t fv_launches = 500;
+  int fv_n = 128;      // madd's matrix side (long-madd: x sqrt(15))
+  int fv_repeats = 3;  // total-time runs per policy (median)
 };
 
 // The timed engine (see the file comment). Thread-safe: Start/Poll on the dispatch thread, the
@@ -367,6 +377,268 @@ void WritePlot(const std::string& dir, const Case& c, const std::vector<std::str
   }
 }
 
+// The measured run of one case under one policy, on either engine: the GPU's run intervals (from
+// `origin`), the stretch in which every VM was looping, and the total time with a fixed amount of
+// work per VM.
+struct Measured {
+  SimResult result;
+  Duration from{0}, to{0};  // the measured stretch
+  Duration makespan{0};     // with fixed work: first loop start to last loop end
+  std::string note;         // e.g. resubmission gaps, failed VMs
+  // fv: per VM, the stretches (> kAbsence) in which it had nothing submitted (its process was
+  // descheduled, or it trapped): no scheduler can give a VM GPU time it does not ask for.
+  std::vector<std::vector<std::pair<Duration, Duration>>> absent;
+};
+
+constexpr Duration kAbsence = 20ms;
+
+// Fairness over the windows of one size, optionally leaving out the windows in which some VM was
+// absent for at least a tenth of the window.
+struct Fairness {
+  double worst = 0, jain_min = 1;
+  std::vector<double> mean, max_dev;
+  size_t windows = 0, left_out = 0;
+};
+
+Fairness Judge(const Measured& m, const std::vector<double>& targets, Duration window,
+               bool skip_absent) {
+  const size_t n = targets.size();
+  Fairness f;
+  f.mean.assign(n, 0);
+  f.max_dev.assign(n, 0);
+  for (const sim::Window& w : sim::Windows(m.result, n, window, m.from, m.to, window)) {
+    bool absent = false;
+    for (const auto& stretches : m.absent) {
+      Duration overlap{0};
+      for (const auto& [a, b] : stretches) {
+        overlap += std::max(Duration(0), std::min(b, w.start + window) - std::max(a, w.start));
+      }
+      absent = absent || overlap * 10 >= window;
+    }
+    if (w.busy <= Duration(0) || (skip_absent && absent)) {
+      ++f.left_out;
+      continue;
+    }
+    ++f.windows;
+    double sum = 0, sum_sq = 0;
+    for (size_t v = 0; v < n; ++v) {
+      f.mean[v] += w.share[v];
+      f.max_dev[v] = std::max(f.max_dev[v], std::abs(w.share[v] - targets[v]));
+      f.worst = std::max(f.worst, f.max_dev[v]);
+      const double x = targets[v] > 0 ? w.share[v] / targets[v] : 0;
+      sum += x;
+      sum_sq += x * x;
+    }
+    if (sum_sq > 0) f.jain_min = std::min(f.jain_min, sum * sum / (double(n) * sum_sq));
+  }
+  for (double& x : f.mean) x = f.windows > 0 ? x / double(f.windows) : 0;
+  return f;
+}
+
+// --- --engine fv: real fv VMs through gpuvm-aggregator -------------------------------------------
+
+pid_t Spawn(std::vector<std::string> argv, const std::string& log) {
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f != nullptr) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    ::setpgid(0, 0);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+int64_t Field(const std::string& text, const std::string& key) {
+  const size_t p = text.find(key + "=");
+  return p == std::string::npos ? -1 : std::atoll(text.c_str() + p + key.size() + 1);
+}
+
+// Runs the case on real VMs: gpuvm-aggregator (`--trace-completions`), one gpuvm-vm per VM in
+// fv-<args.fv_mode> with its share in its configuration (`--share`, so in the VM's name), each
+// looping `gpuvm-fairness-guest madd|long-madd` from a common start time. With `launches` > 0 every
+// madd VM runs that many launches and every long-madd VM a fifteenth of them (the same work).
+Result<Measured> RunFv(
+    const Args& args, const std::vector<SimVm>& vms, PolicyKind policy, const std::string& dir,
+    const std::string& tag, uint64_t launches,
+    const std::vector<std::pair<Duration, control::SetShareRequest>>& changes = {}) {
+  ::mkdir(dir.c_str(), 0755);
+  const std::string socket = "@gpuvm-fairness-" + std::to_string(::getpid());
+  const std::string trace = dir + "/trace-" + tag + ".csv";
+  const pid_t aggregator =
+      Spawn({GPUVM_AGGREGATOR_BIN, "--socket", socket, "--vram-mib", "2048", "--quiet",
+             "--scheduler", std::string(PolicyKindName(policy)), "--trace-completions", trace,
+             "--band-hold-us", std::to_string(args.hold_us)},
+            dir + "/aggregator-" + tag + ".log");
+  const std::string control = socket + "-control";
+  for (int i = 0; i < 2000 && !ctl::Call(control, control::ListRequest{}).ok(); ++i) {
+    int status = 0;
+    if (::waitpid(aggregator, &status, WNOHANG) == aggregator) {
+      return Status::Internal("gpuvm-aggregator exited: " +
+                              ReadFile(dir + "/aggregator-" + tag + ".log"));
+    }
+    ::usleep(5000);
+  }
+  // Every VM's set-up (context, module, buffers: trap-bound) ends before this; then they loop.
+  const double setup_s = args.fv_setup_s > 0 ? args.fv_setup_s : 1.0 + 0.4 * vms.size();
+  const int64_t start_at = SteadyNs() + int64_t(setup_s * 1e9);
+  const double seconds = launches > 0 ? 120 : args.duration_s;
+  std::vector<pid_t> guests;
+  for (size_t i = 0; i < vms.size(); ++i) {
+    const bool is_long = vms[i].job > std::chrono::microseconds(args.job_us);
+    std::vector<std::string> argv = {GPUVM_VM_BIN,
+                                     "--aggregator",
+                                     socket,
+                                     "--dm",
+                                     GPUVM_DM_BIN,
+                                     "--mode",
+                                     "fv-" + args.fv_mode,
+                                     "--name",
+                                     "vm" + std::to_string(i + 1),
+                                     "--share",
+                                     std::to_string(int(vms[i].share_percent)),
+                                     "--ram-mib",
+                                     "256",
+                                     "--",
+                                     GPUVM_FAIRNESS_GUEST_BIN,
+                                     is_long ? "long-madd" : "madd",
+                                     std::to_string(seconds),
+                                     std::to_string(args.fv_n),
+                                     "--start-at",
+                                     std::to_string(start_at)};
+    if (launches > 0) {
+      argv.push_back("--launches");
+      argv.push_back(std::to_string(is_long ? std::max<uint64_t>(1, launches / 15) : launches));
+    }
+    guests.push_back(Spawn(argv, dir + "/vm" + std::to_string(i + 1) + "-" + tag + ".log"));
+  }
+  // VM ids by name, while the VMs are there.
+  std::map<uint32_t, size_t> index_of;
+  size_t next_change = 0;
+  Measured m;
+  int failed = 0;
+  std::vector<int64_t> loop_start(vms.size(), -1), loop_end(vms.size(), -1);
+  for (size_t g = 0; g < guests.size(); ++g) {
+    int status = 0;
+    for (int i = 0; i < 30000 && ::waitpid(guests[g], &status, WNOHANG) == 0; ++i) {
+      // Live share changes, as `gpuvm-ctl set-share` sends them, at their time.
+      while (next_change < changes.size() &&
+             SteadyNs() >= start_at + changes[next_change].first.count()) {
+        const control::SetShareRequest& c = changes[next_change++].second;
+        Result<control::Reply> reply = ctl::Call(control, c);
+        m.note += " set-share " + c.vm + " " + Pct(c.percent / 100) + ": " +
+                  (reply.ok() ? (reply->status.ok() ? std::string("ok") : reply->status.ToString())
+                              : reply.status().ToString()) +
+                  ";";
+      }
+      if (index_of.size() < vms.size() && i % 20 == 0) {
+        Result<control::Reply> reply = ctl::Call(control, control::ListRequest{});
+        if (reply.ok() && reply->status.ok()) {
+          if (Result<control::ListReply> list = control::ParseList(reply->body); list.ok()) {
+            for (const control::VmRow& v : list->vms) {
+              const std::string base = v.name.substr(0, v.name.find('@'));
+              for (size_t k = 0; k < vms.size(); ++k) {
+                if (base == "vm" + std::to_string(k + 1)) index_of[v.id] = k;
+              }
+            }
+          }
+        }
+      }
+      ::usleep(10000);
+    }
+    if (::waitpid(guests[g], &status, WNOHANG) == 0) {
+      ::kill(-guests[g], SIGKILL);
+      ::waitpid(guests[g], &status, 0);
+    }
+    const std::string log = ReadFile(dir + "/vm" + std::to_string(g + 1) + "-" + tag + ".log");
+    loop_start[g] = Field(log, "loop_start_ns");
+    loop_end[g] = Field(log, "loop_end_ns");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || loop_end[g] < 0 ||
+        log.find("PASSED") == std::string::npos) {
+      ++failed;
+    }
+    if (log.find("outlasted --start-at") != std::string::npos)
+      m.note += " vm" + std::to_string(g + 1) + "-late";
+  }
+  ::kill(aggregator, SIGTERM);
+  int status = 0;
+  ::waitpid(aggregator, &status, 0);
+  if (failed > 0) m.note += " " + std::to_string(failed) + " VM(s) FAILED (logs in " + dir + ")";
+  // The run intervals, from the common start, and when each VM had nothing submitted.
+  std::istringstream in(ReadFile(trace));
+  std::string line;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> demand(vms.size());  // [submit, end)
+  while (std::getline(in, line)) {
+    unsigned vm = 0;
+    long long end = 0, gpu = 0, waited = 0;
+    if (std::sscanf(line.c_str(), "%u,%lld,%lld,%lld", &vm, &end, &gpu, &waited) != 4) continue;
+    auto it = index_of.find(vm);
+    if (it == index_of.end()) continue;
+    demand[it->second].push_back({end - gpu - waited - start_at, end - start_at});
+    if (end - gpu < start_at) continue;
+    m.result.runs.push_back(
+        SimRun{Duration(end - gpu - start_at), Duration(end - start_at), it->second});
+  }
+  m.absent.resize(vms.size());
+  for (size_t v = 0; v < vms.size(); ++v) {
+    std::sort(demand[v].begin(), demand[v].end());
+    int64_t busy_until = 0;  // the common start: every VM is expected from then on
+    for (const auto& [submit, end] : demand[v]) {
+      if (submit - busy_until > kAbsence.count()) {
+        m.absent[v].push_back({Duration(busy_until), Duration(submit)});
+      }
+      busy_until = std::max(busy_until, end);
+    }
+  }
+  std::sort(m.result.runs.begin(), m.result.runs.end(),
+            [](const SimRun& a, const SimRun& b) { return a.start < b.start; });
+  int64_t first_end = INT64_MAX, last_end = 0, first_start = INT64_MAX;
+  for (size_t v = 0; v < vms.size(); ++v) {
+    if (loop_end[v] < 0) continue;
+    first_end = std::min(first_end, loop_end[v]);
+    last_end = std::max(last_end, loop_end[v]);
+    first_start = std::min(first_start, loop_start[v]);
+  }
+  if (first_end == INT64_MAX) return Status::Internal("no VM ran (logs in " + dir + ")");
+  m.from = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(args.warmup_s));
+  m.to = Duration(first_end - start_at);  // every VM was looping until the first one stopped
+  m.result.end = m.to;
+  m.makespan = Duration(last_end - first_start);
+  return m;
+}
+
+Result<Measured> RunSynthetic(const Args& args, const std::vector<SimVm>& vms, PolicyKind policy,
+                              Duration duration, Duration work) {
+  GPUVM_ASSIGN_OR_RETURN(RunResult r, RunReal(args, vms, policy, duration, work));
+  Measured m;
+  m.result = std::move(r.result);
+  m.from = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(args.warmup_s));
+  m.to = duration;
+  m.makespan = r.makespan;
+  char gap[48];
+  std::snprintf(gap, sizeof gap, "gap %.0f/%.0f us", Percentile(r.gaps, 0.5),
+                Percentile(r.gaps, 0.9));
+  m.note = gap;
+  return m;
+}
+
 int ControlDemo(const Args& args) {
   // Four VMs, alternately madd and long-madd, shares 10/20/30/40 under BAND; halfway, the shares of
   // VM 1 and VM 4 swap (10 -> 40, 40 -> 10) in one all-or-nothing change.
@@ -377,8 +649,9 @@ int ControlDemo(const Args& args) {
       std::chrono::duration_cast<Duration>(std::chrono::duration<double>(args.duration_s));
   const Duration half = duration / 2;
   std::printf(
-      "operator view: 4 VMs under BAND, shares 10/20/30/40; at %.1f s the operator swaps "
-      "VM 1 and VM 4 (gpuvm-ctl set-share 1 40; set-share 4 10, applied together)\n",
+      "operator view (%s): 4 VMs under BAND, shares 10/20/30/40; at %.1f s the operator swaps "
+      "VM 1 and VM 4 (gpuvm-ctl set-share vm4 10; gpuvm-ctl set-share vm1 40)\n",
+      args.engine == "fv" ? "real fv VMs" : "synthetic engine",
       std::chrono::duration<double>(half).count());
   // The change goes through the control service, as `gpuvm-ctl set-share` does.
   class Directory final : public control::VmDirectory {
@@ -400,14 +673,32 @@ int ControlDemo(const Args& args) {
     }
     return Status::Ok();
   };
-  Result<RunResult> r =
-      RunReal(args, vms, PolicyKind::kBand, duration, Duration(0), {LiveChange{half, swap}});
-  if (!r.ok()) {
-    std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
-    return 1;
+  SimResult result;
+  if (args.engine == "fv") {
+    // Real VMs: each VM's share is in its configuration (gpuvm-vm --share); the swap goes over the
+    // control socket, exactly as `gpuvm-ctl set-share vm4 10; gpuvm-ctl set-share vm1 40` sends it.
+    Result<Measured> m = RunFv(
+        args, vms, PolicyKind::kBand, args.out.empty() ? "/tmp" : args.out, "operator-view", 0,
+        {{half, control::SetShareRequest{"vm4", 10}}, {half, control::SetShareRequest{"vm1", 40}}});
+    if (!m.ok()) {
+      std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("  real fv VMs (fv-%s, madd %dx%d): gpuvm-ctl%s\n", args.fv_mode.c_str(), args.fv_n,
+                args.fv_n, m->note.c_str());
+    result = std::move(m->result);
+    if (m->note.find("FAILED") != std::string::npos) return 1;
+  } else {
+    Result<RunResult> r =
+        RunReal(args, vms, PolicyKind::kBand, duration, Duration(0), {LiveChange{half, swap}});
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    result = std::move(r->result);
   }
   const std::vector<sim::Window> windows =
-      sim::Windows(r->result, vms.size(), 500ms, Duration(0), duration, 500ms);
+      sim::Windows(result, vms.size(), 500ms, Duration(0), duration, 500ms);
   std::printf("%8s", "t (s)");
   for (size_t i = 0; i < vms.size(); ++i) std::printf("   vm%zu target/got", i + 1);
   std::printf("\n");
@@ -460,244 +751,46 @@ int ControlDemo(const Args& args) {
   return 0;
 }
 
-// --- --engine fv: real fv VMs through gpuvm-aggregator -------------------------------------------
-
-pid_t Spawn(std::vector<std::string> argv, const std::string& log) {
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f != nullptr) {
-      ::dup2(fileno(f), 1);
-      ::dup2(fileno(f), 2);
-    }
-    ::setpgid(0, 0);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// name (before '@') -> gpu_time_ns, from the stats JSON.
-std::map<std::string, double> GpuTimes(const std::string& json) {
-  std::map<std::string, double> out;
-  size_t pos = 0;
-  while ((pos = json.find("\"name\":\"", pos)) != std::string::npos) {
-    pos += 8;
-    const size_t end = json.find('"', pos);
-    if (end == std::string::npos) break;
-    std::string name = json.substr(pos, end - pos);
-    name = name.substr(0, name.find('@'));
-    const size_t g = json.find("\"gpu_time_ns\":", end);
-    const size_t next = json.find("\"name\":\"", end);
-    if (g == std::string::npos || (next != std::string::npos && g > next)) continue;
-    out[name] = std::atof(json.c_str() + g + 14);
-  }
-  return out;
-}
-
-struct FvRun {
-  std::vector<double> t_ms;               // sample times
-  std::vector<std::vector<double>> used;  // per sample, per VM: cumulative GPU ns
-  int failed_vms = 0;
-};
-
-Result<FvRun> RunFv(const Args& args, const std::vector<SimVm>& vms, PolicyKind policy,
-                    const std::string& dir) {
-  const std::string socket = "@gpuvm-fairness-" + std::to_string(::getpid());
-  std::vector<std::string> agg = {GPUVM_AGGREGATOR_BIN,
-                                  "--socket",
-                                  socket,
-                                  "--vram-mib",
-                                  "2048",
-                                  "--quiet",
-                                  "--scheduler",
-                                  std::string(PolicyKindName(policy))};
-  for (size_t i = 0; i < vms.size(); ++i) {
-    char share[32];
-    std::snprintf(share, sizeof share, "vm%zu=%.3f", i + 1, vms[i].share_percent);
-    agg.push_back("--vm-share");
-    agg.push_back(share);
-  }
-  const pid_t aggregator = Spawn(agg, dir + "/aggregator.log");
-  const std::string control = socket + "-control";
-  for (int i = 0; i < 2000 && !ctl::Call(control, control::ListRequest{}).ok(); ++i) ::usleep(5000);
-  const double seconds = args.duration_s + 1.5;  // start-up, then the measured stretch
-  std::vector<pid_t> guests;
-  for (size_t i = 0; i < vms.size(); ++i) {
-    const bool is_long = vms[i].job > std::chrono::microseconds(args.job_us);
-    guests.push_back(
-        Spawn({GPUVM_VM_BIN, "--aggregator", socket, "--dm", GPUVM_DM_BIN, "--mode", "fv-lazy",
-               "--name", "vm" + std::to_string(i + 1), "--ram-mib", "256", "--",
-               GPUVM_FAIRNESS_GUEST_BIN, is_long ? "long-madd" : "madd", std::to_string(seconds)},
-              dir + "/vm" + std::to_string(i + 1) + ".log"));
-  }
-  FvRun run;
-  const auto start = std::chrono::steady_clock::now();
-  const auto until = start + std::chrono::duration<double>(seconds - 0.3);
-  for (auto next = start; std::chrono::steady_clock::now() < until; next += 100ms) {
-    std::this_thread::sleep_until(next);
-    Result<control::Reply> reply = ctl::Call(control, control::StatsRequest{});
-    if (!reply.ok() || !reply->status.ok()) continue;
-    const std::map<std::string, double> times = GpuTimes(reply->body);
-    std::vector<double> row;
-    for (size_t i = 0; i < vms.size(); ++i) {
-      auto it = times.find("vm" + std::to_string(i + 1));
-      row.push_back(it == times.end() ? 0 : it->second);
-    }
-    run.t_ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-    run.used.push_back(row);
-  }
-  for (pid_t g : guests) {
-    int status = 0;
-    for (int i = 0; i < 6000 && ::waitpid(g, &status, WNOHANG) == 0; ++i) ::usleep(10000);
-    if (::waitpid(g, &status, WNOHANG) == 0) {
-      ::kill(-g, SIGKILL);
-      ::waitpid(g, &status, 0);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++run.failed_vms;
-  }
-  ::kill(aggregator, SIGTERM);
-  int status = 0;
-  ::waitpid(aggregator, &status, 0);
-  return run;
-}
-
-// Shares per window of `k` samples (100 ms each) between `from_ms` and the last sample in which
-// every VM was running; returns the per-window shares.
-std::vector<std::vector<double>> FvWindows(const FvRun& run, size_t k, double from_ms,
-                                           double to_ms) {
-  std::vector<std::vector<double>> windows;
-  size_t first = 0;
-  while (first < run.t_ms.size() && run.t_ms[first] < from_ms) ++first;
-  for (size_t a = first; a + k < run.t_ms.size() && run.t_ms[a + k] <= to_ms; a += k) {
-    std::vector<double> delta;
-    double total = 0;
-    for (size_t v = 0; v < run.used[a].size(); ++v) {
-      delta.push_back(run.used[a + k][v] - run.used[a][v]);
-      total += delta.back();
-    }
-    if (total <= 0) continue;
-    for (double& d : delta) d /= total;
-    windows.push_back(delta);
-  }
-  return windows;
-}
-
-int MainFv(const Args& args) {
-  const std::vector<std::pair<std::string, PolicyKind>> policies = {
-      {"fifo", PolicyKind::kFifo}, {"credit", PolicyKind::kCredit}, {"band", PolicyKind::kBand}};
-  const std::string dir = args.out.empty() ? "/tmp/gpuvm-fairness-fv" : args.out;
-  ::mkdir(dir.c_str(), 0755);
-  std::printf(
-      "engine: fv — gpuvm-aggregator on the software GPU, one fv-lazy VM per VM (gpuvm-vm, "
-      "gpuvm-dm) looping madd (256x256) or long-madd (15x the elements); GPU time per VM "
-      "sampled over the control socket every 100 ms; %.1f s measured after 1 s\n",
-      args.duration_s);
-  std::printf("%-14s %-7s %9s %9s %8s %8s %6s  %s\n", "case", "policy", "dev500ms", "dev100ms",
-              "jain500", "jain100", "util", "mean share % (target)");
-  for (const Case& c : Cases(args)) {
-    if (!args.only_case.empty() && c.name != args.only_case) continue;
-    const std::vector<double> targets = sim::TargetShares(c.vms);
-    for (const auto& [pname, policy] : policies) {
-      if (!args.only_policy.empty() && pname != args.only_policy) continue;
-      Result<FvRun> run = RunFv(args, c.vms, policy, dir);
-      if (!run.ok()) {
-        std::fprintf(stderr, "%s\n", run.status().ToString().c_str());
-        return 1;
-      }
-      const double to_ms = 1000 + args.duration_s * 1000;
-      std::string means;
-      double dev[2] = {0, 0}, jain[2] = {1, 1};
-      int w = 0;
-      for (size_t k : {size_t(5), size_t(1)}) {
-        const auto windows = FvWindows(*run, k, 1000, to_ms);
-        std::vector<double> mean(c.vms.size(), 0);
-        std::ofstream csv(dir + "/" + c.name + "-" + pname + "-" + std::to_string(k * 100) +
-                          "ms.csv");
-        csv << "window";
-        for (size_t v = 0; v < c.vms.size(); ++v) csv << ",vm" << v + 1 << "_" << c.vms[v].name;
-        csv << "\n";
-        for (size_t i = 0; i < windows.size(); ++i) {
-          csv << i;
-          double sum = 0, sum_sq = 0;
-          for (size_t v = 0; v < c.vms.size(); ++v) {
-            csv << "," << windows[i][v];
-            mean[v] += windows[i][v] / windows.size();
-            dev[w] = std::max(dev[w], std::abs(windows[i][v] - targets[v]));
-            const double x = windows[i][v] / targets[v];
-            sum += x;
-            sum_sq += x * x;
-          }
-          csv << "\n";
-          jain[w] = std::min(jain[w], sum * sum / (c.vms.size() * sum_sq));
-        }
-        if (k == 5) {
-          for (size_t v = 0; v < c.vms.size(); ++v) {
-            means += Pct(mean[v]) + " (" + Pct(targets[v]) + ") ";
-          }
-        }
-        ++w;
-      }
-      // How contended the GPU was: GPU time charged over wall time in the measured stretch.
-      double util = 0;
-      {
-        size_t a = 0, b = 0;
-        for (size_t i = 0; i < run->t_ms.size(); ++i) {
-          if (run->t_ms[i] < 1000) a = i + 1;
-          if (run->t_ms[i] <= to_ms) b = i;
-        }
-        if (b > a && a < run->t_ms.size()) {
-          double busy = 0;
-          for (size_t v = 0; v < c.vms.size(); ++v) busy += run->used[b][v] - run->used[a][v];
-          util = busy / 1e6 / (run->t_ms[b] - run->t_ms[a]);
-        }
-      }
-      std::printf("%-14s %-7s %9s %9s %8.3f %8.3f %5s%%  %s%s\n", c.name.c_str(), pname.c_str(),
-                  Pct(dev[0]).c_str(), Pct(dev[1]).c_str(), jain[0], jain[1], Pct(util).c_str(),
-                  means.c_str(), run->failed_vms ? " (SOME VMS FAILED, see logs)" : "");
-      std::fflush(stdout);
-    }
-  }
-  return 0;
-}
-
 int Main(const Args& args) {
   if (args.control_demo) return ControlDemo(args);
-  if (args.engine == "fv") return MainFv(args);
+  const bool fv = args.engine == "fv";
   const std::vector<std::pair<std::string, PolicyKind>> policies = {
       {"fifo", PolicyKind::kFifo}, {"credit", PolicyKind::kCredit}, {"band", PolicyKind::kBand}};
   const Duration duration =
       std::chrono::duration_cast<Duration>(std::chrono::duration<double>(args.duration_s));
-  const Duration warmup =
-      std::chrono::duration_cast<Duration>(std::chrono::duration<double>(args.warmup_s));
-  if (!args.out.empty()) ::mkdir(args.out.c_str(), 0755);
+  const std::string out = !args.out.empty() ? args.out : fv ? "/tmp/gpuvm-fairness-fv" : "";
+  if (!out.empty()) ::mkdir(out.c_str(), 0755);
   std::ofstream summary;
-  if (!args.out.empty()) {
-    summary.open(args.out + "/summary.csv");
+  if (!out.empty()) {
+    summary.open(out + "/summary.csv");
     summary << "case,policy,window_ms,worst_deviation_pct,jain_min,utilization,mean_shares_pct,"
-               "targets_pct\n";
+               "targets_pct,max_deviation_per_vm_pct\n";
   }
-  std::printf(
-      "engine: synthetic timed engine (see --help); dispatcher thread + monotonic clock; "
-      "%.1f s per run, first %.1f s not measured; madd %lld us, long-madd 15x\n",
-      args.duration_s, args.warmup_s, static_cast<long long>(args.job_us));
-  std::printf(
-      "BAND hold_max %lld us; 'gap': a VM's time from completion to its next submission "
-      "(median/p90, us)\n",
-      static_cast<long long>(args.hold_us));
-  std::printf("%-14s %-7s %9s %9s %8s %8s %6s %12s  %s\n", "case", "policy", "dev500ms", "dev100ms",
-              "jain500", "jain100", "util", "gap", "mean share % (target)");
+  if (fv) {
+    std::printf(
+        "engine: fv — gpuvm-aggregator on the software GPU, one fv-%s VM per VM (gpuvm-vm, "
+        "gpuvm-dm; share in the VM's configuration) looping madd (%dx%d) or long-madd (15x the "
+        "elements) from a common start; shares from the GPU's run intervals "
+        "(--trace-completions: device-measured GPU time per submission); %.1f s per run, first "
+        "%.1f s not measured\n",
+        args.fv_mode.c_str(), args.fv_n, args.fv_n, args.duration_s, args.warmup_s);
+  } else {
+    std::printf(
+        "engine: synthetic timed engine (see --help); dispatcher thread + monotonic clock; "
+        "%.1f s per run, first %.1f s not measured; madd %lld us, long-madd 15x\n",
+        args.duration_s, args.warmup_s, static_cast<long long>(args.job_us));
+  }
+  std::printf("BAND hold_max %lld us; dev = worst |share - target| over all VMs and windows\n",
+              static_cast<long long>(args.hold_us));
+  std::printf("%-14s %-7s %9s %9s %8s %8s %6s  %s\n", "case", "policy", "dev500ms", "dev100ms",
+              "jain500", "jain100", "util", "mean share % (target) [max dev 500ms]");
   for (const Case& c : Cases(args)) {
     if (!args.only_case.empty() && c.name != args.only_case) continue;
     std::vector<std::string> ran;
     for (const auto& [pname, policy] : policies) {
       if (!args.only_policy.empty() && pname != args.only_policy) continue;
-      Result<RunResult> r = RunReal(args, c.vms, policy, duration, Duration(0));
+      Result<Measured> r = fv ? RunFv(args, c.vms, policy, out, c.name + "-" + pname, 0)
+                              : RunSynthetic(args, c.vms, policy, duration, Duration(0));
       if (!r.ok()) {
         std::fprintf(stderr, "%s/%s: %s\n", c.name.c_str(), pname.c_str(),
                      r.status().ToString().c_str());
@@ -706,46 +799,77 @@ int Main(const Args& args) {
       ran.push_back(pname);
       const std::vector<double> targets = sim::TargetShares(c.vms);
       const sim::FairnessReport w500 =
-          sim::Evaluate(r->result, targets, 500ms, warmup, duration, 500ms);
+          sim::Evaluate(r->result, targets, 500ms, r->from, r->to, 500ms);
       const sim::FairnessReport w100 =
-          sim::Evaluate(r->result, targets, 100ms, warmup, duration, 100ms);
+          sim::Evaluate(r->result, targets, 100ms, r->from, r->to, 100ms);
       std::string shares;
       for (size_t i = 0; i < c.vms.size(); ++i) {
-        shares += Pct(w500.mean_share[i]) + " (" + Pct(targets[i]) + ") ";
+        shares += Pct(w500.mean_share[i]) + " (" + Pct(targets[i]) + ") [" +
+                  Pct(w500.max_deviation[i]) + "] ";
       }
-      char gap[32];
-      std::snprintf(gap, sizeof gap, "%.0f/%.0f", Percentile(r->gaps, 0.5),
-                    Percentile(r->gaps, 0.9));
-      std::printf("%-14s %-7s %9s %9s %8.3f %8.3f %5s%% %12s  %s\n", c.name.c_str(), pname.c_str(),
+      std::printf("%-14s %-7s %9s %9s %8.3f %8.3f %5s%%  %s %s\n", c.name.c_str(), pname.c_str(),
                   Pct(w500.worst_deviation).c_str(), Pct(w100.worst_deviation).c_str(),
-                  w500.jain_min, w100.jain_min, Pct(w500.utilization).c_str(), gap, shares.c_str());
+                  w500.jain_min, w100.jain_min, Pct(w500.utilization).c_str(), shares.c_str(),
+                  r->note.c_str());
+      if (fv) {
+        // The same, leaving out the windows in which a VM was absent (had nothing submitted for
+        // more than a tenth of the window).
+        const Fairness f500 = Judge(*r, targets, 500ms, true);
+        const Fairness f100 = Judge(*r, targets, 100ms, true);
+        std::string present;
+        for (size_t i = 0; i < c.vms.size(); ++i) {
+          present += Pct(f500.mean[i]) + " [" + Pct(f500.max_dev[i]) + "] ";
+        }
+        std::printf(
+            "%-14s %-7s %9s %9s %8.3f %8.3f %6s  %s(windows left out: %zu/%zu of 500 ms, "
+            "%zu/%zu of 100 ms)\n",
+            "  VMs present", pname.c_str(), Pct(f500.worst).c_str(), Pct(f100.worst).c_str(),
+            f500.jain_min, f100.jain_min, "", present.c_str(), f500.left_out,
+            f500.left_out + f500.windows, f100.left_out, f100.left_out + f100.windows);
+        if (summary.is_open()) {
+          summary << c.name << "," << pname << ",500-present," << Pct(f500.worst) << ","
+                  << f500.jain_min << ",,,,\n"
+                  << c.name << "," << pname << ",100-present," << Pct(f100.worst) << ","
+                  << f100.jain_min << ",,,,\n";
+        }
+      }
       std::fflush(stdout);
-      if (!args.out.empty()) {
+      if (!out.empty()) {
         for (const auto& [window, report] : {std::pair{500ms, &w500}, std::pair{100ms, &w100}}) {
-          WriteCsv(args.out + "/" + c.name + "-" + pname + "-" + std::to_string(window.count()) +
-                       "ms.csv",
-                   c.vms,
-                   sim::Windows(r->result, c.vms.size(), window, Duration(0), duration, window),
-                   targets);
-          std::string means, target_list;
+          WriteCsv(
+              out + "/" + c.name + "-" + pname + "-" + std::to_string(window.count()) + "ms.csv",
+              c.vms, sim::Windows(r->result, c.vms.size(), window, r->from, r->to, window),
+              targets);
+          std::string means, target_list, devs;
           for (size_t i = 0; i < c.vms.size(); ++i) {
             means += (i ? " " : "") + Pct(report->mean_share[i]);
             target_list += (i ? " " : "") + Pct(targets[i]);
+            devs += (i ? " " : "") + Pct(report->max_deviation[i]);
           }
           summary << c.name << "," << pname << "," << window.count() << ","
                   << Pct(report->worst_deviation) << "," << report->jain_min << ","
-                  << report->utilization << "," << means << "," << target_list << "\n";
+                  << report->utilization << "," << means << "," << target_list << "," << devs
+                  << "\n";
         }
       }
     }
-    if (!args.out.empty() && !ran.empty()) WritePlot(args.out, c, ran);
+    if (!out.empty() && !ran.empty()) WritePlot(out, c, ran);
   }
   if (!args.makespan) return 0;
   // Fig 4.13: the same GPU work per VM under each policy; total time against FIFO.
   const Duration work = std::chrono::milliseconds(args.work_ms);
-  std::printf("\ntotal time for %lld ms of GPU work per VM, against FIFO:\n",
-              static_cast<long long>(args.work_ms));
-  std::printf("%-10s %10s %10s %10s\n", "case", "fifo (s)", "credit", "band");
+  if (fv) {
+    std::printf(
+        "\ntotal time for %llu madd launches per madd VM and %llu long-madd launches per "
+        "long-madd VM (first loop start to last loop end), against FIFO:\n",
+        static_cast<unsigned long long>(args.fv_launches),
+        static_cast<unsigned long long>(std::max<uint64_t>(1, args.fv_launches / 15)));
+  } else {
+    std::printf("\ntotal time for %lld ms of GPU work per VM, against FIFO:\n",
+                static_cast<long long>(args.work_ms));
+  }
+  std::printf("%-10s %10s %10s %10s   (median of %d runs each, policies interleaved)\n", "case",
+              "fifo (s)", "credit", "band", fv ? args.fv_repeats : 1);
   std::vector<Case> makespan_cases;
   for (const Case& c : Cases(args)) {
     if (c.name == "2vm" || c.name == "4vm" || c.name == "8vm") makespan_cases.push_back(c);
@@ -756,20 +880,35 @@ int Main(const Args& args) {
   makespan_cases.push_back(madd);
   for (const Case& c : makespan_cases) {
     if (!args.only_case.empty() && c.name != args.only_case) continue;
-    std::map<std::string, double> seconds;
-    for (const auto& [pname, policy] : policies) {
-      Result<RunResult> r = RunReal(args, c.vms, policy, Duration(0), work);
-      if (!r.ok()) {
-        std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
-        return 1;
+    // Policies interleaved, `repeats` times; the median per policy (the host's load drifts).
+    std::map<std::string, std::vector<double>> runs;
+    const int repeats = fv ? args.fv_repeats : 1;
+    for (int rep = 0; rep < repeats; ++rep) {
+      for (const auto& [pname, policy] : policies) {
+        Result<Measured> r =
+            fv ? RunFv(args, c.vms, policy, out, c.name + "-" + pname + "-total", args.fv_launches)
+               : RunSynthetic(args, c.vms, policy, Duration(0), work);
+        if (!r.ok()) {
+          std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+          return 1;
+        }
+        runs[pname].push_back(std::chrono::duration<double>(r->makespan).count());
+        if (fv && r->note.find("FAILED") != std::string::npos) {
+          std::printf("(%s/%s:%s)\n", c.name.c_str(), pname.c_str(), r->note.c_str());
+        }
       }
-      seconds[pname] = std::chrono::duration<double>(r->makespan).count();
+    }
+    std::map<std::string, double> seconds;
+    for (auto& [pname, v] : runs) {
+      std::sort(v.begin(), v.end());
+      seconds[pname] = v[v.size() / 2];
     }
     std::printf("%-10s %10.3f %10.3f %10.3f\n", c.name.c_str(), seconds["fifo"],
                 seconds["credit"] / seconds["fifo"], seconds["band"] / seconds["fifo"]);
+    std::fflush(stdout);
     if (summary.is_open()) {
       summary << c.name << ",makespan_s," << seconds["fifo"] << "," << seconds["credit"] << ","
-              << seconds["band"] << ",,,\n";
+              << seconds["band"] << ",,,,\n";
     }
   }
   return 0;
@@ -800,6 +939,16 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       args->only_policy = v;
     } else if (flag == "--hold-us") {
       args->hold_us = std::atoll(v);
+    } else if (flag == "--fv-mode") {
+      args->fv_mode = v;
+    } else if (flag == "--fv-setup-s") {
+      args->fv_setup_s = std::atof(v);
+    } else if (flag == "--fv-repeats") {
+      args->fv_repeats = std::max(1, std::atoi(v));
+    } else if (flag == "--fv-n") {
+      args->fv_n = std::atoi(v);
+    } else if (flag == "--fv-launches") {
+      args->fv_launches = std::strtoull(v, nullptr, 10);
     } else if (flag == "--seed") {
       args->seed = std::strtoull(v, nullptr, 10);
     } else if (flag == "--out") {
@@ -811,6 +960,7 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       return false;
     }
   }
+  if (args->warmup_s < 0) args->warmup_s = args->engine == "fv" ? 1.0 : 0.5;
   return args->duration_s > args->warmup_s && args->warmup_s >= 0 && args->duration_s <= 600 &&
          args->job_us >= 10 && args->job_us <= 1'000'000 && args->work_ms > 0;
 }
@@ -826,7 +976,9 @@ int main(int argc, char** argv) {
         "usage: gpuvm-fairness-bench [--engine synthetic] [--duration-s 3] [--warmup-s 0.5]\n"
         "                            [--work-ms 500] [--job-us 1000] [--case NAME]\n"
         "                            [--policy fifo|credit|band] [--no-makespan] [--seed N]\n"
-        "                            [--out DIR] [--control-demo]\n");
+        "                            [--out DIR] [--control-demo]\n"
+        "                            [--engine fv [--fv-mode naive|lazy|bar-remap|optimized]\n"
+        "                             [--fv-setup-s S] [--fv-launches K]]\n");
     return 2;
   }
   return gpuvm::sched::bench::Main(args);

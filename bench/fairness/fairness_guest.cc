@@ -1,16 +1,24 @@
 // gpuvm-fairness-guest: the workload of the fairness experiment inside a VM. Loops "launch madd,
 // wait for it" for a number of seconds and prints how many kernels it ran:
 //
-//   gpuvm-fairness-guest madd|long-madd SECONDS [N]
+//   gpuvm-fairness-guest madd|long-madd SECONDS [N] [--start-at NS] [--launches K]
+//
+// --start-at: after its set-up (context, module, buffers) the guest waits until CLOCK_MONOTONIC
+// (std::chrono::steady_clock) reaches NS, so that several VMs start looping together; SECONDS
+// count from then. --launches: stop after K launches (or SECONDS, whichever comes first). It
+// prints when its loop started and ended (monotonic ns), for the total-time comparison.
 //
 // madd adds two N x N int matrices (N = 256 by default, one thread per element, GPUvm's madd);
 // long-madd adds matrices with 15x the elements (N' = N x sqrt(15)), the paper's "15 times the
 // work". Each launch is one submission (one IB_PUT) the aggregator's dispatcher schedules.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/suite/driver.h"
@@ -28,7 +36,13 @@ namespace {
     }                                                         \
   } while (0)
 
-int Run(bool long_madd, double seconds, int n) {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int Run(bool long_madd, double seconds, int n, int64_t start_at_ns, uint64_t max_launches) {
   if (long_madd) n = static_cast<int>(std::lround(n * std::sqrt(15.0)));
   const size_t bytes = size_t(n) * size_t(n) * sizeof(int);
   CUcontext context;
@@ -50,18 +64,27 @@ int Run(bool long_madd, double seconds, int n) {
   CHECK_CU(cuMemcpyHtoD(a, host.data(), bytes));
   CHECK_CU(cuMemcpyHtoD(b, host.data(), bytes));
   void* args[] = {&a, &b, &c, &n};
+  const bool late = start_at_ns > 0 && NowNs() > start_at_ns;
+  while (NowNs() < start_at_ns) {
+    std::this_thread::sleep_for(
+        std::chrono::nanoseconds(std::min<int64_t>(start_at_ns - NowNs(), 1'000'000)));
+  }
+  const int64_t loop_start = NowNs();
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t launches = 0;
-  while (std::chrono::steady_clock::now() < end) {
+  while (std::chrono::steady_clock::now() < end && launches < max_launches) {
     CHECK_CU(cuLaunchKernel(function, gpuvm::suite::Blocks(n, 16), gpuvm::suite::Blocks(n, 16), 1,
                             16, 16, 1, 0, nullptr, args, nullptr));
     CHECK_CU(cuCtxSynchronize());
     ++launches;
   }
+  const int64_t loop_end = NowNs();
   CHECK_CU(cuMemcpyDtoH(host.data(), c, bytes));
   const bool correct = host.front() == 2 && host.back() == 2;
-  std::printf("%s n=%d launches=%llu %s\n", long_madd ? "long-madd" : "madd", n,
-              static_cast<unsigned long long>(launches), correct ? "PASSED" : "FAILED");
+  std::printf("%s n=%d launches=%llu loop_start_ns=%lld loop_end_ns=%lld%s %s\n",
+              long_madd ? "long-madd" : "madd", n, static_cast<unsigned long long>(launches),
+              static_cast<long long>(loop_start), static_cast<long long>(loop_end),
+              late ? " (set-up outlasted --start-at)" : "", correct ? "PASSED" : "FAILED");
   cuCtxDestroy(context);
   return correct ? 0 : 1;
 }
@@ -70,12 +93,31 @@ int Run(bool long_madd, double seconds, int n) {
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
-  if ((what != "madd" && what != "long-madd") || argc < 3) {
-    std::fprintf(stderr, "usage: gpuvm-fairness-guest madd|long-madd SECONDS [N]\n");
+  const auto usage = [] {
+    std::fprintf(stderr,
+                 "usage: gpuvm-fairness-guest madd|long-madd SECONDS [N] [--start-at NS] "
+                 "[--launches K]\n");
     return 2;
-  }
+  };
+  if ((what != "madd" && what != "long-madd") || argc < 3) return usage();
   const double seconds = std::atof(argv[2]);
-  const int n = argc > 3 ? std::atoi(argv[3]) : 256;
-  if (seconds <= 0 || seconds > 3600 || n < 16 || n > 4096) return 2;
-  return Run(what == "long-madd", seconds, n);
+  int n = 256;
+  int64_t start_at = 0;
+  uint64_t launches = UINT64_MAX;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--start-at" && i + 1 < argc) {
+      start_at = std::atoll(argv[++i]);
+    } else if (a == "--launches" && i + 1 < argc) {
+      launches = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i == 3 && a.rfind("--", 0) != 0) {
+      n = std::atoi(argv[i]);
+    } else {
+      return usage();
+    }
+  }
+  if (seconds <= 0 || seconds > 3600 || n < 16 || n > 4096 || start_at < 0 || launches == 0) {
+    return usage();
+  }
+  return Run(what == "long-madd", seconds, n, start_at, launches);
 }

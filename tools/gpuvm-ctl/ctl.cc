@@ -13,7 +13,7 @@ namespace gpuvm::ctl {
 namespace {
 
 std::string Pad(std::string s, size_t width, bool right = false) {
-  if (s.size() >= width) return s;
+  if (s.size() >= width) return right ? s : s + " ";  // a long name still ends before the next
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
 }
 
