@@ -43,6 +43,16 @@ class IoreqServer {
   // The next waiting request of any vCPU, or nullopt. Non-blocking. Buffered (posted) writes come
   // first.
   virtual Result<std::optional<IoRequest>> Poll() = 0;
+  // Busy polling (optional): between BeginBusyPoll() and EndBusyPoll() the caller calls Poll() in a
+  // tight loop, so Poll() makes no system calls and a backend may let guests skip the request
+  // notification (the local backend: a flag on its control page). After EndBusyPoll(), Poll() once
+  // more before blocking on wait_fd(). Backends without a cheaper path ignore both.
+  virtual void BeginBusyPoll() {}
+  virtual void EndBusyPoll() {}
+  // A caller that waits for wait_fd() edge-triggered (EPOLLET in its own epoll set) says so here;
+  // when the backend agrees (true), Poll() stops consuming notifications — a system call less per
+  // request. Default: false, wait_fd() stays level-triggered (poll() + Poll()).
+  virtual bool UseEdgeTriggeredWait() { return false; }
   // Answers `request` and resumes its vCPU. `read_value` is what a read returns (ignored for writes
   // and for data_is_ptr requests, whose data the server already copied to guest memory). A no-op
   // for buffered requests.

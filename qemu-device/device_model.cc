@@ -1,9 +1,11 @@
 #include "qemu-device/device_model.h"
 
-#include <poll.h>
+#include <sys/epoll.h>
 
 #include <cerrno>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace gpuvm::dm {
@@ -37,7 +39,8 @@ DeviceModel::DeviceModel(const DeviceModelConfig& config, hv::IoreqServer* serve
       server_(server),
       aggregator_(aggregator),
       guest_memory_(guest_memory),
-      config_(config.layout) {}
+      config_(config.layout),
+      busy_poll_(config.busy_poll) {}
 
 Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig& config,
                                                          hv::IoreqServer* server,
@@ -60,6 +63,20 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig
     return Status::InvalidArgument("max_rep_bytes out of range");
   }
   std::unique_ptr<DeviceModel> dm(new DeviceModel(config, server, aggregator, guest_memory));
+  dm->wait_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!dm->wait_.valid()) return Status::FromErrno(errno, "epoll_create1");
+  const uint32_t server_events = server->UseEdgeTriggeredWait() ? EPOLLIN | EPOLLET : EPOLLIN;
+  for (auto [fd, events, tag] :
+       {std::tuple{server->wait_fd(), server_events, kServerTag},
+        std::tuple{aggregator->event_fd(), uint32_t{EPOLLIN}, kAggregatorTag}}) {
+    if (fd < 0) continue;  // an in-process aggregator has nothing to wait for
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u32 = tag;
+    if (::epoll_ctl(dm->wait_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return Status::FromErrno(errno, "epoll_ctl (device model wait set)");
+    }
+  }
   GPUVM_RETURN_IF_ERROR(server->MapPciDevice(config.sbdf));
   return dm;
 }
@@ -346,20 +363,52 @@ Status DeviceModel::HandleAggregatorEvent(const AggregatorEvent& event) {
 
 Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
   if (teardown_requested_) return Status::Aborted("the aggregator ended this VM's session");
-  pollfd fds[2] = {{server_->wait_fd(), POLLIN, 0}, {aggregator_->event_fd(), POLLIN, 0}};
-  const nfds_t count = aggregator_->event_fd() >= 0 ? 2 : 1;
-  if (::poll(fds, count, static_cast<int>(timeout.count())) < 0 && errno != EINTR) {
-    return Status::FromErrno(errno, "device model poll");
+  // Right after an access the guest's next one is usually microseconds away (a driver writes
+  // registers and page-table entries in runs): poll the slots that long before sleeping, with the
+  // guest's doorbell off meanwhile (docs/IPC.md, "Waiting").
+  std::optional<hv::IoRequest> next;
+  if (served_last_ && busy_poll_.enabled()) {
+    Status failed;
+    server_->BeginBusyPoll();
+    busy_poll_.Spin([&] {
+      Result<std::optional<hv::IoRequest>> r = server_->Poll();
+      if (!r.ok()) failed = r.status();
+      if (r.ok()) next = *r;
+      return !r.ok() || next.has_value();
+    });
+    server_->EndBusyPoll();
+    GPUVM_RETURN_IF_ERROR(failed);
+    if (!next) {
+      GPUVM_ASSIGN_OR_RETURN(next, server_->Poll());  // once more, now the flag is down
+    }
+  }
+  // With a request in hand, look at the aggregator's descriptor without waiting — and only now and
+  // then, so a guest that keeps the busy poll fed does not pay a system call per access, nor starve
+  // interrupts for longer than kEventCheckInterval.
+  bool aggregator_ready = false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!next || now - last_wait_ >= kEventCheckInterval) {
+    last_wait_ = now;
+    epoll_event events[2];
+    const int n =
+        ::epoll_wait(wait_.get(), events, 2, next ? 0 : static_cast<int>(timeout.count()));
+    if (n < 0 && errno != EINTR) return Status::FromErrno(errno, "device model epoll_wait");
+    for (int i = 0; i < n; ++i) aggregator_ready |= events[i].data.u32 == kAggregatorTag;
   }
   // Serve the guest in bounded batches so aggregator events (interrupts) are never starved.
+  served_last_ = false;
   for (int served = 0; served < 256; ++served) {
-    GPUVM_ASSIGN_OR_RETURN(std::optional<hv::IoRequest> request, server_->Poll());
+    std::optional<hv::IoRequest> request = std::exchange(next, std::nullopt);
+    if (!request) {
+      GPUVM_ASSIGN_OR_RETURN(request, server_->Poll());
+    }
     if (!request) break;
     const uint64_t value = Handle(*request);
     GPUVM_RETURN_IF_ERROR(server_->Complete(*request, value));
+    served_last_ = true;
   }
   // Only when the aggregator's fd fired: events queued while we served come back through it.
-  while (count == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+  while (aggregator_ready) {
     GPUVM_ASSIGN_OR_RETURN(std::optional<AggregatorEvent> event, aggregator_->PollEvent());
     if (!event) break;
     GPUVM_RETURN_IF_ERROR(HandleAggregatorEvent(*event));

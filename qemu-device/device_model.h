@@ -26,6 +26,8 @@
 
 #include "hypervisor/guest_memory.h"
 #include "hypervisor/ioreq_server.h"
+#include "hypervisor/local/busy_poll.h"
+#include "hypervisor/local/os.h"
 #include "qemu-device/aggregator_connection.h"
 #include "qemu-device/pci_config_space.h"
 #include "qemu-device/trap_counters.h"
@@ -36,6 +38,10 @@ struct DeviceModelConfig {
   hv::Sbdf sbdf = kDefaultSbdf;
   VirtualGpuLayout layout;
   uint32_t max_rep_bytes = 4096;
+  // After serving, poll the IOREQ server for the guest's next access this long before sleeping
+  // (adaptive; hypervisor/local/busy_poll.h). Off by default: measured, the guest's next access
+  // almost never came within 10 us (docs/IPC.md, "Waiting"). Zero: always sleep.
+  std::chrono::microseconds busy_poll = std::chrono::microseconds(0);
 };
 
 class DeviceModel {
@@ -97,6 +103,16 @@ class DeviceModel {
   std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> mapped_;
   // Where a BAR was last refused a mapping (so a lasting conflict is counted once).
   std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> refused_at_;
+  // Busy polling between accesses (RunOnce).
+  static constexpr std::chrono::microseconds kEventCheckInterval{200};
+  static constexpr uint32_t kServerTag = 1;
+  static constexpr uint32_t kAggregatorTag = 2;
+  hv::local::BusyPoll busy_poll_;
+  bool served_last_ = false;
+  // One epoll set over the IOREQ server's wait_fd (edge-triggered when it agrees) and the
+  // aggregator's event_fd: RunOnce sleeps in one epoll_wait.
+  hv::local::UniqueFd wait_;
+  std::chrono::steady_clock::time_point last_wait_;
   bool line_asserted_ = false;
   bool intx_output_ = false;  // what we last told the hypervisor about INTA
   bool teardown_requested_ = false;

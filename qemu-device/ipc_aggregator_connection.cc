@@ -20,7 +20,7 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
     const IpcConnectOptions& options) {
   GPUVM_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::Channel::Connect(options.path));
   std::unique_ptr<IpcAggregatorConnection> c(
-      new IpcAggregatorConnection(std::move(channel), options.timeout));
+      new IpcAggregatorConnection(std::move(channel), options));
   GPUVM_RETURN_IF_ERROR(c->Init());
 
   GPUVM_ASSIGN_OR_RETURN(
@@ -116,12 +116,25 @@ Result<ipc::Message> IpcAggregatorConnection::Call(ipc::Body request, std::span<
 Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
   GPUVM_RETURN_IF_ERROR(broken_);
   const uint32_t seq = NextSeq();
-  const Status sent = lane_->Send(ipc::FastLane::Side::kDeviceModel, ipc::Message{seq, request});
+  constexpr auto kUs = ipc::FastLane::Side::kDeviceModel;
+  // Poll the reply slot for a few microseconds first (the aggregator's Send skips our doorbell
+  // meanwhile); only then sleep. The flag is up before the request goes out.
+  if (busy_poll_.enabled()) lane_->BeginPolling(kUs);
+  const Status sent = lane_->Send(kUs, ipc::Message{seq, request});
+  Result<std::optional<ipc::Message>> polled = std::optional<ipc::Message>();
+  if (sent.ok() && busy_poll_.enabled()) {
+    busy_poll_.Spin([&] {
+      polled = lane_->TryReceive(kUs);
+      return !polled.ok() || polled->has_value();
+    });
+  }
+  if (busy_poll_.enabled()) lane_->EndPolling(kUs);
   if (!sent.ok()) return sent.code() == StatusCode::kInvalidArgument ? sent : Break(sent);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     Result<std::optional<ipc::Message>> reply =
-        lane_->TryReceive(ipc::FastLane::Side::kDeviceModel);
+        !polled.ok() || polled->has_value() ? std::move(polled) : lane_->TryReceive(kUs);
+    polled = std::optional<ipc::Message>();
     if (!reply.ok()) return Break(reply.status());
     if (reply->has_value()) {
       ipc::Message& m = **reply;

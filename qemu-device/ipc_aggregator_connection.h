@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "hypervisor/local/busy_poll.h"
 #include "qemu-device/aggregator_connection.h"
 #include "qemu-device/ipc/channel.h"
 #include "qemu-device/ipc/fast_lane.h"
@@ -30,6 +31,10 @@ struct IpcConnectOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(5);
   // Move MMIO to the shared-memory fast lane when the aggregator offers it (ipc/fast_lane.h).
   bool use_fast_lane = true;
+  // On the fast lane, poll the reply slot for up to this long before sleeping on the doorbell (and
+  // let the aggregator skip ringing it meanwhile); adaptive, see hypervisor/local/busy_poll.h.
+  // Zero: always sleep.
+  std::chrono::microseconds busy_poll = std::chrono::microseconds(10);
 };
 
 class IpcAggregatorConnection : public AggregatorConnection {
@@ -61,8 +66,8 @@ class IpcAggregatorConnection : public AggregatorConnection {
   Status AnswerBarRequest(uint32_t seq, const Status& result) override;
 
  private:
-  IpcAggregatorConnection(ipc::Channel channel, std::chrono::milliseconds timeout)
-      : channel_(std::move(channel)), timeout_(timeout) {}
+  IpcAggregatorConnection(ipc::Channel channel, const IpcConnectOptions& options)
+      : channel_(std::move(channel)), timeout_(options.timeout), busy_poll_(options.busy_poll) {}
   Status Init();
   // Sends a request and returns its reply, queueing whatever else arrives meanwhile.
   Result<ipc::Message> Call(ipc::Body request, std::span<const int> fds = {});
@@ -76,6 +81,7 @@ class IpcAggregatorConnection : public AggregatorConnection {
   ipc::Channel channel_;
   std::unique_ptr<ipc::FastLane> lane_;
   std::chrono::milliseconds timeout_;
+  hv::local::BusyPoll busy_poll_;  // the lane's reply slot
   uint32_t next_seq_ = 1;
   uint16_t version_ = ipc::kMinProtocolVersion;
   ipc::VmAccept accepted_;

@@ -1,7 +1,7 @@
 // gpuvm-trap-bench: what one trapped MMIO access costs on the local backend, next to the floor of
 // this machine (a bare eventfd ping-pong between two processes), all measured in one run.
 //
-//   gpuvm-trap-bench --out DIR [--iterations N]
+//   gpuvm-trap-bench --out DIR [--iterations N] [--profile]
 //
 // Cases (each its own set of processes; this process plays the guest, or the device model for the
 // IPC case). All stay up and take turns in short interleaved rounds, so load from the rest of the
@@ -14,7 +14,10 @@
 //   trap via aggregator      guest -> device model process -> IPC -> aggregator process (fake
 //                            register file) -> back: the path with a minimal aggregator
 //   trap via gpuvm-aggregator the same through the real aggregator (aggregator/: session, pt
-//                            virtual GPU, the software GPU's registers): the whole pass-through path
+//                            virtual GPU, the software GPU's registers): the whole pass-through
+//                            path
+//   same, no busy poll       the same with the device model's busy polling off (every hop sleeps
+//                            and wakes): what busy polling buys, in the same run
 //   gpuvm-aggregator call    IpcAggregatorConnection::Read to the real aggregator alone
 // For the trap cases, writes and reads of a BAR0 register are timed separately. Output: a table on
 // stdout (median and p99 in microseconds, and the median's ratio to the eventfd ping-pong's) and
@@ -196,8 +199,8 @@ pid_t StartRealAggregator(const std::string& path) {
 class AggregatorCall {
  public:
   explicit AggregatorCall(bool real = false) {
-    const std::string path = "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid()) +
-                             (real ? "-real" : "");
+    const std::string path =
+        "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid()) + (real ? "-real" : "");
     if (real) {
       child_ = StartRealAggregator(path);
     } else {
@@ -245,7 +248,11 @@ class AggregatorCall {
 // Runs a device model for `domain` until killed: the child process of a trap rig. With an empty
 // `aggregator_path` the aggregator is an in-process fake.
 [[noreturn]] void RunDeviceModel(const hv::local::LocalDomain& domain,
-                                 const std::string& aggregator_path) {
+                                 const std::string& aggregator_path, bool busy_poll) {
+  // The defaults, or every hop sleeping.
+  const std::chrono::microseconds off(0);
+  const std::chrono::microseconds dm_spin = busy_poll ? dm::DeviceModelConfig().busy_poll : off;
+  const std::chrono::microseconds lane_spin = busy_poll ? dm::IpcConnectOptions().busy_poll : off;
   auto server = hv::local::LocalIoreqServer::Create(domain);
   auto memory = hv::local::LocalGuestMemory::Create(domain);
   if (!server.ok() || !memory.ok()) ::_exit(10);
@@ -262,11 +269,14 @@ class AggregatorCall {
     options.vm.bar1_size = 128 << 20;
     options.vm.bar3_size = 64 << 20;
     options.vm.name = "trap-bench";
+    options.busy_poll = lane_spin;
     auto connection = dm::IpcAggregatorConnection::Connect(options);
     if (!connection.ok()) ::_exit(11);
     aggregator = std::move(*connection);
   }
-  auto model = dm::DeviceModel::Create({}, server->get(), aggregator.get(), memory->get());
+  dm::DeviceModelConfig config;
+  config.busy_poll = dm_spin;
+  auto model = dm::DeviceModel::Create(config, server->get(), aggregator.get(), memory->get());
   if (!model.ok()) ::_exit(12);
   for (;;) {
     if (!(*model)->RunOnce(std::chrono::milliseconds(1000)).ok()) ::_exit(0);
@@ -278,7 +288,9 @@ class AggregatorCall {
 class TrapRig {
  public:
   enum class Aggregator { kNone, kFake, kReal };
-  TrapRig(hv::DomainId domid, Aggregator which) {
+  // `busy_poll`: the device model's defaults (it polls the fast lane for the aggregator's reply
+  // before sleeping); off, every hop sleeps and wakes.
+  TrapRig(hv::DomainId domid, Aggregator which, bool busy_poll = true) {
     const bool via_aggregator = which != Aggregator::kNone;
     auto domain = hv::local::LocalDomain::Create({domid, 16 << 20, 1});
     if (!domain.ok()) Die(domain.status().ToString());
@@ -304,7 +316,7 @@ class TrapRig {
     }
     dm_pid_ = ::fork();
     if (dm_pid_ < 0) Die("fork");
-    if (dm_pid_ == 0) RunDeviceModel(*domain_, path);
+    if (dm_pid_ == 0) RunDeviceModel(*domain_, path, busy_poll);
     auto guest = hv::local::LocalGuestIo::Create(*domain_, std::chrono::seconds(10));
     if (!guest.ok()) Die(guest.status().ToString());
     io_ = std::move(*guest);
@@ -365,11 +377,13 @@ std::vector<Figures> RunPass(int iterations) {
   TrapRig dm_only(1, TrapRig::Aggregator::kNone);
   TrapRig via_aggregator(2, TrapRig::Aggregator::kFake);
   TrapRig via_real(3, TrapRig::Aggregator::kReal);
-  constexpr int kCases = 7;
+  TrapRig via_real_sleeping(5, TrapRig::Aggregator::kReal, /*busy_poll=*/false);
+  constexpr int kCases = 8;
   const int per_round = std::max(1, iterations / kRounds);
   // samples: 0 eventfd floor, 1 socket floor, 2 IPC call (fake), 3 IPC call (real),
-  // 4/5 dm-only write/read, 6/7 fake aggregator write/read, 8/9 real aggregator write/read
-  std::vector<std::vector<double>> samples(10);
+  // 4/5 dm-only write/read, 6/7 fake aggregator write/read, 8/9 real aggregator write/read,
+  // 10/11 the same without busy polling
+  std::vector<std::vector<double>> samples(12);
   for (int round = -1; round < kRounds; ++round) {  // round -1 warms everything up
     for (int c = 0; c < kCases; ++c) {
       const int which = (c + round + kRounds) % kCases;  // rotate who goes first
@@ -393,8 +407,11 @@ std::vector<Figures> RunPass(int iterations) {
             add(3, real_aggregator_call.ReadMicros());
             break;
           default: {
-            TrapRig& rig = which == 4 ? dm_only : which == 5 ? via_aggregator : via_real;
-            const int slot = which == 4 ? 4 : which == 5 ? 6 : 8;
+            TrapRig& rig = which == 4   ? dm_only
+                           : which == 5 ? via_aggregator
+                           : which == 6 ? via_real
+                                        : via_real_sleeping;
+            const int slot = 4 + 2 * (which - 4);
             add(slot, rig.WriteMicros(value));
             add(slot + 1, rig.ReadMicros());
           }
@@ -413,8 +430,29 @@ std::vector<Figures> RunPass(int iterations) {
       Summarize("trap via fake aggregator, read", samples[7]),
       Summarize("trap via gpuvm-aggregator, write", samples[8]),
       Summarize("trap via gpuvm-aggregator, read", samples[9]),
+      Summarize("same, no busy poll, write", samples[10]),
+      Summarize("same, no busy poll, read", samples[11]),
   };
   return all;
+}
+
+// --profile: only the whole pass-through path (guest -> device model -> gpuvm-aggregator), for
+// perf or strace -c to look at without the other cases' processes in the picture.
+int Profile(int iterations) {
+  const char* env = std::getenv("GPUVM_TRAP_PROFILE");  // "dm", "sleep", "dm-sleep"; else real
+  const std::string which = env != nullptr ? env : "";
+  TrapRig rig(4,
+              which.rfind("dm", 0) == 0 ? TrapRig::Aggregator::kNone : TrapRig::Aggregator::kReal,
+              which.find("sleep") == std::string::npos);
+  std::vector<double> us;
+  for (int i = 0; i < iterations; ++i) {
+    us.push_back(rig.WriteMicros(static_cast<uint32_t>(i) & 0xffffff));
+    us.push_back(rig.ReadMicros());
+  }
+  const Figures f = Summarize("trap via gpuvm-aggregator", std::move(us));
+  std::printf("%s: %zu traps, median %.2f us, p99 %.2f us\n", f.name.c_str(), f.samples,
+              f.median_us, f.p99_us);
+  return 0;
 }
 
 std::string Revision() {
@@ -433,17 +471,21 @@ std::string Revision() {
 int Main(int argc, char** argv) {
   std::string out = ".";
   int iterations = 20000;
+  bool profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--out" && i + 1 < argc) {
+    if (flag == "--profile") {
+      profile = true;
+    } else if (flag == "--out" && i + 1 < argc) {
       out = argv[++i];
     } else if (flag == "--iterations" && i + 1 < argc) {
       iterations = std::max(100, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: gpuvm-trap-bench --out DIR [--iterations N]\n");
+      std::fprintf(stderr, "usage: gpuvm-trap-bench --out DIR [--iterations N] [--profile]\n");
       return 2;
     }
   }
+  if (profile) return Profile(iterations);
   // Two placements. Free: the scheduler puts the processes where it likes (cross-CPU wakeups, whose
   // cost on a VM depends on whether the other vCPU was idle — expect run-to-run swings). One CPU:
   // all processes pinned to the CPU we started on, every hop a context switch on it — steadier, and

@@ -70,6 +70,12 @@ struct LocalControlPage {
   } mmio_ranges[kMaxClaimedMmioRanges];
 };
 static_assert(sizeof(LocalControlPage) <= kPageSize);
+// The last cache line of the control page: the IOREQ server's busy-poll flag (u32, nonzero while
+// it polls the slots without waiting; IoreqServer::BeginBusyPoll). A guest side that sees it set
+// after filling its slot skips the request doorbell. Only the server writes it and never reads it
+// back, so a guest that scribbles on it only delays its own requests.
+inline constexpr size_t kServerPollingOffset = kPageSize - 64;
+static_assert(sizeof(LocalControlPage) <= kServerPollingOffset);
 inline constexpr uint32_t kControlPageMagic = 0x4c435047;  // "GPCL"
 
 uint64_t PackSbdf(const Sbdf& sbdf);

@@ -72,7 +72,14 @@ Result<uint64_t> LocalGuestIo::Submit(const IoRequest& request) {
     (void)stale;
   }
   GPUVM_RETURN_IF_ERROR(slots_->Submit(v, xen_abi::ToXen(request)));
-  GPUVM_RETURN_IF_ERROR(SignalEventFd(requests_[v].get()));
+  // The server busy-polls the slots: it sees READY without the doorbell. Dekker with
+  // LocalIoreqServer::EndBusyPoll — the slot's state is stored before the flag is read.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const auto* polling = reinterpret_cast<const uint32_t*>(
+      region_.data() + kControlPage * kPageSize + kServerPollingOffset);
+  if (LoadShared(*polling, std::memory_order_relaxed) == 0) {
+    GPUVM_RETURN_IF_ERROR(SignalEventFd(requests_[v].get()));
+  }
   return AwaitResponse(v);
 }
 

@@ -125,10 +125,30 @@ Result<std::optional<IoRequest>> LocalIoreqServer::Poll() {
   // are empty do we consume the doorbell edges, then look once more: a doorbell that rings after
   // that is a new edge and wakes wait_fd again, so no request is missed.
   GPUVM_ASSIGN_OR_RETURN(std::optional<IoRequest> next, dispatcher_->Next());
-  if (next) return next;
+  // Busy polling: no system calls (the caller spins). An edge-triggered waiter: nothing to consume.
+  if (next || busy_polling_ || edge_triggered_waiter_) return next;
   epoll_event events[kMaxLocalVcpus];
   if (::epoll_wait(epoll_.get(), events, kMaxLocalVcpus, 0) <= 0) return next;
   return dispatcher_->Next();
+}
+
+uint32_t* LocalIoreqServer::polling_flag() const {
+  return reinterpret_cast<uint32_t*>(region_.data() + kControlPage * kPageSize +
+                                     kServerPollingOffset);
+}
+
+void LocalIoreqServer::BeginBusyPoll() {
+  busy_polling_ = true;
+  StoreShared(*polling_flag(), uint32_t{1}, std::memory_order_relaxed);
+  // A guest that rang before seeing the flag leaves an edge behind: one spurious wakeup later.
+}
+
+void LocalIoreqServer::EndBusyPoll() {
+  busy_polling_ = false;
+  StoreShared(*polling_flag(), uint32_t{0}, std::memory_order_relaxed);
+  // Dekker with the guest side (LocalGuestIo::Submit: state READY, fence, read the flag): after
+  // this fence the caller's next Poll() sees every request whose guest skipped the doorbell.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 Status LocalIoreqServer::Complete(const IoRequest& request, uint64_t read_value) {

@@ -35,6 +35,16 @@ class LocalIoreqServer : public IoreqServer {
   Status UnmapMmioRange(uint64_t first, uint64_t last) override;
   int wait_fd() const override { return epoll_.get(); }
   Result<std::optional<IoRequest>> Poll() override;
+  // Sets / clears the control page's busy-poll flag (guests skip the request doorbell while it is
+  // set); Poll() makes no system call in between.
+  void BeginBusyPoll() override;
+  void EndBusyPoll() override;
+  // wait_fd() is an epoll set of edge-triggered doorbells: registered EPOLLET in the caller's set,
+  // every doorbell is a new edge there, so Poll() no longer needs to consume them.
+  bool UseEdgeTriggeredWait() override {
+    edge_triggered_waiter_ = true;
+    return true;
+  }
   Status Complete(const IoRequest& request, uint64_t read_value) override;
   Status SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool asserted) override;
   Status InjectMsi(uint64_t address, uint32_t data) override;
@@ -42,6 +52,7 @@ class LocalIoreqServer : public IoreqServer {
  private:
   LocalIoreqServer() = default;
   void PublishRouting();
+  uint32_t* polling_flag() const;  // on the control page, at kServerPollingOffset
   LocalControlPage* control() const {
     return reinterpret_cast<LocalControlPage*>(region_.data() + kControlPage * kPageSize);
   }
@@ -56,6 +67,8 @@ class LocalIoreqServer : public IoreqServer {
   std::vector<UniqueFd> responses_;
   std::vector<Sbdf> pci_devices_;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  bool busy_polling_ = false;
+  bool edge_triggered_waiter_ = false;
 };
 
 }  // namespace gpuvm::hv::local

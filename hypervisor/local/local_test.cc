@@ -1,6 +1,7 @@
 // What only the local backend has: its process model (a domain's descriptors crossing processes),
 // the daemon's defences, grant lifetimes, and a guest's view of a slow or dead device model.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -155,6 +156,41 @@ TEST(LocalIoreqServer, AGuestRemarkingItsSlotReadyGetsNothingTwice) {
   EXPECT_FALSE(second->has_value());
   EXPECT_TRUE((*server)->Complete(**first, 0).ok());
   EXPECT_EQ((*server)->Complete(**first, 0).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(LocalIoreqServer, WhileTheServerBusyPollsGuestsSkipTheDoorbellAndNothingIsLost) {
+  auto d = NewDomain();
+  auto server = LocalIoreqServer::Create(*d);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->MapMmioRange(0x1000000, 0x1000fff).ok());
+  auto guest = LocalGuestIo::Create(*d, std::chrono::seconds(5));
+  ASSERT_TRUE(guest.ok());
+  auto doorbell_rung = [&] {
+    pollfd p{(*server)->wait_fd(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  };
+  (*server)->BeginBusyPoll();
+  std::thread quiet([&] { EXPECT_TRUE((*guest)->Write(0, 0x1000000, 4, 5).ok()); });
+  std::optional<IoRequest> got;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!got && std::chrono::steady_clock::now() < give_up) {
+    auto r = (*server)->Poll();
+    ASSERT_TRUE(r.ok());
+    got = *r;
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->data, 5u);
+  EXPECT_FALSE(doorbell_rung()) << "the guest saw the server polling and did not ring";
+  ASSERT_TRUE((*server)->Complete(*got, 0).ok());
+  quiet.join();
+  (*server)->EndBusyPoll();
+  // Polling over: the guest rings again, and a sleeping server wakes for it.
+  std::thread rung([&] { EXPECT_TRUE((*guest)->Write(0, 0x1000004, 4, 6).ok()); });
+  auto next = WaitForIoreq(**server, std::chrono::seconds(5));
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ((*next)->data, 6u);
+  ASSERT_TRUE((*server)->Complete(**next, 0).ok());
+  rung.join();
 }
 
 TEST(LocalIoreqServer, AScribbledControlPageOnlyConfusesTheGuestsOwnRouting) {

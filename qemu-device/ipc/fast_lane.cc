@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -20,6 +21,16 @@ struct SlotHeader {
 };
 constexpr size_t kSlotData = sizeof(SlotHeader);
 static_assert(kSlotData + kMaxMessageSize <= kLaneReplySlot, "a message fits a slot");
+static_assert(kLaneReplySlot + kSlotData + kMaxMessageSize <= kLaneDeviceModelPolling,
+              "the polling flags lie past the reply slot");
+
+size_t PollingFlag(FastLane::Side at) {
+  return at == FastLane::Side::kDeviceModel ? kLaneDeviceModelPolling : kLaneAggregatorPolling;
+}
+FastLane::Side Peer(FastLane::Side side) {
+  return side == FastLane::Side::kDeviceModel ? FastLane::Side::kAggregator
+                                              : FastLane::Side::kDeviceModel;
+}
 
 size_t OutgoingSlot(FastLane::Side from) {
   return from == FastLane::Side::kDeviceModel ? 0 : kLaneReplySlot;
@@ -86,8 +97,24 @@ Status FastLane::Send(Side from, const Message& message) {
   std::memcpy(slot + kSlotData, bytes.data(), bytes.size());
   StoreShared(header->length, static_cast<uint32_t>(bytes.size()), std::memory_order_relaxed);
   StoreShared(header->full, uint32_t{1});  // release: bytes and length first
+  // The peer polls its slot: it will see `full` without a doorbell (see the header's Dekker note).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const auto* polling = reinterpret_cast<const uint32_t*>(page_.data() + PollingFlag(Peer(from)));
+  if (LoadShared(*polling, std::memory_order_relaxed) != 0) return Status::Ok();
   return hv::local::SignalEventFd(from == Side::kDeviceModel ? to_aggregator_.get()
                                                              : to_device_model_.get());
+}
+
+void FastLane::BeginPolling(Side at) {
+  StoreShared(*reinterpret_cast<uint32_t*>(page_.data() + PollingFlag(at)), uint32_t{1},
+              std::memory_order_relaxed);
+  // Visible before the request this side sends next (its Send's release store of `full`).
+}
+
+void FastLane::EndPolling(Side at) {
+  StoreShared(*reinterpret_cast<uint32_t*>(page_.data() + PollingFlag(at)), uint32_t{0},
+              std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // before the caller's last TryReceive
 }
 
 Status FastLane::SendRawForTesting(Side from, std::span<const uint8_t> bytes,

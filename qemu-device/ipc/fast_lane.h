@@ -12,6 +12,13 @@
 // socket — the peer can scribble on the page at any time, so nothing is read twice and nothing is
 // trusted. One slot per direction is enough: the device model has at most one request outstanding.
 //
+// Polling flags: the last two cache lines of the page hold one u32 per side, "I am polling my
+// incoming slot" (BeginPolling/EndPolling). While the receiver's flag is set the sender skips the
+// doorbell (a system call and, for a sleeping peer, a wakeup). Dekker-style: the sender stores
+// full, fences (seq_cst), reads the flag; the receiver clears the flag, fences, reads full once
+// more before it blocks — so one of them sees the other and no message waits for a doorbell that
+// never rings. A peer that scribbles on our flag only makes us ring (or not ring) its own doorbell.
+//
 // Threading: each side uses its end from one thread.
 #ifndef GPUVM_QEMU_DEVICE_IPC_FAST_LANE_H_
 #define GPUVM_QEMU_DEVICE_IPC_FAST_LANE_H_
@@ -27,6 +34,9 @@ namespace gpuvm::ipc {
 
 inline constexpr size_t kLaneBytes = 4096;
 inline constexpr size_t kLaneReplySlot = 2048;
+// The polling flags (u32 each): the device model's and the aggregator's.
+inline constexpr size_t kLaneDeviceModelPolling = kLaneBytes - 128;
+inline constexpr size_t kLaneAggregatorPolling = kLaneBytes - 64;
 
 class FastLane {
  public:
@@ -45,6 +55,10 @@ class FastLane {
   Status Send(Side from, const Message& message);
   // The message waiting in `at`'s incoming slot, or nullopt. DataLoss for a malformed one.
   Result<std::optional<Message>> TryReceive(Side at);
+  // Between these, `at` polls its incoming slot without waiting, and the peer's Send does not ring
+  // its doorbell. After EndPolling, TryReceive once more before Wait.
+  void BeginPolling(Side at);
+  void EndPolling(Side at);
   // Blocks up to timeout_ms (-1 forever) until `at`'s doorbell rings (edge-triggered: one system
   // call, and the doorbell is never read back). Spurious wakeups are possible.
   Status Wait(Side at, int timeout_ms);

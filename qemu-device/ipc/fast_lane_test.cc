@@ -46,6 +46,28 @@ TEST(FastLane, CarriesRequestsAndRepliesBothWays) {
       << "the codec's rules hold in the lane too";
 }
 
+TEST(FastLane, AReceiverThatPollsIsNotRungAndOneThatStoppedIs) {
+  auto dm = FastLane::Create();
+  ASSERT_TRUE(dm.ok());
+  auto aggregator = FastLane::Adopt(Copies(**dm));
+  ASSERT_TRUE(aggregator.ok());
+  (*dm)->BeginPolling(Side::kDeviceModel);
+  ASSERT_TRUE((*aggregator)->Send(Side::kAggregator, {3, MmioWriteAck{}}).ok());
+  EXPECT_EQ((*dm)->Wait(Side::kDeviceModel, 0).code(), StatusCode::kDeadlineExceeded)
+      << "no doorbell while the device model polls";
+  (*dm)->EndPolling(Side::kDeviceModel);
+  auto reply = (*dm)->TryReceive(Side::kDeviceModel);
+  ASSERT_TRUE(reply.ok() && reply->has_value()) << "the message is in the slot all the same";
+  ASSERT_TRUE((*aggregator)->Send(Side::kAggregator, {4, MmioWriteAck{}}).ok());
+  EXPECT_TRUE((*dm)->Wait(Side::kDeviceModel, 1000).ok()) << "rung again once polling ended";
+  EXPECT_TRUE((*dm)->TryReceive(Side::kDeviceModel)->has_value());
+  // The flags are per side: the aggregator's doorbell rings whatever the device model does.
+  (*dm)->BeginPolling(Side::kDeviceModel);
+  ASSERT_TRUE((*dm)->Send(Side::kDeviceModel, {5, MmioRead{Bar::kBar0, 4, 0, 0}}).ok());
+  EXPECT_TRUE((*aggregator)->Wait(Side::kAggregator, 1000).ok());
+  (*dm)->EndPolling(Side::kDeviceModel);
+}
+
 TEST(FastLane, AHostilePeersBytesAreCopiedThenRefused) {
   auto dm = FastLane::Create();
   auto aggregator = FastLane::Adopt(Copies(**dm));
