@@ -11,22 +11,30 @@
 // then the time to finish a fixed amount of GPU work per VM against FIFO (Fig 4.13), including an
 // all-madd case (BAND's overhead on madd).
 //
-// The engine: `--engine synthetic` (the only one today) is a timed engine: a submission occupies it
-// for its nominal GPU time (+/- 10 % jitter), measured on the monotonic clock, and its completion
-// is signalled like an interrupt (a thread sleeping until then calls Dispatcher::Wake). It stands
-// in for the physical channel until the fv submission path (guest IB_PUT writes on shadow channels)
-// can feed the dispatcher from real VMs; the dispatcher, scheduler, threads and clock are the ones
-// the aggregator runs.
+// The engines: `--engine synthetic` (default) is a timed engine: a submission occupies it for its
+// nominal GPU time (+/- 10 % jitter), measured on the monotonic clock, and its completion is
+// signalled like an interrupt (a thread sleeping until then calls Dispatcher::Wake); the
+// dispatcher, scheduler, threads and clock are the ones the aggregator runs. `--engine fv` runs the
+// real thing: gpuvm-aggregator on the software GPU and one fv gpuvm-vm per VM (its share in its
+// configuration, --share) running gpuvm-fairness-guest, all VMs looping from a common start; the
+// run intervals come from the aggregator's completion trace (--trace-completions: the device's own
+// GPU time per submission, CHAN_BUSY_US), and windows in which a VM had nothing submitted for a
+// tenth of the window are also reported left out ("VMs present": a stalled guest process is not the
+// scheduler's doing). Total time (Fig 4.13) is then the first loop start to the last loop end with
+// a fixed number of launches, median of --fv-repeats interleaved runs.
 //
 //   gpuvm-fairness-bench [--duration-s 3] [--warmup-s 0.5] [--work-ms 500] [--job-us 1000]
 //                        [--case NAME] [--policy NAME] [--no-makespan] [--seed N] [--out DIR]
-//                        [--control-demo]
+//                        [--control-demo] [--engine synthetic|fv] [--hold-us US]
+//                        [--fv-mode optimized] [--fv-n 128] [--fv-setup-s S] [--fv-launches 500]
+//                        [--fv-repeats 3]
 // --out DIR: per case, policy and window size a CSV of every VM's share per window
 // (<case>-<policy>-<window>ms.csv), a gnuplot script and PNG per case (<case>.png: shares over
 // time, one panel per policy, targets dashed), and summary.csv.
 // --control-demo: the operator's view (make run): four VMs with shares 10/20/30/40 under BAND, the
 // 10 % VM raised to 40 % and the 40 % one lowered to 10 % halfway through (live, through the same
-// control service gpuvm-ctl talks to), target and achieved share printed per 500 ms window.
+// control service gpuvm-ctl talks to; with --engine fv on real VMs over the control socket), target
+// and achieved share printed per 500 ms window.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
