@@ -1,6 +1,7 @@
 #include "aggregator/fv_gpu.h"
 
 #include <bit>
+#include <chrono>
 #include <cstring>
 
 #include "gpu/hw/pbus.h"
@@ -91,6 +92,11 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
       vram_map_(std::move(vram_map)) {
   pmc_enable_ = pmc::kEnableResetValue;
   channels_.resize(partition.channels);
+  if ((options.mode == FvMode::kBarRemap || options.mode == FvMode::kOptimized) &&
+      host->gpu().vram_fd() >= 0) {
+    remap_ =
+        std::make_unique<BarRemapper>(host->gpu().vram_fd(), pf::kChannels - partition.channels);
+  }
 }
 
 FullVirtGpu::~FullVirtGpu() {
@@ -132,7 +138,14 @@ std::string FullVirtGpu::DescribeCounters() const {
          ", shadow channels " + std::to_string(k.shadow_channels_built) +
          ", refused registers/memory/channels " + std::to_string(k.refused_registers) + "/" +
          std::to_string(k.refused_memory) + "/" + std::to_string(k.refused_channels) + ", faults " +
-         std::to_string(k.faults);
+         std::to_string(k.faults) +
+         (remap_ ? ", remap syncs " + std::to_string(k.remap_syncs) + " (" +
+                       std::to_string(k.remap_ns / 1000) + " us, runs " +
+                       std::to_string(remap_->runs()) + ", pages " +
+                       std::to_string(remap_->mapped_pages()) + ", maps/unmaps " +
+                       std::to_string(remap_->maps()) + "/" + std::to_string(remap_->unmaps()) +
+                       (remap_off_ ? ", refused: trapping" : "") + ")"
+                 : std::string());
 }
 
 // ---- access entry points --------------------------------------------------------------------
@@ -209,6 +222,7 @@ uint64_t FullVirtGpu::ReadOne(gpu::Bar bar, uint64_t offset, uint32_t size) {
     value = word >> ((offset & 3) * 8);
     return size == 4 ? uint32_t(value) : value & ((1ull << (size * 8)) - 1);
   }
+  if (remap_dirty_) SyncRemap();
   if (InUserArea(bar, offset)) return UserAccess(offset, size, false, 0);
   ApertureAccess(bar, offset, reinterpret_cast<uint8_t*>(&value), size, false);
   return value;
@@ -231,6 +245,7 @@ void FullVirtGpu::WriteOne(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_
     }
     return;
   }
+  if (remap_dirty_) SyncRemap();
   if (InUserArea(bar, offset)) {
     UserAccess(offset, size, true, value);
     return;
@@ -380,10 +395,12 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
     case pbus::kBar1Inst:
       bar_inst_[0] = value;
       bar_cache_.clear();
+      RemapChanged(true);
       return;
     case pbus::kBar3Inst:
       bar_inst_[1] = value;
       bar_cache_.clear();
+      RemapChanged(true);
       return;
     case pf::kIntr:
       pfifo_intr_edges_ &= ~value;
@@ -396,6 +413,7 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
       return;
     case pf::kPollArea:
       poll_area_ = value;
+      RemapChanged(true);
       return;
     case pf::kPlaylistWr:
       playlist_wr_ = value;
@@ -488,6 +506,12 @@ void FullVirtGpu::OnTlbFlush(uint32_t trigger) {
   bar_cache_.clear();  // the guest may have changed its BAR1/BAR3 tables
   const uint64_t pd = uint64_t(tlb_vspace_ >> vm::kTlbFlushVspaceAddrShift) << 12;
   const bool all = (trigger & vm::kFlushAllPdb) != 0;
+  if (remap_ != nullptr) {  // ... and with them its remapped pages
+    const GuestMemoryView view(&host_->vram(), layout(), ram_);
+    if (all || pd == BarDirectory(view, bar_inst_[0]) || pd == BarDirectory(view, bar_inst_[1])) {
+      RemapChanged(true);
+    }
+  }
   for (auto& [guest_pd, entry] : spaces_) {
     if (!all && guest_pd != pd) continue;
     if (options_.mode == FvMode::kLazy || options_.mode == FvMode::kOptimized) {
@@ -591,6 +615,7 @@ Status FullVirtGpu::BindShadowChannel(uint32_t v) {
   ch.space = space;
   ch.guest_instance = instance;
   ++counters_.shadow_channels_built;
+  RemapChanged(true);  // its instance block (channel descriptors) traps from now on
   return Status::Ok();
 }
 
@@ -598,6 +623,7 @@ void FullVirtGpu::UnbindShadowChannel(uint32_t v) {
   VirtualChannel& ch = channels_[v];
   if (!ch.bound) return;
   const uint32_t p = partition_.first_channel + v;
+  RemapChanged(false);
   if (!host_->StopChannel(p)) Log("channel " + std::to_string(v) + " did not leave the engine");
   ch.bound = false;
   ch.on_playlist = false;
@@ -789,6 +815,68 @@ void FullVirtGpu::ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, u
     }
     done += n;
   }
+}
+
+// ---- BAR remap (bar_remap.h) -------------------------------------------------------------------
+
+void FullVirtGpu::RemapChanged(bool eager) {
+  if (remap_ == nullptr || remap_off_ || detached_) return;
+  remap_dirty_ = true;
+  if (eager && remap_->runs() > 0) SyncRemap();
+}
+
+void FullVirtGpu::SyncRemap() {
+  remap_dirty_ = false;
+  if (remap_ == nullptr || remap_off_ || detached_) return;
+  ++counters_.remap_syncs;
+  const auto started = std::chrono::steady_clock::now();
+  const GuestMemoryView view(&host_->vram(), layout(), ram_);
+  // Channel descriptors stay trapped: the pages of bound channels' instance blocks.
+  std::vector<uint64_t> descriptors;
+  for (const VirtualChannel& ch : channels_) {
+    if (ch.bound) descriptors.push_back(ch.guest_instance & ~(kPage - 1));
+  }
+  for (size_t b = 0; b < 2; ++b) {
+    const gpu::Bar bar = b == 0 ? gpu::Bar::k1 : gpu::Bar::k3;
+    BarWalk& walk = bar_walk_[b];
+    WalkBarTables(view, bar_inst_[b], bars_.size(bar), walk);
+    std::vector<uint64_t> targets(walk.machine);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i] != 0 &&
+          std::find(descriptors.begin(), descriptors.end(), walk.guest[i]) != descriptors.end()) {
+        targets[i] = 0;
+      }
+    }
+    if (bar == gpu::Bar::k1 && (poll_area_ & pf::kPollAreaEnable) != 0) {
+      // USER pages: the VM's own channels trap (IB_PUT is a submission); other ids go to scratch.
+      const uint64_t base = (uint64_t(poll_area_ & pf::kPollAreaAddrMask) << 12) / kPage;
+      for (uint32_t v = 0; v < pf::kChannels && base + v < targets.size(); ++v) {
+        targets[base + v] = v < channels_.size()
+                                ? 0
+                                : BarRemapper::kScratch | uint64_t(v - channels_.size()) * kPage;
+      }
+    }
+    Status s = remap_->Update(bar, targets);
+    if (!s.ok()) Log("BAR remap: " + s.ToString());
+  }
+  counters_.remap_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count());
+}
+
+std::vector<BarRemapRequest> FullVirtGpu::TakeBarRemapRequests() {
+  return remap_ != nullptr ? remap_->Take() : std::vector<BarRemapRequest>();
+}
+
+void FullVirtGpu::BarRemapAnswered(bool map, const Status& status) {
+  if (status.ok() || remap_ == nullptr) return;
+  if (!map) return;  // an unmap of a range the device model already withdrew (its BAR moved)
+  ++counters_.remap_refused;
+  if (remap_off_) return;
+  // Trapping is always correct: withdraw what is mapped and trap from now on.
+  remap_off_ = true;
+  remap_->UnmapAll();
+  Log("BAR remap refused by the device model (" + status.ToString() + "); trapping instead");
 }
 
 // ---- interrupts from the physical GPU --------------------------------------------------------

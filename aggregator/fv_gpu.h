@@ -18,8 +18,11 @@
 // Shadow modes (FvMode): naive rescans a shadowed directory on every TLB flush that names it;
 // lazy only marks it stale and rescans when a channel using it is activated (a submission, or a
 // playlist that binds it); bar-remap and optimized are naive and lazy respectively, plus the BAR
-// remap, which on the local backend needs the device model to map VRAM into the guest — not built
-// yet: today they behave as naive and lazy (docs/FULL-VIRTUALIZATION.md).
+// remap (bar_remap.h): aperture pages that map the VM's VRAM, other than channel descriptors and
+// its USER pages, are handed to the device model to map into the guest (BAR_MAP), so the guest
+// reaches them without a trap; the set is recomputed on TLB flushes, BAR instance and POLL_AREA
+// writes and channel binds, and a trapped access to a page that could be remapped (needs a
+// physical GPU with a VRAM descriptor: the software GPU).
 //
 // Hostile input: every value is copied before it is checked; a bad value costs the VM its own
 // channel (a fault it can see) or is dropped and counted; never another VM's memory or the host.
@@ -36,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aggregator/bar_remap.h"
 #include "aggregator/fv_host.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/virtual_gpu.h"
@@ -68,6 +72,9 @@ struct FvCounters {
   uint64_t refused_memory = 0;     // accesses outside the VM's memory (PRAMIN, BAR pages), dropped
   uint64_t refused_channels = 0;   // channel ids or instance blocks the VM does not own
   uint64_t faults = 0;             // GPU faults/errors of this VM's channels delivered to it
+  uint64_t remap_syncs = 0;        // BAR remap: recomputations of the remapped set
+  uint64_t remap_refused = 0;      // BAR remap: maps the device model refused (remap then off)
+  uint64_t remap_ns = 0;           // BAR remap: time spent recomputing (walks, diffs)
   uint64_t vram_assigned = 0;      // at Detach: bytes of VRAM the VM had (vram_map() before)
   uint64_t vram_exhausted = 0;     // at Detach: chunks it was refused (the pool was empty)
   ShadowCounters shadow;
@@ -92,6 +99,11 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   Status AttachGuestRam(const GuestRam& ram) override;
   Status Detach() override;
   std::string DescribeCounters() const override;
+  std::vector<BarRemapRequest> TakeBarRemapRequests() override;
+  void BarRemapAnswered(bool map, const Status& status) override;
+  // BAR remap: pages and runs mapped now (0 without remap).
+  uint64_t remapped_pages() const { return remap_ ? remap_->mapped_pages() : 0; }
+  size_t remapped_runs() const { return remap_ ? remap_->runs() : 0; }
 
   FvMode fv_mode() const { return options_.mode; }
   const FvCounters& counters() const { return counters_; }
@@ -145,6 +157,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   bool InUserArea(gpu::Bar bar, uint64_t offset) const;
   uint64_t UserAccess(uint64_t offset, uint32_t size, bool write, uint64_t value);
   BarPage TranslateBar(gpu::Bar bar, uint64_t page);
+  // BAR remap: something that decides the remapped set changed; `eager`: recompute now if anything
+  // is mapped (else at the next trapped BAR1/BAR3 access).
+  void RemapChanged(bool eager);
+  void SyncRemap();
   void ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, uint32_t size, bool write);
 
   // FvChannelOwner.
@@ -183,6 +199,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   std::vector<VirtualChannel> channels_;
   std::map<uint64_t, SpaceEntry> spaces_;            // by guest page directory address
   std::unordered_map<uint64_t, BarPage> bar_cache_;  // (bar << 40 | page) -> translation
+  std::unique_ptr<BarRemapper> remap_;  // bar-remap/optimized with a VRAM descriptor; else null
+  bool remap_dirty_ = false;
+  bool remap_off_ = false;  // the device model refused a map: everything traps
+  BarWalk bar_walk_[2];     // BAR1, BAR3
 };
 
 }  // namespace gpuvm::aggregator

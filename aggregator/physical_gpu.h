@@ -40,6 +40,10 @@ class PhysicalGpu {
   // memfd); empty otherwise (callers then go through the PRAMIN window: vram_access.h). Valid until
   // the next Reset().
   virtual std::span<uint8_t> vram_mapping() { return {}; }
+  // A descriptor of all of VRAM that other processes can map (BAR remap hands pages of it to a VM's
+  // device model): the software GPU's VRAM memfd, sealed against resizing; -1 when the backend has
+  // none (a real board's apertures would be machine frames). Valid until the next Reset().
+  virtual int vram_fd() const { return -1; }
 
   // Back to a known state with nothing of the previous owner left (see above). The window is left
   // as it is: the caller detaches the owner's RAM after the reset (then nothing can use it).

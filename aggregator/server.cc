@@ -198,6 +198,7 @@ void AggregatorServer::ServeSocket(Connection& c) {
     Session::Output out =
         c.session->OnMessage(received->message, std::move(received->fds));
     for (const ipc::Message& m : out.send) Send(c, m);
+    SendBarRequests(c);
     if (out.lane_opened && !c.dropped) {
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLET;
@@ -235,6 +236,20 @@ void AggregatorServer::ServeLane(Connection& c) {
     Status sent = lane->Send(ipc::FastLane::Side::kAggregator, *reply);
     if (!sent.ok()) {
       Drop(c, "fast lane: " + sent.ToString());
+      return;
+    }
+    SendBarRequests(c);
+  }
+}
+
+void AggregatorServer::SendBarRequests(Connection& c) {
+  if (c.dropped) return;
+  for (const Session::Request& r : c.session->TakeBarRequests()) {
+    const int fds[1] = {r.fd};
+    Status sent =
+        c.channel.Send(r.message, r.fd >= 0 ? std::span<const int>(fds) : std::span<const int>());
+    if (!sent.ok()) {
+      Drop(c, "cannot send to the device model: " + sent.ToString());
       return;
     }
   }

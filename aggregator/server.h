@@ -68,6 +68,8 @@ class AggregatorServer {
   void Accept();
   void ServeSocket(Connection& c);
   void ServeLane(Connection& c);
+  // BAR remap requests the VM's virtual GPU queued while serving (always on the socket).
+  void SendBarRequests(Connection& c);
   void ForwardInterrupts();
   void Send(Connection& c, const ipc::Message& message);
   void Drop(Connection& c, const std::string& why);

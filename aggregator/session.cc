@@ -92,8 +92,20 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
     Close("the device model ended the session");
     return out;
   }
+  // Answers to our BAR_MAP/BAR_UNMAP requests (in the order we sent them).
+  if ((std::holds_alternative<ipc::BarMapAck>(m.body) ||
+       std::holds_alternative<ipc::Error>(m.body)) &&
+      m.seq != 0 && !bar_requests_.empty() && bar_requests_.front().first == m.seq) {
+    const bool map = bar_requests_.front().second;
+    bar_requests_.pop_front();
+    Status answer;
+    if (const auto* error = std::get_if<ipc::Error>(&m.body))
+      answer = Status(error->code, error->text);
+    if (state_ == State::kActive) vm_->vgpu->BarRemapAnswered(map, answer);
+    return out;
+  }
   if (const auto* error = std::get_if<ipc::Error>(&m.body)) {
-    // We send no request the device model could answer with an error; either way it is done.
+    // An error that answers nothing of ours: either way the device model is done.
     out.close = true;
     Close("the device model sent ERROR: " + Status(error->code, error->text).ToString());
     return out;
@@ -274,6 +286,24 @@ Result<ipc::Message> Session::OnLaneMessage(const ipc::Message& m) {
   Result<ipc::Body> answer = Mmio(m.body);
   if (!answer.ok()) return ipc::Message{m.seq, ToError(answer.status())};
   return ipc::Message{m.seq, std::move(*answer)};
+}
+
+std::vector<Session::Request> Session::TakeBarRequests() {
+  std::vector<Request> out;
+  if (state_ != State::kActive) return out;
+  for (const BarRemapRequest& r : vm_->vgpu->TakeBarRemapRequests()) {
+    const uint32_t seq = next_seq_++;
+    if (next_seq_ == 0) next_seq_ = 1;
+    const auto bar = static_cast<ipc::Bar>(static_cast<uint8_t>(r.bar));
+    if (r.map) {
+      out.push_back(
+          {ipc::Message{seq, ipc::BarMap{bar, r.offset, r.length, r.backing_offset}}, r.fd});
+    } else {
+      out.push_back({ipc::Message{seq, ipc::BarUnmap{bar, r.offset, r.length}}, -1});
+    }
+    bar_requests_.emplace_back(seq, r.map);
+  }
+  return out;
 }
 
 std::optional<ipc::Message> Session::InterruptUpdate() {

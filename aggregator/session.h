@@ -12,13 +12,15 @@
 //     counted; the session goes on (the device model answers the guest all-ones);
 //   - a request out of turn, a refused VM, unusable memory or lane: ERROR with its seq, then close;
 //   - something only the aggregator may send (replies, INTERRUPT, BAR_MAP, ...): fatal ERROR
-//     (seq 0), then close.
+//     (seq 0), then close. BAR_MAP_ACK and ERROR are accepted only as answers to our own BAR
+//     remap requests (TakeBarRequests), in the order they were sent.
 // Closing the session removes the VM (pt: the GPU is reset for the next owner).
 //
 // Threading: one owner thread (the server's).
 #ifndef GPUVM_AGGREGATOR_SESSION_H_
 #define GPUVM_AGGREGATOR_SESSION_H_
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +55,13 @@ class Session {
   // The socket broke or the lane carried garbage: remove the VM now.
   void Close(std::string reason);
 
+  // BAR remap: BAR_MAP (with the descriptor to pass, borrowed) and BAR_UNMAP requests the VM's
+  // virtual GPU wants sent now; their answers come back through OnMessage.
+  struct Request {
+    ipc::Message message;
+    int fd = -1;
+  };
+  std::vector<Request> TakeBarRequests();
   // An INTERRUPT to send when the VM's line differs from what the device model last heard.
   std::optional<ipc::Message> InterruptUpdate();
   // Our own TEARDOWN (the aggregator is exiting); the session is closed after it.
@@ -90,6 +99,7 @@ class Session {
   std::unique_ptr<ipc::FastLane> lane_;
   bool interrupt_sent_ = false;
   uint32_t next_seq_ = 1;
+  std::deque<std::pair<uint32_t, bool>> bar_requests_;  // (seq, is a map) sent, not yet answered
   std::string close_reason_;
   Status teardown_status_;
   Summary summary_;

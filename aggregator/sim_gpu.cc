@@ -53,4 +53,6 @@ void SimGpu::SetInterruptHandler(gpu::InterruptHandler handler) {
   if (device_) device_->SetInterruptHandler(handler_);  // none after a failed reset
 }
 
+int SimGpu::vram_fd() const { return device_ != nullptr ? device_->vram_fd() : -1; }
+
 }  // namespace gpuvm::aggregator

@@ -41,6 +41,7 @@ class SimGpu final : public PhysicalGpu {
   uint64_t vram_bytes() const override { return options_.vram_bytes; }
   bool reaches_guest_memory() const override { return true; }
   std::span<uint8_t> vram_mapping() override { return vram_map_.bytes(); }
+  int vram_fd() const override;
   Status Reset() override;
   uint64_t resets() const override { return resets_; }
   void SetInterruptHandler(gpu::InterruptHandler handler) override;

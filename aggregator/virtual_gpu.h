@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "aggregator/guest_ram.h"
 #include "base/status.h"
@@ -38,6 +39,18 @@ struct VmBars {
   uint64_t size(gpu::Bar bar) const {
     return bar == gpu::Bar::k0 ? bar0 : bar == gpu::Bar::k1 ? bar1 : bar3;
   }
+};
+
+// BAR remap (fv-bar-remap, fv-optimized): a page range of BAR1/BAR3 that the device model should
+// map straight to memory (BAR_MAP: `fd` from `backing_offset`, e.g. the software GPU's VRAM memfd)
+// or trap again (BAR_UNMAP). `fd` is borrowed: valid until the request is sent.
+struct BarRemapRequest {
+  bool map = true;
+  gpu::Bar bar = gpu::Bar::k1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t backing_offset = 0;
+  int fd = -1;
 };
 
 class VirtualGpu {
@@ -71,6 +84,12 @@ class VirtualGpu {
   // withdraw every way the GPU could still reach its RAM, and leave nothing the next VM could read.
   // After Detach the object only answers errors; the guest RAM may then be unmapped.
   virtual Status Detach() = 0;
+
+  // BAR remap: the requests to send to the device model now (the session sends them after each
+  // message it served, in order), and the device model's answer to each, in the same order. A mode
+  // without remap has none.
+  virtual std::vector<BarRemapRequest> TakeBarRemapRequests() { return {}; }
+  virtual void BarRemapAnswered(bool map, const Status& status) { (void)map, (void)status; }
 
   // One line of mode-specific counters for the aggregator's log (fv: traps, scans, shadow entries);
   // empty when the mode has none beyond the session's.

@@ -517,8 +517,18 @@ Status LocalTrapBus::ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t len
   if (bar == Bar::k0) return Status::InvalidArgument("block transfers go through BAR1 or BAR3");
   if (!Fits(bar, offset, length)) return Status::OutOfRange("block transfer past the BAR's end");
   auto* out = static_cast<uint8_t*>(dst);
+  // Remapped (BAR remap): one copy, no trap.
+  if (failed_.load(std::memory_order_relaxed) == 0 &&
+      vm_->io_->AccessMemory(bar_address(bar) + offset, out, length, false)) {
+    return Status::Ok();
+  }
   for (uint64_t done = 0; done < length;) {
     const uint64_t chunk = std::min<uint64_t>(kPage, length - done);
+    if (failed_.load(std::memory_order_relaxed) == 0 &&
+        vm_->io_->AccessMemory(bar_address(bar) + offset + done, out + done, chunk, false)) {
+      done += chunk;
+      continue;
+    }
     if (failed_.load(std::memory_order_relaxed) != 0) {
       std::memset(out + done, 0xff, length - done);
       return Status::Ok();
@@ -541,9 +551,19 @@ Status LocalTrapBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint6
   if (bar == Bar::k0) return Status::InvalidArgument("block transfers go through BAR1 or BAR3");
   if (!Fits(bar, offset, length)) return Status::OutOfRange("block transfer past the BAR's end");
   const auto* in = static_cast<const uint8_t*>(src);
+  // Remapped (BAR remap): one copy, no trap.
+  if (failed_.load(std::memory_order_relaxed) == 0 &&
+      vm_->io_->AccessMemory(bar_address(bar) + offset, const_cast<uint8_t*>(in), length, true)) {
+    return Status::Ok();
+  }
   for (uint64_t done = 0; done < length;) {
     if (failed_.load(std::memory_order_relaxed) != 0) return Status::Ok();  // dropped
     const uint64_t chunk = std::min<uint64_t>(kPage, length - done);
+    if (vm_->io_->AccessMemory(bar_address(bar) + offset + done, const_cast<uint8_t*>(in + done),
+                               chunk, true)) {
+      done += chunk;
+      continue;
+    }
     Status s = vm_->OnVcpu([&](uint32_t v) -> Status {
       std::memcpy(vm_->ram_.data() + vm_->vcpus_[v]->bounce_gpa, in + done, chunk);
       return RepTransfer(v, false, bar_address(bar) + offset + done, chunk);

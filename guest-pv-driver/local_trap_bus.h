@@ -7,6 +7,8 @@
 //   ReadBlock/WriteBlock rep movs through a bounce page of guest RAM: one trap per <= 4 KiB piece
 //                       (Xen issues rep MMIO a page at a time), which the device model splits into
 //                       elements for the aggregator
+//   (BAR remap)         pages the device model mapped as memory (fv-bar-remap) do not trap:
+//                       LocalGuestIo reads/writes their backing directly, a block in one copy
 //   MapDma              the pages become guest RAM: their contents move into frames of the VM's
 //                       RAM memfd, which are then mapped over the same virtual addresses, and the
 //                       bus addresses are those frames' guest-physical addresses — what SYSRAM PTEs

@@ -8,6 +8,12 @@
 // Xen: a standalone IOREQ server (libxendevicemodel) beside the VM's own QEMU. Local: Xen's ioreq_t
 // page in shared memory with eventfd notification (hypervisor/local/).
 //
+// BAR remap: a range can also stop trapping altogether and become memory of the device's
+// (MapMemoryRange): the guest's accesses there reach the backing directly, without a request —
+// Xen changes the guest's p2m, the local backend publishes the range and hands the guest side the
+// backing (docs/HYPERVISOR.md). Memory ranges take precedence over MMIO claims for the pages they
+// cover; unmapping one makes those pages trap again.
+//
 // Threading: one owner thread (the device model's loop) calls everything. At most one request per
 // vCPU is outstanding: Poll() does not return another request for a vCPU before Complete() answered
 // the last.
@@ -23,6 +29,16 @@
 
 namespace gpuvm::hv {
 
+// What backs a memory range (MapMemoryRange). Local backend: a memfd sealed against shrinking (the
+// descriptor is borrowed for the call; the backend keeps its own duplicate) and the byte offset
+// into it. Xen: host-physical frames — a real GPU's BAR aperture — at machine_address (fd < 0); a
+// descriptor cannot back guest memory there.
+struct MemoryBacking {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t machine_address = 0;
+};
+
 class IoreqServer {
  public:
   virtual ~IoreqServer() = default;
@@ -37,6 +53,18 @@ class IoreqServer {
   // an already mapped range is AlreadyExists; unmapping a range that was not mapped is NotFound.
   virtual Status MapMmioRange(uint64_t first, uint64_t last) = 0;
   virtual Status UnmapMmioRange(uint64_t first, uint64_t last) = 0;
+  // Guest physical [first, last] (whole pages) becomes `backing`: accesses there no longer trap.
+  // Overlapping another memory range is AlreadyExists; unmapping a range that was not mapped
+  // exactly so is NotFound. A backend that cannot do it answers Unimplemented (the default), and
+  // the range simply keeps trapping. The server withdraws its memory ranges when destroyed.
+  virtual Status MapMemoryRange(uint64_t first, uint64_t last, const MemoryBacking& backing) {
+    (void)first, (void)last, (void)backing;
+    return Status::Unimplemented("this hypervisor backend cannot map memory into the guest");
+  }
+  virtual Status UnmapMemoryRange(uint64_t first, uint64_t last) {
+    (void)first, (void)last;
+    return Status::Unimplemented("this hypervisor backend cannot map memory into the guest");
+  }
 
   // A file descriptor that polls readable when a request may be waiting (spurious wakeups allowed).
   virtual int wait_fd() const = 0;

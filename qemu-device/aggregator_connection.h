@@ -21,7 +21,8 @@ namespace gpuvm::dm {
 struct InterruptLevel {
   bool asserted = false;
 };
-// fv-bar-remap: map [offset, offset+length) of a BAR straight to memory the aggregator provides, so
+// fv-bar-remap: map [offset, offset+length) of a BAR straight to memory the aggregator provides
+// (`memory` from `backing_offset`: on the local backend a memfd of the software GPU's VRAM), so
 // guest accesses there stop trapping; and the way back. Answered with AnswerBarRequest(seq,
 // status).
 struct BarMapRequest {
@@ -29,6 +30,10 @@ struct BarMapRequest {
   BarIndex bar = BarIndex::kBar1;
   uint64_t offset = 0;
   uint64_t length = 0;
+  uint64_t backing_offset = 0;
+  // The descriptor that came with BAR_MAP, -1 if none; the connection keeps it open until the
+  // request is answered.
+  int memory_fd = -1;
 };
 struct BarUnmapRequest {
   uint32_t seq = 0;

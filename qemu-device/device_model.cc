@@ -82,6 +82,7 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig
 }
 
 DeviceModel::~DeviceModel() {
+  for (size_t i = 0; i < remaps_.size(); ++i) DropRemaps(i);
   for (auto& range : mapped_) {
     if (range) (void)server_->UnmapMmioRange(range->first, range->second);
   }
@@ -296,6 +297,7 @@ void DeviceModel::SyncBarMappings() {
   // Unmap everything that moved first, so two BARs trading places never overlap in between.
   for (size_t i = 0; i < 3; ++i) {
     if (mapped_[i] && mapped_[i] != wanted[i]) {
+      DropRemaps(i);
       (void)server_->UnmapMmioRange(mapped_[i]->first, mapped_[i]->second);
       mapped_[i].reset();
     }
@@ -349,16 +351,57 @@ Status DeviceModel::HandleAggregatorEvent(const AggregatorEvent& event) {
     return Status::Ok();
   }
   if (const auto* map = std::get_if<BarMapRequest>(&event)) {
-    // fv-bar-remap lands with full virtualization; the protocol already carries it.
-    return aggregator_->AnswerBarRequest(
-        map->seq, Status::Unimplemented("this device model does not remap BARs yet"));
+    const Status mapped = MapBarMemory(*map);
+    counters_.CountBarMap(mapped.ok());
+    return aggregator_->AnswerBarRequest(map->seq, mapped);
   }
   if (const auto* unmap = std::get_if<BarUnmapRequest>(&event)) {
-    return aggregator_->AnswerBarRequest(
-        unmap->seq, Status::Unimplemented("this device model does not remap BARs yet"));
+    const Status unmapped = UnmapBarMemory(*unmap);
+    if (unmapped.ok()) counters_.CountBarUnmap();
+    return aggregator_->AnswerBarRequest(unmap->seq, unmapped);
   }
   teardown_requested_ = true;
   return Status::Ok();
+}
+
+Status DeviceModel::MapBarMemory(const BarMapRequest& r) {
+  if (r.bar == BarIndex::kBar0)
+    return Status::InvalidArgument("BAR0 holds registers: never remapped");
+  const size_t slot = BarSlot(r.bar);
+  if (!mapped_[slot]) {
+    return Status::FailedPrecondition(std::string(BarName(r.bar)) + " is not decoding");
+  }
+  const uint64_t size = mapped_[slot]->second - mapped_[slot]->first + 1;
+  if (r.length == 0 || r.offset % hv::kPageSize != 0 || r.length % hv::kPageSize != 0 ||
+      r.backing_offset % hv::kPageSize != 0 || r.offset > size || r.length > size - r.offset) {
+    return Status::OutOfRange("remap range outside " + std::string(BarName(r.bar)));
+  }
+  if (r.memory_fd < 0) return Status::InvalidArgument("BAR_MAP without its memory");
+  const uint64_t first = mapped_[slot]->first + r.offset;
+  const uint64_t last = first + r.length - 1;
+  GPUVM_RETURN_IF_ERROR(
+      server_->MapMemoryRange(first, last, hv::MemoryBacking{r.memory_fd, r.backing_offset}));
+  remaps_[slot][r.offset] = {first, last};
+  return Status::Ok();
+}
+
+Status DeviceModel::UnmapBarMemory(const BarUnmapRequest& r) {
+  const size_t slot = BarSlot(r.bar);
+  auto it = remaps_[slot].find(r.offset);
+  if (it == remaps_[slot].end() || it->second.second - it->second.first + 1 != r.length) {
+    // Also what a range withdrawn when its BAR moved answers: it traps already.
+    return Status::NotFound("no such remapped range of " + std::string(BarName(r.bar)));
+  }
+  const Status s = server_->UnmapMemoryRange(it->second.first, it->second.second);
+  remaps_[slot].erase(it);
+  return s;
+}
+
+void DeviceModel::DropRemaps(size_t slot) {
+  for (const auto& [offset, range] : remaps_[slot]) {
+    (void)server_->UnmapMemoryRange(range.first, range.second);
+  }
+  remaps_[slot].clear();
 }
 
 Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {

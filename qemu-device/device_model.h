@@ -6,6 +6,13 @@
 // aggregator's interrupt line into INTx or MSI for the guest. The same code runs on the Xen and the
 // local backend.
 //
+// BAR remap (fv): the aggregator's BAR_MAP asks that a page range of BAR1/BAR3 stop trapping and
+// become the memory it passes (the software GPU's VRAM memfd, at the VM's own pages); the device
+// model checks the range against the BAR and has the IOREQ server map it into the guest
+// (IoreqServer::MapMemoryRange), and BAR_UNMAP makes it trap again. When the guest moves or
+// disables a BAR its remapped ranges are withdrawn (the aggregator still serves those pages by
+// trap, so trapping is always a correct fallback). BAR0 is never remapped.
+//
 // Hostile guests: every field of a request is as the guest made it. Bad requests — wrong sizes,
 // addresses outside every BAR, unaligned BAR0 accesses, rep counts that are zero or move more than
 // a page, data_is_ptr buffers outside guest memory, port I/O, unknown types, reads in the posted
@@ -20,6 +27,7 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -93,6 +101,10 @@ class DeviceModel {
   void SyncBarMappings();
   // Drives INTx or MSI from the current line level and the guest's interrupt configuration.
   void SyncInterrupt(bool rising_edge);
+  Status MapBarMemory(const BarMapRequest& request);
+  Status UnmapBarMemory(const BarUnmapRequest& request);
+  // Withdraws every remapped range of BAR slot `slot` (it moved or stopped decoding).
+  void DropRemaps(size_t slot);
 
   DeviceModelConfig settings_;
   hv::IoreqServer* server_;
@@ -103,6 +115,8 @@ class DeviceModel {
   std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> mapped_;
   // Where a BAR was last refused a mapping (so a lasting conflict is counted once).
   std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> refused_at_;
+  // Remapped ranges per BAR slot: BAR offset -> (guest physical first, last) as mapped.
+  std::array<std::map<uint64_t, std::pair<uint64_t, uint64_t>>, 3> remaps_;
   // Busy polling between accesses (RunOnce).
   static constexpr std::chrono::microseconds kEventCheckInterval{200};
   static constexpr uint32_t kServerTag = 1;

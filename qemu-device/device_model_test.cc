@@ -365,10 +365,58 @@ TEST_F(DeviceModelTest, RunOnceServesRequestsAndStopsAtTeardown) {
   EXPECT_EQ(server_.completed[0].second, Pattern(BarIndex::kBar0, 4, 4));
   ASSERT_EQ(aggregator_.bar_answers().size(), 1u);
   EXPECT_EQ(aggregator_.bar_answers()[0].first, 77u);
-  EXPECT_EQ(aggregator_.bar_answers()[0].second.code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(aggregator_.bar_answers()[0].second.code(), StatusCode::kInvalidArgument)
+      << "a BAR_MAP without its memory";
   aggregator_.PushEvent(TeardownRequest{5});
   EXPECT_EQ(dm_->RunOnce(std::chrono::milliseconds(0)).code(), StatusCode::kAborted);
   EXPECT_TRUE(dm_->teardown_requested());
+}
+
+TEST_F(DeviceModelTest, BarMapRemapsAperturePagesUntilUnmappedOrMoved) {
+  Program();
+  auto memory = hv::local::CreateSealedMemfd("vram", 1 << 20);
+  ASSERT_TRUE(memory.ok());
+  auto fd = [&] { return memory->get(); };
+  ASSERT_TRUE(
+      dm_->HandleAggregatorEvent(BarMapRequest{1, BarIndex::kBar3, 0x4000, 0x2000, 0x10000, fd()})
+          .ok());
+  ASSERT_EQ(server_.memory.size(), 1u);
+  EXPECT_EQ(server_.memory[0].first, kBar3At + 0x4000);
+  EXPECT_EQ(server_.memory[0].last, kBar3At + 0x5fff);
+  EXPECT_EQ(server_.memory[0].offset, 0x10000u);
+  // Refused: BAR0, past the BAR's end, unaligned, no memory, overlapping.
+  ASSERT_TRUE(
+      dm_->HandleAggregatorEvent(BarMapRequest{2, BarIndex::kBar0, 0, 0x1000, 0, fd()}).ok());
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(
+                     BarMapRequest{3, BarIndex::kBar3, (64 << 20) - 0x1000, 0x2000, 0, fd()})
+                  .ok());
+  ASSERT_TRUE(
+      dm_->HandleAggregatorEvent(BarMapRequest{4, BarIndex::kBar1, 0x800, 0x1000, 0, fd()}).ok());
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(BarMapRequest{5, BarIndex::kBar1, 0, 0x1000, 0, -1}).ok());
+  ASSERT_TRUE(
+      dm_->HandleAggregatorEvent(BarMapRequest{6, BarIndex::kBar3, 0x5000, 0x1000, 0, fd()}).ok());
+  ASSERT_EQ(aggregator_.bar_answers().size(), 6u);
+  EXPECT_TRUE(aggregator_.bar_answers()[0].second.ok());
+  EXPECT_EQ(aggregator_.bar_answers()[1].second.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(aggregator_.bar_answers()[2].second.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(aggregator_.bar_answers()[3].second.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(aggregator_.bar_answers()[4].second.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(aggregator_.bar_answers()[5].second.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(server_.memory.size(), 1u);
+  EXPECT_EQ(dm_->counters().Snapshot().bar_maps, 1u);
+  EXPECT_EQ(dm_->counters().Snapshot().bar_maps_refused, 5u);
+  // Unmap: only what was mapped, exactly.
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(BarUnmapRequest{7, BarIndex::kBar3, 0x4000, 0x1000}).ok());
+  EXPECT_EQ(aggregator_.bar_answers().back().second.code(), StatusCode::kNotFound);
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(BarUnmapRequest{8, BarIndex::kBar3, 0x4000, 0x2000}).ok());
+  EXPECT_TRUE(aggregator_.bar_answers().back().second.ok());
+  EXPECT_TRUE(server_.memory.empty());
+  // A BAR that moves takes its remapped ranges with it: they trap (at the new place) again.
+  ASSERT_TRUE(
+      dm_->HandleAggregatorEvent(BarMapRequest{9, BarIndex::kBar1, 0, 0x1000, 0, fd()}).ok());
+  ASSERT_EQ(server_.memory.size(), 1u);
+  Program(kBar0At, kBar1At + (256 << 20), kBar3At);
+  EXPECT_TRUE(server_.memory.empty());
 }
 
 // --- the same device model on every hypervisor backend

@@ -170,9 +170,14 @@ Status IpcAggregatorConnection::Dispatch(ipc::Channel::Received received) {
     return queue(InterruptLevel{irq->asserted});
   }
   if (const auto* map = std::get_if<ipc::BarMap>(&m.body)) {
-    // The backing descriptor closes with `received`: nothing maps it yet (see
-    // HandleAggregatorEvent).
-    return queue(BarMapRequest{m.seq, FromWire(map->bar), map->offset, map->length});
+    // The codec guarantees exactly one descriptor; kept open until the request is answered.
+    int memory_fd = -1;
+    if (!received.fds.empty()) {
+      memory_fd = received.fds[0].get();
+      bar_memory_[m.seq] = std::move(received.fds[0]);
+    }
+    return queue(BarMapRequest{m.seq, FromWire(map->bar), map->offset, map->length,
+                               map->backing_offset, memory_fd});
   }
   if (const auto* unmap = std::get_if<ipc::BarUnmap>(&m.body)) {
     return queue(BarUnmapRequest{m.seq, FromWire(unmap->bar), unmap->offset, unmap->length});
@@ -278,6 +283,7 @@ Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
 }
 
 Status IpcAggregatorConnection::AnswerBarRequest(uint32_t seq, const Status& result) {
+  bar_memory_.erase(seq);  // mapped by now, or refused
   GPUVM_RETURN_IF_ERROR(broken_);
   ipc::Message answer{seq, ipc::BarMapAck{}};
   if (!result.ok())

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +91,8 @@ class IpcAggregatorConnection : public AggregatorConnection {
   hv::local::UniqueFd epoll_;   // socket + queued_
   Status broken_;
   bool torn_down_ = false;
+  std::map<uint32_t, hv::local::UniqueFd>
+      bar_memory_;  // BAR_MAP descriptors by seq, until answered
 };
 
 }  // namespace gpuvm::dm

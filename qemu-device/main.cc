@@ -158,8 +158,16 @@ Status Serve(const Options& o) {
     result = dm->RunOnce(std::chrono::milliseconds(200));
     if (!result.ok()) break;
   }
-  std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid,
-               dm->counters().Snapshot().ToString().c_str());
+  const TrapCounterValues counters = dm->counters().Snapshot();
+  std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid, counters.ToString().c_str());
+  if (counters.bar_maps + counters.bar_maps_refused != 0) {
+    std::fprintf(
+        stderr, "gpuvm-dm: domain %u: BAR remap: %llu ranges mapped, %llu unmapped, %llu refused\n",
+        domid, (unsigned long long)counters.bar_maps, (unsigned long long)counters.bar_unmaps,
+        (unsigned long long)counters.bar_maps_refused);
+  }
+  // Remapped ranges go before the aggregator hears we are done: it frees the VM's VRAM then.
+  dm.reset();
   if (result.code() == StatusCode::kAborted) return Status::Ok();  // the aggregator ended it
   if (result.ok()) (void)aggregator->Teardown(ipc::TeardownReason::kNormal);
   return result;

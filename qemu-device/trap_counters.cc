@@ -66,6 +66,9 @@ TrapCounterValues TrapCounters::Snapshot() const {
   v.config_reads = config_reads_.load(std::memory_order_relaxed);
   v.config_writes = config_writes_.load(std::memory_order_relaxed);
   v.housekeeping = housekeeping_.load(std::memory_order_relaxed);
+  v.bar_maps = bar_maps_.load(std::memory_order_relaxed);
+  v.bar_unmaps = bar_unmaps_.load(std::memory_order_relaxed);
+  v.bar_maps_refused = bar_maps_refused_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < v.refused.size(); ++i) {
     v.refused[i] = refused_[i].load(std::memory_order_relaxed);
   }

@@ -42,6 +42,11 @@ struct TrapCounterValues {
   uint64_t config_writes = 0;
   uint64_t housekeeping = 0;  // hypervisor broadcasts (time offset, map-cache invalidation)
   std::array<uint64_t, static_cast<size_t>(Refusal::kCount)> refused{};
+  // BAR remap (fv): aperture ranges the aggregator had mapped straight to memory, and back; maps
+  // refused (by us or the hypervisor) — the range keeps trapping. Not part of ToString().
+  uint64_t bar_maps = 0;
+  uint64_t bar_unmaps = 0;
+  uint64_t bar_maps_refused = 0;
 
   uint64_t traps(BarIndex bar) const { return bar_reads[BarSlot(bar)] + bar_writes[BarSlot(bar)]; }
   uint64_t refused_total() const;
@@ -57,6 +62,8 @@ class TrapCounters {
   void CountConfigWrite() { Bump(config_writes_); }
   void CountHousekeeping() { Bump(housekeeping_); }
   void CountRefusal(Refusal r) { Bump(refused_[static_cast<size_t>(r)]); }
+  void CountBarMap(bool ok) { Bump(ok ? bar_maps_ : bar_maps_refused_); }
+  void CountBarUnmap() { Bump(bar_unmaps_); }
   TrapCounterValues Snapshot() const;
 
  private:
@@ -66,6 +73,9 @@ class TrapCounters {
   std::atomic<uint64_t> config_reads_{0};
   std::atomic<uint64_t> config_writes_{0};
   std::atomic<uint64_t> housekeeping_{0};
+  std::atomic<uint64_t> bar_maps_{0};
+  std::atomic<uint64_t> bar_unmaps_{0};
+  std::atomic<uint64_t> bar_maps_refused_{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Refusal::kCount)> refused_{};
 };
 

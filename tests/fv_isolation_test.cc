@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "aggregator/bar_remap.h"
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_host.h"
 #include "aggregator/sim_gpu.h"
@@ -469,6 +470,173 @@ TEST_F(FvIsolationTest, AVmNeedingMoreVramThanIsLeftFaultsAloneAndTakesNothingOf
   EXPECT_GT(attacker_->vgpu().counters().faults, 0u);
   EXPECT_NE(log().find("over-committed"), std::string::npos) << log();
   ExpectVictimFine();
+}
+
+// --- BAR remap (fv-bar-remap, fv-optimized): what a remapped guest can reach without a trap is
+// exactly the BAR_MAP ranges its virtual GPU hands its device model. Each test maps those ranges
+// here as the device model and guest would, and plays the attacker through them.
+
+struct RemappedRange {
+  gpu::Bar bar;
+  uint64_t offset, length, backing;
+  bool vram;  // backed by the GPU's VRAM (else: the VM's scratch memory)
+  hv::local::SharedMapping bytes;
+};
+
+class FvRemapIsolationTest : public FvIsolationTest {
+ protected:
+  void SetUp() override {
+    FvIsolationTest::SetUp();
+    victim_ = AddVm("remap-victim", FvMode::kOptimized);
+    attacker_ = AddVm("remap-attacker", FvMode::kBarRemap);
+  }
+  void TearDown() override {
+    StopVictim();
+    ctx_.reset();
+    driver_.reset();
+    ranges_.clear();
+    FvIsolationTest::TearDown();
+  }
+  // Applies the attacker's queued BAR_MAP/BAR_UNMAP requests to `ranges_`, as gpuvm-dm would.
+  void ApplyAttackerRemaps() {
+    std::lock_guard lock(world_->lock());
+    for (const BarRemapRequest& r : attacker_->vgpu().TakeBarRemapRequests()) {
+      if (!r.map) {
+        std::erase_if(ranges_, [&](const RemappedRange& m) {
+          return m.bar == r.bar && m.offset == r.offset && m.length == r.length;
+        });
+        continue;
+      }
+      ASSERT_TRUE(r.bar == gpu::Bar::k1 || r.bar == gpu::Bar::k3);
+      auto bytes = hv::local::SharedMapping::Map(r.fd, r.backing_offset, r.length, true);
+      ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+      ranges_.push_back({r.bar, r.offset, r.length, r.backing_offset,
+                         r.fd == world_->gpu().vram_fd(), std::move(*bytes)});
+    }
+  }
+  bool Remapped(gpu::Bar bar, uint64_t offset) const {
+    for (const RemappedRange& m : ranges_) {
+      if (m.bar == bar && offset >= m.offset && offset - m.offset < m.length) return true;
+    }
+    return false;
+  }
+  // The attacker as a normal guest: a context, an allocation, copies in and out.
+  void AttackerUsesItsGpu() {
+    auto driver = guest::Driver::Create(attacker_);
+    ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+    auto ctx = (*driver)->CreateContext();
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    auto a = (*ctx)->AllocDevice(256 * 1024);
+    ASSERT_TRUE(a.ok());
+    std::vector<uint8_t> in(256 * 1024, 0x5a), out(in.size());
+    ASSERT_TRUE((*ctx)->default_channel()->CopyHostToDevice(a->va, in.data(), in.size()).ok());
+    ASSERT_TRUE((*ctx)->default_channel()->CopyDeviceToHost(out.data(), a->va, out.size()).ok());
+    EXPECT_EQ(in, out);
+    instance_ =
+        uint64_t(Reg(pf::kChanTable + (*ctx)->default_channel()->id() * pf::kChanTableStride) &
+                 pf::kChanInstMask)
+        << 12;
+    driver_ = std::move(*driver);
+    ctx_ = std::move(*ctx);
+  }
+
+  std::vector<RemappedRange> ranges_;
+  std::unique_ptr<guest::Driver> driver_;
+  std::unique_ptr<guest::Context> ctx_;
+  uint64_t instance_ = 0;
+};
+
+TEST_F(FvRemapIsolationTest, RemappedPagesAreTheVmsOwnVramAndScribblingOnThemHurtsNoOneElse) {
+  StartVictim();
+  AttackerUsesItsGpu();
+  ApplyAttackerRemaps();
+  ASSERT_FALSE(ranges_.empty()) << "nothing was remapped\n" << log();
+  const uint64_t reserved_end = 32 * kMiB;
+  for (const RemappedRange& m : ranges_) {
+    if (m.vram) {
+      // Never the aggregator's reserved VRAM (shadow tables, shadow instances, our BAR1/USER).
+      EXPECT_GE(m.backing, reserved_end);
+      EXPECT_LE(m.backing + m.length, world_->gpu().vram_bytes());
+    }
+  }
+  // Channel descriptors and the USER pages of its own channels keep trapping; USER pages of ids it
+  // does not own go to its scratch memory, never VRAM.
+  const uint32_t poll = Reg(pf::kPollArea);
+  ASSERT_NE(poll & pf::kPollAreaEnable, 0u);
+  const uint64_t user = uint64_t(poll & pf::kPollAreaAddrMask) << 12;
+  for (uint32_t v = 0; v < pf::kChannels; ++v) {
+    const uint64_t page = user + uint64_t(v) * pf::kUserPageSize;
+    if (v < 8) {
+      EXPECT_FALSE(Remapped(gpu::Bar::k1, page)) << "own USER page " << v;
+    } else {
+      for (const RemappedRange& m : ranges_) {
+        if (m.bar == gpu::Bar::k1 && page >= m.offset && page - m.offset < m.length) {
+          EXPECT_FALSE(m.vram) << "foreign USER page " << v << " backed by VRAM";
+        }
+      }
+    }
+  }
+  BarWalk bar3;
+  const uint32_t bar3_inst = Reg(pbus::kBar3Inst);
+  {
+    std::lock_guard lock(world_->lock());
+    const GuestMemoryView view(&world_->host().vram(), attacker_->vgpu().layout(),
+                               attacker_->ram());
+    WalkBarTables(view, bar3_inst, attacker_->pci().bar3_size, bar3);
+  }
+  bool found_instance = false;
+  for (size_t page = 0; page < bar3.guest.size(); ++page) {
+    if (bar3.machine[page] == 0 || bar3.guest[page] != instance_) continue;
+    found_instance = true;
+    EXPECT_FALSE(Remapped(gpu::Bar::k3, page * 4096)) << "the channel's instance block";
+  }
+  EXPECT_TRUE(found_instance) << "the driver reaches its instance block through BAR3";
+  // Now the worst a remapped guest can do: overwrite everything it can reach without a trap, again
+  // and again, while the victim computes.
+  for (int round = 0; round < 20; ++round) {
+    for (RemappedRange& m : ranges_) {
+      std::memset(m.bytes.data(), 0xa5 ^ round, m.length);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ExpectVictimFine();
+}
+
+TEST_F(FvRemapIsolationTest, HostileBarPtesAreNeverRemapped) {
+  AttackerUsesItsGpu();
+  ApplyAttackerRemaps();
+  // Find a remapped BAR3 page and its PTE in the attacker's BAR3 table, then aim that PTE at other
+  // VMs' VRAM, the aggregator's, and SYSRAM outside its RAM.
+  const uint64_t inst = uint64_t(Reg(pbus::kBar3Inst) & pbus::kBarInstAddrMask) << 12;
+  const uint64_t pd = Vram32(inst + ramin::kPageDirLo) & ramin::kPageDirAddrLoMask;
+  const uint64_t pde = Vram64(pd);
+  ASSERT_NE(vm::pde::SmallTarget(pde), vm::PdeTarget::kNone);
+  uint64_t page = 0;
+  for (const RemappedRange& m : ranges_) {
+    if (m.bar == gpu::Bar::k3 && m.vram) page = m.offset / 4096;
+  }
+  ASSERT_NE(page, 0u) << "no BAR3 page remapped\n" << log();
+  const uint64_t pte = vm::pde::SmallTableAddress(pde) + page * 8;
+  ASSERT_NE(Vram64(pte) & vm::pte::kPresent, 0u);
+  const uint64_t refused_before = attacker_->vgpu().counters().refused_memory;
+  for (uint64_t evil :
+       {vm::pte::Make(attacker_->vgpu().vram_bytes()), vm::pte::Make(0xfffff000ull * 16),
+        vm::pte::Make(2 * kMiB),
+        vm::pte::Make(attacker_->ram().size() + 0x1000, {.target = vm::Target::kSysramSnooped})}) {
+    SetVram64(pte, evil);
+    SetReg(vm::kTlbFlushVspace, uint32_t(pd >> 8));
+    SetReg(vm::kTlbFlushTrigger, vm::kFlushTrigger | vm::kFlushPageAll);
+    {
+      std::lock_guard lock(world_->lock());
+      (void)attacker_->vgpu().Read(gpu::Bar::k3, page * 4096, 4, 0);  // a trap: the walk again
+    }
+    ApplyAttackerRemaps();
+    // 2 MiB is inside the attacker's own VRAM: that one may be remapped, to its own page.
+    if (vm::pte::Address(evil) == 2 * kMiB && vm::pte::TargetOf(evil) == vm::Target::kVram)
+      continue;
+    EXPECT_FALSE(Remapped(gpu::Bar::k3, page * 4096)) << std::hex << "PTE " << evil;
+  }
+  EXPECT_GT(attacker_->vgpu().counters().refused_memory, refused_before);
 }
 
 }  // namespace

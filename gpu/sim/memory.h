@@ -1,4 +1,5 @@
-// The software GPU's physical memory: VRAM (a memfd, so other processes can map slices of it later)
+// The software GPU's physical memory: VRAM (a memfd sealed against resizing, so other processes can
+// map slices of it: BAR remap)
 // and the resolution of a (target, physical address) pair to host bytes in VRAM or, through the
 // SYSRAM port, in host memory. Also the word-access helpers every unit uses on memory the driver
 // can write concurrently.

@@ -1,5 +1,8 @@
 #include "hypervisor/local/domain.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -9,7 +12,7 @@ namespace gpuvm::hv::local {
 namespace {
 
 constexpr uint32_t kWireMagic = 0x444c5047;  // "GPLD"
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;         // 2: the physmap socket pair
 
 struct WireHeader {
   uint32_t magic;
@@ -66,6 +69,12 @@ Result<std::unique_ptr<LocalDomain>> LocalDomain::Create(const LocalDomainConfig
     d->requests_.push_back(std::move(request));
     d->responses_.push_back(std::move(response));
   }
+  int physmap[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, physmap) != 0) {
+    return Status::FromErrno(errno, "socketpair (physmap)");
+  }
+  d->physmap_[0] = UniqueFd(physmap[0]);
+  d->physmap_[1] = UniqueFd(physmap[1]);
   // Stamp the control page so a receiver can tell a live region from garbage.
   GPUVM_ASSIGN_OR_RETURN(
       SharedMapping control,
@@ -88,6 +97,8 @@ std::vector<int> LocalDomain::fds() const {
   std::vector<int> out = {ram_.get(), ioreq_.get(), grants_.get(), irq_.get()};
   for (const UniqueFd& fd : requests_) out.push_back(fd.get());
   for (const UniqueFd& fd : responses_) out.push_back(fd.get());
+  out.push_back(physmap_[0].get());
+  out.push_back(physmap_[1].get());
   return out;
 }
 
@@ -112,9 +123,9 @@ Result<std::unique_ptr<LocalDomain>> LocalDomain::FromWire(std::span<const uint8
   }
   LocalDomainConfig config{h.domid, h.ram_bytes, h.vcpus, h.grant_entries};
   GPUVM_RETURN_IF_ERROR(CheckConfig(config));
-  if (fds.size() != 4 + 2 * size_t{config.vcpus}) {
+  if (fds.size() != 6 + 2 * size_t{config.vcpus}) {
     return Status::DataLoss("local domain description carries " + std::to_string(fds.size()) +
-                            " descriptors, expected " + std::to_string(4 + 2 * config.vcpus));
+                            " descriptors, expected " + std::to_string(6 + 2 * config.vcpus));
   }
   GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(fds[0].get(), config.ram_bytes).WithContext("guest RAM"));
   GPUVM_RETURN_IF_ERROR(
@@ -131,6 +142,8 @@ Result<std::unique_ptr<LocalDomain>> LocalDomain::FromWire(std::span<const uint8
     d->requests_.push_back(std::move(fds[4 + v]));
     d->responses_.push_back(std::move(fds[4 + config.vcpus + v]));
   }
+  d->physmap_[0] = std::move(fds[4 + 2 * config.vcpus]);
+  d->physmap_[1] = std::move(fds[5 + 2 * config.vcpus]);
   return d;
 }
 

@@ -11,7 +11,10 @@
 //     interrupt state) — see docs/HYPERVISOR.md;
 //   - the grant table: a sealed memfd of grant entries (hypervisor/local/grants.h);
 //   - per vCPU, a request eventfd (guest -> server: "my slot is READY") and a response eventfd
-//     (server -> guest: "IORESP_READY"); one interrupt eventfd (server -> guest).
+//     (server -> guest: "IORESP_READY"); one interrupt eventfd (server -> guest);
+//   - the physmap socket pair (SOCK_SEQPACKET): the server sends the memory that backs remapped
+//     ranges (BAR remap) on end 0, the guest side receives it on end 1 (the local stand-in for Xen
+//     changing the guest's p2m; see LocalControlPage::memory_ranges).
 // Seals matter: a memfd that cannot shrink cannot make a peer's mapping fault (SIGBUS), so a
 // receiver refuses unsealed memory.
 //
@@ -49,6 +52,8 @@ inline constexpr uint64_t kIoreqRegionPages = 3;
 
 inline constexpr uint32_t kMaxClaimedPciDevices = 8;
 inline constexpr uint32_t kMaxClaimedMmioRanges = 32;
+inline constexpr uint32_t kMaxMemoryRanges = 64;
+inline constexpr uint32_t kMaxMemoryBackings = 8;
 
 // Page 2 of the ioreq region. Written by the IOREQ server only (under the routing seqlock), read by
 // the guest side to route accesses. The guest can scribble on it too; the server never reads it
@@ -68,6 +73,17 @@ struct LocalControlPage {
     uint64_t first;
     uint64_t last;  // inclusive
   } mmio_ranges[kMaxClaimedMmioRanges];
+  // Memory ranges (BAR remap): guest accesses inside one go to backing `backing` (the n-th
+  // descriptor the server sent on the physmap socket) at `offset + (gpa - first)` instead of
+  // trapping. They take precedence over mmio_ranges. Whole pages.
+  uint32_t memory_range_count;    // <= kMaxMemoryRanges
+  uint32_t memory_backing_count;  // descriptors sent on the physmap socket so far
+  struct MemoryRange {
+    uint64_t first;
+    uint64_t last;  // inclusive
+    uint64_t offset;
+    uint64_t backing;
+  } memory_ranges[kMaxMemoryRanges];
 };
 static_assert(sizeof(LocalControlPage) <= kPageSize);
 // The last cache line of the control page: the IOREQ server's busy-poll flag (u32, nonzero while
@@ -104,6 +120,9 @@ class LocalDomain {
   int irq_fd() const { return irq_.get(); }
   int request_fd(uint32_t vcpu) const { return requests_.at(vcpu).get(); }
   int response_fd(uint32_t vcpu) const { return responses_.at(vcpu).get(); }
+  // The physmap socket pair: end 0 the server's (sends backings), end 1 the guest's (receives).
+  int physmap_server_fd() const { return physmap_[0].get(); }
+  int physmap_guest_fd() const { return physmap_[1].get(); }
   uint64_t grant_table_bytes() const;
 
  private:
@@ -117,6 +136,7 @@ class LocalDomain {
   UniqueFd irq_;
   std::vector<UniqueFd> requests_;
   std::vector<UniqueFd> responses_;
+  UniqueFd physmap_[2];
 };
 
 }  // namespace gpuvm::hv::local

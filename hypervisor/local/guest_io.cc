@@ -1,9 +1,11 @@
 #include "hypervisor/local/guest_io.h"
 
 #include <sys/epoll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <thread>
 
 namespace gpuvm::hv::local {
@@ -25,6 +27,7 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
   g->slots_ = std::make_unique<xen_abi::IoreqRequesterSlots>(
       g->region_.data() + kIoreqSlotsPage * kPageSize, g->vcpus_);
   GPUVM_ASSIGN_OR_RETURN(g->irq_, DuplicateFd(domain.irq_fd()));
+  GPUVM_ASSIGN_OR_RETURN(g->physmap_, DuplicateFd(domain.physmap_guest_fd()));
   for (uint32_t v = 0; v < g->vcpus_; ++v) {
     GPUVM_ASSIGN_OR_RETURN(UniqueFd request, DuplicateFd(domain.request_fd(v)));
     GPUVM_ASSIGN_OR_RETURN(UniqueFd response, DuplicateFd(domain.response_fd(v)));
@@ -87,6 +90,8 @@ Result<uint64_t> LocalGuestIo::Read(uint32_t vcpu, uint64_t gpa, uint32_t size) 
   if (size != 1 && size != 2 && size != 4 && size != 8) {
     return Status::InvalidArgument("MMIO access size must be 1, 2, 4 or 8");
   }
+  uint64_t direct = 0;
+  if (AccessMemory(gpa, &direct, size, false)) return direct;
   if (!IsMmioClaimed(gpa, size)) return AllOnes(size);
   IoRequest r;
   r.vcpu = vcpu;
@@ -103,6 +108,8 @@ Status LocalGuestIo::Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t 
   if (size != 1 && size != 2 && size != 4 && size != 8) {
     return Status::InvalidArgument("MMIO access size must be 1, 2, 4 or 8");
   }
+  uint64_t direct = value & AllOnes(size);
+  if (AccessMemory(gpa, &direct, size, true)) return Status::Ok();
   if (!IsMmioClaimed(gpa, size)) return Status::Ok();
   IoRequest r;
   r.vcpu = vcpu;
@@ -188,6 +195,97 @@ bool LocalGuestIo::IsMmioClaimed(uint64_t gpa, uint64_t length) const {
     }
     return false;
   });
+}
+
+uint8_t* LocalGuestIo::MemoryAt(uint64_t gpa, uint64_t length) {
+  if (length == 0 || gpa + (length - 1) < gpa) return nullptr;
+  const uint64_t last = gpa + (length - 1);
+  LocalControlPage::MemoryRange hit{};
+  bool found = false;
+  const LocalControlPage* page = control();
+  const bool stable = ReadRouting(page, [&] {
+    found = false;
+    const uint32_t count =
+        std::min(LoadShared(page->memory_range_count, std::memory_order_relaxed), kMaxMemoryRanges);
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint64_t f = LoadShared(page->memory_ranges[i].first, std::memory_order_relaxed);
+      const uint64_t l = LoadShared(page->memory_ranges[i].last, std::memory_order_relaxed);
+      if (gpa >= f && last <= l) {
+        hit = {f, l, LoadShared(page->memory_ranges[i].offset, std::memory_order_relaxed),
+               LoadShared(page->memory_ranges[i].backing, std::memory_order_relaxed)};
+        found = true;
+        break;
+      }
+    }
+    return true;
+  });
+  if (!stable || !found || hit.backing >= kMaxMemoryBackings) return nullptr;
+  uint8_t* base = backing_base_[hit.backing].load(std::memory_order_acquire);
+  if (base == nullptr) {
+    std::lock_guard lock(backings_mu_);
+    ReceiveBackingsLocked();
+    base = backing_base_[hit.backing].load(std::memory_order_acquire);
+    if (base == nullptr) return nullptr;
+  }
+  // The page is the server's word; the bounds are ours: never outside the mapped backing.
+  const uint64_t size = backing_size_[hit.backing].load(std::memory_order_relaxed);
+  const uint64_t at = hit.offset + (gpa - hit.first);
+  if (at < hit.offset || at > size || length > size - at) return nullptr;
+  return base + at;
+}
+
+void LocalGuestIo::ReceiveBackingsLocked() {
+  for (;;) {
+    Result<ReceivedMessage> m = ReceiveWithFds(physmap_.get(), 64, true);
+    if (!m.ok()) return;  // nothing more waiting (or the server is gone)
+    uint64_t words[2];
+    if (m->bytes.size() != sizeof words || m->fds.size() != 1) continue;
+    std::memcpy(words, m->bytes.data(), sizeof words);
+    const uint64_t id = words[0];
+    struct stat st;
+    if (id >= kMaxMemoryBackings || backing_base_[id].load() != nullptr ||
+        ::fstat(m->fds[0].get(), &st) != 0 || uint64_t(st.st_size) < words[1] || words[1] == 0) {
+      continue;
+    }
+    Result<SharedMapping> map = SharedMapping::Map(m->fds[0].get(), 0, words[1], true);
+    if (!map.ok()) continue;
+    backing_size_[id].store(words[1], std::memory_order_relaxed);
+    backing_base_[id].store(map->data(), std::memory_order_release);
+    backing_maps_.push_back(std::move(*map));
+  }
+}
+
+bool LocalGuestIo::AccessMemory(uint64_t gpa, void* buffer, uint64_t length, bool write) {
+  uint8_t* p = MemoryAt(gpa, length);
+  if (p == nullptr) return false;
+  auto* b = static_cast<uint8_t*>(buffer);
+  // Aligned bus-sized accesses are single loads/stores (no tearing), like a real BAR.
+  const bool aligned = (reinterpret_cast<uintptr_t>(p) & (length - 1)) == 0;
+  if (aligned && length == 4) {
+    uint32_t v;
+    if (write) {
+      std::memcpy(&v, b, 4);
+      __atomic_store_n(reinterpret_cast<uint32_t*>(p), v, __ATOMIC_RELAXED);
+    } else {
+      v = __atomic_load_n(reinterpret_cast<uint32_t*>(p), __ATOMIC_RELAXED);
+      std::memcpy(b, &v, 4);
+    }
+  } else if (aligned && length == 8) {
+    uint64_t v;
+    if (write) {
+      std::memcpy(&v, b, 8);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELAXED);
+    } else {
+      v = __atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
+      std::memcpy(b, &v, 8);
+    }
+  } else if (write) {
+    std::memcpy(p, b, length);
+  } else {
+    std::memcpy(b, p, length);
+  }
+  memory_accesses_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool LocalGuestIo::IsPciClaimed(const Sbdf& sbdf) const {

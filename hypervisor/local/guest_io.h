@@ -5,12 +5,23 @@
 // IORESP_READY. Unclaimed accesses behave like unassigned addresses on a PC: reads return all-ones,
 // writes vanish. A later guest driver's trapping Bus sits on Read/Write here.
 //
+// Memory ranges (BAR remap, LocalControlPage::memory_ranges): an access that lies inside one does
+// not trap; it reads or writes the backing memfd, which the server sent over the physmap socket and
+// which is mapped here once, whole, on first use (the local stand-in for a p2m entry that points at
+// device memory). Aligned accesses of 1/2/4/8 bytes are single atomic loads/stores, as on a bus.
+// Only one LocalGuestIo per domain should use memory ranges (the first to read the physmap socket
+// gets the backings); an access whose backing is not here falls back to trapping, which the device
+// model still serves.
+//
 // Threading: one thread per vCPU index; different vCPU indices may be used concurrently.
 #ifndef GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_
 #define GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "hypervisor/local/domain.h"
@@ -44,6 +55,11 @@ class LocalGuestIo {
 
   // Routing as the server published it.
   bool IsMmioClaimed(uint64_t gpa, uint64_t length) const;
+  // Copies between `buffer` and guest physical [gpa, gpa + length) when that lies inside one memory
+  // range whose backing is mapped here: true when done, false when the access must trap.
+  bool AccessMemory(uint64_t gpa, void* buffer, uint64_t length, bool write);
+  // Accesses that went to a memory range instead of trapping.
+  uint64_t memory_accesses() const { return memory_accesses_.load(std::memory_order_relaxed); }
   bool IsPciClaimed(const Sbdf& sbdf) const;
 
   struct InterruptState {
@@ -63,6 +79,11 @@ class LocalGuestIo {
   const LocalControlPage* control() const {
     return reinterpret_cast<const LocalControlPage*>(region_.data() + kControlPage * kPageSize);
   }
+  // Host address of guest physical [gpa, gpa + length) if it lies in one memory range, else null.
+  uint8_t* MemoryAt(uint64_t gpa, uint64_t length);
+  // Takes every backing waiting on the physmap socket and maps it (backings_mu_ held).
+  void ReceiveBackingsLocked();
+
   // Waits for the slot's response (or, for a slot left busy by an earlier timed-out access,
   // discards it). DeadlineExceeded when the server does not answer in time.
   Result<uint64_t> AwaitResponse(uint32_t vcpu);
@@ -78,6 +99,13 @@ class LocalGuestIo {
   // the eventfd never has to be read back (the round trip's guest half is write + epoll_wait, as
   // lean as a bare eventfd ping-pong).
   std::vector<UniqueFd> waits_;
+
+  UniqueFd physmap_;
+  std::mutex backings_mu_;
+  std::vector<SharedMapping> backing_maps_;  // by backing id (backings_mu_)
+  std::array<std::atomic<uint8_t*>, kMaxMemoryBackings> backing_base_{};
+  std::array<std::atomic<uint64_t>, kMaxMemoryBackings> backing_size_{};
+  std::atomic<uint64_t> memory_accesses_{0};
 };
 
 }  // namespace gpuvm::hv::local

@@ -1,6 +1,8 @@
 #include "hypervisor/local/ioreq_server.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +23,7 @@ Result<std::unique_ptr<LocalIoreqServer>> LocalIoreqServer::Create(const LocalDo
   s->epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   GPUVM_ASSIGN_OR_RETURN(s->irq_, DuplicateFd(domain.irq_fd()));
+  GPUVM_ASSIGN_OR_RETURN(s->physmap_, DuplicateFd(domain.physmap_server_fd()));
   for (uint32_t v = 0; v < s->vcpus_; ++v) {
     GPUVM_ASSIGN_OR_RETURN(UniqueFd request, DuplicateFd(domain.request_fd(v)));
     GPUVM_ASSIGN_OR_RETURN(UniqueFd response, DuplicateFd(domain.response_fd(v)));
@@ -46,6 +49,7 @@ LocalIoreqServer::~LocalIoreqServer() {
   // and answer what is still in flight with all-ones so no vCPU stays blocked on us.
   pci_devices_.clear();
   ranges_.clear();
+  memory_ranges_.clear();
   PublishRouting();
   for (uint32_t v : dispatcher_->AbandonInFlight()) (void)SignalEventFd(responses_[v].get());
 }
@@ -67,6 +71,17 @@ void LocalIoreqServer::PublishRouting() {
     StoreShared(page->mmio_ranges[i].last, ranges_[i].second, std::memory_order_relaxed);
   }
   StoreShared(page->mmio_range_count, static_cast<uint32_t>(ranges_.size()),
+              std::memory_order_relaxed);
+  for (size_t i = 0; i < memory_ranges_.size(); ++i) {
+    const LocalControlPage::MemoryRange& r = memory_ranges_[i];
+    StoreShared(page->memory_ranges[i].first, r.first, std::memory_order_relaxed);
+    StoreShared(page->memory_ranges[i].last, r.last, std::memory_order_relaxed);
+    StoreShared(page->memory_ranges[i].offset, r.offset, std::memory_order_relaxed);
+    StoreShared(page->memory_ranges[i].backing, r.backing, std::memory_order_relaxed);
+  }
+  StoreShared(page->memory_range_count, static_cast<uint32_t>(memory_ranges_.size()),
+              std::memory_order_relaxed);
+  StoreShared(page->memory_backing_count, static_cast<uint32_t>(backings_.size()),
               std::memory_order_relaxed);
   StoreShared(page->routing_seq, odd + 1, std::memory_order_release);
 }
@@ -118,6 +133,72 @@ Status LocalIoreqServer::UnmapMmioRange(uint64_t first, uint64_t last) {
   ranges_.erase(it);
   PublishRouting();
   return Status::Ok();
+}
+
+Status LocalIoreqServer::MapMemoryRange(uint64_t first, uint64_t last,
+                                        const MemoryBacking& backing) {
+  if (first > last || first % kPageSize != 0 || (last + 1) % kPageSize != 0 ||
+      backing.offset % kPageSize != 0) {
+    return Status::InvalidArgument("a memory range is whole pages");
+  }
+  if (backing.fd < 0) {
+    return Status::Unimplemented("the local backend maps memfds, not machine frames");
+  }
+  for (const LocalControlPage::MemoryRange& r : memory_ranges_) {
+    if (first <= r.last && r.first <= last) {
+      return Status::AlreadyExists("memory range " + Hex(first) + "-" + Hex(last) + " overlaps " +
+                                   Hex(r.first) + "-" + Hex(r.last));
+    }
+  }
+  if (memory_ranges_.size() >= kMaxMemoryRanges) {
+    return Status::ResourceExhausted("too many memory ranges mapped");
+  }
+  // The backing: sealed against shrinking, large enough, and sent to the guest side once.
+  const int seals = ::fcntl(backing.fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Status::PermissionDenied(
+        "a memory range's backing must be a memfd sealed against "
+        "shrinking");
+  }
+  struct stat st;
+  if (::fstat(backing.fd, &st) != 0) return Status::FromErrno(errno, "fstat backing");
+  const uint64_t length = last - first + 1;
+  if (backing.offset > uint64_t(st.st_size) || length > uint64_t(st.st_size) - backing.offset) {
+    return Status::OutOfRange("the memory range runs past its backing's end");
+  }
+  size_t id = 0;
+  while (id < backings_.size() &&
+         (backings_[id].device != uint64_t(st.st_dev) || backings_[id].inode != st.st_ino)) {
+    ++id;
+  }
+  if (id == backings_.size()) {
+    if (backings_.size() >= kMaxMemoryBackings) {
+      return Status::ResourceExhausted("too many distinct memory backings");
+    }
+    GPUVM_ASSIGN_OR_RETURN(UniqueFd copy, DuplicateFd(backing.fd));
+    // The message: backing id and size; the guest side checks both against the descriptor.
+    uint64_t message[2] = {id, uint64_t(st.st_size)};
+    const int fds[1] = {copy.get()};
+    GPUVM_RETURN_IF_ERROR(SendWithFds(physmap_.get(),
+                                      {reinterpret_cast<const uint8_t*>(message), sizeof message},
+                                      fds)
+                              .WithContext("physmap socket"));
+    backings_.push_back(Backing{uint64_t(st.st_dev), uint64_t(st.st_ino), std::move(copy)});
+  }
+  memory_ranges_.push_back({first, last, backing.offset, id});
+  PublishRouting();
+  return Status::Ok();
+}
+
+Status LocalIoreqServer::UnmapMemoryRange(uint64_t first, uint64_t last) {
+  for (auto it = memory_ranges_.begin(); it != memory_ranges_.end(); ++it) {
+    if (it->first == first && it->last == last) {
+      memory_ranges_.erase(it);
+      PublishRouting();
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound("memory range " + Hex(first) + "-" + Hex(last) + " not mapped");
 }
 
 Result<std::optional<IoRequest>> LocalIoreqServer::Poll() {

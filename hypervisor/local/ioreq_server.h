@@ -7,6 +7,12 @@
 // server per local domain (Xen allows several; the local backend has no default QEMU to share
 // with).
 //
+// Memory ranges (BAR remap): MapMemoryRange publishes the range on the control page and, the first
+// time a backing memfd is used, sends a duplicate of it over the domain's physmap socket; the guest
+// side maps each backing once and routes accesses inside a memory range straight to it. A backing
+// must be a memfd sealed against shrinking (so no peer can make a mapping of it fault) that holds
+// the whole range. At most kMaxMemoryBackings distinct backings per server.
+//
 // Threading: one owner thread, as IoreqServer.
 #ifndef GPUVM_HYPERVISOR_LOCAL_IOREQ_SERVER_H_
 #define GPUVM_HYPERVISOR_LOCAL_IOREQ_SERVER_H_
@@ -33,6 +39,8 @@ class LocalIoreqServer : public IoreqServer {
   Status UnmapPciDevice(const Sbdf& sbdf) override;
   Status MapMmioRange(uint64_t first, uint64_t last) override;
   Status UnmapMmioRange(uint64_t first, uint64_t last) override;
+  Status MapMemoryRange(uint64_t first, uint64_t last, const MemoryBacking& backing) override;
+  Status UnmapMemoryRange(uint64_t first, uint64_t last) override;
   int wait_fd() const override { return epoll_.get(); }
   Result<std::optional<IoRequest>> Poll() override;
   // Sets / clears the control page's busy-poll flag (guests skip the request doorbell while it is
@@ -69,6 +77,13 @@ class LocalIoreqServer : public IoreqServer {
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;
   bool busy_polling_ = false;
   bool edge_triggered_waiter_ = false;
+  UniqueFd physmap_;  // our end of the physmap socket pair
+  struct Backing {
+    uint64_t device = 0, inode = 0;  // identity of the memfd
+    UniqueFd fd;
+  };
+  std::vector<Backing> backings_;  // index = id on the control page
+  std::vector<LocalControlPage::MemoryRange> memory_ranges_;
 };
 
 }  // namespace gpuvm::hv::local

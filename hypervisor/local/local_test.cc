@@ -378,5 +378,57 @@ TEST(LocalGrants, AForgedEntryCannotReachBeyondTheGrantersRam) {
   EXPECT_EQ(mapper.Map(2, other, Access::kReadOnly).status().code(), StatusCode::kPermissionDenied);
 }
 
+// --- memory ranges (BAR remap): accesses inside one reach the backing without a request
+
+TEST(LocalMemoryRanges, AccessesInsideARangeReachTheBackingWithoutTrapping) {
+  auto d = NewDomain();
+  auto server = LocalIoreqServer::Create(*d);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
+  ASSERT_TRUE(guest.ok());
+  auto backing = CreateSealedMemfd("backing", 4 * kPageSize);
+  ASSERT_TRUE(backing.ok());
+  auto bytes = SharedMapping::Map(backing->get(), 0, 4 * kPageSize, true);
+  ASSERT_TRUE(bytes.ok());
+  StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x2008), 0xcafef00du);
+  constexpr uint64_t kBase = 0xe0000000;
+  ASSERT_TRUE((*server)->MapMmioRange(kBase, kBase + 0x3fff).ok());
+  ASSERT_TRUE(
+      (*server)->MapMemoryRange(kBase + 0x1000, kBase + 0x2fff, {backing->get(), 0x1000}).ok());
+  // Reads and writes inside the range: straight to the memfd, no request for the server.
+  auto value = (*guest)->Read(0, kBase + 0x2008, 4);  // backing offset 0x2008
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, 0xcafef00du);
+  ASSERT_TRUE((*guest)->Write(0, kBase + 0x1010, 8, 0x1122334455667788ull).ok());
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(bytes->data() + 0x1010), 0x1122334455667788ull);
+  EXPECT_EQ((*guest)->memory_accesses(), 2u);
+  auto waiting = (*server)->Poll();
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_FALSE(waiting->has_value());
+  // An access reaching past the range, and one outside it, trap as before.
+  uint8_t buffer[16];
+  EXPECT_FALSE((*guest)->AccessMemory(kBase + 0x2ff8, buffer, 16, false));
+  EXPECT_FALSE((*guest)->AccessMemory(kBase, buffer, 4, false));
+  // Overlaps and unsealed backings are refused; unmapping makes the pages trap again.
+  EXPECT_EQ((*server)->MapMemoryRange(kBase + 0x2000, kBase + 0x3fff, {backing->get(), 0}).code(),
+            StatusCode::kAlreadyExists);
+  UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), 4 * kPageSize), 0);
+  EXPECT_EQ((*server)->MapMemoryRange(kBase + 0x3000, kBase + 0x3fff, {unsealed.get(), 0}).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(
+      (*server)->MapMemoryRange(kBase + 0x3000, kBase + 0x4fff, {backing->get(), 0x3000}).code(),
+      StatusCode::kOutOfRange);
+  EXPECT_EQ((*server)->UnmapMemoryRange(kBase + 0x1000, kBase + 0x1fff).code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE((*server)->UnmapMemoryRange(kBase + 0x1000, kBase + 0x2fff).ok());
+  EXPECT_FALSE((*guest)->AccessMemory(kBase + 0x1008, buffer, 4, false));
+  // A server that goes away withdraws its ranges.
+  ASSERT_TRUE((*server)->MapMemoryRange(kBase, kBase + 0xfff, {backing->get(), 0}).ok());
+  EXPECT_TRUE((*guest)->AccessMemory(kBase, buffer, 8, false));
+  server->reset();
+  EXPECT_FALSE((*guest)->AccessMemory(kBase, buffer, 8, false));
+}
+
 }  // namespace
 }  // namespace gpuvm::hv::local

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hypervisor/xen/libxen.h"
+#include "hypervisor/xen/memory_mapping.h"
 #include "hypervisor/xen/xen_backend.h"
 #include "hypervisor/xen_abi/ioreq_page.h"
 
@@ -39,6 +40,8 @@ class XenIoreqServer : public IoreqServer {
   Status UnmapPciDevice(const Sbdf& sbdf) override;
   Status MapMmioRange(uint64_t first, uint64_t last) override;
   Status UnmapMmioRange(uint64_t first, uint64_t last) override;
+  Status MapMemoryRange(uint64_t first, uint64_t last, const MemoryBacking& backing) override;
+  Status UnmapMemoryRange(uint64_t first, uint64_t last) override;
   int wait_fd() const override { return xenevtchn_fd(evtchn_.get()); }
   Result<std::optional<IoRequest>> Poll() override;
   Status Complete(const IoRequest& request, uint64_t read_value) override;
@@ -62,6 +65,12 @@ class XenIoreqServer : public IoreqServer {
   std::optional<evtchn_port_t> buffered_port_;
   std::vector<Sbdf> pci_devices_;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  ControlHandle xc_;  // libxenctrl, opened on the first memory range
+  struct MemoryRange {
+    uint64_t first, last;
+    MemoryMappingPlan plan;
+  };
+  std::vector<MemoryRange> memory_ranges_;  // BAR remap: guest frames backed by machine frames
 };
 
 Status XenIoreqServer::Setup() {
@@ -125,6 +134,13 @@ Status XenIoreqServer::Setup() {
 }
 
 void XenIoreqServer::Teardown() {
+  // Remapped frames go first: the guest must not keep machine frames its device model let go of.
+  for (const MemoryRange& r : memory_ranges_) {
+    xc_domain_memory_mapping(xc_.get(), domid_, r.plan.first_gfn, r.plan.first_mfn, r.plan.frames,
+                             DPCI_REMOVE_MAPPING);
+    xc_domain_iomem_permission(xc_.get(), domid_, r.plan.first_mfn, r.plan.frames, 0);
+  }
+  memory_ranges_.clear();
   // Unclaim first so no new request is routed to a server that is going away.
   if (step_ >= Step::kServerCreated) {
     for (const auto& [first, last] : ranges_) {
@@ -186,6 +202,46 @@ Status XenIoreqServer::UnmapPciDevice(const Sbdf& s) {
     return CallFailed("unmap_pcidev_from_ioreq_server " + s.ToString(), errno);
   }
   return Status::Ok();
+}
+
+Status XenIoreqServer::MapMemoryRange(uint64_t first, uint64_t last, const MemoryBacking& backing) {
+  GPUVM_ASSIGN_OR_RETURN(MemoryMappingPlan plan, PlanMemoryMapping(first, last, backing));
+  for (const MemoryRange& r : memory_ranges_) {
+    if (first <= r.last && r.first <= last) {
+      return Status::AlreadyExists("memory range " + Hex(first) + "-" + Hex(last) + " overlaps " +
+                                   Hex(r.first) + "-" + Hex(r.last));
+    }
+  }
+  if (!xc_) {
+    GPUVM_ASSIGN_OR_RETURN(xc_, OpenControl());
+  }
+  // The domain may hold those machine frames, then its p2m maps them (QEMU's pass-through order).
+  if (xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 1) != 0) {
+    return CallFailed("iomem_permission " + Hex(backing.machine_address), errno);
+  }
+  if (xc_domain_memory_mapping(xc_.get(), domid_, plan.first_gfn, plan.first_mfn, plan.frames,
+                               DPCI_ADD_MAPPING) != 0) {
+    const int err = errno;
+    xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 0);
+    return CallFailed("memory_mapping " + Hex(first) + "-" + Hex(last), err);
+  }
+  memory_ranges_.push_back({first, last, plan});
+  return Status::Ok();
+}
+
+Status XenIoreqServer::UnmapMemoryRange(uint64_t first, uint64_t last) {
+  for (auto it = memory_ranges_.begin(); it != memory_ranges_.end(); ++it) {
+    if (it->first != first || it->last != last) continue;
+    const MemoryMappingPlan plan = it->plan;
+    memory_ranges_.erase(it);
+    if (xc_domain_memory_mapping(xc_.get(), domid_, plan.first_gfn, plan.first_mfn, plan.frames,
+                                 DPCI_REMOVE_MAPPING) != 0) {
+      return CallFailed("memory_mapping remove " + Hex(first) + "-" + Hex(last), errno);
+    }
+    xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 0);
+    return Status::Ok();
+  }
+  return Status::NotFound("memory range " + Hex(first) + "-" + Hex(last) + " not mapped");
 }
 
 Status XenIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {

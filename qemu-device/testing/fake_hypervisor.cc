@@ -30,6 +30,26 @@ Status RecordingIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
   return Status::Ok();
 }
 
+Status RecordingIoreqServer::MapMemoryRange(uint64_t first, uint64_t last,
+                                            const hv::MemoryBacking& backing) {
+  if (backing.fd < 0) return Status::InvalidArgument("no backing");
+  for (const MemoryRange& r : memory) {
+    if (first <= r.last && r.first <= last) return Status::AlreadyExists("overlap");
+  }
+  memory.push_back({first, last, backing.offset});
+  return Status::Ok();
+}
+
+Status RecordingIoreqServer::UnmapMemoryRange(uint64_t first, uint64_t last) {
+  for (auto it = memory.begin(); it != memory.end(); ++it) {
+    if (it->first == first && it->last == last) {
+      memory.erase(it);
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound("not mapped");
+}
+
 Status RecordingIoreqServer::UnmapMmioRange(uint64_t first, uint64_t last) {
   ++unmap_calls;
   auto it = std::find(ranges.begin(), ranges.end(), std::make_pair(first, last));

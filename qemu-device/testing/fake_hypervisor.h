@@ -23,6 +23,8 @@ class RecordingIoreqServer : public hv::IoreqServer {
   Status UnmapPciDevice(const hv::Sbdf& sbdf) override;
   Status MapMmioRange(uint64_t first, uint64_t last) override;
   Status UnmapMmioRange(uint64_t first, uint64_t last) override;
+  Status MapMemoryRange(uint64_t first, uint64_t last, const hv::MemoryBacking& backing) override;
+  Status UnmapMemoryRange(uint64_t first, uint64_t last) override;
   int wait_fd() const override { return -1; }
   Result<std::optional<hv::IoRequest>> Poll() override;
   Status Complete(const hv::IoRequest& request, uint64_t read_value) override;
@@ -30,6 +32,10 @@ class RecordingIoreqServer : public hv::IoreqServer {
   Status InjectMsi(uint64_t address, uint32_t data) override;
 
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // currently mapped
+  struct MemoryRange {
+    uint64_t first, last, offset;
+  };
+  std::vector<MemoryRange> memory;  // memory ranges currently mapped (BAR remap)
   std::vector<hv::Sbdf> devices;
   int map_calls = 0;
   int unmap_calls = 0;

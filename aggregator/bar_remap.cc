@@ -1,0 +1,195 @@
+#include "aggregator/bar_remap.h"
+
+#include <algorithm>
+
+#include "gpu/hw/pbus.h"
+#include "gpu/hw/ramin.h"
+#include "gpu/hw/vm.h"
+
+namespace gpuvm::aggregator {
+
+namespace pbus = gf100::pbus;
+namespace ramin = gf100::ramin;
+namespace vm = gf100::vm;
+
+namespace {
+
+constexpr uint64_t kPage = 0x1000;
+constexpr uint64_t kLarge = 1ull << ShadowSpace::kLargePageShift;
+
+}  // namespace
+
+void WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_bytes, BarWalk& w) {
+  const uint64_t pages = bar_bytes / kPage;
+  if (w.machine.size() != pages) {
+    w.guest.assign(pages, 0);
+    w.machine.assign(pages, 0);
+    w.small_pte.assign(pages, 0);
+    w.large_pte.assign(pages, 0);
+    w.pde.assign(pages, 0);  // used as "entries known" flags (0 = relocate again)
+  }
+  w.inst_reg = inst_reg;
+  auto nothing_from = [&](uint64_t page) {
+    std::fill(w.machine.begin() + ptrdiff_t(page), w.machine.end(), 0);
+    std::fill(w.pde.begin() + ptrdiff_t(page), w.pde.end(), 0);
+  };
+  if ((inst_reg & pbus::kBarInstVmMode) == 0) return nothing_from(0);  // aperture = raw VRAM: trap
+  const uint64_t instance = uint64_t(inst_reg & pbus::kBarInstAddrMask) << pbus::kBarInstShift;
+  uint32_t words[4];
+  if (!view.ReadVram(instance + ramin::kPageDirLo, words, sizeof words) ||
+      (words[0] & ramin::kPageDirTargetMask) != uint32_t(vm::Target::kVram)) {
+    return nothing_from(0);
+  }
+  const uint64_t pd = (words[0] & ramin::kPageDirAddrLoMask) |
+                      (uint64_t(words[1] & ramin::kPageDirAddrHiMask) << 32);
+  const uint64_t limit = words[2] | (uint64_t(words[3]) << 32);
+  const uint64_t end = limit >= bar_bytes - 1 ? bar_bytes : (limit + 1) & ~(kPage - 1);
+  const uint64_t pde_span = 1ull << vm::kPdeShift(ShadowSpace::kLargePageShift);
+  std::vector<uint64_t> small, large;
+  for (uint64_t va0 = 0; va0 < end; va0 += pde_span) {
+    uint64_t pde = 0;
+    if (!view.ReadVram(pd + (va0 / pde_span) * vm::kEntrySize, &pde, 8)) pde = 0;
+    const uint64_t covered = pde_span >> vm::pde::PtSize(pde);  // what the tables reach
+    const uint64_t span = std::min(end - va0, pde_span);
+    const uint64_t n = span / kPage;
+    const uint64_t n_small = std::min(span, covered) / kPage;
+    const uint64_t n_large = (std::min(span, covered) + kLarge - 1) / kLarge;
+    small.assign(n, 0);
+    large.assign((span + kLarge - 1) / kLarge, 0);
+    // One copying read per table (a table reaching outside the VM's memory reads as absent).
+    if (vm::pde::SmallTarget(pde) == vm::PdeTarget::kNone ||
+        !view.Read(vm::pde::SmallTarget(pde), vm::pde::SmallTableAddress(pde), small.data(),
+                   n_small * vm::kEntrySize)) {
+      std::fill(small.begin(), small.end(), 0);
+    }
+    if (vm::pde::LargeTarget(pde) == vm::PdeTarget::kNone ||
+        !view.Read(vm::pde::LargeTarget(pde), vm::pde::LargeTableAddress(pde), large.data(),
+                   n_large * vm::kEntrySize)) {
+      std::fill(large.begin(), large.end(), 0);
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t page = va0 / kPage + i;
+      const uint64_t in_pde = i * kPage;
+      const uint64_t s = in_pde < covered ? small[i] : 0;
+      const uint64_t l = in_pde < covered ? large[in_pde / kLarge] : 0;
+      // The result depends on the two entries alone: unchanged entries keep their translation.
+      if (w.pde[page] != 0 && w.small_pte[page] == s && w.large_pte[page] == l) continue;
+      w.small_pte[page] = s;
+      w.large_pte[page] = l;
+      w.pde[page] = 1;
+      ++w.relocated;
+      RelocatedPte r;
+      uint64_t inner = 0;
+      uint64_t guest_pte = 0;
+      if (s & vm::pte::kPresent) {
+        guest_pte = s;
+        r = RelocatePte(s, kPage, view.layout());
+      } else if (l != 0) {
+        guest_pte = l;
+        inner = in_pde & (kLarge - 1);
+        r = RelocatePte(l, kLarge, view.layout());
+      }
+      const bool vram = r.verdict == PteVerdict::kMapped &&
+                        vm::pte::TargetOf(r.value) == vm::Target::kVram &&
+                        vm::pte::TargetOf(guest_pte) == vm::Target::kVram;
+      w.guest[page] = vram ? vm::pte::Address(guest_pte) + inner : 0;
+      w.machine[page] = vram ? vm::pte::Address(r.value) + inner : 0;
+    }
+  }
+  nothing_from(end / kPage);
+}
+
+uint64_t BarDirectory(const GuestMemoryView& view, uint32_t inst_reg) {
+  if ((inst_reg & pbus::kBarInstVmMode) == 0) return ~0ull;
+  const uint64_t instance = uint64_t(inst_reg & pbus::kBarInstAddrMask) << pbus::kBarInstShift;
+  uint32_t words[2];
+  if (!view.ReadVram(instance + ramin::kPageDirLo, words, sizeof words)) return ~0ull;
+  return (words[0] & ramin::kPageDirAddrLoMask) |
+         (uint64_t(words[1] & ramin::kPageDirAddrHiMask) << 32);
+}
+
+Status BarRemapper::Update(gpu::Bar bar, std::span<const uint64_t> targets) {
+  const size_t slot = Slot(bar);
+  std::vector<Run> runs;
+  for (size_t i = 0; i < targets.size();) {
+    const uint64_t t = targets[i];
+    if (t == 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < targets.size() && targets[j] == t + (j - i) * kPage) ++j;
+    runs.push_back({i * kPage, (j - i) * kPage, t});
+    i = j;
+  }
+  const size_t budget = kMaxRuns - std::min(kMaxRuns, current_[1 - slot].size());
+  if (runs.size() > budget) {
+    // The longest runs save the most traps; the rest keeps trapping.
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const Run& a, const Run& b) { return a.length > b.length; });
+    runs.resize(budget);
+    std::sort(runs.begin(), runs.end(),
+              [](const Run& a, const Run& b) { return a.offset < b.offset; });
+  }
+  for (const Run& old : current_[slot]) {
+    if (std::find(runs.begin(), runs.end(), old) != runs.end()) continue;
+    queued_.push_back({false, bar, old.offset, old.length, 0, -1});
+    ++unmaps_;
+  }
+  std::vector<Run> kept;
+  Status result;
+  for (const Run& run : runs) {
+    if (std::find(current_[slot].begin(), current_[slot].end(), run) != current_[slot].end()) {
+      kept.push_back(run);
+      continue;
+    }
+    int fd = vram_fd_;
+    uint64_t backing = run.target;
+    if (run.target & kScratch) {
+      backing = run.target & ~kScratch;
+      if (!scratch_.valid()) {
+        Result<hv::local::UniqueFd> scratch =
+            hv::local::CreateSealedMemfd("gpuvm-fv-scratch", scratch_pages_ * kPage);
+        if (!scratch.ok()) {
+          result = scratch.status();
+          continue;  // those pages keep trapping
+        }
+        scratch_ = std::move(*scratch);
+      }
+      if (backing + run.length > scratch_pages_ * kPage) continue;
+      fd = scratch_.get();
+    }
+    if (fd < 0) continue;
+    queued_.push_back({true, bar, run.offset, run.length, backing, fd});
+    ++maps_;
+    kept.push_back(run);
+  }
+  current_[slot] = std::move(kept);
+  return result;
+}
+
+void BarRemapper::UnmapAll() {
+  for (size_t slot = 0; slot < 2; ++slot) {
+    for (const Run& old : current_[slot]) {
+      queued_.push_back({false, BarOf(slot), old.offset, old.length, 0, -1});
+      ++unmaps_;
+    }
+    current_[slot].clear();
+  }
+}
+
+std::vector<BarRemapRequest> BarRemapper::Take() {
+  std::vector<BarRemapRequest> out;
+  out.swap(queued_);
+  return out;
+}
+
+uint64_t BarRemapper::mapped_pages() const {
+  uint64_t bytes = 0;
+  for (const auto& runs : current_) {
+    for (const Run& r : runs) bytes += r.length;
+  }
+  return bytes / kPage;
+}
+
+}  // namespace gpuvm::aggregator
