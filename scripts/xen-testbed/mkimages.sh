@@ -134,6 +134,8 @@ done
   if [[ ! -x "$STAGE/gpuvm/bin/gpuvm-dm" || ! -x "$STAGE/gpuvm/bin/gpuvm-aggregator" ]]; then
     echo 'DM_MODE=""  # gpuvm-dm or gpuvm-aggregator not built'
   fi
+  # Overrides for one run, e.g. XEN_TEST_SET="PT_GUEST=0 FV_TESTS=nop" (docs/XEN-TESTBED.md).
+  for setting in ${XEN_TEST_SET:-}; do echo "$setting"; done
 } >"$STAGE/gpuvm/testbed.conf"
 
 mkdir -p "$STAGE/guest"

@@ -8,8 +8,9 @@
 # bed makes is cached under BUILD/xen-testbed (packages, images); console logs go to
 # BUILD/xen-testbed/logs and stay there. Exits 0 only when dom0 printed "GPUVM-XEN-RESULT: PASS".
 #
-# Environment: XEN_TEST_TIMEOUT (seconds for the whole boot, default 2400), XEN_TEST_QEMU_MEM (MiB,
-# default 4096).
+# Environment: XEN_TEST_TIMEOUT (seconds for the whole boot, default 5400; dom0 bounds each guest
+# phase itself and reports a hang with diagnostics well before), XEN_TEST_QEMU_MEM (MiB, default
+# 4096), XEN_TEST_SET (testbed.conf overrides for one run, e.g. "PT_GUEST=0 FV_GUESTS=1").
 set -euo pipefail
 
 build=${1:?usage: xen-test.sh BUILD}
@@ -18,7 +19,7 @@ repo=$(cd "$here/../.." && pwd)
 out="$build/xen-testbed"
 mkdir -p "$out/logs"
 out=$(cd "$out" && pwd)
-timeout_s=${XEN_TEST_TIMEOUT:-2400}
+timeout_s=${XEN_TEST_TIMEOUT:-5400}
 qemu_mem=${XEN_TEST_QEMU_MEM:-4096}
 
 t0=$(date +%s)

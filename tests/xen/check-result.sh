@@ -13,7 +13,8 @@ text=$(tr -d '\r' <"$console")
 
 fail=0
 echo "xen-test: summary of $console"
-grep -E '^(\(XEN\) Xen version|\(XEN\) HVM: |GPUVM-XEN: (step|guest|backend|gpuvm-dm|FAIL))' <<<"$text" |
+# (Xen's lines may carry a "[seconds]" stamp: console_timestamps.)
+grep -E '^(\(XEN\) (\[[^]]*\] )?(Xen version|HVM: )|GPUVM-XEN: (step|guest|backend|gpuvm-dm|FAIL))' <<<"$text" |
   sed 's/^/  /'
 grep -E 'GPUVM-GUEST: (pci|ok|FAIL|init)' <<<"$text" | sed 's/^.*GPUVM-GUEST/  GPUVM-GUEST/'
 

@@ -277,10 +277,20 @@ run_guests() {
   say "guests finished: $* (unpaused at ${started}s, done at $(uptime_s)s)"
 }
 
+# The device models' logs of guests NAME... (their trap counters end them).
+show_dm_logs() {
+  for name in "$@"; do
+    echo "----- gpuvm-dm of $name"
+    sed "s/^/DM $name| /" "/tmp/dm-$name.log" 2>/dev/null
+  done
+}
+
 # The result line of guest NAME (empty when it printed none).
 guest_result() { cat $(guest_logs "$1") 2>/dev/null | grep -m1 '^GPUVM-GUEST-RESULT'; }
 
 # ---- the pass-through guest, and the backend's typed tests against it ----------------------------
+summary=""
+if [ "${PT_GUEST:-1}" = 1 ]; then
 create_guest gpuvm-guest all
 domid=$guest_domid
 
@@ -320,11 +330,20 @@ summary="pt=[$(guest_result gpuvm-guest)]"
 sleep 3
 xl destroy "$domid" 2>/dev/null
 stop_dms
+[ -n "$DM_MODE" ] && show_dm_logs gpuvm-guest
+fi
 
 # ---- fv guests, concurrently --------------------------------------------------------------------
 # FV_GUESTS HVM guests in full virtualization (FV_MODE), each with its own VRAM slice of
 # FV_VRAM_MIB, running FV_TESTS at the same time.
 if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
+  if [ -z "${agg_pid:-}" ]; then
+    export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
+    gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
+    agg_pid=$!
+    sleep 2
+    kill -0 $agg_pid 2>/dev/null || fail "gpuvm-aggregator exited at start"
+  fi
   fv_list=""
   i=1
   while [ $i -le "$FV_GUESTS" ]; do
@@ -339,16 +358,13 @@ if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
     xl destroy "${g#*:}" 2>/dev/null
   done
   stop_dms
+  for g in $fv_list; do show_dm_logs "${g%%:*}"; done
 fi
 
 if [ -n "$DM_MODE" ]; then
   sleep 2
   kill $agg_pid 2>/dev/null
   sleep 1
-  for f in /tmp/dm-*.log; do
-    echo "----- $f"
-    sed 's/^/DM| /' "$f"
-  done
   echo "----- gpuvm-aggregator"
   sed 's/^/AGG| /' /tmp/aggregator.log
   echo "-----"
