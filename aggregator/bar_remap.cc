@@ -19,9 +19,11 @@ constexpr uint64_t kLarge = 1ull << ShadowSpace::kLargePageShift;
 
 }  // namespace
 
-void WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_bytes, BarWalk& w) {
+bool WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_bytes, BarWalk& w) {
   const uint64_t pages = bar_bytes / kPage;
+  bool changed = false;
   if (w.machine.size() != pages) {
+    changed = true;
     w.guest.assign(pages, 0);
     w.machine.assign(pages, 0);
     w.small_pte.assign(pages, 0);
@@ -30,8 +32,12 @@ void WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_
   }
   w.inst_reg = inst_reg;
   auto nothing_from = [&](uint64_t page) {
-    std::fill(w.machine.begin() + ptrdiff_t(page), w.machine.end(), 0);
-    std::fill(w.pde.begin() + ptrdiff_t(page), w.pde.end(), 0);
+    for (uint64_t k = page; k < pages; ++k) {
+      if (w.machine[k] != 0) changed = true;
+      w.machine[k] = 0;
+      w.pde[k] = 0;
+    }
+    return changed;
   };
   if ((inst_reg & pbus::kBarInstVmMode) == 0) return nothing_from(0);  // aperture = raw VRAM: trap
   const uint64_t instance = uint64_t(inst_reg & pbus::kBarInstAddrMask) << pbus::kBarInstShift;
@@ -92,11 +98,14 @@ void WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_
       const bool vram = r.verdict == PteVerdict::kMapped &&
                         vm::pte::TargetOf(r.value) == vm::Target::kVram &&
                         vm::pte::TargetOf(guest_pte) == vm::Target::kVram;
-      w.guest[page] = vram ? vm::pte::Address(guest_pte) + inner : 0;
-      w.machine[page] = vram ? vm::pte::Address(r.value) + inner : 0;
+      const uint64_t guest = vram ? vm::pte::Address(guest_pte) + inner : 0;
+      const uint64_t machine = vram ? vm::pte::Address(r.value) + inner : 0;
+      if (guest != w.guest[page] || machine != w.machine[page]) changed = true;
+      w.guest[page] = guest;
+      w.machine[page] = machine;
     }
   }
-  nothing_from(end / kPage);
+  return nothing_from(end / kPage);
 }
 
 uint64_t BarDirectory(const GuestMemoryView& view, uint32_t inst_reg) {

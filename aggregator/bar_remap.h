@@ -47,8 +47,8 @@ struct BarWalk {
 };
 
 // Walks the guest's tables of a BAR of `bar_bytes` whose instance register holds `inst_reg` (no VM
-// mode: nothing is remappable).
-void WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_bytes,
+// mode: nothing is remappable). True when any page's translation changed since the last walk.
+bool WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_bytes,
                    BarWalk& walk);
 
 // The guest VRAM address of the page directory a BAR instance register names, or ~0 when the BAR is

@@ -395,12 +395,12 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
     case pbus::kBar1Inst:
       bar_inst_[0] = value;
       bar_cache_.clear();
-      RemapChanged(true);
+      RemapChanged(true, 1);
       return;
     case pbus::kBar3Inst:
       bar_inst_[1] = value;
       bar_cache_.clear();
-      RemapChanged(true);
+      RemapChanged(true, 2);
       return;
     case pf::kIntr:
       pfifo_intr_edges_ &= ~value;
@@ -413,7 +413,7 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
       return;
     case pf::kPollArea:
       poll_area_ = value;
-      RemapChanged(true);
+      RemapChanged(true, 1);
       return;
     case pf::kPlaylistWr:
       playlist_wr_ = value;
@@ -508,9 +508,9 @@ void FullVirtGpu::OnTlbFlush(uint32_t trigger) {
   const bool all = (trigger & vm::kFlushAllPdb) != 0;
   if (remap_ != nullptr) {  // ... and with them its remapped pages
     const GuestMemoryView view(&host_->vram(), layout(), ram_);
-    if (all || pd == BarDirectory(view, bar_inst_[0]) || pd == BarDirectory(view, bar_inst_[1])) {
-      RemapChanged(true);
-    }
+    const uint8_t bars = uint8_t((all || pd == BarDirectory(view, bar_inst_[0]) ? 1 : 0) |
+                                 (all || pd == BarDirectory(view, bar_inst_[1]) ? 2 : 0));
+    if (bars != 0) RemapChanged(true, bars);
   }
   for (auto& [guest_pd, entry] : spaces_) {
     if (!all && guest_pd != pd) continue;
@@ -819,14 +819,15 @@ void FullVirtGpu::ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, u
 
 // ---- BAR remap (bar_remap.h) -------------------------------------------------------------------
 
-void FullVirtGpu::RemapChanged(bool eager) {
+void FullVirtGpu::RemapChanged(bool eager, uint8_t bars) {
   if (remap_ == nullptr || remap_off_ || detached_) return;
-  remap_dirty_ = true;
+  remap_dirty_ |= bars;
   if (eager && remap_->runs() > 0) SyncRemap();
 }
 
 void FullVirtGpu::SyncRemap() {
-  remap_dirty_ = false;
+  const uint8_t dirty = remap_dirty_;
+  remap_dirty_ = 0;
   if (remap_ == nullptr || remap_off_ || detached_) return;
   ++counters_.remap_syncs;
   const auto started = std::chrono::steady_clock::now();
@@ -837,9 +838,16 @@ void FullVirtGpu::SyncRemap() {
     if (ch.bound) descriptors.push_back(ch.guest_instance & ~(kPage - 1));
   }
   for (size_t b = 0; b < 2; ++b) {
+    if ((dirty & (1u << b)) == 0) continue;  // nothing of this BAR changed
     const gpu::Bar bar = b == 0 ? gpu::Bar::k1 : gpu::Bar::k3;
     BarWalk& walk = bar_walk_[b];
-    WalkBarTables(view, bar_inst_[b], bars_.size(bar), walk);
+    const bool changed = WalkBarTables(view, bar_inst_[b], bars_.size(bar), walk);
+    RemapInputs& inputs = remap_inputs_[b];
+    if (!changed && inputs.valid && inputs.descriptors == descriptors &&
+        inputs.poll_area == poll_area_) {
+      continue;  // the same pages as last time: nothing to send
+    }
+    inputs = {descriptors, poll_area_, true};
     std::vector<uint64_t> targets(walk.machine);
     for (size_t i = 0; i < targets.size(); ++i) {
       if (targets[i] != 0 &&

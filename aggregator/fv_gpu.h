@@ -157,9 +157,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   bool InUserArea(gpu::Bar bar, uint64_t offset) const;
   uint64_t UserAccess(uint64_t offset, uint32_t size, bool write, uint64_t value);
   BarPage TranslateBar(gpu::Bar bar, uint64_t page);
-  // BAR remap: something that decides the remapped set changed; `eager`: recompute now if anything
-  // is mapped (else at the next trapped BAR1/BAR3 access).
-  void RemapChanged(bool eager);
+  // BAR remap: something that decides the remapped set of the BARs in `bars` (bit 0 BAR1, bit 1
+  // BAR3) changed; `eager`: recompute now if anything is mapped (else at the next trapped BAR1/BAR3
+  // access).
+  void RemapChanged(bool eager, uint8_t bars = 3);
   void SyncRemap();
   void ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, uint32_t size, bool write);
 
@@ -200,9 +201,15 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   std::map<uint64_t, SpaceEntry> spaces_;            // by guest page directory address
   std::unordered_map<uint64_t, BarPage> bar_cache_;  // (bar << 40 | page) -> translation
   std::unique_ptr<BarRemapper> remap_;  // bar-remap/optimized with a VRAM descriptor; else null
-  bool remap_dirty_ = false;
-  bool remap_off_ = false;  // the device model refused a map: everything traps
-  BarWalk bar_walk_[2];     // BAR1, BAR3
+  uint8_t remap_dirty_ = 0;  // BARs whose remapped set must be recomputed (bit 0 BAR1, bit 1 BAR3)
+  bool remap_off_ = false;   // the device model refused a map: everything traps
+  BarWalk bar_walk_[2];      // BAR1, BAR3
+  // What the last remapped set of each BAR was computed from, besides its walk.
+  struct RemapInputs {
+    std::vector<uint64_t> descriptors;
+    uint32_t poll_area = 0;
+    bool valid = false;
+  } remap_inputs_[2];
 };
 
 }  // namespace gpuvm::aggregator
