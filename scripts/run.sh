@@ -118,7 +118,7 @@ if [[ -n $alone_benches ]]; then
     done
     echo
   done
-  echo "  (fv-bar-remap and fv-optimized do not remap BARs yet: they trap like fv-naive and fv-lazy)"
+  echo "  (fv-bar-remap and fv-optimized: fv-naive and fv-lazy plus BAR remap, aperture pages of the VM's VRAM without a trap)"
 fi
 cleanup
 agg_pid=""

@@ -33,8 +33,8 @@ const std::vector<ModeSpec>& Modes() {
   // The paper's configurations (GPUVM-RESULTS.md). Each VM mode's name is what gpuvm-vm (and
   // through it gpuvm-dm and the aggregator) gets as --mode, so enabling one once the aggregator
   // implements it is deleting its `unavailable` reason. fv-*: shadow page tables and channels
-  // (docs/FULL-VIRTUALIZATION.md; until BAR remap lands, fv-bar-remap and fv-optimized trap like
-  // fv-naive and fv-lazy); pv-*/pvdrm*: later issues.
+  // (docs/FULL-VIRTUALIZATION.md; fv-bar-remap and fv-optimized are fv-naive and fv-lazy plus BAR
+  // remap); pv-*/pvdrm*: later issues.
   constexpr std::string_view kNoPv = "para-virtualization is not in the aggregator yet";
   static const auto* modes = new std::vector<ModeSpec>{
       {"native", false, "", {}, kMaxVms, ""},
