@@ -100,10 +100,10 @@ TEST_F(AggregatorServerTest, RepTransfersTravelAsBlocks) {
   for (bool lane : {false, true}) {
     auto c = dm::IpcAggregatorConnection::Connect(Options(lane ? 4 : 3, lane));
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_EQ((*c)->version(), ipc::kBlockProtocolVersion);
+    EXPECT_EQ((*c)->version(), ipc::kProtocolVersion);
     ASSERT_TRUE((*c)->Write(BarIndex::kBar0, gf100::pbus::kPraminBase, 4, 0x20, 0).ok());
-    // 4 KiB through the PRAMIN window: more than one message's worth, ragged at the end.
-    std::vector<uint8_t> data(4096 - 8);
+    // 12 KiB through the PRAMIN window: more than one message's worth, ragged at the end.
+    std::vector<uint8_t> data(3 * 4096 - 8);
     for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 13 + 5);
     ASSERT_TRUE((*c)->WriteElements(BarIndex::kBar0, gf100::pbus::kPraminWindow, 4, data, 0).ok());
     std::vector<uint8_t> back(data.size());

@@ -223,7 +223,7 @@ Status IpcAggregatorConnection::WriteElements(BarIndex bar, uint64_t offset, uin
   if (version_ < ipc::kBlockProtocolVersion || size == 0) {
     return AggregatorConnection::WriteElements(bar, offset, size, data, vcpu);
   }
-  const size_t per_message = ipc::kMaxBlockBytes / size * size;
+  const size_t per_message = BlockBytes() / size * size;
   for (size_t at = 0; at + size <= data.size(); at += per_message) {
     const size_t bytes = std::min(per_message, data.size() / size * size - at);
     ipc::Body request = ipc::MmioWriteBlock{
@@ -242,7 +242,7 @@ Status IpcAggregatorConnection::ReadElements(BarIndex bar, uint64_t offset, uint
   if (version_ < ipc::kBlockProtocolVersion || size == 0) {
     return AggregatorConnection::ReadElements(bar, offset, size, out, vcpu);
   }
-  const size_t per_message = ipc::kMaxBlockBytes / size * size;
+  const size_t per_message = BlockBytes() / size * size;
   for (size_t at = 0; at + size <= out.size(); at += per_message) {
     const size_t bytes = std::min(per_message, out.size() / size * size - at);
     ipc::Body request = ipc::MmioReadBlock{ToWire(bar), static_cast<uint8_t>(size),

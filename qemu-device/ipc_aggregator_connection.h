@@ -55,7 +55,8 @@ class IpcAggregatorConnection : public AggregatorConnection {
   Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
   Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                uint32_t vcpu) override;
-  // With protocol version 2: MMIO_WRITE_BLOCK / MMIO_READ_BLOCK, up to ipc::kMaxBlockBytes each.
+  // With protocol version 2: MMIO_WRITE_BLOCK / MMIO_READ_BLOCK, up to BlockBytes() each (480
+  // bytes; a page from version 3).
   Status WriteElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<const uint8_t> data,
                        uint32_t vcpu) override;
   Status ReadElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
@@ -77,6 +78,11 @@ class IpcAggregatorConnection : public AggregatorConnection {
   // Handles a message that is not the reply being waited for. Breaks the connection on violations.
   Status Dispatch(ipc::Channel::Received received);
   Status Break(Status why);
+  // The most one block message carries in this session's protocol version.
+  size_t BlockBytes() const {
+    return version_ >= ipc::kPageBlockProtocolVersion ? ipc::kMaxBlockBytes
+                                                      : ipc::kVersion2MaxBlockBytes;
+  }
   uint32_t NextSeq();
 
   ipc::Channel channel_;

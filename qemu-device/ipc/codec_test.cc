@@ -145,7 +145,7 @@ TEST(IpcCodec, RefusesBadBlocks) {
       {1, MmioWriteBlock{Bar::kBar1, 8, 2, 0, 0, std::vector<uint8_t>(8, 0)}},      // short data
       {1, MmioWriteBlock{Bar::kBar1, 3, 1, 0, 0, std::vector<uint8_t>(3, 0)}},      // element size
       {1, MmioWriteBlock{Bar::kBar0, 4, 2, 0, 0x102, std::vector<uint8_t>(8, 0)}},  // BAR0 unaligned
-      {1, MmioReadBlock{Bar::kBar1, 8, 61, 0, 0}},                                  // > 480 bytes
+      {1, MmioReadBlock{Bar::kBar1, 8, uint16_t{kMaxBlockBytes / 8 + 1}, 0, 0}},  // too large
       {1, MmioReadBlock{Bar::kBar3, 8, 2, 0, kMaxBarExtent - 8}},                   // beyond 2^40
       {1, MmioReadBlock{static_cast<Bar>(2), 8, 1, 0, 0}},                          // no BAR2
       {1, MmioReadBlockReply{}},                                                    // empty

@@ -4,8 +4,8 @@
 // register access pays it; the lane makes the device model <-> aggregator leg as cheap as the guest
 // <-> device model leg.
 //
-// Layout: one sealed 4 KiB memfd with two slots — requests (device model -> aggregator) at 0,
-// replies (aggregator -> device model) at 2048 — each { u32 full, u32 length, length bytes of an
+// Layout: one sealed 16 KiB memfd with two slots — requests (device model -> aggregator) at 0,
+// replies (aggregator -> device model) at 8192 — each { u32 full, u32 length, length bytes of an
 // encoded message }. Plus two eventfds, the doorbells. Sending: write bytes and length, then
 // (release) full = 1, then ring the peer's doorbell. Receiving: see full (acquire), copy length and
 // bytes out ONCE, mark the slot empty, then Decode the copy with the same strict codec as the
@@ -32,8 +32,8 @@
 
 namespace gpuvm::ipc {
 
-inline constexpr size_t kLaneBytes = 4096;
-inline constexpr size_t kLaneReplySlot = 2048;
+inline constexpr size_t kLaneBytes = 16384;
+inline constexpr size_t kLaneReplySlot = 8192;
 // The polling flags (u32 each): the device model's and the aggregator's.
 inline constexpr size_t kLaneDeviceModelPolling = kLaneBytes - 128;
 inline constexpr size_t kLaneAggregatorPolling = kLaneBytes - 64;

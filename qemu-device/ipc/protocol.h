@@ -20,18 +20,24 @@
 namespace gpuvm::ipc {
 
 inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
-// Version 2 adds the block MMIO messages (MMIO_WRITE_BLOCK, MMIO_READ_BLOCK and its reply); a peer
-// offers a range in HELLO and the aggregator picks the highest both speak.
-inline constexpr uint16_t kProtocolVersion = 2;
+// Version 2 adds the block MMIO messages (MMIO_WRITE_BLOCK, MMIO_READ_BLOCK and its reply);
+// version 3 lets a block carry a whole page (kMaxBlockBytes) instead of 480 bytes. A peer offers a
+// range in HELLO and the aggregator picks the highest both speak.
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr uint16_t kMinProtocolVersion = 1;
-inline constexpr uint16_t kBlockProtocolVersion = 2;  // the first version with block messages
+inline constexpr uint16_t kBlockProtocolVersion = 2;      // the first version with block messages
+inline constexpr uint16_t kPageBlockProtocolVersion = 3;  // the first with page-sized blocks
 inline constexpr size_t kHeaderSize = 16;
-inline constexpr size_t kMaxMessageSize = 512;
+// A block message carrying a page: header, the fixed part (16 bytes), 4096 data bytes.
+inline constexpr size_t kMaxMessageSize = 4096 + 32;
 inline constexpr size_t kNameSize = 32;  // NUL-padded printable ASCII
 inline constexpr size_t kMaxErrorText = 256;
 // The data of one block message: what is left of a maximal packet after the header and the fixed
 // part (16 bytes).
 inline constexpr size_t kMaxBlockBytes = kMaxMessageSize - kHeaderSize - 16;
+// What a block may carry in a version 2 session (a peer that speaks no more keeps 512-byte
+// packets).
+inline constexpr size_t kVersion2MaxBlockBytes = 512 - kHeaderSize - 16;
 
 enum class MessageType : uint16_t {
   kHello = 0x0001,           // dm -> agg, request
@@ -143,7 +149,8 @@ struct MmioWriteAck {
 };
 // `count` consecutive elements of `size` bytes starting at `offset` (ascending), as one rep transfer
 // of the guest: the same as that many MMIO_WRITEs / MMIO_READs in order. count * size <=
-// kMaxBlockBytes; BAR0 elements naturally aligned. Version 2 only.
+// kMaxBlockBytes (kVersion2MaxBlockBytes in a version 2 session); BAR0 elements naturally aligned.
+// Version 2 and later.
 struct MmioWriteBlock {
   Bar bar = Bar::kBar1;
   uint8_t size = 8;
