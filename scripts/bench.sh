@@ -32,11 +32,11 @@ for program in gpuvm-device-bench gpuvm-compute-bench gpuvm-trap-bench gpuvm-pt-
   fi
 done
 # GPUvm's fairness experiment (docs/SCHEDULER.md): FIFO/CREDIT/BAND on 2/4/8 VMs and unequal shares,
-# CSVs and a PNG per case: on real fv VMs under $build/bench/fairness-fv (about 8 minutes), then on
+# CSVs and a PNG per case: on real fv VMs under $build/bench/fairness-fv (about 10 minutes), then on
 # the synthetic timed engine under $build/bench/fairness (about 2 minutes).
 if [[ ( -z "${BENCH_ONLY:-}" || "$BENCH_ONLY" == gpuvm-fairness-bench ) && -x "$build/bench/gpuvm-fairness-bench" ]]; then
   echo "=== gpuvm-fairness-bench --engine fv"
-  "$build/bench/gpuvm-fairness-bench" --engine fv --duration-s 5 --out "$build/bench/fairness-fv"
+  "$build/bench/gpuvm-fairness-bench" --engine fv --duration-s 6 --out "$build/bench/fairness-fv"
   echo "=== gpuvm-fairness-bench (synthetic engine)"
   "$build/bench/gpuvm-fairness-bench" --out "$build/bench/fairness"
 fi
