@@ -71,7 +71,7 @@ trap stop_qemu EXIT
 
 # Milestones: the first console line matching each pattern, with the host time it appeared.
 milestones=(
-  "xen:(XEN) Xen version"
+  "xen:] Xen version 4."
   "dom0-kernel:Grant table initialized"
   "dom0-userspace:GPUVM-XEN: dom0 userspace reached"
   "guest-created:GPUVM-XEN: guest gpuvm-guest created paused"
