@@ -341,6 +341,18 @@ uint32_t FullVirtGpu::ReadRegister(uint32_t offset) {
       return graph_intr_;
     case pgraph::kIntrEn:
       return graph_intr_en_;
+    case pgraph::kTrap:
+      return graph_trap_;
+    case pgraph::kTrapGpcMask:
+      return graph_trap_gpc_mask_;
+    case pgraph::kGpc0TrapStatus:
+      return gpc0_trap_;
+    case pgraph::kTpc0TrapStatus:
+      return (mp_warp_error_ != 0 || mp_global_error_ != 0) ? pgraph::kTpcTrapMp : 0;
+    case pgraph::kTpc0MpWarpError:
+      return mp_warp_error_;
+    case pgraph::kTpc0MpGlobalError:
+      return mp_global_error_;
     case vm::kCfg:
       return (host_->gpu().device().ReadReg(vm::kCfg) & ~vm::kCfgLargePage64K) | vm_cfg_;
     case vm::kTlbFlushPage:
@@ -445,6 +457,24 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
     case pgraph::kIntrEn:
       graph_intr_en_ = value;
       return;
+    // The trap chain: the VM acknowledges its own copy only (the host acknowledged the GPU's).
+    case pgraph::kTrap:
+      graph_trap_ &= ~value;
+      return;
+    case pgraph::kTrapGpcMask:
+      graph_trap_gpc_mask_ &= ~value;
+      return;
+    case pgraph::kGpc0TrapStatus:
+      gpc0_trap_ &= ~value;
+      return;
+    case pgraph::kTpc0MpWarpError:
+      mp_warp_error_ = value & pgraph::kMpWarpErrorMask;  // drivers write 0
+      return;
+    case pgraph::kTpc0MpGlobalError:
+      mp_global_error_ &= ~value;
+      return;
+    case pgraph::kTpc0TrapStatus:
+      return;  // read-only
     case vm::kCfg:
       if ((value & vm::kCfgLargePage64K) != 0) {
         ++counters_.refused_registers;  // every VM shares the GPU's 128 KiB large pages
@@ -913,13 +943,22 @@ void FullVirtGpu::OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint3
   Log("command error on channel " + std::to_string(v) + " (PSUBFIFO INTR " + Hex(intr) + ")");
 }
 
-void FullVirtGpu::OnGraphTrap(uint32_t physical_channel) {
+void FullVirtGpu::OnGraphTrap(uint32_t physical_channel, uint32_t warp_error,
+                              uint32_t global_error) {
   const int v = VirtualChannelOf(physical_channel);
   if (v < 0) return;
   ++counters_.faults;
   graph_intr_ |= pgraph::kIntrTrap;
   graph_trap_channel_ = pf::kEngineChannelValid | uint32_t(channels_[v].guest_instance >> 12);
-  Log("compute trap on channel " + std::to_string(v));
+  // The chain as the software GPU presents a trap (GPC 0, TPC 0, MP); a later trap the guest has
+  // not acknowledged yet replaces the reason, as it replaces the channel above.
+  graph_trap_ |= pgraph::kTrapGpc;
+  graph_trap_gpc_mask_ |= 1u;
+  gpc0_trap_ |= pgraph::kGpcTrapTpc0;
+  mp_warp_error_ = warp_error & pgraph::kMpWarpErrorMask;
+  mp_global_error_ = global_error;
+  Log("compute trap on channel " + std::to_string(v) + " (warp error " + Hex(mp_warp_error_) +
+      ", global error " + Hex(mp_global_error_) + ")");
 }
 
 // ---- lifetime --------------------------------------------------------------------------------

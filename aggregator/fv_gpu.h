@@ -11,6 +11,8 @@
 //     page directories (shadow_page_table.h);
 //   - its own PMC/PFIFO/PGRAPH interrupt state: physical interrupts are demultiplexed by channel
 //     (FvHost::PollInterrupts), so a VM sees only its own faults, with its own instance addresses;
+//     a compute trap's reason (the TRAP chain down to the MP warp/global error registers) is the
+//     host's reading of the physical registers, kept per VM and acknowledged by the VM on its copy;
 //   - every other register reads 0 and drops writes (counted), except identity registers
 //   (PMC_BOOT_0,
 //     PROM) which read through.
@@ -167,7 +169,7 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   // FvChannelOwner.
   void OnVmFault(uint32_t physical_channel, const std::array<uint32_t, 4>& record) override;
   void OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) override;
-  void OnGraphTrap(uint32_t physical_channel) override;
+  void OnGraphTrap(uint32_t physical_channel, uint32_t warp_error, uint32_t global_error) override;
   int VirtualChannelOf(uint32_t physical_channel) const;
   void Log(const std::string& line);
 
@@ -195,6 +197,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   };
   std::array<Subfifo, gf100::pfifo::kSubfifos> subfifo_{};
   uint32_t graph_intr_ = 0, graph_intr_en_ = 0, graph_trap_channel_ = 0;
+  // Its own copy of the PGRAPH trap chain (0x400108, 0x400118, 0x502c90) and MP trap registers
+  // (0x504648, 0x504650) of its last trap, set by OnGraphTrap and cleared only by its own writes.
+  uint32_t graph_trap_ = 0, graph_trap_gpc_mask_ = 0, gpc0_trap_ = 0;
+  uint32_t mp_warp_error_ = 0, mp_global_error_ = 0;
   uint32_t vm_cfg_ = 0, tlb_page_ = 0, tlb_vspace_ = 0;
 
   std::vector<VirtualChannel> channels_;

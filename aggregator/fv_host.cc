@@ -283,8 +283,23 @@ void FvHost::PollInterrupts() {
       const int c = (engine & pf::kEngineChannelValid)
                         ? ChannelOfInstance(uint64_t(engine & pf::kChanInstMask) << 12)
                         : -1;
+      // The reason, read and acknowledged innermost first (as the guest driver does natively)
+      // before 0x400100 is: that acknowledgement presents the next trap in the same registers.
+      uint32_t warp_error = 0, global_error = 0;
+      const uint32_t trap = d.ReadReg(pgraph::kTrap);
+      if (trap & pgraph::kTrapGpc) {
+        if (d.ReadReg(pgraph::kTpc0TrapStatus) & pgraph::kTpcTrapMp) {
+          warp_error = d.ReadReg(pgraph::kTpc0MpWarpError) & pgraph::kMpWarpErrorMask;
+          global_error = d.ReadReg(pgraph::kTpc0MpGlobalError);
+          d.WriteReg(pgraph::kTpc0MpWarpError, 0);
+          d.WriteReg(pgraph::kTpc0MpGlobalError, global_error);
+        }
+        d.WriteReg(pgraph::kGpc0TrapStatus, d.ReadReg(pgraph::kGpc0TrapStatus));
+        d.WriteReg(pgraph::kTrapGpcMask, d.ReadReg(pgraph::kTrapGpcMask));
+      }
+      if (trap != 0) d.WriteReg(pgraph::kTrap, trap);
       if (c >= 0 && owners_[c] != nullptr) {
-        owners_[c]->OnGraphTrap(uint32_t(c));
+        owners_[c]->OnGraphTrap(uint32_t(c), warp_error, global_error);
       } else {
         ++unattributed_;
       }

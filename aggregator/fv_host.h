@@ -49,7 +49,10 @@ class FvChannelOwner {
   // `record`: VM_FAULT words (instance, address low, high, flags) as the GPU reported them.
   virtual void OnVmFault(uint32_t physical_channel, const std::array<uint32_t, 4>& record) = 0;
   virtual void OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) = 0;
-  virtual void OnGraphTrap(uint32_t physical_channel) = 0;
+  // A compute trap: the MP trap registers (warp error 0x504648, global error 0x504650) as the GPU
+  // reported them, read before the host acknowledged the trap (0 when it gave no reason).
+  virtual void OnGraphTrap(uint32_t physical_channel, uint32_t warp_error,
+                           uint32_t global_error) = 0;
 };
 
 class FvHost {

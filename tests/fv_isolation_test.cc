@@ -24,6 +24,7 @@
 #include "aggregator/testing/fv_test_vm.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
+#include "gpu/hw/pgraph.h"
 #include "gpu/hw/pmc.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
@@ -414,6 +415,85 @@ TEST_F(FvIsolationTest, KernelsReadingAndWritingBeyondTheirAllocationsFaultOnlyT
   EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
   EXPECT_EQ(log().find("'victim': MMU fault"), std::string::npos) << log();
   ExpectVictimFine();
+}
+
+// A guest kernel that traps on the compute engine (not through the MMU) learns the precise reason
+// from the MP trap registers 0x504648/0x504650, as natively: the aggregator reads the physical ones
+// for the trapping VM and keeps its own copy, which only that VM reads and acknowledges. The
+// victim, running kernels meanwhile, sees no trap and no reason.
+TEST_F(FvIsolationTest, ComputeTrapReasonsReachOnlyTheTrappingVm) {
+  namespace pg = gf100::pgraph;
+  StartVictim(/*kernels=*/true);
+  auto driver = guest::Driver::Create(attacker_);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  // Runs fault kernel `name` (runtime/tests/test_kernels.h) in a fresh context; its fault.
+  auto run = [&](std::string_view name) -> std::optional<guest::GpuFault> {
+    const runtime::testing::FaultKernel* k = nullptr;
+    for (const auto& f : runtime::testing::kFaultKernels) {
+      if (name == f.name) k = &f;
+    }
+    EXPECT_NE(k, nullptr) << name;
+    auto kernel = isa::AssembleKernel(k != nullptr ? k->assembly : "");
+    auto image = isa::Assemble(k != nullptr ? k->assembly : "");
+    EXPECT_TRUE(kernel.ok() && image.ok()) << image.status().ToString();
+    auto ctx = (*driver)->CreateContext();
+    EXPECT_TRUE(ctx.ok());
+    if (k == nullptr || !kernel.ok() || !image.ok() || !ctx.ok()) return std::nullopt;
+    auto code = (*ctx)->LoadCode(*image);
+    auto buffer = (*ctx)->AllocDevice(4096);
+    EXPECT_TRUE(code.ok() && buffer.ok());
+    if (!code.ok() || !buffer.ok()) return std::nullopt;
+    const uint64_t pointer = buffer->va;
+    guest::LaunchParams p;
+    p.code_address = code->va;
+    p.block = {32, 1, 1};  // trap_instruction traps in thread 5
+    p.shared_bytes = kernel->header.shared_bytes;
+    p.params = std::span(reinterpret_cast<const uint8_t*>(&pointer), 8);
+    auto fence = (*ctx)->default_channel()->Launch(p);
+    EXPECT_TRUE(fence.ok()) << fence.status().ToString();
+    if (!fence.ok()) return std::nullopt;
+    Status s = (*ctx)->default_channel()->Wait(*fence, std::chrono::seconds(30));
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << name << ": " << s.ToString() << "\n" << log();
+    return (*ctx)->fault();
+  };
+  std::optional<guest::GpuFault> fault = run("shared_out_of_window");
+  ASSERT_TRUE(fault.has_value());
+  EXPECT_EQ(fault->kind, guest::GpuFault::Kind::kComputeTrap) << fault->message;
+  EXPECT_EQ(fault->warp_error, uint32_t(pg::MpWarpError::kOorAddr)) << fault->message;
+  EXPECT_EQ(fault->global_error, 0u);
+  fault = run("store_misaligned");
+  ASSERT_TRUE(fault.has_value());
+  EXPECT_EQ(fault->kind, guest::GpuFault::Kind::kComputeTrap) << fault->message;
+  EXPECT_EQ(fault->warp_error, uint32_t(pg::MpWarpError::kMisalignedAddr)) << fault->message;
+  fault = run("trap_instruction");
+  ASSERT_TRUE(fault.has_value());
+  EXPECT_EQ(fault->warp_error, 0u);
+  EXPECT_EQ(fault->global_error, pg::kMpGlobalBptInt) << fault->message;
+  // The attacker's driver acknowledged its copies; the physical chain was acknowledged by the host.
+  EXPECT_EQ(Reg(pg::kTpc0MpWarpError), 0u);
+  EXPECT_EQ(Reg(pg::kTpc0MpGlobalError), 0u);
+  EXPECT_EQ(Reg(pg::kTrap), 0u);
+  {
+    std::lock_guard lock(world_->lock());
+    EXPECT_EQ(world_->gpu().device().ReadReg(pg::kTrap), 0u);
+    EXPECT_EQ(world_->gpu().device().ReadReg(pg::kTpc0TrapStatus), 0u);
+  }
+  // The attacker acknowledging a reason it does not have, or writing garbage there, changes
+  // nothing for the victim.
+  SetReg(pg::kTpc0MpGlobalError, 0xffffffff);
+  SetReg(pg::kTpc0MpWarpError, 0x1234);
+  EXPECT_EQ(Reg(pg::kTpc0MpWarpError), 0x1234u);  // its own copy, as the hardware would keep it
+  ExpectVictimFine();
+  std::lock_guard lock(world_->lock());
+  for (uint32_t r :
+       {pg::kIntr, pg::kTrap, pg::kTpc0TrapStatus, pg::kTpc0MpWarpError, pg::kTpc0MpGlobalError}) {
+    Result<uint64_t> v = victim_->vgpu().Read(gpu::Bar::k0, r, 4, 0);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, 0u) << std::hex << r;
+  }
+  EXPECT_EQ(victim_->vgpu().counters().faults, 0u) << log();
+  EXPECT_NE(log().find("'attacker': compute trap"), std::string::npos) << log();
+  EXPECT_EQ(log().find("'victim': compute trap"), std::string::npos) << log();
 }
 
 // Dynamic VRAM over-committed: a VM that wants more than is left gets its own error — the PTEs

@@ -69,6 +69,9 @@ const uint32_t kRegisters[] = {pmc::kIntrHost,
                                vm::kTlbFlushTrigger,
                                vm::kTlbFlushPage,
                                pgraph::kIntr,
+                               pgraph::kTrap,
+                               pgraph::kTpc0MpWarpError,
+                               pgraph::kTpc0MpGlobalError,
                                pf::kSubfifo + pf::kSubfifoIntr,
                                pf::kVmFault};
 
