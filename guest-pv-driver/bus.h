@@ -64,6 +64,12 @@ class Bus {
   // memory must stay allocated while the mapping lives.
   virtual Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) = 0;
 
+  // New zeroed memory of `length` bytes (4 KiB multiple, > 0) that the device reaches by DMA, owned
+  // by the returned mapping: destroying it frees the memory (pinned host memory, cuMemAllocHost).
+  // The default maps anonymous memory and calls MapDma; a bus whose DMA memory must be somewhere
+  // particular (a VM's RAM) allocates it there directly, without moving bytes twice.
+  virtual Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
+
   // Connects the interrupt line (level-triggered; called with the new level on every change and
   // once with the current level). An empty handler disconnects. kUnimplemented when this bus has no
   // interrupt line; the driver then polls.

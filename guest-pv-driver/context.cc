@@ -1,6 +1,5 @@
 // Context: one GPU address space with its allocations (VRAM, pinned and registered host memory,
 // code), report slots, channels and events.
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -33,7 +32,6 @@ AllocRecord::~AllocRecord() {
   if (vram != 0) driver_->vram()->Free(vram);
   if (va != 0) context_->ReleaseVa(va, large);
   dma.reset();
-  if (owns_host && host != nullptr) munmap(host, mapped);
 }
 
 // ---- Context::Impl: lifecycle
@@ -205,12 +203,9 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocPinned(uint64_t size, b
   r->internal = internal;
   r->size = size;
   r->mapped = AlignUp(size, kPage);
-  void* host = mmap(nullptr, r->mapped, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (host == MAP_FAILED) return Status::FromErrno(errno, "mmap of pinned host memory");
-  r->host = static_cast<uint8_t*>(host);
-  r->owns_host = true;
-  GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->MapDma(r->host, r->mapped));
+  // The mapping owns the memory (the bus puts it where its DMA reaches: a VM's RAM).
+  GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->AllocDma(r->mapped));
+  r->host = r->dma->host();
   GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, false));
   GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
   std::lock_guard lock(alloc_mu_);

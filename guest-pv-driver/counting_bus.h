@@ -41,6 +41,10 @@ class CountingBus final : public Bus {
     dma_maps_.fetch_add(1, std::memory_order_relaxed);
     return inner_->MapDma(host, length);
   }
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override {
+    dma_maps_.fetch_add(1, std::memory_order_relaxed);
+    return inner_->AllocDma(length);
+  }
   Status SetInterruptHandler(std::function<void(bool)> handler) override {
     return inner_->SetInterruptHandler(std::move(handler));
   }

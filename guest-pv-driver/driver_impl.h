@@ -179,8 +179,7 @@ class AllocRecord {
   uint64_t mapped = 0;  // va bytes reserved and mapped (rounded to the page size)
   bool large = false;
   uint64_t vram = 0;        // VRAM kinds
-  uint8_t* host = nullptr;  // host kinds
-  bool owns_host = false;   // host pages were mmap'ed by the driver
+  uint8_t* host = nullptr;  // host kinds (kHost: memory owned by `dma`)
   std::unique_ptr<DmaMapping> dma;
   // BAR1 window for small copies, and whether Free has run (both guarded by
   // Context::Impl::alloc_mu_; a freed record is never mapped into BAR1 again).

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -132,10 +133,29 @@ Result<std::vector<uint64_t>> LocalVmGuest::AllocateFrames(uint64_t count) {
   return frames;
 }
 
+bool LocalVmGuest::WriteFrames(uint64_t gpa, const uint8_t* src, uint64_t length) {
+  if (gpa > ram_.length() || length > ram_.length() - gpa) return false;
+  while (length > 0) {
+    const ssize_t n = ::pwrite(domain_->ram_fd(), src, length, static_cast<off_t>(gpa));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;  // the caller copies the whole range through the RAM view
+    src += n;
+    gpa += static_cast<uint64_t>(n);
+    length -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
 void LocalVmGuest::FreeFrames(const std::vector<uint64_t>& frames) {
   std::lock_guard lock(frames_mu_);
-  for (uint64_t frame : frames) {
-    uint64_t first = frame, count = 1;
+  // One map update per run of consecutive frames (a 64 MiB buffer is one run, not 16384 frames).
+  for (size_t k = 0; k < frames.size();) {
+    size_t end = k + 1;
+    while (end < frames.size() && frames[end] == frames[end - 1] + 1) ++end;
+    const uint64_t frame = frames[k];
+    const uint64_t run = end - k;
+    k = end;
+    uint64_t first = frame, count = run;
     auto next = free_frames_.lower_bound(frame);
     if (next != free_frames_.begin()) {
       auto prev = std::prev(next);
@@ -145,7 +165,7 @@ void LocalVmGuest::FreeFrames(const std::vector<uint64_t>& frames) {
         free_frames_.erase(prev);
       }
     }
-    if (next != free_frames_.end() && next->first == frame + 1) {
+    if (next != free_frames_.end() && next->first == frame + run) {
       count += next->second;
       free_frames_.erase(next);
     }
@@ -176,14 +196,16 @@ auto LocalVmGuest::OnVcpu(F f) {
 class LocalVmGuest::DmaPages final : public DmaMapping {
  public:
   DmaPages(std::shared_ptr<LocalVmGuest> vm, uint8_t* host, uint64_t length,
-           std::vector<uint64_t> frames, bool registered)
+           std::vector<uint64_t> frames, bool registered, bool owned = false)
       : vm_(std::move(vm)),
         host_(host),
         length_(length),
         frames_(std::move(frames)),
-        registered_(registered) {}
+        registered_(registered),
+        owned_(owned) {}
   ~DmaPages() override {
-    if (registered_) vm_->UnmapDma(reinterpret_cast<uintptr_t>(host_), length_ / kPage);
+    if (registered_) vm_->UnmapDma(reinterpret_cast<uintptr_t>(host_), length_ / kPage, owned_);
+    if (owned_) ::munmap(host_, length_);
   }
   uint8_t* host() const override { return host_; }
   uint64_t length() const override { return length_; }
@@ -197,7 +219,55 @@ class LocalVmGuest::DmaPages final : public DmaMapping {
   uint64_t length_;
   std::vector<uint64_t> frames_;  // per page
   bool registered_;               // false: the memory was guest RAM already (our RAM view)
+  bool owned_;                    // AllocDma memory: unmapped with the mapping
 };
+
+Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length) {
+  if (length == 0 || length % kPage || length > ram_.length()) {
+    return Status::InvalidArgument("DMA memory must be a non-empty multiple of 4 KiB within RAM");
+  }
+  const uint64_t pages = length / kPage;
+  GPUVM_ASSIGN_OR_RETURN(std::vector<uint64_t> frames, AllocateFrames(pages));
+  // Address space first, then the frames over it, one run of consecutive frames per mmap;
+  // MAP_POPULATE maps each run at once instead of a fault per page on first touch.
+  void* base =
+      ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    const Status s = Status::FromErrno(errno, "reserving address space for pinned memory");
+    FreeFrames(frames);
+    return s;
+  }
+  auto* host = static_cast<uint8_t*>(base);
+  for (uint64_t k = 0; k < pages;) {
+    uint64_t end = k + 1;
+    while (end < pages && frames[end] == frames[end - 1] + 1) ++end;
+    // Free frames are holes already, unless an earlier process of this VM left bytes in them
+    // (it exited holding DMA memory): a punch of a hole costs little and makes the memory zero.
+    const off_t gpa = static_cast<off_t>(frames[k] * kPage);
+    if (::fallocate(domain_->ram_fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, gpa,
+                    static_cast<off_t>((end - k) * kPage)) != 0) {
+      std::memset(ram_.data() + gpa, 0, (end - k) * kPage);
+    }
+    if (::mmap(host + k * kPage, (end - k) * kPage, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_FIXED | MAP_POPULATE, domain_->ram_fd(), gpa) == MAP_FAILED) {
+      const Status s = Status::FromErrno(errno, "mapping guest RAM as pinned memory");
+      ::munmap(base, length);
+      FreeFrames(frames);
+      return s;
+    }
+    k = end;
+  }
+  {
+    // Registered like moved pages, so a later MapDma of them finds their frames.
+    std::lock_guard lock(dma_mu_);
+    for (uint64_t i = 0; i < pages; ++i) {
+      dma_pages_.insert_or_assign(reinterpret_cast<uintptr_t>(host) + i * kPage,
+                                  DmaPage{frames[i], 1});
+    }
+  }
+  return std::unique_ptr<DmaMapping>(
+      new DmaPages(shared_from_this(), host, length, std::move(frames), true, true));
+}
 
 Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t length) {
   const auto addr = reinterpret_cast<uintptr_t>(host);
@@ -241,8 +311,11 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       uint8_t* run = static_cast<uint8_t*>(host) + fresh[k] * kPage;
       const uint64_t run_bytes = (end - k) * kPage;
       const uint64_t gpa = frames[fresh[k]] * kPage;
-      std::memcpy(ram_.data() + gpa, run, run_bytes);
-      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+      // One write into the memfd allocates the frames' pages in bulk; copying through our RAM view
+      // instead took a page fault (and a clear_page) per 4 KiB. MAP_POPULATE then maps the whole
+      // run at once rather than fault by fault on first touch.
+      if (!WriteFrames(gpa, run, run_bytes)) std::memcpy(ram_.data() + gpa, run, run_bytes);
+      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
                  domain_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
         failure = Status::FromErrno(errno, "mapping guest RAM over DMA memory");
         break;
@@ -268,16 +341,19 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), true));
 }
 
-void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages) {
+void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages, bool discard) {
   std::lock_guard lock(dma_mu_);
-  UnmapDmaLocked(first_page, pages);
+  UnmapDmaLocked(first_page, pages, discard);
 }
 
-void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
+void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages, bool discard) {
   std::vector<std::pair<uintptr_t, uint64_t>> released;  // host page, frame
   for (uint64_t i = 0; i < pages; ++i) {
     auto it = dma_pages_.find(first_page + i * kPage);
     if (it == dma_pages_.end()) continue;
+    // Discarded pages go now even if another mapping still counts them (its owner freed the memory
+    // under it, against the Bus contract): that mapping then finds nothing to give back.
+    if (discard) it->second.refs = 1;
     if (--it->second.refs == 0) {
       released.emplace_back(it->first, it->second.frame);
       dma_pages_.erase(it);
@@ -288,11 +364,16 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages) {
   std::vector<uint64_t> frames;
   for (size_t k = 0; k < released.size();) {
     size_t end = k + 1;
+    if (discard) {
+      frames.push_back(released[k].second);
+      k = end;
+      continue;
+    }
     while (end < released.size() && released[end].first == released[end - 1].first + kPage) ++end;
     auto* run = reinterpret_cast<uint8_t*>(released[k].first);
     const uint64_t run_bytes = (end - k) * kPage;
     void* fresh = ::mmap(nullptr, run_bytes, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (fresh != MAP_FAILED) {
       std::memcpy(fresh, run, run_bytes);
       if (::mremap(fresh, run_bytes, run_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, run) == MAP_FAILED) {
@@ -583,6 +664,10 @@ Status LocalTrapBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint6
 
 Result<std::unique_ptr<DmaMapping>> LocalTrapBus::MapDma(void* host, uint64_t length) {
   return vm_->MapDma(host, length);
+}
+
+Result<std::unique_ptr<DmaMapping>> LocalTrapBus::AllocDma(uint64_t length) {
+  return vm_->AllocDma(length);
 }
 
 Status LocalTrapBus::SetInterruptHandler(std::function<void(bool asserted)> handler) {

@@ -13,6 +13,8 @@
 //                       RAM memfd, which are then mapped over the same virtual addresses, and the
 //                       bus addresses are those frames' guest-physical addresses — what SYSRAM PTEs
 //                       must hold, and what the aggregator's GPU reaches in the owner's RAM
+//   AllocDma            pinned memory (cuMemAllocHost) is guest RAM from the start: free frames
+//                       mapped at new addresses, nothing copied in at allocation nor out at free
 //   SetInterruptHandler INTA of the device, from the local backend's interrupt eventfd and
 //                       control page
 //
@@ -85,6 +87,7 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
 
  private:
   friend class LocalTrapBus;
+  friend class LocalVmGuestTest;  // local_trap_bus_test.cc: the DMA paths without a device model
   class DmaPages;
   LocalVmGuest() = default;
 
@@ -94,9 +97,18 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   // Frames of guest RAM (may be non-contiguous).
   Result<std::vector<uint64_t>> AllocateFrames(uint64_t count);
   void FreeFrames(const std::vector<uint64_t>& frames);
+  // Writes `length` bytes at guest-physical `gpa` through the RAM memfd (pwrite); false if that
+  // failed part-way (the caller then copies the whole range through ram_) or the range is not RAM.
+  bool WriteFrames(uint64_t gpa, const uint8_t* src, uint64_t length);
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
-  void UnmapDma(uintptr_t first_page, uint64_t pages);
-  void UnmapDmaLocked(uintptr_t first_page, uint64_t pages);  // dma_mu_ held
+  // Zeroed memory that is guest RAM from the start: free frames (zero: freed ones are scrubbed)
+  // mapped at new addresses, a run of consecutive frames per mmap. Nothing is copied.
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
+  // `discard`: the bytes die with the mapping (AllocDma memory): the pages are released whatever
+  // their count and get no private copy back; the caller unmaps them.
+  void UnmapDma(uintptr_t first_page, uint64_t pages, bool discard = false);
+  void UnmapDmaLocked(uintptr_t first_page, uint64_t pages,
+                      bool discard = false);  // dma_mu_ held
   Status SetInterruptHandler(std::function<void(bool)> handler);
   void InterruptLoop();
 
@@ -152,6 +164,7 @@ class LocalTrapBus final : public Bus {
   Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;
   Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override;
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override;
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override;
   Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;
 
   // Guest-physical address of each BAR.

@@ -1,0 +1,47 @@
+// Bus::AllocDma's default: anonymous memory made reachable with MapDma (bus.h).
+//
+// Threading: as thread-safe as the Bus's MapDma.
+#include "guest-pv-driver/bus.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+
+namespace gpuvm::guest {
+namespace {
+
+// Anonymous memory and its DMA mapping; the mapping goes first, then the memory.
+class OwnedDma final : public DmaMapping {
+ public:
+  OwnedDma(void* memory, uint64_t length) : memory_(memory), length_(length) {}
+  ~OwnedDma() override {
+    inner_.reset();
+    ::munmap(memory_, length_);
+  }
+  void set_inner(std::unique_ptr<DmaMapping> inner) { inner_ = std::move(inner); }
+  uint8_t* host() const override { return static_cast<uint8_t*>(memory_); }
+  uint64_t length() const override { return length_; }
+  uint64_t PageBusAddress(uint64_t offset) const override { return inner_->PageBusAddress(offset); }
+
+ private:
+  void* memory_;
+  uint64_t length_;
+  std::unique_ptr<DmaMapping> inner_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DmaMapping>> Bus::AllocDma(uint64_t length) {
+  if (length == 0 || length % 4096) {
+    return Status::InvalidArgument("DMA memory must be a non-empty multiple of 4 KiB");
+  }
+  void* memory = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (memory == MAP_FAILED) return Status::FromErrno(errno, "mmap of pinned host memory");
+  auto owned = std::make_unique<OwnedDma>(memory, length);
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<DmaMapping> inner, MapDma(memory, length));
+  owned->set_inner(std::move(inner));
+  return std::unique_ptr<DmaMapping>(std::move(owned));
+}
+
+}  // namespace gpuvm::guest
