@@ -330,8 +330,9 @@ Status Driver::Impl::SetUpBar1() {
   for (size_t i = 0; i < ptes.size(); ++i) ptes[i] = vm::pte::Make(user_vram_ + i * kPage);
   GPUVM_RETURN_IF_ERROR(bar1_->Map(user_bar1_, ptes, false));
   GPUVM_RETURN_IF_ERROR(bar1_->Flush());
-  std::vector<uint8_t> zeros(user_bytes, 0);
-  GPUVM_RETURN_IF_ERROR(bus_.WriteBlock(Bar::k1, user_bar1_, zeros.data(), zeros.size()));
+  // Not zeroed here: PFIFO only reads the USER pages of channels on the playlist, and each channel
+  // zeroes its own page before it is bound (channel.cc). Zeroing all 128 pages up front cost 512
+  // KiB of BAR1 writes — 128 trapped page blocks per driver start in a VM, most of pt's init time.
   bus_.WriteReg(pf::kPollArea, pf::kPollAreaEnable | uint32_t(user_bar1_ >> 12));
   return Status::Ok();
 }
