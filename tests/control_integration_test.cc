@@ -22,59 +22,14 @@
 #include <vector>
 
 #include "hypervisor/local/os.h"
+#include "tests/vm_process_fixture.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A child in its own process group, stdout/stderr in files.
-struct Child {
-  pid_t pid = -1;
-  std::string log;  // prefix
-  int status = -1;
-
-  static Child Spawn(std::vector<std::string> argv, const std::string& log) {
-    Child c;
-    c.log = log;
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    c.pid = ::fork();
-    if (c.pid == 0) {
-      const int out = ::open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      ::setpgid(0, 0);
-      ::execv(cargv[0], cargv.data());
-      ::_exit(127);
-    }
-    return c;
-  }
-  bool Wait(std::chrono::seconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      if (::waitpid(pid, &status, WNOHANG) == pid) return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    return false;
-  }
-  bool Exited() { return status != -1 || ::waitpid(pid, &status, WNOHANG) == pid; }
-  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-  std::string out() const { return Slurp(log + ".out"); }
-  std::string err() const { return Slurp(log + ".err"); }
-  std::string Logs() const { return "--- stdout:\n" + out() + "--- stderr:\n" + err(); }
-};
+using gpuvm::process_testing::Process;
 
 struct CtlResult {
   int code = -1;
@@ -88,9 +43,9 @@ class ControlIntegrationTest : public ::testing::Test {
     dir_ = ::testing::TempDir() + "gpuvm-control-" + std::to_string(::getpid()) + "-" + test;
     ::mkdir(dir_.c_str(), 0755);
     socket_ = "@gpuvm-control-test-" + std::to_string(::getpid()) + "-" + test;
-    aggregator_ = Child::Spawn({GPUVM_AGGREGATOR_BIN, "--socket", socket_, "--vram-mib", "256",
-                                "--scheduler", "credit", "--vm-share", "tenant=35"},
-                               dir_ + "/aggregator");
+    aggregator_ = Process::Start({GPUVM_AGGREGATOR_BIN, "--socket", socket_, "--vram-mib", "256",
+                                  "--scheduler", "credit", "--vm-share", "tenant=35"},
+                                 dir_ + "/aggregator");
     const auto deadline = Clock::now() + 30s;
     while (Clock::now() < deadline) {
       if (gpuvm::hv::local::ConnectSeqpacket(socket_ + "-control").ok()) return;
@@ -108,7 +63,7 @@ class ControlIntegrationTest : public ::testing::Test {
     if (aggregator_.pid > 0) {
       ::kill(aggregator_.pid, SIGTERM);
       EXPECT_TRUE(aggregator_.Wait(30s)) << aggregator_.Logs();
-      EXPECT_EQ(aggregator_.code(), 0) << aggregator_.Logs();
+      EXPECT_EQ(aggregator_.exit_code(), 0) << aggregator_.Logs();
     }
     std::error_code ignored;
     if (!HasFailure()) std::filesystem::remove_all(dir_, ignored);
@@ -116,9 +71,9 @@ class ControlIntegrationTest : public ::testing::Test {
 
   CtlResult Ctl(std::vector<std::string> args) {
     args.insert(args.begin(), {GPUVM_CTL_BIN, "--socket", socket_ + "-control"});
-    Child c = Child::Spawn(args, dir_ + "/ctl" + std::to_string(ctl_runs_++));
+    Process c = Process::Start(args, dir_ + "/ctl" + std::to_string(ctl_runs_++));
     EXPECT_TRUE(c.Wait(30s)) << c.Logs();
-    return {c.code(), c.out(), c.err()};
+    return {c.exit_code(), c.out(), c.err()};
   }
 
   // A VM named `name` (pt, or what `vm_flags` say) holding the GPU (launching empty kernels until
@@ -129,7 +84,7 @@ class ControlIntegrationTest : public ::testing::Test {
                                      "--ram-mib",  "256",          "--name", name};
     argv.insert(argv.end(), vm_flags.begin(), vm_flags.end());
     argv.insert(argv.end(), {"--", GPUVM_GUEST_BIN, "hold", ready});
-    holder_ = Child::Spawn(argv, dir_ + "/" + name);
+    holder_ = Process::Start(argv, dir_ + "/" + name);
     const auto deadline = Clock::now() + 60s;
     while (!std::filesystem::exists(ready) && Clock::now() < deadline) {
       ASSERT_FALSE(holder_.Exited()) << "the VM exited early: " << holder_.Logs();
@@ -139,7 +94,7 @@ class ControlIntegrationTest : public ::testing::Test {
   }
 
   std::string dir_, socket_;
-  Child aggregator_, holder_;
+  Process aggregator_, holder_;
   int ctl_runs_ = 0;
 };
 

@@ -89,6 +89,8 @@ struct Process {
     ::waitpid(pid, &status, 0);
     return false;
   }
+  // Whether it has ended (reaps it if so), without waiting.
+  bool Exited() { return status != -1 || ::waitpid(pid, &status, WNOHANG) == pid; }
   int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
   std::string out() const { return ReadFile(out_path); }
   std::string err() const { return ReadFile(err_path); }
