@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "base/json_string.h"
+
 namespace gpuvm::control {
 namespace {
 
@@ -337,26 +339,9 @@ Result<ListReply> ParseList(std::string_view body) {
 }
 
 std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  AppendJsonString(out, s);
+  return out;
 }
 
 }  // namespace gpuvm::control

@@ -124,7 +124,9 @@ TEST(ControlProtocolTest, ListRoundTrips) {
 }
 
 TEST(ControlProtocolTest, JsonStringEscapes) {
-  EXPECT_EQ(JsonString("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+  EXPECT_EQ(JsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+  // A VM name in UTF-8 stays one character per code point (not \u00XX per byte).
+  EXPECT_EQ(JsonString("gr\xc3\xbcn"), "\"gr\xc3\xbcn\"");
 }
 
 }  // namespace

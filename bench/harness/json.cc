@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "bench/common/json_string.h"
+#include "base/json_string.h"
 
 namespace gpuvm::bench {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "bench/common/json_string.h"
+#include "base/json_string.h"
 
 namespace gpuvm::bench {
 namespace {

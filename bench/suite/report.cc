@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "bench/common/json_string.h"
+#include "base/json_string.h"
 
 namespace gpuvm::suite {
 
@@ -85,7 +85,7 @@ void Report::Verify(const std::string& problem) {
 
 std::string JsonString(const std::string& text) {
   std::string out;
-  bench::AppendJsonString(out, text);
+  AppendJsonString(out, text);
   return out;
 }
 

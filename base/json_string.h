@@ -1,21 +1,21 @@
-// JSON string literals for the benchmark code: the one escaping routine shared by the harness's
-// JSON writer (bench/harness/json.cc) and the suite programs' result line (bench/suite/report.cc).
-// `"` and
-// `\` are escaped, \n \r \t by name, other control characters as \u00XX; every other byte (UTF-8
-// included) is copied as is.
+// JSON string literals: the one escaping routine of the project, shared by the benchmark harness's
+// JSON writer (bench/harness/json.cc), the suite programs' result line (bench/suite/report.cc) and
+// the aggregator's control plane (aggregator/control/protocol.cc). `"` and `\` are escaped, \n \r
+// \t by name, other control characters as \u00XX; every other byte (UTF-8 included) is copied as
+// is, so a multi-byte character stays one character.
 //
 // Header-only, plain C++17 without project dependencies: nvcc compiles it into the runtime-API
 // programs (bench/suite/rt/), which link nothing of ours but our libcudart.
 //
 // Threading: a pure function.
-#ifndef GPUVM_BENCH_COMMON_JSON_STRING_H_
-#define GPUVM_BENCH_COMMON_JSON_STRING_H_
+#ifndef GPUVM_BASE_JSON_STRING_H_
+#define GPUVM_BASE_JSON_STRING_H_
 
 #include <cstdio>
 #include <string>
 #include <string_view>
 
-namespace gpuvm::bench {
+namespace gpuvm {
 
 // Appends `text` to `out` as a quoted JSON string.
 inline void AppendJsonString(std::string& out, std::string_view text) {
@@ -51,6 +51,6 @@ inline void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
-}  // namespace gpuvm::bench
+}  // namespace gpuvm
 
-#endif  // GPUVM_BENCH_COMMON_JSON_STRING_H_
+#endif  // GPUVM_BASE_JSON_STRING_H_
