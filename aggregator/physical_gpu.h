@@ -15,6 +15,7 @@
 #define GPUVM_AGGREGATOR_PHYSICAL_GPU_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -52,6 +53,14 @@ class PhysicalGpu {
 
   // The GPU's interrupt line, kept across resets (installed on every new device instance).
   virtual void SetInterruptHandler(gpu::InterruptHandler handler) = 0;
+  // Called with a physical channel id, on a device thread and without blocking for long, when that
+  // channel has run out of work (or failed): the moment a submission's completion is worth
+  // checking. Kept across resets; empty removes it, and once this returns the previous handler is
+  // not running and will not be called again. Backends without such a signal (a real board: no
+  // interrupt for it without the guest's pushbuffer asking) never call it; completion is polled.
+  virtual void SetChannelDrainedHandler(std::function<void(uint32_t channel)> handler) {
+    (void)handler;
+  }
 
   GuestRamWindow& host_window() { return window_; }
 

@@ -23,6 +23,10 @@ Status SimGpu::Build() {
   o.bar3_size = options_.bar3_bytes;
   o.threaded = options_.threaded;
   o.host_memory = &host_window();
+  o.on_channel_drained = [this](uint32_t channel) {
+    std::lock_guard lock(drained_mu_);
+    if (drained_handler_) drained_handler_(channel);
+  };
   if (options_.compute_engine) {
     sim::compute::EngineOptions engine;
     engine.workers = options_.compute_workers;
@@ -51,6 +55,11 @@ Status SimGpu::Reset() {
 void SimGpu::SetInterruptHandler(gpu::InterruptHandler handler) {
   handler_ = std::move(handler);
   if (device_) device_->SetInterruptHandler(handler_);  // none after a failed reset
+}
+
+void SimGpu::SetChannelDrainedHandler(std::function<void(uint32_t channel)> handler) {
+  std::lock_guard lock(drained_mu_);
+  drained_handler_ = std::move(handler);
 }
 
 int SimGpu::vram_fd() const { return device_ != nullptr ? device_->vram_fd() : -1; }

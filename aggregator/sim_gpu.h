@@ -45,6 +45,7 @@ class SimGpu final : public PhysicalGpu {
   Status Reset() override;
   uint64_t resets() const override { return resets_; }
   void SetInterruptHandler(gpu::InterruptHandler handler) override;
+  void SetChannelDrainedHandler(std::function<void(uint32_t channel)> handler) override;
 
   sim::SimDevice* sim_device() { return device_.get(); }
 
@@ -56,6 +57,9 @@ class SimGpu final : public PhysicalGpu {
   std::unique_ptr<sim::SimDevice> device_;
   hv::local::SharedMapping vram_map_;  // the device's VRAM memfd, for full virtualization's shadows
   gpu::InterruptHandler handler_;
+  // The channel-drained handler: set on the owner thread, called on the device's engine thread.
+  std::mutex drained_mu_;
+  std::function<void(uint32_t)> drained_handler_;
   uint64_t resets_ = 0;
 };
 

@@ -103,8 +103,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   p->sink_ = std::make_unique<FvEngineSink>();
   sched::DispatcherOptions dispatch;
   dispatch.scheduler.policy = options.policy;
-  // Completion is polled (no interrupt tells us); 250 us keeps the dispatch thread's own CPU use
-  // low on a host that also runs the software GPU and the VMs.
+  // Completion is polled when the GPU does not say a channel ran dry (FvEngineSink::SetWake below;
+  // the software GPU does); 250 us keeps the dispatch thread's own CPU use low on a host that also
+  // runs the software GPU and the VMs.
   dispatch.poll_interval = std::chrono::microseconds(250);
   // A guest's resubmission gap through traps and the device model is longer than Gdev's in-kernel
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
@@ -126,6 +127,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   }
   GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
                          sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));
+  // The software GPU says when a channel runs dry: completion is seen then, not at the next poll.
+  p->sink_->SetWake([d = p->dispatcher_.get()] { d->Wake(); });
   p->directory_ = std::make_unique<AggregatorDirectory>(&server.aggregator());
   ServiceOptions service;
   service.shares = options.shares;
@@ -159,7 +162,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
 
 ControlPlane::~ControlPlane() {
   if (server_ != nullptr) server_->aggregator().SetSubmissionQueueFactory(nullptr);
-  // The dispatcher's thread stops before the sink it calls goes.
+  // The dispatcher's thread stops before the sink it calls goes; the GPU stops waking it first.
+  if (sink_ != nullptr) sink_->SetWake(nullptr);
   dispatcher_.reset();
   if (trace_ != nullptr) std::fclose(trace_);
 }

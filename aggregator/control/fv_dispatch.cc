@@ -7,17 +7,32 @@ namespace gpuvm::control {
 
 namespace pf = gf100::pfifo;
 
+void FvEngineSink::SetWake(std::function<void()> wake) {
+  std::lock_guard lock(wake_mu_);
+  wake_ = std::move(wake);
+}
+
 void FvEngineSink::Attach(aggregator::FvHost* host) {
   std::lock_guard lock(mu_);
   host_ = host;
   // CHAN_BUSY_US exists on the software GPU only (the only GPU fv runs on today: a real card would
   // need an IOMMU mapping of guest RAM); elsewhere GPU time falls back to wall time.
   busy_counter_ = host != nullptr && host->gpu().Describe().rfind("sim", 0) == 0;
+  if (host != nullptr) {
+    // Any channel running dry is worth a poll: at most one submission runs at a time.
+    host->gpu().SetChannelDrainedHandler([this](uint32_t) {
+      std::lock_guard wake_lock(wake_mu_);
+      if (wake_) wake_();
+    });
+  }
 }
 
 void FvEngineSink::Detach(aggregator::FvHost* host) {
   std::lock_guard lock(mu_);
-  if (host_ == host) host_ = nullptr;
+  if (host_ == host) {
+    host_->gpu().SetChannelDrainedHandler(nullptr);
+    host_ = nullptr;
+  }
 }
 
 void FvEngineSink::Remember(sched::SubmissionHandle handle,
@@ -43,10 +58,30 @@ Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
   const aggregator::Submission s = it->second;
   submissions_.erase(it);
   if (host_ == nullptr) return Status::Unavailable("no fv host");
-  running_[handle] = Running{s, std::chrono::steady_clock::now(), BusyUs(s.physical_channel)};
+  running_[handle] = Running{s, std::chrono::steady_clock::now(), BusyUs(s.physical_channel),
+                             Bound(s.physical_channel)};
   host_->Forward(s);
   ++forwarded_;
+  if (CaughtUp(s)) {
+    // Nothing new to run (an IB_PUT the channel had already reached, e.g. the guest clearing its
+    // USER page): the GPU will not report the channel running dry, so poll now.
+    std::lock_guard wake_lock(wake_mu_);
+    if (wake_) wake_();
+  }
   return Status::Ok();
+}
+
+bool FvEngineSink::Bound(uint32_t physical_channel) {
+  return physical_channel < pf::kChannels &&
+         (host_->gpu().device().ReadReg(pf::kChanTable + physical_channel * pf::kChanTableStride) &
+          pf::kChanValid) != 0;
+}
+
+bool FvEngineSink::CaughtUp(const aggregator::Submission& s) {
+  const uint32_t c = s.physical_channel;
+  const uint32_t ib_get = host_->gpu().device().Read32(
+      gpu::Bar::k1, uint64_t(c) * pf::kUserPageSize + gf100::userd::kIbGet);
+  return ib_get == s.ib_put && (host_->ChannelState(c) & pf::kStatePending) == 0;
 }
 
 uint32_t FvEngineSink::BusyUs(uint32_t physical_channel) {
@@ -64,10 +99,10 @@ Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHand
     return sched::SinkPoll::Done();  // the host or the VM went: its channel is stopped
   }
   const uint32_t c = r.submission.physical_channel;
-  const uint32_t ib_get = host_->gpu().device().Read32(
-      gpu::Bar::k1, uint64_t(c) * pf::kUserPageSize + gf100::userd::kIbGet);
-  const bool pending = (host_->ChannelState(c) & pf::kStatePending) != 0;
-  if (ib_get == r.submission.ib_put && !pending) {
+  // Done when caught up, or when stopped while it ran (its VM unbound the channel;
+  // FvHost::StopChannel zeroes the USER page, so IB_GET would never catch up): nothing of it can
+  // run any more.
+  if ((r.bound_at_start && !Bound(c)) || CaughtUp(r.submission)) {
     // The channel's busy time since Start: only this submission ran on the GPU meanwhile (the
     // dispatcher starts one at a time), so that is its GPU time. Wrapping 32-bit microseconds.
     const uint32_t used_us = BusyUs(c) - r.busy_us_at_start;

@@ -10,7 +10,14 @@
 // Completion is GPUvm's test, polled: the physical channel's IB_GET (its USER page) has caught up
 // with the IB_PUT we wrote and PFIFO no longer reports work pending on the channel (the software
 // GPU reads PENDING set while the channel is inside a time slice, so a fetched but unfinished grid
-// is pending). GPU time is what the device measured: the difference of the channel's busy-time
+// is pending). The test runs at once when the GPU says a channel ran out of work
+// (PhysicalGpu::SetChannelDrainedHandler: the software GPU does; the sink then calls the wake
+// function, the dispatcher's Wake), else at the dispatcher's poll interval: without the signal
+// every submission waited half a poll interval on average after it had finished (lud, 510
+// launches, ~0.3 ms each at 250 us). A submission whose channel leaves CHAN_TABLE while it runs
+// (its VM stopped the channel; the USER page is zeroed then, so IB_GET would never catch up) is
+// done at the next poll (charged the device time it got) instead of holding the GPU until
+// `max_run`. GPU time is what the device measured: the difference of the channel's busy-time
 // counter (CHAN_BUSY_US, a gpuvm extension register of the software GPU, docs/SOFTWARE-GPU.md)
 // between Start and the poll that saw it done; only this submission ran meanwhile. A submission
 // that has not completed after `max_run` is completed with DeadlineExceeded so one stuck channel
@@ -43,6 +50,9 @@ class FvEngineSink final : public sched::SubmissionSink {
  public:
   explicit FvEngineSink(sched::Duration max_run = std::chrono::seconds(5)) : max_run_(max_run) {}
 
+  // What to call when the GPU says a channel ran out of work (the dispatcher's Wake); empty: none.
+  // Set it before the first Attach, and empty before whatever it calls goes.
+  void SetWake(std::function<void()> wake);
   void Attach(aggregator::FvHost* host);
   void Detach(aggregator::FvHost* host);
   // What `handle` means on the GPU; before it is submitted to the dispatcher.
@@ -61,10 +71,17 @@ class FvEngineSink final : public sched::SubmissionSink {
     aggregator::Submission submission;
     std::chrono::steady_clock::time_point started;
     uint32_t busy_us_at_start = 0;  // CHAN_BUSY_US of its physical channel at Start
+    bool bound_at_start = false;    // its physical channel was in CHAN_TABLE at Start
   };
   // CHAN_BUSY_US of a physical channel (mu_ held, host_ set).
   uint32_t BusyUs(uint32_t physical_channel);
+  // Is the physical channel in CHAN_TABLE? (mu_ held, host_ set)
+  bool Bound(uint32_t physical_channel);
+  // Has the submission's channel finished everything up to its IB_PUT? (mu_ held, host_ set)
+  bool CaughtUp(const aggregator::Submission& submission);
   const sched::Duration max_run_;
+  std::mutex wake_mu_;  // guards wake_ (called on the GPU's engine thread)
+  std::function<void()> wake_;
   std::mutex mu_;
   aggregator::FvHost* host_ = nullptr;
   bool busy_counter_ = false;  // the host's GPU has CHAN_BUSY_US

@@ -26,6 +26,19 @@ using aggregator::fv_testing::FvTestWorld;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
+// A guest sees its last fence before the dispatcher has seen that submission complete: waits (up to
+// 10 s) until the dispatcher has nothing queued or running.
+bool WaitUntilDispatched(sched::Dispatcher& dispatcher) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    bool queued = false;
+    for (const sched::VmStats& v : dispatcher.Stats().scheduler.vms) queued |= v.queue_depth > 0;
+    if (!queued && !dispatcher.busy()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // Copies in, back, and checks: PCOPY work the device accounts to the channel.
 std::string CopyWorkload(guest::Bus* bus, uint32_t seed) {
   auto driver = guest::Driver::Create(bus);
@@ -83,6 +96,7 @@ TEST(FvDispatchTest, TwoVmsThroughTheDispatcherAreChargedDeviceTime) {
   for (size_t i = 0; i < vms.size(); ++i)
     EXPECT_EQ(errors[i], "") << "VM " << i << "\n" << (*world)->log();
   EXPECT_EQ(registered.load(), 2);
+  ASSERT_TRUE(WaitUntilDispatched(**dispatcher));
   const sched::DispatcherStats stats = (*dispatcher)->Stats();
   ASSERT_EQ(stats.scheduler.vms.size(), 2u);
   for (const sched::VmStats& v : stats.scheduler.vms) {
@@ -105,6 +119,53 @@ TEST(FvDispatchTest, TwoVmsThroughTheDispatcherAreChargedDeviceTime) {
   EXPECT_EQ(sink.forwarded(), stats.started);
   // As the aggregator tears down: the VMs and the host (whose queue tells the dispatcher the VMs
   // are gone) first, then the dispatcher, then the sink.
+  world->reset();
+  dispatcher->reset();
+}
+
+// The software GPU says when a channel runs dry, and the sink passes that on (its wake function,
+// the dispatcher's Wake), so completions are seen then rather than at the next poll (here the
+// longest the dispatcher allows, 1 s). After Detach nothing calls the wake function any more.
+TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
+  auto world = FvTestWorld::Create({});
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  sched::MonotonicClock clock;
+  FvEngineSink sink;
+  sched::DispatcherOptions options;
+  options.poll_interval = std::chrono::seconds(1);
+  options.scheduler.policy = sched::PolicyKind::kFifo;
+  auto dispatcher = sched::Dispatcher::Create(&clock, &sink, options);
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status().ToString();
+  std::atomic<int> wakes{0};
+  sink.SetWake([&] {
+    ++wakes;
+    (*dispatcher)->Wake();
+  });
+  auto vm = (*world)->AddVm(
+      {.mode = FvMode::kOptimized, .vram_bytes = 32 * kMiB, .channels = 4, .vm_id = 0, .name = ""});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  {
+    std::lock_guard lock((*world)->lock());
+    (*world)->host().SetQueue(std::make_unique<DispatchedSubmissionQueue>(
+        &(*world)->host(), dispatcher->get(), &sink, [&] { (void)(*dispatcher)->AddVm(1, 100); }));
+  }
+  EXPECT_EQ(CopyWorkload(*vm, 7), "") << (*world)->log();
+  ASSERT_TRUE(WaitUntilDispatched(**dispatcher));
+  const sched::DispatcherStats stats = (*dispatcher)->Stats();
+  ASSERT_EQ(stats.scheduler.vms.size(), 1u);
+  EXPECT_GT(stats.completed, 0u);
+  EXPECT_EQ(stats.scheduler.vms[0].completed, stats.scheduler.vms[0].submitted);
+  EXPECT_GT(wakes.load(), 0);
+  EXPECT_EQ(sink.timeouts(), 0u);
+  // The host's queue goes (Detach): the GPU no longer calls the sink.
+  {
+    std::lock_guard lock((*world)->lock());
+    (*world)->host().SetQueue(std::make_unique<aggregator::FifoSubmissionQueue>(
+        [&](const aggregator::Submission& s) { (*world)->host().Forward(s); }));
+  }
+  const int before = wakes.load();
+  EXPECT_EQ(CopyWorkload(*vm, 8), "") << (*world)->log();
+  EXPECT_EQ(wakes.load(), before);
   world->reset();
   dispatcher->reset();
 }

@@ -75,6 +75,7 @@ Status SimDevice::Init() {
   config.interrupts = this;
   config.compute_engine = options_.compute_engine.get();
   config.time_slice_ns = uint64_t(options_.time_slice.count());
+  config.on_channel_drained = options_.on_channel_drained;
   pfifo_ = std::make_unique<Pfifo>(config);
   if (options_.threaded) pfifo_->StartThread();
   return Status::Ok();

@@ -43,6 +43,12 @@ struct SimDeviceOptions {
   std::shared_ptr<ComputeEngine> compute_engine;
   // How long one channel runs before the next runnable channel gets its turn.
   std::chrono::nanoseconds time_slice = std::chrono::milliseconds(1);
+  // (gpuvm extension, not hardware) Called on the thread running the channels (the engine thread,
+  // or RunUntilIdle's caller), with no lock held, when a channel ends a slice with no work left
+  // (IB_GET caught up with IB_PUT and nothing fetched is unfinished) or with an error: the
+  // aggregator's dispatcher checks for completion then instead of at its next poll. May be empty;
+  // must not block for long.
+  std::function<void(uint32_t chid)> on_channel_drained;
 };
 
 struct DeviceStats {

@@ -6,8 +6,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu/hw/classes.h"
@@ -63,6 +65,10 @@ class SimDeviceTest : public ::testing::Test {
     options.host_memory = &host_;
     options.compute_engine = std::move(engine);
     options.time_slice = slice;
+    options.on_channel_drained = [this](uint32_t chid) {
+      std::lock_guard lock(drained_mu_);
+      drained_.push_back(chid);
+    };
     auto device = SimDevice::Create(options);
     ASSERT_TRUE(device.ok()) << device.status().ToString();
     device_ = std::move(device).value();
@@ -102,8 +108,15 @@ class SimDeviceTest : public ::testing::Test {
     return v;
   }
   uint32_t Reg(uint32_t offset) { return device_->ReadReg(offset); }
+  // The channels on_channel_drained reported since the last call, in order.
+  std::vector<uint32_t> TakeDrained() {
+    std::lock_guard lock(drained_mu_);
+    return std::exchange(drained_, {});
+  }
 
   PinnedHostMemory host_;
+  std::mutex drained_mu_;
+  std::vector<uint32_t> drained_;
   uint8_t* host_buffer_ = nullptr;
   std::unique_ptr<SimDevice> device_;
   std::unique_ptr<TestDriver> driver_;
@@ -539,6 +552,38 @@ TEST_F(SimDeviceTest, AcquireBlocksOnlyItsChannelUntilTheCpuReleases) {
   device_->RunUntilIdle();
   EXPECT_EQ(driver_->Read32(sem_phys + 4), 1u);
   EXPECT_FALSE(Reg(pf::kChanTable + 4) & pf::kStateAcquirePending);
+}
+
+// The aggregator's dispatcher learns of a completion from on_channel_drained: reported when a
+// channel has finished everything submitted to it or failed, never while it waits on a semaphore.
+TEST_F(SimDeviceTest, ChannelDrainedIsReportedWhenAChannelRunsOutOfWorkOrFails) {
+  CreateDevice();
+  Vm* vm = driver_->CreateVm();
+  uint64_t sem_phys;
+  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
+  vm->Flush();
+  Channel* a = driver_->CreateChannel(0, vm);
+  Channel* b = driver_->CreateChannel(5, vm);
+  Acquire(a, sem, 7);
+  Release(a, sem + 4, 1);
+  a->Submit();
+  Release(b, sem + 8, 2);
+  b->Submit();
+  device_->RunUntilIdle();
+  EXPECT_EQ(driver_->Read32(sem_phys + 8), 2u);
+  EXPECT_EQ(TakeDrained(), std::vector<uint32_t>{5});  // A waits: not drained
+  device_->RunUntilIdle();
+  EXPECT_TRUE(TakeDrained().empty());  // nothing ran
+  driver_->Write32(sem_phys, 7);
+  device_->RunUntilIdle();
+  EXPECT_EQ(driver_->Read32(sem_phys + 4), 1u);
+  EXPECT_EQ(TakeDrained(), std::vector<uint32_t>{0});
+
+  b->Raw(uint32_t(gf100::gpfifo::SecOp::kReserved6) << gf100::gpfifo::kSecOpShift);
+  b->Submit();
+  device_->RunUntilIdle();
+  EXPECT_EQ(device_->channel_error(5).kind, ChannelError::Kind::kIllegalCommand);
+  EXPECT_EQ(TakeDrained(), std::vector<uint32_t>{5});
 }
 
 TEST_F(SimDeviceTest, TimeSlicesAlternateBetweenBusyChannels) {

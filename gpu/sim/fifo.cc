@@ -613,6 +613,7 @@ bool Pfifo::Step() {
     const uint64_t start = NowNs();
     if (!failed) outcome = channel.Run(start + config_.time_slice_ns);
     const uint64_t elapsed = NowNs() - start;
+    bool drained = false;
     {
       std::lock_guard lock(*config_.register_lock);
       running_chid_ = -1;
@@ -640,9 +641,12 @@ bool Pfifo::Step() {
           sf.ref = channel.reference();
         }
         if (outcome == Channel::Outcome::kError) LatchChannelError(chid, channel);
+        drained = outcome == Channel::Outcome::kError ||
+                  (outcome == Channel::Outcome::kProgress && !s.pending_work);
       }
     }
     if (outcome == Channel::Outcome::kError) config_.interrupts->DeliverInterrupt();
+    if (drained && config_.on_channel_drained) config_.on_channel_drained(chid);
     if (outcome == Channel::Outcome::kProgress || outcome == Channel::Outcome::kError) {
       next_ = pos + 1;
       return true;

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -48,6 +49,8 @@ struct PfifoConfig {
   InterruptSink* interrupts = nullptr;
   ComputeEngine* compute_engine = nullptr;
   uint64_t time_slice_ns = 1'000'000;
+  // SimDeviceOptions::on_channel_drained (called by Step, without the register lock).
+  std::function<void(uint32_t chid)> on_channel_drained;
 };
 
 class Pfifo final : private ChannelEnvironment {
