@@ -9,10 +9,10 @@ Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
   const gpu::PciIdentity& physical = gpu->device().pci();
   for (gpu::Bar bar : {gpu::Bar::k0, gpu::Bar::k1, gpu::Bar::k3}) {
     if (bars.size(bar) > physical.BarSize(bar)) {
-      return Status::InvalidArgument(
-          "pt: BAR" + std::to_string(static_cast<int>(bar)) + " of " +
-          std::to_string(bars.size(bar) >> 20) + " MiB is larger than the GPU's (" +
-          std::to_string(physical.BarSize(bar) >> 20) + " MiB)");
+      return Status::InvalidArgument("pt: BAR" + std::to_string(static_cast<int>(bar)) + " of " +
+                                     std::to_string(bars.size(bar) >> 20) +
+                                     " MiB is larger than the GPU's (" +
+                                     std::to_string(physical.BarSize(bar) >> 20) + " MiB)");
     }
   }
   return std::unique_ptr<PassThroughGpu>(new PassThroughGpu(gpu, bars));
@@ -50,16 +50,24 @@ Status PassThroughGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint6
 }
 
 // Element by element, exactly as the single accesses would reach the GPU (a register block, or
-// 8-byte stores a GPU sees as such), only without a round trip each.
+// 8-byte stores a GPU sees as such), only without a round trip each: gpu::Device::WriteElements,
+// which the software GPU performs a page at a time with the same result.
 Status PassThroughGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
                                      std::span<const uint8_t> data, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, data.size()));
-  gpu::Device& device = gpu_->device();
-  for (size_t at = 0; at < data.size(); at += size) {
-    uint64_t value = 0;
-    std::memcpy(&value, data.data() + at, size);
-    device.Write(bar, offset + at, static_cast<gpu::Width>(size), value);
-  }
+  gpu_->device().WriteElements(bar, offset, static_cast<gpu::Width>(size), data.data(),
+                               data.size() / size);
+  return Status::Ok();
+}
+
+// A rep stos: `count` single writes of the same value, the same way.
+Status PassThroughGpu::FillElements(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
+                                    uint32_t count, uint32_t) {
+  GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, uint64_t{count} * size));
+  uint8_t element[8];
+  std::memcpy(element, &value, sizeof(element));  // little endian: the low `size` bytes first
+  gpu_->device().WriteElements(bar, offset, static_cast<gpu::Width>(size), element, count,
+                               /*repeat=*/true);
   return Status::Ok();
 }
 

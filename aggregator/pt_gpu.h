@@ -37,6 +37,8 @@ class PassThroughGpu final : public VirtualGpu {
                        uint32_t vcpu) override;
   Status ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
                       uint32_t vcpu) override;
+  Status FillElements(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value, uint32_t count,
+                      uint32_t vcpu) override;
   bool interrupt_asserted() const override;
   Status AttachGuestRam(const GuestRam& ram) override;
   Status Detach() override;

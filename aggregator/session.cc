@@ -199,7 +199,8 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
       std::holds_alternative<ipc::MmioRead>(m.body) ||
       std::holds_alternative<ipc::MmioWrite>(m.body) ||
       std::holds_alternative<ipc::MmioWriteBlock>(m.body) ||
-      std::holds_alternative<ipc::MmioReadBlock>(m.body)) {
+      std::holds_alternative<ipc::MmioReadBlock>(m.body) ||
+      std::holds_alternative<ipc::MmioWriteFill>(m.body)) {
     out_of_turn();
     return out;
   }
@@ -212,7 +213,10 @@ bool Session::IsMmio(const ipc::Body& body) const {
   if (std::holds_alternative<ipc::MmioRead>(body) || std::holds_alternative<ipc::MmioWrite>(body)) {
     return true;
   }
-  // Blocks only in a session that negotiated them.
+  // Blocks and fills only in a session that negotiated them.
+  if (std::holds_alternative<ipc::MmioWriteFill>(body)) {
+    return version_ >= ipc::kFillProtocolVersion;
+  }
   return version_ >= ipc::kBlockProtocolVersion &&
          (std::holds_alternative<ipc::MmioWriteBlock>(body) ||
           std::holds_alternative<ipc::MmioReadBlock>(body));
@@ -232,6 +236,20 @@ Result<ipc::Body> Session::Mmio(const ipc::Body& request) {
       return s;
     }
     counters.writes[Slot(block->bar)] += block->count;
+    return ipc::Body(ipc::MmioWriteAck{});
+  }
+  if (const auto* fill = std::get_if<ipc::MmioWriteFill>(&request)) {
+    if (fill->vcpu >= vm_->config.vcpus) {
+      ++counters.refused;
+      return Status::InvalidArgument("no vCPU " + std::to_string(fill->vcpu));
+    }
+    Status s = vm_->vgpu->FillElements(ToGpu(fill->bar), fill->offset, fill->size, fill->value,
+                                       fill->count, fill->vcpu);
+    if (!s.ok()) {
+      ++counters.refused;
+      return s;
+    }
+    counters.writes[Slot(fill->bar)] += fill->count;
     return ipc::Body(ipc::MmioWriteAck{});
   }
   if (const auto* block = std::get_if<ipc::MmioReadBlock>(&request)) {

@@ -5,10 +5,12 @@
 //   await HELLO --HELLO--> await VM_CONFIG --VM_CONFIG, admitted--> active --TEARDOWN--> closed
 //
 // In `active`: GUEST_MEMORY (once), FAST_LANE (once), MMIO_READ / MMIO_WRITE and, in version 2
-// sessions, MMIO_WRITE_BLOCK / MMIO_READ_BLOCK (on the socket or the lane), PING at any time. Every message is untrusted: the codec has checked the wire rules; the
+// sessions, MMIO_WRITE_BLOCK / MMIO_READ_BLOCK, in version 4 MMIO_WRITE_FILL (on the socket or the
+// lane), PING at any time. Every message is untrusted: the codec has checked the wire rules; the
 // session checks the conversation (what may come when, what was already given) and the virtual GPU
 // the VM-specific bounds. What each violation costs:
-//   - an MMIO access the VM may not make (past its BAR, unknown vCPU): ERROR with the request's seq,
+//   - an MMIO access the VM may not make (past its BAR, unknown vCPU): ERROR with the request's
+//   seq,
 //     counted; the session goes on (the device model answers the guest all-ones);
 //   - a request out of turn, a refused VM, unusable memory or lane: ERROR with its seq, then close;
 //   - something only the aggregator may send (replies, INTERRUPT, BAR_MAP, ...): fatal ERROR
@@ -86,7 +88,7 @@ class Session {
   const Summary& summary() const { return summary_; }
 
  private:
-  // MMIO_READ / MMIO_WRITE, and in version 2 sessions the block messages.
+  // MMIO_READ / MMIO_WRITE, in version 2 sessions the block messages, in version 4 the fill.
   bool IsMmio(const ipc::Body& body) const;
   Result<ipc::Body> Mmio(const ipc::Body& request);
   void Fail(Output& out, uint32_t seq, const Status& status, bool fatal);
@@ -94,7 +96,7 @@ class Session {
   Aggregator* const aggregator_;
   const std::string peer_;
   State state_ = State::kAwaitHello;
-  uint16_t version_ = 0;  // negotiated in HELLO
+  uint16_t version_ = 0;          // negotiated in HELLO
   VmControlBlock* vm_ = nullptr;  // owned by the aggregator while state_ == kActive
   std::unique_ptr<ipc::FastLane> lane_;
   bool interrupt_sent_ = false;

@@ -1,12 +1,13 @@
 // The protocol state machine, driven message by message as a hostile or broken device model could:
 // the conversation of docs/IPC.md, what each violation costs, the fast lane's checks, interrupts.
-#include <gtest/gtest.h>
+#include "aggregator/session.h"
 
 #include <fcntl.h>
-#include <tuple>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "aggregator/session.h"
+#include <tuple>
+
 #include "aggregator/sim_gpu.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
@@ -53,8 +54,9 @@ class AggregatorSessionTest : public ::testing::Test {
     return out.send.empty() ? ipc::Message{} : out.send[0];
   }
 
-  void Handshake(Session& s, uint16_t domid = 1) {
-    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, 2, "test"}).body));
+  void Handshake(Session& s, uint16_t domid = 1, uint16_t max_version = 2) {
+    ASSERT_TRUE(
+        std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, max_version, "test"}).body));
     ipc::Message accept = Call(s, Config(domid));
     const auto* a = std::get_if<ipc::VmAccept>(&accept.body);
     ASSERT_NE(a, nullptr) << ipc::MessageTypeName(ipc::TypeOf(accept.body));
@@ -63,7 +65,9 @@ class AggregatorSessionTest : public ::testing::Test {
     ASSERT_EQ(s.state(), Session::State::kActive);
   }
 
-  static const ipc::Error* AsError(const ipc::Message& m) { return std::get_if<ipc::Error>(&m.body); }
+  static const ipc::Error* AsError(const ipc::Message& m) {
+    return std::get_if<ipc::Error>(&m.body);
+  }
 
   SimGpu* sim_ = nullptr;
   std::unique_ptr<Aggregator> aggregator_;
@@ -83,8 +87,7 @@ TEST_F(AggregatorSessionTest, FullConversation) {
       Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds))
           .body));
 
-  ipc::Message ack =
-      Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 1, gf100::pbus::kPraminBase, 0x77});
+  ipc::Message ack = Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 1, gf100::pbus::kPraminBase, 0x77});
   EXPECT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(ack.body));
   EXPECT_EQ(ack.seq, seq_) << "a reply carries its request's seq";
   ipc::Message value = Call(s, ipc::MmioRead{ipc::Bar::kBar0, 4, 0, gf100::pbus::kPraminBase});
@@ -137,7 +140,8 @@ TEST_F(AggregatorSessionTest, NoCommonVersionIsRefused) {
 }
 
 TEST_F(AggregatorSessionTest, NegotiatesTheHighestCommonVersion) {
-  for (auto [min, max, want] : {std::tuple{1, 1, 1}, std::tuple{1, 2, 2}, std::tuple{2, 9, 3}}) {
+  for (auto [min, max, want] :
+       {std::tuple{1, 1, 1}, std::tuple{1, 2, 2}, std::tuple{2, 9, int{ipc::kProtocolVersion}}}) {
     Session s(aggregator_.get(), "test");
     ipc::Message m = Call(s, ipc::Hello{uint16_t(min), uint16_t(max), "x"});
     ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(m.body));
@@ -166,12 +170,49 @@ TEST_F(AggregatorSessionTest, BlocksMoveConsecutiveElements) {
   EXPECT_EQ(s.vm()->counters.reads[0], 16u);
   // A block that runs off the BAR is refused whole, and the session goes on.
   bool closed = true;
-  ipc::Message past = Call(s, ipc::MmioWriteBlock{ipc::Bar::kBar3, 8, 2, 0, (64ull << 20) - 8,
-                                                  std::vector<uint8_t>(16, 0xee)},
+  ipc::Message past = Call(s,
+                           ipc::MmioWriteBlock{ipc::Bar::kBar3, 8, 2, 0, (64ull << 20) - 8,
+                                               std::vector<uint8_t>(16, 0xee)},
                            {}, &closed);
   ASSERT_NE(AsError(past), nullptr);
   EXPECT_EQ(AsError(past)->code, StatusCode::kOutOfRange);
   EXPECT_FALSE(closed);
+}
+
+TEST_F(AggregatorSessionTest, AFillStoresOneValueIntoConsecutiveElements) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s, 1, ipc::kFillProtocolVersion);
+  ASSERT_EQ(s.version(), ipc::kFillProtocolVersion);
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(
+      Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 0, gf100::pbus::kPraminBase, 1}).body));
+  // 3 x 4 bytes of the PRAMIN window (BAR0: element by element, as single writes).
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(
+      Call(s, ipc::MmioWriteFill{ipc::Bar::kBar0, 4, 3, 1, gf100::pbus::kPraminWindow + 0x200,
+                                 0xa1b2c3d4})
+          .body));
+  ipc::Message back =
+      Call(s, ipc::MmioReadBlock{ipc::Bar::kBar0, 4, 4, 0, gf100::pbus::kPraminWindow + 0x200});
+  ASSERT_TRUE(std::holds_alternative<ipc::MmioReadBlockReply>(back.body));
+  const std::vector<uint8_t> want = {0xd4, 0xc3, 0xb2, 0xa1, 0xd4, 0xc3, 0xb2, 0xa1,
+                                     0xd4, 0xc3, 0xb2, 0xa1, 0,    0,    0,    0};
+  EXPECT_EQ(std::get<ipc::MmioReadBlockReply>(back.body).data, want);
+  EXPECT_EQ(s.vm()->counters.writes[0], 4u);  // the base register and three elements
+  // One that runs off the BAR is refused whole, and the session goes on.
+  bool closed = true;
+  ipc::Message past =
+      Call(s, ipc::MmioWriteFill{ipc::Bar::kBar3, 8, 2, 0, (64ull << 20) - 8, 0}, {}, &closed);
+  ASSERT_NE(AsError(past), nullptr);
+  EXPECT_EQ(AsError(past)->code, StatusCode::kOutOfRange);
+  EXPECT_FALSE(closed);
+}
+
+TEST_F(AggregatorSessionTest, FillsNeedVersionFour) {
+  Session s(aggregator_.get(), "test");
+  Handshake(s, 1, 3);
+  bool closed = false;
+  ASSERT_NE(AsError(Call(s, ipc::MmioWriteFill{ipc::Bar::kBar1, 8, 1, 0, 0, 0}, {}, &closed)),
+            nullptr);
+  EXPECT_TRUE(closed);
 }
 
 TEST_F(AggregatorSessionTest, BlocksNeedVersionTwo) {
@@ -185,16 +226,11 @@ TEST_F(AggregatorSessionTest, BlocksNeedVersionTwo) {
 }
 
 TEST_F(AggregatorSessionTest, WhatOnlyTheAggregatorSendsIsFatal) {
-  const ipc::Body bodies[] = {ipc::HelloAck{1},
-                              ipc::VmAccept{1, 0, 0},
-                              ipc::Interrupt{true},
-                              ipc::MmioReadReply{5},
-                              ipc::MmioWriteAck{},
-                              ipc::BarMap{ipc::Bar::kBar1, 0, 4096, 0},
-                              ipc::BarMapAck{},
-                              ipc::Pong{1},
-                              ipc::TeardownAck{},
-                              ipc::MmioReadBlockReply{{1, 2, 3}}};
+  const ipc::Body bodies[] = {ipc::HelloAck{1},     ipc::VmAccept{1, 0, 0},
+                              ipc::Interrupt{true}, ipc::MmioReadReply{5},
+                              ipc::MmioWriteAck{},  ipc::BarMap{ipc::Bar::kBar1, 0, 4096, 0},
+                              ipc::BarMapAck{},     ipc::Pong{1},
+                              ipc::TeardownAck{},   ipc::MmioReadBlockReply{{1, 2, 3}}};
   for (const ipc::Body& body : bodies) {
     Session s(aggregator_.get(), "test");
     Handshake(s);

@@ -19,7 +19,9 @@
 #ifndef GPUVM_AGGREGATOR_VIRTUAL_GPU_H_
 #define GPUVM_AGGREGATOR_VIRTUAL_GPU_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,6 +75,24 @@ class VirtualGpu {
                                std::span<const uint8_t> data, uint32_t vcpu) = 0;
   virtual Status ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
                               uint32_t vcpu) = 0;
+  // `count` elements of `size` bytes, each `value`, from `offset` upwards (a guest's rep stos):
+  // the same as WriteElements with that data — which is what it defaults to, a page at a time (so
+  // a range that fails part way may have been performed up to a page boundary).
+  virtual Status FillElements(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
+                              uint32_t count, uint32_t vcpu) {
+    if (size != 1 && size != 2 && size != 4 && size != 8) {
+      return Status::InvalidArgument("MMIO size must be 1, 2, 4 or 8");
+    }
+    std::vector<uint8_t> page(std::min<uint64_t>(uint64_t{count} * size, 4096) / size * size);
+    for (size_t at = 0; at < page.size(); at += size) std::memcpy(page.data() + at, &value, size);
+    for (uint64_t done = 0; done < uint64_t{count} * size;) {
+      const uint64_t n = std::min<uint64_t>(page.size(), uint64_t{count} * size - done);
+      GPUVM_RETURN_IF_ERROR(
+          WriteElements(bar, offset + done, size, std::span(page.data(), n), vcpu));
+      done += n;
+    }
+    return Status::Ok();
+  }
 
   // The level of the VM's interrupt line.
   virtual bool interrupt_asserted() const = 0;

@@ -13,6 +13,7 @@
 #define GPUVM_GPU_DEVICE_H_
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 
 #include "base/status.h"
@@ -100,6 +101,21 @@ class Device {
   // pages the aperture does not map read as 0 / are dropped, exactly as single accesses would.
   virtual Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) = 0;
   virtual Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) = 0;
+
+  // `count` single writes of `width` bytes to consecutive offsets from `offset` upwards, in order:
+  // element i is the i-th `width` bytes of `data` (little endian), or with `repeat` always the
+  // first. Exactly what that many Write calls do — which is the default; a device may do it faster
+  // (the software GPU translates an aperture page once for all the elements in it). This is how
+  // a trapped guest's rep movs / rep stos reaches the GPU (aggregator/pt_gpu.h).
+  virtual void WriteElements(Bar bar, uint64_t offset, Width width, const uint8_t* data,
+                             uint64_t count, bool repeat = false) {
+    const uint64_t w = static_cast<uint64_t>(width);
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t value = 0;
+      std::memcpy(&value, data + (repeat ? 0 : i * w), w);
+      Write(bar, offset + i * w, width, value);
+    }
+  }
 
   // The interrupt line (level-triggered, like PCI INTx). An empty handler disconnects it.
   virtual void SetInterruptHandler(InterruptHandler handler) = 0;

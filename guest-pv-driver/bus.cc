@@ -1,4 +1,5 @@
-// Bus::AllocDma's default: anonymous memory made reachable with MapDma (bus.h).
+// Bus's defaults (bus.h): FillBlock through WriteBlock; AllocDma as anonymous memory made reachable
+// with MapDma.
 //
 // Threading: as thread-safe as the Bus's MapDma.
 #include "guest-pv-driver/bus.h"
@@ -6,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <vector>
 
 namespace gpuvm::guest {
 namespace {
@@ -30,6 +32,12 @@ class OwnedDma final : public DmaMapping {
 };
 
 }  // namespace
+
+Status Bus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {
+  if (length == 0) return Status::Ok();
+  const std::vector<uint8_t> bytes(length, byte);  // one block, as a memcpy_toio would be
+  return WriteBlock(bar, offset, bytes.data(), length);
+}
 
 Result<std::unique_ptr<DmaMapping>> Bus::AllocDma(uint64_t length) {
   if (length == 0 || length % 4096) {

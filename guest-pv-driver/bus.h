@@ -59,6 +59,11 @@ class Bus {
   // Bulk copies through BAR1 or BAR3. kInvalidArgument for BAR0, kOutOfRange past the BAR's end.
   virtual Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) = 0;
   virtual Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) = 0;
+  // Sets [offset, offset + length) of BAR1 or BAR3 to `byte` (memset_io: what zeroes page tables
+  // and instance objects). Errors as WriteBlock. The default writes a buffer of that byte with
+  // WriteBlock; a trapping bus stores it with rep stos, one trap per 4096 elements instead of one
+  // per page (local_trap_bus.h).
+  virtual Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length);
 
   // Makes [host, host + length) reachable by DMA. Both must be 4 KiB aligned and length > 0; the
   // memory must stay allocated while the mapping lives.

@@ -70,9 +70,8 @@ Status Channel::Impl::Init() {
 
   // USERD starts zeroed (GET/PUT 0), through its BAR1 mapping.
   Bus* bus = drv_->bus();
-  std::vector<uint8_t> zeros(gf100::pfifo::kUserPageSize, 0);
   GPUVM_RETURN_IF_ERROR(
-      bus->WriteBlock(Bar::k1, drv_->user_bar1(chid_), zeros.data(), zeros.size()));
+      bus->FillBlock(Bar::k1, drv_->user_bar1(chid_), 0, gf100::pfifo::kUserPageSize));
 
   // RAMFC and the VM binding, as nouveau's gf100 gpfifo constructor and gf100_vmm_join write them,
   // stored as one block through BAR3.

@@ -37,6 +37,11 @@ class CountingBus final : public Bus {
     block_bytes_.fetch_add(length, std::memory_order_relaxed);
     return inner_->WriteBlock(bar, offset, src, length);
   }
+  Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) override {
+    Bump(block_writes_, bar);
+    block_bytes_.fetch_add(length, std::memory_order_relaxed);
+    return inner_->FillBlock(bar, offset, byte, length);
+  }
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
     dma_maps_.fetch_add(1, std::memory_order_relaxed);
     return inner_->MapDma(host, length);

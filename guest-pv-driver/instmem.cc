@@ -99,17 +99,16 @@ Status InstMem::Bootstrap() {
   GPUVM_RETURN_IF_ERROR(writer_->Flush(directory_));
 
   // BAR3 is live: clear what PRAMIN did not write (VRAM holds garbage on a real board), through
-  // BAR3 in a few blocks.
+  // BAR3 with a few fills (memset_io).
   const uint64_t mapped = boot_bytes_ / kPage;
-  std::vector<uint8_t> zeros(std::max(pt_bytes, kPage), 0);
-  GPUVM_RETURN_IF_ERROR(bus_->WriteBlock(Bar::k3, mapped * vm::kEntrySize, zeros.data(),
-                                         pt_bytes - mapped * vm::kEntrySize));
-  GPUVM_RETURN_IF_ERROR(bus_->WriteBlock(Bar::k3, directory_.bar3_offset + vm::kEntrySize,
-                                         zeros.data(), kPage - vm::kEntrySize));
+  GPUVM_RETURN_IF_ERROR(
+      bus_->FillBlock(Bar::k3, mapped * vm::kEntrySize, 0, pt_bytes - mapped * vm::kEntrySize));
+  GPUVM_RETURN_IF_ERROR(
+      bus_->FillBlock(Bar::k3, directory_.bar3_offset + vm::kEntrySize, 0, kPage - vm::kEntrySize));
   const uint64_t inst_bar3 = directory_.bar3_offset + kPage;
-  GPUVM_RETURN_IF_ERROR(bus_->WriteBlock(Bar::k3, inst_bar3, zeros.data(), ramin::kPageDirLo));
-  GPUVM_RETURN_IF_ERROR(bus_->WriteBlock(Bar::k3, inst_bar3 + ramin::kVmLimitHi + 4, zeros.data(),
-                                         kPage - ramin::kVmLimitHi - 4));
+  GPUVM_RETURN_IF_ERROR(bus_->FillBlock(Bar::k3, inst_bar3, 0, ramin::kPageDirLo));
+  GPUVM_RETURN_IF_ERROR(bus_->FillBlock(Bar::k3, inst_bar3 + ramin::kVmLimitHi + 4, 0,
+                                        kPage - ramin::kVmLimitHi - 4));
   return Status::Ok();
 }
 
@@ -122,6 +121,10 @@ InstMem::~InstMem() {
 }
 
 Status InstMem::MapPages(uint64_t bar3, uint64_t vram, uint64_t pages) {
+  if (vram == 0) {
+    GPUVM_RETURN_IF_ERROR(writer_->ClearEntries(directory_, page_table_, bar3 / kPage, pages));
+    return writer_->Flush(directory_);
+  }
   std::vector<uint64_t> ptes(pages);
   for (uint64_t p = 0; p < pages; ++p) ptes[p] = vram ? vm::pte::Make(vram + p * kPage) : 0;
   GPUVM_RETURN_IF_ERROR(writer_->WriteEntries(directory_, page_table_, bar3 / kPage, ptes));
@@ -181,9 +184,11 @@ Status InstMem::Read(const InstObject& object, uint64_t offset, void* data, uint
 }
 
 Status InstMem::Zero(const InstObject& object, uint64_t offset, uint64_t length) {
+  if (offset > object.size || length > object.size - offset) {
+    return Status::OutOfRange("write past the end of an instance object");
+  }
   if (length == 0) return Status::Ok();
-  std::vector<uint8_t> zeros(length, 0);
-  return Write(object, offset, zeros.data(), length);
+  return bus_->FillBlock(Bar::k3, object.bar3 + offset, 0, length);
 }
 
 uint64_t InstMem::bar3_free() const {

@@ -16,6 +16,9 @@ namespace gpuvm::guest {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+// Xen's emulator performs at most this many repetitions of a rep string instruction per ioreq
+// (hvmemul_linear_to_phys); the guest's instruction then continues with what is left.
+constexpr uint64_t kMaxRepCount = 4096;
 
 // PCI configuration space, type 0 header (PCI Local Bus Specification 3.0, section 6.1).
 constexpr uint32_t kVendorId = 0x00;
@@ -44,7 +47,8 @@ std::mutex& ProcessVmMutex() {
 
 }  // namespace
 
-// ---- LocalVmGuest: frames ------------------------------------------------------------------------
+// ---- LocalVmGuest: frames
+// ------------------------------------------------------------------------
 
 Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
     std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options) {
@@ -191,7 +195,8 @@ auto LocalVmGuest::OnVcpu(F f) {
   return f(v);
 }
 
-// ---- LocalVmGuest: DMA ---------------------------------------------------------------------------
+// ---- LocalVmGuest: DMA
+// ---------------------------------------------------------------------------
 
 class LocalVmGuest::DmaPages final : public DmaMapping {
  public:
@@ -280,8 +285,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
   if (addr >= ram_begin && addr + length <= ram_begin + ram_.length()) {
     std::vector<uint64_t> frames(pages);
     for (uint64_t i = 0; i < pages; ++i) frames[i] = (addr - ram_begin) / kPage + i;
-    return std::unique_ptr<DmaMapping>(
-        new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), false));
+    return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
+                                                    length, std::move(frames), false));
   }
 
   std::lock_guard lock(dma_mu_);
@@ -337,8 +342,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
     }
   }
   for (uint64_t i = 0; i < pages; ++i) ++dma_pages_[addr + i * kPage].refs;
-  return std::unique_ptr<DmaMapping>(
-      new DmaPages(shared_from_this(), static_cast<uint8_t*>(host), length, std::move(frames), true));
+  return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
+                                                  length, std::move(frames), true));
 }
 
 void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages, bool discard) {
@@ -400,7 +405,8 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages, bool dis
   FreeFrames(frames);
 }
 
-// ---- LocalVmGuest: interrupts --------------------------------------------------------------------
+// ---- LocalVmGuest: interrupts
+// --------------------------------------------------------------------
 
 Status LocalVmGuest::SetInterruptHandler(std::function<void(bool)> handler) {
   if (irq_thread_.joinable()) {
@@ -437,7 +443,8 @@ void LocalVmGuest::InterruptLoop() {
   }
 }
 
-// ---- LocalTrapBus --------------------------------------------------------------------------------
+// ---- LocalTrapBus
+// --------------------------------------------------------------------------------
 
 Result<std::unique_ptr<LocalTrapBus>> LocalTrapBus::Create(std::shared_ptr<LocalVmGuest> vm,
                                                            const LocalTrapBusOptions& options) {
@@ -519,7 +526,8 @@ Status LocalTrapBus::Enumerate() {
         return Status::InvalidArgument("BAR address " + hv::Hex(address) +
                                        " is not aligned to its size " + hv::Hex(size));
       }
-      GPUVM_RETURN_IF_ERROR(write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
+      GPUVM_RETURN_IF_ERROR(
+          write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
       if (s.is64) GPUVM_RETURN_IF_ERROR(write(s.reg + 4, 4, static_cast<uint32_t>(address >> 32)));
       *s.address = address;
       *s.size = size;
@@ -658,6 +666,57 @@ Status LocalTrapBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint6
     });
     if (!s.ok()) Failed(s);
     done += chunk;
+  }
+  return Status::Ok();
+}
+
+Status LocalTrapBus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {
+  if (bar == Bar::k0) return Status::InvalidArgument("block transfers go through BAR1 or BAR3");
+  if (!Fits(bar, offset, length)) return Status::OutOfRange("block transfer past the BAR's end");
+  hv::local::LocalGuestIo& io = *vm_->io_;
+  const uint64_t base = bar_address(bar) + offset;
+  // Remapped (BAR remap): one memset, no trap.
+  if (length == 0 ||
+      (failed_.load(std::memory_order_relaxed) == 0 && io.FillMemory(base, byte, length))) {
+    return Status::Ok();
+  }
+  const uint64_t pattern = uint64_t{byte} * 0x0101010101010101ull;
+  for (uint64_t done = 0; done < length;) {
+    if (failed_.load(std::memory_order_relaxed) != 0) return Status::Ok();  // dropped
+    const uint64_t gpa = base + done;
+    const uint64_t piece = std::min(kPage - gpa % kPage, length - done);
+    if (io.FillMemory(gpa, byte, piece)) {
+      done += piece;
+      continue;
+    }
+    // One rep stos: 8-byte elements where aligned, single bytes for a ragged head and tail, at most
+    // kMaxRepCount elements, and only over pages that trap.
+    uint32_t element = 8;
+    uint64_t bytes = std::min((length - done) & ~uint64_t{7}, kMaxRepCount * 8);
+    if (gpa % 8 != 0 || bytes == 0) {
+      element = 1;
+      bytes = std::min<uint64_t>(length - done, gpa % 8 != 0 ? 8 - gpa % 8 : length - done);
+    }
+    for (uint64_t page = piece; page < bytes; page += kPage) {
+      if (io.IsMemory(gpa + page, 1)) {
+        bytes = page;
+        break;
+      }
+    }
+    hv::IoRequest r;
+    r.space = hv::IoSpace::kMmio;
+    r.dir = hv::IoDirection::kWrite;
+    r.addr = gpa;
+    r.size = element;
+    r.count = static_cast<uint32_t>(bytes / element);
+    r.data_is_ptr = false;
+    r.data = element == 8 ? pattern : byte;
+    Status s = vm_->OnVcpu([&](uint32_t v) {
+      r.vcpu = v;
+      return io.Submit(r).status();
+    });
+    if (!s.ok()) Failed(s);
+    done += bytes;
   }
   return Status::Ok();
 }

@@ -7,6 +7,9 @@
 //   ReadBlock/WriteBlock rep movs through a bounce page of guest RAM: one trap per <= 4 KiB piece
 //                       (Xen issues rep MMIO a page at a time), which the device model splits into
 //                       elements for the aggregator
+//   FillBlock           rep stos (no buffer: the value is in the ioreq), 8-byte elements, at most
+//                       4096 per trap as Xen clips a rep string instruction: zeroing a 256 KiB
+//                       page table is 8 traps instead of 64
 //   (BAR remap)         pages the device model mapped as memory (fv-bar-remap) do not trap:
 //                       LocalGuestIo reads/writes their backing directly, a block in one copy
 //   MapDma              the pages become guest RAM: their contents move into frames of the VM's
@@ -72,7 +75,8 @@ struct LocalVmGuestOptions {
 class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
  public:
   static Result<std::shared_ptr<LocalVmGuest>> Create(
-      std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options = {});
+      std::shared_ptr<const hv::local::LocalDomain> domain,
+      const LocalVmGuestOptions& options = {});
   // The process's VM from $GPUVM_LOCAL_VM_FD: received on first use, the same object afterwards.
   // FailedPrecondition when the variable is not set (not inside gpuvm-vm).
   static Result<std::shared_ptr<LocalVmGuest>> FromEnvironment();
@@ -163,6 +167,7 @@ class LocalTrapBus final : public Bus {
   void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override;
   Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;
   Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override;
+  Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) override;
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override;
   Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override;
   Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;

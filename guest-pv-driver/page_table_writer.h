@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "base/status.h"
 
@@ -50,6 +51,13 @@ class PageTableWriter {
   // `first` on. first + entries.size() <= table.entries (the caller checks).
   virtual Status WriteEntries(const PageTableRef& space, const PageTableRef& table, uint64_t first,
                               std::span<const uint64_t> entries) = 0;
+  // Stores `count` invalid (zero) entries from entry `first` on (unmapping; same bounds). The
+  // default writes zeros with WriteEntries.
+  virtual Status ClearEntries(const PageTableRef& space, const PageTableRef& table, uint64_t first,
+                              uint64_t count) {
+    const std::vector<uint64_t> zeros(count, 0);
+    return WriteEntries(space, table, first, zeros);
+  }
 
   // Makes the GPU forget cached translations of `space` (after entries were changed or removed).
   virtual Status Flush(const PageTableRef& space) = 0;

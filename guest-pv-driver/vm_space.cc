@@ -44,6 +44,16 @@ Status NativePageTableWriter::WriteEntries(const PageTableRef& /*space*/, const 
                           entries.size() * vm::kEntrySize);
 }
 
+Status NativePageTableWriter::ClearEntries(const PageTableRef& /*space*/, const PageTableRef& table,
+                                           uint64_t first, uint64_t count) {
+  if (first > table.entries || count > table.entries - first) {
+    return Status::Internal("page-table write past the end of its table");
+  }
+  if (count == 0) return Status::Ok();
+  return bus_->FillBlock(Bar::k3, table.bar3_offset + first * vm::kEntrySize, 0,
+                         count * vm::kEntrySize);
+}
+
 Status NativePageTableWriter::Flush(const PageTableRef& space) {
   std::lock_guard lock(flush_mu_);
   if (!PollReg(bus_, vm::kCfg, [](uint32_t v) { return (v & vm::kCfgFlushSlotsMask) != 0; })) {
@@ -130,7 +140,6 @@ Status VmSpace::Store(uint64_t va, std::span<const uint64_t> ptes, uint64_t coun
     return Status::OutOfRange("mapping past the end of the address space");
   }
   const bool clear = ptes.empty();
-  std::vector<uint64_t> zeros;
   std::lock_guard lock(mu_);
   uint64_t done = 0;
   while (done < count) {
@@ -146,8 +155,7 @@ Status VmSpace::Store(uint64_t va, std::span<const uint64_t> ptes, uint64_t coun
     }
     if (n == 0) return Status::Internal("page table too short for its range");
     if (clear) {
-      zeros.assign(n, 0);
-      GPUVM_RETURN_IF_ERROR(writer_->WriteEntries(directory_, table, index, zeros));
+      GPUVM_RETURN_IF_ERROR(writer_->ClearEntries(directory_, table, index, n));
     } else {
       GPUVM_RETURN_IF_ERROR(writer_->WriteEntries(directory_, table, index, ptes.subspan(done, n)));
     }

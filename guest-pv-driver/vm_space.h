@@ -34,6 +34,9 @@ class NativePageTableWriter final : public PageTableWriter {
   // One BAR3 block store of the entries.
   Status WriteEntries(const PageTableRef& space, const PageTableRef& table, uint64_t first,
                       std::span<const uint64_t> entries) override;
+  // One BAR3 fill of zeros (memset_io).
+  Status ClearEntries(const PageTableRef& space, const PageTableRef& table, uint64_t first,
+                      uint64_t count) override;
   // nouveau's gf100 flush: wait for a free slot (0x100c80 bits 16-23), write the directory
   // (0x100cb8), trigger PAGE_ALL (0x100cbc), wait for "queued" (0x100c80 bit 15).
   Status Flush(const PageTableRef& space) override;

@@ -6,6 +6,7 @@
 #ifndef GPUVM_QEMU_DEVICE_AGGREGATOR_CONNECTION_H_
 #define GPUVM_QEMU_DEVICE_AGGREGATOR_CONNECTION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -76,6 +77,23 @@ class AggregatorConnection {
     for (size_t at = 0; at + size <= out.size(); at += size) {
       GPUVM_ASSIGN_OR_RETURN(uint64_t value, Read(bar, offset + at, size, vcpu));
       std::memcpy(out.data() + at, &value, size);
+    }
+    return Status::Ok();
+  }
+
+  // `count` elements of `size` bytes, each `value`, from `offset` upwards (a guest's rep stos):
+  // what WriteElements does with that data, which is the default (a page of elements at a time). A
+  // connection that can send the value once overrides it.
+  virtual Status FillElements(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                              uint32_t count, uint32_t vcpu) {
+    if (size == 0 || size > 8) return Status::InvalidArgument("element size must be 1 to 8");
+    uint8_t page[4096];
+    const uint64_t total = uint64_t{count} * size;
+    const uint64_t chunk = std::min<uint64_t>(total, sizeof(page) / size * size);
+    for (uint64_t at = 0; at < chunk; at += size) std::memcpy(page + at, &value, size);
+    for (uint64_t done = 0; done < total; done += chunk) {
+      const uint64_t n = std::min(chunk, total - done);
+      GPUVM_RETURN_IF_ERROR(WriteElements(bar, offset + done, size, {page, n}, vcpu));
     }
     return Status::Ok();
   }

@@ -62,6 +62,9 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig
   if (config.max_rep_bytes == 0 || config.max_rep_bytes > 65536) {
     return Status::InvalidArgument("max_rep_bytes out of range");
   }
+  if (config.max_fill_count == 0 || config.max_fill_count > 65536) {
+    return Status::InvalidArgument("max_fill_count out of range");
+  }
   std::unique_ptr<DeviceModel> dm(new DeviceModel(config, server, aggregator, guest_memory));
   dm->wait_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!dm->wait_.valid()) return Status::FromErrno(errno, "epoll_create1");
@@ -145,7 +148,9 @@ uint64_t DeviceModel::HandleMmio(const hv::IoRequest& r) {
       return 0;
     }
     // rep stos: the same value stored count times. A rep read needs a buffer (data_is_ptr).
-    if (read || total > settings_.max_rep_bytes) return Refuse(Refusal::kBadRepetition, r.size);
+    if (read || r.count > settings_.max_fill_count) return Refuse(Refusal::kBadRepetition, r.size);
+    if (!r.df) return HandleFill(r);
+    if (total > settings_.max_rep_bytes) return Refuse(Refusal::kBadRepetition, r.size);
     for (uint64_t i = 0; i < r.count; ++i) {
       const std::optional<uint64_t> gpa = Element(r.addr, i, r.size, r.df);
       if (!gpa) return Refuse(Refusal::kOutsideBars, r.size);
@@ -213,23 +218,20 @@ uint64_t DeviceModel::HandleRepRun(const hv::IoRequest& r, bool read, uint64_t t
   }
   uint64_t done = 0;
   while (done < total) {
-    const uint64_t gpa = r.addr + done;
-    const auto hit = Decode(gpa, r.size);  // counts the refusal when it fails
+    const std::optional<Run> hit = NextRun(r.addr + done, r.size, total - done);
     if (!hit) break;
-    // As many whole elements as the BAR holds from here.
-    const uint64_t bar_left = mapped_[BarSlot(hit->first)]->second - gpa + 1;
-    const uint64_t run = std::min(total - done, bar_left / r.size * r.size);
+    const uint64_t run = hit->bytes;
     for (uint64_t i = 0; i < run / r.size; ++i) {
       if (read) {
-        counters_.CountBarRead(hit->first);
+        counters_.CountBarRead(hit->bar);
       } else {
-        counters_.CountBarWrite(hit->first);
+        counters_.CountBarWrite(hit->bar);
       }
     }
     const std::span<uint8_t> part(buffer.data() + done, run);
     const Status moved =
-        read ? aggregator_->ReadElements(hit->first, hit->second, r.size, part, r.vcpu)
-             : aggregator_->WriteElements(hit->first, hit->second, r.size, part, r.vcpu);
+        read ? aggregator_->ReadElements(hit->bar, hit->offset, r.size, part, r.vcpu)
+             : aggregator_->WriteElements(hit->bar, hit->offset, r.size, part, r.vcpu);
     if (!moved.ok()) {
       counters_.CountRefusal(Refusal::kAggregatorError);
       // A failed element reads all-ones, and so does the rest of the transfer.
@@ -242,6 +244,36 @@ uint64_t DeviceModel::HandleRepRun(const hv::IoRequest& r, bool read, uint64_t t
     return Refuse(Refusal::kBadPointer, r.size);
   }
   return 0;
+}
+
+uint64_t DeviceModel::HandleFill(const hv::IoRequest& r) {
+  const uint64_t total = uint64_t{r.count} * r.size;
+  if (r.addr > ~uint64_t{0} - total) return Refuse(Refusal::kOutsideBars, r.size);
+  const uint64_t value = r.data & Mask(r.size);
+  uint64_t done = 0;
+  while (done < total) {
+    const std::optional<Run> hit = NextRun(r.addr + done, r.size, total - done);
+    if (!hit) break;
+    const uint64_t run = hit->bytes;
+    counters_.CountBarWrites(hit->bar, run / r.size);
+    if (!aggregator_
+             ->FillElements(hit->bar, hit->offset, r.size, value,
+                            static_cast<uint32_t>(run / r.size), r.vcpu)
+             .ok()) {
+      counters_.CountRefusal(Refusal::kAggregatorError);
+      break;
+    }
+    done += run;
+  }
+  return 0;
+}
+
+std::optional<DeviceModel::Run> DeviceModel::NextRun(uint64_t gpa, uint32_t size, uint64_t bytes) {
+  const auto hit = Decode(gpa, size);  // counts the refusal when it fails
+  if (!hit) return std::nullopt;
+  // As many whole elements as the BAR holds from here (a run that leaves it stops at its end).
+  const uint64_t bar_left = mapped_[BarSlot(hit->first)]->second - gpa + 1;
+  return Run{hit->first, hit->second, std::min(bytes, bar_left / size * size)};
 }
 
 std::optional<std::pair<BarIndex, uint64_t>> DeviceModel::Decode(uint64_t gpa, uint32_t size) {

@@ -17,9 +17,12 @@
 // addresses outside every BAR, unaligned BAR0 accesses, rep counts that are zero or move more than
 // a page, data_is_ptr buffers outside guest memory, port I/O, unknown types, reads in the posted
 // ring — are answered all-ones (reads) or dropped (writes), counted by reason, and never reach the
-// aggregator. A rep access moves at most max_rep_bytes (one page, as Xen issues them), so no
-// request costs more than 1024 aggregator round trips (upward runs go as blocks: ~9 per page with
-// protocol version 2).
+// aggregator. A rep access with a guest buffer moves at most max_rep_bytes (one page, as Xen
+// issues them), so no request costs more than 1024 aggregator round trips (upward runs go as
+// blocks: one per page with protocol version 3). A rep stos (one value, no buffer) stores at most
+// max_fill_count elements (Xen clips a rep string instruction to 4096 repetitions per ioreq);
+// upwards it goes to the aggregator as fills (one message per BAR it touches with protocol version
+// 4), downwards element by element and at most max_rep_bytes.
 //
 // Threading: one thread owns a DeviceModel and calls everything; counters() may be read anywhere.
 #ifndef GPUVM_QEMU_DEVICE_DEVICE_MODEL_H_
@@ -46,6 +49,7 @@ struct DeviceModelConfig {
   hv::Sbdf sbdf = kDefaultSbdf;
   VirtualGpuLayout layout;
   uint32_t max_rep_bytes = 4096;
+  uint32_t max_fill_count = 4096;
   // After serving, poll the IOREQ server for the guest's next access this long before sleeping
   // (adaptive; hypervisor/local/busy_poll.h). Off by default: measured, the guest's next access
   // almost never came within 10 us (docs/IPC.md, "Waiting"). Zero: always sleep.
@@ -90,9 +94,20 @@ class DeviceModel {
   // An upward rep transfer with a guest buffer (bounds already checked): runs of consecutive
   // elements to the aggregator.
   uint64_t HandleRepRun(const hv::IoRequest& r, bool read, uint64_t total);
+  // An upward rep stos (count already checked): runs of consecutive elements to the aggregator.
+  uint64_t HandleFill(const hv::IoRequest& r);
   // One element of an MMIO access at guest physical `gpa`. nullopt (refusal counted) when it fails.
   std::optional<uint64_t> ForwardRead(uint64_t gpa, uint32_t size, uint32_t vcpu);
   bool ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu);
+  // The consecutive elements of `size` bytes from `gpa` (at most `bytes`) that lie in one mapped
+  // BAR: which BAR, the offset of the first, and how many bytes. nullopt (refusal counted) when the
+  // first element decodes to nothing.
+  struct Run {
+    BarIndex bar;
+    uint64_t offset;
+    uint64_t bytes;
+  };
+  std::optional<Run> NextRun(uint64_t gpa, uint32_t size, uint64_t bytes);
   // Which mapped BAR holds all of [gpa, gpa + size), and at what offset. Counts the refusal if
   // none.
   std::optional<std::pair<BarIndex, uint64_t>> Decode(uint64_t gpa, uint32_t size);

@@ -208,11 +208,19 @@ TEST_F(DeviceModelTest, HostileRequestsAreRefusedCountedAndNeverForwarded) {
        Refusal::kBadRepetition},
       {"rep read without buffer", with(read4, [](IoRequest& r) { r.count = 2; }), 0xffffffff,
        Refusal::kBadRepetition},
-      {"rep stos over a page",
+      {"rep stos of more than Xen's 4096 repetitions",
+       with(read4,
+            [](IoRequest& r) {
+              r.dir = IoDirection::kWrite;
+              r.count = 4097;
+            }),
+       0xffffffff, Refusal::kBadRepetition},
+      {"downward rep stos over a page",
        with(read4,
             [](IoRequest& r) {
               r.dir = IoDirection::kWrite;
               r.count = 1025;
+              r.df = true;
             }),
        0xffffffff, Refusal::kBadRepetition},
       {"huge rep movs",
@@ -313,6 +321,26 @@ TEST_F(DeviceModelTest, RepStosStoresOneValueManyTimesAndApertureAccessesMayBeUn
   ASSERT_EQ(a.size(), 3u);
   EXPECT_EQ(a[2], (RecordedAccess{true, BarIndex::kBar1, 0x104, 2, 0xbeef, 0}));
   EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar1At + 0x101, 2)), 0xefbeu) << "unaligned is fine";
+}
+
+TEST_F(DeviceModelTest, RepStosOfManyPagesIsOneFillPerBarAndStopsAtTheBarsEnd) {
+  Program();
+  // 4096 8-byte elements (32 KiB, what Xen issues for one rep stosq at most) from BAR3 offset 0x8:
+  // every element counted, every byte stored.
+  IoRequest stos = Mmio(IoDirection::kWrite, kBar3At + 0x8, 8, 0x1122334455667788ull);
+  stos.count = 4096;
+  EXPECT_EQ(Handle(stos), 0u);
+  EXPECT_EQ(aggregator_.accesses().size(), 4096u);
+  EXPECT_EQ(aggregator_.accesses().back(),
+            (RecordedAccess{true, BarIndex::kBar3, 0x8 + 4095 * 8, 8, 0x1122334455667788ull, 0}));
+  EXPECT_EQ(dm_->counters().Snapshot().bar_writes[BarSlot(BarIndex::kBar3)], 4096u);
+  // A fill that runs off BAR3's end stores what lies inside and refuses the rest.
+  const uint64_t before = Refused(Refusal::kOutsideBars);
+  IoRequest past = Mmio(IoDirection::kWrite, kBar3At + (64 << 20) - 16, 8, 7);
+  past.count = 4;
+  EXPECT_EQ(Handle(past), 0u);
+  EXPECT_EQ(aggregator_.accesses().size(), 4098u);
+  EXPECT_EQ(Refused(Refusal::kOutsideBars), before + 1);
 }
 
 TEST_F(DeviceModelTest, WithoutGuestMemoryBuffersAreRefused) {

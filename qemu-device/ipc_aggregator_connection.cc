@@ -226,13 +226,36 @@ Status IpcAggregatorConnection::WriteElements(BarIndex bar, uint64_t offset, uin
   const size_t per_message = BlockBytes() / size * size;
   for (size_t at = 0; at + size <= data.size(); at += per_message) {
     const size_t bytes = std::min(per_message, data.size() / size * size - at);
-    ipc::Body request = ipc::MmioWriteBlock{
-        ToWire(bar), static_cast<uint8_t>(size), static_cast<uint16_t>(bytes / size), vcpu,
-        offset + at, std::vector<uint8_t>(data.begin() + at, data.begin() + at + bytes)};
+    ipc::Body request =
+        ipc::MmioWriteBlock{ToWire(bar),
+                            static_cast<uint8_t>(size),
+                            static_cast<uint16_t>(bytes / size),
+                            vcpu,
+                            offset + at,
+                            std::vector<uint8_t>(data.begin() + at, data.begin() + at + bytes)};
     GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
     if (!std::holds_alternative<ipc::MmioWriteAck>(reply.body)) {
       return Break(Status::DataLoss("MMIO_WRITE_BLOCK answered with something else"));
     }
+  }
+  return Status::Ok();
+}
+
+Status IpcAggregatorConnection::FillElements(BarIndex bar, uint64_t offset, uint32_t size,
+                                             uint64_t value, uint32_t count, uint32_t vcpu) {
+  if (version_ < ipc::kFillProtocolVersion) {
+    return AggregatorConnection::FillElements(bar, offset, size, value, count, vcpu);
+  }
+  const uint64_t mask = size >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1;
+  for (uint64_t done = 0; done < count;) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(count - done, ipc::kMaxFillCount));
+    ipc::Body request = ipc::MmioWriteFill{ToWire(bar), static_cast<uint8_t>(size), n,
+                                           vcpu,        offset + done * size,       value & mask};
+    GPUVM_ASSIGN_OR_RETURN(ipc::Message reply, lane_ ? LaneCall(request) : Call(request));
+    if (!std::holds_alternative<ipc::MmioWriteAck>(reply.body)) {
+      return Break(Status::DataLoss("MMIO_WRITE_FILL answered with something else"));
+    }
+    done += n;
   }
   return Status::Ok();
 }

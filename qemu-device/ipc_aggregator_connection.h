@@ -61,6 +61,9 @@ class IpcAggregatorConnection : public AggregatorConnection {
                        uint32_t vcpu) override;
   Status ReadElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<uint8_t> out,
                       uint32_t vcpu) override;
+  // With protocol version 4: MMIO_WRITE_FILL, up to ipc::kMaxFillCount elements each.
+  Status FillElements(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value, uint32_t count,
+                      uint32_t vcpu) override;
   // The protocol version the aggregator chose.
   uint16_t version() const { return version_; }
   int event_fd() const override { return epoll_.get(); }

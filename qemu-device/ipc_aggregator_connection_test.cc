@@ -80,6 +80,21 @@ TEST_F(IpcConnectionTest, HandshakeThenReadsAndWrites) {
   ASSERT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
 }
 
+TEST_F(IpcConnectionTest, AFillIsOneMessagePerMaxFillCountElements) {
+  auto c = Connect();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ((*c)->version(), ipc::kFillProtocolVersion);
+  const uint64_t before = server_->mmio_requests();
+  // 5000 elements of 2 bytes: two MMIO_WRITE_FILLs (4096 + 904), the value's high bits dropped.
+  ASSERT_TRUE((*c)->FillElements(BarIndex::kBar3, 0x1000, 2, 0xdead12ab, 5000, 1).ok());
+  EXPECT_EQ(server_->mmio_requests(), before + 2);
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar3, 0x1000, 2, 0), 0x12abu);
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar3, 0x1000 + 2 * 4999, 2, 0), 0x12abu);
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar3, 0x1000 + 2 * 5000, 1, 0),
+            FakePatternByte(BarIndex::kBar3, 0x1000 + 2 * 5000))
+      << "nothing past the last element";
+}
+
 TEST_F(IpcConnectionTest, NoAggregatorIsUnavailableAndARefusalCarriesItsReason) {
   auto nobody = IpcAggregatorConnection::Connect({UniquePath(), Config(), std::chrono::seconds(1)});
   EXPECT_EQ(nobody.status().code(), StatusCode::kUnavailable);

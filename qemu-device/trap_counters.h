@@ -58,6 +58,9 @@ class TrapCounters {
  public:
   void CountBarRead(BarIndex bar) { Bump(bar_reads_[BarSlot(bar)]); }
   void CountBarWrite(BarIndex bar) { Bump(bar_writes_[BarSlot(bar)]); }
+  void CountBarWrites(BarIndex bar, uint64_t n) {
+    bar_writes_[BarSlot(bar)].fetch_add(n, std::memory_order_relaxed);
+  }
   void CountConfigRead() { Bump(config_reads_); }
   void CountConfigWrite() { Bump(config_writes_); }
   void CountHousekeeping() { Bump(housekeeping_); }

@@ -399,6 +399,57 @@ Status SimDevice::WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t
   return Status::Ok();
 }
 
+void SimDevice::WriteElements(Bar bar, uint64_t offset, gpu::Width width, const uint8_t* data,
+                              uint64_t count, bool repeat) {
+  const uint64_t w = static_cast<uint64_t>(width);
+  const bool valid_width = w == 1 || w == 2 || w == 4 || w == 8;
+  const uint64_t bar_size = pci_.BarSize(bar);
+  uint64_t i = 0;
+  // One element the slow way: exactly Write.
+  const auto single = [&] {
+    uint64_t value = 0;
+    std::memcpy(&value, data + (repeat ? 0 : i * w), w);
+    Write(bar, offset + i * w, width, value);
+    ++i;
+  };
+  if (bar == Bar::k0 || !valid_width || observing_.load(std::memory_order_relaxed)) {
+    while (i < count) single();
+    return;
+  }
+  // A pattern of one repeated byte (zeroing, above all) is a memset.
+  bool one_byte = repeat;
+  for (uint64_t k = 1; one_byte && k < w; ++k) one_byte = data[k] == data[0];
+  Aperture* a = ApertureFor(bar);
+  while (i < count) {
+    const uint64_t at = offset + i * w;
+    const uint64_t in_page = vm::kSmallPageSize - (at & (vm::kSmallPageSize - 1));
+    const uint64_t n = std::min(count - i, in_page / w);  // whole elements left in this page
+    if (n == 0 || at >= bar_size || n * w > bar_size - at ||
+        !a->vm_mode.load(std::memory_order_acquire)) {
+      single();  // straddles a page, leaves the BAR, or the aperture is off: as Write does it
+      continue;
+    }
+    MemoryFault fault;
+    uint8_t* p = mmu_->Translate(a->space.load(std::memory_order_relaxed),
+                                 a->limit.load(std::memory_order_relaxed), at, uint32_t(n * w),
+                                 /*write=*/true, /*privileged=*/true, &fault);
+    if (p == nullptr) {  // the page faults: every element records it, as single writes would
+      const uint64_t end = i + n;
+      while (i < end) single();
+      continue;
+    }
+    if (!repeat) {
+      std::memcpy(p, data + i * w, n * w);
+    } else if (one_byte) {
+      std::memset(p, data[0], n * w);
+    } else {
+      for (uint64_t k = 0; k < n; ++k) std::memcpy(p + k * w, data, w);
+    }
+    if (bar == Bar::k1) pfifo_->SnoopBar1Write(at, n * w);
+    i += n;
+  }
+}
+
 void SimDevice::Observe(Bar bar, bool write, bool block, uint64_t offset, uint64_t size,
                         uint64_t value) {
   std::lock_guard lock(observer_mu_);

@@ -72,12 +72,19 @@ class SimDevice final : public gpu::Device, private InterruptSink {
   void Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uint64_t value) override;
   Status ReadBlock(gpu::Bar bar, uint64_t offset, void* dst, uint64_t length) override;
   Status WriteBlock(gpu::Bar bar, uint64_t offset, const void* src, uint64_t length) override;
+  // BAR1/BAR3: each run of whole elements inside one page is translated once and stored with one
+  // copy (and snooped once); a page that does not translate, an element straddling two pages and
+  // everything under an access observer go element by element through Write, so faults, counters
+  // and the trace are exactly those of single writes.
+  void WriteElements(gpu::Bar bar, uint64_t offset, gpu::Width width, const uint8_t* data,
+                     uint64_t count, bool repeat = false) override;
   // The handler may call back into the device, but must not call SetInterruptHandler.
   void SetInterruptHandler(gpu::InterruptHandler handler) override;
   bool interrupt_asserted() const override { return line_.load(std::memory_order_acquire); }
   void SetAccessObserver(gpu::AccessObserver observer) override;
 
-  // VRAM as a memfd, for mapping slices of it into other processes.
+  // VRAM as a memfd (or the file of options.vram_file), for mapping slices of it into other
+  // processes.
   int vram_fd() const { return vram_->fd(); }
   uint64_t vram_size() const { return vram_->size(); }
 

@@ -255,6 +255,14 @@ void LocalGuestIo::ReceiveBackingsLocked() {
   }
 }
 
+bool LocalGuestIo::FillMemory(uint64_t gpa, uint8_t byte, uint64_t length) {
+  uint8_t* p = MemoryAt(gpa, length);
+  if (p == nullptr) return false;
+  std::memset(p, byte, length);
+  memory_accesses_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 bool LocalGuestIo::AccessMemory(uint64_t gpa, void* buffer, uint64_t length, bool write) {
   uint8_t* p = MemoryAt(gpa, length);
   if (p == nullptr) return false;

@@ -58,6 +58,11 @@ class LocalGuestIo {
   // Copies between `buffer` and guest physical [gpa, gpa + length) when that lies inside one memory
   // range whose backing is mapped here: true when done, false when the access must trap.
   bool AccessMemory(uint64_t gpa, void* buffer, uint64_t length, bool write);
+  // Sets guest physical [gpa, gpa + length) to `byte` under the same condition (a memset of a
+  // remapped range): true when done, false when the access must trap.
+  bool FillMemory(uint64_t gpa, uint8_t byte, uint64_t length);
+  // Whether [gpa, gpa + length) lies inside one memory range (accesses there do not trap).
+  bool IsMemory(uint64_t gpa, uint64_t length) { return MemoryAt(gpa, length) != nullptr; }
   // Accesses that went to a memory range instead of trapping.
   uint64_t memory_accesses() const { return memory_accesses_.load(std::memory_order_relaxed); }
   bool IsPciClaimed(const Sbdf& sbdf) const;

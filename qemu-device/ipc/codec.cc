@@ -120,6 +120,7 @@ constexpr TypeInfo kTypes[] = {
     {MessageType::kMmioWriteBlock, Kind::kRequest, 16},  // + data
     {MessageType::kMmioReadBlock, Kind::kRequest, 16},
     {MessageType::kMmioReadBlockReply, Kind::kReply, 8},  // + data
+    {MessageType::kMmioWriteFill, Kind::kRequest, 32},
 };
 
 const TypeInfo* Info(uint16_t type) {
@@ -202,6 +203,7 @@ MessageType TypeOf(const Body& body) {
         if constexpr (std::is_same_v<T, MmioReadBlockReply>) {
           return MessageType::kMmioReadBlockReply;
         }
+        if constexpr (std::is_same_v<T, MmioWriteFill>) return MessageType::kMmioWriteFill;
       },
       body);
 }
@@ -256,6 +258,8 @@ std::string_view MessageTypeName(MessageType type) {
       return "MMIO_READ_BLOCK";
     case MessageType::kMmioReadBlockReply:
       return "MMIO_READ_BLOCK_REPLY";
+    case MessageType::kMmioWriteFill:
+      return "MMIO_WRITE_FILL";
   }
   return "?";
 }
@@ -332,6 +336,13 @@ Status Validate(const Message& message) {
           return CheckBlock(b.bar, b.size, b.count, b.offset);
         } else if constexpr (std::is_same_v<T, MmioReadBlockReply>) {
           if (b.data.empty() || b.data.size() > kMaxBlockBytes) return Bad("bad block reply size");
+        } else if constexpr (std::is_same_v<T, MmioWriteFill>) {
+          GPUVM_RETURN_IF_ERROR(CheckAccess(b.bar, b.size, b.offset));
+          if (b.count == 0 || b.count > kMaxFillCount) return Bad("fill count out of range");
+          if (b.offset > kMaxBarExtent - uint64_t{b.count} * b.size)
+            return Bad("fill beyond any BAR");
+          if (b.size < 8 && (b.value >> (8 * b.size)) != 0)
+            return Bad("fill value wider than size");
         } else if constexpr (std::is_same_v<T, BarMap>) {
           GPUVM_RETURN_IF_ERROR(CheckRange(b.bar, b.offset, b.length));
           if (!PageAligned(b.backing_offset)) return Bad("backing offset must be page aligned");
@@ -423,7 +434,8 @@ Result<std::vector<uint8_t>> Encode(const Message& message) {
           w.U32(0);
         } else if constexpr (std::is_same_v<T, Ping> || std::is_same_v<T, Pong>) {
           w.U64(b.nonce);
-        } else if constexpr (std::is_same_v<T, MmioWriteBlock> || std::is_same_v<T, MmioReadBlock>) {
+        } else if constexpr (std::is_same_v<T, MmioWriteBlock> ||
+                             std::is_same_v<T, MmioReadBlock>) {
           w.U8(static_cast<uint8_t>(b.bar));
           w.U8(b.size);
           w.U16(b.count);
@@ -434,6 +446,15 @@ Result<std::vector<uint8_t>> Encode(const Message& message) {
           w.U16(static_cast<uint16_t>(b.data.size()));
           w.Zeros(6);
           w.Bytes(b.data);
+        } else if constexpr (std::is_same_v<T, MmioWriteFill>) {
+          w.U8(static_cast<uint8_t>(b.bar));
+          w.U8(b.size);
+          w.U16(0);
+          w.U32(b.vcpu);
+          w.U64(b.offset);
+          w.U32(b.count);
+          w.U32(0);
+          w.U64(b.value);
         }
       },
       message.body);
@@ -617,8 +638,21 @@ Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
       if (payload.size() != info->payload + size_t{count} * size) {
         return bad("MMIO_WRITE_BLOCK data length disagrees with its count");
       }
-      message.body = MmioWriteBlock{bar, size, count, vcpu, offset,
-                                    r.Bytes(payload.size() - info->payload)};
+      message.body =
+          MmioWriteBlock{bar, size, count, vcpu, offset, r.Bytes(payload.size() - info->payload)};
+      break;
+    }
+    case MessageType::kMmioWriteFill: {
+      MmioWriteFill b;
+      b.bar = static_cast<Bar>(r.U8());
+      b.size = r.U8();
+      reserved_zero &= r.Zeros(2);
+      b.vcpu = r.U32();
+      b.offset = r.U64();
+      b.count = r.U32();
+      reserved_zero &= r.Zeros(4);
+      b.value = r.U64();
+      message.body = b;
       break;
     }
     case MessageType::kMmioReadBlockReply: {

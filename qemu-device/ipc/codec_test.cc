@@ -31,8 +31,11 @@ std::vector<Message> OneOfEach() {
       {9, Ping{42}},
       {9, Pong{42}},
       {10, MmioWriteBlock{Bar::kBar3, 8, 2, 1, 0x10, std::vector<uint8_t>(16, 0xab)}},
-      {10, MmioWriteBlock{Bar::kBar1, 1, kMaxBlockBytes, 0, 0x3, std::vector<uint8_t>(kMaxBlockBytes, 7)}},
+      {10, MmioWriteBlock{Bar::kBar1, 1, kMaxBlockBytes, 0, 0x3,
+                          std::vector<uint8_t>(kMaxBlockBytes, 7)}},
       {11, MmioReadBlock{Bar::kBar0, 4, 120, 0, 0x700000}},
+      {12, MmioWriteFill{Bar::kBar3, 8, kMaxFillCount, 1, 0x2000, 0x0102030405060708ull}},
+      {12, MmioWriteFill{Bar::kBar0, 4, 3, 0, 0x700010, 0xffffffff}},
       {11, MmioReadBlockReply{std::vector<uint8_t>(480, 1)}},
   };
 }
@@ -141,15 +144,22 @@ TEST(IpcCodec, RefusesBadAccesses) {
 
 TEST(IpcCodec, RefusesBadBlocks) {
   const std::vector<Message> bad = {
-      {1, MmioWriteBlock{Bar::kBar1, 8, 0, 0, 0, {}}},                              // no elements
-      {1, MmioWriteBlock{Bar::kBar1, 8, 2, 0, 0, std::vector<uint8_t>(8, 0)}},      // short data
-      {1, MmioWriteBlock{Bar::kBar1, 3, 1, 0, 0, std::vector<uint8_t>(3, 0)}},      // element size
-      {1, MmioWriteBlock{Bar::kBar0, 4, 2, 0, 0x102, std::vector<uint8_t>(8, 0)}},  // BAR0 unaligned
+      {1, MmioWriteBlock{Bar::kBar1, 8, 0, 0, 0, {}}},                          // no elements
+      {1, MmioWriteBlock{Bar::kBar1, 8, 2, 0, 0, std::vector<uint8_t>(8, 0)}},  // short data
+      {1, MmioWriteBlock{Bar::kBar1, 3, 1, 0, 0, std::vector<uint8_t>(3, 0)}},  // element size
+      {1,
+       MmioWriteBlock{Bar::kBar0, 4, 2, 0, 0x102, std::vector<uint8_t>(8, 0)}},   // BAR0 unaligned
       {1, MmioReadBlock{Bar::kBar1, 8, uint16_t{kMaxBlockBytes / 8 + 1}, 0, 0}},  // too large
-      {1, MmioReadBlock{Bar::kBar3, 8, 2, 0, kMaxBarExtent - 8}},                   // beyond 2^40
-      {1, MmioReadBlock{static_cast<Bar>(2), 8, 1, 0, 0}},                          // no BAR2
-      {1, MmioReadBlockReply{}},                                                    // empty
-      {0, MmioReadBlock{Bar::kBar1, 8, 1, 0, 0}},                                   // seq 0
+      {1, MmioReadBlock{Bar::kBar3, 8, 2, 0, kMaxBarExtent - 8}},                 // beyond 2^40
+      {1, MmioReadBlock{static_cast<Bar>(2), 8, 1, 0, 0}},                        // no BAR2
+      {1, MmioReadBlockReply{}},                                                  // empty
+      {1, MmioWriteFill{Bar::kBar3, 8, 0, 0, 0, 0}},                              // no elements
+      {1, MmioWriteFill{Bar::kBar3, 8, kMaxFillCount + 1, 0, 0, 0}},              // too many
+      {1, MmioWriteFill{Bar::kBar3, 2, 1, 0, 0, 0x10000}},                        // wide value
+      {1, MmioWriteFill{Bar::kBar0, 4, 2, 0, 0x102, 0}},                          // unaligned
+      {1, MmioWriteFill{Bar::kBar3, 8, 2, 0, kMaxBarExtent - 8, 0}},              // beyond 2^40
+      {1, MmioWriteFill{Bar::kBar1, 3, 1, 0, 0, 0}},                              // element size
+      {0, MmioReadBlock{Bar::kBar1, 8, 1, 0, 0}},                                 // seq 0
   };
   for (const Message& m : bad) EXPECT_FALSE(Encode(m).ok()) << MessageTypeName(TypeOf(m.body));
   // On the wire: a count that disagrees with the data that came.

@@ -21,12 +21,14 @@ namespace gpuvm::ipc {
 
 inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
 // Version 2 adds the block MMIO messages (MMIO_WRITE_BLOCK, MMIO_READ_BLOCK and its reply);
-// version 3 lets a block carry a whole page (kMaxBlockBytes) instead of 480 bytes. A peer offers a
-// range in HELLO and the aggregator picks the highest both speak.
-inline constexpr uint16_t kProtocolVersion = 3;
+// version 3 lets a block carry a whole page (kMaxBlockBytes) instead of 480 bytes; version 4 adds
+// MMIO_WRITE_FILL (a rep stos: one value stored into up to kMaxFillCount consecutive elements). A
+// peer offers a range in HELLO and the aggregator picks the highest both speak.
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint16_t kBlockProtocolVersion = 2;      // the first version with block messages
 inline constexpr uint16_t kPageBlockProtocolVersion = 3;  // the first with page-sized blocks
+inline constexpr uint16_t kFillProtocolVersion = 4;       // the first with MMIO_WRITE_FILL
 inline constexpr size_t kHeaderSize = 16;
 // A block message carrying a page: header, the fixed part (16 bytes), 4096 data bytes.
 inline constexpr size_t kMaxMessageSize = 4096 + 32;
@@ -38,6 +40,9 @@ inline constexpr size_t kMaxBlockBytes = kMaxMessageSize - kHeaderSize - 16;
 // What a block may carry in a version 2 session (a peer that speaks no more keeps 512-byte
 // packets).
 inline constexpr size_t kVersion2MaxBlockBytes = 512 - kHeaderSize - 16;
+// The most elements one MMIO_WRITE_FILL stores: Xen's emulator clips a rep string instruction to
+// 4096 repetitions per ioreq (hvmemul_linear_to_phys), so one guest rep stos needs at most one.
+inline constexpr uint32_t kMaxFillCount = 4096;
 
 enum class MessageType : uint16_t {
   kHello = 0x0001,           // dm -> agg, request
@@ -55,15 +60,16 @@ enum class MessageType : uint16_t {
   kMmioWriteBlock = 0x0014,  // dm -> agg, request (version 2): consecutive elements of a rep write
   kMmioReadBlock = 0x0015,   // dm -> agg, request (version 2): consecutive elements of a rep read
   kMmioReadBlockReply = 0x0016,  // agg -> dm, reply
-  kInterrupt = 0x0020,       // agg -> dm, notification (seq 0)
-  kBarMap = 0x0030,          // agg -> dm, request (+1 fd): map a BAR range straight to memory
-  kBarUnmap = 0x0031,        // agg -> dm, request: trap that range again
-  kBarMapAck = 0x0032,       // dm -> agg, reply to either
-  kError = 0x00f0,           // either way: reply (seq of the request) or fatal notification (seq 0)
-  kTeardown = 0x00f1,        // either way, request
-  kTeardownAck = 0x00f2,     // reply
-  kPing = 0x00f3,            // either way, request
-  kPong = 0x00f4,            // reply
+  kMmioWriteFill = 0x0017,  // dm -> agg, request (version 4): one value into consecutive elements
+  kInterrupt = 0x0020,      // agg -> dm, notification (seq 0)
+  kBarMap = 0x0030,         // agg -> dm, request (+1 fd): map a BAR range straight to memory
+  kBarUnmap = 0x0031,       // agg -> dm, request: trap that range again
+  kBarMapAck = 0x0032,      // dm -> agg, reply to either
+  kError = 0x00f0,          // either way: reply (seq of the request) or fatal notification (seq 0)
+  kTeardown = 0x00f1,       // either way, request
+  kTeardownAck = 0x00f2,    // reply
+  kPing = 0x00f3,           // either way, request
+  kPong = 0x00f4,           // reply
 };
 
 // The BARs of the virtual GPU, by PCI region index (BAR1 and BAR3 are 64-bit and take two slots).
@@ -147,8 +153,8 @@ struct MmioWrite {
 struct MmioWriteAck {
   friend bool operator==(const MmioWriteAck&, const MmioWriteAck&) = default;
 };
-// `count` consecutive elements of `size` bytes starting at `offset` (ascending), as one rep transfer
-// of the guest: the same as that many MMIO_WRITEs / MMIO_READs in order. count * size <=
+// `count` consecutive elements of `size` bytes starting at `offset` (ascending), as one rep
+// transfer of the guest: the same as that many MMIO_WRITEs / MMIO_READs in order. count * size <=
 // kMaxBlockBytes (kVersion2MaxBlockBytes in a version 2 session); BAR0 elements naturally aligned.
 // Version 2 and later.
 struct MmioWriteBlock {
@@ -171,6 +177,19 @@ struct MmioReadBlock {
 struct MmioReadBlockReply {
   std::vector<uint8_t> data;  // count * size bytes of the request (the requester checks)
   friend bool operator==(const MmioReadBlockReply&, const MmioReadBlockReply&) = default;
+};
+// A guest's rep stos: `value` stored into `count` consecutive elements of `size` bytes from
+// `offset` upwards, the same as that many MMIO_WRITEs in order (answered MMIO_WRITE_ACK). 1 <=
+// count <= kMaxFillCount; BAR0 elements naturally aligned; no value bits above 8 * size. Version 4
+// and later.
+struct MmioWriteFill {
+  Bar bar = Bar::kBar1;
+  uint8_t size = 8;
+  uint32_t count = 0;
+  uint32_t vcpu = 0;
+  uint64_t offset = 0;
+  uint64_t value = 0;
+  friend bool operator==(const MmioWriteFill&, const MmioWriteFill&) = default;
 };
 struct Interrupt {
   bool asserted = false;  // the level of the device's interrupt line
@@ -217,7 +236,7 @@ using Body =
     std::variant<Hello, HelloAck, VmConfig, VmAccept, GuestMemory, GuestMemoryAck, FastLaneOffer,
                  FastLaneAck, MmioRead, MmioReadReply, MmioWrite, MmioWriteAck, Interrupt, BarMap,
                  BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong, MmioWriteBlock,
-                 MmioReadBlock, MmioReadBlockReply>;
+                 MmioReadBlock, MmioReadBlockReply, MmioWriteFill>;
 
 struct Message {
   // Requests carry a non-zero sequence number of the sender's choosing; replies echo it;

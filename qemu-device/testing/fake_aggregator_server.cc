@@ -121,6 +121,13 @@ std::optional<ipc::Body> FakeAggregatorServer::AnswerMmio(const ipc::Body& reque
     }
     return ipc::MmioWriteAck{};
   }
+  if (const auto* fill = std::get_if<ipc::MmioWriteFill>(&request)) {
+    for (uint64_t i = 0; i < uint64_t{fill->count} * fill->size; ++i) {
+      bytes_[{static_cast<uint8_t>(fill->bar), fill->offset + i}] =
+          static_cast<uint8_t>(fill->value >> (8 * (i % fill->size)));
+    }
+    return ipc::MmioWriteAck{};
+  }
   const auto& write = std::get<ipc::MmioWrite>(request);
   for (uint32_t i = 0; i < write.size; ++i) {
     bytes_[{static_cast<uint8_t>(write.bar), write.offset + i}] =
@@ -139,7 +146,8 @@ bool FakeAggregatorServer::DrainLane() {
     if (!std::holds_alternative<ipc::MmioRead>(request.body) &&
         !std::holds_alternative<ipc::MmioWrite>(request.body) &&
         !std::holds_alternative<ipc::MmioReadBlock>(request.body) &&
-        !std::holds_alternative<ipc::MmioWriteBlock>(request.body)) {
+        !std::holds_alternative<ipc::MmioWriteBlock>(request.body) &&
+        !std::holds_alternative<ipc::MmioWriteFill>(request.body)) {
       return false;  // only MMIO travels in the lane
     }
     if (behaviour_ == Behaviour::kGarbage) {
@@ -164,7 +172,8 @@ bool FakeAggregatorServer::HandleOne(ipc::Channel& channel, int epoll) {
   const bool mmio = std::holds_alternative<ipc::MmioRead>(m.body) ||
                     std::holds_alternative<ipc::MmioWrite>(m.body) ||
                     std::holds_alternative<ipc::MmioReadBlock>(m.body) ||
-                    std::holds_alternative<ipc::MmioWriteBlock>(m.body);
+                    std::holds_alternative<ipc::MmioWriteBlock>(m.body) ||
+                    std::holds_alternative<ipc::MmioWriteFill>(m.body);
   if (!mmio) {  // MMIO is only counted: recording every access would dominate the benchmark
     std::lock_guard<std::mutex> lock(mu_);
     if (received_.size() < 10000) received_.push_back(m);
