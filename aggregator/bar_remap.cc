@@ -1,5 +1,7 @@
 #include "aggregator/bar_remap.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 
 #include "gpu/hw/pbus.h"
@@ -156,6 +158,10 @@ Status BarRemapper::Update(gpu::Bar bar, std::span<const uint64_t> targets) {
     uint64_t backing = run.target;
     if (run.target & kScratch) {
       backing = run.target & ~kScratch;
+      // Scratch memory is a memfd, mappable only where VRAM's memfd is (the local backend). VRAM in
+      // a file of device memory (--sim-vram-file, for Xen) means machine frames: there those pages
+      // keep trapping (the foreign USER ids reach nothing either way).
+      if (fcntl(vram_fd_, F_GET_SEALS) < 0) continue;
       if (!scratch_.valid()) {
         Result<hv::local::UniqueFd> scratch =
             hv::local::CreateSealedMemfd("gpuvm-fv-scratch", scratch_pages_ * kPage);

@@ -1,12 +1,17 @@
 // gpuvm-aggregator: the one process that owns the physical GPU (docs/AGGREGATOR.md).
 //
 //   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N] [--compute-workers N]
+//                    [--sim-vram-file PATH]
 //                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--quiet]
 //                    [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]
 //                    [--fv-channels N] [--fv-reserved-mib N] [--fv-vram-policy dynamic|static]
 //
 // fv VMs get --fv-mode, --fv-vram-mib and --fv-channels unless their name says otherwise
 // ("NAME@MODE[,MiB][,chN]", docs/FULL-VIRTUALIZATION.md).
+//
+// --sim-vram-file: the software GPU's VRAM is the start of that file instead of a memfd, e.g. a
+// PCI BAR's /sys/bus/pci/devices/BDF/resource2: VRAM at machine addresses, so BAR remap works on
+// Xen (the Xen test bed's ivshmem device, docs/XEN-TESTBED.md). Zeroed at start and every reset.
 //
 // Device models (gpuvm-dm, one per VM) connect to PATH ($GPUVM_AGGREGATOR, else
 // @gpuvm-aggregator-<uid>). It serves until SIGINT/SIGTERM, then ends every session (TEARDOWN) and
@@ -41,7 +46,8 @@ struct Options {
 void Usage() {
   std::fprintf(stderr,
                "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
-               "                        [--compute-workers N] [--handshake-timeout-ms N]\n"
+               "                        [--compute-workers N] [--sim-vram-file PATH]\n"
+               "                        [--handshake-timeout-ms N]\n"
                "                        [--allow-pt-without-dma] [--quiet]\n"
                "                        %s\n"
                "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
@@ -93,6 +99,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--vram-mib") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 64, 64 << 10));
       o.sim.vram_bytes = mib << 20;
+    } else if (flag == "--sim-vram-file") {
+      if (value.empty()) return Status::InvalidArgument("--sim-vram-file wants a path");
+      o.sim.vram_file = value;
     } else if (flag == "--compute-workers") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 0, 256));
       o.sim.compute_workers = static_cast<int>(n);

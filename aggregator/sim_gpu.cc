@@ -19,6 +19,7 @@ SimGpu::~SimGpu() {
 Status SimGpu::Build() {
   sim::SimDeviceOptions o;
   o.vram_size = options_.vram_bytes;
+  o.vram_file = options_.vram_file;
   o.bar1_size = options_.bar1_bytes;
   o.bar3_size = options_.bar3_bytes;
   o.threaded = options_.threaded;
@@ -41,7 +42,8 @@ Status SimGpu::Build() {
 }
 
 std::string SimGpu::Describe() const {
-  return "sim (software GF100, " + std::to_string(options_.vram_bytes >> 20) + " MiB VRAM)";
+  return "sim (software GF100, " + std::to_string(options_.vram_bytes >> 20) + " MiB VRAM" +
+         (options_.vram_file.empty() ? "" : " in " + options_.vram_file) + ")";
 }
 
 Status SimGpu::Reset() {

@@ -5,7 +5,8 @@
 // Reset = a cold restart: the device instance is destroyed (its engine thread and the compute
 // engine's workers stop, every cached translation goes with it, VRAM — a memfd — is released) and a
 // new one is built with the same options: registers at their power-on values, VRAM reads zero. The
-// previous owner's data is not scrubbed; it is gone with the memory that held it.
+// previous owner's data is not scrubbed; it is gone with the memory that held it (with
+// `vram_file`, the new instance zeroes the file's VRAM bytes instead).
 //
 // Threading: as PhysicalGpu.
 #ifndef GPUVM_AGGREGATOR_SIM_GPU_H_
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "aggregator/physical_gpu.h"
 #include "gpu/sim/device.h"
@@ -23,6 +25,8 @@ namespace gpuvm::aggregator {
 
 struct SimGpuOptions {
   uint64_t vram_bytes = 1ull << 30;
+  // Non-empty: VRAM is the start of this file (e.g. a PCI BAR's sysfs resourceN), not a memfd.
+  std::string vram_file;
   uint64_t bar1_bytes = 128ull << 20;
   uint64_t bar3_bytes = 64ull << 20;
   int compute_workers = 0;  // 0: one per core

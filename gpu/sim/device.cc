@@ -64,7 +64,9 @@ SimDevice::SimDevice(const SimDeviceOptions& options) : options_(options) {
 }
 
 Status SimDevice::Init() {
-  GPUVM_ASSIGN_OR_RETURN(vram_, Vram::Create(options_.vram_size));
+  GPUVM_ASSIGN_OR_RETURN(vram_, options_.vram_file.empty()
+                                    ? Vram::Create(options_.vram_size)
+                                    : Vram::Open(options_.vram_file, options_.vram_size));
   memory_ = std::make_unique<PhysicalMemory>(vram_.get(), options_.host_memory);
   mmu_ = std::make_unique<Mmu>(memory_.get());
   PfifoConfig config;

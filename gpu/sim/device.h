@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "base/status.h"
 #include "gpu/device.h"
@@ -33,6 +34,8 @@ namespace gpuvm::sim {
 
 struct SimDeviceOptions {
   uint64_t vram_size = 1ull << 30;  // backed lazily by a memfd
+  // Non-empty: VRAM is the start of this file instead (Vram::Open; zeroed at every Create).
+  std::string vram_file;
   uint64_t bar1_size = gf100::pci::kDefaultBar1Size;
   uint64_t bar3_size = gf100::pci::kDefaultBar3Size;
   // false: deterministic single-step mode (no device thread; call RunUntilIdle).

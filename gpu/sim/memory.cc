@@ -2,16 +2,25 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 namespace gpuvm::sim {
+namespace {
 
-Result<std::unique_ptr<Vram>> Vram::Create(uint64_t size) {
+Status CheckSize(uint64_t size) {
   if (size == 0 || size % gf100::vm::kSmallPageSize != 0 || size > gf100::vm::kVaLimit) {
     return Status::InvalidArgument("VRAM size must be a non-zero multiple of 4 KiB up to 1 TiB");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Vram>> Vram::Create(uint64_t size) {
+  GPUVM_RETURN_IF_ERROR(CheckSize(size));
   int fd = memfd_create("gpuvm-vram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::FromErrno(errno, "memfd_create(gpuvm-vram)");
   if (ftruncate(fd, off_t(size)) != 0) {
@@ -32,6 +41,38 @@ Result<std::unique_ptr<Vram>> Vram::Create(uint64_t size) {
     close(fd);
     return Status::FromErrno(err, "mmap(VRAM memfd)");
   }
+  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size));
+}
+
+Result<std::unique_ptr<Vram>> Vram::Open(const std::string& path, uint64_t size) {
+  GPUVM_RETURN_IF_ERROR(CheckSize(size));
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open(" + path + ")");
+  // A sysfs resourceN file reports its BAR's size; a regular file its length.
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno(err, "fstat(" + path + ")");
+  }
+  if (uint64_t(st.st_size) < size) {
+    close(fd);
+    return Status::InvalidArgument(path + " holds " + std::to_string(uint64_t(st.st_size) >> 20) +
+                                   " MiB, less than the " + std::to_string(size >> 20) +
+                                   " MiB of VRAM asked for");
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno(err, "mmap(" + path + ")");
+  }
+  // Power-on VRAM reads zero, and whatever an earlier user (another run, the owner before a reset)
+  // left there must not reach the next one. 8-byte stores, not memset: glibc's memset of a large
+  // region is `rep stosb`, which an emulator (the Xen test bed's dom0 runs under QEMU's TCG) runs a
+  // byte per iteration.
+  uint8_t* const bytes = static_cast<uint8_t*>(base);
+  for (uint64_t at = 0; at < size; at += 8) Store64(bytes + at, 0);
   return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size));
 }
 

@@ -1,5 +1,7 @@
-// The software GPU's physical memory: VRAM (a memfd sealed against resizing, so other processes can
-// map slices of it: BAR remap)
+// The software GPU's physical memory: VRAM (by default a memfd sealed against resizing, so other
+// processes can map slices of it: BAR remap; or a shared mapping of a file the operator names, e.g.
+// a PCI BAR's sysfs resourceN file, so the VRAM is at machine addresses a hypervisor can map into
+// guests: BAR remap on Xen, docs/XEN-TESTBED.md)
 // and the resolution of a (target, physical address) pair to host bytes in VRAM or, through the
 // SYSRAM port, in host memory. Also the word-access helpers every unit uses on memory the driver
 // can write concurrently.
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "base/status.h"
 #include "gpu/device.h"
@@ -25,11 +28,16 @@ class Vram {
   // `size` must be a non-zero multiple of 4 KiB and at most 2^40. The memfd is sized but not
   // touched, so an unused VRAM costs no resident memory.
   static Result<std::unique_ptr<Vram>> Create(uint64_t size);
+  // VRAM in the first `size` bytes of the file at `path` (same size rules), mapped shared and
+  // zeroed: a regular file, or a device's memory such as /sys/bus/pci/devices/BDF/resource2. The
+  // file must be at least `size` long; it is never resized. fd() is then that file (not a memfd).
+  static Result<std::unique_ptr<Vram>> Open(const std::string& path, uint64_t size);
   ~Vram();
   Vram(const Vram&) = delete;
   Vram& operator=(const Vram&) = delete;
 
   uint64_t size() const { return size_; }
+  // The memfd, or the file of Open().
   int fd() const { return fd_; }
   // Host bytes of [address, address + length), or nullptr if any of it lies outside VRAM.
   uint8_t* At(uint64_t address, uint64_t length) const {

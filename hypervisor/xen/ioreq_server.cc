@@ -205,7 +205,14 @@ Status XenIoreqServer::UnmapPciDevice(const Sbdf& s) {
 }
 
 Status XenIoreqServer::MapMemoryRange(uint64_t first, uint64_t last, const MemoryBacking& backing) {
-  GPUVM_ASSIGN_OR_RETURN(MemoryMappingPlan plan, PlanMemoryMapping(first, last, backing));
+  MemoryBacking machine = backing;
+  if (backing.fd >= 0) {
+    // Device memory named by a PCI resource file (the software GPU's VRAM in a BAR): its frames.
+    if (first > last) return Status::InvalidArgument("memory range ends before it starts");
+    GPUVM_ASSIGN_OR_RETURN(machine,
+                           MachineBackingOfFd(backing.fd, backing.offset, last - first + 1));
+  }
+  GPUVM_ASSIGN_OR_RETURN(MemoryMappingPlan plan, PlanMemoryMapping(first, last, machine));
   for (const MemoryRange& r : memory_ranges_) {
     if (first <= r.last && r.first <= last) {
       return Status::AlreadyExists("memory range " + Hex(first) + "-" + Hex(last) + " overlaps " +
@@ -217,7 +224,7 @@ Status XenIoreqServer::MapMemoryRange(uint64_t first, uint64_t last, const Memor
   }
   // The domain may hold those machine frames, then its p2m maps them (QEMU's pass-through order).
   if (xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 1) != 0) {
-    return CallFailed("iomem_permission " + Hex(backing.machine_address), errno);
+    return CallFailed("iomem_permission " + Hex(machine.machine_address), errno);
   }
   if (xc_domain_memory_mapping(xc_.get(), domid_, plan.first_gfn, plan.first_mfn, plan.frames,
                                DPCI_ADD_MAPPING) != 0) {

@@ -10,7 +10,9 @@
 #
 # Environment: XEN_TEST_TIMEOUT (seconds for the whole boot, default 5400; dom0 bounds each guest
 # phase itself and reports a hang with diagnostics well before), XEN_TEST_QEMU_MEM (MiB, default
-# 4096), XEN_TEST_SET (testbed.conf overrides for one run, e.g. "PT_GUEST=0 FV_GUESTS=1").
+# 4096), XEN_TEST_SET (testbed.conf overrides for one run, e.g. "PT_GUEST=0 FV_GUESTS=1"),
+# XEN_TEST_SIM_VRAM_MIB (size of the ivshmem device that holds the software GPU's VRAM, a power of
+# two at least the aggregator's --vram-mib; default 256; 0: no such device).
 set -euo pipefail
 
 build=${1:?usage: xen-test.sh BUILD}
@@ -21,6 +23,7 @@ mkdir -p "$out/logs"
 out=$(cd "$out" && pwd)
 timeout_s=${XEN_TEST_TIMEOUT:-5400}
 qemu_mem=${XEN_TEST_QEMU_MEM:-4096}
+sim_vram_mib=${XEN_TEST_SIM_VRAM_MIB:-256}
 
 t0=$(date +%s)
 log() { echo "xen-testbed: [$(($(date +%s) - t0))s] $*" >&2; }
@@ -53,10 +56,18 @@ ln -sfn "console-$stamp.log" "$out/logs/console-latest.log"
 xen_args="console=com1 com1=115200 dom0_mem=1024M,max:1024M loglvl=all guest_loglvl=all spec-ctrl=eager-fpu"
 xen_args+=" console_timestamps=boot"
 dom0_args="console=hvc0 loglevel=5"
+# The software GPU's VRAM: an ivshmem-plain device whose BAR2 is shared memory of this QEMU. In dom0
+# that BAR is memory at a machine address; gpuvm-aggregator keeps VRAM there (dom0-init.sh) and Xen
+# can map its pages into fv guests' BAR1/BAR3 (BAR remap), as it would a real board's aperture.
+vram_dev=()
+if ((sim_vram_mib > 0)); then
+  vram_dev=(-object "memory-backend-memfd,id=gpuvm-vram,size=${sim_vram_mib}M,share=on"
+            -device ivshmem-plain,memdev=gpuvm-vram)
+fi
 log "booting Xen under qemu-system-x86_64 -accel tcg (console: $console, timeout ${timeout_s}s)"
 boot_start=$(date +%s)
 qemu-system-x86_64 -accel tcg -cpu max,-smap -machine q35 -m "$qemu_mem" -smp 2 \
-  -display none -monitor none -serial "file:$console" -no-reboot \
+  -display none -monitor none -serial "file:$console" -no-reboot "${vram_dev[@]}" \
   -kernel "$xen_image" -append "$xen_args" \
   -initrd "$out/vmlinuz $dom0_args,$out/dom0-initrd.cpio" </dev/null >"$out/logs/qemu-$stamp.log" 2>&1 &
 qemu_pid=$!

@@ -14,7 +14,7 @@ text=$(tr -d '\r' <"$console")
 fail=0
 echo "xen-test: summary of $console"
 # (Xen's lines may carry a "[seconds]" stamp: console_timestamps.)
-grep -E '^(\(XEN\) (\[[^]]*\] )?(Xen version|HVM: )|GPUVM-XEN: (step|guest|backend|gpuvm-dm|FAIL))' <<<"$text" |
+grep -E '^(\(XEN\) (\[[^]]*\] )?(Xen version|HVM: )|GPUVM-XEN: (step|guest|backend|gpuvm-dm|aggregator|software GPU|no ivshmem|FAIL))' <<<"$text" |
   sed 's/^/  /'
 grep -E 'GPUVM-GUEST: (pci|ok|FAIL|init)' <<<"$text" | sed 's/^.*GPUVM-GUEST/  GPUVM-GUEST/'
 

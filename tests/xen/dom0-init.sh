@@ -123,6 +123,28 @@ for bin in /gpuvm/bin/*; do
   [ $rc -ge 126 ] && fail "$bin does not start (status $rc)"
 done
 
+# ---- the software GPU's VRAM in device memory (BAR remap on Xen) ---------------------------------
+# SIM_VRAM=ivshmem: the outer QEMU gave this machine an ivshmem-plain device (xen-test.sh). Its BAR2
+# is memory at a machine address, which Xen can put into a guest's p2m (a dom0 memfd cannot be), so
+# gpuvm-aggregator keeps the software GPU's VRAM there (--sim-vram-file .../resource2) and gpuvm-dm
+# has Xen map a VM's VRAM pages into its BAR1/BAR3 (fv-bar-remap, fv-optimized).
+if [ "${SIM_VRAM:-}" = ivshmem ]; then
+  vram_dev=""
+  for d in /sys/bus/pci/devices/*; do
+    if [ "$(cat "$d/vendor")" = 0x1af4 ] && [ "$(cat "$d/device")" = 0x1110 ]; then
+      vram_dev=$d
+      break
+    fi
+  done
+  if [ -n "$vram_dev" ]; then
+    echo 1 >"$vram_dev/enable" 2>/dev/null
+    say "software GPU VRAM in ivshmem ${vram_dev##*/} BAR2 (start end flags: $(sed -n 3p "$vram_dev/resource"))"
+    AGGREGATOR_ARGS="$AGGREGATOR_ARGS --sim-vram-file $vram_dev/resource2"
+  else
+    say "no ivshmem device: the software GPU's VRAM is dom0 memory, BAR remap keeps trapping"
+  fi
+fi
+
 # ---- guests ---------------------------------------------------------------------------------------
 # The guest runs dom0's kernel, at the same addresses (nokaslr; a PV dom0 is not randomized), so
 # dom0's symbols name the guest's instruction pointer for xenctx (Debian's System.map is a stub).
@@ -324,6 +346,7 @@ if [ -n "$DM_MODE" ]; then
   start_dm gpuvm-guest "$domid" "$DM_MODE" gpuvm-guest
 fi
 run_guests "$GUEST_BOOT_TIMEOUT" "gpuvm-guest:$domid"
+[ -n "$DM_MODE" ] && sessions_expected=1
 summary="pt=[$(guest_result gpuvm-guest)]"
 # Let the guest's poweroff tear things down, then end its device model: the aggregator admits fv
 # VMs only once no pt VM is left.
@@ -353,21 +376,39 @@ if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
     i=$((i + 1))
   done
   run_guests "$FV_BOOT_TIMEOUT" $fv_list
+  sessions_expected=$((${sessions_expected:-0} + FV_GUESTS))
   for g in $fv_list; do
     summary="$summary ${g%%:*}=[$(guest_result "${g%%:*}")]"
     xl destroy "${g#*:}" 2>/dev/null
   done
   stop_dms
   for g in $fv_list; do show_dm_logs "${g%%:*}"; done
+  # Each device model's trap counters and remapped ranges, for the summary.
+  for g in $fv_list; do
+    say "gpuvm-dm of ${g%%:*}: $(grep -h -e 'BAR0 r=' -e 'BAR remap:' "/tmp/dm-${g%%:*}.log" |
+      sed 's/^gpuvm-dm: domain [0-9]*: //' | tr '\n' ' ')"
+  done
 fi
 
 if [ -n "$DM_MODE" ]; then
+  # Every session's end line (and the GPU reset after the last VM, which zeroes VRAM) before the
+  # aggregator goes: bounded, the lines are only for the log.
+  sessions=$(grep -c 'session ended' /tmp/aggregator.log)
+  tries=0
+  while [ "$sessions" -lt "${sessions_expected:-0}" ] && [ $tries -lt 60 ]; do
+    sleep 1
+    tries=$((tries + 1))
+    sessions=$(grep -c 'session ended' /tmp/aggregator.log)
+  done
   sleep 2
   kill $agg_pid 2>/dev/null
   sleep 1
   echo "----- gpuvm-aggregator"
   sed 's/^/AGG| /' /tmp/aggregator.log
   echo "-----"
+  # Each fv VM's traps and BAR remap, for the summary.
+  sed -n "s/^gpuvm-aggregator: VM \([0-9]*\) '\([^']*\)' .*: \(fv-[a-z-]*\),.*traps BAR0\/1\/3 \([0-9\/]*\).*\(remap syncs .*\)$/VM \1 '\2' \3: traps BAR0\/1\/3 \4, \5/p" \
+    /tmp/aggregator.log | while IFS= read -r line; do say "aggregator $line"; done
 fi
 
 case "$summary" in
