@@ -1,8 +1,15 @@
 #include "aggregator/aggregator.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "aggregator/pt_gpu.h"
+#include "hypervisor/xen/xen_backend.h"
 
 namespace gpuvm::aggregator {
 namespace {
@@ -38,9 +45,72 @@ Result<std::unique_ptr<Aggregator>> Aggregator::Create(std::unique_ptr<PhysicalG
   return a;
 }
 
+Result<hv::local::UniqueFd> WatchLocalRam(int memfd) {
+  if (::flock(memfd, LOCK_SH | LOCK_NB) != 0) {
+    return Status::FromErrno(errno, "a shared lock on the VM's RAM (someone holds it exclusively)");
+  }
+  // A new open file description of the same memfd (not a dup: that would share the lock).
+  const std::string path = "/proc/self/fd/" + std::to_string(memfd);
+  hv::local::UniqueFd probe(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!probe.valid()) return Status::FromErrno(errno, "reopening the VM's RAM memfd");
+  return probe;
+}
+
+bool LocalRamReleased(int ram_probe) {
+  if (::flock(ram_probe, LOCK_EX | LOCK_NB) != 0) return false;  // the RAM is still held
+  (void)::flock(ram_probe, LOCK_UN);
+  return true;
+}
+
+bool XenDomainGone(uint32_t domid) {
+  Result<std::unique_ptr<hv::GuestMemory>> memory = hv::xen::OpenGuestMemory(hv::DomainId(domid));
+  if (memory.ok()) return false;
+  // No Xen here (no domain either), or Xen says there is no such domain (ESRCH). Anything else
+  // (a permission problem, ...) keeps the quarantine: it is the safe side.
+  return memory.status().code() == StatusCode::kUnavailable ||
+         memory.status().message().find(std::strerror(ESRCH)) != std::string::npos;
+}
+
 Aggregator::~Aggregator() {
   while (!vms_.empty()) (void)RemoveVm(vms_.begin()->first);
+  // The GPU and its VRAM end with us: nothing is left for an orphaned guest to meet.
+  quarantine_.clear();
+  (void)ResetFvHostIfUnused();
   if (health_.ok()) gpu_->SetInterruptHandler(nullptr);
+}
+
+Status Aggregator::ResetFvHostIfUnused() {
+  if (fv_host_ == nullptr || fv_vms_ != 0 || !quarantine_.empty()) return Status::Ok();
+  fv_host_.reset();
+  Status reset = gpu_->Reset();
+  if (!reset.ok() && health_.ok()) health_ = reset;
+  return reset;
+}
+
+void Aggregator::NoteCleanTeardown(VmId id) {
+  if (VmControlBlock* vm = Find(id)) vm->clean_teardown = true;
+}
+
+size_t Aggregator::ReapQuarantine() {
+  const size_t released = ReleaseGoneQuarantine();
+  if (released != 0) (void)ResetFvHostIfUnused();
+  return released;
+}
+
+size_t Aggregator::ReleaseGoneQuarantine() {
+  size_t released = 0;
+  for (auto it = quarantine_.begin(); it != quarantine_.end();) {
+    if (!it->gone()) {
+      ++it;
+      continue;
+    }
+    const uint64_t bytes = it->vram->assigned_bytes();
+    Log(it->who + ": its guest is gone; " + std::to_string(bytes >> 10) +
+        " KiB of quarantined VRAM back to the pool");
+    it = quarantine_.erase(it);  // the VramMap gives its chunks back (a static slice scrubbed)
+    ++released;
+  }
+  return released;
 }
 
 Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
@@ -48,10 +118,17 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
     return Status::Unavailable("the GPU is out of service after a failed reset: " +
                                health_.message());
   }
+  (void)ReapQuarantine();
   if (config.mode == ipc::VmMode::kFullVirtualization) return AdmitFvVm(config);
   if (config.mode != ipc::VmMode::kPassThrough) {
     return Status::Unimplemented(std::string(ModeName(config.mode)) +
                                  " VMs are not supported yet; this aggregator runs pt and fv");
+  }
+  if (!quarantine_.empty()) {
+    return Status::FailedPrecondition(
+        "a pt VM needs the whole GPU, and VRAM of " + std::to_string(quarantine_.size()) +
+        " dead fv VM(s) is quarantined until their guests are gone (first: " +
+        quarantine_.front().who + ")");
   }
   for (const auto& [id, vm] : vms_) {
     if (vm->config.mode == ipc::VmMode::kPassThrough) {
@@ -82,10 +159,9 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
   if (next_id_ == 0) next_id_ = 1;
   vm->config = config;
   vm->admitted = std::chrono::steady_clock::now();
-  GPUVM_ASSIGN_OR_RETURN(vm->vgpu,
-                         PassThroughGpu::Create(gpu_.get(), VmBars{config.bar0_size,
-                                                                   config.bar1_size,
-                                                                   config.bar3_size}));
+  GPUVM_ASSIGN_OR_RETURN(
+      vm->vgpu, PassThroughGpu::Create(
+                    gpu_.get(), VmBars{config.bar0_size, config.bar1_size, config.bar3_size}));
   VmControlBlock* raw = vm.get();
   vms_[raw->id] = std::move(vm);
   return raw;
@@ -160,6 +236,9 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
   if (fv_host_ == nullptr) {
     GPUVM_ASSIGN_OR_RETURN(fv_host_, FvHost::Create(gpu_.get(), options_.fv));
     if (options_.log) fv_host_->SetLog(options_.log);
+    // A pool with no room first gets back the quarantined VRAM of guests that are gone.
+    // (Never resets the host: it runs inside an allocation.)
+    fv_host_->vm_vram().SetReclaim([this] { return ReleaseGoneQuarantine() > 0; });
     if (queue_factory_) fv_host_->SetQueue(queue_factory_(fv_host_.get()));
   }
   auto vm = std::make_unique<VmControlBlock>();
@@ -170,7 +249,7 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
   Result<std::unique_ptr<FullVirtGpu>> vgpu = FullVirtGpu::Create(
       fv_host_.get(), VmBars{config.bar0_size, config.bar1_size, config.bar3_size}, fv);
   if (!vgpu.ok()) {
-    if (fv_vms_ == 0) fv_host_.reset();
+    if (fv_vms_ == 0 && quarantine_.empty()) fv_host_.reset();
     return vgpu.status();
   }
   vm->vgpu = std::move(*vgpu);
@@ -194,6 +273,8 @@ Status Aggregator::AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory&
     if (vm.config.backend != ipc::Backend::kLocal || fds.size() != 1) {
       return Status::InvalidArgument("a local memfd for a VM that is not local");
     }
+    // Before the RAM is mapped: the probe that tells when the guest is gone (quarantine).
+    GPUVM_ASSIGN_OR_RETURN(vm.ram_probe, WatchLocalRam(fds[0].get()));
     GPUVM_ASSIGN_OR_RETURN(ram, GuestRam::FromLocalMemfd(std::move(fds[0]), memory.bytes));
   } else {
     if (vm.config.backend != ipc::Backend::kXen || !fds.empty()) {
@@ -211,16 +292,43 @@ Status Aggregator::RemoveVm(VmId id) {
   if (it == vms_.end()) return Status::NotFound("no VM " + std::to_string(id));
   std::unique_ptr<VmControlBlock> vm = std::move(it->second);
   vms_.erase(it);
-  Status detached = vm->vgpu->Detach();
   const bool fv = vm->config.mode == ipc::VmMode::kFullVirtualization;
-  if (fv && --fv_vms_ == 0) {
-    // The last fv VM: the GPU goes back to a known state for whoever comes next.
-    fv_host_.reset();
-    Status reset = gpu_->Reset();
+  // Its device model died (no TEARDOWN) while BAR remap may have mapped VRAM into the guest, which
+  // may still run: that VRAM must not go to the next VM before the guest is gone.
+  auto* fv_gpu = fv ? static_cast<FullVirtGpu*>(vm->vgpu.get()) : nullptr;
+  std::unique_ptr<VramMap> kept;
+  Status detached = fv_gpu != nullptr && !vm->clean_teardown && fv_gpu->VramMayBeMapped()
+                        ? fv_gpu->DetachKeepingVram(&kept)
+                        : vm->vgpu->Detach();
+  if (kept != nullptr) {
+    Quarantined q;
+    q.who = vm->Describe();
+    if (vm->config.backend == ipc::Backend::kLocal) {
+      auto probe = std::make_shared<hv::local::UniqueFd>(std::move(vm->ram_probe));
+      // Without a probe (no RAM was given) nothing can have been mapped: released at once.
+      q.gone = [probe] { return !probe->valid() || LocalRamReleased(probe->get()); };
+    } else {
+      const uint32_t domid = vm->config.domid;
+      q.gone = [domid] { return XenDomainGone(domid); };
+    }
+    Log(q.who +
+        ": its device model went away while BAR remap ranges of its VRAM may still be "
+        "mapped into the guest: " +
+        std::to_string(kept->assigned_bytes() >> 10) +
+        " KiB of VRAM quarantined until the guest is gone");
+    q.vram = std::move(kept);
+    quarantine_.push_back(std::move(q));
+  }
+  vm.reset();  // the virtual GPU, then the RAM mapping (the guest's RAM is no longer held by us)
+  if (fv) --fv_vms_;
+  (void)ReapQuarantine();  // perhaps the guest is gone already (its launcher killed it)
+  // The last fv VM (and nothing quarantined): the GPU goes back to a known state for whoever comes
+  // next.
+  if (fv) {
+    Status reset = ResetFvHostIfUnused();
     if (detached.ok()) detached = reset;
   }
   if (!detached.ok() && health_.ok()) health_ = detached;
-  vm.reset();  // the virtual GPU, then the RAM mapping
   return detached;
 }
 

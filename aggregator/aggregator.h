@@ -13,16 +13,23 @@
 //    no pt VM unless AggregatorOptions::allow_pt_without_dma (then the guest must not use SYSRAM);
 //  - at most max_vms control blocks; the same (backend, domain) only once;
 //  - removing a VM detaches its virtual GPU (pt: the GPU is reset). If a reset fails, the GPU is in
-//    an unknown state: health() turns non-OK and no VM is admitted again.
+//    an unknown state: health() turns non-OK and no VM is admitted again;
+//  - quarantine: an fv VM removed without its device model's TEARDOWN (the dm died) while BAR
+//    remap may have mapped some of its VRAM into the guest keeps that VRAM out of the pool until
+//    its guest can no longer run (local: no process holds the VM's RAM any more; Xen: the domain
+//    is gone) — else the orphaned guest would read and write the next VM's pages. Checked when a
+//    VM is admitted or removed and whenever the pool has no room; while anything is quarantined
+//    the fv host stays (no GPU reset) and pt VMs are refused.
 //
-// Threading: one owner thread calls everything; interrupt_fd() becomes readable from device threads.
+// Threading: one owner thread calls everything; interrupt_fd() becomes readable from device
+// threads.
 #ifndef GPUVM_AGGREGATOR_AGGREGATOR_H_
 #define GPUVM_AGGREGATOR_AGGREGATOR_H_
 
 #include <array>
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,7 +48,7 @@ namespace gpuvm::aggregator {
 using VmId = uint32_t;
 
 struct VmCounters {
-  std::array<uint64_t, 3> reads{};   // per BAR: 0, 1, 3
+  std::array<uint64_t, 3> reads{};  // per BAR: 0, 1, 3
   std::array<uint64_t, 3> writes{};
   uint64_t refused = 0;     // accesses answered with an error (never reached the GPU)
   uint64_t interrupts = 0;  // INTERRUPT level changes sent
@@ -51,10 +58,15 @@ struct VmCounters {
 struct VmControlBlock {
   VmId id = 0;
   ipc::VmConfig config;
-  std::unique_ptr<GuestRam> ram;       // after GUEST_MEMORY
-  std::unique_ptr<VirtualGpu> vgpu;    // declared after ram: destroyed (detached) first
+  std::unique_ptr<GuestRam> ram;     // after GUEST_MEMORY
+  std::unique_ptr<VirtualGpu> vgpu;  // declared after ram: destroyed (detached) first
   VmCounters counters;
   std::chrono::steady_clock::time_point admitted;
+  // Local VMs: a second open file description of the RAM memfd (WatchLocalRam), to learn when the
+  // guest is gone should its VRAM need quarantine.
+  hv::local::UniqueFd ram_probe;
+  // Its device model ended the session with TEARDOWN (it withdrew every BAR remap range first).
+  bool clean_teardown = false;
 
   // "VM 3 'name' (local domain 5, pt)".
   std::string Describe() const;
@@ -74,6 +86,18 @@ struct AggregatorOptions {
 // The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument otherwise.
 Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options);
 
+// Quarantine probes: can a gone VM's guest still run (and reach what was mapped into it)?
+// Local: a local VM's RAM is one memfd whose open file description the launcher, the device model
+// and the guest share (SCM_RIGHTS) and hold, as descriptor or as mapping, while they live.
+// WatchLocalRam puts a shared flock on that description and returns a second, read-only
+// description of the same memfd; LocalRamReleased(probe) is true once an exclusive flock on the
+// probe is granted, i.e. the original description is gone from every process (the aggregator's
+// own mapping of the RAM included, so call it after the VM's GuestRam is destroyed).
+Result<hv::local::UniqueFd> WatchLocalRam(int memfd);
+bool LocalRamReleased(int ram_probe);
+// Xen: the domain no longer exists (or there is no Xen here).
+bool XenDomainGone(uint32_t domid);
+
 class Aggregator {
  public:
   static Result<std::unique_ptr<Aggregator>> Create(std::unique_ptr<PhysicalGpu> gpu,
@@ -86,8 +110,14 @@ class Aggregator {
   // the virtual GPU. Once per VM.
   Status AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory& memory,
                            std::vector<hv::local::UniqueFd> fds);
-  // Detaches the VM's virtual GPU (pt: resets the GPU), then forgets the VM.
+  // Detaches the VM's virtual GPU (pt: resets the GPU), then forgets the VM. An fv VM whose VRAM
+  // may still be mapped into its guest (see quarantine above) leaves its VRAM quarantined.
   Status RemoveVm(VmId id);
+  // The VM's device model ended the session with TEARDOWN: no BAR remap range is left in the guest.
+  void NoteCleanTeardown(VmId id);
+  // Gives the VRAM of quarantined VMs whose guests are gone back to the pool; how many were.
+  size_t ReapQuarantine();
+  size_t quarantined_vms() const { return quarantine_.size(); }
 
   VmControlBlock* Find(VmId id);
   // The GPU scheduler's dispatcher (aggregator/control/): fv hosts created from now on queue
@@ -123,8 +153,22 @@ class Aggregator {
   VmId next_id_ = 1;
   Status health_;
   SubmissionQueueFactory queue_factory_;  // before fv_host_: outlives the queues it made
-  std::unique_ptr<FvHost> fv_host_;  // while fv VMs exist
+  std::unique_ptr<FvHost> fv_host_;       // while fv VMs exist (or VRAM is quarantined)
   size_t fv_vms_ = 0;
+  // VRAM of removed fv VMs whose guests may still reach it; after fv_host_ (its maps use its pool).
+  struct Quarantined {
+    std::unique_ptr<VramMap> vram;
+    std::function<bool()> gone;  // true once the guest can no longer run
+    std::string who;             // VmControlBlock::Describe()
+  };
+  std::vector<Quarantined> quarantine_;
+  void Log(const std::string& line) const {
+    if (options_.log) options_.log(line);
+  }
+  // The last fv VM is gone and nothing is quarantined: the GPU goes back to a known state.
+  Status ResetFvHostIfUnused();
+  // ReapQuarantine without the reset (safe inside an allocation from the pool).
+  size_t ReleaseGoneQuarantine();
 };
 
 }  // namespace gpuvm::aggregator

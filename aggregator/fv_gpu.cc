@@ -139,6 +139,9 @@ std::string FullVirtGpu::DescribeCounters() const {
          ", refused registers/memory/channels " + std::to_string(k.refused_registers) + "/" +
          std::to_string(k.refused_memory) + "/" + std::to_string(k.refused_channels) + ", faults " +
          std::to_string(k.faults) +
+         (k.descriptor_writes != 0
+              ? ", descriptor writes " + std::to_string(k.descriptor_writes)
+              : std::string()) +
          (remap_ ? ", remap syncs " + std::to_string(k.remap_syncs) + " (" +
                        std::to_string(k.remap_ns / 1000) + " us, runs " +
                        std::to_string(remap_->runs()) + ", pages " +
@@ -232,7 +235,11 @@ void FullVirtGpu::WriteOne(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_
   if (bar == gpu::Bar::k0) {
     if (offset >= pbus::kPraminWindow && offset < pbus::kPraminWindow + pbus::kPraminWindowSize) {
       ++counters_.pramin;
-      if (!vram_map_->Write(PraminAddress(offset), &value, size)) ++counters_.refused_memory;
+      if (!vram_map_->Write(PraminAddress(offset), &value, size)) {
+        ++counters_.refused_memory;
+      } else {
+        DescriptorStore(/*guest=*/true, PraminAddress(offset), size);
+      }
       return;
     }
     if (size == 8 && (offset & 3) == 0) {
@@ -649,6 +656,82 @@ Status FullVirtGpu::BindShadowChannel(uint32_t v) {
   return Status::Ok();
 }
 
+void FullVirtGpu::DescriptorStore(bool guest, uint64_t address, uint64_t length) {
+  for (uint32_t v = 0; v < channels_.size(); ++v) {
+    const VirtualChannel& ch = channels_[v];
+    if (!ch.bound) continue;
+    // Machine addresses: the instance block (4 KiB, aligned) lies in one chunk of the map.
+    const uint64_t base = guest ? ch.guest_instance : vram_map_->Lookup(ch.guest_instance);
+    if (!guest && base == 0) continue;
+    if (address >= base + ramin::kSize || address + length <= base) continue;
+    const uint64_t first = address > base ? address - base : 0;
+    const uint64_t end = std::min<uint64_t>(address + length - base, ramin::kSize);
+    RefreshShadowInstance(v, uint32_t(first), uint32_t(end));
+  }
+}
+
+// The channel runs from its shadow instance, built at binding from a copy of the guest's block
+// (BindShadowChannel); a later store by the guest into that block is treated the same way, word by
+// word: USERD stays our physical USER page, engine context pointers stay 0, the page directory
+// must stay the one the channel's shadow space was built for (the GPU walks it while the channel
+// runs: changing it under a bound channel is refused, and the channel is stopped as if its shadow
+// could not be built), everything else is copied — the GPU reads it at the next channel load, as
+// it would natively read the guest's own block.
+void FullVirtGpu::RefreshShadowInstance(uint32_t v, uint32_t first, uint32_t end) {
+  VirtualChannel& ch = channels_[v];
+  const uint32_t p = partition_.first_channel + v;
+  first &= ~3u;
+  end = std::min<uint32_t>((end + 3) & ~3u, uint32_t(ramin::kSize));
+  // One copy of the guest's words; only the copy is looked at.
+  std::vector<uint32_t> words((end - first) / 4);
+  uint32_t pd[2] = {0, 0};
+  if (!vram_map_->Read(ch.guest_instance + first, words.data(), words.size() * 4) ||
+      !vram_map_->Read(ch.guest_instance + ramin::kPageDirLo, pd, sizeof pd)) {
+    return;
+  }
+  if (first < ramin::kPageDirHi + 4 && end > ramin::kPageDirLo) {
+    const uint64_t guest_pd = (pd[0] & ramin::kPageDirAddrLoMask) |
+                              (uint64_t(pd[1] & ramin::kPageDirAddrHiMask) << 32);
+    if ((pd[0] & ramin::kPageDirTargetMask) != uint32_t(vm::Target::kVram) || ch.space == nullptr ||
+        guest_pd != ch.space->guest_pd()) {
+      ++counters_.refused_channels;
+      pfifo_intr_edges_ |= pf::kIntrPlaylist;
+      Log("channel " + std::to_string(v) + ": its page directory was rewritten to " +
+          Hex(guest_pd) + " while the channel is bound (" +
+          Hex(ch.space != nullptr ? ch.space->guest_pd() : 0) +
+          "): refused, the channel is stopped");
+      UnbindShadowChannel(v);
+      ch.dead = true;  // until its CHAN_TABLE entry changes
+      return;
+    }
+  }
+  const uint64_t shadow = host_->shadow_instance(p);
+  for (size_t i = 0; i < words.size(); ++i) {
+    const uint32_t at = first + uint32_t(i) * 4;
+    uint32_t w = words[i];
+    switch (at) {
+      case ramin::kUserdLo:
+      case ramin::kUserdHi:
+      case ramin::kPageDirHi:
+      case ramin::kGrContext:
+      case ramin::kGrContext + 4:
+      case ramin::kCe0Context:
+      case ramin::kCe0Context + 4:
+      case ramin::kCe1Context:
+      case ramin::kCe1Context + 4:
+        continue;  // ours: the physical USER page, the shadow directory, no engine contexts
+      case ramin::kPageDirLo:
+        w = (uint32_t(ch.space->physical_pd()) & ramin::kPageDirAddrLoMask) |
+            (w & ~(ramin::kPageDirAddrLoMask | ramin::kPageDirTargetMask));
+        break;
+      default:
+        break;
+    }
+    host_->vram().Write(shadow + at, &w, 4);
+  }
+  ++counters_.descriptor_writes;
+}
+
 void FullVirtGpu::UnbindShadowChannel(uint32_t v) {
   VirtualChannel& ch = channels_[v];
   if (!ch.bound) return;
@@ -840,6 +923,7 @@ void FullVirtGpu::ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, u
       }
     } else if (write) {
       host_->vram().Write(page.address + inner, data + done, n);
+      DescriptorStore(/*guest=*/false, page.address + inner, n);
     } else {
       host_->vram().Read(page.address + inner, data + done, n);
     }
@@ -980,7 +1064,9 @@ Status FullVirtGpu::AttachGuestRam(const GuestRam& ram) {
   return Status::Ok();
 }
 
-Status FullVirtGpu::Detach() {
+Status FullVirtGpu::Detach() { return DetachKeepingVram(nullptr); }
+
+Status FullVirtGpu::DetachKeepingVram(std::unique_ptr<VramMap>* kept) {
   if (detached_) return Status::Ok();
   bool all_stopped = true;
   for (uint32_t v = 0; v < channels_.size(); ++v) {
@@ -998,7 +1084,11 @@ Status FullVirtGpu::Detach() {
   ram_ = {};
   counters_.vram_assigned = vram_map_->assigned_bytes();
   counters_.vram_exhausted = vram_map_->exhausted();
-  vram_map_.reset();  // every page back to the pool (a static slice scrubbed)
+  if (kept != nullptr) {
+    *kept = std::move(vram_map_);  // quarantined by the caller: the guest may still reach it
+  } else {
+    vram_map_.reset();  // every page back to the pool (a static slice scrubbed)
+  }
   host_->ReleasePartition(partition_);
   detached_ = true;
   if (!all_stopped) {

@@ -74,6 +74,10 @@ struct FvCounters {
   uint64_t refused_memory = 0;     // accesses outside the VM's memory (PRAMIN, BAR pages), dropped
   uint64_t refused_channels = 0;   // channel ids or instance blocks the VM does not own
   uint64_t faults = 0;             // GPU faults/errors of this VM's channels delivered to it
+  // Guest stores into a bound channel's instance block (BAR1/BAR3 or PRAMIN) re-validated and
+  // propagated to its shadow instance (a page-directory change is refused instead: the channel
+  // stops, counted in refused_channels).
+  uint64_t descriptor_writes = 0;
   uint64_t remap_syncs = 0;        // BAR remap: recomputations of the remapped set
   uint64_t remap_refused = 0;      // BAR remap: maps the device model refused (remap then off)
   uint64_t remap_ns = 0;           // BAR remap: time spent recomputing (walks, diffs)
@@ -100,6 +104,16 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   bool interrupt_asserted() const override;
   Status AttachGuestRam(const GuestRam& ram) override;
   Status Detach() override;
+  // As Detach, but the VM's VRAM does not go back to the pool: its VramMap (chunks or slice, as
+  // they are) moves to `*kept` — the aggregator's quarantine of a VM whose guest may still reach
+  // its VRAM through BAR remap ranges its dead device model left published.
+  Status DetachKeepingVram(std::unique_ptr<VramMap>* kept);
+  // BAR remap: whether any of its VRAM may be mapped into the guest now — a BAR_MAP was issued
+  // that the device model did not refuse — so that a device model dying without TEARDOWN may have
+  // left it published (aggregator.h: quarantine).
+  bool VramMayBeMapped() const {
+    return remap_ != nullptr && remap_->maps() > counters_.remap_refused;
+  }
   std::string DescribeCounters() const override;
   std::vector<BarRemapRequest> TakeBarRemapRequests() override;
   void BarRemapAnswered(bool map, const Status& status) override;
@@ -152,6 +166,11 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   void OnChannelTableWrite(uint32_t vchid, bool state_word, uint32_t value);
   Status BindShadowChannel(uint32_t vchid);
   void UnbindShadowChannel(uint32_t vchid);
+  // A guest store reached [address, address + length) of its VRAM — a machine address (the
+  // BAR1/BAR3 apertures) or, `guest`, a guest one (PRAMIN): the part of any bound channel's
+  // instance block it touched is copied again, checked and written to the shadow instance.
+  void DescriptorStore(bool guest, uint64_t address, uint64_t length);
+  void RefreshShadowInstance(uint32_t vchid, uint32_t first, uint32_t end);
   Result<ShadowSpace*> ShadowFor(uint64_t guest_pd);
   Status Resync(SpaceEntry& entry);
 

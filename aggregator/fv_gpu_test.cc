@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "aggregator/bar_remap.h"
 #include "aggregator/fv_host.h"
 #include "aggregator/guest_ram.h"
 #include "aggregator/reserved_vram.h"
@@ -25,6 +26,7 @@
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
+#include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/bus.h"
 #include "guest-pv-driver/driver.h"
@@ -36,6 +38,7 @@ namespace {
 namespace vm = gf100::vm;
 using fv_testing::FvTestVm;
 namespace pf = gf100::pfifo;
+namespace ramin = gf100::ramin;
 constexpr uint64_t kMiB = 1ull << 20;
 
 // ---- PTE validation and relocation ----------------------------------------------------------
@@ -415,6 +418,115 @@ TEST_P(FvVramPolicyTest, AFreshPageIsZeroEvenWhereTheLastVmWrote) {
     if (map->Lookup(g) != 0) reused += a_chunks.count(map->Lookup(g));
   }
   EXPECT_GT(reused, 0u) << "B got none of A's pages: the test proves nothing";
+}
+
+// ---- channel descriptors: guest stores into a bound channel's instance block ------------------
+
+// The guest driver keeps its channels' instance blocks in its instance memory, which it reaches
+// through BAR3; with BAR remap those pages still trap. A store there (or through PRAMIN) into a
+// bound channel's block is copied, checked and propagated to the shadow instance the GPU runs the
+// channel from; what is ours (USERD, the engine contexts) stays ours, and a new page directory is
+// refused — that channel stops, the VM is told, another VM runs on.
+TEST(FvDescriptorTest, StoresToABoundInstanceBlockReachItsShadowOrStopOnlyThatChannel) {
+  auto world = fv_testing::FvTestWorld::Create({});
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  fv_testing::FvTestWorld& w = **world;
+  auto vm = w.AddVm(
+      {.mode = FvMode::kBarRemap, .vram_bytes = 64 * kMiB, .channels = 4, .vm_id = 0, .name = ""});
+  auto other = w.AddVm(
+      {.mode = FvMode::kNaive, .vram_bytes = 64 * kMiB, .channels = 4, .vm_id = 0, .name = ""});
+  ASSERT_TRUE(vm.ok() && other.ok());
+  FullVirtGpu& g = (*vm)->vgpu();
+  auto driver = guest::Driver::Create(*vm);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  auto ctx = (*driver)->CreateContext();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  guest::Channel* ch = (*ctx)->default_channel();
+  auto buffer = (*ctx)->AllocDevice(64 * 1024);
+  ASSERT_TRUE(buffer.ok());
+  auto round_trip = [&](uint8_t value) {
+    std::vector<uint8_t> in(64 * 1024, value), out(in.size());
+    return ch->CopyHostToDevice(buffer->va, in.data(), in.size()).ok() &&
+           ch->CopyDeviceToHost(out.data(), buffer->va, out.size()).ok() && in == out;
+  };
+  ASSERT_TRUE(round_trip(0x11));
+  std::lock_guard lock(w.lock());
+  auto reg = [&](uint32_t offset) { return uint32_t(*g.Read(gpu::Bar::k0, offset, 4, 0)); };
+  const uint32_t chid = ch->id();
+  const uint64_t instance =
+      uint64_t(reg(pf::kChanTable + chid * pf::kChanTableStride) & pf::kChanInstMask) << 12;
+  const uint64_t shadow = w.host().shadow_instance(g.partition().first_channel + chid);
+  auto shadow32 = [&](uint32_t at) {
+    uint32_t v = 0;
+    w.host().vram().Read(shadow + at, &v, 4);
+    return v;
+  };
+  ASSERT_EQ(shadow32(ramin::kSignature) & ramin::kSignatureMask, ramin::kSignatureValue);
+  // The BAR3 page the driver reaches the block through, found as a guest would (its BAR3 tables).
+  BarWalk bar3;
+  const GuestMemoryView view(&w.host().vram(), g.layout(), (*vm)->ram());
+  WalkBarTables(view, reg(gf100::pbus::kBar3Inst), (*vm)->pci().bar3_size, bar3);
+  uint64_t page = ~0ull;
+  for (size_t i = 0; i < bar3.guest.size(); ++i) {
+    if (bar3.machine[i] != 0 && bar3.guest[i] == instance) page = i;
+  }
+  ASSERT_NE(page, ~0ull) << "the driver reaches its instance block through BAR3";
+  // BAR remap left that page trapping (while the rest of BAR3 is remapped).
+  std::vector<BarRemapRequest> mapped;
+  for (const BarRemapRequest& r : g.TakeBarRemapRequests()) {
+    if (r.map) {
+      mapped.push_back(r);
+    } else {
+      std::erase_if(mapped, [&](const BarRemapRequest& m) {
+        return m.bar == r.bar && m.offset == r.offset && m.length == r.length;
+      });
+    }
+  }
+  EXPECT_FALSE(mapped.empty());
+  for (const BarRemapRequest& m : mapped) {
+    EXPECT_FALSE(m.bar == gpu::Bar::k3 && page * 4096 >= m.offset &&
+                 page * 4096 - m.offset < m.length)
+        << "the bound channel's instance block is remapped";
+  }
+  const uint64_t at = page * 4096;
+  const uint32_t user_lo = shadow32(ramin::kUserdLo), pd_lo = shadow32(ramin::kPageDirLo);
+  const uint64_t writes_before = g.counters().descriptor_writes;
+  // A RAMFC word through BAR3 and another through PRAMIN: both reach the shadow.
+  ASSERT_TRUE(g.Write(gpu::Bar::k3, at + 0x80, 4, 0x12345678, 0).ok());
+  EXPECT_EQ(shadow32(0x80), 0x12345678u);
+  ASSERT_TRUE(g.Write(gpu::Bar::k0, gf100::pbus::kPraminBase, 4,
+                      uint32_t(instance >> gf100::pbus::kPraminBaseShift), 0)
+                  .ok());
+  const uint32_t window =
+      gf100::pbus::kPraminWindow + uint32_t(instance & ((1u << gf100::pbus::kPraminBaseShift) - 1));
+  ASSERT_TRUE(g.Write(gpu::Bar::k0, window + 0x84, 4, 0x9abcdef0, 0).ok());
+  EXPECT_EQ(shadow32(0x84), 0x9abcdef0u);
+  EXPECT_EQ(g.counters().descriptor_writes, writes_before + 2);
+  // USERD and the engine context pointers stay ours; the directory's flag bits follow the guest,
+  // its address stays the shadow directory.
+  ASSERT_TRUE(g.Write(gpu::Bar::k3, at + ramin::kUserdLo, 8, 0x7777777777777000ull, 0).ok());
+  ASSERT_TRUE(g.Write(gpu::Bar::k3, at + ramin::kGrContext, 4, 0xdead0000, 0).ok());
+  const uint32_t guest_pd_lo = uint32_t(*g.Read(gpu::Bar::k3, at + ramin::kPageDirLo, 4, 0));
+  ASSERT_TRUE(
+      g.Write(gpu::Bar::k3, at + ramin::kPageDirLo, 4, guest_pd_lo | ramin::kPageDirVol, 0).ok());
+  EXPECT_EQ(shadow32(ramin::kUserdLo), user_lo);
+  EXPECT_EQ(shadow32(ramin::kGrContext), 0u);
+  EXPECT_EQ(shadow32(ramin::kPageDirLo), pd_lo | ramin::kPageDirVol);
+  ASSERT_TRUE(g.Write(gpu::Bar::k3, at + ramin::kPageDirLo, 4, guest_pd_lo, 0).ok());
+  EXPECT_EQ(g.counters().refused_channels, 0u) << w.log();
+  // A new page directory under the running channel: refused, that channel stopped.
+  ASSERT_TRUE(g.Write(gpu::Bar::k3, at + ramin::kPageDirLo, 4, guest_pd_lo + 0x10000, 0).ok());
+  EXPECT_EQ(g.counters().refused_channels, 1u);
+  EXPECT_EQ(shadow32(ramin::kSignature), 0u) << "the shadow channel was not stopped";
+  EXPECT_NE(w.log().find("page directory was rewritten"), std::string::npos) << w.log();
+  EXPECT_NE(reg(pf::kIntr) & pf::kIntrPlaylist, 0u);
+  // The other VM is not disturbed.
+  w.lock().unlock();
+  std::atomic<int> failures{0};
+  std::string why;
+  Workload(*other, 3, &failures, &why);
+  w.lock().lock();
+  EXPECT_EQ(failures, 0) << why << "\n" << w.log();
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, FvVramPolicyTest,

@@ -11,14 +11,17 @@ ReservedVram::ReservedVram(uint64_t begin, uint64_t end) : begin_(begin), end_(e
 Result<uint64_t> ReservedVram::Allocate(uint64_t bytes) {
   if (bytes == 0) bytes = kAlign;
   bytes = (bytes + kAlign - 1) & ~(kAlign - 1);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < bytes) continue;
-    const uint64_t address = it->first;
-    const uint64_t rest = it->second - bytes;
-    free_.erase(it);
-    if (rest != 0) free_[address + bytes] = rest;
-    used_ += bytes;
-    return address;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const uint64_t address = it->first;
+      const uint64_t rest = it->second - bytes;
+      free_.erase(it);
+      if (rest != 0) free_[address + bytes] = rest;
+      used_ += bytes;
+      return address;
+    }
+    if (attempt == 0 && !(reclaim_ && reclaim_())) break;
   }
   return Status::ResourceExhausted("the aggregator's reserved VRAM is full (" +
                                    std::to_string(used_ >> 10) + " KiB used); no room for " +

@@ -8,6 +8,7 @@
 #define GPUVM_AGGREGATOR_RESERVED_VRAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "base/status.h"
@@ -20,8 +21,12 @@ class ReservedVram {
 
   ReservedVram(uint64_t begin, uint64_t end);
 
-  // `bytes` rounded up to kAlign; ResourceExhausted when no free run is large enough.
+  // `bytes` rounded up to kAlign; ResourceExhausted when no free run is large enough (after one
+  // call of the reclaim hook, if set, and a second try when it freed something).
   Result<uint64_t> Allocate(uint64_t bytes);
+  // Called when Allocate finds no run large enough; returns true when it gave memory back (Free)
+  // — the aggregator's quarantine of dead VMs' VRAM (Aggregator::ReapQuarantine).
+  void SetReclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
   void Free(uint64_t address, uint64_t bytes);
 
   uint64_t begin() const { return begin_; }
@@ -32,6 +37,7 @@ class ReservedVram {
   const uint64_t begin_, end_;
   std::map<uint64_t, uint64_t> free_;  // start -> length, coalesced
   uint64_t used_ = 0;
+  std::function<bool()> reclaim_;
 };
 
 }  // namespace gpuvm::aggregator

@@ -87,6 +87,8 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local:
     return out;
   }
   if (std::holds_alternative<ipc::Teardown>(m.body)) {
+    // The device model withdrew its BAR remap ranges before saying so (docs/IPC.md).
+    if (vm_ != nullptr) aggregator_->NoteCleanTeardown(vm_->id);
     reply(ipc::TeardownAck{});
     out.close = true;
     Close("the device model ended the session");

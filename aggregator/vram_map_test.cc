@@ -4,11 +4,17 @@
 #include "aggregator/vram_map.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <set>
 #include <vector>
 
+#include "aggregator/aggregator.h"
+#include "aggregator/reserved_vram.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/sim_gpu.h"
 #include "gpu/hw/vm.h"
@@ -196,6 +202,67 @@ TEST_F(VramMapTest, RelocatePteAssignsThroughTheMapAndRejectsWhenExhausted) {
   EXPECT_EQ(RelocatePte(vm::pte::Make(3 * kChunk + 0x1000), 0x1000, layout).verdict,
             PteVerdict::kMapped);
   for (uint64_t t : taken) pool_->Free(t, kChunk);
+}
+
+// ---- quarantine (aggregator.h): VRAM of a VM whose guest may still reach it --------------------
+
+// The local probe: the RAM memfd's description, shared with another process (as the launcher, the
+// device model and the guest share it), keeps the RAM "held" while that process maps it — even
+// with its descriptor closed — and only its exit releases it.
+TEST(VramQuarantineTest, LocalRamIsReleasedOnlyOnceNoProcessHoldsIt) {
+  auto ram = hv::local::CreateSealedMemfd("quarantine-ram", 1 << 20);
+  ASSERT_TRUE(ram.ok()) << ram.status().ToString();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t guest = ::fork();
+  if (guest == 0) {
+    void* p = ::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, ram->get(), 0);
+    ram->Reset();  // only the mapping holds it now
+    (void)!::write(ready[1], p == MAP_FAILED ? "n" : "y", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  ::close(ready[0]);
+  ::close(ready[1]);
+  auto probe = WatchLocalRam(ram->get());
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  {
+    // Our own mapping holds it too (the aggregator's GuestRam until the VM is removed).
+    auto ours = hv::local::SharedMapping::Map(ram->get(), 0, 1 << 20, true);
+    ASSERT_TRUE(ours.ok());
+    ram->Reset();
+    EXPECT_FALSE(LocalRamReleased(probe->get()));
+  }
+  EXPECT_FALSE(LocalRamReleased(probe->get())) << "the guest process still maps it";
+  ::kill(guest, SIGKILL);
+  ASSERT_EQ(::waitpid(guest, nullptr, 0), guest);
+  EXPECT_TRUE(LocalRamReleased(probe->get()));
+  EXPECT_TRUE(LocalRamReleased(probe->get()));  // and stays so (the probe's lock is let go)
+}
+
+// A pool with no room asks its reclaim hook (the aggregator's quarantine) once, then tries again.
+TEST(VramQuarantineTest, APoolWithNoRoomReclaimsOnceAndRetries) {
+  ReservedVram pool(4 * VramMap::kChunk, 6 * VramMap::kChunk);
+  Result<uint64_t> a = pool.Allocate(VramMap::kChunk), b = pool.Allocate(VramMap::kChunk);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int calls = 0;
+  bool give_back = false;
+  pool.SetReclaim([&] {
+    ++calls;
+    if (!give_back) return false;
+    pool.Free(*a, VramMap::kChunk);
+    return true;
+  });
+  EXPECT_FALSE(pool.Allocate(VramMap::kChunk).ok());
+  EXPECT_EQ(calls, 1);
+  give_back = true;
+  Result<uint64_t> c = pool.Allocate(VramMap::kChunk);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, *a);
+  EXPECT_EQ(calls, 2);
 }
 
 }  // namespace

@@ -362,9 +362,12 @@ TEST_F(FvIsolationTest, FloodsOfFlushesAndSubmissionsDoNotStarveTheVictim) {
 TEST_F(FvIsolationTest, GarbageInEveryBar0RegisterIsContained) {
   StartVictim();
   std::mt19937 random(42);
-  for (uint32_t offset = 0; offset < pbus::kPraminWindow; offset += 4) {
+  // Every register of BAR0: below the PRAMIN window and past it to the BAR's end.
+  const uint64_t bar0 = attacker_->pci().bar0_size;
+  for (uint64_t offset = 0; offset < bar0; offset += 4) {
+    if (offset == pbus::kPraminWindow) offset += pbus::kPraminWindowSize;  // memory, below
     if (offset == pbus::kPraminBase) continue;  // keep the PRAMIN writes below meaningful
-    SetReg(offset, (offset & 4) ? 0xffffffff : uint32_t(random()));
+    SetReg(uint32_t(offset), (offset & 4) ? 0xffffffff : uint32_t(random()));
   }
   // And PRAMIN stores all over its own slice and beyond it.
   for (int i = 0; i < 20000; ++i) {

@@ -1,0 +1,131 @@
+// Isolation when a device model dies under BAR remap, with real processes: gpuvm-aggregator on the
+// software GPU, local VMs started by gpuvm-vm in fv-bar-remap/fv-optimized, the guest program
+// tests/fv_orphan_guest.cc.
+//
+// VM A's aperture pages are mapped straight into its guest (ranges published on the control page,
+// the VRAM memfd in the guest). Its gpuvm-dm is killed with SIGKILL while its launcher is stopped,
+// so the guest outlives it, orphaned but running, with those ranges still mapped; the aggregator
+// tears A down. VM B then fills 16 MiB of its VRAM with a pattern. A's guest reads, overwrites and
+// reads again everything it can still reach without a trap: it must never see B's pattern, and B's
+// VRAM must come back unchanged — A's VRAM stays quarantined (out of the pool) until A's guest is
+// gone, and returns to the pool after that. Without the quarantine, B is given A's chunks and both
+// checks fail.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tests/vm_process_fixture.h"
+
+namespace {
+
+using gpuvm::process_testing::Clock;
+using gpuvm::process_testing::Exists;
+using gpuvm::process_testing::Process;
+using gpuvm::process_testing::ReadFile;
+
+class FvOrphanIsolationTest : public gpuvm::process_testing::AggregatorProcessTest {
+ protected:
+  void SetUp() override {
+    StartAggregator("fvorphan", {"--vram-mib", "512", "--compute-workers", "1"});
+  }
+  // Waits for `path` while `p` runs.
+  bool WaitForFile(const std::string& path, Process& p, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!Exists(path)) {
+      if (Clock::now() > deadline || p.Exited()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  bool WaitForLog(const std::string& text, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (AggregatorLog().find(text) == std::string::npos) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+};
+
+TEST_F(FvOrphanIsolationTest, AGuestWhoseDeviceModelDiedCannotReachTheNextVmsVram) {
+  // A VM that runs throughout (its VRAM checked at the end too): A is not the last fv VM, so the
+  // GPU is not reset under A's guest (the software GPU would start over with fresh VRAM; a real
+  // board keeps its VRAM).
+  const std::string holder_dir = dir_ + "/holder";
+  ASSERT_EQ(::mkdir(holder_dir.c_str(), 0755), 0);
+  Process holder = StartVm({"--mode", "fv-optimized", "--name", "holder", "--vram-mib", "64"},
+                           {"victim", holder_dir}, "holder");
+  ASSERT_TRUE(WaitForFile(holder_dir + "/victim-ready", holder, std::chrono::seconds(90)))
+      << holder.Logs();
+  const std::string pids = dir_ + "/orphan.pids";
+  Process a = StartVm(
+      {"--mode", "fv-bar-remap", "--name", "orphan", "--vram-mib", "64", "--pid-file", pids},
+      {"orphan", dir_}, "orphan");
+  ASSERT_TRUE(WaitForFile(dir_ + "/orphan-ready", a, std::chrono::seconds(90))) << a.Logs();
+  ASSERT_TRUE(WaitForFile(pids, a, std::chrono::seconds(10))) << a.Logs();
+  std::istringstream in(ReadFile(pids));
+  std::string word;
+  pid_t dm = 0, guest = 0;
+  while (in >> word) {
+    if (word == "dm") in >> dm;
+    if (word == "guest") in >> guest;
+  }
+  ASSERT_GT(dm, 0);
+  ASSERT_GT(guest, 0);
+  // The launcher would kill the guest as soon as its device model dies: stop it first, so the
+  // guest lives on with its ranges mapped, as a guest whose dm crashed would.
+  ASSERT_EQ(::kill(a.pid, SIGSTOP), 0);
+  ASSERT_EQ(::kill(dm, SIGKILL), 0);
+  // The aggregator notices (the session's socket breaks) and removes VM A.
+  ASSERT_TRUE(WaitForLog("fv-bar-remap, VRAM 64 MiB", std::chrono::seconds(30))) << AggregatorLog();
+  EXPECT_NE(AggregatorLog().find("quarantined until the guest is gone"), std::string::npos)
+      << AggregatorLog();
+
+  Process b = StartVm({"--mode", "fv-optimized", "--name", "victim", "--vram-mib", "64"},
+                      {"victim", dir_}, "victim");
+  ASSERT_TRUE(WaitForFile(dir_ + "/victim-ready", b, std::chrono::seconds(90))) << b.Logs();
+  ASSERT_TRUE(gpuvm::process_testing::Alive(guest)) << "the orphaned guest is gone";
+  std::ofstream(dir_ + "/snoop") << "go\n";
+  // A's guest output goes to its (stopped) launcher's files.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!Exists(dir_ + "/orphan-done") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string orphan = a.out();
+  EXPECT_TRUE(Exists(dir_ + "/orphan-done")) << orphan << a.err();
+  EXPECT_NE(orphan.find("orphan: pages "), std::string::npos) << orphan << a.err();
+  EXPECT_EQ(orphan.find("orphan: pages 0,"), std::string::npos) << orphan;
+  EXPECT_NE(orphan.find(", secret words 0, failed 0"), std::string::npos)
+      << "the orphaned guest reached the next VM's VRAM\n"
+      << orphan;
+
+  std::ofstream(dir_ + "/check") << "go\n";
+  ASSERT_TRUE(b.Wait(std::chrono::seconds(60))) << b.Logs();
+  EXPECT_EQ(b.exit_code(), 0) << b.Logs();
+  EXPECT_NE(b.out().find("PASSED victim"), std::string::npos) << b.Logs();
+
+  // A's launcher goes (its guest dies with it): the quarantine ends at the next admission.
+  ::kill(a.pid, SIGKILL);
+  ASSERT_TRUE(a.Wait(std::chrono::seconds(10)));
+  for (auto until = Clock::now() + std::chrono::seconds(10);
+       gpuvm::process_testing::Alive(guest) && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Process c = StartVm({"--mode", "fv-naive", "--name", "next", "--vram-mib", "32"},
+                      {"victim", dir_}, "next");
+  ASSERT_TRUE(c.Wait(std::chrono::seconds(60))) << c.Logs();
+  EXPECT_EQ(c.exit_code(), 0) << c.Logs();
+  EXPECT_TRUE(WaitForLog("its guest is gone", std::chrono::seconds(10))) << AggregatorLog();
+  std::ofstream(holder_dir + "/check") << "go\n";
+  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  EXPECT_EQ(holder.exit_code(), 0) << holder.Logs();
+  EXPECT_NE(holder.out().find("PASSED victim"), std::string::npos) << holder.Logs();
+}
+
+}  // namespace
