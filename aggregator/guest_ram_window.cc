@@ -1,5 +1,8 @@
 #include "aggregator/guest_ram_window.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <mutex>
 
 namespace gpuvm::aggregator {
@@ -7,11 +10,13 @@ namespace gpuvm::aggregator {
 void GuestRamWindow::Attach(std::span<uint8_t> ram) {
   std::unique_lock lock(mu_);
   ram_ = ram;
+  ram_blocks_ = std::make_unique<Populated>(ram.size());
 }
 
 void GuestRamWindow::Detach() {
   std::unique_lock lock(mu_);
   ram_ = {};
+  ram_blocks_.reset();
 }
 
 bool GuestRamWindow::attached() const {
@@ -26,7 +31,7 @@ bool GuestRamWindow::AttachRegion(uint64_t bus_base, std::span<uint8_t> ram) {
   for (const Region& r : regions_) {
     if (bus_base < r.base + r.ram.size() && r.base < end) return false;
   }
-  regions_.push_back({bus_base, ram});
+  regions_.push_back({bus_base, ram, std::make_unique<Populated>(ram.size())});
   return true;
 }
 
@@ -40,16 +45,42 @@ uint8_t* GuestRamWindow::Translate(uint64_t bus_address, uint64_t length) {
     std::shared_lock lock(mu_);
     const uint64_t size = ram_.size();
     // Written so nothing overflows: the range must lie inside [0, size).
-    if (length <= size && bus_address <= size - length) return ram_.data() + bus_address;
+    if (length <= size && bus_address <= size - length) {
+      Populate(ram_, *ram_blocks_, bus_address, length);
+      return ram_.data() + bus_address;
+    }
     for (const Region& r : regions_) {
       if (bus_address >= r.base && length <= r.ram.size() &&
           bus_address - r.base <= r.ram.size() - length) {
+        Populate(r.ram, *r.blocks, bus_address - r.base, length);
         return r.ram.data() + (bus_address - r.base);
       }
     }
   }
   refused_.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
+}
+
+void GuestRamWindow::Populate(std::span<uint8_t> ram, Populated& done, uint64_t offset,
+                              uint64_t length) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14
+#endif
+  const uint64_t first = offset / kPopulateBlock;
+  const uint64_t last = (offset + (length == 0 ? 0 : length - 1)) / kPopulateBlock;
+  for (uint64_t b = first; b <= last; ++b) {
+    std::atomic<uint64_t>& word = done.bits[b / 64];
+    const uint64_t bit = 1ull << (b % 64);
+    if (word.load(std::memory_order_relaxed) & bit) continue;
+    if (word.fetch_or(bit, std::memory_order_relaxed) & bit) continue;  // another thread's
+    const uint64_t begin = b * kPopulateBlock;
+    const uint64_t bytes = std::min<uint64_t>(kPopulateBlock, ram.size() - begin);
+    // A failure (an old kernel, a foreign Xen mapping that cannot be populated) only means the
+    // pages fault in one by one as before.
+    if (::madvise(ram.data() + begin, bytes, MADV_POPULATE_READ) == 0) {
+      populated_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
 }
 
 }  // namespace gpuvm::aggregator

@@ -1,5 +1,7 @@
 #include "aggregator/vram_access.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -89,7 +91,26 @@ uint64_t VramAccess::Read64(uint64_t address) {
 }
 void VramAccess::Write64(uint64_t address, uint64_t value) { Write(address, &value, sizeof value); }
 
+bool VramAccess::ZeroByPunching(uint64_t address, size_t length) {
+  constexpr uint64_t kPage = 4096;
+  const int fd = gpu_->vram_fd();
+  const std::span<uint8_t> direct = gpu_->vram_mapping();
+  if (fd < 0 || direct.empty() || !InRange(address, length)) return false;
+  const uint64_t begin = (address + kPage - 1) & ~(kPage - 1);
+  const uint64_t end = (address + length) & ~(kPage - 1);
+  if (end <= begin) return false;
+  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(begin),
+                  off_t(end - begin)) != 0) {
+    return false;
+  }
+  std::memset(direct.data() + address, 0, begin - address);
+  std::memset(direct.data() + end, 0, address + length - end);
+  return true;
+}
+
 void VramAccess::Fill(uint64_t address, uint8_t value, size_t length) {
+  constexpr size_t kPunchAtLeast = 64 * 1024;  // below: a few stores are cheaper than a punch
+  if (value == 0 && length >= kPunchAtLeast && ZeroByPunching(address, length)) return;
   uint8_t chunk[4096];
   std::memset(chunk, value, sizeof chunk);
   for (size_t done = 0; done < length;) {

@@ -7,6 +7,14 @@
 // Addresses are physical VRAM addresses; callers check ranges (anything outside VRAM reads zero /
 // is dropped here, and is counted).
 //
+// Zeroing large ranges (Fill with 0, 64 KiB or more: a dynamic VRAM chunk assigned, a static slice
+// at admission) punches a hole in the backend's VRAM descriptor when it has one
+// (PhysicalGpu::vram_fd(): the software GPU's memfd) instead of storing zeros through our mapping:
+// every mapping of those pages (the GPU's, ours, a remapped guest's) reads zeros afterwards, and
+// pages nobody touched yet cost nothing — not an allocation and a clear in our mapping, then a
+// second fault in the GPU's. Where the descriptor cannot punch (a file of device memory) it stores
+// zeros as before.
+//
 // Threading: the aggregator's owner thread only (the PRAMIN window position is state).
 #ifndef GPUVM_AGGREGATOR_VRAM_ACCESS_H_
 #define GPUVM_AGGREGATOR_VRAM_ACCESS_H_
@@ -35,6 +43,9 @@ class VramAccess {
 
  private:
   bool InRange(uint64_t address, size_t length) const;
+  // Zeroes [address, address + length) by punching its whole pages out of vram_fd() and storing
+  // zeros in the partial pages at its ends; false (nothing done) where that is not possible.
+  bool ZeroByPunching(uint64_t address, size_t length);
   // PRAMIN path: one 32-bit word (address 4-byte aligned).
   uint32_t PraminRead32(uint64_t address);
   void PraminWrite32(uint64_t address, uint32_t value);

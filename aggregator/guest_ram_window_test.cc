@@ -1,0 +1,105 @@
+// GuestRamWindow's first touch of a 2 MiB block populates the whole block of our mapping at once,
+// and only the block asked for; VramAccess zeroes large ranges by punching them out of the software
+// GPU's VRAM memfd, which every mapping (the GPU's included) then reads as zeros.
+#include "aggregator/guest_ram_window.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "aggregator/sim_gpu.h"
+#include "aggregator/vram_access.h"
+#include "gpu/hw/pbus.h"
+#include "hypervisor/local/os.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kBlock = GuestRamWindow::kPopulateBlock;
+
+// Pages of [p, p + bytes) in memory (for a memfd mapping: allocated in the file).
+uint64_t ResidentPages(const uint8_t* p, uint64_t bytes) {
+  std::vector<unsigned char> v(bytes / 4096);
+  if (::mincore(const_cast<uint8_t*>(p), bytes, v.data()) != 0) return ~0ull;
+  uint64_t n = 0;
+  for (unsigned char c : v) n += c & 1;
+  return n;
+}
+
+TEST(GuestRamWindowTest, TheFirstTouchOfABlockPopulatesThatBlockOnly) {
+  auto memfd = hv::local::CreateSealedMemfd("guest-ram-window-test", 8 * kMiB);
+  ASSERT_TRUE(memfd.ok()) << memfd.status().ToString();
+  auto ram = hv::local::SharedMapping::Map(memfd->get(), 0, 8 * kMiB, true);
+  ASSERT_TRUE(ram.ok()) << ram.status().ToString();
+  const std::span<uint8_t> bytes = ram->bytes();
+  ASSERT_EQ(ResidentPages(bytes.data(), 8 * kMiB), 0u);
+
+  GuestRamWindow window;
+  const uint64_t base = 1ull << 30;
+  ASSERT_TRUE(window.AttachRegion(base, bytes));
+  EXPECT_EQ(window.Translate(base + 4096, 8), bytes.data() + 4096);
+  EXPECT_EQ(window.populated_blocks(), 1u);
+  EXPECT_EQ(ResidentPages(bytes.data(), kBlock), kBlock / 4096);
+  EXPECT_EQ(ResidentPages(bytes.data() + kBlock, 8 * kMiB - kBlock), 0u);
+  // The same block again: nothing more.
+  EXPECT_EQ(window.Translate(base + kBlock - 8, 8), bytes.data() + kBlock - 8);
+  EXPECT_EQ(window.populated_blocks(), 1u);
+  // A range straddling blocks 1 and 2 populates both.
+  EXPECT_EQ(window.Translate(base + 2 * kBlock - 4, 8), bytes.data() + 2 * kBlock - 4);
+  EXPECT_EQ(window.populated_blocks(), 3u);
+  EXPECT_EQ(ResidentPages(bytes.data(), 3 * kBlock), 3 * kBlock / 4096);
+  EXPECT_EQ(ResidentPages(bytes.data() + 3 * kBlock, 8 * kMiB - 3 * kBlock), 0u);
+  // Outside the region: refused, nothing populated.
+  EXPECT_EQ(window.Translate(base + 8 * kMiB - 4, 8), nullptr);
+  EXPECT_EQ(window.Translate(base - 4096, 8), nullptr);
+  EXPECT_EQ(window.refused(), 2u);
+  EXPECT_EQ(window.populated_blocks(), 3u);
+  // Populating keeps what is there.
+  std::memset(bytes.data() + 7 * kMiB, 0x5a, 4096);
+  uint8_t* p = window.Translate(base + 7 * kMiB, 4096);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p[0], 0x5a);
+  EXPECT_EQ(p[4095], 0x5a);
+  window.DetachRegion(base);
+  EXPECT_EQ(window.Translate(base + 4096, 8), nullptr);
+}
+
+TEST(VramAccessTest, ZeroingALargeRangePunchesItAndKeepsItsNeighbours) {
+  SimGpuOptions o;
+  o.vram_bytes = 16 * kMiB;
+  o.threaded = false;
+  o.compute_engine = false;
+  auto gpu = SimGpu::Create(o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  VramAccess vram(gpu->get());
+  const std::span<uint8_t> direct = (*gpu)->vram_mapping();
+  std::memset(direct.data() + 4 * kMiB, 0xab, 2 * kMiB);
+  const uint64_t begin = 4 * kMiB + 100;  // unaligned at both ends
+  const uint64_t length = 1 * kMiB + 1000;
+  vram.Fill(begin, 0, length);
+  // The whole pages inside are a hole in the memfd now, not stored zeros (checked before anything
+  // reads them: a read fault of a memfd hole allocates a page)...
+  const off_t interior = off_t(4 * kMiB + 4096);
+  EXPECT_EQ(::lseek((*gpu)->vram_fd(), interior, SEEK_HOLE), interior);
+  for (uint64_t a = 4 * kMiB; a < 6 * kMiB; ++a) {
+    const uint8_t want = a >= begin && a < begin + length ? 0 : 0xab;
+    ASSERT_EQ(direct[a], want) << "at " << a;
+  }
+  // ... and every mapping reads them as zeros: ours, and the GPU's own (through PRAMIN).
+  gpu::Device& d = (*gpu)->device();
+  d.WriteReg(gf100::pbus::kPraminBase, uint32_t((4 * kMiB) >> gf100::pbus::kPraminBaseShift));
+  EXPECT_EQ(d.ReadReg(gf100::pbus::kPraminWindow + 4096), 0u);
+  EXPECT_EQ(d.ReadReg(gf100::pbus::kPraminWindow + 96), 0xababababu);
+  // Small fills and other values are stores, as before.
+  vram.Fill(5 * kMiB + 8192, 0x11, 64);
+  EXPECT_EQ(direct[5 * kMiB + 8192], 0x11);
+  EXPECT_EQ(direct[5 * kMiB + 8255], 0x11);
+  EXPECT_EQ(direct[5 * kMiB + 8256], 0xab);
+}
+
+}  // namespace
+}  // namespace gpuvm::aggregator
