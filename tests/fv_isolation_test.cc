@@ -22,6 +22,8 @@
 #include "aggregator/fv_host.h"
 #include "aggregator/sim_gpu.h"
 #include "aggregator/testing/fv_test_vm.h"
+#include "gpu/hw/classes.h"
+#include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pgraph.h"
@@ -331,6 +333,84 @@ TEST_F(FvIsolationTest, GarbageIbPutFaultsOnlyTheAttackersChannel) {
   Status s = f.ok() ? (*ctx)->default_channel()->Synchronize(std::chrono::seconds(10)) : f.status();
   EXPECT_FALSE(s.ok());
   EXPECT_GT(attacker_->vgpu().counters().faults, 0u) << log();
+  ExpectVictimFine();
+}
+
+// IB entries and pushbuffers are read by the GPU through the attacker's shadow space only, so an
+// address of another VM or of the aggregator is just an address its space does not map. The
+// attacker writes GPFIFO entries into its own IB ring (in its RAM, found as a hostile guest would:
+// RAMFC -> IB base -> its page tables) and submits them: (1) a pushbuffer segment at an unmapped
+// address, (2) a real pushbuffer whose semaphore release aims at an unmapped address, (3) one aimed
+// at a physical-looking address (where the aggregator's VRAM is). Each faults its own channel only.
+TEST_F(FvIsolationTest, IbEntriesAndPushbuffersAtUnmappedOrForeignAddressesFaultOnlyTheAttacker) {
+  namespace gpfifo = gf100::gpfifo;
+  namespace host = gf100::host;
+  StartVictim();
+  auto driver = guest::Driver::Create(attacker_);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  const uint64_t user = uint64_t(Reg(pf::kPollArea) & pf::kPollAreaAddrMask) << 12;
+  // A fresh context submits `entry` as its next GPFIFO entry; its channel must fault. (Contexts
+  // stay: a faulted one's channel id is not handed out again.)
+  std::vector<std::unique_ptr<guest::Context>> contexts;
+  auto attack = [&](auto make_entry) {
+    auto ctx = (*driver)->CreateContext();
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    contexts.push_back(std::move(*ctx));
+    guest::Context* context = contexts.back().get();
+    guest::Channel* ch = context->default_channel();
+    auto pb = context->AllocDevice(4096);
+    ASSERT_TRUE(pb.ok());
+    ASSERT_TRUE(ch->Memset32Async(pb->va, 0, 1024).ok());
+    ASSERT_TRUE(ch->Synchronize().ok());  // bound, idle
+    const uint32_t chid = ch->id();
+    const uint64_t inst =
+        uint64_t(Reg(pf::kChanTable + chid * pf::kChanTableStride) & pf::kChanInstMask) << 12;
+    const uint32_t ib_hi = Vram32(inst + ramin::kIbBaseHi);
+    const uint64_t ib =
+        Vram32(inst + ramin::kIbBaseLo) | (uint64_t(ib_hi & ramin::kIbBaseHiAddrMask) << 32);
+    const uint32_t entries = 1u << ((ib_hi >> ramin::kIbOrderShift) & ramin::kIbOrderMask);
+    const uint64_t ib_put = user + chid * pf::kUserPageSize + gf100::userd::kIbPut;
+    uint32_t put = 0;
+    {
+      std::lock_guard lock(world_->lock());
+      put = uint32_t(*attacker_->vgpu().Read(gpu::Bar::k1, ib_put, 4, 0));
+    }
+    // The ring's page in the attacker's RAM (pinned host memory: a SYSRAM PTE).
+    const uint64_t slot = ib + uint64_t(put % entries) * gpfifo::kIbEntrySize;
+    const uint64_t pte = Vram64(PteAddressOf(chid, slot));
+    ASSERT_NE(pte & vm::pte::kPresent, 0u);
+    ASSERT_NE(vm::pte::TargetOf(pte), vm::Target::kVram) << "the IB ring is in host memory";
+    const uint64_t entry = make_entry(*context, pb->va);
+    std::memcpy(attacker_->ram().data() + vm::pte::Address(pte) + (slot & 0xfff), &entry, 8);
+    const uint64_t faults = attacker_->vgpu().counters().faults;
+    {
+      std::lock_guard lock(world_->lock());
+      ASSERT_TRUE(attacker_->vgpu().Write(gpu::Bar::k1, ib_put, 4, (put + 1) % entries, 0).ok());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (attacker_->vgpu().counters().faults == faults &&
+           std::chrono::steady_clock::now() < deadline) {
+      (void)Reg(gf100::pmc::kIntrHost);  // polls the physical interrupts
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_GT(attacker_->vgpu().counters().faults, faults) << log();
+  };
+  // (1) A pushbuffer segment nowhere in its space.
+  attack([](guest::Context&, uint64_t) { return gpfifo::EncodeIbEntry(0x7f00000000ull, 64); });
+  // (2) and (3): a real pushbuffer (in its VRAM) releasing a semaphore at an address its space does
+  // not map, then at the aggregator's VRAM as a physical address would name it.
+  for (uint64_t target : {uint64_t(0x7e00000000ull), uint64_t(2 * kMiB)}) {
+    attack([&](guest::Context& ctx, uint64_t pb) {
+      const uint32_t words[] = {gpfifo::IncHeader(0, host::kSemaphoreA, 4), uint32_t(target >> 32),
+                                uint32_t(target), 0x5ec2e7ed,
+                                host::kSemOpRelease | host::kSemReleaseSize4};
+      EXPECT_TRUE(ctx.default_channel()->CopyHostToDevice(pb, words, sizeof words).ok());
+      return gpfifo::EncodeIbEntry(pb, 5);
+    });
+  }
+  EXPECT_EQ(victim_->vgpu().counters().faults, 0u);
+  EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
+  EXPECT_EQ(log().find("'victim': MMU fault"), std::string::npos) << log();
   ExpectVictimFine();
 }
 
