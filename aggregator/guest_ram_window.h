@@ -12,12 +12,13 @@
 //
 // Faulting in: the GPU's first touch of each page of our mapping of guest RAM would be a page fault
 // on a device thread (the guest touched the page in its own mapping, not ours): a 64 MiB copy is
-// 16 384 of them. So the first Translate into each 2 MiB block of a region populates the whole
-// block of our mapping at once (madvise MADV_POPULATE_READ, one system call instead of 512 faults;
-// READ, not WRITE: a shared memfd mapping needs no write notification, so the pages come in
-// writable anyway, and a write populate costs ~5x more per page in dirty accounting). That reaches
-// nothing new — the block is the same VM's RAM — but it may give pages to parts of it the guest
-// never touched (at most the rest of the block; what the guest frees later simply faults again).
+// 16 384 of them. So the first Translate into each 2 MiB block of a region populates the pages of
+// that block the guest has (mincore says which; holes stay holes: populating one would allocate
+// and clear a page nobody asked for) with madvise MADV_POPULATE_READ, one system call per run
+// instead of a fault per page. READ, not WRITE: a shared memfd mapping needs no write
+// notification, so the pages come in writable anyway, and a write populate costs ~5x more per page
+// in dirty accounting. That reaches nothing new — the block is the same VM's RAM. A page the guest
+// adds to a block already visited faults in by itself, as before.
 //
 // Threading: Translate is called concurrently from device threads; Attach/Detach from the
 // aggregator's thread. All thread-safe.
