@@ -39,6 +39,10 @@ Status Bus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {
   return WriteBlock(bar, offset, bytes.data(), length);
 }
 
+void Bus::WriteRegs(uint64_t offset, std::span<const uint32_t> values) {
+  for (size_t i = 0; i < values.size(); ++i) Write32(Bar::k0, offset + 4 * i, values[i]);
+}
+
 Result<std::unique_ptr<DmaMapping>> Bus::AllocDma(uint64_t length) {
   if (length == 0 || length % 4096) {
     return Status::InvalidArgument("DMA memory must be a non-empty multiple of 4 KiB");

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "base/status.h"
 #include "gpu/device.h"
@@ -64,6 +65,10 @@ class Bus {
   // WriteBlock; a trapping bus stores it with rep stos, one trap per 4096 elements instead of one
   // per page (local_trap_bus.h).
   virtual Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length);
+  // 32-bit stores of `values` to consecutive BAR0 offsets from `offset` (4-byte aligned) upwards,
+  // in order: exactly that many WriteReg calls (the default). A trapping bus makes them one rep
+  // movsd per page instead of one trap each (what a memcpy_toio into the PRAMIN window is).
+  virtual void WriteRegs(uint64_t offset, std::span<const uint32_t> values);
 
   // Makes [host, host + length) reachable by DMA. Both must be 4 KiB aligned and length > 0; the
   // memory must stay allocated while the mapping lives.

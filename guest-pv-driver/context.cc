@@ -83,6 +83,8 @@ Context::Impl::~Impl() {
       std::min<std::chrono::nanoseconds>(options_.default_timeout, std::chrono::seconds(5));
   if (Synchronize(drain).code() == StatusCode::kDeadlineExceeded) {
     abandoning_.store(true, std::memory_order_release);
+  } else {
+    idle_teardown_.store(true, std::memory_order_release);
   }
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<std::unique_ptr<Event>> events;
@@ -102,7 +104,8 @@ Context::Impl::~Impl() {
   for (auto& [va, record] : allocs) {
     if (record->in_bar1) driver_->UnmapBar1(record->bar1, record->mapped);
   }
-  // The GPU must forget this space's translations (host pages among them) before the memory goes.
+  // The GPU must forget this space's translations (host pages among them) before the memory goes:
+  // one flush for everything the channels' teardown unmapped and everything still mapped.
   if (space_ != nullptr) (void)space_->Flush();
   for (auto& [va, record] : allocs) Retire(std::move(record));
   allocs.clear();
@@ -171,7 +174,7 @@ Status Context::Impl::MapRecord(AllocRecord* r) {
 Status Context::Impl::UnmapRecord(AllocRecord* r) {
   const uint64_t page = r->large ? space_->large_page_size() : kPage;
   Status s = space_->Unmap(r->va, r->mapped / page, r->large);
-  Status f = space_->Flush();
+  Status f = idle_teardown_.load(std::memory_order_acquire) ? Status::Ok() : space_->Flush();
   if (r->in_bar1) driver_->UnmapBar1(r->bar1, r->mapped);
   return s.ok() ? f : s;
 }

@@ -42,6 +42,10 @@ class CountingBus final : public Bus {
     block_bytes_.fetch_add(length, std::memory_order_relaxed);
     return inner_->FillBlock(bar, offset, byte, length);
   }
+  void WriteRegs(uint64_t offset, std::span<const uint32_t> values) override {
+    writes_[0].fetch_add(values.size(), std::memory_order_relaxed);  // one write each, as natively
+    inner_->WriteRegs(offset, values);
+  }
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
     dma_maps_.fetch_add(1, std::memory_order_relaxed);
     return inner_->MapDma(host, length);

@@ -423,7 +423,6 @@ Result<uint64_t> Driver::Impl::MapBar1(uint64_t vram, uint64_t bytes) {
 
 void Driver::Impl::UnmapBar1(uint64_t offset, uint64_t bytes) {
   (void)bar1_->Unmap(offset, bytes / kPage, false);
-  (void)bar1_->Flush();
 }
 
 void Driver::Impl::ReleaseBar1(uint64_t offset) {

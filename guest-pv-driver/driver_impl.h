@@ -84,8 +84,10 @@ class Driver::Impl {
   // ---- BAR1 ----
   // Maps `bytes` of VRAM at `vram` (4 KiB aligned) into BAR1; returns the BAR1 offset.
   Result<uint64_t> MapBar1(uint64_t vram, uint64_t bytes);
-  void UnmapBar1(uint64_t offset, uint64_t bytes);  // removes the PTEs and flushes
-  void ReleaseBar1(uint64_t offset);                // returns the range to the allocator
+  // Removes the PTEs, without a TLB flush: nothing reads a freed window, and its range is mapped
+  // again only by MapBar1, whose flush comes before the new window is used.
+  void UnmapBar1(uint64_t offset, uint64_t bytes);
+  void ReleaseBar1(uint64_t offset);  // returns the range to the allocator
   uint64_t user_area_vram() const { return user_vram_; }
   uint64_t user_area_bar1() const { return user_bar1_; }
   uint64_t userd_vram(uint32_t chid) const;
@@ -278,6 +280,10 @@ class Context::Impl {
   std::optional<GpuFault> fault_;  // guarded by fault_mu_
   std::atomic<bool> faulted_{false};
   std::atomic<bool> abandoning_{false};
+  // Set by the destructor when the context's channels drained (nothing runs in its space, and
+  // nothing may be submitted to a context being destroyed): unmapping then skips the per-allocation
+  // TLB flush, and the destructor flushes the space once, after the last channel is gone.
+  std::atomic<bool> idle_teardown_{false};
 
   std::mutex alloc_mu_;
   std::map<uint64_t, std::shared_ptr<AllocRecord>> allocs_;  // by va; guarded by alloc_mu_

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/hw/pbus.h"
 #include "gpu/hw/pmc.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/driver_impl.h"
@@ -245,6 +246,33 @@ TEST_F(GuestDriverTest, VramComesBackAfterFreesAndContexts) {
   }
   EXPECT_EQ(driver_->vram_free(), before);
   EXPECT_EQ(driver_->impl()->instmem()->bar3_free(), bar3_before);
+}
+
+TEST_F(GuestDriverTest, AFreedInstanceObjectsBar3RangeServesTheNextObjectItsOwnVram) {
+  // Free unmaps an object's BAR3 pages without a TLB flush; the next Allocate of that range flushes
+  // before using it, so the software GPU's TLB (which really caches) never shows the old VRAM.
+  InstMem* instmem = driver_->impl()->instmem();
+  auto a = instmem->Allocate(4096);
+  ASSERT_TRUE(a.ok());
+  const uint32_t old_word = 0xaaaa5555;
+  ASSERT_TRUE(instmem->Write(*a, 0, &old_word, 4).ok());
+  uint32_t seen = 0;
+  ASSERT_TRUE(instmem->Read(*a, 0, &seen, 4).ok());  // the translation is in the TLB now
+  instmem->Free(*a);
+  const uint64_t held = *driver_->impl()->vram()->Allocate(4096, 4096);  // a's VRAM, kept from b
+  ASSERT_EQ(held, a->vram);
+  auto b = instmem->Allocate(4096);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->bar3, a->bar3) << "the lowest free BAR3 range comes back";
+  EXPECT_NE(b->vram, a->vram);
+  ASSERT_TRUE(instmem->Read(*b, 0, &seen, 4).ok());
+  EXPECT_EQ(seen, 0u) << "a new object reads zeroed, from its own VRAM";
+  // a's VRAM, through the PRAMIN window: untouched by b's zeroing.
+  gpu_->device()->WriteReg(gf100::pbus::kPraminBase, uint32_t(a->vram >> 16));
+  EXPECT_EQ(gpu_->device()->Read32(Bar::k0, gf100::pbus::kPraminWindow + (a->vram & 0xffff)),
+            old_word);
+  instmem->Free(*b);
+  driver_->impl()->vram()->Free(held);
 }
 
 TEST_F(GuestDriverTest, ExhaustingVramIsAnErrorNotACrash) {

@@ -88,9 +88,15 @@ Status InstMem::Bootstrap() {
   };
   pramin_write64(pd_vram,
                  vm::pde::Make(vm::PdeTarget::kNone, 0, vm::PdeTarget::kVram, pt_vram, pt_size));
+  // The PTEs are consecutive words of the window: one memcpy_toio of the same stores in the same
+  // order (a rep movsd where the bus traps).
+  std::vector<uint32_t> ptes;
   for (uint64_t p = 0; p < boot_bytes_ / kPage; ++p) {
-    pramin_write64(pt_vram + p * vm::kEntrySize, vm::pte::Make(boot_vram_ + p * kPage));
+    const uint64_t pte = vm::pte::Make(boot_vram_ + p * kPage);
+    ptes.push_back(uint32_t(pte));
+    ptes.push_back(uint32_t(pte >> 32));
   }
+  bus_->WriteRegs(pbus::kPraminWindow + (pt_vram - boot_vram_), ptes);
   pramin_write64(instance_vram_ + ramin::kPageDirLo, pd_vram);  // target VRAM (0) in bits 0-1
   pramin_write64(instance_vram_ + ramin::kVmLimitLo, limit);
   bus_->WriteReg(pbus::kBar3Inst,
@@ -121,12 +127,8 @@ InstMem::~InstMem() {
 }
 
 Status InstMem::MapPages(uint64_t bar3, uint64_t vram, uint64_t pages) {
-  if (vram == 0) {
-    GPUVM_RETURN_IF_ERROR(writer_->ClearEntries(directory_, page_table_, bar3 / kPage, pages));
-    return writer_->Flush(directory_);
-  }
   std::vector<uint64_t> ptes(pages);
-  for (uint64_t p = 0; p < pages; ++p) ptes[p] = vram ? vm::pte::Make(vram + p * kPage) : 0;
+  for (uint64_t p = 0; p < pages; ++p) ptes[p] = vm::pte::Make(vram + p * kPage);
   GPUVM_RETURN_IF_ERROR(writer_->WriteEntries(directory_, page_table_, bar3 / kPage, ptes));
   return writer_->Flush(directory_);
 }
@@ -162,7 +164,10 @@ Result<InstObject> InstMem::Allocate(uint64_t size) {
 
 void InstMem::Free(const InstObject& object) {
   if (!object.valid()) return;
-  (void)MapPages(object.bar3, 0, object.size / kPage);
+  // Unmapped without a TLB flush: nothing touches a freed object's BAR3 range, and the range is
+  // mapped again only by Allocate, whose flush (before the new object is used) drops whatever the
+  // TLB still holds of it. Tearing a context down frees a dozen objects: a dozen flushes saved.
+  (void)writer_->ClearEntries(directory_, page_table_, object.bar3 / kPage, object.size / kPage);
   vram_->Free(object.vram);
   std::lock_guard lock(mu_);
   (void)bar3_va_.Free(object.bar3);

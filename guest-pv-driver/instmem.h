@@ -6,7 +6,8 @@
 //
 // BAR3 layout (our choice): a bootstrap region at BAR3 offset 0 holds BAR3's page table (mapped
 // into BAR3 itself, so later PTE updates go through BAR3), its page directory and instance block;
-// objects are mapped after it on demand, each mapping followed by a TLB flush of BAR3's space.
+// objects are mapped after it on demand, each mapping followed by a TLB flush of BAR3's space (a
+// freed object's pages are unmapped without one: the next mapping's flush covers them).
 // Only the first page-directory entry of BAR3 is used: at most 128 MiB of BAR3 (our choice).
 //
 // Threading: thread-safe. Objects are independent; callers serialize writes to one object.

@@ -580,18 +580,20 @@ void LocalTrapBus::Write(Bar bar, uint64_t offset, Width width, uint64_t value) 
   if (!s.ok()) Failed(s);
 }
 
-Status LocalTrapBus::RepTransfer(uint32_t vcpu, bool read, uint64_t gpa, uint64_t length) {
-  // Whole 8-byte elements where the BAR offset allows, single bytes for a ragged head and tail: one
-  // trap per piece, each at most a page.
+Status LocalTrapBus::RepTransfer(uint32_t vcpu, bool read, uint64_t gpa, uint64_t length,
+                                 uint32_t whole) {
+  // Whole elements where the BAR offset allows, single bytes for a ragged head and tail: one trap
+  // per piece, each at most a page.
   const uint64_t bounce = vm_->vcpus_[vcpu]->bounce_gpa;
   uint64_t done = 0;
   while (done < length) {
     const uint64_t at = gpa + done;
-    uint32_t element = 8;
-    uint64_t bytes = (length - done) & ~uint64_t{7};
-    if (at % 8 != 0 || bytes == 0) {
+    uint32_t element = whole;
+    uint64_t bytes = (length - done) & ~uint64_t{whole - 1};
+    if (at % whole != 0 || bytes == 0) {
       element = 1;
-      bytes = std::min<uint64_t>(length - done, at % 8 != 0 ? 8 - at % 8 : length - done);
+      bytes =
+          std::min<uint64_t>(length - done, at % whole != 0 ? whole - at % whole : length - done);
     }
     hv::IoRequest r;
     r.vcpu = vcpu;
@@ -668,6 +670,26 @@ Status LocalTrapBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint6
     done += chunk;
   }
   return Status::Ok();
+}
+
+void LocalTrapBus::WriteRegs(uint64_t offset, std::span<const uint32_t> values) {
+  const uint64_t length = values.size() * 4;
+  if (length == 0 || offset % 4 != 0 || !Fits(Bar::k0, offset, length)) {
+    Bus::WriteRegs(offset, values);  // what single writes would do with it
+    return;
+  }
+  const auto* in = reinterpret_cast<const uint8_t*>(values.data());
+  for (uint64_t done = 0; done < length;) {
+    if (failed_.load(std::memory_order_relaxed) != 0) return;  // dropped
+    // Up to the next page boundary of BAR0: a rep transfer never crosses one.
+    const uint64_t chunk = std::min(kPage - (offset + done) % kPage, length - done);
+    Status s = vm_->OnVcpu([&](uint32_t v) -> Status {
+      std::memcpy(vm_->ram_.data() + vm_->vcpus_[v]->bounce_gpa, in + done, chunk);
+      return RepTransfer(v, false, bar0_ + offset + done, chunk, 4);
+    });
+    if (!s.ok()) Failed(s);
+    done += chunk;
+  }
 }
 
 Status LocalTrapBus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {

@@ -7,6 +7,7 @@
 //   ReadBlock/WriteBlock rep movs through a bounce page of guest RAM: one trap per <= 4 KiB piece
 //                       (Xen issues rep MMIO a page at a time), which the device model splits into
 //                       elements for the aggregator
+//   WriteRegs           rep movsd of 32-bit elements into BAR0 (the PRAMIN window), a trap per page
 //   FillBlock           rep stos (no buffer: the value is in the ioreq), 8-byte elements, at most
 //                       4096 per trap as Xen clips a rep string instruction: zeroing a 256 KiB
 //                       page table is 8 traps instead of 64
@@ -168,6 +169,7 @@ class LocalTrapBus final : public Bus {
   Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;
   Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override;
   Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) override;
+  void WriteRegs(uint64_t offset, std::span<const uint32_t> values) override;
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override;
   Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override;
   Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;
@@ -183,8 +185,9 @@ class LocalTrapBus final : public Bus {
   Status Enumerate();
   bool Fits(Bar bar, uint64_t offset, uint64_t length) const;
   void Failed(const Status& why);
-  // One rep transfer of `length` <= 4096 bytes through the vCPU's bounce page.
-  Status RepTransfer(uint32_t vcpu, bool read, uint64_t gpa, uint64_t length);
+  // One rep transfer of `length` <= 4096 bytes through the vCPU's bounce page, in elements of
+  // `element` bytes (8 or 4) where the address allows.
+  Status RepTransfer(uint32_t vcpu, bool read, uint64_t gpa, uint64_t length, uint32_t element = 8);
 
   std::shared_ptr<LocalVmGuest> vm_;
   LocalTrapBusOptions options_;
