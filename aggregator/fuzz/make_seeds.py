@@ -19,8 +19,8 @@ def name(text):
     return text.encode().ljust(32, b"\0")
 
 
-def hello(seq):
-    return message(0x0001, seq, struct.pack("<HHI", 1, 2, 0) + name("gpuvm-dm"))
+def hello(seq, max_version=2):
+    return message(0x0001, seq, struct.pack("<HHI", 1, max_version, 0) + name("gpuvm-dm"))
 
 
 def vm_config(seq, domid=1, ram=1 << 20):
@@ -47,6 +47,10 @@ def mmio_write(seq, bar, size, offset, value, vcpu=0):
 def mmio_write_block(seq, bar, size, offset, data, vcpu=0):
     count = len(data) // size
     return message(0x0014, seq, struct.pack("<BBHIQ", bar, size, count, vcpu, offset) + data)
+
+
+def mmio_write_fill(seq, bar, size, count, offset, value, vcpu=0):
+    return message(0x0017, seq, struct.pack("<BBHIQIIQ", bar, size, 0, vcpu, offset, count, 0, value))
 
 
 def mmio_read_block(seq, bar, size, count, offset, vcpu=0):
@@ -100,6 +104,15 @@ SEEDS = {
     + record(1, fast_lane(7))
     + record(2, mmio_write_block(8, 1, 1, 0x10, bytes(range(40))))
     + record(2, mmio_read_block(9, 3, 8, 60, 0x1000)),
+    "fills": record(0, hello(1, max_version=4))
+    + record(0, vm_config(2))
+    + record(1, guest_memory(3))
+    + record(0, mmio_write(4, 0, 4, 0x1700, 0x2))
+    + record(0, mmio_write_fill(5, 0, 4, 16, 0x700100, 0xA5A5A5A5))
+    + record(0, mmio_read_block(6, 0, 4, 16, 0x700100))
+    + record(1, fast_lane(7))
+    + record(2, mmio_write_fill(8, 3, 8, 4096, 0x2000, 0))
+    + record(2, mmio_write_fill(9, 3, 8, 2, (64 << 20) - 8, 0)),
     "wrong_memory": record(0, hello(1)) + record(0, vm_config(2)) + record(5, guest_memory(3)),
 }
 
