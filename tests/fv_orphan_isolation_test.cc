@@ -67,6 +67,13 @@ TEST_F(FvOrphanIsolationTest, AGuestWhoseDeviceModelDiedCannotReachTheNextVmsVra
   Process a = StartVm(
       {"--mode", "fv-bar-remap", "--name", "orphan", "--vram-mib", "64", "--pid-file", pids},
       {"orphan", dir_}, "orphan");
+  // Whatever happens below, A's (stopped) launcher and its guest do not outlive the test.
+  struct KillGroup {
+    Process* p;
+    ~KillGroup() {
+      if (!p->Exited()) (void)p->Wait(std::chrono::seconds(0));
+    }
+  } kill_a{&a};
   ASSERT_TRUE(WaitForFile(dir_ + "/orphan-ready", a, std::chrono::seconds(90))) << a.Logs();
   ASSERT_TRUE(WaitForFile(pids, a, std::chrono::seconds(10))) << a.Logs();
   std::istringstream in(ReadFile(pids));
@@ -110,6 +117,18 @@ TEST_F(FvOrphanIsolationTest, AGuestWhoseDeviceModelDiedCannotReachTheNextVmsVra
   EXPECT_EQ(b.exit_code(), 0) << b.Logs();
   EXPECT_NE(b.out().find("PASSED victim"), std::string::npos) << b.Logs();
 
+  std::ofstream(holder_dir + "/check") << "go\n";
+  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  EXPECT_EQ(holder.exit_code(), 0) << holder.Logs();
+  EXPECT_NE(holder.out().find("PASSED victim"), std::string::npos) << holder.Logs();
+
+  // No fv VM is left, but A's guest still runs: a pt VM, which would own all of VRAM, is refused.
+  Process pt = StartVm({"--mode", "pt", "--name", "pt"}, {"victim", dir_}, "pt");
+  ASSERT_TRUE(pt.Wait(std::chrono::seconds(60))) << pt.Logs();
+  EXPECT_NE(pt.exit_code(), 0) << pt.Logs();
+  EXPECT_NE(pt.err().find("quarantined until their guests are gone"), std::string::npos)
+      << pt.Logs();
+
   // A's launcher goes (its guest dies with it): the quarantine ends at the next admission.
   ::kill(a.pid, SIGKILL);
   ASSERT_TRUE(a.Wait(std::chrono::seconds(10)));
@@ -122,10 +141,6 @@ TEST_F(FvOrphanIsolationTest, AGuestWhoseDeviceModelDiedCannotReachTheNextVmsVra
   ASSERT_TRUE(c.Wait(std::chrono::seconds(60))) << c.Logs();
   EXPECT_EQ(c.exit_code(), 0) << c.Logs();
   EXPECT_TRUE(WaitForLog("its guest is gone", std::chrono::seconds(10))) << AggregatorLog();
-  std::ofstream(holder_dir + "/check") << "go\n";
-  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
-  EXPECT_EQ(holder.exit_code(), 0) << holder.Logs();
-  EXPECT_NE(holder.out().find("PASSED victim"), std::string::npos) << holder.Logs();
 }
 
 }  // namespace
