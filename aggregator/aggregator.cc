@@ -305,8 +305,9 @@ Status Aggregator::RemoveVm(VmId id) {
     q.who = vm->Describe();
     if (vm->config.backend == ipc::Backend::kLocal) {
       auto probe = std::make_shared<hv::local::UniqueFd>(std::move(vm->ram_probe));
-      // Without a probe (no RAM was given) nothing can have been mapped: released at once.
-      q.gone = [probe] { return !probe->valid() || LocalRamReleased(probe->get()); };
+      // Without a probe (its device model never gave the RAM) there is no telling when the guest
+      // is gone: kept until the aggregator exits (gpuvm-dm always gives it before the guest runs).
+      q.gone = [probe] { return probe->valid() && LocalRamReleased(probe->get()); };
     } else {
       const uint32_t domid = vm->config.domid;
       q.gone = [domid] { return XenDomainGone(domid); };
