@@ -108,6 +108,17 @@ void RepMovs(void* dst, const void* src, uint64_t length) {
   asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(bytes) : : "memory");
 }
 
+// memset of MMIO as string instructions: `rep stosq` of the byte pattern, then `rep stosb` for a
+// tail. Xen emulates it as ioreqs without a buffer (the value in the ioreq) of up to 4096
+// repetitions each.
+void RepStos(void* dst, uint8_t byte, uint64_t length) {
+  uint64_t quads = length / 8;
+  uint64_t bytes = length % 8;
+  const uint64_t pattern = uint64_t{byte} * 0x0101010101010101ull;
+  asm volatile("cld\n\trep stosq" : "+D"(dst), "+c"(quads) : "a"(pattern) : "memory");
+  asm volatile("rep stosb" : "+D"(dst), "+c"(bytes) : "a"(pattern) : "memory");
+}
+
 // One volatile access per 8 bytes (then per byte): the slow path, kept to compare and as a
 // fallback.
 void WordCopy(void* dst, const void* src, uint64_t length) {
@@ -391,6 +402,15 @@ Status SysfsBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t 
   } else {
     WordCopy(io, src, length);
   }
+  return Status::Ok();
+}
+
+Status SysfsBus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {
+  if (options_.block_transfer != SysfsBusOptions::BlockTransfer::kRepMovs) {
+    return Bus::FillBlock(bar, offset, byte, length);  // word by word, through WriteBlock
+  }
+  GPUVM_ASSIGN_OR_RETURN(uint8_t * io, BlockTarget(bar, offset, length));
+  if (length != 0) RepStos(io, byte, length);
   return Status::Ok();
 }
 

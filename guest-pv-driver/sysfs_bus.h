@@ -12,6 +12,8 @@
 //                       then bytes for a tail): Xen emulates the instruction as ioreqs of up to a
 //                       page each with data_is_ptr, so a 4 KiB block costs about one trap to dom0
 //                       instead of 512. kWords instead does one trapped access per 8 bytes.
+//   FillBlock           `rep stos` on the mapping: Xen emulates it as ioreqs without a buffer of up
+//                       to 4096 repetitions (8-byte elements), which gpuvm-dm forwards as fills.
 //   MapDma              mlock()s the pages and reads their physical frame numbers from
 //                       /proc/self/pagemap (needs CAP_SYS_ADMIN: without it the kernel reports
 //                       frame 0, which MapDma refuses). In an HVM guest the frame is the
@@ -79,6 +81,7 @@ class SysfsBus final : public Bus {
   void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override;
   Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;
   Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override;
+  Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) override;
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override;
   Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;
 

@@ -219,6 +219,17 @@ TEST_P(GuestDriverSysfsBusBlockTest, BlocksOfAnyLengthAndOffset) {
   std::vector<uint8_t> tail(100, 0x5a);
   ASSERT_TRUE(b.WriteBlock(Bar::k3, kBar3 - 100, tail.data(), 100).ok());
   EXPECT_EQ(Peek(3, kBar3 - 100, 100), tail);
+  // Fills (memset_io) of any length and offset, nothing past their end.
+  for (uint64_t length : {1ull, 9ull, 4096ull, 12345ull}) {
+    for (uint64_t offset : {0ull, 3ull, 4095ull}) {
+      ASSERT_TRUE(b.FillBlock(Bar::k3, offset, 0xee, length + 1).ok());
+      ASSERT_TRUE(b.FillBlock(Bar::k3, offset, 0x3c, length).ok());
+      EXPECT_EQ(Peek(3, offset, length), std::vector<uint8_t>(length, 0x3c));
+      EXPECT_EQ(Peek(3, offset + length, 1), std::vector<uint8_t>(1, 0xee));
+    }
+  }
+  EXPECT_EQ(b.FillBlock(Bar::k3, kBar3 - 4, 0, 8).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(b.FillBlock(Bar::k0, 0, 0, 8).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(GuestDriverSysfsBusBlockTest, BadBlocksAreRefused) {
