@@ -137,9 +137,21 @@ void Dispatcher::FinishLocked(const Running& run, Duration gpu_time, Status stat
   done->push_back(std::move(d));
 }
 
-void Dispatcher::Step() {
+void Dispatcher::Step() { (void)TryStep(false); }
+
+bool Dispatcher::PollNow() { return TryStep(true); }
+
+bool Dispatcher::TryStep(bool poll_now) {
   std::unique_lock lock(mu_);
-  if (stepping_) return;
+  if (poll_now) poll_now_ = true;
+  if (stepping_) {
+    if (poll_now) {  // as Wake(): the stepping thread, or the dispatch thread after it, polls
+      ++kicks_;
+      lock.unlock();
+      cv_.notify_all();
+    }
+    return false;
+  }
   stepping_ = true;
   std::vector<SubmissionDone> done;
   for (int round = 0; round < kMaxRoundsPerStep; ++round) {
@@ -195,6 +207,7 @@ void Dispatcher::Step() {
   if (options_.on_done) {
     for (const SubmissionDone& d : done) options_.on_done(d);
   }
+  return true;
 }
 
 std::optional<TimePoint> Dispatcher::NextWakeupLocked() const {

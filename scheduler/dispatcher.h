@@ -28,8 +28,9 @@
 // broken channel of one VM cannot stall the others.
 //
 // Threading: every public method is thread-safe. SubmissionSink methods are called only from the
-// thread that runs Step() (the dispatch thread), never under the dispatcher's lock, so the sink
-// may call back into the dispatcher (Wake, Stats). on_done runs on that same thread.
+// thread that runs Step() (the dispatch thread, or a PollNow() caller), one Step at a time, never
+// under the dispatcher's lock, so the sink may call back into the dispatcher (Wake, PollNow,
+// Stats). on_done runs on that same thread.
 #ifndef GPUVM_SCHEDULER_DISPATCHER_H_
 #define GPUVM_SCHEDULER_DISPATCHER_H_
 
@@ -140,6 +141,11 @@ class Dispatcher {
   // fires an expired hold, starts what the scheduler chose. Driven mode only (own_thread: the
   // thread calls it; calling it too is harmless but pointless).
   void Step();
+  // The caller saw something (as Wake) and steps now on its own thread: polls the running
+  // submission and, when it is done, starts the next one there and then — no wake-up of the
+  // dispatch thread on the way. For the GPU's engine thread when a channel runs dry. If a Step is
+  // running elsewhere it is Wake() instead (false).
+  bool PollNow();
   // When Step() next has something to do: nullopt means only a Submit/Wake/policy change can
   // create work.
   std::optional<TimePoint> NextWakeup() const;
@@ -163,6 +169,7 @@ class Dispatcher {
 
   Dispatcher(Clock* clock, SubmissionSink* sink, DispatcherOptions options,
              std::unique_ptr<Scheduler> scheduler);
+  bool TryStep(bool poll_now);
   void ApplyLocked(const Result<Decision>& decision, TimePoint now);
   void RecordLocked(const SubmissionDone& done);
   void FinishLocked(const Running& run, Duration gpu_time, Status status,

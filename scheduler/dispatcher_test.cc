@@ -183,6 +183,38 @@ TEST(DispatcherTest, MeasuresGpuTimeByPollingWhenTheEngineCannotTell) {
   EXPECT_EQ(f.Vm(1).gpu_time, 1100us);
 }
 
+// Whoever sees the engine finish (the GPU's engine thread) calls PollNow: the submission completes
+// and the next one starts right then, on the caller's thread, before the poll interval is up.
+TEST(DispatcherTest, PollNowCompletesAndStartsTheNextAtOnce) {
+  DispatcherOptions o = Driven(PolicyKind::kFifo);
+  o.poll_interval = 1s;
+  Fixture f(o);
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 100).ok());
+  f.sink.SetLength(1, 10us);
+  f.sink.SetLength(2, 10us);
+  ASSERT_TRUE(f.dispatcher->Submit(1, 1).ok());
+  ASSERT_TRUE(f.dispatcher->Submit(1, 2).ok());
+  f.dispatcher->Step();  // 1 starts
+  ASSERT_EQ(f.sink.order, std::vector<SubmissionHandle>{1});
+  f.clock.Advance(10us);
+  f.dispatcher->Step();  // the poll is not due: nothing
+  EXPECT_TRUE(f.done.empty());
+  EXPECT_TRUE(f.dispatcher->PollNow());
+  ASSERT_EQ(f.done.size(), 1u);
+  EXPECT_EQ(f.done[0].handle, 1u);
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{1, 2}));
+  // From another thread (the engine's), the same.
+  f.clock.Advance(10us);
+  f.sink.SetLength(3, 10us);
+  ASSERT_TRUE(f.dispatcher->Submit(1, 3).ok());
+  bool stepped = false;
+  std::thread engine([&] { stepped = f.dispatcher->PollNow(); });
+  engine.join();
+  EXPECT_TRUE(stepped);
+  ASSERT_EQ(f.done.size(), 2u);
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{1, 2, 3}));
+}
+
 TEST(DispatcherTest, KeepsEachVmsOrderUnderEveryPolicy) {
   for (PolicyKind kind : {PolicyKind::kFifo, PolicyKind::kCredit, PolicyKind::kBand}) {
     Fixture f(Driven(kind));

@@ -127,8 +127,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   }
   GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
                          sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));
-  // The software GPU says when a channel runs dry: completion is seen then, not at the next poll.
-  p->sink_->SetWake([d = p->dispatcher_.get()] { d->Wake(); });
+  // The software GPU says when a channel runs dry: completion is seen then, not at the next poll,
+  // and the next submission starts on the GPU's engine thread (PollNow) without a thread hand-off.
+  p->sink_->SetWake([d = p->dispatcher_.get()] { (void)d->PollNow(); });
   p->directory_ = std::make_unique<AggregatorDirectory>(&server.aggregator());
   ServiceOptions service;
   service.shares = options.shares;

@@ -13,13 +13,16 @@ void FvEngineSink::SetWake(std::function<void()> wake) {
 }
 
 void FvEngineSink::Attach(aggregator::FvHost* host) {
-  std::lock_guard lock(mu_);
-  host_ = host;
-  // CHAN_BUSY_US exists on the software GPU only (the only GPU fv runs on today: a real card would
-  // need an IOMMU mapping of guest RAM); elsewhere GPU time falls back to wall time.
-  busy_counter_ = host != nullptr && host->gpu().Describe().rfind("sim", 0) == 0;
+  {
+    std::lock_guard lock(mu_);
+    host_ = host;
+    // CHAN_BUSY_US exists on the software GPU only (the only GPU fv runs on today: a real card
+    // would need an IOMMU mapping of guest RAM); elsewhere GPU time falls back to wall time.
+    busy_counter_ = host != nullptr && host->gpu().Describe().rfind("sim", 0) == 0;
+  }
   if (host != nullptr) {
-    // Any channel running dry is worth a poll: at most one submission runs at a time.
+    // Any channel running dry is worth a poll: at most one submission runs at a time. Set outside
+    // mu_: the handler may step the dispatcher, which calls Poll/Start (they take mu_).
     host->gpu().SetChannelDrainedHandler([this](uint32_t) {
       std::lock_guard wake_lock(wake_mu_);
       if (wake_) wake_();
@@ -28,11 +31,14 @@ void FvEngineSink::Attach(aggregator::FvHost* host) {
 }
 
 void FvEngineSink::Detach(aggregator::FvHost* host) {
-  std::lock_guard lock(mu_);
-  if (host_ == host) {
-    host_->gpu().SetChannelDrainedHandler(nullptr);
-    host_ = nullptr;
+  bool attached = false;
+  {
+    std::lock_guard lock(mu_);
+    attached = host_ == host && host != nullptr;
+    if (attached) host_ = nullptr;
   }
+  // Outside mu_ (see Attach); once this returns the handler no longer runs.
+  if (attached) host->gpu().SetChannelDrainedHandler(nullptr);
 }
 
 void FvEngineSink::Remember(sched::SubmissionHandle handle,

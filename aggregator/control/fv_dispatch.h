@@ -12,7 +12,8 @@
 // GPU reads PENDING set while the channel is inside a time slice, so a fetched but unfinished grid
 // is pending). The test runs at once when the GPU says a channel ran out of work
 // (PhysicalGpu::SetChannelDrainedHandler: the software GPU does; the sink then calls the wake
-// function, the dispatcher's Wake), else at the dispatcher's poll interval: without the signal
+// function, the dispatcher's PollNow: the next submission starts right there on the GPU's engine
+// thread, no thread hand-off), else at the dispatcher's poll interval: without the signal
 // every submission waited half a poll interval on average after it had finished (lud, 510
 // launches, ~0.3 ms each at 250 us). A submission whose channel leaves CHAN_TABLE while it runs
 // (its VM stopped the channel; the USER page is zeroed then, so IB_GET would never catch up) is
@@ -28,9 +29,10 @@
 // Detach (or ForgetVm of a VM) nothing more is forwarded for it, and its running submission counts
 // as done at the next poll.
 //
-// Threading: FvEngineSink::Start/Poll on the dispatch thread, Attach/Detach/Forget from the
-// aggregator's owner thread; one mutex, held while the sink touches the host. The queue: owner
-// thread (as SubmissionQueue says).
+// Threading: FvEngineSink::Start/Poll on whichever thread steps the dispatcher (its dispatch
+// thread, or the GPU's engine thread through the drained handler; one at a time), Attach/Detach/
+// Forget from the aggregator's owner thread; one mutex, held while the sink touches the host, and
+// never held while the drained handler is set. The queue: owner thread (as SubmissionQueue says).
 #ifndef GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
 #define GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
 
@@ -50,8 +52,9 @@ class FvEngineSink final : public sched::SubmissionSink {
  public:
   explicit FvEngineSink(sched::Duration max_run = std::chrono::seconds(5)) : max_run_(max_run) {}
 
-  // What to call when the GPU says a channel ran out of work (the dispatcher's Wake); empty: none.
-  // Set it before the first Attach, and empty before whatever it calls goes.
+  // What to call when the GPU says a channel ran out of work (the dispatcher's PollNow, which
+  // completes the submission and starts the next on the GPU's engine thread, or Wake); empty:
+  // none. Set it before the first Attach, and empty before whatever it calls goes.
   void SetWake(std::function<void()> wake);
   void Attach(aggregator::FvHost* host);
   void Detach(aggregator::FvHost* host);
@@ -80,7 +83,9 @@ class FvEngineSink final : public sched::SubmissionSink {
   // Has the submission's channel finished everything up to its IB_PUT? (mu_ held, host_ set)
   bool CaughtUp(const aggregator::Submission& submission);
   const sched::Duration max_run_;
-  std::mutex wake_mu_;  // guards wake_ (called on the GPU's engine thread)
+  // Guards wake_, called on the GPU's engine thread; recursive: wake_ may step the dispatcher,
+  // whose Start may call wake_ again on the same thread.
+  std::recursive_mutex wake_mu_;
   std::function<void()> wake_;
   std::mutex mu_;
   aggregator::FvHost* host_ = nullptr;

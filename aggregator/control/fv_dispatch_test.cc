@@ -124,8 +124,9 @@ TEST(FvDispatchTest, TwoVmsThroughTheDispatcherAreChargedDeviceTime) {
 }
 
 // The software GPU says when a channel runs dry, and the sink passes that on (its wake function,
-// the dispatcher's Wake), so completions are seen then rather than at the next poll (here the
-// longest the dispatcher allows, 1 s). After Detach nothing calls the wake function any more.
+// the dispatcher's PollNow, on the GPU's engine thread), so completions are seen then rather than
+// at the next poll (here the longest the dispatcher allows, 1 s). After Detach nothing calls the
+// wake function any more.
 TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   auto world = FvTestWorld::Create({});
   ASSERT_TRUE(world.ok()) << world.status().ToString();
@@ -139,7 +140,7 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   std::atomic<int> wakes{0};
   sink.SetWake([&] {
     ++wakes;
-    (*dispatcher)->Wake();
+    (void)(*dispatcher)->PollNow();  // as the aggregator does
   });
   auto vm = (*world)->AddVm(
       {.mode = FvMode::kOptimized, .vram_bytes = 32 * kMiB, .channels = 4, .vm_id = 0, .name = ""});
