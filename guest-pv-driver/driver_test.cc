@@ -249,21 +249,23 @@ TEST_F(GuestDriverTest, VramComesBackAfterFreesAndContexts) {
 }
 
 TEST_F(GuestDriverTest, AFreedInstanceObjectsBar3RangeServesTheNextObjectItsOwnVram) {
-  // Free unmaps an object's BAR3 pages without a TLB flush; the next Allocate of that range flushes
-  // before using it, so the software GPU's TLB (which really caches) never shows the old VRAM.
+  // An object larger than an instance-memory chunk is mapped on its own. Free unmaps it without a
+  // TLB flush; the next Allocate of that range flushes before using it, so the software GPU's TLB
+  // (which really caches) never shows the old VRAM.
   InstMem* instmem = driver_->impl()->instmem();
-  auto a = instmem->Allocate(4096);
+  constexpr uint64_t kBig = 2 << 20;
+  auto a = instmem->Allocate(kBig);
   ASSERT_TRUE(a.ok());
   const uint32_t old_word = 0xaaaa5555;
   ASSERT_TRUE(instmem->Write(*a, 0, &old_word, 4).ok());
   uint32_t seen = 0;
   ASSERT_TRUE(instmem->Read(*a, 0, &seen, 4).ok());  // the translation is in the TLB now
   instmem->Free(*a);
-  const uint64_t held = *driver_->impl()->vram()->Allocate(4096, 4096);  // a's VRAM, kept from b
+  const uint64_t held = *driver_->impl()->vram()->Allocate(kBig, 4096);  // a's VRAM, kept from b
   ASSERT_EQ(held, a->vram);
-  auto b = instmem->Allocate(4096);
+  auto b = instmem->Allocate(kBig);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->bar3, a->bar3) << "the lowest free BAR3 range comes back";
+  ASSERT_EQ(b->bar3, a->bar3) << "the lowest free BAR3 range comes back";
   EXPECT_NE(b->vram, a->vram);
   ASSERT_TRUE(instmem->Read(*b, 0, &seen, 4).ok());
   EXPECT_EQ(seen, 0u) << "a new object reads zeroed, from its own VRAM";
@@ -273,6 +275,31 @@ TEST_F(GuestDriverTest, AFreedInstanceObjectsBar3RangeServesTheNextObjectItsOwnV
             old_word);
   instmem->Free(*b);
   driver_->impl()->vram()->Free(held);
+}
+
+TEST_F(GuestDriverTest, SmallInstanceObjectsShareMappedChunksThatGoBackWhenEmpty) {
+  InstMem* instmem = driver_->impl()->instmem();
+  const uint64_t vram_before = driver_->vram_free();
+  const uint64_t bar3_before = instmem->bar3_free();
+  // 2 MiB of 256 KiB objects: more than the first chunk has left, so new chunks are mapped.
+  std::vector<InstObject> objects;
+  for (uint32_t i = 0; i < 8; ++i) {
+    auto o = instmem->Allocate(256 << 10);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    ASSERT_TRUE(instmem->Write(*o, (256 << 10) - 4, &i, 4).ok());
+    objects.push_back(*o);
+  }
+  EXPECT_LT(instmem->bar3_free(), bar3_before);
+  // Within a chunk, objects lie at the same distance in BAR3 as in VRAM (one mapping).
+  EXPECT_EQ(objects[5].vram - objects[4].vram, objects[5].bar3 - objects[4].bar3);
+  for (uint32_t i = 0; i < objects.size(); ++i) {
+    uint32_t seen = ~0u;
+    ASSERT_TRUE(instmem->Read(objects[i], (256 << 10) - 4, &seen, 4).ok());
+    EXPECT_EQ(seen, i);
+  }
+  for (const InstObject& o : objects) instmem->Free(o);
+  EXPECT_EQ(driver_->vram_free(), vram_before) << "emptied chunks go back";
+  EXPECT_EQ(instmem->bar3_free(), bar3_before);
 }
 
 TEST_F(GuestDriverTest, ExhaustingVramIsAnErrorNotACrash) {

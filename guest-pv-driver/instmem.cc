@@ -122,6 +122,7 @@ InstMem::~InstMem() {
   if (instance_vram_ != 0) {
     bus_->WriteReg(pbus::kBar3Inst, 0);
     (void)writer_->DetachSpace(directory_);
+    for (const auto& chunk : chunks_) vram_->Free(chunk->vram);
     vram_->Free(boot_vram_);
   }
 }
@@ -136,6 +137,39 @@ Status InstMem::MapPages(uint64_t bar3, uint64_t vram, uint64_t pages) {
 Result<InstObject> InstMem::Allocate(uint64_t size) {
   if (size == 0) return Status::InvalidArgument("empty instance object");
   size = AlignUp(size, kPage);
+  Result<InstObject> object = size <= kChunkBytes ? AllocateInChunk(size) : AllocateDedicated(size);
+  if (!object.ok()) return object;
+  Status s = Zero(*object, 0, size);
+  if (!s.ok()) {
+    Free(*object);
+    return s;
+  }
+  return object;
+}
+
+InstObject InstMem::TakeFromChunk(uint64_t size) {
+  for (const auto& chunk : chunks_) {
+    Result<uint64_t> at = chunk->objects.Allocate(size, kPage);
+    if (!at.ok()) continue;
+    ++chunk->live;
+    return InstObject{chunk->vram + (*at - chunk->bar3), *at, size};
+  }
+  return {};
+}
+
+Result<InstObject> InstMem::AllocateInChunk(uint64_t size) {
+  {
+    std::lock_guard lock(mu_);
+    if (InstObject object = TakeFromChunk(size); object.valid()) return object;
+  }
+  // A new chunk: mapped (one PTE block, one flush) before anything in it is used.
+  GPUVM_ASSIGN_OR_RETURN(InstObject chunk, AllocateDedicated(kChunkBytes));
+  std::lock_guard lock(mu_);
+  chunks_.push_back(std::make_unique<Chunk>(chunk.bar3, chunk.vram, chunk.size));
+  return TakeFromChunk(size);
+}
+
+Result<InstObject> InstMem::AllocateDedicated(uint64_t size) {
   uint64_t bar3;
   {
     std::lock_guard lock(mu_);
@@ -154,9 +188,8 @@ Result<InstObject> InstMem::Allocate(uint64_t size) {
   }
   InstObject object{*vram, bar3, size};
   Status s = MapPages(bar3, object.vram, size / kPage);
-  if (s.ok()) s = Zero(object, 0, size);
   if (!s.ok()) {
-    Free(object);
+    Unmap(object);
     return s;
   }
   return object;
@@ -164,9 +197,28 @@ Result<InstObject> InstMem::Allocate(uint64_t size) {
 
 void InstMem::Free(const InstObject& object) {
   if (!object.valid()) return;
-  // Unmapped without a TLB flush: nothing touches a freed object's BAR3 range, and the range is
-  // mapped again only by Allocate, whose flush (before the new object is used) drops whatever the
-  // TLB still holds of it. Tearing a context down frees a dozen objects: a dozen flushes saved.
+  InstObject emptied;  // a chunk to give back
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      Chunk& c = *chunks_[i];
+      if (object.bar3 < c.bar3 || object.bar3 - c.bar3 >= c.size) continue;
+      if (!c.objects.Free(object.bar3).ok()) return;  // not an object of ours: ignore it
+      if (--c.live == 0 && i != 0) {
+        emptied = {c.vram, c.bar3, c.size};
+        chunks_.erase(chunks_.begin() + static_cast<ptrdiff_t>(i));
+      }
+      break;
+    }
+    if (!emptied.valid() && object.size <= kChunkBytes) return;  // stays mapped in its chunk
+  }
+  Unmap(emptied.valid() ? emptied : object);
+}
+
+void InstMem::Unmap(const InstObject& object) {
+  // Unmapped without a TLB flush: nothing touches a freed object's (or emptied chunk's) BAR3 range,
+  // and the range is mapped again only by Allocate, whose flush (before anything in it is used)
+  // drops whatever the TLB still holds of it.
   (void)writer_->ClearEntries(directory_, page_table_, object.bar3 / kPage, object.size / kPage);
   vram_->Free(object.vram);
   std::lock_guard lock(mu_);

@@ -7,7 +7,10 @@
 // BAR3 layout (our choice): a bootstrap region at BAR3 offset 0 holds BAR3's page table (mapped
 // into BAR3 itself, so later PTE updates go through BAR3), its page directory and instance block;
 // objects are mapped after it on demand, each mapping followed by a TLB flush of BAR3's space (a
-// freed object's pages are unmapped without one: the next mapping's flush covers them).
+// freed object's pages are unmapped without one: the next mapping's flush covers them). Objects of
+// up to a chunk (1 MiB, our choice) come from chunks mapped whole — one PTE block and one flush per
+// chunk instead of per object (a driver start allocates about a dozen objects, each flush four
+// trapped accesses in a VM); an emptied chunk other than the first is unmapped and given back.
 // Only the first page-directory entry of BAR3 is used: at most 128 MiB of BAR3 (our choice).
 //
 // Threading: thread-safe. Objects are independent; callers serialize writes to one object.
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "base/status.h"
 #include "guest-pv-driver/bus.h"
@@ -77,6 +81,20 @@ class InstMem {
       : bus_(bus), vram_(vram), writer_(writer), large_page_shift_(large_page_shift) {}
   Status Bootstrap();
   Status MapPages(uint64_t bar3, uint64_t vram, uint64_t pages);
+  // A mapped chunk of VRAM at a BAR3 range, objects suballocated from it.
+  struct Chunk {
+    Chunk(uint64_t b, uint64_t v, uint64_t n) : bar3(b), vram(v), size(n), objects(b, n) {}
+    uint64_t bar3, vram, size;
+    RangeAllocator objects;  // BAR3 offsets
+    uint64_t live = 0;
+  };
+  static constexpr uint64_t kChunkBytes = 1ull << 20;
+  // An object from an existing chunk (mu_ held); invalid when none has room.
+  InstObject TakeFromChunk(uint64_t size);
+  Result<InstObject> AllocateInChunk(uint64_t size);
+  Result<InstObject> AllocateDedicated(uint64_t size);
+  // Unmaps a dedicated object or a chunk and gives its VRAM and BAR3 range back.
+  void Unmap(const InstObject& object);
 
   Bus* const bus_;
   VramHeap* const vram_;
@@ -88,7 +106,8 @@ class InstMem {
   uint64_t boot_vram_ = 0;
   uint64_t boot_bytes_ = 0;
   mutable std::mutex mu_;
-  RangeAllocator bar3_va_;  // guarded by mu_
+  RangeAllocator bar3_va_;                      // guarded by mu_
+  std::vector<std::unique_ptr<Chunk>> chunks_;  // guarded by mu_; the first is never given back
 };
 
 }  // namespace gpuvm::guest

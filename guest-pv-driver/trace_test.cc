@@ -72,14 +72,17 @@ class Trace {
     W(vm::kTlbFlushTrigger, vm::kFlushTrigger | vm::kFlushPageAll, what + ": trigger");
     return R(vm::kCfg, what + ": wait until queued");
   }
-  // An instance-memory object: its BAR3 PTEs (one block), BAR3 flush, zeroing (one block).
-  Trace& InstAlloc(std::optional<uint64_t> bar3, uint64_t bytes, uint64_t bar3_pd,
-                   const std::string& what) {
-    std::optional<uint64_t> pte;
-    if (bar3) pte = (*bar3 >> 12) * 8;
-    Block(Bar::k3, pte, (bytes >> 12) * 8, what + ": BAR3 PTEs");
-    Flush(bar3_pd, what + ": BAR3");
+  // An instance-memory object in a chunk already mapped: its zeroing (one fill).
+  Trace& InstAlloc(std::optional<uint64_t> bar3, uint64_t bytes, const std::string& what) {
     return Block(Bar::k3, bar3, bytes, what + ": zeroed");
+  }
+  // The first object of a new 1 MiB instance-memory chunk at `chunk_bar3`: the chunk's BAR3 PTEs
+  // (one block of 256), BAR3 flush, then the object's zeroing.
+  Trace& InstAllocNewChunk(uint64_t chunk_bar3, uint64_t bar3, uint64_t bytes, uint64_t bar3_pd,
+                           const std::string& what) {
+    Block(Bar::k3, (chunk_bar3 >> 12) * 8, 256 * 8, what + ": a new chunk's BAR3 PTEs");
+    Flush(bar3_pd, what + ": BAR3");
+    return InstAlloc(bar3, bytes, what);
   }
 
   void Check(const std::vector<BarAccess>& got, size_t from = 0) const {
@@ -199,24 +202,24 @@ TEST_F(GuestDriverTraceTest, Init) {
   uint64_t bar3 = boot_pages << 12;
   uint64_t vram = boot + (boot_pages << 12);
   const uint64_t bar1_pd = vram;
-  t.InstAlloc(bar3, 0x1000, pd, "BAR1 page directory");
+  t.InstAllocNewChunk(bar3, bar3, 0x1000, pd, "BAR1 page directory");
   bar3 += 0x1000;
   vram += 0x1000;
   const uint64_t bar1_inst_bar3 = bar3, bar1_inst = vram;
-  t.InstAlloc(bar3, 0x1000, pd, "BAR1 instance block")
+  t.InstAlloc(bar3, 0x1000, "BAR1 instance block")
       .Block(Bar::k3, bar1_inst_bar3 + ri::kPageDirLo, 16, "BAR1 RAMIN: directory + limit")
       .W(gf100::pbus::kBar1Inst, gf100::pbus::kBarInstVmMode | (bar1_inst >> 12), "BAR1 instance");
   bar3 += 0x1000;
   vram += 0x1000 + 128 * 0x1000;  // the USER area's VRAM
   const uint64_t bar1_table_bar3 = bar3;
-  t.InstAlloc(bar3, 256 << 10, pd, "BAR1 small-page table")
+  t.InstAlloc(bar3, 256 << 10, "BAR1 small-page table")
       .Block(Bar::k3, bar1_inst_bar3 - 0x1000, 8, "BAR1 PDE")
       .Block(Bar::k3, bar1_table_bar3, 128 * 8, "BAR1 PTEs of the USER area")
       .Flush(bar1_pd, "BAR1")  // the USER area is not zeroed up front: each channel zeroes its page
       .W(pf::kPollArea, pf::kPollAreaEnable, "POLL_AREA: USER pages at BAR1 0");
   bar3 += 256 << 10;
-  t.InstAlloc(bar3, 0x1000, pd, "playlist buffer 0")
-      .InstAlloc(bar3 + 0x1000, 0x1000, pd, "playlist buffer 1");
+  t.InstAlloc(bar3, 0x1000, "playlist buffer 0")
+      .InstAlloc(bar3 + 0x1000, 0x1000, "playlist buffer 1");
   // Interrupts.
   t.W(pf::kIntr, 0xffffffff, "PFIFO_INTR: acknowledge")
       .W(pf::kIntrEn,
@@ -252,10 +255,9 @@ TEST_F(GuestDriverTraceTest, ChannelCreationAndTeardown) {
   const uint32_t chid = ch->id();
   const InstObject inst = ch->instance();
   Driver::Impl* d = driver_->impl();
-  const uint64_t bar3_pd = d->instmem()->directory().vram;
 
   Trace t;
-  t.InstAlloc(inst.bar3, 0x1000, bar3_pd, "instance block")
+  t.InstAlloc(inst.bar3, 0x1000, "instance block")
       .Block(Bar::k3, {}, {}, "ring (IB + pushbuffer) PTEs, SYSRAM")
       .Flush(ctx_pd, "context")
       .Block(Bar::k3, {}, 8, "constant bank 0 PTE")
@@ -301,9 +303,8 @@ TEST_F(GuestDriverTraceTest, ChannelCreationAndTeardown) {
       .Block(Bar::k3, {}, {}, "ring PTEs cleared")
       .Flush(ctx_pd, "context")
       .Block(Bar::k3, {}, 8, "constant bank PTE cleared")
-      .Flush(ctx_pd, "context")
-      .Block(Bar::k3, (inst.bar3 >> 12) * 8, 8, "instance block: BAR3 PTE cleared");
-  // (no BAR3 flush: the next instance-memory mapping's flush covers the freed object's range)
+      .Flush(ctx_pd, "context");
+  // (the instance block goes back to its instance-memory chunk, which stays mapped)
   down.Check(Recorded(), before_teardown);
 }
 
@@ -331,9 +332,8 @@ TEST_F(GuestDriverTraceTest, MappingIsPteStoresPlusOneFlush) {
   mark = Mark();
   auto big = ctx_->AllocDevice(4 << 20);
   ASSERT_TRUE(big.ok());
-  const uint64_t bar3_pd = driver_->impl()->instmem()->directory().vram;
   Trace b;
-  b.InstAlloc({}, 8192, bar3_pd, "large-page table")
+  b.InstAlloc({}, 8192, "large-page table")
       .Block(Bar::k3, {}, 8, "PDE")
       .Block(Bar::k3, {}, (4u << 20) / (128 << 10) * 8, "32 large-page PTEs")
       .Flush(pd, "context");
