@@ -53,7 +53,10 @@ bool WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_
   const uint64_t limit = words[2] | (uint64_t(words[3]) << 32);
   const uint64_t end = limit >= bar_bytes - 1 ? bar_bytes : (limit + 1) & ~(kPage - 1);
   const uint64_t pde_span = 1ull << vm::kPdeShift(ShadowSpace::kLargePageShift);
-  std::vector<uint64_t> small, large;
+  // Copies of one directory entry's tables (BAR1's small table alone is 256 KiB), kept between
+  // walks: a fresh vector per walk was a fresh mapping to fault in and clear, most of a walk's
+  // cost. Owner thread only (as everything here), hence thread_local rather than shared.
+  thread_local std::vector<uint64_t> small, large;
   for (uint64_t va0 = 0; va0 < end; va0 += pde_span) {
     uint64_t pde = 0;
     if (!view.ReadVram(pd + (va0 / pde_span) * vm::kEntrySize, &pde, 8)) pde = 0;
@@ -62,18 +65,23 @@ bool WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_
     const uint64_t n = span / kPage;
     const uint64_t n_small = std::min(span, covered) / kPage;
     const uint64_t n_large = (std::min(span, covered) + kLarge - 1) / kLarge;
-    small.assign(n, 0);
-    large.assign((span + kLarge - 1) / kLarge, 0);
-    // One copying read per table (a table reaching outside the VM's memory reads as absent).
+    small.resize(n);
+    large.resize((span + kLarge - 1) / kLarge);
+    // One copying read per table (a table reaching outside the VM's memory reads as absent); what
+    // the table does not reach reads as zero entries.
     if (vm::pde::SmallTarget(pde) == vm::PdeTarget::kNone ||
         !view.Read(vm::pde::SmallTarget(pde), vm::pde::SmallTableAddress(pde), small.data(),
                    n_small * vm::kEntrySize)) {
       std::fill(small.begin(), small.end(), 0);
+    } else {
+      std::fill(small.begin() + n_small, small.end(), 0);
     }
     if (vm::pde::LargeTarget(pde) == vm::PdeTarget::kNone ||
         !view.Read(vm::pde::LargeTarget(pde), vm::pde::LargeTableAddress(pde), large.data(),
                    n_large * vm::kEntrySize)) {
       std::fill(large.begin(), large.end(), 0);
+    } else {
+      std::fill(large.begin() + n_large, large.end(), 0);
     }
     for (uint64_t i = 0; i < n; ++i) {
       const uint64_t page = va0 / kPage + i;
