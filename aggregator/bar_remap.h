@@ -15,7 +15,8 @@
 // — except the pages holding a bound channel's instance block (channel descriptors stay trapped),
 // the USER pages of the VM's own channels (IB_PUT is a submission) and SYSRAM pages; the USER pages
 // of channel ids the VM does not own go to a per-VM scratch memfd (writes there reach nothing, as
-// when trapped; reads give back what the guest wrote, never another VM's bytes).
+// when trapped; reads give back what the guest wrote, never another VM's bytes) — when VRAM itself
+// is a memfd; with VRAM in a file of device memory (--sim-vram-file, Xen) they keep trapping.
 //
 // Isolation rests on the walk: a machine page is only ever taken from RelocatePte of the VM's own
 // PTE, so it is a page of the VM's VRAM (static slice or assigned chunk), never reserved VRAM or
