@@ -16,8 +16,9 @@
 //   trap via gpuvm-aggregator the same through the real aggregator (aggregator/: session, pt
 //                            virtual GPU, the software GPU's registers): the whole pass-through
 //                            path
-//   same, no busy poll       the same with the device model's busy polling off (every hop sleeps
-//                            and wakes): what busy polling buys, in the same run
+//   same, no busy poll       the same with busy polling off in the guest (LocalGuestIo) and the
+//                            device model (every hop sleeps and wakes): what polling buys, in the
+//                            same run
 //   gpuvm-aggregator call    IpcAggregatorConnection::Read to the real aggregator alone
 // For the trap cases, writes and reads of a BAR0 register are timed separately. Output: a table on
 // stdout (median and p99 in microseconds, and the median's ratio to the eventfd ping-pong's) and
@@ -288,8 +289,9 @@ class AggregatorCall {
 class TrapRig {
  public:
   enum class Aggregator { kNone, kFake, kReal };
-  // `busy_poll`: the device model's defaults (it polls the fast lane for the aggregator's reply
-  // before sleeping); off, every hop sleeps and wakes.
+  // `busy_poll`: the guest's and the device model's defaults (the guest polls its ioreq slot, the
+  // device model the fast lane for the aggregator's reply, before sleeping); off, every hop sleeps
+  // and wakes.
   TrapRig(hv::DomainId domid, Aggregator which, bool busy_poll = true) {
     const bool via_aggregator = which != Aggregator::kNone;
     auto domain = hv::local::LocalDomain::Create({domid, 16 << 20, 1});
@@ -317,7 +319,9 @@ class TrapRig {
     dm_pid_ = ::fork();
     if (dm_pid_ < 0) Die("fork");
     if (dm_pid_ == 0) RunDeviceModel(*domain_, path, busy_poll);
-    auto guest = hv::local::LocalGuestIo::Create(*domain_, std::chrono::seconds(10));
+    auto guest = hv::local::LocalGuestIo::Create(
+        *domain_, std::chrono::seconds(10),
+        busy_poll ? hv::local::LocalGuestIo::kDefaultBusyPoll : std::chrono::microseconds(0));
     if (!guest.ok()) Die(guest.status().ToString());
     io_ = std::move(*guest);
     // Enumerate like firmware: wait for the device, program BAR0, turn on memory decoding.

@@ -18,7 +18,8 @@ uint64_t AllOnes(uint32_t size) {
 }  // namespace
 
 Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& domain,
-                                                           std::chrono::milliseconds timeout) {
+                                                           std::chrono::milliseconds timeout,
+                                                           std::chrono::microseconds busy_poll) {
   std::unique_ptr<LocalGuestIo> g(new LocalGuestIo());
   g->vcpus_ = domain.config().vcpus;
   g->timeout_ = timeout;
@@ -41,11 +42,16 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
     g->requests_.push_back(std::move(request));
     g->responses_.push_back(std::move(response));
     g->waits_.push_back(std::move(wait));
+    g->polls_.emplace_back(busy_poll);
   }
   return g;
 }
 
 Result<uint64_t> LocalGuestIo::AwaitResponse(uint32_t vcpu) {
+  std::optional<uint64_t> polled;
+  if (polls_[vcpu].Spin([&] { return (polled = slots_->TryCollect(vcpu)).has_value(); })) {
+    return *polled;
+  }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     if (std::optional<uint64_t> data = slots_->TryCollect(vcpu)) return *data;
