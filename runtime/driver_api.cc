@@ -45,6 +45,11 @@ CUresult Current(CUctx_st** out, bool check_health = true) {
   if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   CUctx_st* ctx = stack.back();
   if (!Process::Get().IsLive(ctx, Process::Kind::kContext)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (!ctx->gctx && ctx->primary) {
+    // A reset primary context comes back on its first use after the reset.
+    Status s = Process::Get().ReviveContext(ctx);
+    if (!s.ok()) return ToCuResult(s);
+  }
   if (check_health) {
     r = ContextHealth(ctx);
     if (r != CUDA_SUCCESS) return r;

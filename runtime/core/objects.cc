@@ -143,16 +143,23 @@ void Process::DestroyContext(CUctx_st* ctx) {
   delete ctx;
 }
 
-Status Process::ResetContext(CUctx_st* ctx) {
+void Process::ResetContext(CUctx_st* ctx) {
+  std::lock_guard<std::mutex> lock(revive_mu_);
   DestroyChildren(ctx);
   ctx->default_stream.reset();
   ctx->gctx.reset();
-  GPUVM_ASSIGN_OR_RETURN(ctx->gctx, driver_->CreateContext());
+}
+
+Status Process::ReviveContext(CUctx_st* ctx) {
+  std::lock_guard<std::mutex> lock(revive_mu_);
+  if (ctx->gctx) return Status::Ok();  // another thread did it
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::Context> gctx, driver_->CreateContext());
   auto stream = std::make_unique<CUstream_st>();
   stream->ctx = ctx;
-  stream->channel = ctx->gctx->default_channel();
+  stream->channel = gctx->default_channel();
   stream->is_default = true;
-  GPUVM_ASSIGN_OR_RETURN(stream->order_event, ctx->gctx->CreateEvent());
+  GPUVM_ASSIGN_OR_RETURN(stream->order_event, gctx->CreateEvent());
+  ctx->gctx = std::move(gctx);
   ctx->default_stream = std::move(stream);
   return Status::Ok();
 }
@@ -192,9 +199,8 @@ CUresult Process::ResetPrimary(CUdevice) {
     std::lock_guard<std::mutex> lock(mu_);
     ctx = primary_;
   }
-  if (ctx == nullptr) return CUDA_SUCCESS;
-  Status s = ResetContext(ctx);
-  return s.ok() ? CUDA_SUCCESS : ToCuResult(s);
+  if (ctx != nullptr) ResetContext(ctx);
+  return CUDA_SUCCESS;
 }
 
 CUresult Process::SetPrimaryFlags(CUdevice, unsigned flags) {

@@ -71,6 +71,7 @@ struct CUctx_st {
   CUdevice device = 0;
   unsigned flags = 0;
   bool primary = false;
+  // Both null after a reset of the primary context until its next use (Process::ReviveContext).
   std::unique_ptr<gpuvm::guest::Context> gctx;
   std::unique_ptr<CUstream_st> default_stream;
   std::mutex mu;  // guards the sets below
@@ -121,8 +122,15 @@ class Process {
   Result<CUctx_st*> CreateContext(CUdevice device, unsigned flags, bool primary);
   // Destroys everything the context owns (modules, streams, events, memory) and the context.
   void DestroyContext(CUctx_st* ctx);
-  // Destroys what a context owns and gives it a fresh GPU address space (cuDevicePrimaryCtxReset).
-  Status ResetContext(CUctx_st* ctx);
+  // Destroys what a context owns and its guest context (cuDevicePrimaryCtxReset): the handle stays
+  // valid, and its next use through the current-context check gets a fresh GPU address space
+  // (ReviveContext), as CUDA creates the primary context again on the next call after
+  // cudaDeviceReset. Not eagerly: a program's last call is commonly cudaDeviceReset, and building
+  // a context nobody uses cost each program's close a whole context bring-up (a channel, its
+  // pushbuffer, an event) — in a VM, ~150 trapped accesses.
+  void ResetContext(CUctx_st* ctx);
+  // Gives a reset context a new guest context and default stream; Ok if it has one.
+  Status ReviveContext(CUctx_st* ctx);
 
   CUresult RetainPrimary(CUdevice device, CUctx_st** out);
   CUresult ReleasePrimary(CUdevice device);
@@ -134,6 +142,7 @@ class Process {
   Process() = default;
 
   mutable std::mutex mu_;
+  std::mutex revive_mu_;  // serializes ResetContext/ReviveContext
   std::atomic<CUresult> init_result_{CUDA_ERROR_NOT_INITIALIZED};
   bool init_attempted_ = false;  // guarded by mu_
   std::unique_ptr<GpuConnection> connection_;

@@ -184,6 +184,33 @@ TEST_F(RuntimeDriverApi, PrimaryContext) {
   EXPECT_EQ(cuDevicePrimaryCtxRetain(&p1, 9), CUDA_ERROR_INVALID_DEVICE);
 }
 
+// cuDevicePrimaryCtxReset destroys what the primary context owns; the same handle works again on
+// its next use, with a fresh address space (its old allocations are gone).
+TEST_F(RuntimeDriverApi, PrimaryContextResetComesBackOnItsNextUse) {
+  CUcontext p;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&p, dev_));
+  ASSERT_CU(cuCtxPushCurrent(p));
+  CUdeviceptr before;
+  ASSERT_CU(cuMemAlloc(&before, 4096));
+  CUstream stream;
+  ASSERT_CU(cuStreamCreate(&stream, 0));
+  ASSERT_CU(cuDevicePrimaryCtxReset(dev_));
+  ASSERT_CU(cuDevicePrimaryCtxReset(dev_));  // a second reset of a reset context is fine
+  EXPECT_EQ(cuStreamSynchronize(stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuMemFree(before), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr after;
+  ASSERT_CU(cuMemAlloc(&after, 4096));
+  const uint32_t value = 0x5eed;
+  uint32_t back = 0;
+  ASSERT_CU(cuMemcpyHtoD(after, &value, sizeof value));
+  ASSERT_CU(cuMemcpyDtoH(&back, after, sizeof back));
+  EXPECT_EQ(back, value);
+  ASSERT_CU(cuMemFree(after));
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuCtxPopCurrent(nullptr));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(dev_));
+}
+
 TEST_F(RuntimeDriverApi, AllocAndCopy) {
   size_t free0 = 0, total = 0;
   ASSERT_CU(cuMemGetInfo(&free0, &total));
