@@ -92,7 +92,9 @@ struct ContextOptions {
   // both live in pinned host memory.
   uint32_t ib_entries = 1024;
   uint64_t pushbuffer_bytes = 1ull << 20;
-  // Per channel: bounce buffers for copies from/to pageable host memory (two halves, pipelined).
+  // Per channel: bounce buffers for copies from/to pageable host memory (two halves, pipelined), at
+  // most this size; a channel's buffer starts at what its first staged copy needs (64 KiB at
+  // least) and grows with larger ones.
   uint64_t staging_bytes = 4ull << 20;
   CopyEngine copy_engine = CopyEngine::kPcopy;
   // Synchronous host<->VRAM copies up to this size go through a BAR1 mapping of the device memory

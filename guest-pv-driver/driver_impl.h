@@ -356,7 +356,9 @@ class Channel::Impl {
   // Copy commands for [src, src + bytes) -> [dst, ...), appended to `pb`.
   void EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes);
   Status CheckUsable() const;
-  Result<std::shared_ptr<AllocRecord>> Staging();  // mu_ held
+  // The bounce buffer, grown so a copy of `bytes` fits in one half, up to
+  // ContextOptions::staging_bytes (staging_mu_ and mu_ held).
+  Result<std::shared_ptr<AllocRecord>> Staging(uint64_t bytes);
 
   Context::Impl* const ctx_;
   Driver::Impl* const drv_;
