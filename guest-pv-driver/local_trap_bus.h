@@ -106,8 +106,9 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   // failed part-way (the caller then copies the whole range through ram_) or the range is not RAM.
   bool WriteFrames(uint64_t gpa, const uint8_t* src, uint64_t length);
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
-  // Zeroed memory that is guest RAM from the start: free frames (zero: freed ones are scrubbed)
-  // mapped at new addresses, a run of consecutive frames per mmap. Nothing is copied.
+  // Zeroed memory that is guest RAM from the start: free frames (punched to zero as they are taken;
+  // freed ones keep their bytes until then) mapped at new addresses, a run of consecutive frames
+  // per mmap. Nothing is copied.
   Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
   // `discard`: the bytes die with the mapping (AllocDma memory): the pages are released whatever
   // their count and get no private copy back; the caller unmaps them.
