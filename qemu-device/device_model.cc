@@ -382,17 +382,42 @@ Status DeviceModel::HandleAggregatorEvent(const AggregatorEvent& event) {
     SyncInterrupt(rising);
     return Status::Ok();
   }
-  if (const auto* map = std::get_if<BarMapRequest>(&event)) {
-    const Status mapped = MapBarMemory(*map);
-    counters_.CountBarMap(mapped.ok());
-    return aggregator_->AnswerBarRequest(map->seq, mapped);
-  }
-  if (const auto* unmap = std::get_if<BarUnmapRequest>(&event)) {
-    const Status unmapped = UnmapBarMemory(*unmap);
-    if (unmapped.ok()) counters_.CountBarUnmap();
-    return aggregator_->AnswerBarRequest(unmap->seq, unmapped);
+  if (std::holds_alternative<BarMapRequest>(event) ||
+      std::holds_alternative<BarUnmapRequest>(event)) {
+    // In order: behind one that had to wait, the rest wait too.
+    deferred_bar_events_.push_back(event);
+    return ApplyDeferredBarEvents();
   }
   teardown_requested_ = true;
+  return Status::Ok();
+}
+
+Status DeviceModel::ApplyDeferredBarEvents() {
+  while (!deferred_bar_events_.empty()) {
+    const AggregatorEvent& event = deferred_bar_events_.front();
+    Status applied, answer;
+    uint32_t seq = 0;
+    if (const auto* map = std::get_if<BarMapRequest>(&event)) {
+      seq = map->seq;
+      applied = MapBarMemory(*map);
+    } else {
+      const auto& unmap = std::get<BarUnmapRequest>(event);
+      seq = unmap.seq;
+      applied = UnmapBarMemory(unmap);
+    }
+    // Unavailable: the hypervisor cannot change the guest's memory map while a vCPU is inside an
+    // access we have yet to serve (the Xen backend, hypervisor/xen/ioreq_server.cc); serve, then
+    // try again (RunOnce). Trapping meanwhile is correct: the aggregator serves remapped pages by
+    // trap too.
+    if (applied.code() == StatusCode::kUnavailable) return Status::Ok();
+    if (std::holds_alternative<BarMapRequest>(event)) {
+      counters_.CountBarMap(applied.ok());
+    } else if (applied.ok()) {
+      counters_.CountBarUnmap();
+    }
+    deferred_bar_events_.pop_front();
+    GPUVM_RETURN_IF_ERROR(aggregator_->AnswerBarRequest(seq, applied));
+  }
   return Status::Ok();
 }
 
@@ -425,6 +450,7 @@ Status DeviceModel::UnmapBarMemory(const BarUnmapRequest& r) {
     return Status::NotFound("no such remapped range of " + std::string(BarName(r.bar)));
   }
   const Status s = server_->UnmapMemoryRange(it->second.first, it->second.second);
+  if (s.code() == StatusCode::kUnavailable) return s;  // still mapped: tried again later
   remaps_[slot].erase(it);
   return s;
 }
@@ -465,8 +491,11 @@ Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
   if (!next || now - last_wait_ >= kEventCheckInterval) {
     last_wait_ = now;
     epoll_event events[2];
-    const int n =
-        ::epoll_wait(wait_.get(), events, 2, next ? 0 : static_cast<int>(timeout.count()));
+    const int wait_ms = next ? 0
+                        : deferred_bar_events_.empty()
+                            ? static_cast<int>(timeout.count())
+                            : 1;  // a deferred BAR_MAP is tried again soon
+    const int n = ::epoll_wait(wait_.get(), events, 2, wait_ms);
     if (n < 0 && errno != EINTR) return Status::FromErrno(errno, "device model epoll_wait");
     for (int i = 0; i < n; ++i) aggregator_ready |= events[i].data.u32 == kAggregatorTag;
   }
@@ -482,6 +511,7 @@ Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
     GPUVM_RETURN_IF_ERROR(server_->Complete(*request, value));
     served_last_ = true;
   }
+  GPUVM_RETURN_IF_ERROR(ApplyDeferredBarEvents());
   // Only when the aggregator's fd fired: events queued while we served come back through it.
   while (aggregator_ready) {
     GPUVM_ASSIGN_OR_RETURN(std::optional<AggregatorEvent> event, aggregator_->PollEvent());

@@ -30,6 +30,7 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -118,6 +119,9 @@ class DeviceModel {
   void SyncInterrupt(bool rising_edge);
   Status MapBarMemory(const BarMapRequest& request);
   Status UnmapBarMemory(const BarUnmapRequest& request);
+  // Applies and answers the queued BAR_MAP/BAR_UNMAP requests in order, up to the first the
+  // hypervisor cannot apply yet (Unavailable: a vCPU is inside an access we must serve first).
+  Status ApplyDeferredBarEvents();
   // Withdraws every remapped range of BAR slot `slot` (it moved or stopped decoding).
   void DropRemaps(size_t slot);
 
@@ -132,6 +136,7 @@ class DeviceModel {
   std::array<std::optional<std::pair<uint64_t, uint64_t>>, 3> refused_at_;
   // Remapped ranges per BAR slot: BAR offset -> (guest physical first, last) as mapped.
   std::array<std::map<uint64_t, std::pair<uint64_t, uint64_t>>, 3> remaps_;
+  std::deque<AggregatorEvent> deferred_bar_events_;  // BAR_MAP/BAR_UNMAP not applied yet
   // Busy polling between accesses (RunOnce).
   static constexpr std::chrono::microseconds kEventCheckInterval{200};
   static constexpr uint32_t kServerTag = 1;

@@ -447,6 +447,43 @@ TEST_F(DeviceModelTest, BarMapRemapsAperturePagesUntilUnmappedOrMoved) {
   EXPECT_TRUE(server_.memory.empty());
 }
 
+// A BAR_MAP/BAR_UNMAP the hypervisor cannot apply yet (Xen: a vCPU inside an access we must serve
+// first) waits, with every one behind it, and is applied and answered in order by a later RunOnce.
+TEST_F(DeviceModelTest, BarRequestsTheHypervisorCannotApplyYetWaitInOrder) {
+  Program();
+  auto memory = hv::local::CreateSealedMemfd("vram", 1 << 20);
+  ASSERT_TRUE(memory.ok());
+  server_.busy_memory_changes = 3;  // the map, the map again behind the unmap, one RunOnce
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(
+                     BarMapRequest{1, BarIndex::kBar3, 0x4000, 0x2000, 0, memory->get()})
+                  .ok());
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(BarUnmapRequest{2, BarIndex::kBar3, 0x4000, 0x2000}).ok());
+  EXPECT_TRUE(aggregator_.bar_answers().empty());
+  EXPECT_TRUE(server_.memory.empty());
+  ASSERT_TRUE(dm_->RunOnce(std::chrono::milliseconds(0)).ok());  // still busy once
+  EXPECT_TRUE(aggregator_.bar_answers().empty());
+  ASSERT_TRUE(dm_->RunOnce(std::chrono::milliseconds(0)).ok());
+  ASSERT_EQ(aggregator_.bar_answers().size(), 2u);
+  EXPECT_EQ(aggregator_.bar_answers()[0].first, 1u);
+  EXPECT_TRUE(aggregator_.bar_answers()[0].second.ok());
+  EXPECT_EQ(aggregator_.bar_answers()[1].first, 2u);
+  EXPECT_TRUE(aggregator_.bar_answers()[1].second.ok());
+  EXPECT_TRUE(server_.memory.empty());  // mapped, then unmapped
+  EXPECT_EQ(dm_->counters().Snapshot().bar_maps, 1u);
+  // An unmap that has to wait keeps its range: it is unmapped when tried again, not forgotten.
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(
+                     BarMapRequest{3, BarIndex::kBar3, 0x4000, 0x2000, 0, memory->get()})
+                  .ok());
+  ASSERT_EQ(server_.memory.size(), 1u);
+  server_.busy_memory_changes = 1;
+  ASSERT_TRUE(dm_->HandleAggregatorEvent(BarUnmapRequest{4, BarIndex::kBar3, 0x4000, 0x2000}).ok());
+  EXPECT_EQ(server_.memory.size(), 1u);
+  ASSERT_TRUE(dm_->RunOnce(std::chrono::milliseconds(0)).ok());
+  EXPECT_TRUE(server_.memory.empty());
+  ASSERT_EQ(aggregator_.bar_answers().size(), 4u);
+  EXPECT_TRUE(aggregator_.bar_answers()[3].second.ok());
+}
+
 // --- the same device model on every hypervisor backend
 // -----------------------------------------------
 

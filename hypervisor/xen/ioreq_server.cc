@@ -2,6 +2,7 @@
 // without Xen); this file is only the libxen sequence around them.
 #include <poll.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -50,6 +51,9 @@ class XenIoreqServer : public IoreqServer {
 
  private:
   void Teardown();
+  // Pauses the domain with no vCPU inside an access of ours; Unavailable when one is (see
+  // PauseWithIdleVcpus's definition). On Ok the caller changes the p2m, then unpauses.
+  Status PauseWithIdleVcpus();
 
   const DomainId domid_;
   Step step_ = Step::kNothing;
@@ -204,6 +208,40 @@ Status XenIoreqServer::UnmapPciDevice(const Sbdf& s) {
   return Status::Ok();
 }
 
+// Xen finishes a trapped access by running the instruction again once we answered; a rep
+// instruction whose pages changed p2m type in between computes another repeat count than the ioreq
+// it issued, and Xen crashes the domain (hvm/emulate.c; seen in the test bed: a rep stosq over BAR3
+// while the BAR_MAP its own fill caused was applied). So the p2m changes only with the domain
+// paused and every slot of ours idle (NONE, or the request being served right now): a vCPU paused
+// with an idle slot has finished its last access here (Xen takes our answer and re-executes in one
+// pass before the vCPU can be descheduled). A slot holding a request the device model has yet to
+// serve (READY) is Unavailable at once: the caller serves it and tries again; one whose answer the
+// vCPU has yet to take (IORESP_READY) is given the CPU for up to ~100 ms first.
+Status XenIoreqServer::PauseWithIdleVcpus() {
+  if (!xc_) {
+    GPUVM_ASSIGN_OR_RETURN(xc_, OpenControl());
+  }
+  const xen_abi::IoreqServerSlots slots(static_cast<uint8_t*>(pages_addr_) + kPageSize, vcpus_);
+  for (int attempt = 0;; ++attempt) {
+    if (xc_domain_pause(xc_.get(), domid_) != 0) return CallFailed("domain_pause", errno);
+    bool idle = true, waiting_for_us = false;
+    for (uint32_t v = 0; v < vcpus_; ++v) {
+      const uint8_t state = slots.state(v);
+      // INPROCESS is the request we are serving right now (a guest moving a BAR: a config-space
+      // access, no rep over BAR pages), whose instruction this change cannot disturb.
+      idle = idle && (state == STATE_IOREQ_NONE || state == STATE_IOREQ_INPROCESS);
+      waiting_for_us = waiting_for_us || state == STATE_IOREQ_READY;
+    }
+    if (idle) return Status::Ok();
+    xc_domain_unpause(xc_.get(), domid_);
+    if (waiting_for_us || attempt >= 1000) {
+      return Status::Unavailable("a vCPU of domain " + std::to_string(domid_) +
+                                 " is inside a trapped access");
+    }
+    ::usleep(100);
+  }
+}
+
 Status XenIoreqServer::MapMemoryRange(uint64_t first, uint64_t last, const MemoryBacking& backing) {
   MemoryBacking machine = backing;
   if (backing.fd >= 0) {
@@ -219,34 +257,37 @@ Status XenIoreqServer::MapMemoryRange(uint64_t first, uint64_t last, const Memor
                                    Hex(r.first) + "-" + Hex(r.last));
     }
   }
-  if (!xc_) {
-    GPUVM_ASSIGN_OR_RETURN(xc_, OpenControl());
-  }
+  GPUVM_RETURN_IF_ERROR(PauseWithIdleVcpus());
   // The domain may hold those machine frames, then its p2m maps them (QEMU's pass-through order).
+  Status result;
   if (xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 1) != 0) {
-    return CallFailed("iomem_permission " + Hex(machine.machine_address), errno);
-  }
-  if (xc_domain_memory_mapping(xc_.get(), domid_, plan.first_gfn, plan.first_mfn, plan.frames,
-                               DPCI_ADD_MAPPING) != 0) {
-    const int err = errno;
+    result = CallFailed("iomem_permission " + Hex(machine.machine_address), errno);
+  } else if (xc_domain_memory_mapping(xc_.get(), domid_, plan.first_gfn, plan.first_mfn,
+                                      plan.frames, DPCI_ADD_MAPPING) != 0) {
+    result = CallFailed("memory_mapping " + Hex(first) + "-" + Hex(last), errno);
     xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 0);
-    return CallFailed("memory_mapping " + Hex(first) + "-" + Hex(last), err);
+  } else {
+    memory_ranges_.push_back({first, last, plan});
   }
-  memory_ranges_.push_back({first, last, plan});
-  return Status::Ok();
+  xc_domain_unpause(xc_.get(), domid_);
+  return result;
 }
 
 Status XenIoreqServer::UnmapMemoryRange(uint64_t first, uint64_t last) {
   for (auto it = memory_ranges_.begin(); it != memory_ranges_.end(); ++it) {
     if (it->first != first || it->last != last) continue;
+    GPUVM_RETURN_IF_ERROR(PauseWithIdleVcpus());  // as for MapMemoryRange
     const MemoryMappingPlan plan = it->plan;
     memory_ranges_.erase(it);
+    Status result;
     if (xc_domain_memory_mapping(xc_.get(), domid_, plan.first_gfn, plan.first_mfn, plan.frames,
                                  DPCI_REMOVE_MAPPING) != 0) {
-      return CallFailed("memory_mapping remove " + Hex(first) + "-" + Hex(last), errno);
+      result = CallFailed("memory_mapping remove " + Hex(first) + "-" + Hex(last), errno);
+    } else {
+      xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 0);
     }
-    xc_domain_iomem_permission(xc_.get(), domid_, plan.first_mfn, plan.frames, 0);
-    return Status::Ok();
+    xc_domain_unpause(xc_.get(), domid_);
+    return result;
   }
   return Status::NotFound("memory range " + Hex(first) + "-" + Hex(last) + " not mapped");
 }

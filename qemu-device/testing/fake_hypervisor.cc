@@ -32,6 +32,10 @@ Status RecordingIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
 
 Status RecordingIoreqServer::MapMemoryRange(uint64_t first, uint64_t last,
                                             const hv::MemoryBacking& backing) {
+  if (busy_memory_changes > 0) {
+    --busy_memory_changes;
+    return Status::Unavailable("a vCPU is inside an access (test)");
+  }
   if (backing.fd < 0) return Status::InvalidArgument("no backing");
   for (const MemoryRange& r : memory) {
     if (first <= r.last && r.first <= last) return Status::AlreadyExists("overlap");
@@ -41,6 +45,10 @@ Status RecordingIoreqServer::MapMemoryRange(uint64_t first, uint64_t last,
 }
 
 Status RecordingIoreqServer::UnmapMemoryRange(uint64_t first, uint64_t last) {
+  if (busy_memory_changes > 0) {
+    --busy_memory_changes;
+    return Status::Unavailable("a vCPU is inside an access (test)");
+  }
   for (auto it = memory.begin(); it != memory.end(); ++it) {
     if (it->first == first && it->last == last) {
       memory.erase(it);

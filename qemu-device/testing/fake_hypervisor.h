@@ -38,6 +38,9 @@ class RecordingIoreqServer : public hv::IoreqServer {
   std::vector<MemoryRange> memory;  // memory ranges currently mapped (BAR remap)
   std::vector<hv::Sbdf> devices;
   int map_calls = 0;
+  // Memory-range changes answered Unavailable before one goes through (a Xen vCPU inside an
+  // access).
+  int busy_memory_changes = 0;
   int unmap_calls = 0;
   bool refuse_maps = false;
   bool intx = false;
