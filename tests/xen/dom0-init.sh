@@ -334,15 +334,27 @@ for entry in $BACKEND_TESTS; do
     "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
 done
 
+# Until gpuvm-aggregator says it serves (it listens from then on): its start-up takes seconds under
+# TCG — clearing a VRAM that lives in the ivshmem BAR is 256 MiB of stores — so a fixed sleep raced
+# it (a clean-clone run at 8399162: "gpuvm-dm: Unavailable: nothing listens").
+wait_for_aggregator() {
+  local waited=0
+  until grep -q '^gpuvm-aggregator: serving' /tmp/aggregator.log 2>/dev/null; do
+    if ! kill -0 "$agg_pid" 2>/dev/null; then
+      wait "$agg_pid"
+      fail "gpuvm-aggregator exited at start (status $?)"
+    fi
+    [ "$waited" -ge 120 ] && fail "gpuvm-aggregator did not start serving within 120 s"
+    sleep 1
+    waited=$((waited + 1))
+  done
+}
+
 if [ -n "$DM_MODE" ]; then
   export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
   gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
   agg_pid=$!
-  sleep 2
-  if ! kill -0 $agg_pid 2>/dev/null; then
-    wait $agg_pid
-    fail "gpuvm-aggregator exited at start (status $?)"
-  fi
+  wait_for_aggregator
   start_dm gpuvm-guest "$domid" "$DM_MODE" gpuvm-guest
 fi
 run_guests "$GUEST_BOOT_TIMEOUT" "gpuvm-guest:$domid"
@@ -364,8 +376,7 @@ if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
     export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
     gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
     agg_pid=$!
-    sleep 2
-    kill -0 $agg_pid 2>/dev/null || fail "gpuvm-aggregator exited at start"
+    wait_for_aggregator
   fi
   fv_list=""
   i=1
