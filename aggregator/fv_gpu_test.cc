@@ -23,6 +23,7 @@
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/sim_gpu.h"
 #include "aggregator/testing/fv_test_vm.h"
+#include "aggregator/testing/unthreaded_sim.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
@@ -134,11 +135,7 @@ TEST(FvReservedVramTest, AllocatesFreesAndCoalesces) {
 class FvShadowTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SimGpuOptions o;
-    o.vram_bytes = 256 * kMiB;
-    o.threaded = false;
-    o.compute_engine = false;
-    auto gpu = SimGpu::Create(o);
+    auto gpu = SimGpu::Create(testing::UnthreadedSim(256 * kMiB));
     ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
     gpu_ = std::move(*gpu);
     vram_ = std::make_unique<VramAccess>(gpu_.get());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/unthreaded_sim.h"
 #include "aggregator/vram_access.h"
 #include "gpu/hw/pbus.h"
 #include "hypervisor/local/os.h"
@@ -91,11 +92,7 @@ TEST(GuestRamWindowTest, TheFirstTouchOfABlockMapsThePagesTheGuestHasInThatBlock
 }
 
 TEST(VramAccessTest, ZeroingALargeRangePunchesItAndKeepsItsNeighbours) {
-  SimGpuOptions o;
-  o.vram_bytes = 16 * kMiB;
-  o.threaded = false;
-  o.compute_engine = false;
-  auto gpu = SimGpu::Create(o);
+  auto gpu = SimGpu::Create(testing::UnthreadedSim(16 * kMiB));
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
   VramAccess vram(gpu->get());
   const std::span<uint8_t> direct = (*gpu)->vram_mapping();

@@ -14,6 +14,7 @@
 #include "aggregator/pci_gpu.h"
 #include "aggregator/physical_gpu.h"
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/unthreaded_sim.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
@@ -23,13 +24,7 @@ namespace {
 
 namespace pbus = gf100::pbus;
 
-SimGpuOptions SmallSim() {
-  SimGpuOptions o;
-  o.vram_bytes = 64ull << 20;
-  o.threaded = false;
-  o.compute_engine = false;
-  return o;
-}
+SimGpuOptions SmallSim() { return testing::UnthreadedSim(64ull << 20); }
 
 void PraminWrite(gpu::Device& d, uint64_t vram, uint32_t value) {
   d.WriteReg(pbus::kPraminBase, uint32_t(vram >> pbus::kPraminBaseShift));

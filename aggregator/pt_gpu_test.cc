@@ -11,6 +11,7 @@
 #include "aggregator/aggregator.h"
 #include "aggregator/pt_gpu.h"
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/unthreaded_sim.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/sim/testing/test_driver.h"
@@ -21,13 +22,7 @@ namespace {
 
 using hv::local::UniqueFd;
 
-SimGpuOptions SmallSim() {
-  SimGpuOptions o;
-  o.vram_bytes = 64ull << 20;
-  o.threaded = false;  // tests run the channels with RunUntilIdle
-  o.compute_engine = false;
-  return o;
-}
+SimGpuOptions SmallSim() { return testing::UnthreadedSim(64ull << 20); }
 
 ipc::VmConfig PtConfig(uint16_t domid = 1, uint64_t ram = 16ull << 20) {
   ipc::VmConfig c;

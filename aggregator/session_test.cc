@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/unthreaded_sim.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
@@ -21,11 +22,7 @@ using hv::local::UniqueFd;
 class AggregatorSessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SimGpuOptions o;
-    o.vram_bytes = 64ull << 20;
-    o.threaded = false;
-    o.compute_engine = false;
-    auto gpu = SimGpu::Create(o);
+    auto gpu = SimGpu::Create(testing::UnthreadedSim(64ull << 20));
     ASSERT_TRUE(gpu.ok());
     sim_ = gpu->get();
     auto aggregator = Aggregator::Create(std::move(*gpu));

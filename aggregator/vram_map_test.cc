@@ -17,6 +17,7 @@
 #include "aggregator/reserved_vram.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/unthreaded_sim.h"
 #include "gpu/hw/vm.h"
 
 namespace gpuvm::aggregator {
@@ -29,11 +30,7 @@ constexpr uint64_t kChunk = VramMap::kChunk;
 class VramMapTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SimGpuOptions o;
-    o.vram_bytes = 16 * kMiB;
-    o.threaded = false;
-    o.compute_engine = false;
-    auto gpu = SimGpu::Create(o);
+    auto gpu = SimGpu::Create(testing::UnthreadedSim(16 * kMiB));
     ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
     gpu_ = std::move(*gpu);
     vram_ = std::make_unique<VramAccess>(gpu_.get());
