@@ -395,7 +395,7 @@ Status DeviceModel::HandleAggregatorEvent(const AggregatorEvent& event) {
 Status DeviceModel::ApplyDeferredBarEvents() {
   while (!deferred_bar_events_.empty()) {
     const AggregatorEvent& event = deferred_bar_events_.front();
-    Status applied, answer;
+    Status applied;
     uint32_t seq = 0;
     if (const auto* map = std::get_if<BarMapRequest>(&event)) {
       seq = map->seq;

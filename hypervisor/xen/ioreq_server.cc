@@ -221,12 +221,11 @@ Status XenIoreqServer::PauseWithIdleVcpus() {
   if (!xc_) {
     GPUVM_ASSIGN_OR_RETURN(xc_, OpenControl());
   }
-  const xen_abi::IoreqServerSlots slots(static_cast<uint8_t*>(pages_addr_) + kPageSize, vcpus_);
   for (int attempt = 0;; ++attempt) {
     if (xc_domain_pause(xc_.get(), domid_) != 0) return CallFailed("domain_pause", errno);
     bool idle = true, waiting_for_us = false;
     for (uint32_t v = 0; v < vcpus_; ++v) {
-      const uint8_t state = slots.state(v);
+      const uint8_t state = dispatcher_->state(v);
       // INPROCESS is the request we are serving right now (a guest moving a BAR: a config-space
       // access, no rep over BAR pages), whose instruction this change cannot disturb.
       idle = idle && (state == STATE_IOREQ_NONE || state == STATE_IOREQ_INPROCESS);

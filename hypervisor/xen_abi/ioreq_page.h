@@ -126,6 +126,8 @@ class IoreqDispatcher {
   // vCPU stays blocked on a server that goes away.
   std::vector<uint32_t> AbandonInFlight();
   uint32_t event_port(uint32_t vcpu) const { return slots_.event_port(vcpu); }
+  // The vCPU's slot state (STATE_IOREQ_*), read with acquire order.
+  uint8_t state(uint32_t vcpu) const { return slots_.state(vcpu); }
 
  private:
   IoreqServerSlots slots_;
