@@ -38,20 +38,20 @@ Result<std::unique_ptr<Aggregator>> Aggregator::Create(std::unique_ptr<PhysicalG
                                                        const AggregatorOptions& options) {
   if (gpu == nullptr) return Status::InvalidArgument("no GPU");
   std::unique_ptr<Aggregator> a(new Aggregator(std::move(gpu), options));
-  GPUVM_ASSIGN_OR_RETURN(a->interrupt_fd_, hv::local::CreateEventFd());
+  GPUVM_ASSIGN_OR_RETURN(a->interrupt_fd_, os::CreateEventFd());
   const int fd = a->interrupt_fd_.get();
   // Runs on device threads: only a signal, the aggregator's thread looks at the levels.
-  a->gpu_->SetInterruptHandler([fd](bool) { (void)hv::local::SignalEventFd(fd); });
+  a->gpu_->SetInterruptHandler([fd](bool) { (void)os::SignalEventFd(fd); });
   return a;
 }
 
-Result<hv::local::UniqueFd> WatchLocalRam(int memfd) {
+Result<os::UniqueFd> WatchLocalRam(int memfd) {
   if (::flock(memfd, LOCK_SH | LOCK_NB) != 0) {
     return Status::FromErrno(errno, "a shared lock on the VM's RAM (someone holds it exclusively)");
   }
   // A new open file description of the same memfd (not a dup: that would share the lock).
   const std::string path = "/proc/self/fd/" + std::to_string(memfd);
-  hv::local::UniqueFd probe(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  os::UniqueFd probe(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!probe.valid()) return Status::FromErrno(errno, "reopening the VM's RAM memfd");
   return probe;
 }
@@ -261,7 +261,7 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
 }
 
 Status Aggregator::AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory& memory,
-                                     std::vector<hv::local::UniqueFd> fds) {
+                                     std::vector<os::UniqueFd> fds) {
   if (vm.ram != nullptr) return Status::AlreadyExists("the VM's memory was already given");
   if (memory.bytes != vm.config.guest_ram_bytes) {
     return Status::InvalidArgument("GUEST_MEMORY says " + std::to_string(memory.bytes) +
@@ -304,7 +304,7 @@ Status Aggregator::RemoveVm(VmId id) {
     Quarantined q;
     q.who = vm->Describe();
     if (vm->config.backend == ipc::Backend::kLocal) {
-      auto probe = std::make_shared<hv::local::UniqueFd>(std::move(vm->ram_probe));
+      auto probe = std::make_shared<os::UniqueFd>(std::move(vm->ram_probe));
       // Without a probe (its device model never gave the RAM) there is no telling when the guest
       // is gone: kept until the aggregator exits (gpuvm-dm always gives it before the guest runs).
       q.gone = [probe] { return probe->valid() && LocalRamReleased(probe->get()); };

@@ -40,7 +40,7 @@
 #include "aggregator/guest_ram.h"
 #include "aggregator/physical_gpu.h"
 #include "aggregator/virtual_gpu.h"
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "qemu-device/ipc/protocol.h"
 
 namespace gpuvm::aggregator {
@@ -64,7 +64,7 @@ struct VmControlBlock {
   std::chrono::steady_clock::time_point admitted;
   // Local VMs: a second open file description of the RAM memfd (WatchLocalRam), to learn when the
   // guest is gone should its VRAM need quarantine.
-  hv::local::UniqueFd ram_probe;
+  os::UniqueFd ram_probe;
   // Its device model ended the session with TEARDOWN (it withdrew every BAR remap range first).
   bool clean_teardown = false;
 
@@ -93,7 +93,7 @@ Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptio
 // description of the same memfd; LocalRamReleased(probe) is true once an exclusive flock on the
 // probe is granted, i.e. the original description is gone from every process (the aggregator's
 // own mapping of the RAM included, so call it after the VM's GuestRam is destroyed).
-Result<hv::local::UniqueFd> WatchLocalRam(int memfd);
+Result<os::UniqueFd> WatchLocalRam(int memfd);
 bool LocalRamReleased(int ram_probe);
 // Xen: the domain no longer exists (or there is no Xen here).
 bool XenDomainGone(uint32_t domid);
@@ -109,7 +109,7 @@ class Aggregator {
   // GUEST_MEMORY: maps the VM's RAM (checking the memfd or opening the Xen domain) and gives it to
   // the virtual GPU. Once per VM.
   Status AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory& memory,
-                           std::vector<hv::local::UniqueFd> fds);
+                           std::vector<os::UniqueFd> fds);
   // Detaches the VM's virtual GPU (pt: resets the GPU), then forgets the VM. An fv VM whose VRAM
   // may still be mapped into its guest (see quarantine above) leaves its VRAM quarantined.
   Status RemoveVm(VmId id);
@@ -148,7 +148,7 @@ class Aggregator {
 
   std::unique_ptr<PhysicalGpu> gpu_;
   const AggregatorOptions options_;
-  hv::local::UniqueFd interrupt_fd_;
+  os::UniqueFd interrupt_fd_;
   std::map<VmId, std::unique_ptr<VmControlBlock>> vms_;
   VmId next_id_ = 1;
   Status health_;

@@ -171,8 +171,8 @@ Status BarRemapper::Update(gpu::Bar bar, std::span<const uint64_t> targets) {
       // keep trapping (the foreign USER ids reach nothing either way).
       if (fcntl(vram_fd_, F_GET_SEALS) < 0) continue;
       if (!scratch_.valid()) {
-        Result<hv::local::UniqueFd> scratch =
-            hv::local::CreateSealedMemfd("gpuvm-fv-scratch", scratch_pages_ * kPage);
+        Result<os::UniqueFd> scratch =
+            os::CreateSealedMemfd("gpuvm-fv-scratch", scratch_pages_ * kPage);
         if (!scratch.ok()) {
           result = scratch.status();
           continue;  // those pages keep trapping

@@ -32,7 +32,7 @@
 
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/virtual_gpu.h"
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 namespace gpuvm::aggregator {
 
@@ -90,7 +90,7 @@ class BarRemapper {
 
   const int vram_fd_;
   const uint64_t scratch_pages_;
-  hv::local::UniqueFd scratch_;
+  os::UniqueFd scratch_;
   std::vector<Run> current_[2];
   std::vector<BarRemapRequest> queued_;
   uint64_t maps_ = 0, unmaps_ = 0;

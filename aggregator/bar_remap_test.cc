@@ -22,7 +22,7 @@ std::vector<uint64_t> Targets() {
 }
 
 TEST(BarRemapperTest, WithVramInAMemfdScratchPagesAreMappedToo) {
-  auto vram = hv::local::CreateSealedMemfd("vram", 1 << 20);
+  auto vram = os::CreateSealedMemfd("vram", 1 << 20);
   ASSERT_TRUE(vram.ok()) << vram.status().ToString();
   BarRemapper remap(vram->get(), 4);
   ASSERT_TRUE(remap.Update(gpu::Bar::k1, Targets()).ok());

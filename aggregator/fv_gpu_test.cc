@@ -24,6 +24,7 @@
 #include "aggregator/sim_gpu.h"
 #include "aggregator/testing/fv_test_vm.h"
 #include "aggregator/testing/unthreaded_sim.h"
+#include "base/os.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
@@ -31,7 +32,6 @@
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/bus.h"
 #include "guest-pv-driver/driver.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::aggregator {
 namespace {

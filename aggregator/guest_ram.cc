@@ -4,14 +4,13 @@
 
 namespace gpuvm::aggregator {
 
-Result<std::unique_ptr<GuestRam>> GuestRam::FromLocalMemfd(hv::local::UniqueFd memfd,
-                                                           uint64_t bytes) {
+Result<std::unique_ptr<GuestRam>> GuestRam::FromLocalMemfd(os::UniqueFd memfd, uint64_t bytes) {
   if (bytes == 0 || bytes % hv::kPageSize != 0) {
     return Status::InvalidArgument("guest RAM must be a whole number of pages");
   }
-  GPUVM_RETURN_IF_ERROR(hv::local::CheckSealedMemfd(memfd.get(), bytes).WithContext("guest RAM"));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(memfd.get(), bytes).WithContext("guest RAM"));
   std::unique_ptr<GuestRam> ram(new GuestRam());
-  GPUVM_ASSIGN_OR_RETURN(ram->local_, hv::local::SharedMapping::Map(memfd.get(), 0, bytes, true));
+  GPUVM_ASSIGN_OR_RETURN(ram->local_, os::SharedMapping::Map(memfd.get(), 0, bytes, true));
   ram->bytes_ = ram->local_.bytes();
   return ram;  // the mapping keeps the memory; the descriptor can go
 }

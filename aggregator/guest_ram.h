@@ -16,9 +16,9 @@
 #include <memory>
 #include <span>
 
+#include "base/os.h"
 #include "base/status.h"
 #include "hypervisor/guest_memory.h"
-#include "hypervisor/local/os.h"
 #include "hypervisor/types.h"
 
 namespace gpuvm::aggregator {
@@ -26,7 +26,7 @@ namespace gpuvm::aggregator {
 class GuestRam {
  public:
   // A local VM's RAM memfd (sealed, exactly `bytes`, a whole number of pages).
-  static Result<std::unique_ptr<GuestRam>> FromLocalMemfd(hv::local::UniqueFd memfd, uint64_t bytes);
+  static Result<std::unique_ptr<GuestRam>> FromLocalMemfd(os::UniqueFd memfd, uint64_t bytes);
   // A Xen domain's first `bytes` of guest frames through libxenforeignmemory; holes in the guest's
   // physical map read as zeros (hv::xen::MapGuestRam). Fails with Unavailable where there is no Xen.
   static Result<std::unique_ptr<GuestRam>> FromXenDomain(hv::DomainId domid, uint64_t bytes);
@@ -38,7 +38,7 @@ class GuestRam {
   GuestRam() = default;
 
   std::span<uint8_t> bytes_;
-  hv::local::SharedMapping local_;                 // local: the memfd mapping
+  os::SharedMapping local_;                        // local: the memfd mapping
   std::unique_ptr<hv::GuestMemory> xen_memory_;    // Xen: the handle ...
   std::unique_ptr<hv::GuestMapping> xen_mapping_;  // ... and the foreign mapping (after it)
 };

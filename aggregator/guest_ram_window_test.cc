@@ -14,8 +14,8 @@
 #include "aggregator/sim_gpu.h"
 #include "aggregator/testing/unthreaded_sim.h"
 #include "aggregator/vram_access.h"
+#include "base/os.h"
 #include "gpu/hw/pbus.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::aggregator {
 namespace {
@@ -47,11 +47,11 @@ uint64_t FilePages(const uint8_t* p, uint64_t bytes) {
 }
 
 TEST(GuestRamWindowTest, TheFirstTouchOfABlockMapsThePagesTheGuestHasInThatBlockOnly) {
-  auto memfd = hv::local::CreateSealedMemfd("guest-ram-window-test", 8 * kMiB);
+  auto memfd = os::CreateSealedMemfd("guest-ram-window-test", 8 * kMiB);
   ASSERT_TRUE(memfd.ok()) << memfd.status().ToString();
   // The guest's view and ours of the same RAM.
-  auto guest = hv::local::SharedMapping::Map(memfd->get(), 0, 8 * kMiB, true);
-  auto ours = hv::local::SharedMapping::Map(memfd->get(), 0, 8 * kMiB, true);
+  auto guest = os::SharedMapping::Map(memfd->get(), 0, 8 * kMiB, true);
+  auto ours = os::SharedMapping::Map(memfd->get(), 0, 8 * kMiB, true);
   ASSERT_TRUE(guest.ok() && ours.ok());
   uint8_t* const g = guest->bytes().data();
   const std::span<uint8_t> bytes = ours->bytes();

@@ -1,26 +1,26 @@
 // The pass-through virtual GPU and the aggregator core: bounds checks on untrusted accesses,
 // admission (a second pt VM refused, fv refused, duplicates), guest memory checks, DMA into the
 // owner's RAM through the window — and nowhere else — and the reset when the VM goes.
-#include <gtest/gtest.h>
+#include "aggregator/pt_gpu.h"
 
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "aggregator/aggregator.h"
-#include "aggregator/pt_gpu.h"
 #include "aggregator/sim_gpu.h"
 #include "aggregator/testing/unthreaded_sim.h"
+#include "base/os.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/sim/testing/test_driver.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::aggregator {
 namespace {
 
-using hv::local::UniqueFd;
+using os::UniqueFd;
 
 SimGpuOptions SmallSim() { return testing::UnthreadedSim(64ull << 20); }
 
@@ -79,9 +79,9 @@ class AggregatorPtTest : public ::testing::Test {
   }
   // A sealed RAM memfd of `bytes` plus our own mapping of it (the VM's view).
   UniqueFd MakeRam(uint64_t bytes) {
-    auto fd = hv::local::CreateSealedMemfd("test-ram", bytes);
+    auto fd = os::CreateSealedMemfd("test-ram", bytes);
     EXPECT_TRUE(fd.ok());
-    auto map = hv::local::SharedMapping::Map(fd->get(), 0, bytes, true);
+    auto map = os::SharedMapping::Map(fd->get(), 0, bytes, true);
     EXPECT_TRUE(map.ok());
     ram_view_ = std::move(*map);
     return std::move(*fd);
@@ -94,7 +94,7 @@ class AggregatorPtTest : public ::testing::Test {
 
   SimGpu* sim_ = nullptr;
   std::unique_ptr<Aggregator> aggregator_;
-  hv::local::SharedMapping ram_view_;
+  os::SharedMapping ram_view_;
 };
 
 TEST_F(AggregatorPtTest, ForwardsAccessesUntranslated) {

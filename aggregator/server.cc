@@ -21,7 +21,7 @@ uint64_t Tag(uint64_t id, uint64_t kind) { return id << 2 | kind; }
 }  // namespace
 
 struct AggregatorServer::Connection {
-  Connection(uint64_t id, hv::local::UniqueFd socket, Aggregator* aggregator)
+  Connection(uint64_t id, os::UniqueFd socket, Aggregator* aggregator)
       : id(id),
         channel(std::move(socket)),
         session(std::make_unique<Session>(aggregator, "connection " + std::to_string(id))),
@@ -42,9 +42,9 @@ Result<std::unique_ptr<AggregatorServer>> AggregatorServer::Create(
     std::unique_ptr<Aggregator> aggregator, const ServerOptions& options) {
   if (aggregator == nullptr) return Status::InvalidArgument("no aggregator");
   std::unique_ptr<AggregatorServer> s(new AggregatorServer(std::move(aggregator), options));
-  GPUVM_ASSIGN_OR_RETURN(s->listen_, hv::local::ListenSeqpacket(options.path));
-  GPUVM_ASSIGN_OR_RETURN(s->stop_, hv::local::CreateEventFd());
-  s->epoll_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(options.path));
+  GPUVM_ASSIGN_OR_RETURN(s->stop_, os::CreateEventFd());
+  s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   const std::pair<int, uint64_t> fds[] = {{s->listen_.get(), EPOLLIN},
                                           {s->stop_.get(), EPOLLIN},
@@ -87,7 +87,7 @@ Status AggregatorServer::AddWatch(int fd, std::function<void()> on_readable) {
 }
 
 void AggregatorServer::Stop() {
-  if (stop_.valid()) (void)hv::local::SignalEventFd(stop_.get());
+  if (stop_.valid()) (void)os::SignalEventFd(stop_.get());
 }
 
 void AggregatorServer::Log(const char* format, ...) {
@@ -156,8 +156,7 @@ Status AggregatorServer::Run() {
 }
 
 void AggregatorServer::Accept() {
-  hv::local::UniqueFd socket(::accept4(listen_.get(), nullptr, nullptr,
-                                       SOCK_CLOEXEC | SOCK_NONBLOCK));
+  os::UniqueFd socket(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!socket.valid()) return;  // the peer gave up already, or out of descriptors: try later
   if (connections_.size() >= options_.max_connections) {
     Log("refusing a connection: %zu already open", connections_.size());

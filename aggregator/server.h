@@ -24,7 +24,7 @@
 
 #include "aggregator/aggregator.h"
 #include "aggregator/session.h"
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 namespace gpuvm::aggregator {
 
@@ -79,9 +79,9 @@ class AggregatorServer {
 
   std::unique_ptr<Aggregator> aggregator_;
   const ServerOptions options_;
-  hv::local::UniqueFd listen_;
-  hv::local::UniqueFd stop_;
-  hv::local::UniqueFd epoll_;
+  os::UniqueFd listen_;
+  os::UniqueFd stop_;
+  os::UniqueFd epoll_;
   std::thread thread_;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::map<uint64_t, std::function<void()>> watches_;  // AddWatch, by id

@@ -161,10 +161,10 @@ TEST_F(AggregatorServerTest, AVanishedDeviceModelLeavesTheGpuToTheNextVm) {
 }
 
 TEST_F(AggregatorServerTest, MalformedPacketGetsAFatalErrorAndTheConnectionCloses) {
-  auto socket = hv::local::ConnectSeqpacket(path_);
+  auto socket = os::ConnectSeqpacket(path_);
   ASSERT_TRUE(socket.ok());
   const uint8_t junk[] = {'G', 'V', 'D', 'M', 0xff, 0xff, 0, 0, 1, 0, 0, 0, 16, 0, 0, 0};
-  ASSERT_TRUE(hv::local::SendWithFds(socket->get(), junk, {}).ok());
+  ASSERT_TRUE(os::SendWithFds(socket->get(), junk, {}).ok());
   ipc::Channel channel(std::move(*socket));
   auto error = channel.Receive(5000);
   ASSERT_TRUE(error.ok()) << error.status().ToString();

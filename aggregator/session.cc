@@ -66,7 +66,7 @@ void Session::Fail(Output& out, uint32_t seq, const Status& status, bool fatal) 
   Close(status.ToString());
 }
 
-Session::Output Session::OnMessage(const ipc::Message& m, std::vector<hv::local::UniqueFd> fds) {
+Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::UniqueFd> fds) {
   Output out;
   if (state_ == State::kClosed) {
     out.close = true;

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "aggregator/aggregator.h"
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "qemu-device/ipc/fast_lane.h"
 #include "qemu-device/ipc/protocol.h"
 
@@ -50,7 +50,7 @@ class Session {
     bool lane_opened = false;        // lane() now exists: watch its doorbell
   };
   // A message from the socket (with the descriptors that came with it).
-  Output OnMessage(const ipc::Message& message, std::vector<hv::local::UniqueFd> fds);
+  Output OnMessage(const ipc::Message& message, std::vector<os::UniqueFd> fds);
   // A message from the fast lane: the reply to put back into the lane, or the reason the session
   // must close (anything but MMIO in the lane breaks the protocol).
   Result<ipc::Message> OnLaneMessage(const ipc::Message& message);

@@ -17,7 +17,7 @@
 namespace gpuvm::aggregator {
 namespace {
 
-using hv::local::UniqueFd;
+using os::UniqueFd;
 
 class AggregatorSessionTest : public ::testing::Test {
  protected:
@@ -76,7 +76,7 @@ TEST_F(AggregatorSessionTest, FullConversation) {
   Handshake(s);
   EXPECT_EQ(aggregator_->vm_count(), 1u);
 
-  auto ram = hv::local::CreateSealedMemfd("ram", 1ull << 20);
+  auto ram = os::CreateSealedMemfd("ram", 1ull << 20);
   ASSERT_TRUE(ram.ok());
   std::vector<UniqueFd> fds;
   fds.push_back(std::move(*ram));
@@ -279,7 +279,7 @@ TEST_F(AggregatorSessionTest, FastLaneCarriesOnlyMmio) {
   auto lane = ipc::FastLane::Create();
   ASSERT_TRUE(lane.ok());
   std::vector<UniqueFd> fds;
-  for (int fd : (*lane)->fds()) fds.push_back(std::move(*hv::local::DuplicateFd(fd)));
+  for (int fd : (*lane)->fds()) fds.push_back(std::move(*os::DuplicateFd(fd)));
   Session::Output out = s.OnMessage(ipc::Message{++seq_, ipc::FastLaneOffer{1}}, std::move(fds));
   ASSERT_EQ(out.send.size(), 1u);
   EXPECT_TRUE(std::holds_alternative<ipc::FastLaneAck>(out.send[0].body));
@@ -295,7 +295,7 @@ TEST_F(AggregatorSessionTest, FastLaneCarriesOnlyMmio) {
   // A second lane is refused.
   auto other = ipc::FastLane::Create();
   std::vector<UniqueFd> more;
-  for (int fd : (*other)->fds()) more.push_back(std::move(*hv::local::DuplicateFd(fd)));
+  for (int fd : (*other)->fds()) more.push_back(std::move(*os::DuplicateFd(fd)));
   bool closed = false;
   EXPECT_NE(AsError(Call(s, ipc::FastLaneOffer{1}, std::move(more), &closed)), nullptr);
   EXPECT_TRUE(closed);
@@ -309,7 +309,7 @@ TEST_F(AggregatorSessionTest, FastLaneDoorbellsMustBeEventfds) {
   int pipe_fds[2];
   ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
   std::vector<UniqueFd> fds;
-  fds.push_back(std::move(*hv::local::DuplicateFd((*lane)->fds()[0])));
+  fds.push_back(std::move(*os::DuplicateFd((*lane)->fds()[0])));
   fds.emplace_back(pipe_fds[0]);
   fds.emplace_back(pipe_fds[1]);  // a pipe nobody drains: our doorbell writes would block
   bool closed = false;

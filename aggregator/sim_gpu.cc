@@ -12,7 +12,7 @@ Result<std::unique_ptr<SimGpu>> SimGpu::Create(const SimGpuOptions& options) {
 
 SimGpu::~SimGpu() {
   if (device_) device_->SetInterruptHandler(nullptr);
-  vram_map_ = hv::local::SharedMapping();
+  vram_map_ = os::SharedMapping();
   device_.reset();  // the engine thread stops before the window it translates through goes
 }
 
@@ -35,8 +35,8 @@ Status SimGpu::Build() {
     o.compute_engine = sim::compute::SimtEngine::Create(engine);
   }
   GPUVM_ASSIGN_OR_RETURN(device_, sim::SimDevice::Create(o));
-  GPUVM_ASSIGN_OR_RETURN(vram_map_, hv::local::SharedMapping::Map(device_->vram_fd(), 0,
-                                                                  device_->vram_size(), true));
+  GPUVM_ASSIGN_OR_RETURN(vram_map_,
+                         os::SharedMapping::Map(device_->vram_fd(), 0, device_->vram_size(), true));
   if (handler_) device_->SetInterruptHandler(handler_);
   return Status::Ok();
 }
@@ -48,7 +48,7 @@ std::string SimGpu::Describe() const {
 
 Status SimGpu::Reset() {
   if (device_) device_->SetInterruptHandler(nullptr);
-  vram_map_ = hv::local::SharedMapping();
+  vram_map_ = os::SharedMapping();
   device_.reset();
   ++resets_;
   return Build().WithContext("rebuilding the software GPU");

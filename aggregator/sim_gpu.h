@@ -18,8 +18,8 @@
 #include <string>
 
 #include "aggregator/physical_gpu.h"
+#include "base/os.h"
 #include "gpu/sim/device.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::aggregator {
 
@@ -59,7 +59,7 @@ class SimGpu final : public PhysicalGpu {
 
   const SimGpuOptions options_;
   std::unique_ptr<sim::SimDevice> device_;
-  hv::local::SharedMapping vram_map_;  // the device's VRAM memfd, for full virtualization's shadows
+  os::SharedMapping vram_map_;  // the device's VRAM memfd, for full virtualization's shadows
   gpu::InterruptHandler handler_;
   // The channel-drained handler: set on the owner thread, called on the device's engine thread.
   std::mutex drained_mu_;

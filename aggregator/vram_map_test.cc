@@ -207,7 +207,7 @@ TEST_F(VramMapTest, RelocatePteAssignsThroughTheMapAndRejectsWhenExhausted) {
 // device model and the guest share it), keeps the RAM "held" while that process maps it — even
 // with its descriptor closed — and only its exit releases it.
 TEST(VramQuarantineTest, LocalRamIsReleasedOnlyOnceNoProcessHoldsIt) {
-  auto ram = hv::local::CreateSealedMemfd("quarantine-ram", 1 << 20);
+  auto ram = os::CreateSealedMemfd("quarantine-ram", 1 << 20);
   ASSERT_TRUE(ram.ok()) << ram.status().ToString();
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -228,7 +228,7 @@ TEST(VramQuarantineTest, LocalRamIsReleasedOnlyOnceNoProcessHoldsIt) {
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   {
     // Our own mapping holds it too (the aggregator's GuestRam until the VM is removed).
-    auto ours = hv::local::SharedMapping::Map(ram->get(), 0, 1 << 20, true);
+    auto ours = os::SharedMapping::Map(ram->get(), 0, 1 << 20, true);
     ASSERT_TRUE(ours.ok());
     ram->Reset();
     EXPECT_FALSE(LocalRamReleased(probe->get()));

@@ -64,7 +64,7 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
   }
   GPUVM_ASSIGN_OR_RETURN(vm->io_, hv::local::LocalGuestIo::Create(*vm->domain_, options.timeout));
   GPUVM_ASSIGN_OR_RETURN(vm->ram_,
-                         hv::local::SharedMapping::Map(vm->domain_->ram_fd(), 0, ram_bytes, true));
+                         os::SharedMapping::Map(vm->domain_->ram_fd(), 0, ram_bytes, true));
   vm->free_frames_[reserved] = frames - reserved;
   for (uint32_t v = 0; v < vm->io_->vcpu_count(); ++v) {
     auto vcpu = std::make_unique<Vcpu>();
@@ -72,7 +72,7 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
     vcpu->bounce_gpa = bounce[0] * kPage;
     vm->vcpus_.push_back(std::move(vcpu));
   }
-  GPUVM_ASSIGN_OR_RETURN(vm->irq_stop_, hv::local::CreateEventFd());
+  GPUVM_ASSIGN_OR_RETURN(vm->irq_stop_, os::CreateEventFd());
   return vm;
 }
 
@@ -402,9 +402,9 @@ void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages, bool dis
 
 Status LocalVmGuest::SetInterruptHandler(std::function<void(bool)> handler) {
   if (irq_thread_.joinable()) {
-    (void)hv::local::SignalEventFd(irq_stop_.get());
+    (void)os::SignalEventFd(irq_stop_.get());
     irq_thread_.join();
-    hv::local::DrainEventFd(irq_stop_.get());
+    os::DrainEventFd(irq_stop_.get());
   }
   std::lock_guard lock(irq_mu_);
   irq_handler_ = std::move(handler);
@@ -423,7 +423,7 @@ void LocalVmGuest::InterruptLoop() {
     const int n = ::ppoll(fds, 2, reported ? &poll_for : nullptr, nullptr);
     if (n < 0 && errno != EINTR) return;
     if (fds[0].revents & POLLIN) return;
-    if (fds[1].revents & POLLIN) hv::local::DrainEventFd(io_->irq_fd());
+    if (fds[1].revents & POLLIN) os::DrainEventFd(io_->irq_fd());
     const bool level = (io_->interrupts().intx_levels & 1u) != 0;
     // An edge while we already reported asserted (deasserted and asserted again in between) is
     // still worth telling: the driver decodes once more.

@@ -54,11 +54,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/os.h"
 #include "base/status.h"
 #include "guest-pv-driver/bus.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::guest {
 
@@ -121,7 +121,7 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   LocalVmGuestOptions options_;
   std::shared_ptr<const hv::local::LocalDomain> domain_;
   std::unique_ptr<hv::local::LocalGuestIo> io_;
-  hv::local::SharedMapping ram_;
+  os::SharedMapping ram_;
 
   struct Vcpu {
     std::mutex mu;
@@ -142,7 +142,7 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   std::mutex irq_mu_;  // held while the handler runs and while it changes
   std::function<void(bool)> irq_handler_;
   std::thread irq_thread_;
-  hv::local::UniqueFd irq_stop_;
+  os::UniqueFd irq_stop_;
 };
 
 struct LocalTrapBusOptions {

@@ -66,7 +66,7 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig
     return Status::InvalidArgument("max_fill_count out of range");
   }
   std::unique_ptr<DeviceModel> dm(new DeviceModel(config, server, aggregator, guest_memory));
-  dm->wait_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  dm->wait_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!dm->wait_.valid()) return Status::FromErrno(errno, "epoll_create1");
   const uint32_t server_events = server->UseEdgeTriggeredWait() ? EPOLLIN | EPOLLET : EPOLLIN;
   for (auto [fd, events, tag] :

@@ -36,10 +36,10 @@
 #include <optional>
 #include <utility>
 
+#include "base/busy_poll.h"
+#include "base/os.h"
 #include "hypervisor/guest_memory.h"
 #include "hypervisor/ioreq_server.h"
-#include "hypervisor/local/busy_poll.h"
-#include "hypervisor/local/os.h"
 #include "qemu-device/aggregator_connection.h"
 #include "qemu-device/pci_config_space.h"
 #include "qemu-device/trap_counters.h"
@@ -52,7 +52,7 @@ struct DeviceModelConfig {
   uint32_t max_rep_bytes = 4096;
   uint32_t max_fill_count = 4096;
   // After serving, poll the IOREQ server for the guest's next access this long before sleeping
-  // (adaptive; hypervisor/local/busy_poll.h). Off by default: measured, the guest's next access
+  // (adaptive; base/busy_poll.h). Off by default: measured, the guest's next access
   // almost never came within 10 us (docs/IPC.md, "Waiting"). Zero: always sleep.
   std::chrono::microseconds busy_poll = std::chrono::microseconds(0);
 };
@@ -141,11 +141,11 @@ class DeviceModel {
   static constexpr std::chrono::microseconds kEventCheckInterval{200};
   static constexpr uint32_t kServerTag = 1;
   static constexpr uint32_t kAggregatorTag = 2;
-  hv::local::BusyPoll busy_poll_;
+  BusyPoll busy_poll_;
   bool served_last_ = false;
   // One epoll set over the IOREQ server's wait_fd (edge-triggered when it agrees) and the
   // aggregator's event_fd: RunOnce sleeps in one epoll_wait.
-  hv::local::UniqueFd wait_;
+  os::UniqueFd wait_;
   std::chrono::steady_clock::time_point last_wait_;
   bool line_asserted_ = false;
   bool intx_output_ = false;  // what we last told the hypervisor about INTA

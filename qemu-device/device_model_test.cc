@@ -402,7 +402,7 @@ TEST_F(DeviceModelTest, RunOnceServesRequestsAndStopsAtTeardown) {
 
 TEST_F(DeviceModelTest, BarMapRemapsAperturePagesUntilUnmappedOrMoved) {
   Program();
-  auto memory = hv::local::CreateSealedMemfd("vram", 1 << 20);
+  auto memory = os::CreateSealedMemfd("vram", 1 << 20);
   ASSERT_TRUE(memory.ok());
   auto fd = [&] { return memory->get(); };
   ASSERT_TRUE(
@@ -451,7 +451,7 @@ TEST_F(DeviceModelTest, BarMapRemapsAperturePagesUntilUnmappedOrMoved) {
 // first) waits, with every one behind it, and is applied and answered in order by a later RunOnce.
 TEST_F(DeviceModelTest, BarRequestsTheHypervisorCannotApplyYetWaitInOrder) {
   Program();
-  auto memory = hv::local::CreateSealedMemfd("vram", 1 << 20);
+  auto memory = os::CreateSealedMemfd("vram", 1 << 20);
   ASSERT_TRUE(memory.ok());
   server_.busy_memory_changes = 3;  // the map, the map again behind the unmap, one RunOnce
   ASSERT_TRUE(dm_->HandleAggregatorEvent(

@@ -51,8 +51,8 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
 }
 
 Status IpcAggregatorConnection::Init() {
-  GPUVM_ASSIGN_OR_RETURN(queued_, hv::local::CreateEventFd());
-  epoll_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  GPUVM_ASSIGN_OR_RETURN(queued_, os::CreateEventFd());
+  epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   for (int fd : {channel_.fd(), queued_.get()}) {
     epoll_event ev{};
@@ -164,7 +164,7 @@ Status IpcAggregatorConnection::Dispatch(ipc::Channel::Received received) {
   const ipc::Message& m = received.message;
   auto queue = [this](AggregatorEvent event) {
     events_.push_back(std::move(event));
-    return hv::local::SignalEventFd(queued_.get());
+    return os::SignalEventFd(queued_.get());
   };
   if (const auto* irq = std::get_if<ipc::Interrupt>(&m.body)) {
     return queue(InterruptLevel{irq->asserted});
@@ -301,7 +301,7 @@ Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
   }
   AggregatorEvent event = std::move(events_.front());
   events_.pop_front();
-  if (events_.empty()) hv::local::DrainEventFd(queued_.get());
+  if (events_.empty()) os::DrainEventFd(queued_.get());
   return std::optional<AggregatorEvent>(std::move(event));
 }
 

@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "hypervisor/local/busy_poll.h"
+#include "base/busy_poll.h"
 #include "qemu-device/aggregator_connection.h"
 #include "qemu-device/ipc/channel.h"
 #include "qemu-device/ipc/fast_lane.h"
@@ -33,7 +33,7 @@ struct IpcConnectOptions {
   // Move MMIO to the shared-memory fast lane when the aggregator offers it (ipc/fast_lane.h).
   bool use_fast_lane = true;
   // On the fast lane, poll the reply slot for up to this long before sleeping on the doorbell (and
-  // let the aggregator skip ringing it meanwhile); adaptive, see hypervisor/local/busy_poll.h.
+  // let the aggregator skip ringing it meanwhile); adaptive, see base/busy_poll.h.
   // Zero: always sleep.
   std::chrono::microseconds busy_poll = std::chrono::microseconds(10);
 };
@@ -91,17 +91,16 @@ class IpcAggregatorConnection : public AggregatorConnection {
   ipc::Channel channel_;
   std::unique_ptr<ipc::FastLane> lane_;
   std::chrono::milliseconds timeout_;
-  hv::local::BusyPoll busy_poll_;  // the lane's reply slot
+  BusyPoll busy_poll_;  // the lane's reply slot
   uint32_t next_seq_ = 1;
   uint16_t version_ = ipc::kMinProtocolVersion;
   ipc::VmAccept accepted_;
   std::deque<AggregatorEvent> events_;
-  hv::local::UniqueFd queued_;  // signalled while events_ is not empty
-  hv::local::UniqueFd epoll_;   // socket + queued_
+  os::UniqueFd queued_;  // signalled while events_ is not empty
+  os::UniqueFd epoll_;   // socket + queued_
   Status broken_;
   bool torn_down_ = false;
-  std::map<uint32_t, hv::local::UniqueFd>
-      bar_memory_;  // BAR_MAP descriptors by seq, until answered
+  std::map<uint32_t, os::UniqueFd> bar_memory_;  // BAR_MAP descriptors by seq, until answered
 };
 
 }  // namespace gpuvm::dm

@@ -14,7 +14,7 @@
 namespace gpuvm::dm {
 namespace {
 
-using hv::local::UniqueFd;
+using os::UniqueFd;
 using testing::FakeAggregatorServer;
 using testing::FakePatternByte;
 

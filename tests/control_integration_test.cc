@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "tests/vm_process_fixture.h"
 
 namespace {
@@ -48,7 +48,7 @@ class ControlIntegrationTest : public ::testing::Test {
                                  dir_ + "/aggregator");
     const auto deadline = Clock::now() + 30s;
     while (Clock::now() < deadline) {
-      if (gpuvm::hv::local::ConnectSeqpacket(socket_ + "-control").ok()) return;
+      if (gpuvm::os::ConnectSeqpacket(socket_ + "-control").ok()) return;
       ASSERT_FALSE(aggregator_.Exited()) << "the aggregator exited: " << aggregator_.Logs();
       std::this_thread::sleep_for(5ms);
     }
@@ -164,14 +164,13 @@ TEST_F(ControlIntegrationTest, InvalidInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(r.code, 2);
 
   // Garbage straight onto the socket, past gpuvm-ctl's own checks.
-  gpuvm::Result<gpuvm::hv::local::UniqueFd> fd =
-      gpuvm::hv::local::ConnectSeqpacket(socket_ + "-control");
+  gpuvm::Result<gpuvm::os::UniqueFd> fd = gpuvm::os::ConnectSeqpacket(socket_ + "-control");
   ASSERT_TRUE(fd.ok());
   for (std::string_view raw :
        {std::string_view("set-share tenant -5"), std::string_view("set-share tenant 1e9"),
         std::string_view("\x01\x02\xff"), std::string_view("list list")}) {
     ASSERT_EQ(::send(fd->get(), raw.data(), raw.size(), 0), static_cast<ssize_t>(raw.size()));
-    ASSERT_TRUE(gpuvm::hv::local::WaitReadable(fd->get(), 10000).ok());
+    ASSERT_TRUE(gpuvm::os::WaitReadable(fd->get(), 10000).ok());
     char reply[4096];
     const ssize_t n = ::recv(fd->get(), reply, sizeof reply, 0);
     ASSERT_GT(n, 0);

@@ -643,7 +643,7 @@ struct RemappedRange {
   gpu::Bar bar;
   uint64_t offset, length, backing;
   bool vram;  // backed by the GPU's VRAM (else: the VM's scratch memory)
-  hv::local::SharedMapping bytes;
+  os::SharedMapping bytes;
 };
 
 class FvRemapIsolationTest : public FvIsolationTest {
@@ -671,7 +671,7 @@ class FvRemapIsolationTest : public FvIsolationTest {
         continue;
       }
       ASSERT_TRUE(r.bar == gpu::Bar::k1 || r.bar == gpu::Bar::k3);
-      auto bytes = hv::local::SharedMapping::Map(r.fd, r.backing_offset, r.length, true);
+      auto bytes = os::SharedMapping::Map(r.fd, r.backing_offset, r.length, true);
       ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
       ranges_.push_back({r.bar, r.offset, r.length, r.backing_offset,
                          r.fd == world_->gpu().vram_fd(), std::move(*bytes)});

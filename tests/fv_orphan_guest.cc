@@ -27,10 +27,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/os.h"
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/local/domain.h"
-#include "hypervisor/local/os.h"
 
 namespace {
 
@@ -109,7 +109,7 @@ int Orphan(const std::string& dir) {
   if (!vm.ok()) return Fail("vm: " + vm.status().ToString());
   auto bus = gpuvm::guest::LocalTrapBus::Create(*vm);
   if (!bus.ok()) return Fail("bus: " + bus.status().ToString());
-  auto control = gpuvm::hv::local::SharedMapping::Map(
+  auto control = gpuvm::os::SharedMapping::Map(
       (*vm)->domain().ioreq_fd(), gpuvm::hv::local::kControlPage * kPage, kPage, false);
   if (!control.ok()) return Fail("control page: " + control.status().ToString());
   const auto* page = reinterpret_cast<const LocalControlPage*>(control->data());

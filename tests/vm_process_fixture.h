@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 namespace gpuvm::process_testing {
 
@@ -117,7 +117,7 @@ class AggregatorProcessTest : public ::testing::Test {
     // Ready when it accepts connections.
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     while (Clock::now() < deadline) {
-      if (hv::local::ConnectSeqpacket(socket_).ok()) return;
+      if (os::ConnectSeqpacket(socket_).ok()) return;
       int status;
       ASSERT_NE(::waitpid(aggregator_.pid, &status, WNOHANG), aggregator_.pid)
           << "the aggregator exited: " << aggregator_.Logs();

@@ -19,8 +19,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Create(const std::string& 
                                                              size_t max_clients) {
   if (service == nullptr) return Status::InvalidArgument("control server needs a service");
   std::unique_ptr<ControlServer> s(new ControlServer(path, service, max_clients));
-  GPUVM_ASSIGN_OR_RETURN(s->listen_, hv::local::ListenSeqpacket(path));
-  s->epoll_ = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(path));
+  s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -49,8 +49,7 @@ void ControlServer::Serve() {
 
 void ControlServer::Accept() {
   for (int i = 0; i < 16; ++i) {
-    hv::local::UniqueFd client(
-        ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    os::UniqueFd client(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!client.valid()) return;
     ucred peer{};
     socklen_t length = sizeof peer;

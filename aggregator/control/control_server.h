@@ -20,7 +20,7 @@
 #include <string>
 
 #include "aggregator/control/service.h"
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 namespace gpuvm::control {
 
@@ -49,9 +49,9 @@ class ControlServer {
   const std::string path_;
   ControlService* const service_;
   const size_t max_clients_;
-  hv::local::UniqueFd listen_;
-  hv::local::UniqueFd epoll_;
-  std::map<int, hv::local::UniqueFd> clients_;
+  os::UniqueFd listen_;
+  os::UniqueFd epoll_;
+  std::map<int, os::UniqueFd> clients_;
   uint64_t requests_ = 0;
   uint64_t refused_peers_ = 0;
 };

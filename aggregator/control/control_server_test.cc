@@ -47,7 +47,7 @@ TEST(ControlServerTest, AnswersOverTheSocket) {
   const std::string path = "@gpuvm-control-test-" + std::to_string(::getpid());
   Result<std::unique_ptr<ControlServer>> server = ControlServer::Create(path, &service);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  Result<hv::local::UniqueFd> client = hv::local::ConnectSeqpacket(path);
+  Result<os::UniqueFd> client = os::ConnectSeqpacket(path);
   ASSERT_TRUE(client.ok());
   const int fd = client->get();
 

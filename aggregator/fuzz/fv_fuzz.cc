@@ -25,12 +25,12 @@
 #include "aggregator/fv_host.h"
 #include "aggregator/guest_ram.h"
 #include "aggregator/sim_gpu.h"
+#include "base/os.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pgraph.h"
 #include "gpu/hw/pmc.h"
 #include "gpu/hw/vm.h"
-#include "hypervisor/local/os.h"
 
 namespace {
 
@@ -82,7 +82,7 @@ struct World {
 };
 
 std::unique_ptr<GuestRam> MakeRam() {
-  auto fd = gpuvm::hv::local::CreateSealedMemfd("fv-fuzz", kRam);
+  auto fd = gpuvm::os::CreateSealedMemfd("fv-fuzz", kRam);
   if (!fd.ok()) std::abort();
   auto ram = GuestRam::FromLocalMemfd(std::move(*fd), kRam);
   if (!ram.ok()) std::abort();

@@ -29,7 +29,7 @@ namespace {
 using gpuvm::aggregator::Aggregator;
 using gpuvm::aggregator::Session;
 using gpuvm::aggregator::SimGpu;
-using gpuvm::hv::local::UniqueFd;
+using gpuvm::os::UniqueFd;
 
 Aggregator* TheAggregator(SimGpu** sim) {
   static SimGpu* sim_gpu = nullptr;
@@ -80,14 +80,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               for (int i = 0; i < 8; ++i) announced |= uint64_t(bytes[24 + i]) << (8 * i);
               const uint64_t memfd_bytes = (op & 4) ? 4096 : announced;
               if (memfd_bytes > 0 && memfd_bytes <= (64ull << 20) && memfd_bytes % 4096 == 0) {
-                auto fd = gpuvm::hv::local::CreateSealedMemfd("fuzz-ram", memfd_bytes);
+                auto fd = gpuvm::os::CreateSealedMemfd("fuzz-ram", memfd_bytes);
                 if (fd.ok()) fds.push_back(std::move(*fd));
               }
             } else if (type == uint16_t(gpuvm::ipc::MessageType::kFastLane)) {
               auto lane = gpuvm::ipc::FastLane::Create();
               if (lane.ok()) {
                 for (int fd : (*lane)->fds()) {
-                  auto dup = gpuvm::hv::local::DuplicateFd(fd);
+                  auto dup = gpuvm::os::DuplicateFd(fd);
                   if (dup.ok()) fds.push_back(std::move(*dup));
                 }
                 dm_lane = std::move(*lane);

@@ -22,8 +22,8 @@
 #include "aggregator/fv_host.h"
 #include "aggregator/guest_ram.h"
 #include "aggregator/sim_gpu.h"
+#include "base/os.h"
 #include "guest-pv-driver/bus.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::aggregator::fv_testing {
 
@@ -36,9 +36,8 @@ class FvTestVm final : public guest::Bus {
   FvTestVm(std::mutex* aggregator_lock, PhysicalGpu* gpu) : lock_(aggregator_lock), gpu_(gpu) {}
 
   Status Start(FvHost* host, const FvVmOptions& options, uint64_t ram_bytes) {
-    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd fd,
-                           hv::local::CreateSealedMemfd("fv-vm", ram_bytes));
-    GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd dup, hv::local::DuplicateFd(fd.get()));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd fd, os::CreateSealedMemfd("fv-vm", ram_bytes));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd dup, os::DuplicateFd(fd.get()));
     GPUVM_ASSIGN_OR_RETURN(ram_, GuestRam::FromLocalMemfd(std::move(dup), ram_bytes));
     memfd_ = std::move(fd);
     pci_ = gpu_->device().pci();
@@ -89,7 +88,7 @@ class FvTestVm final : public guest::Bus {
   std::mutex* lock_;
   PhysicalGpu* gpu_;
   gpu::PciIdentity pci_;
-  hv::local::UniqueFd memfd_;
+  os::UniqueFd memfd_;
   std::unique_ptr<GuestRam> ram_;
   std::unique_ptr<FullVirtGpu> vgpu_;
   std::mutex frames_mu_;

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 extern char** environ;
 
@@ -191,7 +191,7 @@ Result<std::unique_ptr<AggregatorProcess>> AggregatorProcess::Start(const std::s
   ::close(log);
   std::unique_ptr<AggregatorProcess> process(new AggregatorProcess(pid, socket));
   const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (!hv::local::ConnectSeqpacket(socket).ok()) {
+  while (!os::ConnectSeqpacket(socket).ok()) {
     if (!process->alive()) {
       return Status::Unavailable("gpuvm-aggregator exited at start: " + TailOfFile(log_path, 400));
     }

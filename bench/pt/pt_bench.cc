@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 namespace {
 
@@ -158,7 +158,7 @@ int Main(int argc, char** argv) {
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  for (int i = 0; !gpuvm::hv::local::ConnectSeqpacket(socket).ok(); ++i) {
+  for (int i = 0; !gpuvm::os::ConnectSeqpacket(socket).ok(); ++i) {
     if (i > 3000) Die("gpuvm-aggregator did not come up");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -57,15 +57,15 @@ Result<std::unique_ptr<LocalDomain>> LocalDomain::Create(const LocalDomainConfig
   std::unique_ptr<LocalDomain> d(new LocalDomain());
   d->config_ = config;
   const std::string tag = "gpuvm-dom" + std::to_string(config.domid);
-  GPUVM_ASSIGN_OR_RETURN(d->ram_, CreateSealedMemfd((tag + "-ram").c_str(), config.ram_bytes));
+  GPUVM_ASSIGN_OR_RETURN(d->ram_, os::CreateSealedMemfd((tag + "-ram").c_str(), config.ram_bytes));
   GPUVM_ASSIGN_OR_RETURN(
-      d->ioreq_, CreateSealedMemfd((tag + "-ioreq").c_str(), kIoreqRegionPages * kPageSize));
-  GPUVM_ASSIGN_OR_RETURN(d->grants_, CreateSealedMemfd((tag + "-grants").c_str(),
-                                                       GrantTableBytes(config.grant_entries)));
-  GPUVM_ASSIGN_OR_RETURN(d->irq_, CreateEventFd());
+      d->ioreq_, os::CreateSealedMemfd((tag + "-ioreq").c_str(), kIoreqRegionPages * kPageSize));
+  GPUVM_ASSIGN_OR_RETURN(d->grants_, os::CreateSealedMemfd((tag + "-grants").c_str(),
+                                                           GrantTableBytes(config.grant_entries)));
+  GPUVM_ASSIGN_OR_RETURN(d->irq_, os::CreateEventFd());
   for (uint32_t v = 0; v < config.vcpus; ++v) {
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd request, CreateEventFd());
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd response, CreateEventFd());
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd request, os::CreateEventFd());
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd response, os::CreateEventFd());
     d->requests_.push_back(std::move(request));
     d->responses_.push_back(std::move(response));
   }
@@ -73,15 +73,15 @@ Result<std::unique_ptr<LocalDomain>> LocalDomain::Create(const LocalDomainConfig
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, physmap) != 0) {
     return Status::FromErrno(errno, "socketpair (physmap)");
   }
-  d->physmap_[0] = UniqueFd(physmap[0]);
-  d->physmap_[1] = UniqueFd(physmap[1]);
+  d->physmap_[0] = os::UniqueFd(physmap[0]);
+  d->physmap_[1] = os::UniqueFd(physmap[1]);
   // Stamp the control page so a receiver can tell a live region from garbage.
   GPUVM_ASSIGN_OR_RETURN(
-      SharedMapping control,
-      SharedMapping::Map(d->ioreq_.get(), kControlPage * kPageSize, kPageSize, true));
+      os::SharedMapping control,
+      os::SharedMapping::Map(d->ioreq_.get(), kControlPage * kPageSize, kPageSize, true));
   auto* page = reinterpret_cast<LocalControlPage*>(control.data());
-  StoreShared(page->vcpus, config.vcpus);
-  StoreShared(page->magic, kControlPageMagic);
+  os::StoreShared(page->vcpus, config.vcpus);
+  os::StoreShared(page->magic, kControlPageMagic);
   return d;
 }
 
@@ -95,8 +95,8 @@ std::vector<uint8_t> LocalDomain::EncodeHeader() const {
 
 std::vector<int> LocalDomain::fds() const {
   std::vector<int> out = {ram_.get(), ioreq_.get(), grants_.get(), irq_.get()};
-  for (const UniqueFd& fd : requests_) out.push_back(fd.get());
-  for (const UniqueFd& fd : responses_) out.push_back(fd.get());
+  for (const os::UniqueFd& fd : requests_) out.push_back(fd.get());
+  for (const os::UniqueFd& fd : responses_) out.push_back(fd.get());
   out.push_back(physmap_[0].get());
   out.push_back(physmap_[1].get());
   return out;
@@ -105,16 +105,16 @@ std::vector<int> LocalDomain::fds() const {
 Status LocalDomain::SendTo(int socket) const {
   const std::vector<uint8_t> header = EncodeHeader();
   const std::vector<int> all = fds();
-  return SendWithFds(socket, header, all);
+  return os::SendWithFds(socket, header, all);
 }
 
 Result<std::unique_ptr<LocalDomain>> LocalDomain::ReceiveFrom(int socket) {
-  GPUVM_ASSIGN_OR_RETURN(ReceivedMessage message, ReceiveWithFds(socket, 256, false));
+  GPUVM_ASSIGN_OR_RETURN(os::ReceivedMessage message, os::ReceiveWithFds(socket, 256, false));
   return FromWire(message.bytes, std::move(message.fds));
 }
 
 Result<std::unique_ptr<LocalDomain>> LocalDomain::FromWire(std::span<const uint8_t> header,
-                                                           std::vector<UniqueFd> fds) {
+                                                           std::vector<os::UniqueFd> fds) {
   WireHeader h;
   if (header.size() != sizeof(h)) return Status::DataLoss("local domain header has the wrong size");
   std::memcpy(&h, header.data(), sizeof(h));
@@ -127,10 +127,11 @@ Result<std::unique_ptr<LocalDomain>> LocalDomain::FromWire(std::span<const uint8
     return Status::DataLoss("local domain description carries " + std::to_string(fds.size()) +
                             " descriptors, expected " + std::to_string(6 + 2 * config.vcpus));
   }
-  GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(fds[0].get(), config.ram_bytes).WithContext("guest RAM"));
   GPUVM_RETURN_IF_ERROR(
-      CheckSealedMemfd(fds[1].get(), kIoreqRegionPages * kPageSize).WithContext("ioreq region"));
-  GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(fds[2].get(), GrantTableBytes(config.grant_entries))
+      os::CheckSealedMemfd(fds[0].get(), config.ram_bytes).WithContext("guest RAM"));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(fds[1].get(), kIoreqRegionPages * kPageSize)
+                            .WithContext("ioreq region"));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(fds[2].get(), GrantTableBytes(config.grant_entries))
                             .WithContext("grant table"));
   std::unique_ptr<LocalDomain> d(new LocalDomain());
   d->config_ = config;

@@ -26,8 +26,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/os.h"
 #include "base/status.h"
-#include "hypervisor/local/os.h"
 #include "hypervisor/types.h"
 
 namespace gpuvm::hv::local {
@@ -109,7 +109,7 @@ class LocalDomain {
   std::vector<uint8_t> EncodeHeader() const;
   std::vector<int> fds() const;
   static Result<std::unique_ptr<LocalDomain>> FromWire(std::span<const uint8_t> header,
-                                                       std::vector<UniqueFd> fds);
+                                                       std::vector<os::UniqueFd> fds);
 
   const LocalDomainConfig& config() const { return config_; }
   DomainId domid() const { return config_.domid; }
@@ -130,13 +130,13 @@ class LocalDomain {
   static Status CheckConfig(const LocalDomainConfig& config);
 
   LocalDomainConfig config_;
-  UniqueFd ram_;
-  UniqueFd ioreq_;
-  UniqueFd grants_;
-  UniqueFd irq_;
-  std::vector<UniqueFd> requests_;
-  std::vector<UniqueFd> responses_;
-  UniqueFd physmap_[2];
+  os::UniqueFd ram_;
+  os::UniqueFd ioreq_;
+  os::UniqueFd grants_;
+  os::UniqueFd irq_;
+  std::vector<os::UniqueFd> requests_;
+  std::vector<os::UniqueFd> responses_;
+  os::UniqueFd physmap_[2];
 };
 
 }  // namespace gpuvm::hv::local

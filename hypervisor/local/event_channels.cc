@@ -10,7 +10,7 @@ Result<std::unique_ptr<LocalEventChannels>> LocalEventChannels::Connect(
     const std::string& daemon_path, DomainId self) {
   std::unique_ptr<LocalEventChannels> e(new LocalEventChannels());
   GPUVM_ASSIGN_OR_RETURN(e->client_, LocalHvClient::Connect(daemon_path, self));
-  e->epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  e->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!e->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   return e;
 }
@@ -67,7 +67,7 @@ Status LocalEventChannels::Notify(EvtchnPort local) {
   auto it = channels_.find(local);
   if (it == channels_.end())
     return Status::NotFound("port " + std::to_string(local) + " not bound");
-  return SignalEventFd(it->second.notify.get());
+  return os::SignalEventFd(it->second.notify.get());
 }
 
 Result<std::optional<EvtchnPort>> LocalEventChannels::Pending() {
@@ -80,7 +80,7 @@ Result<std::optional<EvtchnPort>> LocalEventChannels::Pending() {
   if (ready == 0) return std::optional<EvtchnPort>();
   const EvtchnPort port = ev.data.u32;
   auto it = channels_.find(port);
-  if (it != channels_.end()) DrainEventFd(it->second.wait.get());
+  if (it != channels_.end()) os::DrainEventFd(it->second.wait.get());
   return std::optional<EvtchnPort>(port);
 }
 

@@ -32,14 +32,14 @@ class LocalEventChannels : public EventChannels {
 
  private:
   struct Channel {
-    UniqueFd notify;  // we write
-    UniqueFd wait;    // we read
+    os::UniqueFd notify;  // we write
+    os::UniqueFd wait;    // we read
   };
   LocalEventChannels() = default;
   Result<EvtchnPort> Adopt(LocalHvClient::Reply reply);
 
   std::unique_ptr<LocalHvClient> client_;
-  UniqueFd epoll_;
+  os::UniqueFd epoll_;
   std::map<EvtchnPort, Channel> channels_;
 };
 

@@ -22,7 +22,7 @@ Result<std::unique_ptr<LocalGrantTable>> LocalGrantTable::Create(const LocalDoma
   t->frame_count_ = domain.frame_count();
   t->entries_ = domain.config().grant_entries;
   GPUVM_ASSIGN_OR_RETURN(
-      t->table_, SharedMapping::Map(domain.grant_fd(), 0, domain.grant_table_bytes(), true));
+      t->table_, os::SharedMapping::Map(domain.grant_fd(), 0, domain.grant_table_bytes(), true));
   return t;
 }
 
@@ -31,11 +31,11 @@ Result<GrantRef> LocalGrantTable::GrantFrame(DomainId peer, Gfn gfn, Access peer
   for (uint32_t n = 0; n < entries_; ++n) {
     const GrantRef ref = (next_hint_ + n) % entries_;
     LocalGrantEntry* e = entry(ref);
-    if (LoadShared(e->state) != 0) continue;
-    StoreShared(e->gfn, gfn, std::memory_order_relaxed);
+    if (os::LoadShared(e->state) != 0) continue;
+    os::StoreShared(e->gfn, gfn, std::memory_order_relaxed);
     const uint64_t state =
         kGrantValid | (peer_access == Access::kReadOnly ? kGrantReadOnly : 0) | peer;
-    StoreShared(e->state, state);  // release: the frame number is visible first
+    os::StoreShared(e->state, state);  // release: the frame number is visible first
     next_hint_ = (ref + 1) % entries_;
     return ref;
   }
@@ -91,8 +91,8 @@ Result<std::unique_ptr<LocalGrantSharer>> LocalGrantSharer::Create(const LocalDo
   }
   std::unique_ptr<LocalGrantSharer> s(new LocalGrantSharer());
   GPUVM_ASSIGN_OR_RETURN(s->table_, LocalGrantTable::Create(domain));
-  GPUVM_ASSIGN_OR_RETURN(s->ram_, SharedMapping::Map(domain.ram_fd(), pool_first << kPageShift,
-                                                     pool_frames << kPageShift, true));
+  GPUVM_ASSIGN_OR_RETURN(s->ram_, os::SharedMapping::Map(domain.ram_fd(), pool_first << kPageShift,
+                                                         pool_frames << kPageShift, true));
   s->pool_first_ = pool_first;
   s->pool_used_.assign(pool_frames, false);
   return s;
@@ -151,7 +151,7 @@ namespace {
 // and drops the mapping counts.
 class GrantMapping : public GuestMapping {
  public:
-  GrantMapping(std::shared_ptr<SharedMapping> table, uint8_t* base, size_t pages,
+  GrantMapping(std::shared_ptr<os::SharedMapping> table, uint8_t* base, size_t pages,
                std::vector<GrantRef> refs)
       : table_(std::move(table)), base_(base), pages_(pages), refs_(std::move(refs)) {}
   ~GrantMapping() override {
@@ -171,7 +171,7 @@ class GrantMapping : public GuestMapping {
   std::span<uint8_t> bytes() override { return {base_, pages_ << kPageShift}; }
 
  private:
-  std::shared_ptr<SharedMapping> table_;
+  std::shared_ptr<os::SharedMapping> table_;
   uint8_t* base_;
   size_t pages_;
   std::vector<GrantRef> refs_;
@@ -187,12 +187,12 @@ Result<LocalGrantMapper::Granter*> LocalGrantMapper::FindGranter(DomainId grante
   auto it = granters_.find(granter);
   if (it != granters_.end()) return &it->second;
   GPUVM_ASSIGN_OR_RETURN(std::shared_ptr<const LocalDomain> domain, lookup_(granter));
-  GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(domain->grant_fd(), domain->grant_table_bytes()));
-  GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(domain->ram_fd(), domain->config().ram_bytes));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(domain->grant_fd(), domain->grant_table_bytes()));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(domain->ram_fd(), domain->config().ram_bytes));
   GPUVM_ASSIGN_OR_RETURN(
-      SharedMapping table,
-      SharedMapping::Map(domain->grant_fd(), 0, domain->grant_table_bytes(), true));
-  Granter g{std::move(domain), std::make_shared<SharedMapping>(std::move(table))};
+      os::SharedMapping table,
+      os::SharedMapping::Map(domain->grant_fd(), 0, domain->grant_table_bytes(), true));
+  Granter g{std::move(domain), std::make_shared<os::SharedMapping>(std::move(table))};
   return &granters_.emplace(granter, std::move(g)).first->second;
 }
 
@@ -236,7 +236,7 @@ Result<std::unique_ptr<GuestMapping>> LocalGrantMapper::Map(DomainId granter,
       if (state.compare_exchange_weak(s, s + kGrantMapUnit, std::memory_order_acq_rel)) break;
     }
     counted.push_back(ref);
-    const uint64_t gfn = LoadShared(table[ref].gfn);
+    const uint64_t gfn = os::LoadShared(table[ref].gfn);
     if (gfn >= frames) return fail(Status::OutOfRange(what + " names frame " + Hex(gfn)));
     const int prot = PROT_READ | (access == Access::kReadWrite ? PROT_WRITE : 0);
     void* page = ::mmap(base + (i << kPageShift), kPageSize, prot, MAP_SHARED | MAP_FIXED,

@@ -23,9 +23,9 @@
 #include <memory>
 #include <vector>
 
+#include "base/os.h"
 #include "hypervisor/grants.h"
 #include "hypervisor/local/domain.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::hv::local {
 
@@ -63,7 +63,7 @@ class LocalGrantTable {
   uint64_t frame_count_ = 0;
   uint32_t entries_ = 0;
   uint32_t next_hint_ = 0;
-  SharedMapping table_;
+  os::SharedMapping table_;
 };
 
 // GrantSharer over a pool of the VM's own frames [pool_first, pool_first + pool_frames), which the
@@ -85,7 +85,7 @@ class LocalGrantSharer : public GrantSharer {
   void Release(Gfn first, std::span<const GrantRef> refs);
 
   std::unique_ptr<LocalGrantTable> table_;
-  SharedMapping ram_;
+  os::SharedMapping ram_;
   Gfn pool_first_ = 0;
   std::vector<bool> pool_used_;
   uint64_t quarantined_ = 0;
@@ -105,7 +105,7 @@ class LocalGrantMapper : public GrantMapper {
  private:
   struct Granter {
     std::shared_ptr<const LocalDomain> domain;
-    std::shared_ptr<SharedMapping> table;
+    std::shared_ptr<os::SharedMapping> table;
   };
   Result<Granter*> FindGranter(DomainId granter);
 

@@ -23,16 +23,16 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
   std::unique_ptr<LocalGuestIo> g(new LocalGuestIo());
   g->vcpus_ = domain.config().vcpus;
   g->timeout_ = timeout;
-  GPUVM_ASSIGN_OR_RETURN(
-      g->region_, SharedMapping::Map(domain.ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true));
+  GPUVM_ASSIGN_OR_RETURN(g->region_, os::SharedMapping::Map(domain.ioreq_fd(), 0,
+                                                            kIoreqRegionPages * kPageSize, true));
   g->slots_ = std::make_unique<xen_abi::IoreqRequesterSlots>(
       g->region_.data() + kIoreqSlotsPage * kPageSize, g->vcpus_);
-  GPUVM_ASSIGN_OR_RETURN(g->irq_, DuplicateFd(domain.irq_fd()));
-  GPUVM_ASSIGN_OR_RETURN(g->physmap_, DuplicateFd(domain.physmap_guest_fd()));
+  GPUVM_ASSIGN_OR_RETURN(g->irq_, os::DuplicateFd(domain.irq_fd()));
+  GPUVM_ASSIGN_OR_RETURN(g->physmap_, os::DuplicateFd(domain.physmap_guest_fd()));
   for (uint32_t v = 0; v < g->vcpus_; ++v) {
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd request, DuplicateFd(domain.request_fd(v)));
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd response, DuplicateFd(domain.response_fd(v)));
-    UniqueFd wait(::epoll_create1(EPOLL_CLOEXEC));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd request, os::DuplicateFd(domain.request_fd(v)));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd response, os::DuplicateFd(domain.response_fd(v)));
+    os::UniqueFd wait(::epoll_create1(EPOLL_CLOEXEC));
     if (!wait.valid()) return Status::FromErrno(errno, "epoll_create1");
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLET;
@@ -86,8 +86,8 @@ Result<uint64_t> LocalGuestIo::Submit(const IoRequest& request) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const auto* polling = reinterpret_cast<const uint32_t*>(
       region_.data() + kControlPage * kPageSize + kServerPollingOffset);
-  if (LoadShared(*polling, std::memory_order_relaxed) == 0) {
-    GPUVM_RETURN_IF_ERROR(SignalEventFd(requests_[v].get()));
+  if (os::LoadShared(*polling, std::memory_order_relaxed) == 0) {
+    GPUVM_RETURN_IF_ERROR(os::SignalEventFd(requests_[v].get()));
   }
   return AwaitResponse(v);
 }
@@ -172,14 +172,14 @@ namespace {
 template <typename ReadTables>
 bool ReadRouting(const LocalControlPage* page, ReadTables read) {
   for (int attempt = 0; attempt < 100000; ++attempt) {
-    const uint32_t before = LoadShared(page->routing_seq, std::memory_order_acquire);
+    const uint32_t before = os::LoadShared(page->routing_seq, std::memory_order_acquire);
     if (before & 1u) {
       if (attempt > 100) std::this_thread::yield();
       continue;
     }
     const bool result = read();
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (LoadShared(page->routing_seq, std::memory_order_relaxed) == before) return result;
+    if (os::LoadShared(page->routing_seq, std::memory_order_relaxed) == before) return result;
   }
   return false;
 }
@@ -191,11 +191,11 @@ bool LocalGuestIo::IsMmioClaimed(uint64_t gpa, uint64_t length) const {
   const uint64_t last = gpa + (length - 1);
   const LocalControlPage* page = control();
   return ReadRouting(page, [&] {
-    const uint32_t count = std::min(LoadShared(page->mmio_range_count, std::memory_order_relaxed),
-                                    kMaxClaimedMmioRanges);
+    const uint32_t count = std::min(
+        os::LoadShared(page->mmio_range_count, std::memory_order_relaxed), kMaxClaimedMmioRanges);
     for (uint32_t i = 0; i < count; ++i) {
-      const uint64_t f = LoadShared(page->mmio_ranges[i].first, std::memory_order_relaxed);
-      const uint64_t l = LoadShared(page->mmio_ranges[i].last, std::memory_order_relaxed);
+      const uint64_t f = os::LoadShared(page->mmio_ranges[i].first, std::memory_order_relaxed);
+      const uint64_t l = os::LoadShared(page->mmio_ranges[i].last, std::memory_order_relaxed);
       // Like Xen, the whole access must lie inside one claimed range.
       if (gpa >= f && last <= l) return true;
     }
@@ -211,14 +211,14 @@ uint8_t* LocalGuestIo::MemoryAt(uint64_t gpa, uint64_t length) {
   const LocalControlPage* page = control();
   const bool stable = ReadRouting(page, [&] {
     found = false;
-    const uint32_t count =
-        std::min(LoadShared(page->memory_range_count, std::memory_order_relaxed), kMaxMemoryRanges);
+    const uint32_t count = std::min(
+        os::LoadShared(page->memory_range_count, std::memory_order_relaxed), kMaxMemoryRanges);
     for (uint32_t i = 0; i < count; ++i) {
-      const uint64_t f = LoadShared(page->memory_ranges[i].first, std::memory_order_relaxed);
-      const uint64_t l = LoadShared(page->memory_ranges[i].last, std::memory_order_relaxed);
+      const uint64_t f = os::LoadShared(page->memory_ranges[i].first, std::memory_order_relaxed);
+      const uint64_t l = os::LoadShared(page->memory_ranges[i].last, std::memory_order_relaxed);
       if (gpa >= f && last <= l) {
-        hit = {f, l, LoadShared(page->memory_ranges[i].offset, std::memory_order_relaxed),
-               LoadShared(page->memory_ranges[i].backing, std::memory_order_relaxed)};
+        hit = {f, l, os::LoadShared(page->memory_ranges[i].offset, std::memory_order_relaxed),
+               os::LoadShared(page->memory_ranges[i].backing, std::memory_order_relaxed)};
         found = true;
         break;
       }
@@ -242,7 +242,7 @@ uint8_t* LocalGuestIo::MemoryAt(uint64_t gpa, uint64_t length) {
 
 void LocalGuestIo::ReceiveBackingsLocked() {
   for (;;) {
-    Result<ReceivedMessage> m = ReceiveWithFds(physmap_.get(), 64, true);
+    Result<os::ReceivedMessage> m = os::ReceiveWithFds(physmap_.get(), 64, true);
     if (!m.ok()) return;  // nothing more waiting (or the server is gone)
     uint64_t words[2];
     if (m->bytes.size() != sizeof words || m->fds.size() != 1) continue;
@@ -253,7 +253,7 @@ void LocalGuestIo::ReceiveBackingsLocked() {
         ::fstat(m->fds[0].get(), &st) != 0 || uint64_t(st.st_size) < words[1] || words[1] == 0) {
       continue;
     }
-    Result<SharedMapping> map = SharedMapping::Map(m->fds[0].get(), 0, words[1], true);
+    Result<os::SharedMapping> map = os::SharedMapping::Map(m->fds[0].get(), 0, words[1], true);
     if (!map.ok()) continue;
     backing_size_[id].store(words[1], std::memory_order_relaxed);
     backing_base_[id].store(map->data(), std::memory_order_release);
@@ -306,10 +306,10 @@ bool LocalGuestIo::IsPciClaimed(const Sbdf& sbdf) const {
   const uint64_t packed = PackSbdf(sbdf);
   const LocalControlPage* page = control();
   return ReadRouting(page, [&] {
-    const uint32_t count = std::min(LoadShared(page->pci_device_count, std::memory_order_relaxed),
-                                    kMaxClaimedPciDevices);
+    const uint32_t count = std::min(
+        os::LoadShared(page->pci_device_count, std::memory_order_relaxed), kMaxClaimedPciDevices);
     for (uint32_t i = 0; i < count; ++i) {
-      if (LoadShared(page->pci_devices[i], std::memory_order_relaxed) == packed) return true;
+      if (os::LoadShared(page->pci_devices[i], std::memory_order_relaxed) == packed) return true;
     }
     return false;
   });
@@ -318,16 +318,16 @@ bool LocalGuestIo::IsPciClaimed(const Sbdf& sbdf) const {
 LocalGuestIo::InterruptState LocalGuestIo::interrupts() const {
   const LocalControlPage* page = control();
   InterruptState s;
-  s.msi_count = LoadShared(page->msi_count, std::memory_order_acquire);
-  s.intx_levels = LoadShared(page->intx_levels, std::memory_order_acquire);
-  s.last_msi_address = LoadShared(page->last_msi_address, std::memory_order_relaxed);
-  s.last_msi_data = LoadShared(page->last_msi_data, std::memory_order_relaxed);
+  s.msi_count = os::LoadShared(page->msi_count, std::memory_order_acquire);
+  s.intx_levels = os::LoadShared(page->intx_levels, std::memory_order_acquire);
+  s.last_msi_address = os::LoadShared(page->last_msi_address, std::memory_order_relaxed);
+  s.last_msi_data = os::LoadShared(page->last_msi_data, std::memory_order_relaxed);
   return s;
 }
 
 Status LocalGuestIo::WaitForInterrupt(std::chrono::milliseconds timeout) {
-  GPUVM_RETURN_IF_ERROR(WaitReadable(irq_.get(), static_cast<int>(timeout.count())));
-  DrainEventFd(irq_.get());
+  GPUVM_RETURN_IF_ERROR(os::WaitReadable(irq_.get(), static_cast<int>(timeout.count())));
+  os::DrainEventFd(irq_.get());
   return Status::Ok();
 }
 

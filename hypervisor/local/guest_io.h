@@ -31,9 +31,9 @@
 #include <mutex>
 #include <vector>
 
-#include "hypervisor/local/busy_poll.h"
+#include "base/busy_poll.h"
+#include "base/os.h"
 #include "hypervisor/local/domain.h"
-#include "hypervisor/local/os.h"
 #include "hypervisor/types.h"
 #include "hypervisor/xen_abi/ioreq_page.h"
 
@@ -106,20 +106,20 @@ class LocalGuestIo {
 
   uint32_t vcpus_ = 0;
   std::chrono::milliseconds timeout_{0};
-  SharedMapping region_;
+  os::SharedMapping region_;
   std::unique_ptr<xen_abi::IoreqRequesterSlots> slots_;
-  UniqueFd irq_;
-  std::vector<UniqueFd> requests_;
-  std::vector<UniqueFd> responses_;
+  os::UniqueFd irq_;
+  std::vector<os::UniqueFd> requests_;
+  std::vector<os::UniqueFd> responses_;
   // Per vCPU, an edge-triggered epoll set of its response eventfd: waiting is one system call and
   // the eventfd never has to be read back (the round trip's guest half is write + epoll_wait, as
   // lean as a bare eventfd ping-pong).
-  std::vector<UniqueFd> waits_;
+  std::vector<os::UniqueFd> waits_;
   std::vector<BusyPoll> polls_;  // per vCPU, used only by that vCPU's thread
 
-  UniqueFd physmap_;
+  os::UniqueFd physmap_;
   std::mutex backings_mu_;
-  std::vector<SharedMapping> backing_maps_;  // by backing id (backings_mu_)
+  std::vector<os::SharedMapping> backing_maps_;  // by backing id (backings_mu_)
   std::array<std::atomic<uint8_t*>, kMaxMemoryBackings> backing_base_{};
   std::array<std::atomic<uint64_t>, kMaxMemoryBackings> backing_size_{};
   std::atomic<uint64_t> memory_accesses_{0};

@@ -10,23 +10,24 @@ namespace {
 // docs/HYPERVISOR.md).
 class WindowMapping : public GuestMapping {
  public:
-  WindowMapping(std::shared_ptr<SharedMapping> ram, std::span<uint8_t> window)
+  WindowMapping(std::shared_ptr<os::SharedMapping> ram, std::span<uint8_t> window)
       : ram_(std::move(ram)), window_(window) {}
   std::span<uint8_t> bytes() override { return window_; }
 
  private:
-  std::shared_ptr<SharedMapping> ram_;
+  std::shared_ptr<os::SharedMapping> ram_;
   std::span<uint8_t> window_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<LocalGuestMemory>> LocalGuestMemory::Create(const LocalDomain& domain) {
-  GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(domain.ram_fd(), domain.config().ram_bytes));
-  GPUVM_ASSIGN_OR_RETURN(SharedMapping ram,
-                         SharedMapping::Map(domain.ram_fd(), 0, domain.config().ram_bytes, true));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(domain.ram_fd(), domain.config().ram_bytes));
+  GPUVM_ASSIGN_OR_RETURN(
+      os::SharedMapping ram,
+      os::SharedMapping::Map(domain.ram_fd(), 0, domain.config().ram_bytes, true));
   return std::unique_ptr<LocalGuestMemory>(
-      new LocalGuestMemory(domain.domid(), std::make_shared<SharedMapping>(std::move(ram))));
+      new LocalGuestMemory(domain.domid(), std::make_shared<os::SharedMapping>(std::move(ram))));
 }
 
 Result<std::unique_ptr<GuestMapping>> LocalGuestMemory::Map(Gfn first, uint64_t count,

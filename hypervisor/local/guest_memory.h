@@ -6,9 +6,9 @@
 
 #include <memory>
 
+#include "base/os.h"
 #include "hypervisor/guest_memory.h"
 #include "hypervisor/local/domain.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::hv::local {
 
@@ -26,11 +26,11 @@ class LocalGuestMemory : public GuestMemory {
   std::span<uint8_t> ram() const { return ram_->bytes(); }
 
  private:
-  LocalGuestMemory(DomainId domid, std::shared_ptr<SharedMapping> ram)
+  LocalGuestMemory(DomainId domid, std::shared_ptr<os::SharedMapping> ram)
       : domid_(domid), ram_(std::move(ram)) {}
 
   DomainId domid_;
-  std::shared_ptr<SharedMapping> ram_;  // shared with live GuestMappings
+  std::shared_ptr<os::SharedMapping> ram_;  // shared with live GuestMappings
 };
 
 }  // namespace gpuvm::hv::local

@@ -10,9 +10,9 @@ Result<std::unique_ptr<LocalHvClient>> LocalHvClient::Connect(const std::string&
                                                               DomainId self) {
   std::unique_ptr<LocalHvClient> c(new LocalHvClient());
   c->self_ = self;
-  GPUVM_ASSIGN_OR_RETURN(c->socket_, ConnectSeqpacket(path));
-  GPUVM_ASSIGN_OR_RETURN(c->queued_, CreateEventFd());
-  c->epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  GPUVM_ASSIGN_OR_RETURN(c->socket_, os::ConnectSeqpacket(path));
+  GPUVM_ASSIGN_OR_RETURN(c->queued_, os::CreateEventFd());
+  c->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!c->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   for (int fd : {c->socket_.get(), c->queued_.get()}) {
     epoll_event ev{};
@@ -35,18 +35,19 @@ Status LocalHvClient::QueueEvent(std::span<const uint8_t> payload) {
   std::optional<std::string> token = in.Str(4096);
   if (!path || !token || !in.Done()) return Status::DataLoss("malformed watch event");
   events_.push_back({std::move(*path), std::move(*token)});
-  return SignalEventFd(queued_.get());
+  return os::SignalEventFd(queued_.get());
 }
 
 Result<LocalHvClient::Reply> LocalHvClient::Call(HvOp op, std::span<const uint8_t> payload,
                                                  std::span<const int> fds) {
   const uint32_t seq = next_seq_++;
   const std::vector<uint8_t> request = EncodeHvMessage(op, seq, payload);
-  GPUVM_RETURN_IF_ERROR(SendWithFds(socket_.get(), request, fds));
+  GPUVM_RETURN_IF_ERROR(os::SendWithFds(socket_.get(), request, fds));
   for (;;) {
-    GPUVM_RETURN_IF_ERROR(WaitReadable(socket_.get(), static_cast<int>(timeout_.count()))
+    GPUVM_RETURN_IF_ERROR(os::WaitReadable(socket_.get(), static_cast<int>(timeout_.count()))
                               .WithContext("waiting for the local hypervisor daemon"));
-    GPUVM_ASSIGN_OR_RETURN(ReceivedMessage m, ReceiveWithFds(socket_.get(), kHvMaxMessage, false));
+    GPUVM_ASSIGN_OR_RETURN(os::ReceivedMessage m,
+                           os::ReceiveWithFds(socket_.get(), kHvMaxMessage, false));
     GPUVM_ASSIGN_OR_RETURN(HvMessage parsed, ParseHvMessage(m.bytes));
     if (parsed.header.op == static_cast<uint16_t>(HvOp::kWatchEvent)) {
       GPUVM_RETURN_IF_ERROR(QueueEvent(parsed.payload));
@@ -65,7 +66,7 @@ Result<LocalHvClient::Reply> LocalHvClient::Call(HvOp op, std::span<const uint8_
 
 Result<std::optional<WatchEvent>> LocalHvClient::PollEvent() {
   while (events_.empty()) {
-    Result<ReceivedMessage> m = ReceiveWithFds(socket_.get(), kHvMaxMessage, true);
+    Result<os::ReceivedMessage> m = os::ReceiveWithFds(socket_.get(), kHvMaxMessage, true);
     if (!m.ok()) {
       if (m.status().code() == StatusCode::kDeadlineExceeded) return std::optional<WatchEvent>();
       return m.status();
@@ -78,7 +79,7 @@ Result<std::optional<WatchEvent>> LocalHvClient::PollEvent() {
   }
   WatchEvent event = std::move(events_.front());
   events_.pop_front();
-  if (events_.empty()) DrainEventFd(queued_.get());
+  if (events_.empty()) os::DrainEventFd(queued_.get());
   return std::optional<WatchEvent>(std::move(event));
 }
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/os.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/hv_protocol.h"
-#include "hypervisor/local/os.h"
 #include "hypervisor/store.h"
 
 namespace gpuvm::hv::local {
@@ -27,7 +27,7 @@ class LocalHvClient {
 
   struct Reply {
     std::vector<uint8_t> results;  // the op-specific part after the status
-    std::vector<UniqueFd> fds;
+    std::vector<os::UniqueFd> fds;
   };
   // Sends a request and waits for its reply (watch events arriving meanwhile are queued). A non-OK
   // status in the reply comes back as this call's error.
@@ -46,9 +46,9 @@ class LocalHvClient {
   Status QueueEvent(std::span<const uint8_t> payload);
 
   DomainId self_ = 0;
-  UniqueFd socket_;
-  UniqueFd queued_;
-  UniqueFd epoll_;
+  os::UniqueFd socket_;
+  os::UniqueFd queued_;
+  os::UniqueFd epoll_;
   uint32_t next_seq_ = 1;
   std::deque<WatchEvent> events_;
   std::chrono::milliseconds timeout_ = std::chrono::seconds(10);

@@ -12,7 +12,7 @@
 namespace gpuvm::hv::local {
 
 struct LocalHvDaemon::Client {
-  UniqueFd fd;
+  os::UniqueFd fd;
   std::optional<DomainId> domid;
   std::vector<std::pair<std::string, std::string>> watches;  // (path, token)
   bool dead = false;
@@ -24,8 +24,8 @@ struct LocalHvDaemon::Port {
   DomainId remote = 0;
   bool bound = false;
   // Held by the daemon only while the port is unbound, to hand to the peer that binds.
-  UniqueFd to_remote;    // the owner writes, the peer reads
-  UniqueFd from_remote;  // the peer writes, the owner reads
+  os::UniqueFd to_remote;    // the owner writes, the peer reads
+  os::UniqueFd from_remote;  // the peer writes, the owner reads
 };
 
 namespace {
@@ -50,8 +50,8 @@ Result<std::unique_ptr<LocalHvDaemon>> LocalHvDaemon::Create(const std::string& 
   std::unique_ptr<LocalHvDaemon> d(new LocalHvDaemon());
   d->path_ = socket_path;
   d->limits_ = limits;
-  GPUVM_ASSIGN_OR_RETURN(d->listen_, ListenSeqpacket(socket_path));
-  GPUVM_ASSIGN_OR_RETURN(d->stop_, CreateEventFd());
+  GPUVM_ASSIGN_OR_RETURN(d->listen_, os::ListenSeqpacket(socket_path));
+  GPUVM_ASSIGN_OR_RETURN(d->stop_, os::CreateEventFd());
   d->nodes_["/"] = "";
   return d;
 }
@@ -68,7 +68,7 @@ Status LocalHvDaemon::Start() {
 }
 
 void LocalHvDaemon::Stop() {
-  if (stop_.valid()) (void)SignalEventFd(stop_.get());
+  if (stop_.valid()) (void)os::SignalEventFd(stop_.get());
 }
 
 Status LocalHvDaemon::Run() {
@@ -98,7 +98,7 @@ Status LocalHvDaemon::Run() {
 
 void LocalHvDaemon::Accept() {
   for (;;) {
-    UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    os::UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) return;
     if (clients_.size() >= limits_.max_clients) continue;  // refused: closing it tells the peer
     auto client = std::make_unique<Client>();
@@ -119,7 +119,7 @@ void LocalHvDaemon::Drop(Client& client) {
 }
 
 Status LocalHvDaemon::Serve(Client& client) {
-  Result<ReceivedMessage> received = ReceiveWithFds(client.fd.get(), kHvMaxMessage, true);
+  Result<os::ReceivedMessage> received = os::ReceiveWithFds(client.fd.get(), kHvMaxMessage, true);
   if (!received.ok()) {
     if (received.status().code() == StatusCode::kDeadlineExceeded) return Status::Ok();
     return received.status();
@@ -131,7 +131,7 @@ Status LocalHvDaemon::Serve(Client& client) {
 Status LocalHvDaemon::Reply(Client& client, uint32_t seq, const Status& status,
                             std::span<const uint8_t> results, std::span<const int> fds) {
   const std::vector<uint8_t> bytes = EncodeHvReply(seq, status, results);
-  return SendWithFds(client.fd.get(), bytes, fds);
+  return os::SendWithFds(client.fd.get(), bytes, fds);
 }
 
 void LocalHvDaemon::SendWatchEvent(Client& client, const std::string& path,
@@ -143,7 +143,7 @@ void LocalHvDaemon::SendWatchEvent(Client& client, const std::string& path,
   const std::vector<uint8_t> bytes = EncodeHvMessage(HvOp::kWatchEvent, 0, payload);
   // The socket is non-blocking: a client that lets its events pile up until the socket buffer is
   // full is not reading them, and is disconnected rather than allowed to stall everyone.
-  if (!SendWithFds(client.fd.get(), bytes, {}).ok()) client.dead = true;
+  if (!os::SendWithFds(client.fd.get(), bytes, {}).ok()) client.dead = true;
 }
 
 void LocalHvDaemon::FireWatches(const std::string& changed, bool removal) {
@@ -192,7 +192,7 @@ Status LocalHvDaemon::StoreRemove(const std::string& path) {
 }
 
 Status LocalHvDaemon::Dispatch(Client& client, const HvMessage& message,
-                               std::vector<UniqueFd>& fds) {
+                               std::vector<os::UniqueFd>& fds) {
   const uint32_t seq = message.header.seq;
   const auto op = static_cast<HvOp>(message.header.op);
   HvReader in(message.payload);
@@ -338,8 +338,8 @@ Status LocalHvDaemon::Dispatch(Client& client, const HvMessage& message,
       entry->remote = *remote;
       int handed[2];
       if (peer == nullptr) {
-        GPUVM_ASSIGN_OR_RETURN(entry->to_remote, CreateEventFd());
-        GPUVM_ASSIGN_OR_RETURN(entry->from_remote, CreateEventFd());
+        GPUVM_ASSIGN_OR_RETURN(entry->to_remote, os::CreateEventFd());
+        GPUVM_ASSIGN_OR_RETURN(entry->from_remote, os::CreateEventFd());
         handed[0] = entry->to_remote.get();    // we notify through it
         handed[1] = entry->from_remote.get();  // we wait on it
       } else {

@@ -28,10 +28,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/os.h"
 #include "base/status.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/hv_protocol.h"
-#include "hypervisor/local/os.h"
 
 namespace gpuvm::hv::local {
 
@@ -63,7 +63,7 @@ class LocalHvDaemon {
   void Accept();
   // Handles one message; a non-OK result disconnects the client.
   Status Serve(Client& client);
-  Status Dispatch(Client& client, const HvMessage& message, std::vector<UniqueFd>& fds);
+  Status Dispatch(Client& client, const HvMessage& message, std::vector<os::UniqueFd>& fds);
   Status Reply(Client& client, uint32_t seq, const Status& status,
                std::span<const uint8_t> results = {}, std::span<const int> fds = {});
   void Drop(Client& client);
@@ -76,8 +76,8 @@ class LocalHvDaemon {
 
   std::string path_;
   HvDaemonLimits limits_;
-  UniqueFd listen_;
-  UniqueFd stop_;
+  os::UniqueFd listen_;
+  os::UniqueFd stop_;
   std::thread thread_;
   std::vector<std::unique_ptr<Client>> clients_;
   std::map<std::string, std::string> nodes_;

@@ -14,19 +14,19 @@ Result<std::unique_ptr<LocalIoreqServer>> LocalIoreqServer::Create(const LocalDo
   std::unique_ptr<LocalIoreqServer> s(new LocalIoreqServer());
   s->domid_ = domain.domid();
   s->vcpus_ = domain.config().vcpus;
-  GPUVM_RETURN_IF_ERROR(CheckSealedMemfd(domain.ioreq_fd(), kIoreqRegionPages * kPageSize));
-  GPUVM_ASSIGN_OR_RETURN(
-      s->region_, SharedMapping::Map(domain.ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(domain.ioreq_fd(), kIoreqRegionPages * kPageSize));
+  GPUVM_ASSIGN_OR_RETURN(s->region_, os::SharedMapping::Map(domain.ioreq_fd(), 0,
+                                                            kIoreqRegionPages * kPageSize, true));
   s->dispatcher_ = std::make_unique<xen_abi::IoreqDispatcher>(
       s->region_.data() + kIoreqSlotsPage * kPageSize,
       s->region_.data() + kBufferedIoreqPage * kPageSize, s->vcpus_);
-  s->epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
-  GPUVM_ASSIGN_OR_RETURN(s->irq_, DuplicateFd(domain.irq_fd()));
-  GPUVM_ASSIGN_OR_RETURN(s->physmap_, DuplicateFd(domain.physmap_server_fd()));
+  GPUVM_ASSIGN_OR_RETURN(s->irq_, os::DuplicateFd(domain.irq_fd()));
+  GPUVM_ASSIGN_OR_RETURN(s->physmap_, os::DuplicateFd(domain.physmap_server_fd()));
   for (uint32_t v = 0; v < s->vcpus_; ++v) {
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd request, DuplicateFd(domain.request_fd(v)));
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd response, DuplicateFd(domain.response_fd(v)));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd request, os::DuplicateFd(domain.request_fd(v)));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd response, os::DuplicateFd(domain.response_fd(v)));
     // Edge-triggered: every doorbell is a new edge, so nothing has to read the eventfd back (one
     // system call less per trap); the counter is never read and cannot realistically overflow.
     epoll_event ev{};
@@ -51,39 +51,39 @@ LocalIoreqServer::~LocalIoreqServer() {
   ranges_.clear();
   memory_ranges_.clear();
   PublishRouting();
-  for (uint32_t v : dispatcher_->AbandonInFlight()) (void)SignalEventFd(responses_[v].get());
+  for (uint32_t v : dispatcher_->AbandonInFlight()) (void)os::SignalEventFd(responses_[v].get());
 }
 
 void LocalIoreqServer::PublishRouting() {
   LocalControlPage* page = control();
   // Seqlock writer: odd while the tables change, even again after. Only we write the sequence, but
   // the guest may have scribbled on it, so derive an odd value from whatever is there.
-  const uint32_t odd = (LoadShared(page->routing_seq, std::memory_order_relaxed) + 1) | 1u;
-  StoreShared(page->routing_seq, odd, std::memory_order_relaxed);
+  const uint32_t odd = (os::LoadShared(page->routing_seq, std::memory_order_relaxed) + 1) | 1u;
+  os::StoreShared(page->routing_seq, odd, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);  // odd is visible before any table store
   for (size_t i = 0; i < pci_devices_.size(); ++i) {
-    StoreShared(page->pci_devices[i], PackSbdf(pci_devices_[i]), std::memory_order_relaxed);
+    os::StoreShared(page->pci_devices[i], PackSbdf(pci_devices_[i]), std::memory_order_relaxed);
   }
-  StoreShared(page->pci_device_count, static_cast<uint32_t>(pci_devices_.size()),
-              std::memory_order_relaxed);
+  os::StoreShared(page->pci_device_count, static_cast<uint32_t>(pci_devices_.size()),
+                  std::memory_order_relaxed);
   for (size_t i = 0; i < ranges_.size(); ++i) {
-    StoreShared(page->mmio_ranges[i].first, ranges_[i].first, std::memory_order_relaxed);
-    StoreShared(page->mmio_ranges[i].last, ranges_[i].second, std::memory_order_relaxed);
+    os::StoreShared(page->mmio_ranges[i].first, ranges_[i].first, std::memory_order_relaxed);
+    os::StoreShared(page->mmio_ranges[i].last, ranges_[i].second, std::memory_order_relaxed);
   }
-  StoreShared(page->mmio_range_count, static_cast<uint32_t>(ranges_.size()),
-              std::memory_order_relaxed);
+  os::StoreShared(page->mmio_range_count, static_cast<uint32_t>(ranges_.size()),
+                  std::memory_order_relaxed);
   for (size_t i = 0; i < memory_ranges_.size(); ++i) {
     const LocalControlPage::MemoryRange& r = memory_ranges_[i];
-    StoreShared(page->memory_ranges[i].first, r.first, std::memory_order_relaxed);
-    StoreShared(page->memory_ranges[i].last, r.last, std::memory_order_relaxed);
-    StoreShared(page->memory_ranges[i].offset, r.offset, std::memory_order_relaxed);
-    StoreShared(page->memory_ranges[i].backing, r.backing, std::memory_order_relaxed);
+    os::StoreShared(page->memory_ranges[i].first, r.first, std::memory_order_relaxed);
+    os::StoreShared(page->memory_ranges[i].last, r.last, std::memory_order_relaxed);
+    os::StoreShared(page->memory_ranges[i].offset, r.offset, std::memory_order_relaxed);
+    os::StoreShared(page->memory_ranges[i].backing, r.backing, std::memory_order_relaxed);
   }
-  StoreShared(page->memory_range_count, static_cast<uint32_t>(memory_ranges_.size()),
-              std::memory_order_relaxed);
-  StoreShared(page->memory_backing_count, static_cast<uint32_t>(backings_.size()),
-              std::memory_order_relaxed);
-  StoreShared(page->routing_seq, odd + 1, std::memory_order_release);
+  os::StoreShared(page->memory_range_count, static_cast<uint32_t>(memory_ranges_.size()),
+                  std::memory_order_relaxed);
+  os::StoreShared(page->memory_backing_count, static_cast<uint32_t>(backings_.size()),
+                  std::memory_order_relaxed);
+  os::StoreShared(page->routing_seq, odd + 1, std::memory_order_release);
 }
 
 Status LocalIoreqServer::MapPciDevice(const Sbdf& sbdf) {
@@ -175,14 +175,14 @@ Status LocalIoreqServer::MapMemoryRange(uint64_t first, uint64_t last,
     if (backings_.size() >= kMaxMemoryBackings) {
       return Status::ResourceExhausted("too many distinct memory backings");
     }
-    GPUVM_ASSIGN_OR_RETURN(UniqueFd copy, DuplicateFd(backing.fd));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd copy, os::DuplicateFd(backing.fd));
     // The message: backing id and size; the guest side checks both against the descriptor.
     uint64_t message[2] = {id, uint64_t(st.st_size)};
     const int fds[1] = {copy.get()};
-    GPUVM_RETURN_IF_ERROR(SendWithFds(physmap_.get(),
-                                      {reinterpret_cast<const uint8_t*>(message), sizeof message},
-                                      fds)
-                              .WithContext("physmap socket"));
+    GPUVM_RETURN_IF_ERROR(
+        os::SendWithFds(physmap_.get(), {reinterpret_cast<const uint8_t*>(message), sizeof message},
+                        fds)
+            .WithContext("physmap socket"));
     backings_.push_back(Backing{uint64_t(st.st_dev), uint64_t(st.st_ino), std::move(copy)});
   }
   memory_ranges_.push_back({first, last, backing.offset, id});
@@ -220,13 +220,13 @@ uint32_t* LocalIoreqServer::polling_flag() const {
 
 void LocalIoreqServer::BeginBusyPoll() {
   busy_polling_ = true;
-  StoreShared(*polling_flag(), uint32_t{1}, std::memory_order_relaxed);
+  os::StoreShared(*polling_flag(), uint32_t{1}, std::memory_order_relaxed);
   // A guest that rang before seeing the flag leaves an edge behind: one spurious wakeup later.
 }
 
 void LocalIoreqServer::EndBusyPoll() {
   busy_polling_ = false;
-  StoreShared(*polling_flag(), uint32_t{0}, std::memory_order_relaxed);
+  os::StoreShared(*polling_flag(), uint32_t{0}, std::memory_order_relaxed);
   // Dekker with the guest side (LocalGuestIo::Submit: state READY, fence, read the flag): after
   // this fence the caller's next Poll() sees every request whose guest skipped the doorbell.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -234,7 +234,7 @@ void LocalIoreqServer::EndBusyPoll() {
 
 Status LocalIoreqServer::Complete(const IoRequest& request, uint64_t read_value) {
   GPUVM_ASSIGN_OR_RETURN(bool notify, dispatcher_->Complete(request, read_value));
-  return notify ? SignalEventFd(responses_[request.vcpu].get()) : Status::Ok();
+  return notify ? os::SignalEventFd(responses_[request.vcpu].get()) : Status::Ok();
 }
 
 Status LocalIoreqServer::SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool asserted) {
@@ -246,16 +246,16 @@ Status LocalIoreqServer::SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool ass
   const uint32_t bit = 1u << pin;
   std::atomic_ref<uint32_t> levels(page->intx_levels);
   const uint32_t before = asserted ? levels.fetch_or(bit) : levels.fetch_and(~bit);
-  if (asserted && !(before & bit)) return SignalEventFd(irq_.get());  // edges only
+  if (asserted && !(before & bit)) return os::SignalEventFd(irq_.get());  // edges only
   return Status::Ok();
 }
 
 Status LocalIoreqServer::InjectMsi(uint64_t address, uint32_t data) {
   LocalControlPage* page = control();
-  StoreShared(page->last_msi_address, address, std::memory_order_relaxed);
-  StoreShared(page->last_msi_data, data, std::memory_order_relaxed);
+  os::StoreShared(page->last_msi_address, address, std::memory_order_relaxed);
+  os::StoreShared(page->last_msi_data, data, std::memory_order_relaxed);
   std::atomic_ref<uint32_t>(page->msi_count).fetch_add(1, std::memory_order_release);
-  return SignalEventFd(irq_.get());
+  return os::SignalEventFd(irq_.get());
 }
 
 }  // namespace gpuvm::hv::local

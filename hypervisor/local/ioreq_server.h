@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/os.h"
 #include "hypervisor/ioreq_server.h"
 #include "hypervisor/local/domain.h"
-#include "hypervisor/local/os.h"
 #include "hypervisor/xen_abi/ioreq_page.h"
 
 namespace gpuvm::hv::local {
@@ -67,20 +67,20 @@ class LocalIoreqServer : public IoreqServer {
 
   DomainId domid_ = 0;
   uint32_t vcpus_ = 0;
-  SharedMapping region_;
+  os::SharedMapping region_;
   std::unique_ptr<xen_abi::IoreqDispatcher> dispatcher_;
-  UniqueFd epoll_;
-  UniqueFd irq_;
-  std::vector<UniqueFd> requests_;
-  std::vector<UniqueFd> responses_;
+  os::UniqueFd epoll_;
+  os::UniqueFd irq_;
+  std::vector<os::UniqueFd> requests_;
+  std::vector<os::UniqueFd> responses_;
   std::vector<Sbdf> pci_devices_;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;
   bool busy_polling_ = false;
   bool edge_triggered_waiter_ = false;
-  UniqueFd physmap_;  // our end of the physmap socket pair
+  os::UniqueFd physmap_;  // our end of the physmap socket pair
   struct Backing {
     uint64_t device = 0, inode = 0;  // identity of the memfd
-    UniqueFd fd;
+    os::UniqueFd fd;
   };
   std::vector<Backing> backings_;  // index = id on the control page
   std::vector<LocalControlPage::MemoryRange> memory_ranges_;

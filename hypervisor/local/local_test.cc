@@ -54,17 +54,17 @@ TEST(LocalDomain, GuestRamCannotBeShrunkUnderUs) {
 
 TEST(LocalDomain, AReceiverRefusesUnsealedOrMissingDescriptors) {
   auto d = NewDomain();
-  std::vector<UniqueFd> fds;
-  for (int fd : d->fds()) fds.push_back(*DuplicateFd(fd));
+  std::vector<os::UniqueFd> fds;
+  for (int fd : d->fds()) fds.push_back(*os::DuplicateFd(fd));
   // Swap guest RAM for an unsealed memfd of the right size.
-  UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  os::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
   fds[0] = std::move(unsealed);
   EXPECT_EQ(LocalDomain::FromWire(d->EncodeHeader(), std::move(fds)).status().code(),
             StatusCode::kPermissionDenied);
 
-  std::vector<UniqueFd> too_few;
-  too_few.push_back(*DuplicateFd(d->ram_fd()));
+  std::vector<os::UniqueFd> too_few;
+  too_few.push_back(*os::DuplicateFd(d->ram_fd()));
   EXPECT_EQ(LocalDomain::FromWire(d->EncodeHeader(), std::move(too_few)).status().code(),
             StatusCode::kDataLoss);
   std::vector<uint8_t> garbage(24, 0xab);
@@ -139,7 +139,7 @@ TEST(LocalIoreqServer, AGuestRemarkingItsSlotReadyGetsNothingTwice) {
   auto d = NewDomain();
   auto server = LocalIoreqServer::Create(*d);
   ASSERT_TRUE(server.ok());
-  auto region = SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
+  auto region = os::SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
   ASSERT_TRUE(region.ok());
   xen_abi::IoreqRequesterSlots slots(region->data(), 1);
   IoRequest r;
@@ -200,7 +200,7 @@ TEST(LocalIoreqServer, AScribbledControlPageOnlyConfusesTheGuestsOwnRouting) {
   ASSERT_TRUE((*server)->MapMmioRange(0x2000000, 0x2000fff).ok());
   auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
   ASSERT_TRUE(guest.ok());
-  auto region = SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
+  auto region = os::SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
   ASSERT_TRUE(region.ok());
   auto* control = reinterpret_cast<LocalControlPage*>(region->data() + kControlPage * kPageSize);
   control->mmio_range_count = 0xffffffff;  // clamped by the reader
@@ -242,21 +242,21 @@ TEST_F(DaemonTest, ASecondDaemonOnTheSamePathIsRefused) {
 TEST_F(DaemonTest, GarbageDisconnectsOnlyTheSender) {
   auto store = LocalStore::Connect(path_, 0);
   ASSERT_TRUE(store.ok());
-  auto raw = ConnectSeqpacket(path_);
+  auto raw = os::ConnectSeqpacket(path_);
   ASSERT_TRUE(raw.ok());
   const uint8_t junk[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
-  ASSERT_TRUE(SendWithFds(raw->get(), junk, {}).ok());
-  auto reply = ReceiveWithFds(raw->get(), 4096, false);
+  ASSERT_TRUE(os::SendWithFds(raw->get(), junk, {}).ok());
+  auto reply = os::ReceiveWithFds(raw->get(), 4096, false);
   EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable) << "the daemon hung up on us";
   // A request before hello is refused the same way.
-  auto rude = ConnectSeqpacket(path_);
+  auto rude = os::ConnectSeqpacket(path_);
   ASSERT_TRUE(rude.ok());
   HvWriter w;
   w.Str("/x");
   const std::vector<uint8_t> payload = w.Take();
   const std::vector<uint8_t> read = EncodeHvMessage(HvOp::kStoreRead, 1, payload);
-  ASSERT_TRUE(SendWithFds(rude->get(), read, {}).ok());
-  EXPECT_EQ(ReceiveWithFds(rude->get(), 4096, false).status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(os::SendWithFds(rude->get(), read, {}).ok());
+  EXPECT_EQ(os::ReceiveWithFds(rude->get(), 4096, false).status().code(), StatusCode::kUnavailable);
   // Everyone else carries on.
   EXPECT_TRUE((*store)->Write("/still/here", "yes").ok());
   EXPECT_EQ(*(*store)->Read("/still/here"), "yes");
@@ -363,7 +363,7 @@ TEST(LocalGrants, AForgedEntryCannotReachBeyondTheGrantersRam) {
   std::shared_ptr<const LocalDomain> shared(std::move(d));
   LocalGrantMapper mapper(
       0, [&](DomainId) -> Result<std::shared_ptr<const LocalDomain>> { return shared; });
-  auto table = SharedMapping::Map(shared->grant_fd(), 0, shared->grant_table_bytes(), true);
+  auto table = os::SharedMapping::Map(shared->grant_fd(), 0, shared->grant_table_bytes(), true);
   ASSERT_TRUE(table.ok());
   auto* entries = reinterpret_cast<LocalGrantEntry*>(table->data());
   entries[5].gfn = shared->frame_count();  // one past the end of RAM
@@ -386,11 +386,11 @@ TEST(LocalMemoryRanges, AccessesInsideARangeReachTheBackingWithoutTrapping) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
   ASSERT_TRUE(guest.ok());
-  auto backing = CreateSealedMemfd("backing", 4 * kPageSize);
+  auto backing = os::CreateSealedMemfd("backing", 4 * kPageSize);
   ASSERT_TRUE(backing.ok());
-  auto bytes = SharedMapping::Map(backing->get(), 0, 4 * kPageSize, true);
+  auto bytes = os::SharedMapping::Map(backing->get(), 0, 4 * kPageSize, true);
   ASSERT_TRUE(bytes.ok());
-  StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x2008), 0xcafef00du);
+  os::StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x2008), 0xcafef00du);
   constexpr uint64_t kBase = 0xe0000000;
   ASSERT_TRUE((*server)->MapMmioRange(kBase, kBase + 0x3fff).ok());
   ASSERT_TRUE(
@@ -412,7 +412,7 @@ TEST(LocalMemoryRanges, AccessesInsideARangeReachTheBackingWithoutTrapping) {
   // Overlaps and unsealed backings are refused; unmapping makes the pages trap again.
   EXPECT_EQ((*server)->MapMemoryRange(kBase + 0x2000, kBase + 0x3fff, {backing->get(), 0}).code(),
             StatusCode::kAlreadyExists);
-  UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  os::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(unsealed.get(), 4 * kPageSize), 0);
   EXPECT_EQ((*server)->MapMemoryRange(kBase + 0x3000, kBase + 0x3fff, {unsealed.get(), 0}).code(),
             StatusCode::kPermissionDenied);

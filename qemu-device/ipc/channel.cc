@@ -16,7 +16,7 @@ std::string DefaultAggregatorSocketPath() {
 }
 
 Result<Channel> Channel::Connect(const std::string& path) {
-  GPUVM_ASSIGN_OR_RETURN(UniqueFd socket, hv::local::ConnectSeqpacket(path));
+  GPUVM_ASSIGN_OR_RETURN(UniqueFd socket, os::ConnectSeqpacket(path));
   return Channel(std::move(socket));
 }
 
@@ -25,7 +25,7 @@ Status Channel::Send(const Message& message, std::span<const int> fds) {
     return Status::InvalidArgument("wrong number of descriptors for this message");
   }
   GPUVM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Encode(message));
-  return hv::local::SendWithFds(socket_.get(), bytes, fds);
+  return os::SendWithFds(socket_.get(), bytes, fds);
 }
 
 Status Channel::SetReceiveTimeout(int timeout_ms) {
@@ -47,9 +47,8 @@ Result<Channel::Received> Channel::Receive(int timeout_ms) {
   if (!nonblocking) GPUVM_RETURN_IF_ERROR(SetReceiveTimeout(timeout_ms < 0 ? -1 : timeout_ms));
   // One byte more than the largest valid message, so an oversized packet shows up as truncated. A
   // receive timeout shows up as DeadlineExceeded, like "nothing queued" does.
-  GPUVM_ASSIGN_OR_RETURN(
-      hv::local::ReceivedMessage raw,
-      hv::local::ReceiveWithFds(socket_.get(), kMaxMessageSize + 1, nonblocking));
+  GPUVM_ASSIGN_OR_RETURN(os::ReceivedMessage raw,
+                         os::ReceiveWithFds(socket_.get(), kMaxMessageSize + 1, nonblocking));
   GPUVM_ASSIGN_OR_RETURN(Message message, Decode(raw.bytes, raw.fds.size()));
   return Received{std::move(message), std::move(raw.fds)};
 }

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "qemu-device/ipc/protocol.h"
 
 namespace gpuvm::ipc {
 
-using hv::local::UniqueFd;
+using os::UniqueFd;
 
 // $GPUVM_AGGREGATOR if set, else "@gpuvm-aggregator-<uid>" (abstract unix socket namespace).
 std::string DefaultAggregatorSocketPath();

@@ -12,8 +12,8 @@
 namespace gpuvm::ipc {
 namespace {
 
-using hv::local::LoadShared;
-using hv::local::StoreShared;
+using os::LoadShared;
+using os::StoreShared;
 
 struct SlotHeader {
   uint32_t full;
@@ -43,18 +43,16 @@ size_t IncomingSlot(FastLane::Side at) {
 
 Result<std::unique_ptr<FastLane>> FastLane::Create() {
   std::unique_ptr<FastLane> lane(new FastLane());
-  GPUVM_ASSIGN_OR_RETURN(lane->memory_,
-                         hv::local::CreateSealedMemfd("gpuvm-fast-lane", kLaneBytes));
-  GPUVM_ASSIGN_OR_RETURN(lane->to_aggregator_, hv::local::CreateEventFd());
-  GPUVM_ASSIGN_OR_RETURN(lane->to_device_model_, hv::local::CreateEventFd());
+  GPUVM_ASSIGN_OR_RETURN(lane->memory_, os::CreateSealedMemfd("gpuvm-fast-lane", kLaneBytes));
+  GPUVM_ASSIGN_OR_RETURN(lane->to_aggregator_, os::CreateEventFd());
+  GPUVM_ASSIGN_OR_RETURN(lane->to_device_model_, os::CreateEventFd());
   GPUVM_RETURN_IF_ERROR(lane->Init());
   return lane;
 }
 
-Result<std::unique_ptr<FastLane>> FastLane::Adopt(std::vector<hv::local::UniqueFd> fds) {
+Result<std::unique_ptr<FastLane>> FastLane::Adopt(std::vector<os::UniqueFd> fds) {
   if (fds.size() != 3) return Status::InvalidArgument("a fast lane is three descriptors");
-  GPUVM_RETURN_IF_ERROR(
-      hv::local::CheckSealedMemfd(fds[0].get(), kLaneBytes).WithContext("fast lane"));
+  GPUVM_RETURN_IF_ERROR(os::CheckSealedMemfd(fds[0].get(), kLaneBytes).WithContext("fast lane"));
   std::unique_ptr<FastLane> lane(new FastLane());
   lane->memory_ = std::move(fds[0]);
   lane->to_aggregator_ = std::move(fds[1]);
@@ -64,10 +62,10 @@ Result<std::unique_ptr<FastLane>> FastLane::Adopt(std::vector<hv::local::UniqueF
 }
 
 Status FastLane::Init() {
-  GPUVM_ASSIGN_OR_RETURN(page_, hv::local::SharedMapping::Map(memory_.get(), 0, kLaneBytes, true));
+  GPUVM_ASSIGN_OR_RETURN(page_, os::SharedMapping::Map(memory_.get(), 0, kLaneBytes, true));
   for (auto [doorbell, wait] : {std::pair{to_device_model_.get(), &wait_device_model_},
                                 std::pair{to_aggregator_.get(), &wait_aggregator_}}) {
-    *wait = hv::local::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    *wait = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
     if (!wait->valid()) return Status::FromErrno(errno, "epoll_create1");
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLET;
@@ -101,8 +99,8 @@ Status FastLane::Send(Side from, const Message& message) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const auto* polling = reinterpret_cast<const uint32_t*>(page_.data() + PollingFlag(Peer(from)));
   if (LoadShared(*polling, std::memory_order_relaxed) != 0) return Status::Ok();
-  return hv::local::SignalEventFd(from == Side::kDeviceModel ? to_aggregator_.get()
-                                                             : to_device_model_.get());
+  return os::SignalEventFd(from == Side::kDeviceModel ? to_aggregator_.get()
+                                                      : to_device_model_.get());
 }
 
 void FastLane::BeginPolling(Side at) {
@@ -124,8 +122,8 @@ Status FastLane::SendRawForTesting(Side from, std::span<const uint8_t> bytes,
   std::memcpy(slot + kSlotData, bytes.data(), std::min(bytes.size(), kLaneReplySlot - kSlotData));
   StoreShared(header->length, length_field, std::memory_order_relaxed);
   StoreShared(header->full, uint32_t{1});
-  return hv::local::SignalEventFd(from == Side::kDeviceModel ? to_aggregator_.get()
-                                                             : to_device_model_.get());
+  return os::SignalEventFd(from == Side::kDeviceModel ? to_aggregator_.get()
+                                                      : to_device_model_.get());
 }
 
 Result<std::optional<Message>> FastLane::TryReceive(Side at) {

@@ -27,7 +27,7 @@
 #include <optional>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "qemu-device/ipc/protocol.h"
 
 namespace gpuvm::ipc {
@@ -47,7 +47,7 @@ class FastLane {
   // ... and passes these with FAST_LANE: [memfd, aggregator's doorbell, device model's doorbell].
   std::vector<int> fds() const;
   // The aggregator adopts them (checking the memfd's size and seals).
-  static Result<std::unique_ptr<FastLane>> Adopt(std::vector<hv::local::UniqueFd> fds);
+  static Result<std::unique_ptr<FastLane>> Adopt(std::vector<os::UniqueFd> fds);
 
   // Puts `message` in `from`'s outgoing slot and rings the other side. ResourceExhausted when the
   // slot is still full (the peer has not taken the previous message: a protocol violation by us, or
@@ -74,12 +74,12 @@ class FastLane {
   FastLane() = default;
   Status Init();
 
-  hv::local::UniqueFd memory_;
-  hv::local::UniqueFd to_aggregator_;
-  hv::local::UniqueFd to_device_model_;
-  hv::local::SharedMapping page_;
-  hv::local::UniqueFd wait_device_model_;  // edge-triggered epoll over to_device_model_
-  hv::local::UniqueFd wait_aggregator_;    // edge-triggered epoll over to_aggregator_
+  os::UniqueFd memory_;
+  os::UniqueFd to_aggregator_;
+  os::UniqueFd to_device_model_;
+  os::SharedMapping page_;
+  os::UniqueFd wait_device_model_;  // edge-triggered epoll over to_device_model_
+  os::UniqueFd wait_aggregator_;    // edge-triggered epoll over to_aggregator_
 };
 
 }  // namespace gpuvm::ipc

@@ -13,12 +13,12 @@
 namespace gpuvm::ipc {
 namespace {
 
-using hv::local::UniqueFd;
+using os::UniqueFd;
 using Side = FastLane::Side;
 
 std::vector<UniqueFd> Copies(const FastLane& lane) {
   std::vector<UniqueFd> out;
-  for (int fd : lane.fds()) out.push_back(*hv::local::DuplicateFd(fd));
+  for (int fd : lane.fds()) out.push_back(*os::DuplicateFd(fd));
   return out;
 }
 
@@ -90,15 +90,15 @@ TEST(FastLane, AHostilePeersBytesAreCopiedThenRefused) {
 TEST(FastLane, AdoptChecksWhatItIsGiven) {
   auto dm = FastLane::Create();
   std::vector<UniqueFd> two;
-  two.push_back(*hv::local::DuplicateFd((*dm)->fds()[0]));
-  two.push_back(*hv::local::DuplicateFd((*dm)->fds()[1]));
+  two.push_back(*os::DuplicateFd((*dm)->fds()[0]));
+  two.push_back(*os::DuplicateFd((*dm)->fds()[1]));
   EXPECT_EQ(FastLane::Adopt(std::move(two)).status().code(), StatusCode::kInvalidArgument);
   std::vector<UniqueFd> unsealed = Copies(**dm);
   unsealed[0] = UniqueFd(::memfd_create("lane", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(unsealed[0].get(), kLaneBytes), 0);
   EXPECT_EQ(FastLane::Adopt(std::move(unsealed)).status().code(), StatusCode::kPermissionDenied);
   std::vector<UniqueFd> not_eventfd = Copies(**dm);
-  not_eventfd[1] = *hv::local::DuplicateFd(not_eventfd[0].get());
+  not_eventfd[1] = *os::DuplicateFd(not_eventfd[0].get());
   // A regular file (here the memfd) as a doorbell: epoll refuses it (EPERM), so does Adopt.
   EXPECT_FALSE(FastLane::Adopt(std::move(not_eventfd)).ok());
 }

@@ -7,7 +7,7 @@ uint8_t FakePatternByte(BarIndex bar, uint64_t offset) {
 }
 
 FakeAggregator::FakeAggregator() {
-  auto fd = hv::local::CreateEventFd();
+  auto fd = os::CreateEventFd();
   if (fd.ok()) events_fd_ = std::move(*fd);
 }
 
@@ -38,7 +38,7 @@ Status FakeAggregator::Write(BarIndex bar, uint64_t offset, uint32_t size, uint6
 Result<std::optional<AggregatorEvent>> FakeAggregator::PollEvent() {
   std::lock_guard<std::mutex> lock(mu_);
   if (events_.empty()) {
-    if (events_fd_.valid()) hv::local::DrainEventFd(events_fd_.get());
+    if (events_fd_.valid()) os::DrainEventFd(events_fd_.get());
     return std::optional<AggregatorEvent>();
   }
   AggregatorEvent event = events_.front();
@@ -55,7 +55,7 @@ Status FakeAggregator::AnswerBarRequest(uint32_t seq, const Status& result) {
 void FakeAggregator::PushEvent(const AggregatorEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back(event);
-  if (events_fd_.valid()) (void)hv::local::SignalEventFd(events_fd_.get());
+  if (events_fd_.valid()) (void)os::SignalEventFd(events_fd_.get());
 }
 
 void FakeAggregator::FailAccesses(bool fail) {

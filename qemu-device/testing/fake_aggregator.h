@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "qemu-device/aggregator_connection.h"
 
 namespace gpuvm::dm::testing {
@@ -56,7 +56,7 @@ class FakeAggregator : public AggregatorConnection {
   std::deque<AggregatorEvent> events_;
   std::vector<std::pair<uint32_t, Status>> bar_answers_;
   bool fail_ = false;
-  hv::local::UniqueFd events_fd_;
+  os::UniqueFd events_fd_;
 };
 
 }  // namespace gpuvm::dm::testing

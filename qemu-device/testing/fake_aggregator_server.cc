@@ -13,8 +13,8 @@ Result<std::unique_ptr<FakeAggregatorServer>> FakeAggregatorServer::Create(
     const std::string& path) {
   std::unique_ptr<FakeAggregatorServer> s(new FakeAggregatorServer());
   s->path_ = path;
-  GPUVM_ASSIGN_OR_RETURN(s->listen_, hv::local::ListenSeqpacket(path));
-  GPUVM_ASSIGN_OR_RETURN(s->stop_, hv::local::CreateEventFd());
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(path));
+  GPUVM_ASSIGN_OR_RETURN(s->stop_, os::CreateEventFd());
   return s;
 }
 
@@ -29,7 +29,7 @@ Status FakeAggregatorServer::Start() {
 }
 
 void FakeAggregatorServer::Stop() {
-  if (stop_.valid()) (void)hv::local::SignalEventFd(stop_.get());
+  if (stop_.valid()) (void)os::SignalEventFd(stop_.get());
 }
 
 std::vector<ipc::Message> FakeAggregatorServer::received() const {
@@ -41,7 +41,7 @@ Status FakeAggregatorServer::SendToDm(const ipc::Message& message, std::span<con
   std::lock_guard<std::mutex> lock(mu_);
   if (connection_fd_ < 0) return Status::FailedPrecondition("no device model connected");
   GPUVM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ipc::Encode(message));
-  return hv::local::SendWithFds(connection_fd_, bytes, fds);
+  return os::SendWithFds(connection_fd_, bytes, fds);
 }
 
 void FakeAggregatorServer::Serve() {
@@ -49,7 +49,7 @@ void FakeAggregatorServer::Serve() {
     pollfd fds[2] = {{stop_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) continue;
     if (fds[0].revents & POLLIN) return;
-    hv::local::UniqueFd accepted(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    os::UniqueFd accepted(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!accepted.valid()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -58,7 +58,7 @@ void FakeAggregatorServer::Serve() {
     ipc::Channel channel(std::move(accepted));
     // One epoll set: stop and the socket level-triggered, the lane's doorbell (once there)
     // edge-triggered, so a lane request costs epoll_wait + the reply's doorbell, nothing more.
-    hv::local::UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+    os::UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
     for (int fd : {stop_.get(), channel.fd()}) {
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -182,7 +182,7 @@ bool FakeAggregatorServer::HandleOne(ipc::Channel& channel, int epoll) {
   auto reply = [&](ipc::Body body) {
     std::lock_guard<std::mutex> lock(mu_);
     auto bytes = ipc::Encode(ipc::Message{m.seq, std::move(body)});
-    return bytes.ok() && hv::local::SendWithFds(channel.fd(), *bytes, {}).ok();
+    return bytes.ok() && os::SendWithFds(channel.fd(), *bytes, {}).ok();
   };
   if (std::holds_alternative<ipc::Hello>(m.body))
     return reply(ipc::HelloAck{ipc::kProtocolVersion});
@@ -220,7 +220,7 @@ bool FakeAggregatorServer::HandleOne(ipc::Channel& channel, int epoll) {
     ++mmio_requests_;
     const uint8_t junk[] = {0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     std::lock_guard<std::mutex> lock(mu_);
-    return hv::local::SendWithFds(channel.fd(), junk, {}).ok();
+    return os::SendWithFds(channel.fd(), junk, {}).ok();
   }
   std::optional<ipc::Body> answer = AnswerMmio(m.body);
   return !answer || reply(*answer);

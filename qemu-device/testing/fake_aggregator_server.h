@@ -55,8 +55,8 @@ class FakeAggregatorServer {
   std::optional<ipc::Body> AnswerMmio(const ipc::Body& request);
 
   std::string path_;
-  hv::local::UniqueFd listen_;
-  hv::local::UniqueFd stop_;
+  os::UniqueFd listen_;
+  os::UniqueFd stop_;
   std::thread thread_;
   std::atomic<Behaviour> behaviour_{Behaviour::kNormal};
   std::atomic<uint64_t> mmio_requests_{0};

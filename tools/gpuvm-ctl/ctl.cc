@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 #include "qemu-device/ipc/channel.h"
 
 namespace gpuvm::ctl {
@@ -77,13 +77,13 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 }
 
 Result<control::Reply> Call(const std::string& socket, const control::Request& request) {
-  GPUVM_ASSIGN_OR_RETURN(hv::local::UniqueFd fd, hv::local::ConnectSeqpacket(socket));
+  GPUVM_ASSIGN_OR_RETURN(os::UniqueFd fd, os::ConnectSeqpacket(socket));
   const std::string text = control::FormatRequest(request);
   if (::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(text.size())) {
     return Status::FromErrno(errno, "send to " + socket);
   }
-  GPUVM_RETURN_IF_ERROR(hv::local::WaitReadable(fd.get(), 10'000));
+  GPUVM_RETURN_IF_ERROR(os::WaitReadable(fd.get(), 10'000));
   std::string reply(control::kMaxReplyBytes + 1, '\0');
   const ssize_t n = ::recv(fd.get(), reply.data(), reply.size(), 0);
   if (n < 0) return Status::FromErrno(errno, "recv from " + socket);

@@ -14,10 +14,10 @@
 #include <fstream>
 #include <thread>
 
+#include "base/os.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
-#include "hypervisor/local/os.h"
 
 #ifndef GPUVM_DM_DEFAULT_PATH
 #define GPUVM_DM_DEFAULT_PATH "gpuvm-dm"
@@ -26,7 +26,7 @@
 namespace gpuvm::vm {
 namespace {
 
-using hv::local::UniqueFd;
+using os::UniqueFd;
 
 constexpr hv::Sbdf kGpuFunction{0, 0, 5, 0};  // gpuvm-dm's default (qemu-device/virtual_gpu.h)
 

@@ -1,4 +1,4 @@
-#include "hypervisor/local/os.h"
+#include "base/os.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-namespace gpuvm::hv::local {
+namespace gpuvm::os {
 
 void UniqueFd::Reset() {
   if (fd_ >= 0) ::close(fd_);
@@ -234,4 +234,4 @@ Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblo
   return out;
 }
 
-}  // namespace gpuvm::hv::local
+}  // namespace gpuvm::os

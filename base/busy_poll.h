@@ -10,14 +10,14 @@
 // little CPU. A limit of zero turns it off (Spin returns false at once).
 //
 // Threading: one owner thread.
-#ifndef GPUVM_HYPERVISOR_LOCAL_BUSY_POLL_H_
-#define GPUVM_HYPERVISOR_LOCAL_BUSY_POLL_H_
+#ifndef GPUVM_BASE_BUSY_POLL_H_
+#define GPUVM_BASE_BUSY_POLL_H_
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 
-namespace gpuvm::hv::local {
+namespace gpuvm {
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,6 +62,6 @@ class BusyPoll {
   std::chrono::nanoseconds budget_;
 };
 
-}  // namespace gpuvm::hv::local
+}  // namespace gpuvm
 
-#endif  // GPUVM_HYPERVISOR_LOCAL_BUSY_POLL_H_
+#endif  // GPUVM_BASE_BUSY_POLL_H_

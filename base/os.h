@@ -1,9 +1,13 @@
-// Small RAII wrappers over the OS objects the local backend is made of: file descriptors, shared
-// mappings, and fd passing over unix sockets (SCM_RIGHTS). Local-backend internals.
+// Small RAII wrappers over the Linux objects gpuvm's processes share with each other: file
+// descriptors, shared mappings, sealed memfds (guest RAM, VRAM, rings), eventfds (doorbells),
+// SOCK_SEQPACKET unix sockets and fd passing over them (SCM_RIGHTS), and the atomic loads and
+// stores every access to memory shared with another process goes through. Used by the local
+// hypervisor backend, the device model <-> aggregator protocol (ipc/), the aggregator, the guest
+// driver's trap bus, tools, benchmarks and tests.
 //
 // Threading: values owned by one thread at a time.
-#ifndef GPUVM_HYPERVISOR_LOCAL_OS_H_
-#define GPUVM_HYPERVISOR_LOCAL_OS_H_
+#ifndef GPUVM_BASE_OS_H_
+#define GPUVM_BASE_OS_H_
 
 #include <atomic>
 #include <cstddef>
@@ -15,7 +19,7 @@
 
 #include "base/status.h"
 
-namespace gpuvm::hv::local {
+namespace gpuvm::os {
 
 // Every access to memory shared with another process goes through these: single loads and stores
 // the compiler can neither tear, repeat nor elide, with the given ordering.
@@ -109,6 +113,6 @@ struct ReceivedMessage {
 // behaviour is signalled as DeadlineExceeded when nothing is queued.
 Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblocking);
 
-}  // namespace gpuvm::hv::local
+}  // namespace gpuvm::os
 
-#endif  // GPUVM_HYPERVISOR_LOCAL_OS_H_
+#endif  // GPUVM_BASE_OS_H_
