@@ -41,7 +41,7 @@
 #include "aggregator/physical_gpu.h"
 #include "aggregator/virtual_gpu.h"
 #include "base/os.h"
-#include "qemu-device/ipc/protocol.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::aggregator {
 

@@ -25,7 +25,7 @@
 #include "aggregator/control/control_plane.h"
 #include "aggregator/gpu_spec.h"
 #include "aggregator/server.h"
-#include "qemu-device/ipc/channel.h"
+#include "ipc/channel.h"
 
 namespace gpuvm::aggregator {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstdarg>
 #include <vector>
 
-#include "qemu-device/ipc/channel.h"
-#include "qemu-device/ipc/codec.h"
+#include "ipc/channel.h"
+#include "ipc/codec.h"
 
 namespace gpuvm::aggregator {
 namespace {

@@ -30,8 +30,8 @@
 
 #include "aggregator/aggregator.h"
 #include "base/os.h"
-#include "qemu-device/ipc/fast_lane.h"
-#include "qemu-device/ipc/protocol.h"
+#include "ipc/fast_lane.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::aggregator {
 

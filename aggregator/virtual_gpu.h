@@ -29,7 +29,7 @@
 #include "aggregator/guest_ram.h"
 #include "base/status.h"
 #include "gpu/device.h"
-#include "qemu-device/ipc/protocol.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::aggregator {
 

@@ -8,8 +8,8 @@
 // device down (a late reply could otherwise be taken for the answer to a newer request).
 //
 // Threading: one owner thread (the device model's).
-#ifndef GPUVM_QEMU_DEVICE_IPC_AGGREGATOR_CONNECTION_H_
-#define GPUVM_QEMU_DEVICE_IPC_AGGREGATOR_CONNECTION_H_
+#ifndef GPUVM_IPC_AGGREGATOR_CONNECTION_H_
+#define GPUVM_IPC_AGGREGATOR_CONNECTION_H_
 
 #include <chrono>
 #include <deque>
@@ -19,10 +19,10 @@
 #include <string>
 
 #include "base/busy_poll.h"
+#include "ipc/channel.h"
+#include "ipc/fast_lane.h"
+#include "ipc/protocol.h"
 #include "qemu-device/aggregator_connection.h"
-#include "qemu-device/ipc/channel.h"
-#include "qemu-device/ipc/fast_lane.h"
-#include "qemu-device/ipc/protocol.h"
 
 namespace gpuvm::dm {
 
@@ -105,4 +105,4 @@ class IpcAggregatorConnection : public AggregatorConnection {
 
 }  // namespace gpuvm::dm
 
-#endif  // GPUVM_QEMU_DEVICE_IPC_AGGREGATOR_CONNECTION_H_
+#endif  // GPUVM_IPC_AGGREGATOR_CONNECTION_H_

@@ -21,8 +21,8 @@
 #include "aggregator/aggregator.h"
 #include "aggregator/session.h"
 #include "aggregator/sim_gpu.h"
-#include "qemu-device/ipc/codec.h"
-#include "qemu-device/ipc/fast_lane.h"
+#include "ipc/codec.h"
+#include "ipc/fast_lane.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "qemu-device/ipc/codec.h"
+#include "ipc/codec.h"
 #include "qemu-device/testing/fake_aggregator.h"
 
 namespace gpuvm::dm::testing {

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "qemu-device/ipc/channel.h"
-#include "qemu-device/ipc/fast_lane.h"
+#include "ipc/channel.h"
+#include "ipc/fast_lane.h"
 
 namespace gpuvm::dm::testing {
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "base/os.h"
-#include "qemu-device/ipc/channel.h"
+#include "ipc/channel.h"
 
 namespace gpuvm::ctl {
 namespace {

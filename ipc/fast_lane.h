@@ -20,15 +20,15 @@
 // never rings. A peer that scribbles on our flag only makes us ring (or not ring) its own doorbell.
 //
 // Threading: each side uses its end from one thread.
-#ifndef GPUVM_QEMU_DEVICE_IPC_FAST_LANE_H_
-#define GPUVM_QEMU_DEVICE_IPC_FAST_LANE_H_
+#ifndef GPUVM_IPC_FAST_LANE_H_
+#define GPUVM_IPC_FAST_LANE_H_
 
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "base/os.h"
-#include "qemu-device/ipc/protocol.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::ipc {
 
@@ -84,4 +84,4 @@ class FastLane {
 
 }  // namespace gpuvm::ipc
 
-#endif  // GPUVM_QEMU_DEVICE_IPC_FAST_LANE_H_
+#endif  // GPUVM_IPC_FAST_LANE_H_

@@ -2,14 +2,14 @@
 // a unix SOCK_SEQPACKET socket, descriptors included. Both sides use it.
 //
 // Threading: one owner thread per Channel.
-#ifndef GPUVM_QEMU_DEVICE_IPC_CHANNEL_H_
-#define GPUVM_QEMU_DEVICE_IPC_CHANNEL_H_
+#ifndef GPUVM_IPC_CHANNEL_H_
+#define GPUVM_IPC_CHANNEL_H_
 
 #include <string>
 #include <vector>
 
 #include "base/os.h"
-#include "qemu-device/ipc/protocol.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::ipc {
 
@@ -47,4 +47,4 @@ class Channel {
 
 }  // namespace gpuvm::ipc
 
-#endif  // GPUVM_QEMU_DEVICE_IPC_CHANNEL_H_
+#endif  // GPUVM_IPC_CHANNEL_H_

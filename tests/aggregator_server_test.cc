@@ -2,7 +2,6 @@
 // the fast lane, the second pt VM refused, a device model that vanishes without a word (its VM is
 // removed and the next one admitted), malformed packets, stalled handshakes, interrupts forwarded.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <thread>
@@ -12,7 +11,7 @@
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
-#include "qemu-device/ipc/channel.h"
+#include "ipc/channel.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 
 namespace gpuvm::aggregator {
@@ -142,8 +141,8 @@ TEST_F(AggregatorServerTest, AVanishedDeviceModelLeavesTheGpuToTheNextVm) {
     auto accept = channel->Receive(5000);
     ASSERT_TRUE(accept.ok());
     ASSERT_TRUE(std::holds_alternative<ipc::VmAccept>(accept->message.body));
-    const std::pair<uint32_t, uint32_t> writes[] = {
-        {gf100::pbus::kPraminBase, 0x10}, {gf100::pbus::kPraminWindow + 0x40, 0x5ec2e7}};
+    const std::pair<uint32_t, uint32_t> writes[] = {{gf100::pbus::kPraminBase, 0x10},
+                                                    {gf100::pbus::kPraminWindow + 0x40, 0x5ec2e7}};
     uint32_t seq = 3;
     for (auto [reg, value] : writes) {
       ASSERT_TRUE(

@@ -1,4 +1,4 @@
-#include "qemu-device/ipc/fast_lane.h"
+#include "ipc/fast_lane.h"
 
 #include <sys/epoll.h>
 
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "qemu-device/ipc/codec.h"
+#include "ipc/codec.h"
 
 namespace gpuvm::ipc {
 namespace {

@@ -8,15 +8,15 @@
 // ipc_codec_fuzz): Encode(Decode(b)) == b for every accepted b.
 //
 // Threading: pure functions.
-#ifndef GPUVM_QEMU_DEVICE_IPC_CODEC_H_
-#define GPUVM_QEMU_DEVICE_IPC_CODEC_H_
+#ifndef GPUVM_IPC_CODEC_H_
+#define GPUVM_IPC_CODEC_H_
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "base/status.h"
-#include "qemu-device/ipc/protocol.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::ipc {
 
@@ -33,4 +33,4 @@ inline constexpr uint64_t kMaxBarExtent = uint64_t{1} << 40;
 
 }  // namespace gpuvm::ipc
 
-#endif  // GPUVM_QEMU_DEVICE_IPC_CODEC_H_
+#endif  // GPUVM_IPC_CODEC_H_

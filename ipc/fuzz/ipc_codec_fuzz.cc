@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "qemu-device/ipc/codec.h"
+#include "ipc/codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

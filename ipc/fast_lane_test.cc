@@ -1,4 +1,4 @@
-#include "qemu-device/ipc/fast_lane.h"
+#include "ipc/fast_lane.h"
 
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
-#include "qemu-device/ipc/codec.h"
+#include "ipc/codec.h"
 
 namespace gpuvm::ipc {
 namespace {

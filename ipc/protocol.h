@@ -7,8 +7,8 @@
 // SCM_RIGHTS with the two messages that need one (GUEST_MEMORY from a local VM, BAR_MAP).
 //
 // Threading: plain values.
-#ifndef GPUVM_QEMU_DEVICE_IPC_PROTOCOL_H_
-#define GPUVM_QEMU_DEVICE_IPC_PROTOCOL_H_
+#ifndef GPUVM_IPC_PROTOCOL_H_
+#define GPUVM_IPC_PROTOCOL_H_
 
 #include <cstdint>
 #include <string>
@@ -253,4 +253,4 @@ size_t DescriptorCount(const Body& body);
 
 }  // namespace gpuvm::ipc
 
-#endif  // GPUVM_QEMU_DEVICE_IPC_PROTOCOL_H_
+#endif  // GPUVM_IPC_PROTOCOL_H_

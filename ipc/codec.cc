@@ -1,4 +1,4 @@
-#include "qemu-device/ipc/codec.h"
+#include "ipc/codec.h"
 
 #include <cstring>
 #include <string>

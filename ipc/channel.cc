@@ -1,4 +1,4 @@
-#include "qemu-device/ipc/channel.h"
+#include "ipc/channel.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "qemu-device/ipc/codec.h"
+#include "ipc/codec.h"
 
 namespace gpuvm::ipc {
 
