@@ -100,7 +100,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                                                            FILE* log) {
   std::unique_ptr<ControlPlane> p(new ControlPlane());
   p->server_ = &server;
-  p->sink_ = std::make_unique<FvEngineSink>();
+  p->sink_ = std::make_unique<aggregator::FvEngineSink>();
   sched::DispatcherOptions dispatch;
   dispatch.scheduler.policy = options.policy;
   // Completion is polled when the GPU does not say a channel ran dry (FvEngineSink::SetWake below;
@@ -147,9 +147,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   GPUVM_ASSIGN_OR_RETURN(p->control_server_, ControlServer::Create(path, p->service_.get()));
   ControlPlane* plane = p.get();
   server.aggregator().SetSubmissionQueueFactory([plane](aggregator::FvHost* host) {
-    return std::unique_ptr<aggregator::SubmissionQueue>(
-        new DispatchedSubmissionQueue(host, plane->dispatcher_.get(), plane->sink_.get(),
-                                      [plane] { plane->service_->Reconcile(); }));
+    return std::unique_ptr<aggregator::SubmissionQueue>(new aggregator::DispatchedSubmissionQueue(
+        host, plane->dispatcher_.get(), plane->sink_.get(),
+        [plane] { plane->service_->Reconcile(); }));
   });
   ControlServer* control = p->control_server_.get();
   GPUVM_RETURN_IF_ERROR(server.AddWatch(control->fd(), [control] { control->Serve(); }));

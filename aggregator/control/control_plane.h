@@ -21,8 +21,8 @@
 #include <string_view>
 
 #include "aggregator/control/control_server.h"
-#include "aggregator/control/fv_dispatch.h"
 #include "aggregator/control/service.h"
+#include "aggregator/fv_dispatch.h"
 #include "aggregator/server.h"
 #include "scheduler/clock.h"
 #include "scheduler/dispatcher.h"
@@ -72,7 +72,7 @@ class ControlPlane {
   aggregator::AggregatorServer* server_ = nullptr;
   sched::MonotonicClock clock_;
   FILE* trace_ = nullptr;  // --trace-completions (written on the dispatch thread)
-  std::unique_ptr<FvEngineSink> sink_;
+  std::unique_ptr<aggregator::FvEngineSink> sink_;
   std::unique_ptr<sched::Dispatcher> dispatcher_;
   std::unique_ptr<AggregatorDirectory> directory_;
   std::unique_ptr<ControlService> service_;

@@ -3,7 +3,7 @@
 // test process) and the physical channels. Checks that every submission is released exactly once,
 // the guests' results are right, and that the GPU time charged comes from the device
 // (CHAN_BUSY_US), not from wall time.
-#include "aggregator/control/fv_dispatch.h"
+#include "aggregator/fv_dispatch.h"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +17,11 @@
 #include "guest-pv-driver/driver.h"
 #include "scheduler/clock.h"
 
-namespace gpuvm::control {
+namespace gpuvm::aggregator {
 namespace {
 
-using aggregator::FvMode;
-using aggregator::fv_testing::FvTestVm;
-using aggregator::fv_testing::FvTestWorld;
+using fv_testing::FvTestVm;
+using fv_testing::FvTestWorld;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
@@ -161,8 +160,8 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   // The host's queue goes (Detach): the GPU no longer calls the sink.
   {
     std::lock_guard lock((*world)->lock());
-    (*world)->host().SetQueue(std::make_unique<aggregator::FifoSubmissionQueue>(
-        [&](const aggregator::Submission& s) { (*world)->host().Forward(s); }));
+    (*world)->host().SetQueue(std::make_unique<FifoSubmissionQueue>(
+        [&](const Submission& s) { (*world)->host().Forward(s); }));
   }
   const int before = wakes.load();
   EXPECT_EQ(CopyWorkload(*vm, 8), "") << (*world)->log();
@@ -172,4 +171,4 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
 }
 
 }  // namespace
-}  // namespace gpuvm::control
+}  // namespace gpuvm::aggregator

@@ -33,8 +33,8 @@
 // thread, or the GPU's engine thread through the drained handler; one at a time), Attach/Detach/
 // Forget from the aggregator's owner thread; one mutex, held while the sink touches the host, and
 // never held while the drained handler is set. The queue: owner thread (as SubmissionQueue says).
-#ifndef GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
-#define GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
+#ifndef GPUVM_AGGREGATOR_FV_DISPATCH_H_
+#define GPUVM_AGGREGATOR_FV_DISPATCH_H_
 
 #include <atomic>
 #include <functional>
@@ -46,7 +46,7 @@
 #include "aggregator/submission_queue.h"
 #include "scheduler/dispatcher.h"
 
-namespace gpuvm::control {
+namespace gpuvm::aggregator {
 
 class FvEngineSink final : public sched::SubmissionSink {
  public:
@@ -56,10 +56,10 @@ class FvEngineSink final : public sched::SubmissionSink {
   // completes the submission and starts the next on the GPU's engine thread, or Wake); empty:
   // none. Set it before the first Attach, and empty before whatever it calls goes.
   void SetWake(std::function<void()> wake);
-  void Attach(aggregator::FvHost* host);
-  void Detach(aggregator::FvHost* host);
+  void Attach(FvHost* host);
+  void Detach(FvHost* host);
   // What `handle` means on the GPU; before it is submitted to the dispatcher.
-  void Remember(sched::SubmissionHandle handle, const aggregator::Submission& submission);
+  void Remember(sched::SubmissionHandle handle, const Submission& submission);
   // Nothing more of `vm` is forwarded; a running submission of it is done at the next poll.
   void Forget(uint32_t vm);
 
@@ -71,7 +71,7 @@ class FvEngineSink final : public sched::SubmissionSink {
 
  private:
   struct Running {
-    aggregator::Submission submission;
+    Submission submission;
     std::chrono::steady_clock::time_point started;
     uint32_t busy_us_at_start = 0;  // CHAN_BUSY_US of its physical channel at Start
     bool bound_at_start = false;    // its physical channel was in CHAN_TABLE at Start
@@ -81,38 +81,38 @@ class FvEngineSink final : public sched::SubmissionSink {
   // Is the physical channel in CHAN_TABLE? (mu_ held, host_ set)
   bool Bound(uint32_t physical_channel);
   // Has the submission's channel finished everything up to its IB_PUT? (mu_ held, host_ set)
-  bool CaughtUp(const aggregator::Submission& submission);
+  bool CaughtUp(const Submission& submission);
   const sched::Duration max_run_;
   // Guards wake_, called on the GPU's engine thread; recursive: wake_ may step the dispatcher,
   // whose Start may call wake_ again on the same thread.
   std::recursive_mutex wake_mu_;
   std::function<void()> wake_;
   std::mutex mu_;
-  aggregator::FvHost* host_ = nullptr;
+  FvHost* host_ = nullptr;
   bool busy_counter_ = false;  // the host's GPU has CHAN_BUSY_US
-  std::unordered_map<sched::SubmissionHandle, aggregator::Submission> submissions_;
+  std::unordered_map<sched::SubmissionHandle, Submission> submissions_;
   std::unordered_map<sched::SubmissionHandle, Running> running_;
   std::set<uint32_t> forgotten_;
   std::atomic<uint64_t> forwarded_{0};
   std::atomic<uint64_t> timeouts_{0};
 };
 
-class DispatchedSubmissionQueue final : public aggregator::SubmissionQueue {
+class DispatchedSubmissionQueue final : public SubmissionQueue {
  public:
   // `register_vm` makes the dispatcher know a VM it has not seen (the control service's Reconcile:
   // the VM gets its configured share). All pointers outlive the queue.
-  DispatchedSubmissionQueue(aggregator::FvHost* host, sched::Dispatcher* dispatcher,
-                            FvEngineSink* sink, std::function<void()> register_vm);
+  DispatchedSubmissionQueue(FvHost* host, sched::Dispatcher* dispatcher, FvEngineSink* sink,
+                            std::function<void()> register_vm);
   ~DispatchedSubmissionQueue() override;
 
-  void Submit(const aggregator::Submission& submission) override;
+  void Submit(const Submission& submission) override;
   void ForgetVm(uint32_t vm) override;
   uint64_t pending() const override;
   uint64_t forwarded() const override { return sink_->forwarded(); }
   uint64_t refused() const { return refused_; }
 
  private:
-  aggregator::FvHost* const host_;
+  FvHost* const host_;
   sched::Dispatcher* const dispatcher_;
   FvEngineSink* const sink_;
   const std::function<void()> register_vm_;
@@ -120,6 +120,6 @@ class DispatchedSubmissionQueue final : public aggregator::SubmissionQueue {
   uint64_t refused_ = 0;
 };
 
-}  // namespace gpuvm::control
+}  // namespace gpuvm::aggregator
 
-#endif  // GPUVM_AGGREGATOR_CONTROL_FV_DISPATCH_H_
+#endif  // GPUVM_AGGREGATOR_FV_DISPATCH_H_

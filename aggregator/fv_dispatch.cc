@@ -1,9 +1,9 @@
-#include "aggregator/control/fv_dispatch.h"
+#include "aggregator/fv_dispatch.h"
 
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/ramin.h"
 
-namespace gpuvm::control {
+namespace gpuvm::aggregator {
 
 namespace pf = gf100::pfifo;
 
@@ -12,7 +12,7 @@ void FvEngineSink::SetWake(std::function<void()> wake) {
   wake_ = std::move(wake);
 }
 
-void FvEngineSink::Attach(aggregator::FvHost* host) {
+void FvEngineSink::Attach(FvHost* host) {
   {
     std::lock_guard lock(mu_);
     host_ = host;
@@ -30,7 +30,7 @@ void FvEngineSink::Attach(aggregator::FvHost* host) {
   }
 }
 
-void FvEngineSink::Detach(aggregator::FvHost* host) {
+void FvEngineSink::Detach(FvHost* host) {
   bool attached = false;
   {
     std::lock_guard lock(mu_);
@@ -41,8 +41,7 @@ void FvEngineSink::Detach(aggregator::FvHost* host) {
   if (attached) host->gpu().SetChannelDrainedHandler(nullptr);
 }
 
-void FvEngineSink::Remember(sched::SubmissionHandle handle,
-                            const aggregator::Submission& submission) {
+void FvEngineSink::Remember(sched::SubmissionHandle handle, const Submission& submission) {
   std::lock_guard lock(mu_);
   submissions_[handle] = submission;
 }
@@ -61,7 +60,7 @@ Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
   if (it == submissions_.end() || forgotten_.contains(vm)) {
     return Status::NotFound("submission of a VM that is gone");
   }
-  const aggregator::Submission s = it->second;
+  const Submission s = it->second;
   submissions_.erase(it);
   if (host_ == nullptr) return Status::Unavailable("no fv host");
   running_[handle] = Running{s, std::chrono::steady_clock::now(), BusyUs(s.physical_channel),
@@ -83,7 +82,7 @@ bool FvEngineSink::Bound(uint32_t physical_channel) {
           pf::kChanValid) != 0;
 }
 
-bool FvEngineSink::CaughtUp(const aggregator::Submission& s) {
+bool FvEngineSink::CaughtUp(const Submission& s) {
   const uint32_t c = s.physical_channel;
   const uint32_t ib_get = host_->gpu().device().Read32(
       gpu::Bar::k1, uint64_t(c) * pf::kUserPageSize + gf100::userd::kIbGet);
@@ -125,8 +124,7 @@ Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHand
   return sched::SinkPoll::Running();
 }
 
-DispatchedSubmissionQueue::DispatchedSubmissionQueue(aggregator::FvHost* host,
-                                                     sched::Dispatcher* dispatcher,
+DispatchedSubmissionQueue::DispatchedSubmissionQueue(FvHost* host, sched::Dispatcher* dispatcher,
                                                      FvEngineSink* sink,
                                                      std::function<void()> register_vm)
     : host_(host), dispatcher_(dispatcher), sink_(sink), register_vm_(std::move(register_vm)) {
@@ -135,7 +133,7 @@ DispatchedSubmissionQueue::DispatchedSubmissionQueue(aggregator::FvHost* host,
 
 DispatchedSubmissionQueue::~DispatchedSubmissionQueue() { sink_->Detach(host_); }
 
-void DispatchedSubmissionQueue::Submit(const aggregator::Submission& submission) {
+void DispatchedSubmissionQueue::Submit(const Submission& submission) {
   const sched::SubmissionHandle handle = next_handle_++;
   sink_->Remember(handle, submission);
   Status s = dispatcher_->Submit(submission.vm, handle);
@@ -162,4 +160,4 @@ uint64_t DispatchedSubmissionQueue::pending() const {
   return queued;
 }
 
-}  // namespace gpuvm::control
+}  // namespace gpuvm::aggregator
