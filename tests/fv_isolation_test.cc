@@ -3,7 +3,7 @@
 // must stay contained — the attacker's own channel faults or its write is dropped and counted, the
 // aggregator logs it — and the victim's results must stay correct throughout.
 //
-// Both VMs live in this process (aggregator/testing/fv_test_vm.h): the attacker's accesses go
+// Both VMs live in this process (tests/fv_test_vm.h): the attacker's accesses go
 // straight to its FullVirtGpu, exactly the calls gpuvm-dm would make for its trapped accesses.
 // The software GPU runs with its compute engine, so attacks through kernels are here too; VRAM is
 // dynamic and over-committed (two VMs of 96 MiB, 96 MiB for VMs).
@@ -21,7 +21,6 @@
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_host.h"
 #include "aggregator/sim_gpu.h"
-#include "aggregator/testing/fv_test_vm.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pbus.h"
@@ -33,6 +32,7 @@
 #include "gpu/isa/assembler.h"
 #include "guest-pv-driver/driver.h"
 #include "runtime/tests/test_kernels.h"
+#include "tests/fv_test_vm.h"
 
 namespace gpuvm::aggregator {
 namespace {

@@ -1,4 +1,4 @@
-#include "aggregator/testing/fv_test_vm.h"
+#include "tests/fv_test_vm.h"
 
 #include <sys/mman.h>
 

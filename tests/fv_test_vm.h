@@ -9,8 +9,8 @@
 // aggregator. Raw accessors (vgpu()) let a test play a hostile guest.
 //
 // Threading: every guest::Bus method from any thread (serialized by the aggregator lock).
-#ifndef GPUVM_AGGREGATOR_TESTING_FV_TEST_VM_H_
-#define GPUVM_AGGREGATOR_TESTING_FV_TEST_VM_H_
+#ifndef GPUVM_TESTS_FV_TEST_VM_H_
+#define GPUVM_TESTS_FV_TEST_VM_H_
 
 #include <memory>
 #include <mutex>
@@ -133,4 +133,4 @@ class FvTestWorld {
 
 }  // namespace gpuvm::aggregator::fv_testing
 
-#endif  // GPUVM_AGGREGATOR_TESTING_FV_TEST_VM_H_
+#endif  // GPUVM_TESTS_FV_TEST_VM_H_

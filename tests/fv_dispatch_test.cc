@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "aggregator/testing/fv_test_vm.h"
 #include "gpu/hw/pfifo.h"
 #include "guest-pv-driver/driver.h"
 #include "scheduler/clock.h"
+#include "tests/fv_test_vm.h"
 
 namespace gpuvm::aggregator {
 namespace {
