@@ -1,8 +1,9 @@
-// Status and Result<T>: the one error type of the project (see ../shared/STYLE.md §5).
+// Status and Result<T>: the one error type of the project (CONTRIBUTING.md, "Code").
 //
-// A Status is free when OK (a null pointer) and carries a code plus a short sentence otherwise. Result<T>
-// holds either a T or a non-OK Status. Both are [[nodiscard]]: an ignored error is a compile error.
-// Fallible construction goes through `static Result<std::unique_ptr<T>> Create(...)`.
+// A Status is free when OK (a null pointer) and carries a code plus a short sentence otherwise.
+// Result<T> holds either a T or a non-OK Status. Both are [[nodiscard]]: an ignored error is a
+// compile error. Fallible construction goes through `static Result<std::unique_ptr<T>>
+// Create(...)`.
 //
 // Threading: values, no shared state; safe to move between threads.
 #ifndef GPUVM_BASE_STATUS_H_

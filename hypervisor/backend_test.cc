@@ -1,4 +1,5 @@
-// The hypervisor port's behaviour, written once and run against every backend (STYLE.md §3).
+// The hypervisor port's behaviour, written once and run against every backend
+// (CONTRIBUTING.md, "Tests").
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>

@@ -6,8 +6,8 @@
 // (a rep buffer, a ring, a page table) is hostile until it has been checked here.
 //
 // Threading: a GuestMemory may be used from any thread. The guest can change its memory at any
-// moment, so callers copy what they read before validating it (STYLE.md §6). A GuestMapping belongs
-// to one owner.
+// moment, so callers copy what they read before validating it (CONTRIBUTING.md, "Code"). A
+// GuestMapping belongs to one owner.
 #ifndef GPUVM_HYPERVISOR_GUEST_MEMORY_H_
 #define GPUVM_HYPERVISOR_GUEST_MEMORY_H_
 

@@ -1,6 +1,6 @@
 // Vocabulary of the hypervisor port: domains, guest frames, PCI addresses and the I/O request a
 // trapped guest access becomes. These are OUR types; each backend translates its hypervisor's
-// structures (Xen's ioreq_t, grant entries, ...) into them at its edge (../shared/STYLE.md §2).
+// structures (Xen's ioreq_t, grant entries, ...) into them at its edge (CONTRIBUTING.md, "Code").
 //
 // Threading: plain values.
 #ifndef GPUVM_HYPERVISOR_TYPES_H_

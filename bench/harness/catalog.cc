@@ -30,7 +30,7 @@ const BenchmarkSpec* FindBenchmark(std::string_view name) {
 }
 
 const std::vector<ModeSpec>& Modes() {
-  // The paper's configurations (GPUVM-RESULTS.md). Each VM mode's name is what gpuvm-vm (and
+  // The paper's configurations (docs/GPUVM-RESULTS.md). Each VM mode's name is what gpuvm-vm (and
   // through it gpuvm-dm and the aggregator) gets as --mode, so enabling one once the aggregator
   // implements it is deleting its `unavailable` reason. fv-*: shadow page tables and channels
   // (docs/FULL-VIRTUALIZATION.md; fv-bar-remap and fv-optimized are fv-naive and fv-lazy plus BAR

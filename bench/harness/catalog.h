@@ -22,7 +22,7 @@ struct BenchmarkSpec {
   std::string_view what;  // one line for --list
 };
 
-// The suite in the paper's order (GPUVM-RESULTS.md, Table 4.2).
+// The suite in the paper's order (docs/GPUVM-RESULTS.md, Table 4.2).
 const std::vector<BenchmarkSpec>& Benchmarks();
 const BenchmarkSpec* FindBenchmark(std::string_view name);
 

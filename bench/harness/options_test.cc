@@ -92,7 +92,7 @@ TEST(BenchHarnessOptions, ModesOfLaterIssuesSayWhyTheyCannotRun) {
       EXPECT_NE(o.status().message().find("cannot run yet"), std::string::npos);
     }
   }
-  // The paper's ten configurations are all named (GPUVM-RESULTS.md).
+  // The paper's ten configurations are all named (docs/GPUVM-RESULTS.md).
   for (const char* name : {"native", "pt", "fv-naive", "fv-lazy", "fv-bar-remap", "fv-optimized",
                            "pv-naive", "pv-multicall", "pvdrm", "pvdrm-pool"}) {
     EXPECT_NE(FindMode(name), nullptr) << name;

@@ -3,7 +3,7 @@
 // cl9039.h (NVIDIA's class headers), NVIDIA open-gpu-doc classes/dma-copy/cl90b5.h (as carried by
 // mesa's nvk), envytools rnndb/graph/gf100_m2mf.xml, rnndb/blob_nvc0_pcopy.xml,
 // rnndb/graph/gf100_compute.xml and
-// ../shared/design/FERMI-FACTS.md. Facts only.
+// docs/FERMI-FACTS.md. Facts only.
 #ifndef GPUVM_GPU_HW_CLASSES_H_
 #define GPUVM_GPU_HW_CLASSES_H_
 
@@ -105,7 +105,7 @@ inline constexpr uint32_t kMultiLine = 1u << 9;
 inline constexpr uint32_t kRemap = 1u << 10;
 }  // namespace copy
 
-// ---- Compute 0x90c0 (gf100_compute.xml, FERMI-FACTS) ----
+// ---- Compute 0x90c0 (gf100_compute.xml; docs/FERMI-FACTS.md) ----
 namespace compute {
 inline constexpr uint32_t kSharedBase = 0x0214;
 inline constexpr uint32_t kGridDimYX = 0x0238;  // x bits 0-15, y bits 16-31
@@ -139,8 +139,8 @@ inline constexpr uint32_t kCbSize = 0x2380;
 inline constexpr uint32_t kCbAddressHigh = 0x2384;
 inline constexpr uint32_t kCbAddressLow = 0x2388;
 inline constexpr uint32_t kCbPos = 0x238c;
-inline constexpr uint32_t kCbData =
-    0x2390;  // 16 consecutive methods, each uploads one word at CB_POS
+// 16 consecutive methods, each uploads one word at CB_POS
+inline constexpr uint32_t kCbData = 0x2390;
 inline constexpr uint32_t kCbDataCount = 16;
 }  // namespace compute
 

@@ -1,6 +1,6 @@
 // The command stream a channel consumes: indirect-buffer (GPFIFO) entries and the GF100 pushbuffer
 // method headers, plus encoders a driver uses to build them. Sources:
-// ../shared/design/FERMI-FACTS.md; nouveau include/nvhw/class/cl906f.h (NV906F_DMA_* header fields:
+// docs/FERMI-FACTS.md; nouveau include/nvhw/class/cl906f.h (NV906F_DMA_* header fields:
 // SEC_OP bits 29-31, TERT_OP bits 16-17, METHOD_ADDRESS bits 0-11, SUBCHANNEL bits 13-15, COUNT /
 // IMMD_DATA bits 16-28). Facts only; the decoder lives in gpu/sim/pushbuf.h.
 #ifndef GPUVM_GPU_HW_GPFIFO_H_

@@ -1,6 +1,7 @@
 // GF100 MMU fault reasons, as recorded in VM_FAULT[i] flags bits 0-3.
-// Source: envytools rnndb/memory/gf100_vm.xml (VM_FAULT reason enum) and ../shared/design/FERMI-FACTS.md.
-// Facts only; the software GPU (gpu/sim) and the compute engine share them.
+// Source: envytools rnndb/memory/gf100_vm.xml (VM_FAULT reason enum) and
+// docs/FERMI-FACTS.md. Facts only; the software GPU (gpu/sim) and the compute engine
+// share them.
 #ifndef GPUVM_GPU_HW_MMU_FAULT_H_
 #define GPUVM_GPU_HW_MMU_FAULT_H_
 

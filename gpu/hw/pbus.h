@@ -1,6 +1,6 @@
 // PBUS: the PRAMIN window (a movable 1 MiB view of VRAM inside BAR0) and the BAR1/BAR3 instance
 // registers that put the two apertures behind their own GPU virtual address spaces. Sources:
-// ../shared/design/FERMI-FACTS.md; envytools rnndb/bus/pbus.xml; nouveau nvkm/subdev/bar/gf100.c
+// docs/FERMI-FACTS.md; envytools rnndb/bus/pbus.xml; nouveau nvkm/subdev/bar/gf100.c
 // (writes 0x80000000 | inst >> 12 to 0x1704 / 0x1714). Facts only.
 #ifndef GPUVM_GPU_HW_PBUS_H_
 #define GPUVM_GPU_HW_PBUS_H_
@@ -12,8 +12,8 @@ namespace gpuvm::gf100::pbus {
 // PMEM base: VRAM address >> 16 of the first byte the PRAMIN window shows.
 inline constexpr uint32_t kPraminBase = 0x001700;
 inline constexpr uint32_t kPraminBaseShift = 16;
-inline constexpr uint32_t kPraminBaseMask =
-    0x00ffffff;  // (our choice) 24 bits = 1 TiB of VRAM, ample
+// (our choice) 24 bits = 1 TiB of VRAM, ample
+inline constexpr uint32_t kPraminBaseMask = 0x00ffffff;
 
 // The window itself in BAR0.
 inline constexpr uint32_t kPraminWindow = 0x700000;

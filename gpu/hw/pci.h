@@ -1,5 +1,5 @@
 // PCI identity of the GF100 board the software GPU models: an NVIDIA Quadro 6000 (GF100GL).
-// Sources: ../shared/design/FERMI-FACTS.md (10de:06d8, class 0x0300); envytools
+// Sources: docs/FERMI-FACTS.md (10de:06d8, class 0x0300); envytools
 // docs/hw/bus/bars.rst (BAR0 is a 16 MiB non-prefetchable 32-bit BAR; BAR1 and BAR3 are 64-bit
 // prefetchable apertures, so they occupy PCI BAR slots 1-2 and 3-4, which is why they are called
 // BAR1 and BAR3). Facts only.

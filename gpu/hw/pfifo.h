@@ -4,7 +4,7 @@
 // CHAN_TABLE layouts); nouveau nvkm/engine/fifo/gf100.c (runlist commit: 8-byte playlist entries
 // {chid, 0x00000004}, 0x2274 = 0x01f00000 | count, wait for 0x227c bit 20; fault decoding of
 // 0x2800+; PBDMA error decoding of 0x40108/0x400c0/0x400c4/0x40120; engine status 0x2640: bit 31
-// busy, bits 0-6 chid); ../shared/design/FERMI-FACTS.md. Facts only.
+// busy, bits 0-6 chid); docs/FERMI-FACTS.md. Facts only.
 #ifndef GPUVM_GPU_HW_PFIFO_H_
 #define GPUVM_GPU_HW_PFIFO_H_
 
@@ -14,8 +14,7 @@ namespace gpuvm::gf100::pfifo {
 
 inline constexpr uint32_t kChannels = 128;
 
-// ---- Interrupts
-// ------------------------------------------------------------------------------------------
+// ---- Interrupts ----
 inline constexpr uint32_t kIntr = 0x002100;  // write 1 to clear the edge-style bits
 inline constexpr uint32_t kIntrEn = 0x002140;
 inline constexpr uint32_t kIntrChanTableError = 1u << 0;
@@ -34,9 +33,8 @@ inline constexpr uint32_t kPollAreaAddrMask = 0x0fffffff;
 inline constexpr uint32_t kPollAreaEnable = 1u << 28;
 inline constexpr uint32_t kUserPageSize = 0x1000;
 
-// ---- Playlist (runlist)
-// ---------------------------------------------------------------------------------- PLAYLIST_WR:
-// bits 0-27 address >> 12, bits 28-29 target (0 VRAM, 2/3 SYSRAM).
+// ---- Playlist (runlist) ----
+// PLAYLIST_WR: bits 0-27 address >> 12, bits 28-29 target (0 VRAM, 2/3 SYSRAM).
 inline constexpr uint32_t kPlaylistWr = 0x002270;
 inline constexpr uint32_t kPlaylistAddrMask = 0x0fffffff;
 inline constexpr uint32_t kPlaylistTargetShift = 28;
@@ -59,16 +57,15 @@ inline constexpr uint32_t kPlaylistEntrySize = 8;
 inline constexpr uint32_t kPlaylistEntryChidMask = 0x7f;
 inline constexpr uint32_t kPlaylistEntryWord1 = 0x00000004;
 
-// ---- Error / source registers
-// -----------------------------------------------------------------------------
+// ---- Error / source registers ----
 inline constexpr uint32_t kChanTableErrorCode = 0x00252c;
-inline constexpr uint32_t kChanTableErrorInvalidTarget =
-    6;                                                   // gf100_pfifo.xml CHAN_TABLE_ERROR values
+// gf100_pfifo.xml CHAN_TABLE_ERROR values.
+inline constexpr uint32_t kChanTableErrorInvalidTarget = 6;
 inline constexpr uint32_t kPlaylistIntrCode = 0x00254c;  // SCHED reason; 1 = INACTIVE_CHANNEL
 inline constexpr uint32_t kPlaylistIntrInactiveChannel = 1;
 inline constexpr uint32_t kVmFaultSource = 0x00259c;  // bit u: VM_FAULT[u] holds a record; W1C
-inline constexpr uint32_t kSubfifoIntrSource =
-    0x0025a0;                                            // bit n: PSUBFIFO[n].INTR != 0 (read-only)
+// bit n: PSUBFIFO[n].INTR != 0 (read-only)
+inline constexpr uint32_t kSubfifoIntrSource = 0x0025a0;
 inline constexpr uint32_t kEngineIntrSource = 0x0025a4;  // bit e: ENGINE_INTR[e] != 0 (read-only)
 inline constexpr uint32_t kEngineIntr = 0x0025a8;  // + 4 * engine; bit 0 NOTIFY (non-stall); W1C
 inline constexpr uint32_t kEngineIntrNotify = 1u << 0;
@@ -99,8 +96,7 @@ inline constexpr uint32_t kRunlistIntrUpdateDone = 1u << 28;
 enum class Engine : uint8_t { kPgraph = 0, kPcopy0 = 4, kPcopy1 = 5, kNone = 0x1f };
 inline constexpr uint32_t kEngineSlots = 6;
 
-// ---- MMU fault records
-// ------------------------------------------------------------------------------------
+// ---- MMU fault records ----
 inline constexpr uint32_t kVmFault = 0x002800;  // + 0x10 * unit, 32 units (see gf100::FaultUnit)
 inline constexpr uint32_t kVmFaultStride = 0x10;
 inline constexpr uint32_t kVmFaultUnits = 32;
@@ -114,8 +110,7 @@ inline constexpr uint32_t kVmFaultWrite = 1u << 7;
 inline constexpr uint32_t kVmFaultClientShift = 8;
 inline constexpr uint32_t kVmFaultGpcShift = 24;
 
-// ---- Channel table
-// ------------------------------------------------------------------------------------------
+// ---- Channel table ----
 inline constexpr uint32_t kChanTable = 0x003000;  // + 8 * chid
 inline constexpr uint32_t kChanTableStride = 8;
 // CHAN: bits 0-29 instance block >> 12, bit 30 POLL_ENABLE, bit 31 VALID.
@@ -140,8 +135,7 @@ inline constexpr uint32_t kStatePending = 1u << 28;
 // register (CHAN_TABLE ends at 0x33ff). A driver for a real card must not rely on it.
 inline constexpr uint32_t kChanBusyUs = 0x003800;  // + 4 * chid
 
-// ---- PSUBFIFO (command fetch units, PBDMA)
-// --------------------------------------------------------------------
+// ---- PSUBFIFO (command fetch units, PBDMA) ----
 inline constexpr uint32_t kSubfifo = 0x040000;  // + 0x2000 * n, 3 units
 inline constexpr uint32_t kSubfifoStride = 0x2000;
 inline constexpr uint32_t kSubfifos = 3;
@@ -149,8 +143,8 @@ inline constexpr uint32_t kSubfifoIbPut = 0x000;
 inline constexpr uint32_t kSubfifoIbGet = 0x014;
 inline constexpr uint32_t kSubfifoDmaGet = 0x018;
 inline constexpr uint32_t kSubfifoRefCnt = 0x028;
-inline constexpr uint32_t kSubfifoCacheAddr =
-    0x0c0;  // method that failed: bits 2-13 mthd, 16-18 subch
+// method that failed: bits 2-13 mthd, 16-18 subch
+inline constexpr uint32_t kSubfifoCacheAddr = 0x0c0;
 inline constexpr uint32_t kSubfifoCacheData = 0x0c4;
 inline constexpr uint32_t kSubfifoIntr = 0x108;  // W1C
 inline constexpr uint32_t kSubfifoIntrEn = 0x10c;

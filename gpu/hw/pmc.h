@@ -1,6 +1,6 @@
 // PMC: the master control unit of BAR0 (chip id, engine enables, the top-level interrupt tree).
 // Sources: envytools rnndb/bus/pmc.xml (register offsets and bit positions for GF100);
-// ../shared/design/FERMI-FACTS.md. Facts only; the software GPU's model lives in gpu/sim/pmc.h.
+// docs/FERMI-FACTS.md. Facts only; the software GPU's model lives in gpu/sim/pmc.h.
 #ifndef GPUVM_GPU_HW_PMC_H_
 #define GPUVM_GPU_HW_PMC_H_
 
@@ -35,7 +35,7 @@ inline constexpr uint32_t kIntrPgraph = 1u << 12;
 inline constexpr uint32_t kIntrPbus = 1u << 28;
 inline constexpr uint32_t kIntrSoftware = 1u << 31;
 
-// PMC_ENABLE: engine enables (pmc.xml nv_pmc_enable). FERMI-FACTS lists PCOPY0/1 at bits 5/6;
+// PMC_ENABLE: engine enables (pmc.xml nv_pmc_enable). Some summaries put PCOPY0/1 at bits 5/6;
 // pmc.xml's GF100 variants put PIBUS at 5 and PCOPY0/1 at 6/7. We follow pmc.xml.
 inline constexpr uint32_t kEnable = 0x000200;
 inline constexpr uint32_t kEnablePcopy0 = 1u << 6;

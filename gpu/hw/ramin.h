@@ -1,6 +1,6 @@
 // Channel instance blocks (RAMIN), their first 0x200 bytes (RAMFC: the saved PFIFO state of a
 // channel), and the per-channel USER page (USERD) through which the driver and PFIFO exchange
-// GET/PUT pointers. Sources: ../shared/design/FERMI-FACTS.md; nouveau
+// GET/PUT pointers. Sources: docs/FERMI-FACTS.md; nouveau
 // nvkm/engine/fifo/gpfifogf100.c (RAMFC init: USERD address at 0x08/0x0c, 0xface at 0x10, IB base
 // at 0x48/0x4c with log2(entries) << 16 in 0x4c) and nvkm/subdev/mmu/vmmgf100.c (gf100_vmm_join:
 // page directory at 0x200, limit - 1 at 0x208); envytools rnndb/fifo/gf100_pfifo.xml (PSUBFIFO SIG:
@@ -22,8 +22,8 @@ inline constexpr uint32_t kSignature = 0x010;
 inline constexpr uint32_t kSignatureValue = 0xface;
 inline constexpr uint32_t kSignatureMask = 0xffff;
 inline constexpr uint32_t kIbBaseLo = 0x048;
-inline constexpr uint32_t kIbBaseHi =
-    0x04c;  // bits 0-7 address bits 32-39, bits 16-20 log2(entries)
+// bits 0-7 address bits 32-39, bits 16-20 log2(entries)
+inline constexpr uint32_t kIbBaseHi = 0x04c;
 inline constexpr uint32_t kIbBaseHiAddrMask = 0xff;
 inline constexpr uint32_t kIbOrderShift = 16;
 inline constexpr uint32_t kIbOrderMask = 0x1f;

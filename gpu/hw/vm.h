@@ -2,7 +2,7 @@
 // registers. Sources: envytools rnndb/memory/gf100_vm.xml (GF100_PDE, GF100_PTE bitsets); nouveau
 // nvkm/subdev/mmu/vmmgf100.c (table geometry per large-page size, PDE target encoding, the PD
 // pointer in RAMIN 0x200 and the TLB flush sequence); nvkm/subdev/fb/gf100.c (0x100c80 bit 0
-// selects the large page size); ../shared/design/FERMI-FACTS.md. Facts only; the walk itself lives
+// selects the large page size); docs/FERMI-FACTS.md. Facts only; the walk itself lives
 // in gpu/sim/mmu.h.
 #ifndef GPUVM_GPU_HW_VM_H_
 #define GPUVM_GPU_HW_VM_H_
@@ -11,8 +11,7 @@
 
 namespace gpuvm::gf100::vm {
 
-// ---- Address geometry
-// ------------------------------------------------------------------------------
+// ---- Address geometry ----
 inline constexpr int kVaBits = 40;
 inline constexpr uint64_t kVaLimit = 1ull << kVaBits;
 inline constexpr int kSmallPageShift = 12;  // 4 KiB
@@ -35,9 +34,8 @@ inline constexpr uint64_t kSmallTableEntries(int large_page_shift) {
 inline constexpr uint64_t kLargeTableEntries = 1ull << kLargeTableIndexBits;
 inline constexpr uint64_t kEntrySize = 8;  // PDEs and PTEs are 64-bit
 
-// ---- Memory targets
-// ---------------------------------------------------------------------------------- PTE TARGET
-// (bits 33-34) and the PD pointer / flush register targets (bits 0-1): g80_mem_target.
+// ---- Memory targets ----
+// PTE TARGET (bits 33-34) and the PD pointer / flush register targets (bits 0-1): g80_mem_target.
 enum class Target : uint8_t {
   kVram = 0,
   kInvalid = 1,  // not used by nouveau; (our choice) the MMU treats it as not present
@@ -48,10 +46,9 @@ enum class Target : uint8_t {
 // VRAM, 2 = SYSRAM snooped, 3 = SYSRAM not snooped. gf100_vm.xml calls bit 0 / bit 32 "PRESENT".
 enum class PdeTarget : uint8_t { kNone = 0, kVram = 1, kSysramSnooped = 2, kSysramNoSnoop = 3 };
 
-// ---- PDE (64-bit)
-// --------------------------------------------------------------------------------------- bits 0-1
-// large-page table target, bits 2-3 PT_SIZE, bits 4-31 large-page table address >> 12, bit 35
-// large-table VOL, bits 32-33 small-page table target, bit 34 small-table VOL, bits 36-63
+// ---- PDE (64-bit) ----
+// bits 0-1 large-page table target, bits 2-3 PT_SIZE, bits 4-31 large-page table address >> 12, bit
+// 35 large-table VOL, bits 32-33 small-page table target, bit 34 small-table VOL, bits 36-63
 // small-page table address >> 12.
 namespace pde {
 inline constexpr int kLargeTargetShift = 0;
@@ -81,11 +78,10 @@ constexpr uint64_t Make(PdeTarget large_target, uint64_t large_table, PdeTarget 
 }
 }  // namespace pde
 
-// ---- PTE (64-bit)
-// --------------------------------------------------------------------------------------- bit 0
-// present, bit 1 supervisor only, bit 2 read only, bit 3 encrypted (SYSRAM), bits 4-31 address >>
-// 12, bit 32 VOL, bits 33-34 target, bits 36-43 storage type (0 = linear), bits 44-60 compression
-// tag.
+// ---- PTE (64-bit) ----
+// bit 0 present, bit 1 supervisor only, bit 2 read only, bit 3 encrypted (SYSRAM), bits 4-31
+// address >> 12, bit 32 VOL, bits 33-34 target, bits 36-43 storage type (0 = linear), bits 44-60
+// compression tag.
 namespace pte {
 inline constexpr uint64_t kPresent = 1ull << 0;
 inline constexpr uint64_t kSupervisorOnly = 1ull << 1;
@@ -114,11 +110,11 @@ constexpr uint64_t Make(uint64_t address, Flags f = {}) {
 }
 }  // namespace pte
 
-// ---- MMU registers (BAR0)
-// --------------------------------------------------------------------------------- VM_CFG. bit 0:
-// large page size (0 = 128 KiB, 1 = 64 KiB). nouveau's flush handshake reads two more fields: bits
-// 16-23 (nouveau: "looks like maybe a free flush slots counter") must be non-zero before a flush is
-// queued, and bit 15 is polled after the trigger ("wait for flush to be queued?").
+// ---- MMU registers (BAR0) ----
+// VM_CFG. bit 0: large page size (0 = 128 KiB, 1 = 64 KiB). nouveau's flush handshake reads two
+// more fields: bits 16-23 (nouveau: "looks like maybe a free flush slots counter") must be non-zero
+// before a flush is queued, and bit 15 is polled after the trigger ("wait for flush to be
+// queued?").
 inline constexpr uint32_t kCfg = 0x100c80;
 inline constexpr uint32_t kCfgLargePage64K = 1u << 0;
 inline constexpr uint32_t kCfgFlushSlotsShift = 16;

@@ -48,7 +48,7 @@ class ChannelMemory {
 };
 
 // Everything a LAUNCH (method 0x0368) needs, as programmed by the 0x90c0 methods before it
-// (gpu/hw facts; FERMI-FACTS.md "Compute (0x90c0) methods").
+// (gpu/hw/classes.h; docs/FERMI-FACTS.md "Classes and their methods").
 struct ComputeLaunch {
   static constexpr int kConstBuffers = 16;
   struct ConstBuffer {

@@ -1,5 +1,5 @@
-// One test body, every backend (STYLE.md §3): what a typed GoogleTest suite needs from a hypervisor
-// backend, and the two implementations.
+// One test body, every backend (CONTRIBUTING.md, "Tests"): what a typed GoogleTest suite needs
+// from a hypervisor backend, and the two implementations.
 //
 // LocalBackend::Open() builds a whole local world in-process: a local hypervisor daemon on a
 // private abstract socket, and guest domain 1 (2 vCPUs, 16 MiB) registered with it. It always

@@ -16,7 +16,7 @@ Status CallFailed(std::string_view call, int err) {
 }
 
 // A NULL logger makes the libraries log errors to stderr, which is what an operator wants on Xen;
-// the probes without Xen print one line each and fail cleanly (PLATFORM-NOTES.md).
+// the probes without Xen print one line each and fail cleanly (docs/HYPERVISOR.md, "Platform").
 Result<DeviceModelHandle> OpenDeviceModel() {
   DeviceModelHandle h(xendevicemodel_open(nullptr, 0));
   if (!h) return OpenFailed("the device model interface", errno);

@@ -3,7 +3,7 @@
 // entry point fails cleanly with Unavailable — no crash, no partial state.
 //
 // Runs in dom0 (or a device-model stub domain with the right privileges). docs/HYPERVISOR.md has
-// the process model; the Xen test bed (scripts/, a later issue) runs these for real.
+// the process model; the Xen test bed (make xen-test, docs/XEN-TESTBED.md) runs these for real.
 //
 // Threading: as the port interfaces (one owner thread per object).
 #ifndef GPUVM_HYPERVISOR_XEN_XEN_BACKEND_H_

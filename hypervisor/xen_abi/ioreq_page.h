@@ -13,7 +13,7 @@
 //   IORESP_READY --requester sees it (acquire), reads data, marks--> NONE
 // The server never re-reads the slot after the copy: on the local backend the requester is the
 // guest process, which can scribble on the page at any time (a "torn" page), so all decisions are
-// made on the copy (STYLE.md §6).
+// made on the copy (CONTRIBUTING.md, "Code").
 //
 // Threading: an IoreqServerSlots is used by one thread (the device model loop); an
 // IoreqRequesterSlots by one thread per vCPU index. The two ends may live in different processes.

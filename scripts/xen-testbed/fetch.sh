@@ -62,7 +62,7 @@ packages=(
   "$kernel_pkg"
   # dom0's and the guest's shell
   busybox-static
-  # libraries of the Xen tools and qemu-system-xen a plain Debian 12 host lacks (PLATFORM-NOTES.md)
+  # libraries of the Xen tools and qemu-system-xen a plain Debian 12 host lacks (docs/XEN-TESTBED.md)
   libyajl2 libfdt1 libspice-server1 libusb-1.0-0 libjpeg62-turbo libpixman-1-0
   libxenmisc4.17 libxenhypfs1 libxencall1 libxendevicemodel1 libxenevtchn1 libxenforeignmemory1
   libxengnttab1 libxenstore4 libxentoolcore1 libxentoollog1

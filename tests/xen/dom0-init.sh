@@ -197,7 +197,7 @@ on_crash = "preserve"
 # xenctx: read_pci_config+0x2f with 0x80351008 = bus 0x35, slot 2, offset 8 in eax; iommu=noaperture
 # does not stop the first of the two).
 # Required under TCG: otherwise Xen traps RDTSCP, which TCG's SVM reports as RDTSC, and the guest
-# gets #GP early in boot (PLATFORM-NOTES.md).
+# gets #GP early in boot (docs/XEN-TESTBED.md).
 tsc_mode = "native"
 device_model_args_hvm = [ "-fw_cfg", "name=etc/sercon-port,file=/tmp/sercon-off" ]
 EOF
