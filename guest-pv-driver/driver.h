@@ -1,7 +1,9 @@
 // The guest GPU driver: a user-space GF100 (Fermi) driver in the style of nouveau, offering what
 // Gdev's user-mode runtime needs. It reaches the GPU only through a Bus (bus.h) and is the same
-// code natively and under every virtualization mode. docs/GUEST-DRIVER.md is the guide: layout of
-// VRAM and BARs, register sequences, BAR-access counts per operation, error handling.
+// code natively and under every virtualization mode: native, pt and fv (the para-virtual path, when
+// it comes, replaces only its page-table writer, page_table_writer.h). docs/GUEST-DRIVER.md is the
+// guide: layout of VRAM and BARs, register sequences, BAR-access counts per operation, error
+// handling.
 //
 //   Driver    one per GPU: probe (PMC_BOOT_0), engine enable, VRAM size from PFB, VRAM allocator,
 //             instance memory through BAR3 (bootstrapped through PRAMIN), BAR1, PFIFO, playlist,

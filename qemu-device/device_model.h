@@ -1,3 +1,7 @@
+// gpuvm-dm, namespace gpuvm::dm: the per-VM device model of the virtual GPU. Despite its folder's
+// name (qemu-device/) it is not a QEMU device: it is a standalone IOREQ server that runs beside the
+// VM's own, unpatched QEMU on Xen (and alone on the local backend).
+//
 // The hypervisor-facing half of gpuvm-dm: one virtual GPU of one VM. It takes the IoRequests an
 // IOREQ server delivers, decodes them — configuration space (PciConfigSpace) or an access into
 // BAR0/BAR1/BAR3 at their current guest addresses — and forwards BAR accesses to the aggregator; it
