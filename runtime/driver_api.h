@@ -1,0 +1,74 @@
+// What the entry points of libcuda.so.1 (runtime/driver_api*.cc, one file per area of the driver
+// API) share: the checks every function makes first — initialization, the calling thread's current
+// context, device ordinals, streams, device ranges and pinned host ranges — and GPUVM_EXPORT.
+//
+// Internal to libcuda.so.1: libcuda.map exports only cu*, so nothing here is visible to programs.
+//
+// Threading: every function may be called from any thread (see runtime/core/objects.h).
+#ifndef GPUVM_RUNTIME_DRIVER_API_H_
+#define GPUVM_RUNTIME_DRIVER_API_H_
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+
+#include "runtime/core/errors.h"
+#include "runtime/core/objects.h"
+#include "runtime/include/cuda.h"
+
+#define GPUVM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace gpuvm::runtime::driver_api {
+
+using ::gpuvm::Status;
+using ::gpuvm::StatusCode;
+using ::gpuvm::runtime::ContextError;
+using ::gpuvm::runtime::ContextHealth;
+using ::gpuvm::runtime::ContextStack;
+using ::gpuvm::runtime::Process;
+using ::gpuvm::runtime::ResolveStream;
+using ::gpuvm::runtime::ToCuResult;
+
+// CUDA_SUCCESS once cuInit succeeded.
+CUresult CheckInit();
+
+bool ValidDevice(CUdevice dev);
+
+// The calling thread's current context, checked: initialized, present, alive, not faulted.
+CUresult Current(CUctx_st** out, bool check_health = true);
+
+// [va, va + bytes) lies inside one allocation of ctx.
+bool InRange(CUctx_st* ctx, uint64_t va, uint64_t bytes);
+
+// The pinned/registered host allocation of ctx that contains [p, p + bytes), if any.
+bool InPinnedHost(CUctx_st* ctx, const void* p, uint64_t bytes, uint64_t* va);
+
+// The stream `handle` names in ctx (0 and the legacy/per-thread handles included).
+CUresult StreamFor(CUctx_st* ctx, CUstream handle, CUstream_st** out);
+
+// Orders work on `s` after the legacy default stream's, as CUDA's legacy semantics require.
+CUresult Ordered(CUstream_st* s);
+
+// A new stream or event joins its context's set (under the context's lock) and the live handles.
+template <typename T>
+void Track(CUctx_st* ctx, std::set<T*>& owned, T* object, Process::Kind kind) {
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    owned.insert(object);
+  }
+  Process::Get().Register(object, kind);
+}
+
+// The reverse of Track, before the object is destroyed.
+template <typename T>
+void Untrack(CUctx_st* ctx, std::set<T*>& owned, T* object) {
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    owned.erase(object);
+  }
+  Process::Get().Unregister(object);
+}
+
+}  // namespace gpuvm::runtime::driver_api
+
+#endif  // GPUVM_RUNTIME_DRIVER_API_H_

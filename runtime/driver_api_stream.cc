@@ -1,0 +1,181 @@
+// libcuda.so.1, streams and events: creation and destruction, synchronization, queries, waits and
+// elapsed time (driver_api.h has the shared checks).
+//
+// Threading: every entry point may be called from any thread (see runtime/core/objects.h).
+#include "runtime/driver_api.h"
+
+using gpuvm::runtime::driver_api::CheckInit;
+using gpuvm::runtime::driver_api::ContextError;
+using gpuvm::runtime::driver_api::ContextHealth;
+using gpuvm::runtime::driver_api::Current;
+using gpuvm::runtime::driver_api::Ordered;
+using gpuvm::runtime::driver_api::Process;
+using gpuvm::runtime::driver_api::Status;
+using gpuvm::runtime::driver_api::StatusCode;
+using gpuvm::runtime::driver_api::StreamFor;
+using gpuvm::runtime::driver_api::Track;
+using gpuvm::runtime::driver_api::Untrack;
+
+GPUVM_EXPORT CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto channel = ctx->gctx->CreateChannel();
+  if (!channel.ok()) return ContextError(ctx, channel.status(), CUDA_ERROR_OUT_OF_MEMORY);
+  auto event = ctx->gctx->CreateEvent();
+  if (!event.ok()) {
+    (void)ctx->gctx->DestroyChannel(*channel);
+    return ContextError(ctx, event.status(), CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  auto* s = new CUstream_st;
+  s->ctx = ctx;
+  s->channel = *channel;
+  s->flags = flags;
+  s->order_event = *event;
+  Track(ctx, ctx->streams, s, Process::Kind::kStream);
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(s, Process::Kind::kStream)) return CUDA_ERROR_INVALID_HANDLE;
+  CUctx_st* ctx = s->ctx;
+  Untrack(ctx, ctx->streams, s);
+  // CUDA returns at once and lets queued work finish; the driver waits (bounded) for it instead.
+  Status st = ctx->gctx->DestroyChannel(s->channel);
+  (void)ctx->gctx->DestroyEvent(s->order_event);
+  delete s;
+  return st.ok() ? CUDA_SUCCESS : ContextError(ctx, st);
+}
+
+GPUVM_EXPORT CUresult cuStreamSynchronize(CUstream handle) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  CUstream_st* s;
+  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  Status st = s->is_default ? ctx->gctx->Synchronize() : s->channel->Synchronize();
+  if (!st.ok()) return ContextError(ctx, st);
+  return ContextHealth(ctx);
+}
+
+GPUVM_EXPORT CUresult cuStreamQuery(CUstream handle) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  CUstream_st* s;
+  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  auto done = s->channel->IsDone(s->channel->last_fence());
+  if (!done.ok()) return ContextError(ctx, done.status());
+  return *done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+GPUVM_EXPORT CUresult cuStreamWaitEvent(CUstream handle, CUevent event, unsigned int flags) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  CUstream_st* s;
+  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(event, Process::Kind::kEvent) || event->ctx != ctx) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return ContextError(ctx, s->channel->WaitEvent(event->event));
+}
+
+// ---- events ----
+
+GPUVM_EXPORT CUresult cuEventCreate(CUevent* out, unsigned int flags) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr || (flags & ~unsigned(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                           CU_EVENT_INTERPROCESS)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // CUDA requires interprocess events to have timing disabled.
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto event = ctx->gctx->CreateEvent();
+  if (!event.ok()) return ContextError(ctx, event.status(), CUDA_ERROR_OUT_OF_MEMORY);
+  auto* e = new CUevent_st;
+  e->ctx = ctx;
+  e->event = *event;
+  e->flags = flags;
+  Track(ctx, ctx->events, e, Process::Kind::kEvent);
+  *out = e;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  CUctx_st* ctx = e->ctx;
+  Untrack(ctx, ctx->events, e);
+  Status st = ctx->gctx->DestroyEvent(e->event);
+  delete e;
+  return st.ok() ? CUDA_SUCCESS : ContextError(ctx, st);
+}
+
+GPUVM_EXPORT CUresult cuEventRecord(CUevent e, CUstream handle) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent) || e->ctx != ctx)
+    return CUDA_ERROR_INVALID_HANDLE;
+  CUstream_st* s;
+  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
+  auto fence = s->channel->Record(e->event);
+  if (!fence.ok()) return ContextError(ctx, fence.status());
+  e->recorded.store(true);
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuEventQuery(CUevent e) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  if ((r = ContextHealth(e->ctx)) != CUDA_SUCCESS) return r;
+  auto done = e->event->Query();
+  if (!done.ok()) return ContextError(e->ctx, done.status());
+  return *done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+GPUVM_EXPORT CUresult cuEventSynchronize(CUevent e) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  Status st = e->event->Wait(e->ctx->gctx->options().default_timeout);
+  if (!st.ok()) return ContextError(e->ctx, st);
+  return ContextHealth(e->ctx);
+}
+
+GPUVM_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Process& p = Process::Get();
+  if (!p.IsLive(start, Process::Kind::kEvent) || !p.IsLive(end, Process::Kind::kEvent)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (start->ctx != end->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (!start->recorded.load() || !end->recorded.load()) return CUDA_ERROR_INVALID_HANDLE;
+  if ((r = ContextHealth(start->ctx)) != CUDA_SUCCESS) return r;
+  auto t0 = start->event->TimestampNs();
+  auto t1 = end->event->TimestampNs();
+  for (auto* t : {&t0, &t1}) {
+    if (!t->ok()) {
+      if (t->status().code() == StatusCode::kUnavailable) return CUDA_ERROR_NOT_READY;
+      return ContextError(start->ctx, t->status(), CUDA_ERROR_INVALID_HANDLE);
+    }
+  }
+  *ms = float(double(int64_t(*t1 - *t0)) / 1e6);
+  return CUDA_SUCCESS;
+}
