@@ -14,8 +14,7 @@
 //     a compute trap's reason (the TRAP chain down to the MP warp/global error registers) is the
 //     host's reading of the physical registers, kept per VM and acknowledged by the VM on its copy;
 //   - every other register reads 0 and drops writes (counted), except identity registers
-//   (PMC_BOOT_0,
-//     PROM) which read through.
+//     (PMC_BOOT_0, PROM), which read through.
 //
 // Shadow modes (FvMode): naive rescans a shadowed directory on every TLB flush that names it;
 // lazy only marks it stale and rescans when a channel using it is activated (a submission, or a
@@ -78,11 +77,11 @@ struct FvCounters {
   // propagated to its shadow instance (a page-directory change is refused instead: the channel
   // stops, counted in refused_channels).
   uint64_t descriptor_writes = 0;
-  uint64_t remap_syncs = 0;        // BAR remap: recomputations of the remapped set
-  uint64_t remap_refused = 0;      // BAR remap: maps the device model refused (remap then off)
-  uint64_t remap_ns = 0;           // BAR remap: time spent recomputing (walks, diffs)
-  uint64_t vram_assigned = 0;      // at Detach: bytes of VRAM the VM had (vram_map() before)
-  uint64_t vram_exhausted = 0;     // at Detach: chunks it was refused (the pool was empty)
+  uint64_t remap_syncs = 0;     // BAR remap: recomputations of the remapped set
+  uint64_t remap_refused = 0;   // BAR remap: maps the device model refused (remap then off)
+  uint64_t remap_ns = 0;        // BAR remap: time spent recomputing (walks, diffs)
+  uint64_t vram_assigned = 0;   // at Detach: bytes of VRAM the VM had (vram_map() before)
+  uint64_t vram_exhausted = 0;  // at Detach: chunks it was refused (the pool was empty)
   ShadowCounters shadow;
 };
 

@@ -43,6 +43,12 @@ struct VmBars {
   }
 };
 
+// What every implementation checks of a trapped access first: the virtual GPU is still there (not
+// `detached`), the element size is 1, 2, 4 or 8, the block is whole elements, and
+// [offset, offset + length) lies inside the BAR as the VM was given it.
+Status CheckBarAccess(bool detached, const VmBars& bars, gpu::Bar bar, uint64_t offset,
+                      uint32_t size, uint64_t length);
+
 // BAR remap (fv-bar-remap, fv-optimized): a page range of BAR1/BAR3 that the device model should
 // map straight to memory (BAR_MAP: `fd` from `backing_offset`, e.g. the software GPU's VRAM memfd)
 // or trap again (BAR_UNMAP). `fd` is borrowed: valid until the request is sent.
