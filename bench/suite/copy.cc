@@ -28,13 +28,8 @@ struct HostBuffers {
 };
 
 void Run(const CopyProblem& p, Report& report, HostBuffers& host) {
-  report.Enter(Phase::kInit);
-  CUcontext context;
-  std::string failed_call;
-  if (const CUresult r = OpenContext(&context, &failed_call); r != CUDA_SUCCESS) {
-    report.Fail(CuError(r, failed_call.c_str()));
-    return;
-  }
+  Session session(report);
+  if (!session.Open(nullptr)) return;
   if (kPinned) {
     void* src = nullptr;
     void* dst = nullptr;
@@ -59,13 +54,11 @@ void Run(const CopyProblem& p, Report& report, HostBuffers& host) {
   report.Verify(p.Check(host.dst));  // before the pinned buffers go
 
   report.Enter(Phase::kClose);
-  GPUVM_SUITE_CU(report, cuMemFree(d_buffer));
   if (kPinned) {
     GPUVM_SUITE_CU(report, cuMemFreeHost(host.src));
     GPUVM_SUITE_CU(report, cuMemFreeHost(host.dst));
   }
-  GPUVM_SUITE_CU(report, cuCtxDestroy(context));
-  report.End();
+  session.Close({d_buffer});
 }
 
 }  // namespace

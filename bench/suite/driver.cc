@@ -37,4 +37,37 @@ CUresult LoadCorpusModule(CUmodule* module, const char* ptx_file) {
   return cuModuleLoadData(module, text.c_str());
 }
 
+bool Session::Check(CUresult result, const std::string& call) {
+  if (result == CUDA_SUCCESS) return true;
+  report_.Fail(CuError(result, call.c_str()));
+  return false;
+}
+
+bool Session::Open(const char* ptx_file) {
+  report_.Enter(Phase::kInit);
+  std::string failed_call;
+  if (const CUresult r = OpenContext(&context_, &failed_call); r != CUDA_SUCCESS) {
+    return Check(r, failed_call);
+  }
+  if (ptx_file == nullptr) return true;
+  return Check(LoadCorpusModule(&module_, ptx_file),
+               std::string("LoadCorpusModule(") + ptx_file + ")");
+}
+
+bool Session::Function(const char* name, CUfunction* function) {
+  return Check(cuModuleGetFunction(function, module_, name),
+               std::string("cuModuleGetFunction(") + name + ")");
+}
+
+bool Session::Close(std::initializer_list<CUdeviceptr> buffers) {
+  report_.Enter(Phase::kClose);
+  for (const CUdeviceptr buffer : buffers) {
+    if (!Check(cuMemFree(buffer), "cuMemFree")) return false;
+  }
+  if (module_ != nullptr && !Check(cuModuleUnload(module_), "cuModuleUnload")) return false;
+  if (!Check(cuCtxDestroy(context_), "cuCtxDestroy")) return false;
+  report_.End();
+  return true;
+}
+
 }  // namespace gpuvm::suite

@@ -1,26 +1,16 @@
 // hs: Rodinia's hotspot in the kernel corpus's form (bench/kernels/hotspot.cu) — explicit time
 // steps of a 2D thermal simulation, ping-ponging between two temperature grids.
-#include <vector>
-
 #include "bench/suite/driver.h"
 #include "bench/suite/problems.h"
 
 namespace gpuvm::suite {
 namespace {
 
-void Run(const HotspotProblem& p, Report& report, std::vector<float>* a, std::vector<float>* b) {
+void Run(const HotspotProblem& p, Report& report, HotspotProblem::Outputs* out) {
   const size_t bytes = p.temp.size() * sizeof(float);
-  report.Enter(Phase::kInit);
-  CUcontext context;
-  std::string failed_call;
-  if (const CUresult r = OpenContext(&context, &failed_call); r != CUDA_SUCCESS) {
-    report.Fail(CuError(r, failed_call.c_str()));
-    return;
-  }
-  CUmodule module;
-  GPUVM_SUITE_CU(report, LoadCorpusModule(&module, "hotspot.ptx"));
+  Session session(report);
   CUfunction hotspot;
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&hotspot, module, "hotspot"));
+  if (!session.Open("hotspot.ptx") || !session.Function("hotspot", &hotspot)) return;
   CUdeviceptr d_power, d_a, d_b;
   GPUVM_SUITE_CU(report, cuMemAlloc(&d_power, bytes));
   GPUVM_SUITE_CU(report, cuMemAlloc(&d_a, bytes));
@@ -45,18 +35,11 @@ void Run(const HotspotProblem& p, Report& report, std::vector<float>* a, std::ve
   GPUVM_SUITE_CU(report, cuCtxSynchronize());
 
   report.Enter(Phase::kDtoH);
-  a->resize(p.temp.size());
-  b->resize(p.temp.size());
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(a->data(), d_a, bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(b->data(), d_b, bytes));
+  p.SizeOutputs(out);
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->a.data(), d_a, bytes));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->b.data(), d_b, bytes));
 
-  report.Enter(Phase::kClose);
-  GPUVM_SUITE_CU(report, cuMemFree(d_power));
-  GPUVM_SUITE_CU(report, cuMemFree(d_a));
-  GPUVM_SUITE_CU(report, cuMemFree(d_b));
-  GPUVM_SUITE_CU(report, cuModuleUnload(module));
-  GPUVM_SUITE_CU(report, cuCtxDestroy(context));
-  report.End();
+  session.Close({d_power, d_a, d_b});
 }
 
 }  // namespace
@@ -64,11 +47,5 @@ void Run(const HotspotProblem& p, Report& report, std::vector<float>* a, std::ve
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "hs");
-  const HotspotProblem problem = MakeHotspot(size);
-  Report report("hs", "driver", size, problem.Describe());
-  std::vector<float> a, b;
-  Run(problem, report, &a, &b);
-  if (!report.failed()) report.Verify(problem.Check(a, b));
-  return report.Finish();
+  return ProgramMain<HotspotProblem>(argc, argv, "hs", "driver", MakeHotspot, Run);
 }

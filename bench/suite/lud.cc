@@ -1,28 +1,20 @@
 // lud: Rodinia's LU decomposition in the kernel corpus's form (bench/kernels/lud.cu) — for each
 // pivot, a column scaling launch and a trailing-matrix update launch: 2 (n - 1) small launches, the
 // suite's launch-heavy benchmark.
-#include <vector>
-
 #include "bench/suite/driver.h"
 #include "bench/suite/problems.h"
 
 namespace gpuvm::suite {
 namespace {
 
-void Run(const LudProblem& p, Report& report, std::vector<float>* out) {
+void Run(const LudProblem& p, Report& report, LudProblem::Outputs* out) {
   const size_t bytes = p.a.size() * sizeof(float);
-  report.Enter(Phase::kInit);
-  CUcontext context;
-  std::string failed_call;
-  if (const CUresult r = OpenContext(&context, &failed_call); r != CUDA_SUCCESS) {
-    report.Fail(CuError(r, failed_call.c_str()));
+  Session session(report);
+  CUfunction column, update;
+  if (!session.Open("lud.ptx") || !session.Function("lud_column", &column) ||
+      !session.Function("lud_update", &update)) {
     return;
   }
-  CUmodule module;
-  GPUVM_SUITE_CU(report, LoadCorpusModule(&module, "lud.ptx"));
-  CUfunction column, update;
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&column, module, "lud_column"));
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&update, module, "lud_update"));
   CUdeviceptr d_a;
   GPUVM_SUITE_CU(report, cuMemAlloc(&d_a, bytes));
 
@@ -45,11 +37,7 @@ void Run(const LudProblem& p, Report& report, std::vector<float>* out) {
   out->resize(p.a.size());
   GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->data(), d_a, bytes));
 
-  report.Enter(Phase::kClose);
-  GPUVM_SUITE_CU(report, cuMemFree(d_a));
-  GPUVM_SUITE_CU(report, cuModuleUnload(module));
-  GPUVM_SUITE_CU(report, cuCtxDestroy(context));
-  report.End();
+  session.Close({d_a});
 }
 
 }  // namespace
@@ -57,11 +45,5 @@ void Run(const LudProblem& p, Report& report, std::vector<float>* out) {
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "lud");
-  const LudProblem problem = MakeLud(size);
-  Report report("lud", "driver", size, problem.Describe());
-  std::vector<float> out;
-  Run(problem, report, &out);
-  if (!report.failed()) report.Verify(problem.Check(out));
-  return report.Finish();
+  return ProgramMain<LudProblem>(argc, argv, "lud", "driver", MakeLud, Run);
 }

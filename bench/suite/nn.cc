@@ -1,36 +1,22 @@
 // nn: Rodinia's nearest neighbour in the kernel corpus's form (bench/kernels/nn.cu) — the distance
 // of every record to the target and a per-block argmin on the GPU; the host picks the nearest
 // record from the block results, as Rodinia's nn keeps the final selection on the host.
-#include <vector>
-
 #include "bench/suite/driver.h"
 #include "bench/suite/problems.h"
 
 namespace gpuvm::suite {
 namespace {
 
-struct Outputs {
-  std::vector<float> dist, block_min;
-  std::vector<int32_t> block_index;
-  int32_t nearest = -1;
-};
-
-void Run(const NnProblem& p, Report& report, Outputs* out) {
+void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
   const size_t records_bytes = p.records.size() * sizeof(float);
   const size_t dist_bytes = static_cast<size_t>(p.n) * sizeof(float);
   const size_t block_bytes = static_cast<size_t>(p.blocks) * sizeof(float);
-  report.Enter(Phase::kInit);
-  CUcontext context;
-  std::string failed_call;
-  if (const CUresult r = OpenContext(&context, &failed_call); r != CUDA_SUCCESS) {
-    report.Fail(CuError(r, failed_call.c_str()));
+  Session session(report);
+  CUfunction distance, argmin;
+  if (!session.Open("nn.ptx") || !session.Function("nn_distance", &distance) ||
+      !session.Function("nn_argmin", &argmin)) {
     return;
   }
-  CUmodule module;
-  GPUVM_SUITE_CU(report, LoadCorpusModule(&module, "nn.ptx"));
-  CUfunction distance, argmin;
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&distance, module, "nn_distance"));
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&argmin, module, "nn_argmin"));
   CUdeviceptr d_records, d_dist, d_block_min, d_block_index;
   GPUVM_SUITE_CU(report, cuMemAlloc(&d_records, records_bytes));
   GPUVM_SUITE_CU(report, cuMemAlloc(&d_dist, dist_bytes));
@@ -52,22 +38,14 @@ void Run(const NnProblem& p, Report& report, Outputs* out) {
   GPUVM_SUITE_CU(report, cuCtxSynchronize());
 
   report.Enter(Phase::kDtoH);
-  out->dist.resize(p.n);
-  out->block_min.resize(p.blocks);
-  out->block_index.resize(p.blocks);
+  p.SizeOutputs(out);
   GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_min.data(), d_block_min, block_bytes));
   GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_index.data(), d_block_index, block_bytes));
   GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->dist.data(), d_dist, dist_bytes));
   report.Enter(Phase::kLaunch);  // the host's final step belongs to the computation
   out->nearest = NnPick(out->block_min, out->block_index);
 
-  report.Enter(Phase::kClose);
-  for (CUdeviceptr d : {d_records, d_dist, d_block_min, d_block_index}) {
-    GPUVM_SUITE_CU(report, cuMemFree(d));
-  }
-  GPUVM_SUITE_CU(report, cuModuleUnload(module));
-  GPUVM_SUITE_CU(report, cuCtxDestroy(context));
-  report.End();
+  session.Close({d_records, d_dist, d_block_min, d_block_index});
 }
 
 }  // namespace
@@ -75,13 +53,5 @@ void Run(const NnProblem& p, Report& report, Outputs* out) {
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "nn");
-  const NnProblem problem = MakeNn(size);
-  Report report("nn", "driver", size, problem.Describe());
-  Outputs out;
-  Run(problem, report, &out);
-  if (!report.failed()) {
-    report.Verify(problem.Check(out.dist, out.block_min, out.block_index, out.nearest));
-  }
-  return report.Finish();
+  return ProgramMain<NnProblem>(argc, argv, "nn", "driver", MakeNn, Run);
 }

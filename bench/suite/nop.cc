@@ -7,16 +7,8 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(Report& report) {
-  report.Enter(Phase::kInit);
-  CUcontext context;
-  std::string failed_call;
-  if (const CUresult r = OpenContext(&context, &failed_call); r != CUDA_SUCCESS) {
-    report.Fail(CuError(r, failed_call.c_str()));
-    return;
-  }
-  report.Enter(Phase::kClose);
-  GPUVM_SUITE_CU(report, cuCtxDestroy(context));
-  report.End();
+  Session session(report);
+  if (session.Open(nullptr)) session.Close({});
 }
 
 }  // namespace

@@ -161,24 +161,28 @@ template struct MatrixProblem<float>;
 MatrixProblem<int32_t> MakeMadd(Size size) {
   auto p = MakeMatrix<int32_t>(IsTest(size) ? 64 : 1024, 1, INT32_MIN, INT32_MAX);
   kernels::ref::Madd(p.a.data(), p.b.data(), p.expected.data(), p.n);
+  p.operation = "add";
   return p;
 }
 
 MatrixProblem<float> MakeFmadd(Size size) {
   auto p = MakeMatrix<float>(IsTest(size) ? 64 : 1024, 2, -1000.0f, 1000.0f);
   kernels::ref::Fmadd(p.a.data(), p.b.data(), p.expected.data(), p.n);
+  p.operation = "add";
   return p;
 }
 
 MatrixProblem<int32_t> MakeMmul(Size size) {
   auto p = MakeMatrix<int32_t>(IsTest(size) ? 40 : 256, 3, -50000, 50000);
   kernels::ref::Mmul(p.a.data(), p.b.data(), p.expected.data(), p.n);
+  p.operation = "multiply";
   return p;
 }
 
 MatrixProblem<float> MakeFmmul(Size size) {
   auto p = MakeMatrix<float>(IsTest(size) ? 40 : 256, 4, -1.0f, 1.0f);
   kernels::ref::Fmmul(p.a.data(), p.b.data(), p.expected.data(), p.n);
+  p.operation = "multiply";
   return p;
 }
 

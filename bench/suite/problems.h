@@ -36,6 +36,7 @@ struct LoopProblem {
   int threads = 0, iterations = 0;
   std::vector<uint32_t> initial;   // what is copied to the GPU (zeros)
   std::vector<uint32_t> expected;  // ref::Loop
+  using Outputs = std::vector<uint32_t>;
   std::string Describe() const;
   std::string Check(const std::vector<uint32_t>& out) const;
 };
@@ -45,7 +46,10 @@ LoopProblem MakeLoop(Size size);
 template <typename T>
 struct MatrixProblem {
   int n = 0;
+  const char* operation = "";  // "add" or "multiply"
   std::vector<T> a, b, expected;
+  using Outputs = std::vector<T>;
+  std::string Describe() const { return Describe(operation); }
   std::string Describe(const char* op) const;
   std::string Check(const std::vector<T>& c) const;
 };
@@ -69,9 +73,22 @@ struct BackpropProblem {
   int in = 0, hid = 16, blocks = 0;
   std::vector<float> input, w, old_w, delta;
   std::vector<float> want_partial, want_hidden, want_w, want_old_w;
+  struct Outputs {
+    std::vector<float> partial, hidden, w, old_w;
+  };
   std::string Describe() const;
+  // Sizes `out` for the copies back from the GPU.
+  void SizeOutputs(Outputs* out) const {
+    out->partial.resize(want_partial.size());
+    out->hidden.resize(hid + 1);
+    out->w.resize(w.size());
+    out->old_w.resize(w.size());
+  }
   std::string Check(const std::vector<float>& partial, const std::vector<float>& hidden,
                     const std::vector<float>& w_out, const std::vector<float>& old_w_out) const;
+  std::string Check(const Outputs& out) const {
+    return Check(out.partial, out.hidden, out.w, out.old_w);
+  }
 };
 BackpropProblem MakeBackprop(Size size);
 
@@ -81,8 +98,16 @@ struct HotspotProblem {
   float params[5] = {};  // HotspotParams: step_div_cap, rx_1, ry_1, rz_1, ambient (20 bytes)
   std::vector<float> power, temp;
   std::vector<float> want_a, want_b;  // the two grids after the last step (a = temp's buffer)
+  struct Outputs {
+    std::vector<float> a, b;
+  };
   std::string Describe() const;
+  void SizeOutputs(Outputs* out) const {
+    out->a.resize(temp.size());
+    out->b.resize(temp.size());
+  }
   std::string Check(const std::vector<float>& a, const std::vector<float>& b) const;
+  std::string Check(const Outputs& out) const { return Check(out.a, out.b); }
 };
 HotspotProblem MakeHotspot(Size size);
 
@@ -90,6 +115,7 @@ HotspotProblem MakeHotspot(Size size);
 struct LudProblem {
   int n = 0;
   std::vector<float> a, expected;
+  using Outputs = std::vector<float>;
   std::string Describe() const;
   std::string Check(const std::vector<float>& out) const;
 };
@@ -104,10 +130,23 @@ struct NnProblem {
   std::vector<float> want_dist, want_block_min;
   std::vector<int32_t> want_block_index;
   int32_t want_nearest = -1;
+  struct Outputs {
+    std::vector<float> dist, block_min;
+    std::vector<int32_t> block_index;
+    int32_t nearest = -1;  // the host's pick from the block results
+  };
   std::string Describe() const;
+  void SizeOutputs(Outputs* out) const {
+    out->dist.resize(n);
+    out->block_min.resize(blocks);
+    out->block_index.resize(blocks);
+  }
   // `nearest` is the host's pick from the block results.
   std::string Check(const std::vector<float>& dist, const std::vector<float>& block_min,
                     const std::vector<int32_t>& block_index, int32_t nearest) const;
+  std::string Check(const Outputs& out) const {
+    return Check(out.dist, out.block_min, out.block_index, out.nearest);
+  }
 };
 NnProblem MakeNn(Size size);
 // The host's final step of nn: the smallest block minimum (ties: the smaller index).
@@ -122,10 +161,34 @@ struct SradProblem {
   float lambda = 0.5f, q0sqr = 0;
   std::vector<float> image;
   std::vector<float> want_j, want_c;  // the image and the coefficients after the last iteration
+  struct Outputs {
+    std::vector<float> j, c;
+  };
   std::string Describe() const;
+  void SizeOutputs(Outputs* out) const {
+    out->j.resize(image.size());
+    out->c.resize(image.size());
+  }
   std::string Check(const std::vector<float>& j, const std::vector<float>& c) const;
+  std::string Check(const Outputs& out) const { return Check(out.j, out.c); }
 };
 SradProblem MakeSrad(Size size, bool random_inputs);
+
+// The main() of a suite program that runs one of the problems above: parses the command line,
+// makes the problem (before any phase is timed), runs it with `run(problem, report, &outputs)`,
+// checks the outputs unless the run failed, and prints the result line (report.h). Returns the
+// process's exit status. `make` is Problem(Size).
+template <typename Problem, typename Make, typename Run>
+int ProgramMain(int argc, char** argv, const std::string& bench, const char* api, Make make,
+                Run run) {
+  const Size size = ParseCommandLine(argc, argv, bench.c_str());
+  const Problem problem = make(size);
+  Report report(bench, api, size, problem.Describe());
+  typename Problem::Outputs out;
+  run(problem, report, &out);
+  if (!report.failed()) report.Verify(problem.Check(out));
+  return report.Finish();
+}
 
 // How many blocks of `per_block` cover `count` items (grid dimensions).
 inline unsigned Blocks(long long count, int per_block) {

@@ -1,8 +1,8 @@
 // srad and srad2: speckle-reducing anisotropic diffusion (bench/kernels/srad.cu), iterations of a
 // coefficient launch and an update launch. srad runs on a structured image (a phantom under
 // speckle), srad2 on random inputs — GPUvm's "srad" and "srad2". GPUVM_SUITE_NAME picks which.
+#include <string>
 #include <string_view>
-#include <vector>
 
 #include "bench/suite/driver.h"
 #include "bench/suite/problems.h"
@@ -16,20 +16,14 @@ namespace {
 
 constexpr std::string_view kName = GPUVM_SUITE_NAME;
 
-void Run(const SradProblem& p, Report& report, std::vector<float>* j, std::vector<float>* c) {
+void Run(const SradProblem& p, Report& report, SradProblem::Outputs* out) {
   const size_t bytes = p.image.size() * sizeof(float);
-  report.Enter(Phase::kInit);
-  CUcontext context;
-  std::string failed_call;
-  if (const CUresult r = OpenContext(&context, &failed_call); r != CUDA_SUCCESS) {
-    report.Fail(CuError(r, failed_call.c_str()));
+  Session session(report);
+  CUfunction coeff, update;
+  if (!session.Open("srad.ptx") || !session.Function("srad_coeff", &coeff) ||
+      !session.Function("srad_update", &update)) {
     return;
   }
-  CUmodule module;
-  GPUVM_SUITE_CU(report, LoadCorpusModule(&module, "srad.ptx"));
-  CUfunction coeff, update;
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&coeff, module, "srad_coeff"));
-  GPUVM_SUITE_CU(report, cuModuleGetFunction(&update, module, "srad_update"));
   // The image, the coefficient and the four directional derivatives.
   CUdeviceptr d[6];
   for (CUdeviceptr& buffer : d) GPUVM_SUITE_CU(report, cuMemAlloc(&buffer, bytes));
@@ -51,16 +45,11 @@ void Run(const SradProblem& p, Report& report, std::vector<float>* j, std::vecto
   GPUVM_SUITE_CU(report, cuCtxSynchronize());
 
   report.Enter(Phase::kDtoH);
-  j->resize(p.image.size());
-  c->resize(p.image.size());
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(j->data(), d[0], bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(c->data(), d[1], bytes));
+  p.SizeOutputs(out);
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->j.data(), d[0], bytes));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->c.data(), d[1], bytes));
 
-  report.Enter(Phase::kClose);
-  for (CUdeviceptr buffer : d) GPUVM_SUITE_CU(report, cuMemFree(buffer));
-  GPUVM_SUITE_CU(report, cuModuleUnload(module));
-  GPUVM_SUITE_CU(report, cuCtxDestroy(context));
-  report.End();
+  session.Close({d[0], d[1], d[2], d[3], d[4], d[5]});
 }
 
 }  // namespace
@@ -68,11 +57,7 @@ void Run(const SradProblem& p, Report& report, std::vector<float>* j, std::vecto
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, GPUVM_SUITE_NAME);
-  const SradProblem problem = MakeSrad(size, kName == "srad2");
-  Report report(std::string(kName), "driver", size, problem.Describe());
-  std::vector<float> j, c;
-  Run(problem, report, &j, &c);
-  if (!report.failed()) report.Verify(problem.Check(j, c));
-  return report.Finish();
+  return ProgramMain<SradProblem>(
+      argc, argv, std::string(kName), "driver",
+      [](Size size) { return MakeSrad(size, kName == "srad2"); }, Run);
 }

@@ -1,7 +1,5 @@
 // bp, runtime-API build (stock nvcc): the twin of ../bp.cc — Rodinia's backprop in the kernel
 // corpus's form, one training step of a two-layer perceptron.
-#include <vector>
-
 #include "bench/kernels/backprop.cu"
 #include "bench/suite/problems.h"
 #include "bench/suite/rt/rt.h"
@@ -9,18 +7,12 @@
 namespace gpuvm::suite {
 namespace {
 
-struct Outputs {
-  std::vector<float> partial, hidden, w, old_w;
-};
-
-void Run(const BackpropProblem& p, Report& report, Outputs* out) {
+void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out) {
   const size_t input_bytes = p.input.size() * sizeof(float);
   const size_t w_bytes = p.w.size() * sizeof(float);
   const size_t partial_bytes = p.want_partial.size() * sizeof(float);
   const size_t hidden_bytes = (p.hid + 1) * sizeof(float);
-  report.Enter(Phase::kInit);
-  GPUVM_SUITE_RT_OPEN(report);
-  GPUVM_SUITE_RT_LOAD(report, bp_layer_forward);
+  if (!OpenDevice(report, bp_layer_forward)) return;
   float *d_input, *d_w, *d_old_w, *d_partial, *d_hidden, *d_delta;
   GPUVM_SUITE_RT(report, cudaMalloc(&d_input, input_bytes));
   GPUVM_SUITE_RT(report, cudaMalloc(&d_w, w_bytes));
@@ -48,10 +40,7 @@ void Run(const BackpropProblem& p, Report& report, Outputs* out) {
   GPUVM_SUITE_RT(report, cudaDeviceSynchronize());
 
   report.Enter(Phase::kDtoH);
-  out->partial.resize(p.want_partial.size());
-  out->hidden.resize(p.hid + 1);
-  out->w.resize(p.w.size());
-  out->old_w.resize(p.w.size());
+  p.SizeOutputs(out);
   GPUVM_SUITE_RT(report,
                  cudaMemcpy(out->partial.data(), d_partial, partial_bytes, cudaMemcpyDeviceToHost));
   GPUVM_SUITE_RT(report,
@@ -59,12 +48,7 @@ void Run(const BackpropProblem& p, Report& report, Outputs* out) {
   GPUVM_SUITE_RT(report, cudaMemcpy(out->w.data(), d_w, w_bytes, cudaMemcpyDeviceToHost));
   GPUVM_SUITE_RT(report, cudaMemcpy(out->old_w.data(), d_old_w, w_bytes, cudaMemcpyDeviceToHost));
 
-  report.Enter(Phase::kClose);
-  for (float* d : {d_input, d_w, d_old_w, d_partial, d_hidden, d_delta}) {
-    GPUVM_SUITE_RT(report, cudaFree(d));
-  }
-  GPUVM_SUITE_RT(report, cudaDeviceReset());
-  report.End();
+  CloseDevice(report, {d_input, d_w, d_old_w, d_partial, d_hidden, d_delta});
 }
 
 }  // namespace
@@ -72,11 +56,5 @@ void Run(const BackpropProblem& p, Report& report, Outputs* out) {
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "bp");
-  const BackpropProblem problem = MakeBackprop(size);
-  Report report("bp", "runtime", size, problem.Describe());
-  Outputs out;
-  Run(problem, report, &out);
-  if (!report.failed()) report.Verify(problem.Check(out.partial, out.hidden, out.w, out.old_w));
-  return report.Finish();
+  return ProgramMain<BackpropProblem>(argc, argv, "bp", "runtime", MakeBackprop, Run);
 }

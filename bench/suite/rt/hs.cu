@@ -1,7 +1,6 @@
 // hs, runtime-API build (stock nvcc): the twin of ../hs.cc — Rodinia's hotspot in the kernel
 // corpus's form, explicit time steps ping-ponging between two temperature grids.
 #include <cstring>
-#include <vector>
 
 #include "bench/kernels/hotspot.cu"
 #include "bench/suite/problems.h"
@@ -10,14 +9,12 @@
 namespace gpuvm::suite {
 namespace {
 
-void Run(const HotspotProblem& p, Report& report, std::vector<float>* a, std::vector<float>* b) {
+void Run(const HotspotProblem& p, Report& report, HotspotProblem::Outputs* out) {
   const size_t bytes = p.temp.size() * sizeof(float);
   HotspotParams params;
   static_assert(sizeof params == sizeof p.params, "HotspotParams is five floats");
   std::memcpy(&params, p.params, sizeof params);
-  report.Enter(Phase::kInit);
-  GPUVM_SUITE_RT_OPEN(report);
-  GPUVM_SUITE_RT_LOAD(report, hotspot);
+  if (!OpenDevice(report, hotspot)) return;
   float *d_power, *d_a, *d_b;
   GPUVM_SUITE_RT(report, cudaMalloc(&d_power, bytes));
   GPUVM_SUITE_RT(report, cudaMalloc(&d_a, bytes));
@@ -39,15 +36,11 @@ void Run(const HotspotProblem& p, Report& report, std::vector<float>* a, std::ve
   GPUVM_SUITE_RT(report, cudaDeviceSynchronize());
 
   report.Enter(Phase::kDtoH);
-  a->resize(p.temp.size());
-  b->resize(p.temp.size());
-  GPUVM_SUITE_RT(report, cudaMemcpy(a->data(), d_a, bytes, cudaMemcpyDeviceToHost));
-  GPUVM_SUITE_RT(report, cudaMemcpy(b->data(), d_b, bytes, cudaMemcpyDeviceToHost));
+  p.SizeOutputs(out);
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->a.data(), d_a, bytes, cudaMemcpyDeviceToHost));
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->b.data(), d_b, bytes, cudaMemcpyDeviceToHost));
 
-  report.Enter(Phase::kClose);
-  for (float* d : {d_power, d_a, d_b}) GPUVM_SUITE_RT(report, cudaFree(d));
-  GPUVM_SUITE_RT(report, cudaDeviceReset());
-  report.End();
+  CloseDevice(report, {d_power, d_a, d_b});
 }
 
 }  // namespace
@@ -55,11 +48,5 @@ void Run(const HotspotProblem& p, Report& report, std::vector<float>* a, std::ve
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "hs");
-  const HotspotProblem problem = MakeHotspot(size);
-  Report report("hs", "runtime", size, problem.Describe());
-  std::vector<float> a, b;
-  Run(problem, report, &a, &b);
-  if (!report.failed()) report.Verify(problem.Check(a, b));
-  return report.Finish();
+  return ProgramMain<HotspotProblem>(argc, argv, "hs", "runtime", MakeHotspot, Run);
 }

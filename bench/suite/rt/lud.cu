@@ -1,7 +1,5 @@
 // lud, runtime-API build (stock nvcc): the twin of ../lud.cc — LU decomposition in the kernel
 // corpus's form, 2 (n - 1) small launches.
-#include <vector>
-
 #include "bench/kernels/lud.cu"
 #include "bench/suite/problems.h"
 #include "bench/suite/rt/rt.h"
@@ -9,11 +7,9 @@
 namespace gpuvm::suite {
 namespace {
 
-void Run(const LudProblem& p, Report& report, std::vector<float>* out) {
+void Run(const LudProblem& p, Report& report, LudProblem::Outputs* out) {
   const size_t bytes = p.a.size() * sizeof(float);
-  report.Enter(Phase::kInit);
-  GPUVM_SUITE_RT_OPEN(report);
-  GPUVM_SUITE_RT_LOAD(report, lud_column);
+  if (!OpenDevice(report, lud_column)) return;
   float* d_a;
   GPUVM_SUITE_RT(report, cudaMalloc(&d_a, bytes));
 
@@ -34,10 +30,7 @@ void Run(const LudProblem& p, Report& report, std::vector<float>* out) {
   out->resize(p.a.size());
   GPUVM_SUITE_RT(report, cudaMemcpy(out->data(), d_a, bytes, cudaMemcpyDeviceToHost));
 
-  report.Enter(Phase::kClose);
-  GPUVM_SUITE_RT(report, cudaFree(d_a));
-  GPUVM_SUITE_RT(report, cudaDeviceReset());
-  report.End();
+  CloseDevice(report, {d_a});
 }
 
 }  // namespace
@@ -45,11 +38,5 @@ void Run(const LudProblem& p, Report& report, std::vector<float>* out) {
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "lud");
-  const LudProblem problem = MakeLud(size);
-  Report report("lud", "runtime", size, problem.Describe());
-  std::vector<float> out;
-  Run(problem, report, &out);
-  if (!report.failed()) report.Verify(problem.Check(out));
-  return report.Finish();
+  return ProgramMain<LudProblem>(argc, argv, "lud", "runtime", MakeLud, Run);
 }

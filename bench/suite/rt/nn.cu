@@ -1,7 +1,5 @@
 // nn, runtime-API build (stock nvcc): the twin of ../nn.cc — distances and a per-block argmin on
 // the GPU, the final pick on the host.
-#include <vector>
-
 #include "bench/kernels/nn.cu"
 #include "bench/suite/problems.h"
 #include "bench/suite/rt/rt.h"
@@ -9,19 +7,11 @@
 namespace gpuvm::suite {
 namespace {
 
-struct Outputs {
-  std::vector<float> dist, block_min;
-  std::vector<int32_t> block_index;
-  int32_t nearest = -1;
-};
-
-void Run(const NnProblem& p, Report& report, Outputs* out) {
+void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
   const size_t records_bytes = p.records.size() * sizeof(float);
   const size_t dist_bytes = static_cast<size_t>(p.n) * sizeof(float);
   const size_t block_bytes = static_cast<size_t>(p.blocks) * sizeof(float);
-  report.Enter(Phase::kInit);
-  GPUVM_SUITE_RT_OPEN(report);
-  GPUVM_SUITE_RT_LOAD(report, nn_distance);
+  if (!OpenDevice(report, nn_distance)) return;
   float2* d_records;
   float *d_dist, *d_block_min;
   int* d_block_index;
@@ -42,9 +32,7 @@ void Run(const NnProblem& p, Report& report, Outputs* out) {
   GPUVM_SUITE_RT(report, cudaDeviceSynchronize());
 
   report.Enter(Phase::kDtoH);
-  out->dist.resize(p.n);
-  out->block_min.resize(p.blocks);
-  out->block_index.resize(p.blocks);
+  p.SizeOutputs(out);
   GPUVM_SUITE_RT(
       report, cudaMemcpy(out->block_min.data(), d_block_min, block_bytes, cudaMemcpyDeviceToHost));
   GPUVM_SUITE_RT(report, cudaMemcpy(out->block_index.data(), d_block_index, block_bytes,
@@ -53,13 +41,7 @@ void Run(const NnProblem& p, Report& report, Outputs* out) {
   report.Enter(Phase::kLaunch);  // the host's final step belongs to the computation
   out->nearest = NnPick(out->block_min, out->block_index);
 
-  report.Enter(Phase::kClose);
-  GPUVM_SUITE_RT(report, cudaFree(d_records));
-  GPUVM_SUITE_RT(report, cudaFree(d_dist));
-  GPUVM_SUITE_RT(report, cudaFree(d_block_min));
-  GPUVM_SUITE_RT(report, cudaFree(d_block_index));
-  GPUVM_SUITE_RT(report, cudaDeviceReset());
-  report.End();
+  CloseDevice(report, {d_records, d_dist, d_block_min, d_block_index});
 }
 
 }  // namespace
@@ -67,13 +49,5 @@ void Run(const NnProblem& p, Report& report, Outputs* out) {
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, "nn");
-  const NnProblem problem = MakeNn(size);
-  Report report("nn", "runtime", size, problem.Describe());
-  Outputs out;
-  Run(problem, report, &out);
-  if (!report.failed()) {
-    report.Verify(problem.Check(out.dist, out.block_min, out.block_index, out.nearest));
-  }
-  return report.Finish();
+  return ProgramMain<NnProblem>(argc, argv, "nn", "runtime", MakeNn, Run);
 }

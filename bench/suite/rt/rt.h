@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "bench/suite/report.h"
@@ -54,6 +55,36 @@ inline std::string RtError(cudaError_t error, const char* call) {
     cudaFuncAttributes suite_attributes_;                                      \
     GPUVM_SUITE_RT(report, cudaFuncGetAttributes(&suite_attributes_, kernel)); \
   } while (0)
+
+namespace internal {
+// The init phase: device 0 and its primary context, then `kernel`'s module. Records the first
+// failure; the caller stops when `*ok` is false.
+template <typename Kernel>
+void OpenDevice(Report& report, Kernel* kernel, bool* ok) {
+  report.Enter(Phase::kInit);
+  GPUVM_SUITE_RT_OPEN(report);
+  GPUVM_SUITE_RT_LOAD(report, kernel);
+  *ok = true;
+}
+}  // namespace internal
+
+// Enters Phase::kInit, brings device 0 up and loads the module of `kernel` (GPUVM_SUITE_RT_OPEN,
+// GPUVM_SUITE_RT_LOAD). False, with the failure recorded in `report`, when a call fails.
+template <typename Kernel>
+bool OpenDevice(Report& report, Kernel* kernel) {
+  bool ok = false;
+  internal::OpenDevice(report, kernel, &ok);
+  return ok;
+}
+
+// The close phase: frees `buffers` in order and resets the device (the runtime's context
+// destruction), then ends the phase.
+inline void CloseDevice(Report& report, std::initializer_list<void*> buffers) {
+  report.Enter(Phase::kClose);
+  for (void* buffer : buffers) GPUVM_SUITE_RT(report, cudaFree(buffer));
+  GPUVM_SUITE_RT(report, cudaDeviceReset());
+  report.End();
+}
 
 }  // namespace gpuvm::suite
 

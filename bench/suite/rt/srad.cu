@@ -2,7 +2,6 @@
 // coefficient launch and an update launch, on a structured image (srad) or random inputs (srad2).
 // GPUVM_SUITE_NAME picks which.
 #include <cstring>
-#include <vector>
 
 #include "bench/kernels/srad.cu"
 #include "bench/suite/problems.h"
@@ -17,11 +16,9 @@ namespace {
 
 const bool kRandomInputs = std::strcmp(GPUVM_SUITE_NAME, "srad2") == 0;
 
-void Run(const SradProblem& p, Report& report, std::vector<float>* j, std::vector<float>* c) {
+void Run(const SradProblem& p, Report& report, SradProblem::Outputs* out) {
   const size_t bytes = p.image.size() * sizeof(float);
-  report.Enter(Phase::kInit);
-  GPUVM_SUITE_RT_OPEN(report);
-  GPUVM_SUITE_RT_LOAD(report, srad_coeff);
+  if (!OpenDevice(report, srad_coeff)) return;
   // The image, the coefficient and the four directional derivatives.
   float* d[6];
   for (float*& buffer : d) GPUVM_SUITE_RT(report, cudaMalloc(&buffer, bytes));
@@ -40,15 +37,11 @@ void Run(const SradProblem& p, Report& report, std::vector<float>* j, std::vecto
   GPUVM_SUITE_RT(report, cudaDeviceSynchronize());
 
   report.Enter(Phase::kDtoH);
-  j->resize(p.image.size());
-  c->resize(p.image.size());
-  GPUVM_SUITE_RT(report, cudaMemcpy(j->data(), d[0], bytes, cudaMemcpyDeviceToHost));
-  GPUVM_SUITE_RT(report, cudaMemcpy(c->data(), d[1], bytes, cudaMemcpyDeviceToHost));
+  p.SizeOutputs(out);
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->j.data(), d[0], bytes, cudaMemcpyDeviceToHost));
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->c.data(), d[1], bytes, cudaMemcpyDeviceToHost));
 
-  report.Enter(Phase::kClose);
-  for (float* buffer : d) GPUVM_SUITE_RT(report, cudaFree(buffer));
-  GPUVM_SUITE_RT(report, cudaDeviceReset());
-  report.End();
+  CloseDevice(report, {d[0], d[1], d[2], d[3], d[4], d[5]});
 }
 
 }  // namespace
@@ -56,11 +49,7 @@ void Run(const SradProblem& p, Report& report, std::vector<float>* j, std::vecto
 
 int main(int argc, char** argv) {
   using namespace gpuvm::suite;
-  const Size size = ParseCommandLine(argc, argv, GPUVM_SUITE_NAME);
-  const SradProblem problem = MakeSrad(size, kRandomInputs);
-  Report report(GPUVM_SUITE_NAME, "runtime", size, problem.Describe());
-  std::vector<float> j, c;
-  Run(problem, report, &j, &c);
-  if (!report.failed()) report.Verify(problem.Check(j, c));
-  return report.Finish();
+  return ProgramMain<SradProblem>(
+      argc, argv, GPUVM_SUITE_NAME, "runtime",
+      [](Size size) { return MakeSrad(size, kRandomInputs); }, Run);
 }
