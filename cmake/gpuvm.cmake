@@ -18,10 +18,14 @@ function(gpuvm_test)
                        PROPERTIES TIMEOUT ${T_TIMEOUT})
 endfunction()
 
-# gpuvm_fuzz(NAME name SOURCES fuzz.cc LIBS lib ...)
-# A libFuzzer target; built only in the clang fuzz build (make fuzz).
+# gpuvm_fuzz(NAME name SOURCES fuzz/name.cc LIBS lib ... [KERNEL_CORPUS_SEEDS])
+# A libFuzzer target; built only in the clang fuzz build (make fuzz). One layout everywhere: the
+# target's source is <component>/fuzz/<name>.cc and its committed seeds <component>/fuzz/<name>/
+# (scripts/fuzz.sh finds them by name). KERNEL_CORPUS_SEEDS: the kernel corpus's PTX
+# (bench/kernels/*.ptx, gpuvm_kernel_corpus's GPUVM_CORPUS_PTX) are seeds too, copied at build time
+# into <build>/fuzz-seeds/<name>/, so that no seed folder keeps a copy of a corpus file.
 function(gpuvm_fuzz)
-  cmake_parse_arguments(F "" "NAME" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(F "KERNEL_CORPUS_SEEDS" "NAME" "SOURCES;LIBS" ${ARGN})
   if(NOT GPUVM_FUZZ)
     return()
   endif()
@@ -29,4 +33,19 @@ function(gpuvm_fuzz)
   target_link_libraries(${F_NAME} PRIVATE ${F_LIBS} Threads::Threads)
   target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
   set_property(GLOBAL APPEND PROPERTY GPUVM_FUZZ_TARGETS ${F_NAME})
+  if(F_KERNEL_CORPUS_SEEDS)
+    set(seeds ${CMAKE_BINARY_DIR}/fuzz-seeds/${F_NAME})
+    set(corpus_ptx "$<TARGET_PROPERTY:gpuvm_kernel_corpus,GPUVM_CORPUS_PTX>")
+    add_custom_command(
+      OUTPUT ${seeds}.stamp
+      COMMAND ${CMAKE_COMMAND} -E rm -rf ${seeds}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${seeds}
+      COMMAND ${CMAKE_COMMAND} -E copy ${corpus_ptx} ${seeds}
+      COMMAND ${CMAKE_COMMAND} -E touch ${seeds}.stamp
+      DEPENDS ${corpus_ptx}
+      COMMENT "Kernel corpus PTX as seeds of ${F_NAME}"
+      COMMAND_EXPAND_LISTS VERBATIM)
+    add_custom_target(${F_NAME}_corpus_seeds DEPENDS ${seeds}.stamp)
+    add_dependencies(${F_NAME} ${F_NAME}_corpus_seeds)
+  endif()
 endfunction()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of the fuzz build (executables named *_fuzz) for the given number of seconds.
-# Seeds come from <component>/fuzz/<target>/ when that folder exists; new inputs go to build-fuzz/corpus/.
+# Seeds come from <component>/fuzz/<target>/ when that folder exists, and from <build>/fuzz-seeds/<target>/
+# (the kernel corpus's PTX, for targets declared with KERNEL_CORPUS_SEEDS); new inputs go to
+# <build>/corpus/.
 # Exits non-zero as soon as one target finds a crash, leak or UB report.
 set -euo pipefail
 build=${1:-build-fuzz}
@@ -16,6 +18,7 @@ for target in "${targets[@]}"; do
   mkdir -p "$corpus"
   seeds=()
   while IFS= read -r dir; do seeds+=("$dir"); done < <(find . -path ./build\* -prune -o -type d -path "*/fuzz/$name" -print)
+  if [[ -d "$build/fuzz-seeds/$name" ]]; then seeds+=("$build/fuzz-seeds/$name"); fi
   echo "== $name for ${seconds}s"
   UBSAN_OPTIONS=halt_on_error=1 "$target" -max_total_time="$seconds" -print_final_stats=1 \
     -artifact_prefix="$build/" "$corpus" "${seeds[@]}" 2>&1 | tail -n 12

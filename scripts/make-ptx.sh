@@ -2,8 +2,9 @@
 # `make ptx`: regenerates bench/kernels/*.ptx from the .cu sources with nvcc. The .ptx files are committed so
 # the build never needs nvcc; run this where nvcc exists after changing a kernel, and commit the result.
 # The target is pinned (sm_75, nvcc 13's default, PTX ISA 9.0) so a newer nvcc does not silently change it.
-# It also refreshes the PTX parser's fuzz seeds (ptx/fuzz/ptx_parser_fuzz/): copies of the corpus, plus
-# one module built with -lineinfo and one with -G, whose debug directives and sections the parser skips.
+# It also refreshes the PTX parser's own fuzz seeds (ptx/fuzz/ptx_parser_fuzz/): one module built with
+# -lineinfo and one with -G, whose debug directives and sections the parser skips. The corpus itself
+# reaches the fuzz targets at build time (gpuvm_fuzz KERNEL_CORPUS_SEEDS), not as committed copies.
 set -euo pipefail
 nvcc=${1:-nvcc}
 if ! command -v "$nvcc" >/dev/null 2>&1; then
@@ -24,8 +25,6 @@ for cu in "${sources[@]}"; do
 done
 seeds="$root/ptx/fuzz/ptx_parser_fuzz"
 mkdir -p "$seeds"
-rm -f "$seeds"/*.ptx
-cp ./*.ptx "$seeds/"
 "$nvcc" -ptx -arch=sm_75 -lineinfo -o "$seeds/calls_lineinfo.ptx" calls.cu
 "$nvcc" -ptx -arch=sm_75 -G -o "$seeds/calls_debug.ptx" calls.cu
 echo "ptx: fuzz seeds in ptx/fuzz/ptx_parser_fuzz"

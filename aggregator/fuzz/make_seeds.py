@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seeds of aggregator_session_fuzz (session_fuzz.cc explains the record format).
+"""Writes the seeds of aggregator_session_fuzz (aggregator_session_fuzz.cc explains the record format).
 
 Messages are encoded as docs/IPC.md specifies (16-byte header, little-endian payloads). Run from
 anywhere: python3 aggregator/fuzz/make_seeds.py
