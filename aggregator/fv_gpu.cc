@@ -15,13 +15,6 @@
 
 namespace gpuvm::aggregator {
 
-namespace pf = fv_internal::pf;
-namespace pmc = fv_internal::pmc;
-namespace pbus = fv_internal::pbus;
-namespace vm = fv_internal::vm;
-using fv_internal::Hex;
-using fv_internal::Slot;
-
 const char* FvModeName(FvMode mode) {
   switch (mode) {
     case FvMode::kNaive:
@@ -140,13 +133,13 @@ Status FullVirtGpu::Check(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t
 }
 Result<uint64_t> FullVirtGpu::Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, size));
-  ++counters_.traps[Slot(bar)];
+  ++counters_.traps[CounterSlot(bar)];
   return ReadOne(bar, offset, size);
 }
 
 Status FullVirtGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, size));
-  ++counters_.traps[Slot(bar)];
+  ++counters_.traps[CounterSlot(bar)];
   WriteOne(bar, offset, size, value);
   return Status::Ok();
 }
@@ -154,7 +147,7 @@ Status FullVirtGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t
 Status FullVirtGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
                                   std::span<const uint8_t> data, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, data.size()));
-  counters_.traps[Slot(bar)] += data.size() / size;
+  counters_.traps[CounterSlot(bar)] += data.size() / size;
   for (size_t at = 0; at < data.size(); at += size) {
     uint64_t value = 0;
     std::memcpy(&value, data.data() + at, size);
@@ -166,7 +159,7 @@ Status FullVirtGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
 Status FullVirtGpu::ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size,
                                  std::span<uint8_t> out, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, out.size()));
-  counters_.traps[Slot(bar)] += out.size() / size;
+  counters_.traps[CounterSlot(bar)] += out.size() / size;
   for (size_t at = 0; at < out.size(); at += size) {
     const uint64_t value = ReadOne(bar, offset + at, size);
     std::memcpy(out.data() + at, &value, size);

@@ -12,13 +12,6 @@
 
 namespace gpuvm::aggregator {
 
-namespace pf = fv_internal::pf;
-namespace pbus = fv_internal::pbus;
-namespace ramin = fv_internal::ramin;
-namespace vm = fv_internal::vm;
-using fv_internal::kMaxBarCache;
-using fv_internal::kPage;
-
 // ---- BAR1 / BAR3 ----
 
 bool FullVirtGpu::InUserArea(gpu::Bar bar, uint64_t offset) const {

@@ -11,13 +11,6 @@
 
 namespace gpuvm::aggregator {
 
-namespace pf = fv_internal::pf;
-namespace pgraph = fv_internal::pgraph;
-namespace ramin = fv_internal::ramin;
-namespace vm = fv_internal::vm;
-using fv_internal::Hex;
-using fv_internal::kShadowStateMask;
-
 // ---- channels ----
 
 int FullVirtGpu::VirtualChannelOf(uint32_t physical_channel) const {

@@ -1,6 +1,6 @@
 // What the parts of FullVirtGpu (fv_gpu.cc, fv_gpu_registers.cc, fv_gpu_channels.cc,
 // fv_gpu_bars.cc) share: the register namespaces they speak in and the per-VM limits. Internal to
-// those files.
+// those files (the namespace aliases and names below are not for anyone else).
 //
 // Threading: constants only.
 #ifndef GPUVM_AGGREGATOR_FV_GPU_INTERNAL_H_
@@ -19,7 +19,7 @@
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
 
-namespace gpuvm::aggregator::fv_internal {
+namespace gpuvm::aggregator {
 
 namespace pf = gf100::pfifo;
 namespace pmc = gf100::pmc;
@@ -43,8 +43,10 @@ inline std::string Hex(uint64_t v) {
 }
 
 // Counter slot of a BAR: 0, 1, 2 for BAR0, BAR1, BAR3.
-inline size_t Slot(gpu::Bar bar) { return bar == gpu::Bar::k0 ? 0 : bar == gpu::Bar::k1 ? 1 : 2; }
+inline size_t CounterSlot(gpu::Bar bar) {
+  return bar == gpu::Bar::k0 ? 0 : bar == gpu::Bar::k1 ? 1 : 2;
+}
 
-}  // namespace gpuvm::aggregator::fv_internal
+}  // namespace gpuvm::aggregator
 
 #endif  // GPUVM_AGGREGATOR_FV_GPU_INTERNAL_H_

@@ -10,16 +10,6 @@
 
 namespace gpuvm::aggregator {
 
-namespace pf = fv_internal::pf;
-namespace pmc = fv_internal::pmc;
-namespace pbus = fv_internal::pbus;
-namespace pfb = fv_internal::pfb;
-namespace pgraph = fv_internal::pgraph;
-namespace vm = fv_internal::vm;
-using fv_internal::Hex;
-using fv_internal::kMaxSpaces;
-using fv_internal::kReflectedStateMask;
-
 // ---- BAR0 registers ----
 
 uint32_t FullVirtGpu::VirtualPfifoIntr() const {

@@ -57,6 +57,12 @@ CUresult StreamFor(CUctx_st* ctx, CUstream handle, CUstream_st** out) {
   return CUDA_SUCCESS;
 }
 
+CUresult CurrentStream(CUstream handle, CUctx_st** ctx, CUstream_st** s) {
+  const CUresult r = Current(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return StreamFor(*ctx, handle, s);
+}
+
 CUresult Ordered(CUstream_st* s) {
   Status st = gpuvm::runtime::OrderForLegacy(s);
   return st.ok() ? CUDA_SUCCESS : ContextError(s->ctx, st);
@@ -64,7 +70,6 @@ CUresult Ordered(CUstream_st* s) {
 
 }  // namespace gpuvm::runtime::driver_api
 
-using gpuvm::runtime::driver_api::Process;
 
 namespace {
 

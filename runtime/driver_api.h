@@ -49,6 +49,9 @@ CUresult StreamFor(CUctx_st* ctx, CUstream handle, CUstream_st** out);
 // Orders work on `s` after the legacy default stream's, as CUDA's legacy semantics require.
 CUresult Ordered(CUstream_st* s);
 
+// Current (checked) and then StreamFor: how every call that queues work on a stream starts.
+CUresult CurrentStream(CUstream handle, CUctx_st** ctx, CUstream_st** s);
+
 // A new stream or event joins its context's set (under the context's lock) and the live handles.
 template <typename T>
 void Track(CUctx_st* ctx, std::set<T*>& owned, T* object, Process::Kind kind) {
@@ -70,5 +73,26 @@ void Untrack(CUctx_st* ctx, std::set<T*>& owned, T* object) {
 }
 
 }  // namespace gpuvm::runtime::driver_api
+
+// The entry points are extern "C" functions at global scope, in the driver_api*.cc files only; they
+// use these names unqualified.
+using gpuvm::runtime::driver_api::CheckInit;
+using gpuvm::runtime::driver_api::ContextError;
+using gpuvm::runtime::driver_api::ContextHealth;
+using gpuvm::runtime::driver_api::ContextStack;
+using gpuvm::runtime::driver_api::Current;
+using gpuvm::runtime::driver_api::CurrentStream;
+using gpuvm::runtime::driver_api::InPinnedHost;
+using gpuvm::runtime::driver_api::InRange;
+using gpuvm::runtime::driver_api::Ordered;
+using gpuvm::runtime::driver_api::Process;
+using gpuvm::runtime::driver_api::ResolveStream;
+using gpuvm::runtime::driver_api::Status;
+using gpuvm::runtime::driver_api::StatusCode;
+using gpuvm::runtime::driver_api::StreamFor;
+using gpuvm::runtime::driver_api::ToCuResult;
+using gpuvm::runtime::driver_api::Track;
+using gpuvm::runtime::driver_api::Untrack;
+using gpuvm::runtime::driver_api::ValidDevice;
 
 #endif  // GPUVM_RUNTIME_DRIVER_API_H_

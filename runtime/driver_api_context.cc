@@ -4,16 +4,6 @@
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include "runtime/driver_api.h"
 
-using gpuvm::runtime::driver_api::CheckInit;
-using gpuvm::runtime::driver_api::ContextError;
-using gpuvm::runtime::driver_api::ContextHealth;
-using gpuvm::runtime::driver_api::ContextStack;
-using gpuvm::runtime::driver_api::Current;
-using gpuvm::runtime::driver_api::Process;
-using gpuvm::runtime::driver_api::Status;
-using gpuvm::runtime::driver_api::ToCuResult;
-using gpuvm::runtime::driver_api::ValidDevice;
-
 namespace {
 
 CUresult CreateContextCommon(CUcontext* pctx, unsigned flags, CUdevice dev) {

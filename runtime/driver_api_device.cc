@@ -8,10 +8,6 @@
 
 #include "runtime/driver_api.h"
 
-using gpuvm::runtime::driver_api::CheckInit;
-using gpuvm::runtime::driver_api::Process;
-using gpuvm::runtime::driver_api::ValidDevice;
-
 GPUVM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   CUresult r = CheckInit();
   if (r != CUDA_SUCCESS) return r;

@@ -7,12 +7,6 @@
 
 #include "runtime/driver_api.h"
 
-using gpuvm::runtime::driver_api::ContextError;
-using gpuvm::runtime::driver_api::Current;
-using gpuvm::runtime::driver_api::Ordered;
-using gpuvm::runtime::driver_api::Process;
-using gpuvm::runtime::driver_api::StreamFor;
-
 GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                      unsigned int gz, unsigned int bx, unsigned int by,
                                      unsigned int bz, unsigned int shared_bytes, CUstream handle,

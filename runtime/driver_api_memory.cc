@@ -7,22 +7,13 @@
 
 #include "runtime/driver_api.h"
 
-using gpuvm::runtime::driver_api::ContextError;
-using gpuvm::runtime::driver_api::Current;
-using gpuvm::runtime::driver_api::InPinnedHost;
-using gpuvm::runtime::driver_api::InRange;
-using gpuvm::runtime::driver_api::Ordered;
-using gpuvm::runtime::driver_api::Process;
-using gpuvm::runtime::driver_api::StreamFor;
-
 namespace {
 
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, bool async) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
-  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (src == nullptr || !InRange(ctx, dst, n)) return CUDA_ERROR_INVALID_VALUE;
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
@@ -38,10 +29,9 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, b
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
-  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (dst == nullptr || !InRange(ctx, src, n)) return CUDA_ERROR_INVALID_VALUE;
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
@@ -55,10 +45,9 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool as
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
-  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (!InRange(ctx, dst, n) || !InRange(ctx, src, n)) return CUDA_ERROR_INVALID_VALUE;
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
@@ -71,10 +60,9 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, b
 CUresult Memset(CUdeviceptr dst, uint32_t value, size_t n, unsigned width, CUstream handle,
                 bool async) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
-  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (n > std::numeric_limits<uint64_t>::max() / width) return CUDA_ERROR_INVALID_VALUE;
   if ((width == 4 && dst % 4 != 0) || !InRange(ctx, dst, uint64_t(n) * width)) {

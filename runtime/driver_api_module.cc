@@ -13,10 +13,6 @@
 
 #include "runtime/driver_api.h"
 
-using gpuvm::runtime::driver_api::CheckInit;
-using gpuvm::runtime::driver_api::Current;
-using gpuvm::runtime::driver_api::Process;
-
 namespace {
 
 CUresult LoadCommon(CUmodule* module, const void* image, size_t length, std::string* log) {

@@ -4,18 +4,6 @@
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include "runtime/driver_api.h"
 
-using gpuvm::runtime::driver_api::CheckInit;
-using gpuvm::runtime::driver_api::ContextError;
-using gpuvm::runtime::driver_api::ContextHealth;
-using gpuvm::runtime::driver_api::Current;
-using gpuvm::runtime::driver_api::Ordered;
-using gpuvm::runtime::driver_api::Process;
-using gpuvm::runtime::driver_api::Status;
-using gpuvm::runtime::driver_api::StatusCode;
-using gpuvm::runtime::driver_api::StreamFor;
-using gpuvm::runtime::driver_api::Track;
-using gpuvm::runtime::driver_api::Untrack;
-
 GPUVM_EXPORT CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
   CUctx_st* ctx;
   CUresult r = Current(&ctx);
@@ -65,10 +53,9 @@ GPUVM_EXPORT CUresult cuStreamSynchronize(CUstream handle) {
 
 GPUVM_EXPORT CUresult cuStreamQuery(CUstream handle) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
-  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
   auto done = s->channel->IsDone(s->channel->last_fence());
   if (!done.ok()) return ContextError(ctx, done.status());
   return *done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -76,10 +63,9 @@ GPUVM_EXPORT CUresult cuStreamQuery(CUstream handle) {
 
 GPUVM_EXPORT CUresult cuStreamWaitEvent(CUstream handle, CUevent event, unsigned int flags) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
-  if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
   if (!Process::Get().IsLive(event, Process::Kind::kEvent) || event->ctx != ctx) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
