@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes into the PTX parser. It must return a module or an error, never
 // crash, leak, hang or trip the sanitizers. A parsed module must also print and parse again (the
-// printer only emits what the parser accepts). Seeds: ptx/fuzz/ptx_parser_fuzz/ (copies of the
-// corpus PTX).
+// printer only emits what the parser accepts). Seeds: the kernel corpus's PTX
+// (copied in at build time, gpuvm_fuzz KERNEL_CORPUS_SEEDS) and ptx/fuzz/ptx_parser_fuzz/.
 #include <cstddef>
 #include <cstdint>
 #include <string>
