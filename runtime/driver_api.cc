@@ -70,7 +70,6 @@ CUresult Ordered(CUstream_st* s) {
 
 }  // namespace gpuvm::runtime::driver_api
 
-
 namespace {
 
 // CUDA reports this driver version (13.0) from cuDriverGetVersion.

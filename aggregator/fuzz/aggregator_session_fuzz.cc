@@ -65,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int records = 0;
     while (at + 3 <= size && records++ < 256 && session.state() != Session::State::kClosed) {
       const uint8_t op = data[at];
-      const size_t length = std::min<size_t>(data[at + 1] | size_t{data[at + 2]} << 8, size - at - 3);
+      const size_t length =
+          std::min<size_t>(data[at + 1] | size_t{data[at + 2]} << 8, size - at - 3);
       const std::span<const uint8_t> bytes(data + at + 3, length);
       at += 3 + length;
       switch (op % 4) {
@@ -107,9 +108,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         case 2: {
           if (dm_lane == nullptr || session.lane() == nullptr) break;
-          const uint32_t length_field = (op & 4) ? 0xfffffff0u ^ uint32_t(length) : uint32_t(length);
-          if (!dm_lane->SendRawForTesting(gpuvm::ipc::FastLane::Side::kDeviceModel, bytes,
-                                          length_field)
+          const uint32_t length_field =
+              (op & 4) ? 0xfffffff0u ^ uint32_t(length) : uint32_t(length);
+          if (!dm_lane
+                   ->SendRawForTesting(gpuvm::ipc::FastLane::Side::kDeviceModel, bytes,
+                                       length_field)
                    .ok()) {
             break;
           }
