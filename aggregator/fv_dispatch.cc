@@ -1,5 +1,7 @@
 #include "aggregator/fv_dispatch.h"
 
+#include <algorithm>
+
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/ramin.h"
 
@@ -63,7 +65,7 @@ Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
   const Submission s = it->second;
   submissions_.erase(it);
   if (host_ == nullptr) return Status::Unavailable("no fv host");
-  running_[handle] = Running{s, std::chrono::steady_clock::now(), BusyUs(s.physical_channel),
+  running_[handle] = Running{s, clock_->Now(), sched::Duration(0), BusyUs(s.physical_channel),
                              Bound(s.physical_channel)};
   host_->Forward(s);
   ++forwarded_;
@@ -98,28 +100,38 @@ Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHand
   std::lock_guard lock(mu_);
   auto it = running_.find(handle);
   if (it == running_.end()) return sched::SinkPoll::Done();
-  const Running& r = it->second;
+  Running& r = it->second;
   if (host_ == nullptr || forgotten_.contains(vm)) {
     running_.erase(it);
     return sched::SinkPoll::Done();  // the host or the VM went: its channel is stopped
   }
   const uint32_t c = r.submission.physical_channel;
+  // The channel's busy time since Start: only this submission ran on the GPU meanwhile (the
+  // dispatcher starts one at a time), so that is its GPU time. Wrapping 32-bit microseconds.
+  auto device_time = [&]() -> std::optional<sched::Duration> {
+    if (!busy_counter_) return std::nullopt;
+    return std::chrono::microseconds(BusyUs(c) - r.busy_us_at_start);
+  };
   // Done when caught up, or when stopped while it ran (its VM unbound the channel;
   // FvHost::StopChannel zeroes the USER page, so IB_GET would never catch up): nothing of it can
   // run any more.
   if ((r.bound_at_start && !Bound(c)) || CaughtUp(r.submission)) {
-    // The channel's busy time since Start: only this submission ran on the GPU meanwhile (the
-    // dispatcher starts one at a time), so that is its GPU time. Wrapping 32-bit microseconds.
-    const uint32_t used_us = BusyUs(c) - r.busy_us_at_start;
+    const std::optional<sched::Duration> used = device_time();
     running_.erase(it);
-    if (!busy_counter_) return sched::SinkPoll::Done();
-    return sched::SinkPoll::Done(std::chrono::microseconds(used_us));
+    return sched::SinkPoll::Done(used);
   }
-  if (std::chrono::steady_clock::now() - r.started > max_run_) {
+  // Run time as the aggregator ran: a longer gap since the last poll is a stop (see the header).
+  const sched::TimePoint now = clock_->Now();
+  r.ran += std::clamp<sched::Duration>(now - r.last_poll, sched::Duration(0), kMaxPollGap);
+  r.last_poll = now;
+  if (r.ran > max_run_) {
+    const std::optional<sched::Duration> used = device_time();
     running_.erase(it);
     ++timeouts_;
-    return Status::DeadlineExceeded("submission on physical channel " + std::to_string(c) +
-                                    " did not complete in time");
+    return sched::SinkPoll::Failed(
+        Status::DeadlineExceeded("submission on physical channel " + std::to_string(c) +
+                                 " did not complete in time"),
+        used);
   }
   return sched::SinkPoll::Running();
 }

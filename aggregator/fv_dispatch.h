@@ -22,7 +22,16 @@
 // counter (CHAN_BUSY_US, a gpuvm extension register of the software GPU, docs/SOFTWARE-GPU.md)
 // between Start and the poll that saw it done; only this submission ran meanwhile. A submission
 // that has not completed after `max_run` is completed with DeadlineExceeded so one stuck channel
-// cannot hold the GPU from every other VM forever (its channel may still run; fv owns killing it).
+// cannot hold the GPU from every other VM forever (its channel may still run; fv owns killing it);
+// it is charged the device time it got, like any other.
+//
+// Stalls: `max_run` counts the time the aggregator ran, not wall time. A stopped aggregator process
+// (SIGSTOP, a debugger) stops its GPU with it; when it continues, a submission that was running
+// has not overrun anything, and must neither time out nor be charged the pause. So each poll adds
+// the time since the previous one, at most kMaxPollGap: the dispatcher polls a running submission
+// every poll interval (100 us), so a longer gap means this process (or this thread) did not run.
+// The GPU time charged is the device's CHAN_BUSY_US, which does not count a stop either
+// (docs/SCHEDULER.md, "Stalls").
 //
 // Lifetimes: the sink belongs to the control plane and outlives every fv host; a queue belongs to
 // its FvHost (which lives while fv VMs exist) and attaches/detaches the sink to that host. After
@@ -44,13 +53,19 @@
 
 #include "aggregator/fv_host.h"
 #include "aggregator/submission_queue.h"
+#include "scheduler/clock.h"
 #include "scheduler/dispatcher.h"
 
 namespace gpuvm::aggregator {
 
 class FvEngineSink final : public sched::SubmissionSink {
  public:
-  explicit FvEngineSink(sched::Duration max_run = std::chrono::seconds(5)) : max_run_(max_run) {}
+  // A poll this long after the previous one adds only this much to a submission's run time.
+  static constexpr sched::Duration kMaxPollGap = std::chrono::milliseconds(250);
+  // `clock`: what max_run is measured on (null: the steady clock); it must outlive the sink.
+  explicit FvEngineSink(sched::Duration max_run = std::chrono::seconds(5),
+                        sched::Clock* clock = nullptr)
+      : max_run_(max_run), clock_(clock != nullptr ? clock : &monotonic_) {}
 
   // What to call when the GPU says a channel ran out of work (the dispatcher's PollNow, which
   // completes the submission and starts the next on the GPU's engine thread, or Wake); empty:
@@ -72,7 +87,8 @@ class FvEngineSink final : public sched::SubmissionSink {
  private:
   struct Running {
     Submission submission;
-    std::chrono::steady_clock::time_point started;
+    sched::TimePoint last_poll;  // Start, then each Poll
+    sched::Duration ran{0};      // since Start, gaps between polls capped at kMaxPollGap
     uint32_t busy_us_at_start = 0;  // CHAN_BUSY_US of its physical channel at Start
     bool bound_at_start = false;    // its physical channel was in CHAN_TABLE at Start
   };
@@ -83,6 +99,8 @@ class FvEngineSink final : public sched::SubmissionSink {
   // Has the submission's channel finished everything up to its IB_PUT? (mu_ held, host_ set)
   bool CaughtUp(const Submission& submission);
   const sched::Duration max_run_;
+  sched::MonotonicClock monotonic_;
+  sched::Clock* const clock_;
   // Guards wake_, called on the GPU's engine thread; recursive: wake_ may step the dispatcher,
   // whose Start may call wake_ again on the same thread.
   std::recursive_mutex wake_mu_;

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -116,6 +117,23 @@ Status WaitReadable(int fd, int timeout_ms) {
     if (ready == 0) return Status::DeadlineExceeded("timed out waiting");
     if (errno != EINTR) return Status::FromErrno(errno, "poll");
   }
+}
+
+Result<UniqueFd> OpenPidFd(int pid) {
+  if (pid <= 0) return Status::InvalidArgument("no process " + std::to_string(pid));
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd >= 0) {
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // pidfds are close-on-exec already; be explicit
+    return UniqueFd(fd);
+  }
+  if (errno == ESRCH) return Status::NotFound("no process " + std::to_string(pid));
+  if (errno == ENOSYS) return Status::Unimplemented("pidfd_open: kernel older than 5.3");
+  return Status::FromErrno(errno, "pidfd_open");
+}
+
+bool PidFdExited(int pidfd) {
+  pollfd pfd{pidfd, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLHUP)) != 0;
 }
 
 namespace {

@@ -94,6 +94,12 @@ Status SignalEventFd(int fd);
 uint64_t DrainEventFd(int fd);
 // Waits up to timeout_ms (-1 = forever) for `fd` to become readable. DeadlineExceeded on timeout.
 Status WaitReadable(int fd, int timeout_ms);
+// A descriptor for process `pid` (pidfd_open): readable once the process has ended, so a wait
+// can watch a peer's life without a timer. NotFound when there is no such process (any more);
+// Unimplemented on kernels before 5.3.
+Result<UniqueFd> OpenPidFd(int pid);
+// Whether a pidfd says its process has ended (it does not wait).
+bool PidFdExited(int pidfd);
 
 // Unix SOCK_SEQPACKET sockets; a path starting with '@' names the abstract namespace.
 // Listen refuses a path where a live listener answers (AlreadyExists) and replaces a stale socket

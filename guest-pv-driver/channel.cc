@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "gpu/hw/classes.h"
@@ -200,15 +201,19 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
   return Fence{chid_, sequence};
 }
 
-Status Channel::Impl::WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout) {
-  const auto start = std::chrono::steady_clock::now();
+Status Channel::Impl::WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout,
+                                   WaitClock* clock) {
+  std::optional<WaitClock> own;
+  if (clock == nullptr) clock = &own.emplace(drv_);
   Backoff backoff;
   for (;;) {
     if (Done(sequence)) return ctx_->status();
     GPUVM_RETURN_IF_ERROR(ctx_->status());
     drv_->MaybeService();
     GPUVM_RETURN_IF_ERROR(ctx_->status());
-    if (timeout != kWaitForever && std::chrono::steady_clock::now() - start > timeout) {
+    // Stalls of this process or of the path to the GPU do not count (WaitClock).
+    GPUVM_ASSIGN_OR_RETURN(const bool expired, clock->Expired(timeout));
+    if (expired) {
       drv_->ServiceInterrupts();
       GPUVM_RETURN_IF_ERROR(ctx_->status());
       if (Done(sequence)) return Status::Ok();
@@ -244,6 +249,12 @@ Status Channel::Impl::Synchronize(std::chrono::nanoseconds timeout) {
   const uint32_t last = last_sequence_.load(std::memory_order_acquire);
   if (last == 0) return ctx_->status();
   return WaitSequence(last, timeout);
+}
+
+Status Channel::Impl::Synchronize(std::chrono::nanoseconds timeout, WaitClock& clock) {
+  const uint32_t last = last_sequence_.load(std::memory_order_acquire);
+  if (last == 0) return ctx_->status();
+  return WaitSequence(last, timeout, &clock);
 }
 
 // ---- copies and memsets

@@ -448,17 +448,13 @@ Status Context::Impl::DestroyEvent(Event* event) {
 }
 
 Status Context::Impl::Synchronize(std::chrono::nanoseconds timeout) {
-  const auto start = std::chrono::steady_clock::now();
+  // One clock for every channel: the timeout is for the whole wait, stalls not counted.
+  WaitClock clock(driver());
   for (Channel* c : ChannelsSnapshot()) {
-    std::chrono::nanoseconds left = timeout;
-    if (timeout != kWaitForever) {
-      left = timeout - (std::chrono::steady_clock::now() - start);
-      if (left.count() < 0) left = std::chrono::nanoseconds(0);
-    }
     // Another thread may destroy the channel meanwhile: the pin keeps it alive while we wait on it.
     // One already gone was drained by its DestroyChannel.
     if (!Pin(c)) continue;
-    Status s = c->impl()->Synchronize(left);
+    Status s = c->impl()->Synchronize(timeout, clock);
     Unpin(c);
     GPUVM_RETURN_IF_ERROR(s);
   }
@@ -494,14 +490,15 @@ Result<bool> Event::Impl::Query() {
 }
 
 Status Event::Impl::Wait(std::chrono::nanoseconds timeout) {
-  const auto start = std::chrono::steady_clock::now();
+  WaitClock clock(ctx_->driver());
   Backoff backoff;
   for (;;) {
     if (Complete()) return ctx_->status();
     GPUVM_RETURN_IF_ERROR(ctx_->status());
     ctx_->driver()->MaybeService();
     GPUVM_RETURN_IF_ERROR(ctx_->status());
-    if (timeout != kWaitForever && std::chrono::steady_clock::now() - start > timeout) {
+    GPUVM_ASSIGN_OR_RETURN(const bool expired, clock.Expired(timeout));
+    if (expired) {
       ctx_->driver()->ServiceInterrupts();
       GPUVM_RETURN_IF_ERROR(ctx_->status());
       if (Complete()) return Status::Ok();

@@ -182,6 +182,31 @@ bool PollReg(Bus* bus, uint32_t reg, Pred done) {
 // ---- Backoff
 // --------------------------------------------------------------------------------------------
 
+void WaitClock::Step() {
+  const auto now = std::chrono::steady_clock::now();
+  waited_ += std::min<std::chrono::nanoseconds>(now - last_, kMaxStep);
+  last_ = now;
+}
+
+Result<std::chrono::nanoseconds> WaitClock::Tick() {
+  Step();
+  if (waited_ - probed_at_ >= kProbeEvery) {
+    probed_at_ = waited_;
+    // Blocks while the path to the GPU is stalled: that step is capped like any other.
+    const uint32_t boot0 = driver_->bus()->ReadReg(pmc::kBoot0);
+    Step();
+    if (boot0 == 0xffffffffu) {
+      return Status::Unavailable("the GPU is gone: PMC_BOOT_0 reads all-ones");
+    }
+  }
+  return waited_;
+}
+
+Result<bool> WaitClock::Expired(std::chrono::nanoseconds timeout) {
+  GPUVM_ASSIGN_OR_RETURN(const std::chrono::nanoseconds waited, Tick());
+  return timeout != kWaitForever && waited > timeout;
+}
+
 void Backoff::Pause() {
   ++rounds_;
   if (rounds_ < 64) {

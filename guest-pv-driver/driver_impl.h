@@ -65,6 +65,7 @@ inline constexpr uint64_t kBar1MapMax = 8ull << 20;
 inline constexpr uint32_t kKickPending = 1u << 20;
 
 class AllocRecord;
+class WaitClock;
 
 class Driver::Impl {
  public:
@@ -327,6 +328,8 @@ class Channel::Impl {
   Result<bool> IsDone(Fence fence);
   Status Wait(Fence fence, std::chrono::nanoseconds timeout);
   Status Synchronize(std::chrono::nanoseconds timeout);
+  // With the clock of a longer wait (Context::Synchronize waits for every channel on one clock).
+  Status Synchronize(std::chrono::nanoseconds timeout, WaitClock& clock);
   Fence last_fence() const { return {chid_, last_sequence_.load(std::memory_order_acquire)}; }
   // Tests: submits arbitrary commands (plus the fence), bypassing every validation of the API.
   Result<Fence> SubmitForTesting(PushBuffer pb) {
@@ -351,7 +354,9 @@ class Channel::Impl {
   Status Init();
   // Appends the fence release, copies the words into the rings and writes IB_PUT (mu_ held).
   Result<Fence> Submit(PushBuffer& pb);
-  Status WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout);  // no lock needed
+  // No lock needed. `clock`: the wait's clock (null: a fresh one).
+  Status WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout,
+                      WaitClock* clock = nullptr);
   void Reclaim();                                                            // mu_ held
   // Copy commands for [src, src + bytes) -> [dst, ...), appended to `pb`.
   void EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes);
@@ -423,6 +428,38 @@ class Backoff {
 
  private:
   int rounds_ = 0;
+};
+
+// The clock of a wait for the GPU (fences, events): the time waited, not counting stalls — of
+// this process, or of the path to the GPU (in a VM: the device model, the aggregator). A stall of
+// either is slow, not gone, and must not turn into a timeout (CUDA waits until the work ends).
+//  - Each round of the wait loop adds the time since the last round, at most kMaxStep: a round is
+//    a poll of memory and a Backoff pause (<= 200 us), so a longer one means this thread did not
+//    run (the process was stopped, or starved).
+//  - A wait reads fences in memory and would not notice a stalled device model or aggregator, so
+//    every kProbeEvery of counted waiting it reads PMC_BOOT_0 through the bus: a stalled path
+//    blocks that read until it resumes — one long step, counted as kMaxStep — and a GPU that is
+//    gone reads all-ones (a master abort: a device model that died) and ends the wait with
+//    Unavailable instead of a timeout.
+// So a stall costs a wait at most kProbeEvery + kMaxStep of its timeout, however long it lasts.
+// Threading: one waiting thread.
+class WaitClock {
+ public:
+  static constexpr std::chrono::milliseconds kMaxStep{250};
+  static constexpr std::chrono::milliseconds kProbeEvery{1000};
+  explicit WaitClock(Driver::Impl* driver)
+      : driver_(driver), last_(std::chrono::steady_clock::now()) {}
+  // Once per round: the time waited so far, or Unavailable when the GPU is gone.
+  Result<std::chrono::nanoseconds> Tick();
+  // Whether `timeout` has passed on this clock (kWaitForever never does).
+  Result<bool> Expired(std::chrono::nanoseconds timeout);
+
+ private:
+  void Step();
+  Driver::Impl* const driver_;
+  std::chrono::steady_clock::time_point last_;
+  std::chrono::nanoseconds waited_{0};
+  std::chrono::nanoseconds probed_at_{0};
 };
 
 }  // namespace gpuvm::guest

@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu/hw/pbus.h"
@@ -568,6 +570,100 @@ TEST_F(GuestDriverTest, WaitTimesOutOnABlockedChannelAndRecovers) {
   ASSERT_TRUE(ch->CopyDeviceToHost(&v, a->va, 4).ok());
   EXPECT_EQ(v, 42u);
   EXPECT_TRUE(ctx->status().ok());
+}
+
+// A Bus whose PMC_BOOT_0 reads, once armed, block for a while and then run `resume` — what a
+// trapping bus does while the device model or the aggregator behind it is stopped — or, once
+// `gone`, read all-ones (a device model that died).
+class StallingBus final : public Bus {
+ public:
+  explicit StallingBus(Bus* inner) : inner_(inner) {}
+  void Arm(std::chrono::milliseconds stall, std::function<void()> resume) {
+    stall_ = stall;
+    resume_ = std::move(resume);
+  }
+  std::atomic<bool> gone{false};
+  std::atomic<int> stalls{0};
+
+  const gpu::PciIdentity& pci() const override { return inner_->pci(); }
+  uint64_t Read(Bar bar, uint64_t offset, Width width) override {
+    if (bar == Bar::k0 && offset == gf100::pmc::kBoot0) {
+      if (gone) return 0xffffffffu;
+      if (resume_) {
+        std::this_thread::sleep_for(stall_);
+        std::exchange(resume_, nullptr)();
+        ++stalls;
+      }
+    }
+    return inner_->Read(bar, offset, width);
+  }
+  void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override {
+    inner_->Write(bar, offset, width, value);
+  }
+  Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override {
+    return inner_->ReadBlock(bar, offset, dst, length);
+  }
+  Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override {
+    return inner_->WriteBlock(bar, offset, src, length);
+  }
+  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
+    return inner_->MapDma(host, length);
+  }
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override {
+    return inner_->AllocDma(length);
+  }
+  Status SetInterruptHandler(std::function<void(bool)> handler) override {
+    return inner_->SetInterruptHandler(std::move(handler));
+  }
+
+ private:
+  Bus* inner_;
+  std::chrono::milliseconds stall_{0};
+  std::function<void()> resume_;  // the waiting thread only
+};
+
+// A wait does not count time in which the path to the GPU was stalled (WaitClock): a 2 s wait on
+// a channel that is blocked until the GPU "resumes" survives a 3 s stall of the bus, which its
+// probe of PMC_BOOT_0 sits in; and a GPU that is gone ends even an unlimited wait, with Unavailable.
+TEST_F(GuestDriverTest, WaitsDoNotCountAStalledBus) {
+  driver_.reset();
+  StallingBus bus(gpu_->bus());
+  auto driver = Driver::Create(&bus);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  driver_ = std::move(*driver);
+  auto ctx = NewContext();
+  Channel* ch = ctx->default_channel();
+  auto ev = ctx->CreateEvent();
+  ASSERT_TRUE(ev.ok());
+  (*ev)->impl()->Recorded(5);  // nobody releases it: the channel blocks (as above)
+  ASSERT_TRUE(ch->WaitEvent(*ev).ok());
+  auto a = ctx->AllocDevice(4096);
+  ASSERT_TRUE(a.ok());
+  auto f = ch->Memset32Async(a->va, 42, 1);
+  ASSERT_TRUE(f.ok());
+  auto* semaphore = reinterpret_cast<uint32_t*>((*ev)->impl()->slot().host);
+  bus.Arm(std::chrono::seconds(3), [semaphore] { __atomic_store_n(semaphore, 5u, __ATOMIC_RELEASE); });
+  const auto start = std::chrono::steady_clock::now();
+  Status waited = ch->Wait(*f, std::chrono::seconds(2));
+  EXPECT_TRUE(waited.ok()) << waited.ToString();
+  EXPECT_EQ(bus.stalls.load(), 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  uint32_t v = 0;
+  ASSERT_TRUE(ch->CopyDeviceToHost(&v, a->va, 4).ok());
+  EXPECT_EQ(v, 42u);
+
+  (*ev)->impl()->Recorded(6);
+  ASSERT_TRUE(ch->WaitEvent(*ev).ok());
+  auto g = ch->Memset32Async(a->va, 43, 1);
+  ASSERT_TRUE(g.ok());
+  bus.gone = true;
+  EXPECT_EQ(ch->Wait(*g, kWaitForever).code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*ev)->Wait(kWaitForever).code(), StatusCode::kUnavailable);
+  bus.gone = false;
+  __atomic_store_n(semaphore, 6u, __ATOMIC_RELEASE);
+  ASSERT_TRUE(ch->Wait(*g, std::chrono::seconds(10)).ok());
+  ctx.reset();
+  driver_.reset();  // before the bus it uses
 }
 
 TEST_F(GuestDriverTest, AContextWithAHungChannelStillTearsDown) {

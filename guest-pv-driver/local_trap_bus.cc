@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,6 +64,8 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
     return Status::InvalidArgument("guest RAM too small for a GPU driver's DMA buffers");
   }
   GPUVM_ASSIGN_OR_RETURN(vm->io_, hv::local::LocalGuestIo::Create(*vm->domain_, options.timeout));
+  vm->io_->set_note(
+      [](const std::string& line) { std::fprintf(stderr, "gpuvm: %s\n", line.c_str()); });
   GPUVM_ASSIGN_OR_RETURN(vm->ram_,
                          os::SharedMapping::Map(vm->domain_->ram_fd(), 0, ram_bytes, true));
   vm->free_frames_[reserved] = frames - reserved;
@@ -90,6 +93,13 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::FromEnvironment() {
   if (*end != '\0' || fd < 0 || fd > 1 << 20) {
     return Status::InvalidArgument(std::string("$") + kLocalVmFdVariable + "='" + value +
                                    "' is not a descriptor");
+  }
+  // Ask for the domain: the launcher answers every request with a copy, so each program a VM runs
+  // (one after another: a shell script's) gets its own (tools/gpuvm-vm/launcher.h).
+  const uint8_t request = 'D';
+  if (::send(static_cast<int>(fd), &request, 1, MSG_NOSIGNAL) != 1) {
+    return Status::FromErrno(errno, std::string("asking for the VM's domain on $") +
+                                        kLocalVmFdVariable);
   }
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalDomain> domain,
                          hv::local::LocalDomain::ReceiveFrom(static_cast<int>(fd)));

@@ -31,9 +31,10 @@
 // the identity, sizes the BARs, assigns addresses to unassigned ones (BAR0 below 4 GiB, BAR1/BAR3
 // above 64 GiB: our choice), and enables memory decoding and bus mastering.
 //
-// A device model that stops answering: the access that times out, and every later one, reads
-// all-ones and drops writes (a PCI master abort), with one line on stderr; the bus is dead from
-// then on.
+// A device model that is slow or stopped is waited for (LocalGuestIo: as long as its process
+// lives; one line on stderr after 5 s without an answer, one when it comes). A device model that
+// is gone (its process ended): the access that found out, and every later one, reads all-ones and
+// drops writes (a PCI master abort), with one line on stderr; the bus is dead from then on.
 //
 // Limits: MapDma moves the bytes of memory that may be in use by other threads of the process; a
 // write by another thread between the copy and the remap is lost (registering memory another thread
@@ -66,8 +67,9 @@ namespace gpuvm::guest {
 inline constexpr const char* kLocalVmFdVariable = "GPUVM_LOCAL_VM_FD";
 
 struct LocalVmGuestOptions {
-  // How long one access waits for the device model (LocalGuestIo's timeout).
-  std::chrono::milliseconds timeout = std::chrono::seconds(10);
+  // How long one access waits for the device model (LocalGuestIo's timeout); zero: as long as its
+  // process lives.
+  std::chrono::milliseconds timeout{0};
   // (our choice) Guest RAM below this is never handed out for DMA, like a PC's first MiB, so a
   // zero bus address in a page-table entry is always a bug.
   uint64_t reserved_low_bytes = 1ull << 20;

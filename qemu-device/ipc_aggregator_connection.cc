@@ -45,6 +45,18 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
     if (!std::holds_alternative<ipc::FastLaneAck>(lane_reply.body)) {
       return c->Break(Status::DataLoss("aggregator answered FAST_LANE with something else"));
     }
+    c->lane_wait_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!c->lane_wait_.valid()) return Status::FromErrno(errno, "epoll_create1");
+    for (auto [fd, events] : {std::pair{lane->doorbell(ipc::FastLane::Side::kDeviceModel),
+                                        uint32_t{EPOLLIN | EPOLLET}},
+                              std::pair{c->channel_.fd(), uint32_t{EPOLLIN}}}) {
+      epoll_event ev{};
+      ev.events = events;
+      ev.data.fd = fd;
+      if (::epoll_ctl(c->lane_wait_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        return Status::FromErrno(errno, "epoll_ctl (fast lane wait)");
+      }
+    }
     c->lane_ = std::move(lane);
   }
   return c;
@@ -80,29 +92,57 @@ Status IpcAggregatorConnection::Break(Status why) {
   return broken_;
 }
 
+Result<int> IpcAggregatorConnection::NextWait(ReplyWait& wait) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  const auto waited = duration_cast<milliseconds>(std::chrono::steady_clock::now() - wait.start);
+  if (timeout_.count() > 0 && waited >= timeout_) {
+    return Break(Status::DeadlineExceeded("the aggregator did not answer " +
+                                          std::string(wait.what) + " within " +
+                                          std::to_string(timeout_.count()) +
+                                          " ms (its socket is still open)"));
+  }
+  if (!wait.noted && note_ && waited >= slow_note_) {
+    wait.noted = true;
+    note_("the aggregator has not answered " + std::string(wait.what) + " for " +
+          std::to_string(waited.count()) +
+          " ms; its socket is open (stopped or overloaded?): waiting");
+  }
+  // Sleep until the next thing to do: the note, the deadline, or (neither) a message.
+  milliseconds next = milliseconds::max();
+  if (!wait.noted && note_) next = slow_note_ - waited;
+  if (timeout_.count() > 0) next = std::min(next, timeout_ - waited);
+  if (next == milliseconds::max()) return -1;
+  return static_cast<int>(std::clamp<int64_t>(next.count(), 1, 1 << 30));
+}
+
+void IpcAggregatorConnection::Answered(const ReplyWait& wait) {
+  if (!wait.noted || !note_) return;
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - wait.start);
+  note_("the aggregator answered " + std::string(wait.what) + " after " +
+        std::to_string(waited.count()) + " ms");
+}
+
 Result<ipc::Message> IpcAggregatorConnection::Call(ipc::Body request, std::span<const int> fds) {
   GPUVM_RETURN_IF_ERROR(broken_);
   const uint32_t seq = NextSeq();
+  ReplyWait wait{ipc::MessageTypeName(ipc::TypeOf(request))};
   const Status sent = channel_.Send(ipc::Message{seq, std::move(request)}, fds);
   if (!sent.ok()) {
     // Our own encoding refused it: the caller's mistake, not the connection's.
     if (sent.code() == StatusCode::kInvalidArgument) return sent;
     return Break(sent);
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    Result<ipc::Channel::Received> received =
-        channel_.Receive(static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    GPUVM_ASSIGN_OR_RETURN(const int wait_ms, NextWait(wait));
+    Result<ipc::Channel::Received> received = channel_.Receive(wait_ms);
     if (!received.ok()) {
-      if (received.status().code() == StatusCode::kDeadlineExceeded) {
-        return Break(Status::DeadlineExceeded("aggregator did not answer within " +
-                                              std::to_string(timeout_.count()) + " ms"));
-      }
-      return Break(received.status());
+      if (received.status().code() == StatusCode::kDeadlineExceeded) continue;  // NextWait decides
+      return Break(received.status().WithContext("the aggregator's socket"));
     }
     if (received->message.seq == seq) {
+      Answered(wait);
       if (!received->fds.empty()) return Break(Status::DataLoss("reply carried descriptors"));
       if (const auto* error = std::get_if<ipc::Error>(&received->message.body)) {
         return FromError(*error);
@@ -130,7 +170,7 @@ Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
   }
   if (busy_poll_.enabled()) lane_->EndPolling(kUs);
   if (!sent.ok()) return sent.code() == StatusCode::kInvalidArgument ? sent : Break(sent);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::optional<ReplyWait> wait;  // from the first sleep on
   for (;;) {
     Result<std::optional<ipc::Message>> reply =
         !polled.ok() || polled->has_value() ? std::move(polled) : lane_->TryReceive(kUs);
@@ -145,18 +185,25 @@ Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
       if (m.seq != seq || !answers) {
         return Break(Status::DataLoss("the fast lane carried something other than our reply"));
       }
+      if (wait) Answered(*wait);
       if (const auto* error = std::get_if<ipc::Error>(&m.body)) return FromError(*error);
       return std::move(m);
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return Break(Status::DeadlineExceeded("aggregator did not answer within " +
-                                            std::to_string(timeout_.count()) + " ms"));
+    if (!wait) wait = ReplyWait{ipc::MessageTypeName(ipc::TypeOf(request))};
+    GPUVM_ASSIGN_OR_RETURN(const int wait_ms, NextWait(*wait));
+    // The doorbell, or the socket: a notification to queue, or the aggregator gone (closed).
+    epoll_event events[2];
+    const int n = ::epoll_wait(lane_wait_.get(), events, 2, wait_ms);
+    if (n < 0 && errno != EINTR) return Break(Status::FromErrno(errno, "fast lane wait"));
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd != channel_.fd()) continue;
+      Result<ipc::Channel::Received> received = channel_.Receive(0);
+      if (!received.ok()) {
+        if (received.status().code() == StatusCode::kDeadlineExceeded) continue;
+        return Break(received.status().WithContext("the aggregator's socket"));
+      }
+      GPUVM_RETURN_IF_ERROR(Dispatch(std::move(*received)));
     }
-    const Status waited =
-        lane_->Wait(ipc::FastLane::Side::kDeviceModel, static_cast<int>(left.count()));
-    if (!waited.ok() && waited.code() != StatusCode::kDeadlineExceeded) return Break(waited);
   }
 }
 

@@ -3,9 +3,18 @@
 // connection. Notifications and requests from the aggregator that arrive while we wait for a reply
 // (INTERRUPT, BAR_MAP, TEARDOWN) are queued for PollEvent(); PING is answered on the spot.
 //
-// A reply that does not come within the timeout, or anything that breaks the protocol, breaks the
-// connection for good: every later call fails with that error and the device model shuts the VM's
-// device down (a late reply could otherwise be taken for the answer to a newer request).
+// Waiting for a reply: as long as the aggregator's socket is open, we wait — a stopped or overloaded
+// aggregator (SIGSTOP, a debugger, a starved host) is slow, not gone, and its VMs resume where they
+// were when it comes back. The aggregator gone is its socket closing (the kernel closes it when the
+// process dies), which every wait watches, the fast lane's included: that ends the wait at once
+// (Unavailable). After `slow_note` without a reply `note` is told once (which request, for how
+// long), and again when the reply comes. An optional hard `timeout` (gpuvm-dm --reply-timeout-ms)
+// turns a long wait into DeadlineExceeded instead.
+//
+// A reply that does not come within that timeout, a closed socket, or anything that breaks the
+// protocol, breaks the connection for good: every later call fails with that error and the device
+// model shuts the VM's device down (a late reply could otherwise be taken for the answer to a newer
+// request).
 //
 // Threading: one owner thread (the device model's).
 #ifndef GPUVM_IPC_AGGREGATOR_CONNECTION_H_
@@ -13,10 +22,12 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/busy_poll.h"
 #include "ipc/channel.h"
@@ -29,7 +40,13 @@ namespace gpuvm::dm {
 struct IpcConnectOptions {
   std::string path = ipc::DefaultAggregatorSocketPath();
   ipc::VmConfig vm;
-  std::chrono::milliseconds timeout = std::chrono::seconds(5);
+  // A reply not there after this long breaks the connection (DeadlineExceeded). Zero, the default:
+  // wait while the aggregator's socket is open, however long.
+  std::chrono::milliseconds timeout{0};
+  // After this long without a reply, `note` hears of it (once per request), and again when the reply
+  // comes; empty `note`: nobody is told.
+  std::chrono::milliseconds slow_note = std::chrono::seconds(5);
+  std::function<void(const std::string&)> note;
   // Move MMIO to the shared-memory fast lane when the aggregator offers it (ipc/fast_lane.h).
   bool use_fast_lane = true;
   // On the fast lane, poll the reply slot for up to this long before sleeping on the doorbell (and
@@ -72,7 +89,11 @@ class IpcAggregatorConnection : public AggregatorConnection {
 
  private:
   IpcAggregatorConnection(ipc::Channel channel, const IpcConnectOptions& options)
-      : channel_(std::move(channel)), timeout_(options.timeout), busy_poll_(options.busy_poll) {}
+      : channel_(std::move(channel)),
+        timeout_(options.timeout),
+        slow_note_(options.slow_note),
+        note_(options.note),
+        busy_poll_(options.busy_poll) {}
   Status Init();
   // Sends a request and returns its reply, queueing whatever else arrives meanwhile.
   Result<ipc::Message> Call(ipc::Body request, std::span<const int> fds = {});
@@ -81,6 +102,16 @@ class IpcAggregatorConnection : public AggregatorConnection {
   // Handles a message that is not the reply being waited for. Breaks the connection on violations.
   Status Dispatch(ipc::Channel::Received received);
   Status Break(Status why);
+  // One reply being waited for: how long to sleep next (-1: until something arrives), telling
+  // note_ once when it gets slow; DeadlineExceeded (the connection broken) past timeout_.
+  struct ReplyWait {
+    std::string_view what;  // the request's type name
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    bool noted = false;
+  };
+  Result<int> NextWait(ReplyWait& wait);
+  // The reply came: tells note_ if it had been told the wait was slow.
+  void Answered(const ReplyWait& wait);
   // The most one block message carries in this session's protocol version.
   size_t BlockBytes() const {
     return version_ >= ipc::kPageBlockProtocolVersion ? ipc::kMaxBlockBytes
@@ -91,6 +122,8 @@ class IpcAggregatorConnection : public AggregatorConnection {
   ipc::Channel channel_;
   std::unique_ptr<ipc::FastLane> lane_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds slow_note_;
+  std::function<void(const std::string&)> note_;
   BusyPoll busy_poll_;  // the lane's reply slot
   uint32_t next_seq_ = 1;
   uint16_t version_ = ipc::kMinProtocolVersion;
@@ -98,6 +131,9 @@ class IpcAggregatorConnection : public AggregatorConnection {
   std::deque<AggregatorEvent> events_;
   os::UniqueFd queued_;  // signalled while events_ is not empty
   os::UniqueFd epoll_;   // socket + queued_
+  // While a lane call waits: our doorbell (edge-triggered) and the socket (the aggregator's
+  // notifications, and its end: a closed socket).
+  os::UniqueFd lane_wait_;
   Status broken_;
   bool torn_down_ = false;
   std::map<uint32_t, os::UniqueFd> bar_memory_;  // BAR_MAP descriptors by seq, until answered

@@ -115,6 +115,59 @@ TEST_F(IpcConnectionTest, ASilentAggregatorBreaksTheConnection) {
   EXPECT_FALSE((*c)->PollEvent().ok());
 }
 
+// A stopped aggregator is slow, not gone: the call waits (past what used to be a fixed 5 s reply
+// timeout, here scaled down through slow_note), says so once, and gets its answer when the
+// aggregator comes back — on the socket and in the fast lane.
+TEST_F(IpcConnectionTest, AStalledAggregatorIsWaitedForWhileItsSocketIsOpen) {
+  for (const bool lane : {false, true}) {
+    SCOPED_TRACE(lane ? "fast lane" : "socket");
+    server_->set_offer_fast_lane(lane);
+    std::vector<std::string> notes;
+    IpcConnectOptions options{server_->path(), Config()};
+    options.slow_note = std::chrono::milliseconds(50);
+    options.note = [&notes](const std::string& line) { notes.push_back(line); };
+    auto c = IpcAggregatorConnection::Connect(options);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_EQ((*c)->on_fast_lane(), lane);
+    server_->StallNextFor(std::chrono::milliseconds(600));
+    Result<uint64_t> value = (*c)->Read(BarIndex::kBar0, 0x10, 1, 0);
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    EXPECT_EQ(*value, FakePatternByte(BarIndex::kBar0, 0x10));
+    ASSERT_EQ(notes.size(), 2u);
+    EXPECT_NE(notes[0].find("has not answered MMIO_READ"), std::string::npos) << notes[0];
+    EXPECT_NE(notes[1].find("answered MMIO_READ after"), std::string::npos) << notes[1];
+    EXPECT_TRUE((*c)->Write(BarIndex::kBar0, 0x1700, 4, 1, 0).ok()) << "and it goes on";
+    ASSERT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
+  }
+}
+
+// The aggregator gone is its socket closing: a call waiting for a reply (in the fast lane too,
+// where the reply would come without the socket) ends at once with Unavailable, not after a timer.
+TEST_F(IpcConnectionTest, AnAggregatorThatGoesAwayEndsTheWaitAtOnce) {
+  auto c = Connect(std::chrono::milliseconds(0));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->on_fast_lane());
+  server_->set_behaviour(FakeAggregatorServer::Behaviour::kSilent);
+  std::atomic<bool> done{false};
+  Status result;
+  std::thread reader([&] {
+    result = (*c)->Read(BarIndex::kBar0, 0, 4, 0).status();
+    done = true;
+  });
+  while (server_->mmio_requests() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server_->Stop();  // the serving thread returns: the connection's socket closes
+  // Generous: without watching the socket the call would wait forever.
+  for (int i = 0; i < 3000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!done) {
+    server_.reset();  // unreachable unless the test fails; the reader stays blocked
+    reader.detach();
+    FAIL() << "the call still waits for an aggregator that is gone";
+  }
+  reader.join();
+  EXPECT_EQ(result.code(), StatusCode::kUnavailable) << result.ToString();
+  EXPECT_FALSE((*c)->PollEvent().ok()) << "the connection is broken for good";
+}
+
 TEST_F(IpcConnectionTest, GarbageFromTheAggregatorIsDataLossOnTheSocket) {
   server_->set_offer_fast_lane(false);
   auto c = Connect();

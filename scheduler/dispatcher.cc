@@ -170,7 +170,8 @@ bool Dispatcher::TryStep(bool poll_now) {
         FinishLocked(run, now - run.started, polled.status(), &done);
         progressed = true;
       } else if (polled->done) {
-        FinishLocked(run, polled->gpu_time.value_or(now - run.started), Status::Ok(), &done);
+        if (!polled->status.ok()) ++poll_errors_;
+        FinishLocked(run, polled->gpu_time.value_or(now - run.started), polled->status, &done);
         progressed = true;
       } else {
         running_->next_poll = now + options_.poll_interval;

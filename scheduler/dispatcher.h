@@ -59,9 +59,16 @@ struct SinkPoll {
   // The GPU time the engine measured for it, if the sink can tell (the engine's own accounting).
   // nullopt: the dispatcher uses Start-to-observed-completion wall time.
   std::optional<Duration> gpu_time;
+  // Not OK: done, but failed (e.g. it ran too long), charged gpu_time all the same.
+  Status status;
 
   static SinkPoll Running() { return {}; }
-  static SinkPoll Done(std::optional<Duration> gpu_time = std::nullopt) { return {true, gpu_time}; }
+  static SinkPoll Done(std::optional<Duration> gpu_time = std::nullopt) {
+    return {true, gpu_time, Status::Ok()};
+  }
+  static SinkPoll Failed(Status why, std::optional<Duration> gpu_time = std::nullopt) {
+    return {true, gpu_time, std::move(why)};
+  }
 };
 
 // The physical engine as the dispatcher sees it: one submission at a time.

@@ -170,5 +170,41 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   dispatcher->reset();
 }
 
+// max_run counts the time the aggregator ran (FvEngineSink::kMaxPollGap): a stopped aggregator's
+// clock jumps between two polls, which must neither time the submission out nor be charged to it;
+// regular polls past max_run do time it out, and it is charged the device's time, not wall time.
+TEST(FvDispatchTest, MaxRunCountsTheTimeTheAggregatorRan) {
+  auto world = FvTestWorld::Create({});
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  sched::ManualClock clock;
+  FvEngineSink sink(std::chrono::seconds(1), &clock);
+  sink.Attach(&(*world)->host());
+  // A submission on a channel nothing runs (not in CHAN_TABLE): it never completes.
+  sink.Remember(1, aggregator::Submission{1, 100, 5});
+  ASSERT_TRUE(sink.Start(1, 1).ok());
+  for (int stop = 0; stop < 3; ++stop) {
+    clock.Advance(std::chrono::seconds(10));
+    Result<sched::SinkPoll> p = sink.Poll(1, 1);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_FALSE(p->done) << "timed out over a stop (" << stop << ")";
+  }
+  // 3 x 250 ms counted so far: about 25 regular polls 10 ms apart reach the 1 s.
+  int polls = 0;
+  Result<sched::SinkPoll> p = sched::SinkPoll::Running();
+  do {
+    clock.Advance(std::chrono::milliseconds(10));
+    p = sink.Poll(1, 1);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_LT(++polls, 1000);
+  } while (!p->done);
+  EXPECT_GE(polls, 20);
+  EXPECT_LE(polls, 30);
+  EXPECT_EQ(p->status.code(), StatusCode::kDeadlineExceeded) << p->status.ToString();
+  ASSERT_TRUE(p->gpu_time.has_value()) << "the device's time, not the 30 s of wall time";
+  EXPECT_LT(*p->gpu_time, std::chrono::milliseconds(100));
+  EXPECT_EQ(sink.timeouts(), 1u);
+  sink.Detach(&(*world)->host());
+}
+
 }  // namespace
 }  // namespace gpuvm::aggregator

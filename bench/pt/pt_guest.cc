@@ -10,6 +10,14 @@
 //   gpuvm-pt-guest secret             fills 16 MiB of VRAM with a pattern and exits without cleaning
 //   gpuvm-pt-guest snoop              allocates 16 MiB, reads it back uninitialized, fails if any
 //                                     word of the pattern is there
+//   gpuvm-pt-guest repeat NAME N FILE case NAME N times in one context, each checked; writes FILE
+//                                     after the first (tests stop a process of the VM then)
+//   gpuvm-pt-guest staged NAME SIZE GO READY EXIT
+//                                     case NAME (SIZE test|bench) with its launches held until
+//                                     file GO exists; writes READY once they are launched, prints
+//                                     "VERIFIED <seconds from launch to checked>" and waits for
+//                                     file EXIT before it exits (so the VM is still there to be
+//                                     looked at); each wait at most 300 s
 //
 // Prints "PASSED <what>" and exits 0, or prints what went wrong and exits 1.
 #include <chrono>
@@ -142,28 +150,42 @@ int Snoop() {
   return 0;
 }
 
-int Case(const std::string& name, bool bench) {
-  auto c = gpuvm::kernels::MakeCase(name, bench ? gpuvm::kernels::Size::kBench
-                                                : gpuvm::kernels::Size::kTest);
-  if (!c.ok()) {
-    std::printf("FAILED %s: %s\n", name.c_str(), c.status().ToString().c_str());
-    return 1;
+// Waits (up to 300 s) until `path` exists.
+bool AwaitFile(const std::string& path) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (!std::ifstream(path).good()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  CUcontext ctx;
-  if (Init(&ctx) != 0) return 1;
-  std::string ptx(c->ptx);
+  return true;
+}
+
+// What a test wants around a case (all optional).
+struct Staging {
+  std::string go;     // launch only once this file exists
+  std::string ready;  // written once the launches are queued
+  std::string exit;   // after the check, wait for this file before returning
+};
+
+// One case in the current context: upload, launch, synchronize, download, check.
+int RunCase(const gpuvm::kernels::Case& c, const Staging& staging, double* seconds) {
+  std::string ptx(c.ptx);
   CUmodule module;
   CHECK_CU(cuModuleLoadData(&module, ptx.c_str()));
   std::vector<CUdeviceptr> buffers;
-  for (const auto& b : c->buffers) {
+  for (const auto& b : c.buffers) {
     CUdeviceptr d;
     CHECK_CU(cuMemAlloc(&d, std::max<size_t>(b.initial.size(), 1)));
     if (!b.initial.empty()) CHECK_CU(cuMemcpyHtoD(d, b.initial.data(), b.initial.size()));
     buffers.push_back(d);
   }
   CHECK_CU(cuCtxSynchronize());
+  if (!staging.go.empty() && !AwaitFile(staging.go)) {
+    std::printf("FAILED %s: %s never appeared\n", c.name.c_str(), staging.go.c_str());
+    return 1;
+  }
   const auto start = std::chrono::steady_clock::now();
-  for (const auto& launch : c->launches) {
+  for (const auto& launch : c.launches) {
     CUfunction f;
     CHECK_CU(cuModuleGetFunction(&f, module, launch.kernel.c_str()));
     std::vector<uint8_t> packed;
@@ -195,22 +217,56 @@ int Case(const std::string& name, bool bench) {
                             launch.block[1], launch.block[2], launch.dynamic_shared, nullptr,
                             nullptr, extra));
   }
+  if (!staging.ready.empty()) std::ofstream(staging.ready) << "launched\n";
   CHECK_CU(cuCtxSynchronize());
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<std::vector<uint8_t>> results;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    std::vector<uint8_t> out(c->buffers[i].initial.size());
+    std::vector<uint8_t> out(c.buffers[i].initial.size());
     if (!out.empty()) CHECK_CU(cuMemcpyDtoH(out.data(), buffers[i], out.size()));
     results.push_back(std::move(out));
   }
-  gpuvm::Status verdict = c->Verify(results);
+  gpuvm::Status verdict = c.Verify(results);
   if (!verdict.ok()) {
-    std::printf("FAILED %s: %s\n", name.c_str(), verdict.ToString().c_str());
+    std::printf("FAILED %s: %s\n", c.name.c_str(), verdict.ToString().c_str());
     return 1;
   }
+  for (CUdeviceptr d : buffers) CHECK_CU(cuMemFree(d));
+  CHECK_CU(cuModuleUnload(module));
+  return 0;
+}
+
+// `repeat` times case NAME in one context; `ready` written after the first; `staging` applies to
+// the first.
+int Case(const std::string& name, bool bench, int repeat = 1, const Staging& staging = {},
+         const std::string& ready = "") {
+  auto c = gpuvm::kernels::MakeCase(name, bench ? gpuvm::kernels::Size::kBench
+                                                : gpuvm::kernels::Size::kTest);
+  if (!c.ok()) {
+    std::printf("FAILED %s: %s\n", name.c_str(), c.status().ToString().c_str());
+    return 1;
+  }
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  double seconds = 0;
+  for (int i = 0; i < repeat; ++i) {
+    if (RunCase(*c, i == 0 ? staging : Staging{}, &seconds) != 0) return 1;
+    if (i == 0 && !ready.empty()) std::ofstream(ready) << "ran once\n";
+  }
+  if (!staging.exit.empty()) {
+    std::printf("VERIFIED %.6f\n", seconds);
+    std::fflush(stdout);
+    if (!AwaitFile(staging.exit)) {
+      std::printf("FAILED %s: %s never appeared\n", name.c_str(), staging.exit.c_str());
+      return 1;
+    }
+  }
   CHECK_CU(cuCtxDestroy(ctx));
-  std::printf("PASSED %s kernels %.6f s\n", name.c_str(), seconds);
+  if (repeat > 1) {
+    std::printf("PASSED %s x%d\n", name.c_str(), repeat);
+  } else {
+    std::printf("PASSED %s kernels %.6f s\n", name.c_str(), seconds);
+  }
   return 0;
 }
 
@@ -220,10 +276,15 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "nop") return Nop(argc > 2 ? std::atoi(argv[2]) : 10);
   if (what == "case" && argc > 2) return Case(argv[2], argc > 3 && std::string(argv[3]) == "bench");
+  if (what == "repeat" && argc > 4) return Case(argv[2], false, std::atoi(argv[3]), {}, argv[4]);
+  if (what == "staged" && argc > 6) {
+    return Case(argv[2], std::string(argv[3]) == "bench", 1, {argv[4], argv[5], argv[6]});
+  }
   if (what == "hold" && argc > 2) return Hold(argv[2]);
   if (what == "secret") return Secret();
   if (what == "snoop") return Snoop();
   std::fprintf(stderr,
-               "usage: gpuvm-pt-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n");
+               "usage: gpuvm-pt-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n"
+               "       | repeat NAME N FILE | staged NAME test|bench GO READY EXIT\n");
   return 2;
 }

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -63,7 +65,7 @@ class SimDeviceTest : public ::testing::Test {
     SimDeviceOptions options;
     options.vram_size = kVramSize;
     options.threaded = threaded;
-    options.host_memory = &host_;
+    options.host_memory = host_memory_ != nullptr ? host_memory_ : &host_;
     options.compute_engine = std::move(engine);
     options.time_slice = slice;
     options.on_channel_drained = [this](uint32_t chid) {
@@ -116,6 +118,7 @@ class SimDeviceTest : public ::testing::Test {
   }
 
   PinnedHostMemory host_;
+  gpu::HostMemory* host_memory_ = nullptr;  // what CreateDevice gives the device (null: host_)
   std::mutex drained_mu_;
   std::vector<uint32_t> drained_;
   uint8_t* host_buffer_ = nullptr;
@@ -485,6 +488,62 @@ TEST_F(SimDeviceTest, SysramDmaBothWays) {
   EXPECT_EQ(error.kind, ChannelError::Kind::kMmuFault);
   EXPECT_EQ(error.fault.va, sys_va);
   EXPECT_EQ(error.fault.reason, gf100::FaultReason::kPageNotPresent);
+}
+
+// Host memory whose next access, once armed, takes `stall` first: the engine thread stops in the
+// middle of a slice, as it does when the aggregator's process is SIGSTOPped.
+class StallingHostMemory final : public gpu::HostMemory {
+ public:
+  explicit StallingHostMemory(gpu::HostMemory* inner) : inner_(inner) {}
+  void Arm(std::chrono::milliseconds stall) { stall_ms_ = stall.count(); }
+  bool stalled() const { return stalled_; }
+  uint8_t* Translate(uint64_t bus_address, uint64_t length) override {
+    if (const int64_t ms = stall_ms_.exchange(0); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      stalled_ = true;
+    }
+    return inner_->Translate(bus_address, length);
+  }
+
+ private:
+  gpu::HostMemory* const inner_;
+  std::atomic<int64_t> stall_ms_{0};
+  std::atomic<bool> stalled_{false};
+};
+
+// A slice in which the engine did not run (here it sleeps 400 ms inside a copy) is not busy time:
+// CHAN_BUSY_US, what the scheduler charges a VM, counts at most the slice plus
+// PfifoConfig::max_slice_overrun_ns (50 ms), and the copy is done right all the same.
+TEST_F(SimDeviceTest, AStalledSliceIsNotChargedAsBusyTime) {
+  StallingHostMemory stalling(&host_);
+  host_memory_ = &stalling;
+  CreateDevice();
+  Vm* vm = driver_->CreateVm();
+  uint64_t vram_phys;
+  const uint64_t vram_va = vm->AllocMapped(0x4000, &vram_phys);
+  const uint64_t sys_va = vm->AllocVa(0x4000);
+  MapFlags sys;
+  sys.target = gf100::vm::Target::kSysramSnooped;
+  vm->Map(sys_va, kHostBus, 0x4000, sys);
+  vm->Flush();
+  const std::vector<uint8_t> data = Pattern(0x4000, 3);
+  std::memcpy(host_buffer_, data.data(), data.size());
+  Channel* ch = driver_->CreateChannel(1, vm);
+  Bind(ch, kCopySubc, gf100::kClassCopy);
+  PcopyLinear(ch, sys_va, vram_va, 0x4000);
+  stalling.Arm(std::chrono::milliseconds(400));
+  ch->Submit();
+  const auto start = std::chrono::steady_clock::now();
+  device_->RunUntilIdle();
+  const auto wall = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(device_->channel_error(1).ok()) << device_->channel_error(1).message;
+  ASSERT_TRUE(stalling.stalled());
+  ASSERT_GE(wall, std::chrono::milliseconds(400));
+  EXPECT_EQ(ReadVram(vram_phys, data.size()), data);
+  const uint64_t busy_ns = device_->channel_stats(1).busy_ns;
+  EXPECT_GT(busy_ns, 0u);
+  EXPECT_LT(busy_ns, 200'000'000u) << "the 400 ms stall was charged as busy time";
+  EXPECT_LT(Reg(pf::kChanBusyUs + 4 * 1), 200'000u);
 }
 
 TEST_F(SimDeviceTest, EngineFaultsOnReadOnlyAndSupervisorPages) {

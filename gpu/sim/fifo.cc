@@ -1,5 +1,6 @@
 #include "gpu/sim/fifo.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "gpu/hw/pgraph.h"
@@ -612,7 +613,10 @@ bool Pfifo::Step() {
     Channel::Outcome outcome = Channel::Outcome::kError;
     const uint64_t start = NowNs();
     if (!failed) outcome = channel.Run(start + config_.time_slice_ns);
-    const uint64_t elapsed = NowNs() - start;
+    // Busy time: the slice's wall time, but a stopped or starved engine thread's overrun is not
+    // GPU time (PfifoConfig::max_slice_overrun_ns).
+    const uint64_t elapsed =
+        std::min(NowNs() - start, config_.time_slice_ns + config_.max_slice_overrun_ns);
     bool drained = false;
     {
       std::lock_guard lock(*config_.register_lock);

@@ -49,6 +49,13 @@ struct PfifoConfig {
   InterruptSink* interrupts = nullptr;
   ComputeEngine* compute_engine = nullptr;
   uint64_t time_slice_ns = 1'000'000;
+  // A slice counts toward the channel's busy time (CHAN_BUSY_US) for at most time_slice_ns plus
+  // this. The engines check the slice's deadline at least every ~0.1 ms of work (a compute slice,
+  // a copy chunk), so a slice that lasted longer than that did no more work: the engine thread was
+  // not running — its process stopped (SIGSTOP, a debugger) or starved — and that is not time the
+  // GPU spent on the channel. The margin keeps ordinary preemption (milliseconds) counted as
+  // before. (our choice) 50 ms.
+  uint64_t max_slice_overrun_ns = 50'000'000;
   // SimDeviceOptions::on_channel_drained (called by Step, without the register lock).
   std::function<void(uint32_t chid)> on_channel_drained;
 };

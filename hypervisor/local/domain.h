@@ -84,6 +84,10 @@ struct LocalControlPage {
     uint64_t offset;
     uint64_t backing;
   } memory_ranges[kMaxMemoryRanges];
+  // The IOREQ server's process id while it serves (0 before and after): the guest side watches that
+  // process (a pidfd) while it waits for an answer, so a stopped device model is waited for and a
+  // dead one is noticed at once (LocalGuestIo::AwaitResponse).
+  uint32_t server_pid;
 };
 static_assert(sizeof(LocalControlPage) <= kPageSize);
 // The last cache line of the control page: the IOREQ server's busy-poll flag (u32, nonzero while

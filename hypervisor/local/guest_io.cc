@@ -15,6 +15,11 @@ uint64_t AllOnes(uint32_t size) {
   return size >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1;
 }
 
+// The tag of the server's pidfd in a vCPU's wait set (the response eventfd's is 0).
+constexpr uint32_t kServerWaitTag = 1;
+// How often a waiting vCPU looks at the control page again (for a server replaced meanwhile).
+constexpr std::chrono::milliseconds kWaitSlice{1000};
+
 }  // namespace
 
 Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& domain,
@@ -47,26 +52,83 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
   return g;
 }
 
+bool LocalGuestIo::WatchServer() {
+  const uint32_t pid = LoadShared(control()->server_pid, std::memory_order_acquire);
+  // None named (a server that withdraws answers what is in flight first): nothing to watch.
+  if (pid == 0 || watched_pid_.load(std::memory_order_acquire) == pid) return true;
+  std::lock_guard lock(watch_mu_);
+  if (watched_pid_.load(std::memory_order_relaxed) == pid) return true;
+  Result<UniqueFd> pidfd = OpenPidFd(static_cast<int>(pid));
+  if (!pidfd.ok()) {
+    if (pidfd.status().code() == StatusCode::kNotFound) return false;
+    server_pidfd_.Reset();  // no pidfds on this kernel: wait without watching
+  } else {
+    for (const UniqueFd& wait : waits_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;  // level: readable from the process's end on
+      ev.data.u32 = kServerWaitTag;
+      (void)::epoll_ctl(wait.get(), EPOLL_CTL_ADD, pidfd->get(), &ev);
+    }
+    server_pidfd_ = std::move(*pidfd);  // an old one closes, which takes it out of the sets
+  }
+  watched_pid_.store(pid, std::memory_order_release);
+  return true;
+}
+
 Result<uint64_t> LocalGuestIo::AwaitResponse(uint32_t vcpu) {
   std::optional<uint64_t> polled;
   if (polls_[vcpu].Spin([&] { return (polled = slots_->TryCollect(vcpu)).has_value(); })) {
     return *polled;
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  using std::chrono::milliseconds;
+  const auto start = std::chrono::steady_clock::now();
+  bool noted = false;
+  const auto gone = [&] {
+    return Status::Unavailable("the device model (pid " +
+                               std::to_string(watched_pid_.load(std::memory_order_relaxed)) +
+                               ") is gone; vCPU " + std::to_string(vcpu) +
+                               "'s access was not answered");
+  };
   for (;;) {
-    if (std::optional<uint64_t> data = slots_->TryCollect(vcpu)) return *data;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    if (std::optional<uint64_t> data = slots_->TryCollect(vcpu)) {
+      if (noted && note_) {
+        note_("the device model answered vCPU " + std::to_string(vcpu) + " after " +
+              std::to_string(std::chrono::duration_cast<milliseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count()) +
+              " ms");
+      }
+      return *data;
+    }
+    const auto waited =
+        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+    if (timeout_.count() > 0 && waited >= timeout_) {
       return Status::DeadlineExceeded("device model did not answer vCPU " + std::to_string(vcpu) +
                                       " within " + std::to_string(timeout_.count()) + " ms");
     }
+    if (!WatchServer()) return gone();
+    if (!noted && note_ && waited >= slow_note_) {
+      noted = true;
+      note_("the device model (pid " + std::to_string(watched_pid_.load()) +
+            ") has not answered vCPU " + std::to_string(vcpu) + " for " +
+            std::to_string(waited.count()) + " ms; it is alive (stopped or overloaded?): waiting");
+    }
+    // Wake up now and then to look at the page (a new server) and to note a slow one; the answer
+    // and the server's end wake us at once.
+    milliseconds slice = kWaitSlice;
+    if (!noted && note_) slice = std::min(slice, slow_note_ - waited);
+    if (timeout_.count() > 0) slice = std::min(slice, timeout_ - waited);
     // An edge that arrived before this wait is still queued, so a response between TryCollect and
     // here is not missed; a stale edge (a late answer we discarded) only costs one more look.
-    epoll_event ev;
-    if (::epoll_wait(waits_[vcpu].get(), &ev, 1, static_cast<int>(left.count())) < 0 &&
-        errno != EINTR) {
-      return Status::FromErrno(errno, "epoll_wait for the device model");
+    epoll_event events[2];
+    const int n = ::epoll_wait(waits_[vcpu].get(), events, 2,
+                               static_cast<int>(std::max<int64_t>(slice.count(), 1)));
+    if (n < 0 && errno != EINTR) return Status::FromErrno(errno, "epoll_wait for the device model");
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u32 != kServerWaitTag) continue;
+      // The server's process has ended; it may have answered just before.
+      if (std::optional<uint64_t> data = slots_->TryCollect(vcpu)) return *data;
+      return gone();
     }
   }
 }

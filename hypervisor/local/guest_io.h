@@ -20,15 +20,28 @@
 // close of nn 17-21 ms sleeping, 8-9 ms polling up to 100 us; docs/IPC.md, "Waiting"). On Xen the
 // vCPU blocks in the hypervisor instead; that half of the path is Xen's.
 //
-// Threading: one thread per vCPU index; different vCPU indices may be used concurrently.
+// How long to wait: as long as the device model lives. A real vCPU blocks in the hypervisor until
+// its access is answered; a local VM's device model is a process, which may be stopped (SIGSTOP, a
+// debugger, a starved host) — slow, not gone — so a vCPU waits for it however long, and tells
+// `note` once after kSlowNote (and again when the answer comes). The server publishes its process
+// id on the control page; the vCPU's wait set holds a pidfd of that process, so a device model
+// that dies ends the wait at once (Unavailable), with no timer. An optional `timeout` turns a long
+// wait into DeadlineExceeded instead (tests of a server in the same process, which cannot die
+// separately). Limit: a server pid reused by another process between the server's death and our
+// first look would be watched instead (gpuvm-vm kills its guest when the device model dies anyway).
+//
+// Threading: one thread per vCPU index; different vCPU indices may be used concurrently. set_note
+// before the first access.
 #ifndef GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_
 #define GPUVM_HYPERVISOR_LOCAL_GUEST_IO_H_
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/busy_poll.h"
@@ -41,13 +54,21 @@ namespace gpuvm::hv::local {
 
 class LocalGuestIo {
  public:
-  // `timeout`: how long an access waits for the server before failing with DeadlineExceeded (a real
-  // vCPU would wait forever; a local VM process prefers to notice a dead device model).
+  // `timeout`: zero (the default) waits while the server's process lives; else an access that has
+  // no answer after that long fails with DeadlineExceeded.
   // `busy_poll`: how long a vCPU polls for an answer before sleeping (zero: it sleeps at once).
   static constexpr std::chrono::microseconds kDefaultBusyPoll{100};
+  static constexpr std::chrono::milliseconds kSlowNote{5000};
   static Result<std::unique_ptr<LocalGuestIo>> Create(
-      const LocalDomain& domain, std::chrono::milliseconds timeout = std::chrono::seconds(10),
+      const LocalDomain& domain, std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
       std::chrono::microseconds busy_poll = kDefaultBusyPoll);
+
+  // Who hears of a slow device model (`after` without an answer) and of its answer; empty: nobody.
+  void set_note(std::function<void(const std::string&)> note,
+                std::chrono::milliseconds after = kSlowNote) {
+    note_ = std::move(note);
+    slow_note_ = after;
+  }
 
   uint32_t vcpu_count() const { return vcpus_; }
 
@@ -101,8 +122,11 @@ class LocalGuestIo {
   void ReceiveBackingsLocked();
 
   // Waits for the slot's response (or, for a slot left busy by an earlier timed-out access,
-  // discards it). DeadlineExceeded when the server does not answer in time.
+  // discards it). Unavailable when the server's process is gone; DeadlineExceeded past timeout_.
   Result<uint64_t> AwaitResponse(uint32_t vcpu);
+  // Makes every vCPU's wait set watch the process the control page names as the server (a pidfd),
+  // if it is not watched yet. False when that process no longer exists (or none is named).
+  bool WatchServer();
 
   uint32_t vcpus_ = 0;
   std::chrono::milliseconds timeout_{0};
@@ -116,6 +140,11 @@ class LocalGuestIo {
   // lean as a bare eventfd ping-pong).
   std::vector<os::UniqueFd> waits_;
   std::vector<BusyPoll> polls_;  // per vCPU, used only by that vCPU's thread
+  std::function<void(const std::string&)> note_;
+  std::chrono::milliseconds slow_note_ = kSlowNote;
+  std::mutex watch_mu_;
+  std::atomic<uint32_t> watched_pid_{0};  // the server process the wait sets watch (watch_mu_ to set)
+  UniqueFd server_pidfd_;                 // watch_mu_
 
   os::UniqueFd physmap_;
   std::mutex backings_mu_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -40,6 +41,8 @@ Result<std::unique_ptr<LocalIoreqServer>> LocalIoreqServer::Create(const LocalDo
   }
   // A fresh server starts with nothing claimed, whatever a previous server left on the page.
   s->PublishRouting();
+  os::StoreShared(s->control()->server_pid, static_cast<uint32_t>(::getpid()),
+              std::memory_order_release);
   return s;
 }
 
@@ -52,6 +55,7 @@ LocalIoreqServer::~LocalIoreqServer() {
   memory_ranges_.clear();
   PublishRouting();
   for (uint32_t v : dispatcher_->AbandonInFlight()) (void)os::SignalEventFd(responses_[v].get());
+  os::StoreShared(control()->server_pid, uint32_t{0}, std::memory_order_release);
 }
 
 void LocalIoreqServer::PublishRouting() {

@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -133,6 +137,77 @@ TEST(LocalGuestIo, ASilentDeviceModelTimesOutAndItsLateAnswerIsDiscarded) {
   server_thread.join();
   ASSERT_TRUE(value.ok()) << value.status().ToString();
   EXPECT_EQ(*value, 222u);
+}
+
+// Without a timeout a vCPU waits for its device model as long as that process lives — a stopped
+// (SIGSTOP) one included, which is slow, not gone — says so once it is slow, and gets its answer
+// when the device model continues.
+TEST(LocalGuestIo, AStoppedDeviceModelIsWaitedForAndADeadOneEndsTheWaitAtOnce) {
+  auto d = NewDomain(5, 1);
+  int sockets[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the device model: answers each read with its address, until killed
+    ::close(sockets[0]);
+    auto received = LocalDomain::ReceiveFrom(sockets[1]);
+    if (!received.ok()) ::_exit(10);
+    auto server = LocalIoreqServer::Create(**received);
+    if (!server.ok() || !(*server)->MapMmioRange(0xf0000000, 0xf0000fff).ok()) ::_exit(11);
+    for (;;) {
+      auto next = WaitForIoreq(**server, std::chrono::seconds(60));
+      if (!next.ok()) ::_exit(12);
+      if (next->has_value() && !(*server)->Complete(**next, (*next)->addr).ok()) ::_exit(13);
+    }
+  }
+  ::close(sockets[1]);
+  ASSERT_TRUE(d->SendTo(sockets[0]).ok());
+  ::close(sockets[0]);
+  auto guest = LocalGuestIo::Create(*d);  // no timeout
+  ASSERT_TRUE(guest.ok());
+  std::vector<std::string> notes;
+  std::mutex notes_mu;
+  (*guest)->set_note(
+      [&](const std::string& line) {
+        std::lock_guard lock(notes_mu);
+        notes.push_back(line);
+      },
+      std::chrono::milliseconds(200));
+  for (int i = 0; i < 500 && !(*guest)->IsMmioClaimed(0xf0000000, 4); ++i) ::usleep(2000);
+  ASSERT_TRUE((*guest)->IsMmioClaimed(0xf0000000, 4));
+  ASSERT_EQ(*(*guest)->Read(0, 0xf0000010, 4), 0xf0000010u);
+
+  // Stopped for longer than the note's 200 ms: the access waits, and is answered after the SIGCONT.
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  std::thread resume([child] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    ::kill(child, SIGCONT);
+  });
+  Result<uint64_t> late = (*guest)->Read(0, 0xf0000020, 4);
+  resume.join();
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_EQ(*late, 0xf0000020u);
+  {
+    std::lock_guard lock(notes_mu);
+    ASSERT_EQ(notes.size(), 2u);
+    EXPECT_NE(notes[0].find("has not answered vCPU 0"), std::string::npos) << notes[0];
+    EXPECT_NE(notes[0].find("pid " + std::to_string(child)), std::string::npos) << notes[0];
+    EXPECT_NE(notes[1].find("answered vCPU 0 after"), std::string::npos) << notes[1];
+  }
+
+  // Killed while the access waits (stopped first, so the access cannot be answered before): the
+  // wait ends with Unavailable, naming the device model — no timer involved.
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  std::thread killer([child] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(child, SIGKILL);
+  });
+  Result<uint64_t> dead = (*guest)->Read(0, 0xf0000030, 4);
+  killer.join();
+  EXPECT_EQ(dead.status().code(), StatusCode::kUnavailable) << dead.status().ToString();
+  EXPECT_NE(dead.status().message().find("is gone"), std::string::npos);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
 }
 
 TEST(LocalIoreqServer, AGuestRemarkingItsSlotReadyGetsNothingTwice) {

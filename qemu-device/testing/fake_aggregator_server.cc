@@ -69,6 +69,9 @@ void FakeAggregatorServer::Serve() {
     for (bool open = true; open;) {
       epoll_event events[4];
       const int n = ::epoll_wait(epoll.get(), events, 4, -1);
+      if (const int64_t stall = stall_ms_.exchange(0); stall > 0 && n > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(stall));
+      }
       for (int i = 0; i < n && open; ++i) {
         const int fd = events[i].data.fd;
         if (fd == stop_.get()) {

@@ -10,6 +10,7 @@
 #define GPUVM_QEMU_DEVICE_TESTING_FAKE_AGGREGATOR_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,9 @@ class FakeAggregatorServer {
   void Stop();
 
   void set_behaviour(Behaviour b) { behaviour_ = b; }
+  // The next time something arrives, the serving thread sleeps this long before it looks (as a
+  // SIGSTOPped aggregator would: nothing answered, nothing closed).
+  void StallNextFor(std::chrono::milliseconds stall) { stall_ms_ = stall.count(); }
   // Whether VM_ACCEPT offers the fast lane (default yes). Set before the device model connects.
   void set_offer_fast_lane(bool offer) { offer_fast_lane_ = offer; }
   bool lane_in_use() const { return lane_in_use_; }
@@ -60,6 +64,7 @@ class FakeAggregatorServer {
   std::thread thread_;
   std::atomic<Behaviour> behaviour_{Behaviour::kNormal};
   std::atomic<uint64_t> mmio_requests_{0};
+  std::atomic<int64_t> stall_ms_{0};
   std::atomic<bool> offer_fast_lane_{true};
   std::atomic<bool> lane_in_use_{false};
   std::unique_ptr<ipc::FastLane> lane_;  // serving thread only

@@ -1,6 +1,7 @@
 #include "tools/gpuvm-vm/launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -281,8 +282,6 @@ Result<int> RunVm(const VmOptions& options) {
   }
   g_guest_pid = guest;
   guest_handoff.theirs.Reset();
-  sent = domain->SendTo(guest_handoff.ours.get());
-  if (!sent.ok()) std::fprintf(stderr, "gpuvm-vm: %s\n", sent.ToString().c_str());
   if (!options.pid_file.empty()) {
     std::ofstream pids(options.pid_file + ".tmp");
     pids << "dm " << dm << "\nguest " << guest << "\n";
@@ -291,17 +290,39 @@ Result<int> RunVm(const VmOptions& options) {
   }
   log("guest pid " + std::to_string(guest) + ": " + options.argv[0]);
 
-  // 4. Supervise.
+  // 4. Supervise, and hand the domain to every program in the VM that asks for it (a shell script
+  // may run several one after another: each asks once, LocalVmGuest::FromEnvironment).
   Result<int> result = Status::Internal("unreachable");
+  Result<UniqueFd> dm_pidfd = os::OpenPidFd(dm);
+  Result<UniqueFd> guest_pidfd = os::OpenPidFd(guest);
+  int handoff = guest_handoff.ours.get();
   for (;;) {
-    int status = 0;
-    const pid_t who = ::waitpid(-1, &status, 0);
-    if (who < 0) {
-      if (errno == EINTR) continue;
-      result = Status::FromErrno(errno, "waitpid");
+    // Without pidfds (kernels before 5.3) the children are looked at every 10 ms.
+    const bool watched = dm_pidfd.ok() && guest_pidfd.ok();
+    pollfd fds[3] = {{handoff, POLLIN, 0},
+                     {dm_pidfd.ok() ? dm_pidfd->get() : -1, POLLIN, 0},
+                     {guest_pidfd.ok() ? guest_pidfd->get() : -1, POLLIN, 0}};
+    const int n = ::poll(fds, 3, watched ? -1 : 10);
+    if (n < 0 && errno != EINTR) {
+      result = Status::FromErrno(errno, "poll");
       break;
     }
-    if (who == guest) {
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      // One request, one copy of the domain. Anything readable counts as a request; what a
+      // program does with its copy is its business (all copies describe the same VM).
+      uint8_t request[16];
+      if (::recv(handoff, request, sizeof request, MSG_DONTWAIT) > 0) {
+        const Status handed = domain->SendTo(handoff);
+        if (!handed.ok()) {
+          std::fprintf(stderr, "gpuvm-vm: handing out the domain: %s\n",
+                       handed.ToString().c_str());
+        }
+      }
+    } else if (n > 0 && (fds[0].revents & (POLLHUP | POLLERR))) {
+      handoff = -1;  // no program holds the other end any more
+    }
+    int status = 0;
+    if (::waitpid(guest, &status, WNOHANG) == guest) {
       g_guest_pid = 0;
       log("guest " + Describe(status) + "; stopping the device model");
       ::kill(dm, SIGTERM);  // gpuvm-dm tears the session down: the aggregator resets the GPU
@@ -310,7 +331,7 @@ Result<int> RunVm(const VmOptions& options) {
       result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       break;
     }
-    if (who == dm) {
+    if (::waitpid(dm, &status, WNOHANG) == dm) {
       std::fprintf(stderr, "gpuvm-vm: the device model died (%s); stopping the guest\n",
                    Describe(status).c_str());
       ::kill(guest, SIGKILL);

@@ -7,12 +7,15 @@
 //      (HELLO, VM_CONFIG: refused there if the GPU is taken), hands over the guest RAM, and claims
 //      the virtual GPU's PCI function; we wait until it has;
 //   3. the guest program, with GPUVM_BUS=local and $GPUVM_LOCAL_VM_FD naming an inherited socket
-//      carrying the domain: the runtime's trapping Bus (guest-pv-driver/local_trap_bus.h) picks it
-//      up, enumerates the GPU and traps every BAR access;
+//      on which the domain is handed out: the runtime's trapping Bus
+//      (guest-pv-driver/local_trap_bus.h) asks for it, enumerates the GPU and traps every BAR
+//      access. Every request gets a copy, so the program may be a script running several GPU
+//      programs one after another (each brings its own driver, as if it loaded nouveau; two at
+//      the same time would fight over the GPU as two drivers would);
 //   4. supervision: when the guest exits, the device model is stopped (TEARDOWN: the aggregator
 //      resets the GPU before it acknowledges); when the device model dies, the guest is killed (its
-//      GPU is gone). Both children die with the launcher (PR_SET_PDEATHSIG), so a killed launcher
-//      leaves nothing holding the GPU.
+//      GPU is gone). A child that is merely stopped (SIGSTOP) is waited for. Both children die
+//      with the launcher (PR_SET_PDEATHSIG), so a killed launcher leaves nothing holding the GPU.
 //
 // Threading: RunVm runs on the calling thread and forks; call it from a process that is
 // single-threaded at the time (a parent-death signal belongs to the forking thread).
