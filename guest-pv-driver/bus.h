@@ -85,6 +85,11 @@ class Bus {
   // interrupt line; the driver then polls.
   virtual Status SetInterruptHandler(std::function<void(bool asserted)> handler) = 0;
 
+  // Whether accesses travel to a GPU elsewhere — a trap to a device model and an aggregator, or a
+  // real device behind a hypervisor — a path that can stall or go away, which the driver's long
+  // waits then probe (WaitClock, driver_impl.h). An in-process GPU: false (the default).
+  virtual bool remote() const { return false; }
+
   // Conveniences.
   uint32_t ReadReg(uint32_t offset) { return uint32_t(Read(Bar::k0, offset, Width::k32)); }
   void WriteReg(uint32_t offset, uint32_t value) { Write(Bar::k0, offset, Width::k32, value); }

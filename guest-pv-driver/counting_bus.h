@@ -19,6 +19,7 @@ class CountingBus final : public Bus {
   explicit CountingBus(Bus* inner) : inner_(inner) {}
 
   const gpu::PciIdentity& pci() const override { return inner_->pci(); }
+  bool remote() const override { return inner_->remote(); }
   uint64_t Read(Bar bar, uint64_t offset, Width width) override {
     Bump(reads_, bar);
     return inner_->Read(bar, offset, width);

@@ -190,7 +190,7 @@ void WaitClock::Step() {
 
 Result<std::chrono::nanoseconds> WaitClock::Tick() {
   Step();
-  if (waited_ - probed_at_ >= kProbeEvery) {
+  if (driver_->bus()->remote() && waited_ - probed_at_ >= kProbeEvery) {
     probed_at_ = waited_;
     // Blocks while the path to the GPU is stalled: that step is capped like any other.
     const uint32_t boot0 = driver_->bus()->ReadReg(pmc::kBoot0);

@@ -437,7 +437,8 @@ class Backoff {
 //    a poll of memory and a Backoff pause (<= 200 us), so a longer one means this thread did not
 //    run (the process was stopped, or starved).
 //  - A wait reads fences in memory and would not notice a stalled device model or aggregator, so
-//    every kProbeEvery of counted waiting it reads PMC_BOOT_0 through the bus: a stalled path
+//    on a remote bus (Bus::remote: in a VM) every kProbeEvery of counted waiting it reads
+//    PMC_BOOT_0 through the bus: a stalled path
 //    blocks that read until it resumes — one long step, counted as kMaxStep — and a GPU that is
 //    gone reads all-ones (a master abort: a device model that died) and ends the wait with
 //    Unavailable instead of a timeout.

@@ -586,6 +586,7 @@ class StallingBus final : public Bus {
   std::atomic<int> stalls{0};
 
   const gpu::PciIdentity& pci() const override { return inner_->pci(); }
+  bool remote() const override { return true; }
   uint64_t Read(Bar bar, uint64_t offset, Width width) override {
     if (bar == Bar::k0 && offset == gf100::pmc::kBoot0) {
       if (gone) return 0xffffffffu;

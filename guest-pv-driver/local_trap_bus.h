@@ -167,6 +167,7 @@ class LocalTrapBus final : public Bus {
   ~LocalTrapBus() override;
 
   const gpu::PciIdentity& pci() const override { return pci_; }
+  bool remote() const override { return true; }
   uint64_t Read(Bar bar, uint64_t offset, Width width) override;
   void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override;
   Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;

@@ -77,6 +77,7 @@ class SysfsBus final : public Bus {
   SysfsBus& operator=(const SysfsBus&) = delete;
 
   const gpu::PciIdentity& pci() const override { return pci_; }
+  bool remote() const override { return true; }  // a Xen guest's trapped BARs
   uint64_t Read(Bar bar, uint64_t offset, Width width) override;
   void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override;
   Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override;

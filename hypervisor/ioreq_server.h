@@ -81,6 +81,12 @@ class IoreqServer {
   // when the backend agrees (true), Poll() stops consuming notifications — a system call less per
   // request. Default: false, wait_fd() stays level-triggered (poll() + Poll()).
   virtual bool UseEdgeTriggeredWait() { return false; }
+  // Housekeeping besides requests (optional): a descriptor that polls readable when there is some
+  // (-1: never), and the call that does it; not OK means "stop watching the descriptor". The local
+  // backend: a guest program that attached after memory ranges were mapped (the second program of a
+  // VM) asks for their backings again on the physmap socket.
+  virtual int housekeeping_fd() const { return -1; }
+  virtual Status Housekeep() { return Status::Ok(); }
   // Answers `request` and resumes its vCPU. `read_value` is what a read returns (ignored for writes
   // and for data_is_ptr requests, whose data the server already copied to guest memory). A no-op
   // for buffered requests.

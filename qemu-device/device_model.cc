@@ -71,7 +71,8 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig
   const uint32_t server_events = server->UseEdgeTriggeredWait() ? EPOLLIN | EPOLLET : EPOLLIN;
   for (auto [fd, events, tag] :
        {std::tuple{server->wait_fd(), server_events, kServerTag},
-        std::tuple{aggregator->event_fd(), uint32_t{EPOLLIN}, kAggregatorTag}}) {
+        std::tuple{aggregator->event_fd(), uint32_t{EPOLLIN}, kAggregatorTag},
+        std::tuple{server->housekeeping_fd(), uint32_t{EPOLLIN}, kHousekeepingTag}}) {
     if (fd < 0) continue;  // an in-process aggregator has nothing to wait for
     epoll_event ev{};
     ev.events = events;
@@ -487,17 +488,21 @@ Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
   // then, so a guest that keeps the busy poll fed does not pay a system call per access, nor starve
   // interrupts for longer than kEventCheckInterval.
   bool aggregator_ready = false;
+  bool housekeeping = false;
   const auto now = std::chrono::steady_clock::now();
   if (!next || now - last_wait_ >= kEventCheckInterval) {
     last_wait_ = now;
-    epoll_event events[2];
+    epoll_event events[3];
     const int wait_ms = next ? 0
                         : deferred_bar_events_.empty()
                             ? static_cast<int>(timeout.count())
                             : 1;  // a deferred BAR_MAP is tried again soon
-    const int n = ::epoll_wait(wait_.get(), events, 2, wait_ms);
+    const int n = ::epoll_wait(wait_.get(), events, 3, wait_ms);
     if (n < 0 && errno != EINTR) return Status::FromErrno(errno, "device model epoll_wait");
-    for (int i = 0; i < n; ++i) aggregator_ready |= events[i].data.u32 == kAggregatorTag;
+    for (int i = 0; i < n; ++i) {
+      aggregator_ready |= events[i].data.u32 == kAggregatorTag;
+      housekeeping |= events[i].data.u32 == kHousekeepingTag;
+    }
   }
   // Serve the guest in bounded batches so aggregator events (interrupts) are never starved.
   served_last_ = false;
@@ -512,6 +517,11 @@ Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
     served_last_ = true;
   }
   GPUVM_RETURN_IF_ERROR(ApplyDeferredBarEvents());
+  if (housekeeping && !server_->Housekeep().ok()) {
+    // Nothing more will come there (the backend said so): stop watching, or it would wake us
+    // forever.
+    (void)::epoll_ctl(wait_.get(), EPOLL_CTL_DEL, server_->housekeeping_fd(), nullptr);
+  }
   // Only when the aggregator's fd fired: events queued while we served come back through it.
   while (aggregator_ready) {
     GPUVM_ASSIGN_OR_RETURN(std::optional<AggregatorEvent> event, aggregator_->PollEvent());

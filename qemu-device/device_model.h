@@ -145,6 +145,7 @@ class DeviceModel {
   static constexpr std::chrono::microseconds kEventCheckInterval{200};
   static constexpr uint32_t kServerTag = 1;
   static constexpr uint32_t kAggregatorTag = 2;
+  static constexpr uint32_t kHousekeepingTag = 3;  // IoreqServer::housekeeping_fd
   BusyPoll busy_poll_;
   bool served_last_ = false;
   // One epoll set over the IOREQ server's wait_fd (edge-triggered when it agrees) and the

@@ -335,7 +335,7 @@ Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
       if (received.status().code() == StatusCode::kDeadlineExceeded) {
         return std::optional<AggregatorEvent>();
       }
-      return Break(received.status());
+      return Break(received.status().WithContext("the aggregator's socket"));
     }
     if (received->message.seq != 0 &&
         !std::holds_alternative<ipc::BarMap>(received->message.body) &&

@@ -46,7 +46,7 @@ struct IpcConnectOptions {
   // After this long without a reply, `note` hears of it (once per request), and again when the reply
   // comes; empty `note`: nobody is told.
   std::chrono::milliseconds slow_note = std::chrono::seconds(5);
-  std::function<void(const std::string&)> note;
+  std::function<void(const std::string&)> note = nullptr;
   // Move MMIO to the shared-memory fast lane when the aggregator offers it (ipc/fast_lane.h).
   bool use_fast_lane = true;
   // On the fast lane, poll the reply slot for up to this long before sleeping on the doorbell (and

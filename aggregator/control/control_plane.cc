@@ -88,6 +88,17 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     options->band_hold_us = us;
     return true;
   }
+  if (flag == "--max-run-ms") {
+    const std::string v(value);
+    char* end = nullptr;
+    const long long ms = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || end != v.c_str() + v.size() || ms < 1 || ms > 3'600'000) {
+      return Status::InvalidArgument("--max-run-ms wants 1 to 3600000 milliseconds, not '" + v +
+                                     "'");
+    }
+    options->max_run_ms = ms;
+    return true;
+  }
   if (flag == "--default-share") {
     GPUVM_ASSIGN_OR_RETURN(options->default_share, ParsePercent(value));
     return true;
@@ -100,7 +111,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                                                            FILE* log) {
   std::unique_ptr<ControlPlane> p(new ControlPlane());
   p->server_ = &server;
-  p->sink_ = std::make_unique<aggregator::FvEngineSink>();
+  p->sink_ = std::make_unique<FvEngineSink>(std::chrono::milliseconds(options.max_run_ms));
   sched::DispatcherOptions dispatch;
   dispatch.scheduler.policy = options.policy;
   // Completion is polled when the GPU does not say a channel ran dry (FvEngineSink::SetWake below;

@@ -41,13 +41,16 @@ struct ControlOptions {
   std::string trace_path;
   // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
   int64_t band_hold_us = 5000;
+  // --max-run-ms: how long one submission may keep the engine from other VMs before the dispatcher
+  // moves on (FvEngineSink's max_run; counted in time the aggregator ran, not wall time).
+  int64_t max_run_ms = 5000;
 };
 
 // The control flags gpuvm-aggregator takes, for its usage text.
 inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
-    "                        [--trace-completions FILE] [--band-hold-us US]";
+    "                        [--trace-completions FILE] [--band-hold-us US] [--max-run-ms MS]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.

@@ -10,8 +10,10 @@
 //   gpuvm-pt-guest secret             fills 16 MiB of VRAM with a pattern and exits without cleaning
 //   gpuvm-pt-guest snoop              allocates 16 MiB, reads it back uninitialized, fails if any
 //                                     word of the pattern is there
-//   gpuvm-pt-guest repeat NAME N FILE case NAME N times in one context, each checked; writes FILE
-//                                     after the first (tests stop a process of the VM then)
+//   gpuvm-pt-guest repeat NAME N FILE [GO]
+//                                     case NAME N times in one context, each checked; writes FILE
+//                                     after the first and then waits (at most 300 s) for file GO
+//                                     if given (tests stop a process of the VM meanwhile)
 //   gpuvm-pt-guest staged NAME SIZE GO READY EXIT
 //                                     case NAME (SIZE test|bench) with its launches held until
 //                                     file GO exists; writes READY once they are launched, prints
@@ -239,7 +241,7 @@ int RunCase(const gpuvm::kernels::Case& c, const Staging& staging, double* secon
 // `repeat` times case NAME in one context; `ready` written after the first; `staging` applies to
 // the first.
 int Case(const std::string& name, bool bench, int repeat = 1, const Staging& staging = {},
-         const std::string& ready = "") {
+         const std::string& ready = "", const std::string& go_on = "") {
   auto c = gpuvm::kernels::MakeCase(name, bench ? gpuvm::kernels::Size::kBench
                                                 : gpuvm::kernels::Size::kTest);
   if (!c.ok()) {
@@ -252,6 +254,10 @@ int Case(const std::string& name, bool bench, int repeat = 1, const Staging& sta
   for (int i = 0; i < repeat; ++i) {
     if (RunCase(*c, i == 0 ? staging : Staging{}, &seconds) != 0) return 1;
     if (i == 0 && !ready.empty()) std::ofstream(ready) << "ran once\n";
+    if (i == 0 && !go_on.empty() && !AwaitFile(go_on)) {
+      std::printf("FAILED %s: %s never appeared\n", name.c_str(), go_on.c_str());
+      return 1;
+    }
   }
   if (!staging.exit.empty()) {
     std::printf("VERIFIED %.6f\n", seconds);
@@ -276,7 +282,9 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "nop") return Nop(argc > 2 ? std::atoi(argv[2]) : 10);
   if (what == "case" && argc > 2) return Case(argv[2], argc > 3 && std::string(argv[3]) == "bench");
-  if (what == "repeat" && argc > 4) return Case(argv[2], false, std::atoi(argv[3]), {}, argv[4]);
+  if (what == "repeat" && argc > 4) {
+    return Case(argv[2], false, std::atoi(argv[3]), {}, argv[4], argc > 5 ? argv[5] : "");
+  }
   if (what == "staged" && argc > 6) {
     return Case(argv[2], std::string(argv[3]) == "bench", 1, {argv[4], argv[5], argv[6]});
   }
@@ -285,6 +293,6 @@ int main(int argc, char** argv) {
   if (what == "snoop") return Snoop();
   std::fprintf(stderr,
                "usage: gpuvm-pt-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n"
-               "       | repeat NAME N FILE | staged NAME test|bench GO READY EXIT\n");
+               "       | repeat NAME N FILE [GO] | staged NAME test|bench GO READY EXIT\n");
   return 2;
 }

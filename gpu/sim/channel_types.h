@@ -123,7 +123,9 @@ enum class MethodStatus : uint8_t {
 
 // Per-channel accounting, for the scheduler's GPU-time bookkeeping and the benchmark.
 struct ChannelStats {
-  uint64_t busy_ns = 0;  // wall time the device spent running this channel
+  // Wall time the device spent running this channel, each slice counted up to its budget plus
+  // PfifoConfig::max_slice_overrun_ns (an engine thread that was stopped did no work).
+  uint64_t busy_ns = 0;
   uint64_t engine_busy_ns[gf100::pfifo::kEngineSlots] = {};  // of which on each engine
   uint64_t ib_entries = 0;
   uint64_t methods = 0;

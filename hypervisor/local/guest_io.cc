@@ -1,6 +1,7 @@
 #include "hypervisor/local/guest_io.h"
 
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -34,6 +35,10 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
       g->region_.data() + kIoreqSlotsPage * kPageSize, g->vcpus_);
   GPUVM_ASSIGN_OR_RETURN(g->irq_, os::DuplicateFd(domain.irq_fd()));
   GPUVM_ASSIGN_OR_RETURN(g->physmap_, os::DuplicateFd(domain.physmap_guest_fd()));
+  // Ask for the memory-range backings the server already sent (to an earlier program of this VM):
+  // it sends them again (LocalIoreqServer::Housekeep). Best effort: without them accesses trap.
+  const uint8_t ask = 'B';
+  (void)::send(g->physmap_.get(), &ask, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   for (uint32_t v = 0; v < g->vcpus_; ++v) {
     GPUVM_ASSIGN_OR_RETURN(os::UniqueFd request, os::DuplicateFd(domain.request_fd(v)));
     GPUVM_ASSIGN_OR_RETURN(os::UniqueFd response, os::DuplicateFd(domain.response_fd(v)));

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,10 @@ Result<std::unique_ptr<LocalIoreqServer>> LocalIoreqServer::Create(const LocalDo
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   GPUVM_ASSIGN_OR_RETURN(s->irq_, os::DuplicateFd(domain.irq_fd()));
   GPUVM_ASSIGN_OR_RETURN(s->physmap_, os::DuplicateFd(domain.physmap_server_fd()));
+  // Never block on the guest side: a full socket fails a send instead (the range keeps trapping).
+  if (::fcntl(s->physmap_.get(), F_SETFL, ::fcntl(s->physmap_.get(), F_GETFL) | O_NONBLOCK) != 0) {
+    return Status::FromErrno(errno, "physmap socket O_NONBLOCK");
+  }
   for (uint32_t v = 0; v < s->vcpus_; ++v) {
     GPUVM_ASSIGN_OR_RETURN(os::UniqueFd request, os::DuplicateFd(domain.request_fd(v)));
     GPUVM_ASSIGN_OR_RETURN(os::UniqueFd response, os::DuplicateFd(domain.response_fd(v)));
@@ -180,17 +185,39 @@ Status LocalIoreqServer::MapMemoryRange(uint64_t first, uint64_t last,
       return Status::ResourceExhausted("too many distinct memory backings");
     }
     GPUVM_ASSIGN_OR_RETURN(os::UniqueFd copy, os::DuplicateFd(backing.fd));
-    // The message: backing id and size; the guest side checks both against the descriptor.
-    uint64_t message[2] = {id, uint64_t(st.st_size)};
-    const int fds[1] = {copy.get()};
-    GPUVM_RETURN_IF_ERROR(
-        os::SendWithFds(physmap_.get(), {reinterpret_cast<const uint8_t*>(message), sizeof message},
-                        fds)
-            .WithContext("physmap socket"));
-    backings_.push_back(Backing{uint64_t(st.st_dev), uint64_t(st.st_ino), std::move(copy)});
+    backings_.push_back(
+        Backing{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), std::move(copy)});
+    if (Status sent = SendBacking(id); !sent.ok()) {
+      backings_.pop_back();
+      return sent;
+    }
   }
   memory_ranges_.push_back({first, last, backing.offset, id});
   PublishRouting();
+  return Status::Ok();
+}
+
+Status LocalIoreqServer::SendBacking(size_t id) {
+  // The message: backing id and size; the guest side checks both against the descriptor.
+  const uint64_t message[2] = {id, backings_[id].size};
+  const int fds[1] = {backings_[id].fd.get()};
+  return SendWithFds(physmap_.get(), {reinterpret_cast<const uint8_t*>(message), sizeof message},
+                     fds)
+      .WithContext("physmap socket");
+}
+
+Status LocalIoreqServer::Housekeep() {
+  bool asked = false;
+  for (int i = 0; i < 64; ++i) {  // bounded: a guest writing without pause cannot keep us here
+    uint8_t request[16];
+    const ssize_t n = ::recv(physmap_.get(), request, sizeof request, MSG_DONTWAIT);
+    if (n == 0) return Status::Unavailable("no guest side left on the physmap socket");
+    if (n < 0) break;  // drained (EAGAIN), or nothing to read
+    asked = true;
+  }
+  // Again, all of them (duplicates are ignored on the guest side); a full socket only costs that
+  // guest its direct accesses.
+  for (size_t id = 0; asked && id < backings_.size(); ++id) (void)SendBacking(id);
   return Status::Ok();
 }
 

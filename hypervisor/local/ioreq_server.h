@@ -9,7 +9,8 @@
 //
 // Memory ranges (BAR remap): MapMemoryRange publishes the range on the control page and, the first
 // time a backing memfd is used, sends a duplicate of it over the domain's physmap socket; the guest
-// side maps each backing once and routes accesses inside a memory range straight to it. A backing
+// side maps each backing once and routes accesses inside a memory range straight to it. A guest
+// side created later asks on that socket, and Housekeep sends every backing again. A backing
 // must be a memfd sealed against shrinking (so no peer can make a mapping of it fault) that holds
 // the whole range. At most kMaxMemoryBackings distinct backings per server.
 //
@@ -53,6 +54,11 @@ class LocalIoreqServer : public IoreqServer {
     edge_triggered_waiter_ = true;
     return true;
   }
+  // The physmap socket: a guest side that attached late asks there for the backings (LocalGuestIo);
+  // Housekeep sends every backing again (never blocking: a guest that does not read only loses its
+  // own direct accesses). Unavailable once no guest side is left to ask.
+  int housekeeping_fd() const override { return physmap_.get(); }
+  Status Housekeep() override;
   Status Complete(const IoRequest& request, uint64_t read_value) override;
   Status SetPciIntxLevel(const Sbdf& sbdf, uint8_t pin, bool asserted) override;
   Status InjectMsi(uint64_t address, uint32_t data) override;
@@ -80,8 +86,11 @@ class LocalIoreqServer : public IoreqServer {
   os::UniqueFd physmap_;  // our end of the physmap socket pair
   struct Backing {
     uint64_t device = 0, inode = 0;  // identity of the memfd
+    uint64_t size = 0;
     os::UniqueFd fd;
   };
+  // Sends backing `id` on the physmap socket (non-blocking).
+  Status SendBacking(size_t id);
   std::vector<Backing> backings_;  // index = id on the control page
   std::vector<LocalControlPage::MemoryRange> memory_ranges_;
 };

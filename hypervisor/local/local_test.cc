@@ -505,5 +505,40 @@ TEST(LocalMemoryRanges, AccessesInsideARangeReachTheBackingWithoutTrapping) {
   EXPECT_FALSE((*guest)->AccessMemory(kBase, buffer, 8, false));
 }
 
+// The next program of a VM (a guest side created after the ranges were mapped, when the earlier
+// one took the backings off the physmap socket) asks for them; the server's Housekeep sends them
+// again, and that program's accesses reach the backing without trapping too.
+TEST(LocalMemoryRanges, AGuestSideCreatedLaterGetsTheBackingsAgain) {
+  auto d = NewDomain();
+  auto server = LocalIoreqServer::Create(*d);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_GE((*server)->housekeeping_fd(), 0);
+  auto backing = CreateSealedMemfd("backing", kPageSize);
+  ASSERT_TRUE(backing.ok());
+  auto bytes = SharedMapping::Map(backing->get(), 0, kPageSize, true);
+  ASSERT_TRUE(bytes.ok());
+  StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x40), 0x5eed5eedu);
+  constexpr uint64_t kBase = 0xe0000000;
+  ASSERT_TRUE((*server)->MapMmioRange(kBase, kBase + 0xfff).ok());
+  ASSERT_TRUE((*server)->MapMemoryRange(kBase, kBase + 0xfff, {backing->get(), 0}).ok());
+  uint32_t value = 0;
+  {
+    auto first = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE((*first)->AccessMemory(kBase + 0x40, &value, 4, false));
+    EXPECT_EQ(value, 0x5eed5eedu);
+  }
+  auto second = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE((*second)->AccessMemory(kBase + 0x40, &value, 4, false))
+      << "the first one took the backing";
+  pollfd asked{(*server)->housekeeping_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&asked, 1, 5000), 1) << "the new guest side asked";
+  ASSERT_TRUE((*server)->Housekeep().ok());
+  value = 0;
+  ASSERT_TRUE((*second)->AccessMemory(kBase + 0x40, &value, 4, false));
+  EXPECT_EQ(value, 0x5eed5eedu);
+}
+
 }  // namespace
 }  // namespace gpuvm::hv::local
