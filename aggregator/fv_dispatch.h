@@ -87,8 +87,8 @@ class FvEngineSink final : public sched::SubmissionSink {
  private:
   struct Running {
     Submission submission;
-    sched::TimePoint last_poll;  // Start, then each Poll
-    sched::Duration ran{0};      // since Start, gaps between polls capped at kMaxPollGap
+    sched::TimePoint last_poll;     // Start, then each Poll
+    sched::Duration ran{0};         // since Start, gaps between polls capped at kMaxPollGap
     uint32_t busy_us_at_start = 0;  // CHAN_BUSY_US of its physical channel at Start
     bool bound_at_start = false;    // its physical channel was in CHAN_TABLE at Start
   };

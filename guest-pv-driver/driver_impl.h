@@ -357,7 +357,7 @@ class Channel::Impl {
   // No lock needed. `clock`: the wait's clock (null: a fresh one).
   Status WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout,
                       WaitClock* clock = nullptr);
-  void Reclaim();                                                            // mu_ held
+  void Reclaim();  // mu_ held
   // Copy commands for [src, src + bytes) -> [dst, ...), appended to `pb`.
   void EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes);
   Status CheckUsable() const;

@@ -625,7 +625,8 @@ class StallingBus final : public Bus {
 
 // A wait does not count time in which the path to the GPU was stalled (WaitClock): a 2 s wait on
 // a channel that is blocked until the GPU "resumes" survives a 3 s stall of the bus, which its
-// probe of PMC_BOOT_0 sits in; and a GPU that is gone ends even an unlimited wait, with Unavailable.
+// probe of PMC_BOOT_0 sits in; and a GPU that is gone ends even an unlimited wait, with
+// Unavailable.
 TEST_F(GuestDriverTest, WaitsDoNotCountAStalledBus) {
   driver_.reset();
   StallingBus bus(gpu_->bus());
@@ -643,7 +644,8 @@ TEST_F(GuestDriverTest, WaitsDoNotCountAStalledBus) {
   auto f = ch->Memset32Async(a->va, 42, 1);
   ASSERT_TRUE(f.ok());
   auto* semaphore = reinterpret_cast<uint32_t*>((*ev)->impl()->slot().host);
-  bus.Arm(std::chrono::seconds(3), [semaphore] { __atomic_store_n(semaphore, 5u, __ATOMIC_RELEASE); });
+  bus.Arm(std::chrono::seconds(3),
+          [semaphore] { __atomic_store_n(semaphore, 5u, __ATOMIC_RELEASE); });
   const auto start = std::chrono::steady_clock::now();
   Status waited = ch->Wait(*f, std::chrono::seconds(2));
   EXPECT_TRUE(waited.ok()) << waited.ToString();

@@ -98,8 +98,8 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::FromEnvironment() {
   // (one after another: a shell script's) gets its own (tools/gpuvm-vm/launcher.h).
   const uint8_t request = 'D';
   if (::send(static_cast<int>(fd), &request, 1, MSG_NOSIGNAL) != 1) {
-    return Status::FromErrno(errno, std::string("asking for the VM's domain on $") +
-                                        kLocalVmFdVariable);
+    return Status::FromErrno(errno,
+                             std::string("asking for the VM's domain on $") + kLocalVmFdVariable);
   }
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalDomain> domain,
                          hv::local::LocalDomain::ReceiveFrom(static_cast<int>(fd)));

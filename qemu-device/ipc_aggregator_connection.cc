@@ -47,9 +47,9 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
     }
     c->lane_wait_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
     if (!c->lane_wait_.valid()) return Status::FromErrno(errno, "epoll_create1");
-    for (auto [fd, events] : {std::pair{lane->doorbell(ipc::FastLane::Side::kDeviceModel),
-                                        uint32_t{EPOLLIN | EPOLLET}},
-                              std::pair{c->channel_.fd(), uint32_t{EPOLLIN}}}) {
+    for (auto [fd, events] :
+         {std::pair{lane->doorbell(ipc::FastLane::Side::kDeviceModel), uint32_t{EPOLLIN | EPOLLET}},
+          std::pair{c->channel_.fd(), uint32_t{EPOLLIN}}}) {
       epoll_event ev{};
       ev.events = events;
       ev.data.fd = fd;
@@ -97,10 +97,9 @@ Result<int> IpcAggregatorConnection::NextWait(ReplyWait& wait) {
   using std::chrono::milliseconds;
   const auto waited = duration_cast<milliseconds>(std::chrono::steady_clock::now() - wait.start);
   if (timeout_.count() > 0 && waited >= timeout_) {
-    return Break(Status::DeadlineExceeded("the aggregator did not answer " +
-                                          std::string(wait.what) + " within " +
-                                          std::to_string(timeout_.count()) +
-                                          " ms (its socket is still open)"));
+    return Break(Status::DeadlineExceeded(
+        "the aggregator did not answer " + std::string(wait.what) + " within " +
+        std::to_string(timeout_.count()) + " ms (its socket is still open)"));
   }
   if (!wait.noted && note_ && waited >= slow_note_) {
     wait.noted = true;

@@ -3,13 +3,13 @@
 // connection. Notifications and requests from the aggregator that arrive while we wait for a reply
 // (INTERRUPT, BAR_MAP, TEARDOWN) are queued for PollEvent(); PING is answered on the spot.
 //
-// Waiting for a reply: as long as the aggregator's socket is open, we wait — a stopped or overloaded
-// aggregator (SIGSTOP, a debugger, a starved host) is slow, not gone, and its VMs resume where they
-// were when it comes back. The aggregator gone is its socket closing (the kernel closes it when the
-// process dies), which every wait watches, the fast lane's included: that ends the wait at once
-// (Unavailable). After `slow_note` without a reply `note` is told once (which request, for how
-// long), and again when the reply comes. An optional hard `timeout` (gpuvm-dm --reply-timeout-ms)
-// turns a long wait into DeadlineExceeded instead.
+// Waiting for a reply: as long as the aggregator's socket is open, we wait — a stopped or
+// overloaded aggregator (SIGSTOP, a debugger, a starved host) is slow, not gone, and its VMs resume
+// where they were when it comes back. The aggregator gone is its socket closing (the kernel closes
+// it when the process dies), which every wait watches, the fast lane's included: that ends the wait
+// at once (Unavailable). After `slow_note` without a reply `note` is told once (which request, for
+// how long), and again when the reply comes. An optional hard `timeout` (gpuvm-dm
+// --reply-timeout-ms) turns a long wait into DeadlineExceeded instead.
 //
 // A reply that does not come within that timeout, a closed socket, or anything that breaks the
 // protocol, breaks the connection for good: every later call fails with that error and the device
@@ -43,8 +43,8 @@ struct IpcConnectOptions {
   // A reply not there after this long breaks the connection (DeadlineExceeded). Zero, the default:
   // wait while the aggregator's socket is open, however long.
   std::chrono::milliseconds timeout{0};
-  // After this long without a reply, `note` hears of it (once per request), and again when the reply
-  // comes; empty `note`: nobody is told.
+  // After this long without a reply, `note` hears of it (once per request), and again when the
+  // reply comes; empty `note`: nobody is told.
   std::chrono::milliseconds slow_note = std::chrono::seconds(5);
   std::function<void(const std::string&)> note = nullptr;
   // Move MMIO to the shared-memory fast lane when the aggregator offers it (ipc/fast_lane.h).

@@ -157,7 +157,8 @@ TEST_F(IpcConnectionTest, AnAggregatorThatGoesAwayEndsTheWaitAtOnce) {
   while (server_->mmio_requests() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_->Stop();  // the serving thread returns: the connection's socket closes
   // Generous: without watching the socket the call would wait forever.
-  for (int i = 0; i < 3000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 3000 && !done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (!done) {
     server_.reset();  // unreachable unless the test fails; the reader stays blocked
     reader.detach();

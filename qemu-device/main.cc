@@ -5,8 +5,9 @@
 // options: --sbdf ssss:bb:dd.f  --name NAME  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
 //          --domain-fd FD (local: receive the domain over this inherited socket instead of the
 //          daemon)  --guest-ram-mib N (the RAM announced to the aggregator; default: every frame)
-//          --reply-timeout-ms N (give up on a reply after N ms; default: wait while the aggregator's
-//          socket is open — a stopped aggregator is waited for, a dead one is noticed at once)
+//          --reply-timeout-ms N (give up on a reply after N ms; default: wait while the
+//          aggregator's socket is open — a stopped aggregator is waited for, a dead one is noticed
+//          at once)
 //
 // It serves the VM's IOREQ server until the aggregator ends the session, the connection breaks, or
 // it gets SIGTERM/SIGINT; then it prints its trap counters and exits (0 after an orderly end).

@@ -41,10 +41,20 @@ class StallIntegrationTest : public gpuvm::process_testing::AggregatorProcessTes
  protected:
   Process Vm(const std::string& mode, const std::string& name,
              const std::vector<std::string>& program) {
-    std::vector<std::string> argv = {GPUVM_VM_BIN, "--aggregator", socket_,    "--dm",
-                                     GPUVM_DM_BIN, "--ram-mib",    "256",      "--mode",
-                                     mode,         "--name",       name,       "--pid-file",
-                                     dir_ + "/" + name + ".pids", "--"};
+    std::vector<std::string> argv = {GPUVM_VM_BIN,
+                                     "--aggregator",
+                                     socket_,
+                                     "--dm",
+                                     GPUVM_DM_BIN,
+                                     "--ram-mib",
+                                     "256",
+                                     "--mode",
+                                     mode,
+                                     "--name",
+                                     name,
+                                     "--pid-file",
+                                     dir_ + "/" + name + ".pids",
+                                     "--"};
     argv.insert(argv.end(), program.begin(), program.end());
     return Process::Start(argv, dir_ + "/" + name);
   }
@@ -95,19 +105,20 @@ class StallIntegrationTest : public gpuvm::process_testing::AggregatorProcessTes
 TEST_F(StallIntegrationTest, StoppedProcessesResumeAndNobodyIsChargedThePause) {
   // max_run above the long kernel's own time on a loaded host (~5 s here), and below the pause: a
   // max_run counted in wall time would expire over the pause.
-  StartAggregator("stall", {"--vram-mib", "512", "--compute-workers", "2", "--max-run-ms", "12000"});
+  StartAggregator("stall",
+                  {"--vram-mib", "512", "--compute-workers", "2", "--max-run-ms", "12000"});
   const std::string guest = GPUVM_GUEST_BIN;
   std::ofstream(dir_ + "/now") << "go\n";
   // dmstop runs madd once, waits for dmstop.go, then three more times; gueststop launches its madd
   // and says so right away: each is stopped there, mid-run.
   Process dmstop = Vm("fv-optimized", "dmstop",
                       {guest, "repeat", "madd", "4", dir_ + "/dmstop.ready", dir_ + "/dmstop.go"});
-  Process gueststop = Vm("fv-optimized", "gueststop",
-                         {guest, "staged", "madd", "test", dir_ + "/now", dir_ + "/gueststop.ready",
-                          dir_ + "/exit"});
-  Process longvm = Vm("fv-optimized", "long",
-                      {guest, "staged", "loop", "bench", dir_ + "/go", dir_ + "/long.ready",
-                       dir_ + "/exit"});
+  Process gueststop = Vm(
+      "fv-optimized", "gueststop",
+      {guest, "staged", "madd", "test", dir_ + "/now", dir_ + "/gueststop.ready", dir_ + "/exit"});
+  Process longvm =
+      Vm("fv-optimized", "long",
+         {guest, "staged", "loop", "bench", dir_ + "/go", dir_ + "/long.ready", dir_ + "/exit"});
   Process twice = Vm("fv-optimized", "twice", TwoPrograms());
 
   // The device model of one VM stops (its guest's next accesses wait for it) and the guest program

@@ -130,10 +130,10 @@ inline constexpr uint32_t kStatePending = 1u << 28;
 // CHAN_BUSY_US[chid] (read-only): microseconds the software GPU spent running that channel (its
 // pushbuffer and the copy / compute work it started), a wrapping 32-bit counter updated at the end
 // of each of the channel's time slices (each counting at most its budget plus a margin: time the
-// engine thread was stopped is not the channel's; sim::PfifoConfig); writes are ignored. Consumers take differences (the
-// aggregator's dispatcher charges a submission the difference between its start and its
-// completion). Placed in PFIFO's 0x3800-0x39ff, where envytools' gf100_pfifo.xml documents no
-// register (CHAN_TABLE ends at 0x33ff). A driver for a real card must not rely on it.
+// engine thread was stopped is not the channel's; sim::PfifoConfig); writes are ignored. Consumers
+// take differences (the aggregator's dispatcher charges a submission the difference between its
+// start and its completion). Placed in PFIFO's 0x3800-0x39ff, where envytools' gf100_pfifo.xml
+// documents no register (CHAN_TABLE ends at 0x33ff). A driver for a real card must not rely on it.
 inline constexpr uint32_t kChanBusyUs = 0x003800;  // + 4 * chid
 
 // ---- PSUBFIFO (command fetch units, PBDMA) ----

@@ -89,18 +89,17 @@ Result<uint64_t> LocalGuestIo::AwaitResponse(uint32_t vcpu) {
   const auto start = std::chrono::steady_clock::now();
   bool noted = false;
   const auto gone = [&] {
-    return Status::Unavailable("the device model (pid " +
-                               std::to_string(watched_pid_.load(std::memory_order_relaxed)) +
-                               ") is gone; vCPU " + std::to_string(vcpu) +
-                               "'s access was not answered");
+    return Status::Unavailable(
+        "the device model (pid " + std::to_string(watched_pid_.load(std::memory_order_relaxed)) +
+        ") is gone; vCPU " + std::to_string(vcpu) + "'s access was not answered");
   };
   for (;;) {
     if (std::optional<uint64_t> data = slots_->TryCollect(vcpu)) {
       if (noted && note_) {
         note_("the device model answered vCPU " + std::to_string(vcpu) + " after " +
-              std::to_string(std::chrono::duration_cast<milliseconds>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count()) +
+              std::to_string(
+                  std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start)
+                      .count()) +
               " ms");
       }
       return *data;

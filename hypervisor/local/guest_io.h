@@ -9,10 +9,10 @@
 // not trap; it reads or writes the backing memfd, which the server sent over the physmap socket and
 // which is mapped here once, whole, on first use (the local stand-in for a p2m entry that points at
 // device memory). Aligned accesses of 1/2/4/8 bytes are single atomic loads/stores, as on a bus.
-// Only one LocalGuestIo per domain at a time should use memory ranges (the first to read the physmap
-// socket gets the backings); one created later (the next program of the VM) asks the server to send
-// them again. An access whose backing is not here falls back to trapping, which the device model
-// still serves.
+// Only one LocalGuestIo per domain at a time should use memory ranges (the first to read the
+// physmap socket gets the backings); one created later (the next program of the VM) asks the server
+// to send them again. An access whose backing is not here falls back to trapping, which the device
+// model still serves.
 //
 // Waiting for an answer: a vCPU polls its slot for up to `busy_poll` (adaptive, busy_poll.h) before
 // it sleeps on its response eventfd — the local stand-in for KVM's halt-polling. A trapped access
@@ -144,8 +144,9 @@ class LocalGuestIo {
   std::function<void(const std::string&)> note_;
   std::chrono::milliseconds slow_note_ = kSlowNote;
   std::mutex watch_mu_;
-  std::atomic<uint32_t> watched_pid_{0};  // the server process the wait sets watch (watch_mu_ to set)
-  UniqueFd server_pidfd_;                 // watch_mu_
+  std::atomic<uint32_t> watched_pid_{
+      0};                  // the server process the wait sets watch (watch_mu_ to set)
+  UniqueFd server_pidfd_;  // watch_mu_
 
   os::UniqueFd physmap_;
   std::mutex backings_mu_;

@@ -2,8 +2,8 @@
 // the daemon's defences, grant lifetimes, and a guest's view of a slow or dead device model.
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "hypervisor/local/domain.h"

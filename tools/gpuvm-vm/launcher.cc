@@ -314,8 +314,7 @@ Result<int> RunVm(const VmOptions& options) {
       if (::recv(handoff, request, sizeof request, MSG_DONTWAIT) > 0) {
         const Status handed = domain->SendTo(handoff);
         if (!handed.ok()) {
-          std::fprintf(stderr, "gpuvm-vm: handing out the domain: %s\n",
-                       handed.ToString().c_str());
+          std::fprintf(stderr, "gpuvm-vm: handing out the domain: %s\n", handed.ToString().c_str());
         }
       }
     } else if (n > 0 && (fds[0].revents & (POLLHUP | POLLERR))) {
