@@ -36,18 +36,12 @@ std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
   return v;
 }
 
-// A Bus that forwards to another but can lie about chosen BAR0 registers.
-class LyingBus final : public Bus {
+// A Bus that forwards everything to another; tests override what they change.
+class ForwardingBus : public Bus {
  public:
-  explicit LyingBus(Bus* inner) : inner_(inner) {}
-  std::map<uint64_t, uint32_t> lies;
-
+  explicit ForwardingBus(Bus* inner) : inner_(inner) {}
   const gpu::PciIdentity& pci() const override { return inner_->pci(); }
   uint64_t Read(Bar bar, uint64_t offset, Width width) override {
-    if (bar == Bar::k0) {
-      auto it = lies.find(offset);
-      if (it != lies.end()) return it->second;
-    }
     return inner_->Read(bar, offset, width);
   }
   void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override {
@@ -62,12 +56,30 @@ class LyingBus final : public Bus {
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
     return inner_->MapDma(host, length);
   }
+  Status SetInterruptHandler(std::function<void(bool)> handler) override {
+    return inner_->SetInterruptHandler(std::move(handler));
+  }
+
+ protected:
+  Bus* const inner_;
+};
+
+// Lies about chosen BAR0 registers, and has no interrupt line.
+class LyingBus final : public ForwardingBus {
+ public:
+  using ForwardingBus::ForwardingBus;
+  std::map<uint64_t, uint32_t> lies;
+
+  uint64_t Read(Bar bar, uint64_t offset, Width width) override {
+    if (bar == Bar::k0) {
+      auto it = lies.find(offset);
+      if (it != lies.end()) return it->second;
+    }
+    return inner_->Read(bar, offset, width);
+  }
   Status SetInterruptHandler(std::function<void(bool)>) override {
     return Status::Unimplemented("no interrupt line");
   }
-
- private:
-  Bus* inner_;
 };
 
 class GuestDriverTest : public ::testing::Test {
@@ -575,9 +587,9 @@ TEST_F(GuestDriverTest, WaitTimesOutOnABlockedChannelAndRecovers) {
 // A Bus whose PMC_BOOT_0 reads, once armed, block for a while and then run `resume` — what a
 // trapping bus does while the device model or the aggregator behind it is stopped — or, once
 // `gone`, read all-ones (a device model that died).
-class StallingBus final : public Bus {
+class StallingBus final : public ForwardingBus {
  public:
-  explicit StallingBus(Bus* inner) : inner_(inner) {}
+  using ForwardingBus::ForwardingBus;
   void Arm(std::chrono::milliseconds stall, std::function<void()> resume) {
     stall_ = stall;
     resume_ = std::move(resume);
@@ -585,7 +597,6 @@ class StallingBus final : public Bus {
   std::atomic<bool> gone{false};
   std::atomic<int> stalls{0};
 
-  const gpu::PciIdentity& pci() const override { return inner_->pci(); }
   bool remote() const override { return true; }
   uint64_t Read(Bar bar, uint64_t offset, Width width) override {
     if (bar == Bar::k0 && offset == gf100::pmc::kBoot0) {
@@ -598,27 +609,8 @@ class StallingBus final : public Bus {
     }
     return inner_->Read(bar, offset, width);
   }
-  void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override {
-    inner_->Write(bar, offset, width, value);
-  }
-  Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override {
-    return inner_->ReadBlock(bar, offset, dst, length);
-  }
-  Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override {
-    return inner_->WriteBlock(bar, offset, src, length);
-  }
-  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
-    return inner_->MapDma(host, length);
-  }
-  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override {
-    return inner_->AllocDma(length);
-  }
-  Status SetInterruptHandler(std::function<void(bool)> handler) override {
-    return inner_->SetInterruptHandler(std::move(handler));
-  }
 
  private:
-  Bus* inner_;
   std::chrono::milliseconds stall_{0};
   std::function<void()> resume_;  // the waiting thread only
 };

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "aggregator/fv_gpu.h"
 #include "gpu/hw/pfifo.h"
@@ -38,6 +39,23 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
  private:
   aggregator::Aggregator* const aggregator_;
 };
+
+namespace {
+
+// A whole number of `unit` from `min` to `max` for `flag`.
+Result<int64_t> ParseWhole(std::string_view flag, std::string_view value, int64_t min, int64_t max,
+                           const char* unit) {
+  const std::string v(value);
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || end != v.c_str() + v.size() || n < min || n > max) {
+    return Status::InvalidArgument(std::string(flag) + " wants " + std::to_string(min) + " to " +
+                                   std::to_string(max) + " " + unit + ", not '" + v + "'");
+  }
+  return int64_t{n};
+}
+
+}  // namespace
 
 Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                                 ControlOptions* options) {
@@ -78,25 +96,13 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     return true;
   }
   if (flag == "--band-hold-us") {
-    const std::string v(value);
-    char* end = nullptr;
-    const long long us = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || end != v.c_str() + v.size() || us < 0 || us > 1'000'000) {
-      return Status::InvalidArgument("--band-hold-us wants 0 to 1000000 microseconds, not '" + v +
-                                     "'");
-    }
-    options->band_hold_us = us;
+    GPUVM_ASSIGN_OR_RETURN(options->band_hold_us,
+                           ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
     return true;
   }
   if (flag == "--max-run-ms") {
-    const std::string v(value);
-    char* end = nullptr;
-    const long long ms = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || end != v.c_str() + v.size() || ms < 1 || ms > 3'600'000) {
-      return Status::InvalidArgument("--max-run-ms wants 1 to 3600000 milliseconds, not '" + v +
-                                     "'");
-    }
-    options->max_run_ms = ms;
+    GPUVM_ASSIGN_OR_RETURN(options->max_run_ms,
+                           ParseWhole(flag, value, 1, 3'600'000, "milliseconds"));
     return true;
   }
   if (flag == "--default-share") {

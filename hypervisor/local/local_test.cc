@@ -75,32 +75,41 @@ TEST(LocalDomain, AReceiverRefusesUnsealedOrMissingDescriptors) {
   EXPECT_EQ(LocalDomain::FromWire(garbage, {}).status().code(), StatusCode::kDataLoss);
 }
 
-// The whole local process model in miniature: the VM process creates the domain and hands it to a
-// device-model process, which claims a range and serves it; the VM traps into it.
-TEST(LocalDomain, ADeviceModelInAnotherProcessServesTheGuest) {
-  auto d = NewDomain(4, 2);
+// Forks a device-model process that receives `d` over a socket pair, claims 0xf0000000-0xf0000fff
+// and answers `requests` requests (-1: until killed) with the request's address plus its vCPU;
+// exit status 0 once done, 10-13 where it failed. Returns its pid after handing it the domain.
+pid_t ForkDeviceModel(const LocalDomain& d, int requests) {
   int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return -1;
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     ::close(sockets[0]);
     auto received = LocalDomain::ReceiveFrom(sockets[1]);
     if (!received.ok()) ::_exit(10);
     auto server = LocalIoreqServer::Create(**received);
     if (!server.ok() || !(*server)->MapMmioRange(0xf0000000, 0xf0000fff).ok()) ::_exit(11);
-    for (int served = 0; served < 50;) {
-      auto next = WaitForIoreq(**server, std::chrono::seconds(5));
-      if (!next.ok() || !next->has_value()) ::_exit(12);
+    for (int served = 0; requests < 0 || served < requests;) {
+      auto next = WaitForIoreq(**server, std::chrono::seconds(requests < 0 ? 60 : 5));
+      if (!next.ok() || (requests >= 0 && !next->has_value())) ::_exit(12);
+      if (!next->has_value()) continue;
       const IoRequest& r = **next;
-      if (!(*server)->Complete(r, r.addr - 0xf0000000 + r.vcpu).ok()) ::_exit(13);
+      if (!(*server)->Complete(r, r.addr + r.vcpu).ok()) ::_exit(13);
       ++served;
     }
     ::_exit(0);
   }
   ::close(sockets[1]);
-  ASSERT_TRUE(d->SendTo(sockets[0]).ok());
+  if (child > 0 && !d.SendTo(sockets[0]).ok()) ADD_FAILURE() << "handing over the domain";
   ::close(sockets[0]);
+  return child;
+}
+
+// The whole local process model in miniature: the VM process creates the domain and hands it to a
+// device-model process, which claims a range and serves it; the VM traps into it.
+TEST(LocalDomain, ADeviceModelInAnotherProcessServesTheGuest) {
+  auto d = NewDomain(4, 2);
+  const pid_t child = ForkDeviceModel(*d, 50);
+  ASSERT_GT(child, 0);
   auto guest = LocalGuestIo::Create(*d, std::chrono::seconds(5));
   ASSERT_TRUE(guest.ok());
   for (int i = 0; i < 500 && !(*guest)->IsMmioClaimed(0xf0000000, 4); ++i) ::usleep(2000);
@@ -108,7 +117,7 @@ TEST(LocalDomain, ADeviceModelInAnotherProcessServesTheGuest) {
   for (uint64_t i = 0; i < 50; ++i) {
     auto value = (*guest)->Read(i % 2, 0xf0000000 + 4 * i, 4);
     ASSERT_TRUE(value.ok()) << value.status().ToString();
-    EXPECT_EQ(*value, 4 * i + i % 2);
+    EXPECT_EQ(*value, 0xf0000000 + 4 * i + i % 2);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
@@ -144,25 +153,8 @@ TEST(LocalGuestIo, ASilentDeviceModelTimesOutAndItsLateAnswerIsDiscarded) {
 // when the device model continues.
 TEST(LocalGuestIo, AStoppedDeviceModelIsWaitedForAndADeadOneEndsTheWaitAtOnce) {
   auto d = NewDomain(5, 1);
-  int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // the device model: answers each read with its address, until killed
-    ::close(sockets[0]);
-    auto received = LocalDomain::ReceiveFrom(sockets[1]);
-    if (!received.ok()) ::_exit(10);
-    auto server = LocalIoreqServer::Create(**received);
-    if (!server.ok() || !(*server)->MapMmioRange(0xf0000000, 0xf0000fff).ok()) ::_exit(11);
-    for (;;) {
-      auto next = WaitForIoreq(**server, std::chrono::seconds(60));
-      if (!next.ok()) ::_exit(12);
-      if (next->has_value() && !(*server)->Complete(**next, (*next)->addr).ok()) ::_exit(13);
-    }
-  }
-  ::close(sockets[1]);
-  ASSERT_TRUE(d->SendTo(sockets[0]).ok());
-  ::close(sockets[0]);
+  const pid_t child = ForkDeviceModel(*d, -1);
+  ASSERT_GT(child, 0);
   auto guest = LocalGuestIo::Create(*d);  // no timeout
   ASSERT_TRUE(guest.ok());
   std::vector<std::string> notes;
