@@ -14,7 +14,7 @@
 // TwoProgramsInARowInAPtVm: the same two-programs script in a pass-through VM.
 //
 // Timings are never asserted beyond generous bounds: the pause is 15 s, and the GPU-time check
-// compares against the time the kernel took (which includes the pause) minus half the pause.
+// compares against the time the kernel took (which includes the pause) minus the pause, plus 2 s.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -158,7 +158,9 @@ TEST_F(StallIntegrationTest, StoppedProcessesResumeAndNobodyIsChargedThePause) {
   const std::string stats = Ctl({"stats", "--json"});
   const int64_t gpu_ns = VmField(stats, "long@", "gpu_time_ns");
   ASSERT_GT(gpu_ns, 0) << stats;
-  EXPECT_LT(double(gpu_ns) / 1e9, kernel_s - std::chrono::duration<double>(kPause).count() / 2)
+  // The kernel had the GPU for at most kernel_s minus the pause (the engine stopped with the
+  // aggregator); 2 s of slack for whatever else the VM ran.
+  EXPECT_LT(double(gpu_ns) / 1e9, kernel_s - std::chrono::duration<double>(kPause).count() + 2)
       << "the VM was charged the aggregator's pause (kernel " << kernel_s << " s)\n"
       << stats;
   EXPECT_NE(stats.find("\"poll_errors\":0"), std::string::npos)
