@@ -117,7 +117,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                                                            FILE* log) {
   std::unique_ptr<ControlPlane> p(new ControlPlane());
   p->server_ = &server;
-  p->sink_ = std::make_unique<FvEngineSink>(std::chrono::milliseconds(options.max_run_ms));
+  p->sink_ =
+      std::make_unique<aggregator::FvEngineSink>(std::chrono::milliseconds(options.max_run_ms));
   sched::DispatcherOptions dispatch;
   dispatch.scheduler.policy = options.policy;
   // Completion is polled when the GPU does not say a channel ran dry (FvEngineSink::SetWake below;

@@ -58,17 +58,17 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
 }
 
 bool LocalGuestIo::WatchServer() {
-  const uint32_t pid = LoadShared(control()->server_pid, std::memory_order_acquire);
+  const uint32_t pid = os::LoadShared(control()->server_pid, std::memory_order_acquire);
   // None named (a server that withdraws answers what is in flight first): nothing to watch.
   if (pid == 0 || watched_pid_.load(std::memory_order_acquire) == pid) return true;
   std::lock_guard lock(watch_mu_);
   if (watched_pid_.load(std::memory_order_relaxed) == pid) return true;
-  Result<UniqueFd> pidfd = OpenPidFd(static_cast<int>(pid));
+  Result<os::UniqueFd> pidfd = os::OpenPidFd(static_cast<int>(pid));
   if (!pidfd.ok()) {
     if (pidfd.status().code() == StatusCode::kNotFound) return false;
     server_pidfd_.Reset();  // no pidfds on this kernel: wait without watching
   } else {
-    for (const UniqueFd& wait : waits_) {
+    for (const os::UniqueFd& wait : waits_) {
       epoll_event ev{};
       ev.events = EPOLLIN;  // level: readable from the process's end on
       ev.data.u32 = kServerWaitTag;

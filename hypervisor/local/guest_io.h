@@ -146,7 +146,7 @@ class LocalGuestIo {
   std::mutex watch_mu_;
   std::atomic<uint32_t> watched_pid_{
       0};                  // the server process the wait sets watch (watch_mu_ to set)
-  UniqueFd server_pidfd_;  // watch_mu_
+  os::UniqueFd server_pidfd_;  // watch_mu_
 
   os::UniqueFd physmap_;
   std::mutex backings_mu_;

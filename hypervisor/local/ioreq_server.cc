@@ -201,8 +201,8 @@ Status LocalIoreqServer::SendBacking(size_t id) {
   // The message: backing id and size; the guest side checks both against the descriptor.
   const uint64_t message[2] = {id, backings_[id].size};
   const int fds[1] = {backings_[id].fd.get()};
-  return SendWithFds(physmap_.get(), {reinterpret_cast<const uint8_t*>(message), sizeof message},
-                     fds)
+  return os::SendWithFds(physmap_.get(),
+                         {reinterpret_cast<const uint8_t*>(message), sizeof message}, fds)
       .WithContext("physmap socket");
 }
 

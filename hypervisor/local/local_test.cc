@@ -505,11 +505,11 @@ TEST(LocalMemoryRanges, AGuestSideCreatedLaterGetsTheBackingsAgain) {
   auto server = LocalIoreqServer::Create(*d);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_GE((*server)->housekeeping_fd(), 0);
-  auto backing = CreateSealedMemfd("backing", kPageSize);
+  auto backing = os::CreateSealedMemfd("backing", kPageSize);
   ASSERT_TRUE(backing.ok());
-  auto bytes = SharedMapping::Map(backing->get(), 0, kPageSize, true);
+  auto bytes = os::SharedMapping::Map(backing->get(), 0, kPageSize, true);
   ASSERT_TRUE(bytes.ok());
-  StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x40), 0x5eed5eedu);
+  os::StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x40), 0x5eed5eedu);
   constexpr uint64_t kBase = 0xe0000000;
   ASSERT_TRUE((*server)->MapMmioRange(kBase, kBase + 0xfff).ok());
   ASSERT_TRUE((*server)->MapMemoryRange(kBase, kBase + 0xfff, {backing->get(), 0}).ok());
