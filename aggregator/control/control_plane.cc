@@ -36,6 +36,11 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
     return out;
   }
 
+  Result<std::string> IssueVmToken(uint16_t domid) override {
+    GPUVM_ASSIGN_OR_RETURN(ipc::VmToken token, aggregator_->vm_tokens().Issue(domid));
+    return ipc::FormatVmToken(token);
+  }
+
  private:
   aggregator::Aggregator* const aggregator_;
 };

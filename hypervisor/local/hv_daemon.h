@@ -11,8 +11,13 @@
 // It serves a unix SOCK_SEQPACKET socket (hv_protocol.h) from one thread, either inside a process
 // (Start(), as tests and the launcher do) or as the program gpuvm-local-hvd.
 //
-// Trust: clients declare their domain id in Hello; the local backend is not a security boundary
-// between processes of one user (docs/HYPERVISOR.md). Still, every message is parsed as untrusted,
+// Trust: only the daemon's own user and root may connect (SO_PEERCRED, checked on accept; anyone
+// else gets a reply with seq 0 and PermissionDenied, then the connection closes: the local backend
+// has no other user boundary, docs/SECURITY.md). Clients declare their domain id in Hello; the
+// local backend is not a security boundary between processes of one user (docs/HYPERVISOR.md). A
+// connection that has not said Hello within hello_timeout is closed (told so), and at most
+// max_pending such connections exist — a new one pushes out the oldest — so idle connections
+// cannot fill the max_clients slots the VMs need. Still, every message is parsed as untrusted,
 // non-dom0 clients may only write the store below /local/domain/<id>/ and may not touch the domain
 // registry, quotas bound what one client can allocate, and a client that sends garbage or stops
 // reading its events is disconnected (its watches, ports and registered domains go with it).
@@ -22,6 +27,7 @@
 #ifndef GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
 #define GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,9 +43,13 @@ namespace gpuvm::hv::local {
 
 struct HvDaemonLimits {
   size_t max_clients = 256;
+  size_t max_pending = 16;  // connections that have not said Hello yet
+  std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
   size_t max_store_nodes = 65536;
   size_t max_watches_per_client = 256;
   uint32_t max_ports_per_domain = 4096;
+  // Who may connect; empty: the daemon's effective uid and root.
+  std::vector<uid_t> allowed_uids;
 };
 
 class LocalHvDaemon {
@@ -61,6 +71,10 @@ class LocalHvDaemon {
   LocalHvDaemon() = default;
 
   void Accept();
+  // Tells a client why with a reply of seq 0 (its Call returns that status), then drops it.
+  void DropTelling(Client& client, const Status& why);
+  // Closes clients that did not say Hello in time; true while some have not yet.
+  bool ExpirePending();
   // Handles one message; a non-OK result disconnects the client.
   Status Serve(Client& client);
   Status Dispatch(Client& client, const HvMessage& message, std::vector<os::UniqueFd>& fds);
