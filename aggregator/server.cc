@@ -181,22 +181,12 @@ bool AggregatorServer::MayConnect(uid_t uid) const {
 }
 
 bool AggregatorServer::RefusalLogBudget() {
-  const auto now = std::chrono::steady_clock::now();
-  if (now - log_window_ >= std::chrono::seconds(1)) {
-    if (unlogged_refusals_ != 0) {
-      Log("%llu more refused or dropped connections were not logged",
-          (unsigned long long)unlogged_refusals_);
-    }
-    log_window_ = now;
-    logged_in_window_ = 0;
-    unlogged_refusals_ = 0;
+  uint64_t left_out = 0;
+  if (!refusal_log_.Allow(&left_out)) return false;
+  if (left_out != 0) {
+    Log("(%llu more refused or dropped connections were not logged)", (unsigned long long)left_out);
   }
-  if (logged_in_window_ < 10) {
-    ++logged_in_window_;
-    return true;
-  }
-  ++unlogged_refusals_;
-  return false;
+  return true;
 }
 
 void AggregatorServer::Accept() {

@@ -38,6 +38,7 @@
 
 #include "aggregator/aggregator.h"
 #include "aggregator/session.h"
+#include "base/log_rate_limit.h"
 #include "base/os.h"
 
 namespace gpuvm::aggregator {
@@ -119,9 +120,7 @@ class AggregatorServer {
   uint64_t refused_peers_ = 0;
   uint64_t evicted_pending_ = 0;
   std::vector<uid_t> allowed_uids_;
-  std::chrono::steady_clock::time_point log_window_;
-  int logged_in_window_ = 0;
-  uint64_t unlogged_refusals_ = 0;
+  LogRateLimit refusal_log_;
 };
 
 }  // namespace gpuvm::aggregator

@@ -77,6 +77,15 @@ class AggregatorSessionTest : public ::testing::Test {
     ASSERT_EQ(s.state(), Session::State::kActive);
   }
 
+  // GUEST_MEMORY with a sealed 1 MiB memfd, as Config() announces; its reply.
+  ipc::Message AttachRam(Session& s) {
+    auto ram = os::CreateSealedMemfd("ram", 1ull << 20);
+    EXPECT_TRUE(ram.ok());
+    std::vector<UniqueFd> fds;
+    if (ram.ok()) fds.push_back(std::move(*ram));
+    return Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds));
+  }
+
   static const ipc::Error* AsError(const ipc::Message& m) {
     return std::get_if<ipc::Error>(&m.body);
   }
@@ -90,14 +99,7 @@ TEST_F(AggregatorSessionTest, FullConversation) {
   Session s(aggregator_.get(), "test");
   Handshake(s);
   EXPECT_EQ(aggregator_->vm_count(), 1u);
-
-  auto ram = os::CreateSealedMemfd("ram", 1ull << 20);
-  ASSERT_TRUE(ram.ok());
-  std::vector<UniqueFd> fds;
-  fds.push_back(std::move(*ram));
-  EXPECT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(
-      Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds))
-          .body));
+  EXPECT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(AttachRam(s).body));
 
   ipc::Message ack = Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 1, gf100::pbus::kPraminBase, 0x77});
   EXPECT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(ack.body));
@@ -304,13 +306,7 @@ TEST_F(AggregatorSessionTest, EstablishedOnlyOnceItsGuestMemoryIsAttached) {
   Handshake(s);
   EXPECT_TRUE(s.authenticated());
   EXPECT_FALSE(s.established()) << "admitted, but the server's handshake deadline still runs";
-  auto ram = os::CreateSealedMemfd("ram", 1ull << 20);
-  ASSERT_TRUE(ram.ok());
-  std::vector<UniqueFd> fds;
-  fds.push_back(std::move(*ram));
-  ASSERT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(
-      Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds))
-          .body));
+  ASSERT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(AttachRam(s).body));
   EXPECT_TRUE(s.established());
 }
 

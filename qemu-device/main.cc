@@ -127,7 +127,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
 }
 
 Status Serve(const Options& o) {
-  // The token first: it is read once and the descriptor closed, so the guest never inherits it.
+  // The token first: read once, and its descriptor closed at once.
   Result<ipc::VmToken> token = Status::Internal("no token source");
   if (o.token_fd >= 0) {
     token = ReadVmTokenFromFd(o.token_fd);

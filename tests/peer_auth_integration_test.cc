@@ -94,23 +94,9 @@ std::string InChildAs(const OtherUser& who, const std::function<std::string()>& 
 // A program run as `who`, its output in files (opened before it drops root).
 Process StartAs(const OtherUser& who, const std::vector<std::string>& argv,
                 const std::string& log_prefix) {
-  Process p;
-  p.out_path = log_prefix + ".out";
-  p.err_path = log_prefix + ".err";
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  for (std::string& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    ::dup2(::open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
-    ::dup2(::open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
-    ::setpgid(0, 0);
+  return Process::Start(argv, log_prefix, [&who] {
     if (!BecomeInChild(who)) ::_exit(126);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  return p;
+  });
 }
 
 ipc::VmConfig FvConfig(uint16_t domid, const std::string& name) {
@@ -249,6 +235,9 @@ TEST_F(PeerAuthTest, AnotherUserIsRefusedOnTheControlSocketAndCannotStartAVm) {
   EXPECT_NE(vm.err().find("cannot get the VM's token"), std::string::npos) << vm.Logs();
   EXPECT_NE(vm.err().find("PermissionDenied"), std::string::npos) << vm.Logs();
   EXPECT_EQ(List().find("intruder"), std::string::npos);
+  EXPECT_NE(AggregatorLog().find("control: refused uid " + std::to_string(nobody->uid)),
+            std::string::npos)
+      << AggregatorLog();
 }
 
 TEST_F(PeerAuthTest, AnotherUserIsRefusedByTheHypervisorDaemon) {
@@ -277,6 +266,8 @@ TEST_F(PeerAuthTest, AnotherUserIsRefusedByTheHypervisorDaemon) {
   ::kill(hvd.pid, SIGTERM);
   EXPECT_TRUE(hvd.Wait(30s)) << hvd.Logs();
   EXPECT_EQ(hvd.exit_code(), 0) << hvd.Logs();
+  EXPECT_NE(hvd.err().find("refused uid " + std::to_string(nobody->uid)), std::string::npos)
+      << hvd.Logs();
 }
 
 TEST_F(PeerAuthTest, ADeviceModelWithoutItsVmsTokenIsRefused) {

@@ -14,12 +14,14 @@ constexpr uint64_t kListenTag = ~uint64_t{0};
 
 }  // namespace
 
-Result<std::unique_ptr<ControlServer>> ControlServer::Create(
-    const std::string& path, ControlService* service, size_t max_clients,
-    std::chrono::milliseconds idle_timeout) {
+Result<std::unique_ptr<ControlServer>> ControlServer::Create(const std::string& path,
+                                                             ControlService* service,
+                                                             ControlServerOptions options) {
   if (service == nullptr) return Status::InvalidArgument("control server needs a service");
-  if (max_clients == 0) return Status::InvalidArgument("control server needs a client slot");
-  std::unique_ptr<ControlServer> s(new ControlServer(path, service, max_clients, idle_timeout));
+  if (options.max_clients == 0) {
+    return Status::InvalidArgument("control server needs a client slot");
+  }
+  std::unique_ptr<ControlServer> s(new ControlServer(path, service, std::move(options)));
   GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(path));
   s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
@@ -55,13 +57,13 @@ void ControlServer::MakeRoom() {
   const Clock::time_point now = Clock::now();
   std::vector<int> idle;
   for (const auto& [fd, client] : clients_) {
-    if (now - client.last_active >= idle_timeout_) idle.push_back(fd);
+    if (now - client.last_active >= options_.idle_timeout) idle.push_back(fd);
   }
   for (int fd : idle) {
     ++evicted_clients_;
     Close(fd);
   }
-  if (clients_.size() < max_clients_) return;
+  if (clients_.size() < options_.max_clients) return;
   auto oldest = clients_.begin();
   for (auto it = clients_.begin(); it != clients_.end(); ++it) {
     if (it->second.last_active < oldest->second.last_active) oldest = it;
@@ -77,12 +79,19 @@ void ControlServer::Accept() {
     Result<os::PeerCredentials> peer = os::PeerCredentialsOf(client.get());
     if (!peer.ok() || (peer->uid != ::geteuid() && peer->uid != 0)) {
       ++refused_peers_;
-      const std::string reply = FormatReply(Reply{
-          Status::PermissionDenied(
-              (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer")) +
-              " may not control this aggregator: only its user (uid " +
-              std::to_string(::geteuid()) + ") or root may"),
-          ""});
+      const Status why = Status::PermissionDenied(
+          (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer")) +
+          " may not control this aggregator: only its user (uid " + std::to_string(::geteuid()) +
+          ") or root may");
+      uint64_t left_out = 0;
+      if (options_.log && refusal_log_.Allow(&left_out)) {
+        if (left_out != 0) {
+          options_.log("(" + std::to_string(left_out) + " more refused peers were not logged)");
+        }
+        options_.log("refused " + (peer.ok() ? DescribePeer(*peer) : std::string("a peer")) + ": " +
+                     why.message());
+      }
+      const std::string reply = FormatReply(Reply{why, ""});
       os::SendPartingMessage(
           client.get(), std::span(reinterpret_cast<const uint8_t*>(reply.data()), reply.size()));
       continue;  // closed

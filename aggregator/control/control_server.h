@@ -21,20 +21,29 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "aggregator/control/service.h"
+#include "base/log_rate_limit.h"
 #include "base/os.h"
 
 namespace gpuvm::control {
 
+struct ControlServerOptions {
+  size_t max_clients = 16;
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds(10);
+  // Refused peers, at most 10 lines a second; empty: nowhere.
+  std::function<void(const std::string&)> log;
+};
+
 class ControlServer {
  public:
-  static Result<std::unique_ptr<ControlServer>> Create(
-      const std::string& path, ControlService* service, size_t max_clients = 16,
-      std::chrono::milliseconds idle_timeout = std::chrono::seconds(10));
+  static Result<std::unique_ptr<ControlServer>> Create(const std::string& path,
+                                                       ControlService* service,
+                                                       ControlServerOptions options = {});
   ~ControlServer();
 
   int fd() const { return epoll_.get(); }
@@ -53,23 +62,19 @@ class ControlServer {
     os::UniqueFd fd;
     Clock::time_point last_active;
   };
-  ControlServer(std::string path, ControlService* service, size_t max_clients,
-                std::chrono::milliseconds idle_timeout)
-      : path_(std::move(path)),
-        service_(service),
-        max_clients_(max_clients),
-        idle_timeout_(idle_timeout) {}
+  ControlServer(std::string path, ControlService* service, ControlServerOptions options)
+      : path_(std::move(path)), service_(service), options_(std::move(options)) {}
   void Accept();
   void ServeClient(int fd);
   void Close(int fd);
-  // Closes clients idle past idle_timeout_, and when all slots are still taken the one idle
+  // Closes clients idle past options_.idle_timeout, and when all slots are still taken the one idle
   // longest.
   void MakeRoom();
 
   const std::string path_;
   ControlService* const service_;
-  const size_t max_clients_;
-  const std::chrono::milliseconds idle_timeout_;
+  const ControlServerOptions options_;
+  LogRateLimit refusal_log_;
   os::UniqueFd listen_;
   os::UniqueFd epoll_;
   std::map<int, Client> clients_;

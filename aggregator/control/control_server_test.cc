@@ -90,7 +90,7 @@ class ControlServerLimitsTest : public ::testing::Test {
 // 16 slots; 40 connections that never send anything cannot keep the operator out: each newcomer
 // takes the slot of the client idle longest, and one with its request in is answered at once.
 TEST_F(ControlServerLimitsTest, IdleClientsCannotLockTheOperatorOut) {
-  Result<std::unique_ptr<ControlServer>> server = ControlServer::Create(path_, service_.get(), 16);
+  Result<std::unique_ptr<ControlServer>> server = ControlServer::Create(path_, service_.get());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::vector<os::UniqueFd> idle;
   for (int i = 0; i < 40; ++i) {
@@ -112,9 +112,15 @@ TEST_F(ControlServerLimitsTest, IdleClientsCannotLockTheOperatorOut) {
   EXPECT_GE(closed, 24u);
 }
 
+ControlServerOptions QuickToIdle() {
+  ControlServerOptions o;
+  o.idle_timeout = std::chrono::milliseconds(20);
+  return o;
+}
+
 TEST_F(ControlServerLimitsTest, ClientsIdlePastTheTimeoutAreClosed) {
   Result<std::unique_ptr<ControlServer>> server =
-      ControlServer::Create(path_, service_.get(), 16, std::chrono::milliseconds(20));
+      ControlServer::Create(path_, service_.get(), QuickToIdle());
   ASSERT_TRUE(server.ok());
   Result<os::UniqueFd> idle = os::ConnectSeqpacket(path_);
   ASSERT_TRUE(idle.ok());

@@ -108,12 +108,13 @@ void LocalHvDaemon::Accept() {
     Result<os::PeerCredentials> peer = os::PeerCredentialsOf(fd.get());
     const auto& allowed = limits_.allowed_uids;
     if (!peer.ok() || std::find(allowed.begin(), allowed.end(), peer->uid) == allowed.end()) {
-      const std::vector<uint8_t> refusal = EncodeHvReply(
-          0, Status::PermissionDenied(
-                 (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("a peer")) +
-                 " may not use this local hypervisor daemon: it serves uid " +
-                 std::to_string(::geteuid()) + " and root (docs/SECURITY.md)"));
-      os::SendPartingMessage(fd.get(), refusal);
+      const Status why = Status::PermissionDenied(
+          (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("a peer")) +
+          " may not use this local hypervisor daemon: it serves uid " +
+          std::to_string(::geteuid()) + " and root (docs/SECURITY.md)");
+      os::SendPartingMessage(fd.get(), EncodeHvReply(0, why));
+      LogRefusal("refused " + (peer.ok() ? os::DescribePeer(*peer) : std::string("a peer")) + ": " +
+                 why.message());
       continue;
     }
     size_t pending = 0;
@@ -145,8 +146,16 @@ void LocalHvDaemon::Accept() {
   }
 }
 
+void LocalHvDaemon::LogRefusal(const std::string& line) {
+  uint64_t left_out = 0;
+  if (!log_ || !refusal_log_.Allow(&left_out)) return;
+  if (left_out != 0) log_("(" + std::to_string(left_out) + " more refusals were not logged)");
+  log_(line);
+}
+
 void LocalHvDaemon::DropTelling(Client& client, const Status& why) {
   if (client.dead) return;
+  LogRefusal("dropped " + os::DescribePeer(client.peer) + ": " + why.message());
   os::SendPartingMessage(client.fd.get(), EncodeHvReply(0, why));
   client.dead = true;
 }

@@ -28,12 +28,14 @@
 #define GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/log_rate_limit.h"
 #include "base/os.h"
 #include "base/status.h"
 #include "hypervisor/local/domain.h"
@@ -59,6 +61,8 @@ class LocalHvDaemon {
   ~LocalHvDaemon();
 
   const std::string& path() const { return path_; }
+  // Where refused and dropped peers are noted (at most 10 lines a second); before Start()/Run().
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   // Serves on a background thread until Stop() or destruction.
   Status Start();
   // Serves on the calling thread until Stop().
@@ -90,6 +94,9 @@ class LocalHvDaemon {
 
   std::string path_;
   HvDaemonLimits limits_;
+  std::function<void(const std::string&)> log_;
+  LogRateLimit refusal_log_;
+  void LogRefusal(const std::string& line);
   os::UniqueFd listen_;
   os::UniqueFd stop_;
   std::thread thread_;

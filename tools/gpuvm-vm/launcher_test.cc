@@ -90,13 +90,19 @@ std::thread ControlSocketIssuingOneToken(const std::string& aggregator, std::str
   });
 }
 
-TEST(GpuvmVmRunTest, NoTokenFromTheAggregatorMeansNoDeviceModel) {
+// A VM whose device model does not exist, against the aggregator at `aggregator`.
+VmOptions WithoutADeviceModel(const std::string& aggregator) {
   VmOptions o;
-  o.aggregator = "@gpuvm-vm-test-nobody-" + std::to_string(::getpid());
+  o.aggregator = aggregator;
+  o.domid = 77;
   o.dm_path = "/nonexistent/gpuvm-dm";
   o.ram_bytes = 64ull << 20;
   o.argv = {"/bin/true"};
-  auto result = RunVm(o);
+  return o;
+}
+
+TEST(GpuvmVmRunTest, NoTokenFromTheAggregatorMeansNoDeviceModel) {
+  auto result = RunVm(WithoutADeviceModel("@gpuvm-vm-test-nobody-" + std::to_string(::getpid())));
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
   EXPECT_NE(result.status().message().find("cannot get the VM's token"), std::string::npos)
@@ -104,14 +110,9 @@ TEST(GpuvmVmRunTest, NoTokenFromTheAggregatorMeansNoDeviceModel) {
 }
 
 TEST(GpuvmVmRunTest, AMissingDeviceModelIsReportedNotHung) {
-  VmOptions o;
-  o.aggregator = "@gpuvm-vm-test-" + std::to_string(::getpid());
-  o.domid = 77;
+  const VmOptions o = WithoutADeviceModel("@gpuvm-vm-test-" + std::to_string(::getpid()));
   std::string request;
   std::thread control = ControlSocketIssuingOneToken(o.aggregator, &request);
-  o.dm_path = "/nonexistent/gpuvm-dm";
-  o.ram_bytes = 64ull << 20;
-  o.argv = {"/bin/true"};
   auto result = RunVm(o);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
