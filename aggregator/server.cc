@@ -43,13 +43,16 @@ struct AggregatorServer::Connection {
         channel(std::move(socket)),
         session(std::make_unique<Session>(
             aggregator, "connection " + std::to_string(id) + " (" + DescribePeer(peer) + ")")),
-        accepted(std::chrono::steady_clock::now()) {}
+        step_started(std::chrono::steady_clock::now()) {}
 
   const uint64_t id;
   const os::PeerCredentials peer;
   ipc::Channel channel;
   std::unique_ptr<Session> session;
-  const std::chrono::steady_clock::time_point accepted;
+  // When the handshake's current step began (the accept, then each answer that moved it on): the
+  // deadline is the peer's to keep, not our admission's, which may take long (a Xen domain's
+  // memory mapped under TCG).
+  std::chrono::steady_clock::time_point step_started;
   bool dropped = false;
 };
 
@@ -297,7 +300,9 @@ void AggregatorServer::ServeSocket(Connection& c) {
       }
       return;
     }
+    const int step = c.session->handshake_step();
     Session::Output out = c.session->OnMessage(received->message, std::move(received->fds));
+    if (c.session->handshake_step() != step) c.step_started = std::chrono::steady_clock::now();
     for (const ipc::Message& m : out.send) Send(c, m);
     SendBarRequests(c);
     if (out.lane_opened && !c.dropped) {
@@ -400,9 +405,9 @@ void AggregatorServer::ExpireHandshakes() {
   const auto now = std::chrono::steady_clock::now();
   for (auto& [id, c] : connections_) {
     if (!c->dropped && !c->session->established() &&
-        now - c->accepted > options_.handshake_timeout) {
+        now - c->step_started > options_.handshake_timeout) {
       DropTelling(*c, Status::DeadlineExceeded(
-                          "no handshake (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY) within " +
+                          "no handshake step (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY) within " +
                           std::to_string(options_.handshake_timeout.count()) + " ms"));
     }
   }

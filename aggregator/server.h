@@ -9,8 +9,9 @@
 // charged to it. Until it has (`pending`), a connection is cheap to hold and cheap to lose: at
 // most max_pending exist, and a new one pushes out the oldest pending connection of the user that
 // holds the most (each told why), so idle or half-open connections can neither lock admission out
-// nor push out another user's. Every connection must be established (admitted and its guest
-// memory attached) within handshake_timeout of its accept, else it is told and dropped. Accepting
+// nor push out another user's. Every step of the handshake (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY)
+// must come within handshake_timeout of the previous one's answer (of the accept, for HELLO), else
+// the connection is told and dropped — with its VM, if it was admitted. Accepting
 // never waits for a peer: at most 8 connections per wakeup, each read at once if its HELLO and
 // AUTH are already there, and every socket is non-blocking.
 // One thread does all of it (Run(), or Start() for a background thread). A trapped access costs
@@ -49,8 +50,9 @@ struct ServerOptions {
   size_t max_connections = 64;
   // Connections not yet authenticated (see the file comment).
   size_t max_pending = 16;
-  // A connection that is not established (HELLO, AUTH, VM_CONFIG and GUEST_MEMORY answered) by
-  // then is dropped, so an idle, slow or silent peer cannot hold a slot, channels or VRAM.
+  // Each step of the handshake (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY) must come within this of the
+  // previous answer, else the connection is dropped: an idle, slow or silent peer holds no slot,
+  // channels or VRAM for longer.
   std::chrono::milliseconds handshake_timeout = std::chrono::seconds(5);
   // Who may connect; empty: the aggregator's effective uid and root.
   std::vector<uid_t> allowed_uids;

@@ -19,8 +19,7 @@
 // come when, what was already given) and the virtual GPU the VM-specific bounds. What each
 // violation costs:
 //   - an MMIO access the VM may not make (past its BAR, unknown vCPU): ERROR with the request's
-//   seq,
-//     counted; the session goes on (the device model answers the guest all-ones);
+//     seq, counted; the session goes on (the device model answers the guest all-ones);
 //   - a request out of turn, a refused VM, unusable memory or lane: ERROR with its seq, then close;
 //   - something only the aggregator may send (replies, INTERRUPT, BAR_MAP, ...): fatal ERROR
 //     (seq 0), then close. BAR_MAP_ACK and ERROR are accepted only as answers to our own BAR
@@ -83,6 +82,12 @@ class Session {
   bool authenticated() const { return state_ == State::kAwaitConfig || state_ == State::kActive; }
   // Admitted and its guest memory attached: the handshake is over.
   bool established() const { return state_ == State::kActive && guest_memory_; }
+  // How far the handshake got: 0 before HELLO, 1 before AUTH, 2 before VM_CONFIG, 3 before
+  // GUEST_MEMORY, 4 established (and after the session closed).
+  int handshake_step() const {
+    if (state_ == State::kActive) return guest_memory_ ? 4 : 3;
+    return state_ == State::kClosed ? 4 : static_cast<int>(state_);
+  }
   uint16_t version() const { return version_; }
   ipc::FastLane* lane() const { return lane_.get(); }
   const VmControlBlock* vm() const { return vm_; }
