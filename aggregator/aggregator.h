@@ -40,6 +40,7 @@
 #include "aggregator/guest_ram.h"
 #include "aggregator/physical_gpu.h"
 #include "aggregator/virtual_gpu.h"
+#include "aggregator/vm_tokens.h"
 #include "base/os.h"
 #include "ipc/protocol.h"
 
@@ -81,6 +82,8 @@ struct AggregatorOptions {
   FvMode fv_mode = FvMode::kNaive;
   // Where fv's notes on hostile guests go (owner thread); empty: nowhere.
   std::function<void(const std::string&)> log;
+  // The one-time tokens device models authenticate with (vm_tokens.h, docs/SECURITY.md).
+  VmTokens::Options tokens;
 };
 
 // The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument otherwise.
@@ -104,8 +107,11 @@ class Aggregator {
                                                     const AggregatorOptions& options = {});
   ~Aggregator();
 
-  // A new control block and virtual GPU for a VM, or the reason it is refused.
+  // A new control block and virtual GPU for a VM, or the reason it is refused. The caller
+  // (Session) has authenticated the device model for config.domid first (vm_tokens()).
   Result<VmControlBlock*> AdmitVm(const ipc::VmConfig& config);
+  // Who may open a VM: a token per domain, issued on the control socket, redeemed in AUTH.
+  VmTokens& vm_tokens() { return tokens_; }
   // GUEST_MEMORY: maps the VM's RAM (checking the memfd or opening the Xen domain) and gives it to
   // the virtual GPU. Once per VM.
   Status AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory& memory,
@@ -148,6 +154,7 @@ class Aggregator {
 
   std::unique_ptr<PhysicalGpu> gpu_;
   const AggregatorOptions options_;
+  VmTokens tokens_{options_.tokens};
   os::UniqueFd interrupt_fd_;
   std::map<VmId, std::unique_ptr<VmControlBlock>> vms_;
   VmId next_id_ = 1;

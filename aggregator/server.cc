@@ -2,7 +2,9 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <vector>
@@ -18,19 +20,39 @@ enum Kind : uint64_t { kSocket = 0, kLane = 1, kWatch = 2 };
 enum ServerFd : uint64_t { kListen = 0, kStop = 1, kInterrupt = 2 };
 uint64_t Tag(uint64_t id, uint64_t kind) { return id << 2 | kind; }
 
+// Connections accepted per wakeup of the listening socket: the pending ones accepted in one go
+// are read (their HELLO and AUTH) before the next batch can push any of them out.
+constexpr int kAcceptsPerWakeup = 8;
+
+std::vector<uint8_t> FatalError(const Status& why) {
+  ipc::Error e{why.code(), ""};
+  for (char ch : why.message().substr(0, ipc::kMaxErrorText)) {
+    e.text.push_back(ch >= 0x20 && ch <= 0x7e ? ch : '?');
+  }
+  Result<std::vector<uint8_t>> bytes = ipc::Encode(ipc::Message{0, std::move(e)});
+  return bytes.ok() ? std::move(*bytes) : std::vector<uint8_t>();
+}
+
 }  // namespace
 
 struct AggregatorServer::Connection {
-  Connection(uint64_t id, os::UniqueFd socket, Aggregator* aggregator)
+  Connection(uint64_t id, os::UniqueFd socket, const os::PeerCredentials& peer,
+             Aggregator* aggregator)
       : id(id),
+        peer(peer),
         channel(std::move(socket)),
-        session(std::make_unique<Session>(aggregator, "connection " + std::to_string(id))),
-        accepted(std::chrono::steady_clock::now()) {}
+        session(std::make_unique<Session>(
+            aggregator, "connection " + std::to_string(id) + " (" + DescribePeer(peer) + ")")),
+        step_started(std::chrono::steady_clock::now()) {}
 
   const uint64_t id;
+  const os::PeerCredentials peer;
   ipc::Channel channel;
   std::unique_ptr<Session> session;
-  const std::chrono::steady_clock::time_point accepted;
+  // When the handshake's current step began (the accept, then each answer that moved it on): the
+  // deadline is the peer's to keep, not our admission's, which may take long (a Xen domain's
+  // memory mapped under TCG).
+  std::chrono::steady_clock::time_point step_started;
   bool dropped = false;
 };
 
@@ -42,6 +64,8 @@ Result<std::unique_ptr<AggregatorServer>> AggregatorServer::Create(
     std::unique_ptr<Aggregator> aggregator, const ServerOptions& options) {
   if (aggregator == nullptr) return Status::InvalidArgument("no aggregator");
   std::unique_ptr<AggregatorServer> s(new AggregatorServer(std::move(aggregator), options));
+  s->allowed_uids_ = options.allowed_uids;
+  if (s->allowed_uids_.empty()) s->allowed_uids_ = {::geteuid(), 0};
   GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(options.path));
   GPUVM_ASSIGN_OR_RETURN(s->stop_, os::CreateEventFd());
   s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
@@ -105,13 +129,12 @@ Status AggregatorServer::Run() {
   Log("serving %s on %s", aggregator_->gpu().Describe().c_str(), options_.path.c_str());
   for (;;) {
     bool handshaking = false;
-    for (const auto& [id, c] : connections_) {
-      handshaking |= c->session->state() != Session::State::kActive;
-    }
+    for (const auto& [id, c] : connections_) handshaking |= !c->session->established();
     epoll_event events[32];
     const int n = ::epoll_wait(epoll_.get(), events, 32, handshaking ? 250 : -1);
     if (n < 0 && errno != EINTR) return Status::FromErrno(errno, "epoll_wait");
     bool stopping = false;
+    bool accepting = false;
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
       const uint64_t id = tag >> 2;
@@ -122,7 +145,7 @@ Status AggregatorServer::Run() {
       if (id == 0) {
         switch (tag & 3) {
           case kListen:
-            Accept();
+            accepting = true;  // after this batch's reads: see kAcceptsPerWakeup
             break;
           case kStop:
             stopping = true;
@@ -141,6 +164,7 @@ Status AggregatorServer::Run() {
         ServeSocket(*it->second);
       }
     }
+    if (accepting) Accept();
     ExpireHandshakes();
     ReapClosed();
     if (stopping) break;
@@ -155,21 +179,102 @@ Status AggregatorServer::Run() {
   return Status::Ok();
 }
 
-void AggregatorServer::Accept() {
-  os::UniqueFd socket(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-  if (!socket.valid()) return;  // the peer gave up already, or out of descriptors: try later
-  if (connections_.size() >= options_.max_connections) {
-    Log("refusing a connection: %zu already open", connections_.size());
-    return;  // closing it is the answer
+bool AggregatorServer::MayConnect(uid_t uid) const {
+  return std::find(allowed_uids_.begin(), allowed_uids_.end(), uid) != allowed_uids_.end();
+}
+
+bool AggregatorServer::RefusalLogBudget() {
+  uint64_t left_out = 0;
+  if (!refusal_log_.Allow(&left_out)) return false;
+  if (left_out != 0) {
+    Log("(%llu more refused or dropped connections were not logged)", (unsigned long long)left_out);
   }
-  const uint64_t id = next_connection_++;
-  auto c = std::make_unique<Connection>(id, std::move(socket), aggregator_.get());
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = Tag(id, kSocket);
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->channel.fd(), &ev) != 0) return;
-  ++accepted_;
-  connections_[id] = std::move(c);
+  return true;
+}
+
+void AggregatorServer::Accept() {
+  for (int i = 0; i < kAcceptsPerWakeup; ++i) {
+    os::UniqueFd socket(
+        ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!socket.valid()) return;  // nothing more, the peer gave up, or out of descriptors
+    Result<os::PeerCredentials> peer = os::PeerCredentialsOf(socket.get());
+    if (!peer.ok() || !MayConnect(peer->uid)) {
+      ++refused_peers_;
+      std::string rule = "this aggregator serves root only";
+      if (allowed_uids_.size() != 2 || allowed_uids_[0] != 0) {
+        rule = "this aggregator serves uid";
+        for (uid_t uid : allowed_uids_) rule += " " + std::to_string(uid);
+      }
+      const std::string who =
+          peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer");
+      const Status why =
+          Status::PermissionDenied(who + " may not connect: " + rule + " (docs/SECURITY.md)");
+      os::SendPartingMessage(socket.get(), FatalError(why));
+      if (RefusalLogBudget()) {
+        Log("refused %s: %s", peer.ok() ? DescribePeer(*peer).c_str() : "a peer",
+            why.message().c_str());
+      }
+      continue;
+    }
+    size_t authenticated = 0;
+    for (const auto& [id, c] : connections_) {
+      authenticated += !c->dropped && c->session->authenticated();
+    }
+    if (authenticated >= options_.max_connections) {
+      ++refused_peers_;
+      const Status why = Status::ResourceExhausted(std::to_string(authenticated) +
+                                                   " device models are connected already");
+      os::SendPartingMessage(socket.get(), FatalError(why));
+      if (RefusalLogBudget()) {
+        Log("refused %s: %s", DescribePeer(*peer).c_str(), why.message().c_str());
+      }
+      continue;
+    }
+    EvictPending();
+    const uint64_t id = next_connection_++;
+    auto c = std::make_unique<Connection>(id, std::move(socket), *peer, aggregator_.get());
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = Tag(id, kSocket);
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->channel.fd(), &ev) != 0) continue;
+    ++accepted_;
+    Connection& added = *c;
+    connections_[id] = std::move(c);
+    // A device model sends HELLO and AUTH right after connecting: often they are here already.
+    ServeSocket(added);
+  }
+}
+
+void AggregatorServer::EvictPending() {
+  std::map<uid_t, size_t> pending_of;
+  size_t pending = 0;
+  for (const auto& [id, c] : connections_) {
+    if (c->dropped || c->session->authenticated()) continue;
+    ++pending_of[c->peer.uid];
+    ++pending;
+  }
+  if (pending < options_.max_pending) return;
+  // The user holding the most pending connections loses its oldest: floods push out their own.
+  uid_t most = 0;
+  size_t most_count = 0;
+  for (const auto& [uid, count] : pending_of) {
+    if (count > most_count) {
+      most = uid;
+      most_count = count;
+    }
+  }
+  for (auto& [id, c] : connections_) {  // ids ascend with accept time: the first is the oldest
+    if (c->dropped || c->session->authenticated() || c->peer.uid != most) continue;
+    ++evicted_pending_;
+    if (RefusalLogBudget()) {
+      Log("%s: dropped before authenticating: %zu connections wait to authenticate",
+          c->session->peer().c_str(), pending);
+    }
+    DropTelling(*c, Status::ResourceExhausted(
+                        "dropped before authenticating: " + std::to_string(pending) +
+                        " newer connections wait to; a device model sends HELLO and AUTH at once"));
+    return;
+  }
 }
 
 void AggregatorServer::Send(Connection& c, const ipc::Message& message) {
@@ -187,15 +292,17 @@ void AggregatorServer::ServeSocket(Connection& c) {
       if (s.code() == StatusCode::kDeadlineExceeded) return;  // nothing more queued
       if (s.code() == StatusCode::kDataLoss) {
         // A malformed packet: say why (fatal), then hang up.
-        (void)c.channel.Send(ipc::Message{0, ipc::Error{StatusCode::kDataLoss, "malformed packet"}});
+        (void)c.channel.Send(
+            ipc::Message{0, ipc::Error{StatusCode::kDataLoss, "malformed packet"}});
         Drop(c, "malformed packet: " + s.message());
       } else {
         Drop(c, "device model disconnected");
       }
       return;
     }
-    Session::Output out =
-        c.session->OnMessage(received->message, std::move(received->fds));
+    const int step = c.session->handshake_step();
+    Session::Output out = c.session->OnMessage(received->message, std::move(received->fds));
+    if (c.session->handshake_step() != step) c.step_started = std::chrono::steady_clock::now();
     for (const ipc::Message& m : out.send) Send(c, m);
     SendBarRequests(c);
     if (out.lane_opened && !c.dropped) {
@@ -227,8 +334,8 @@ void AggregatorServer::ServeLane(Connection& c) {
     if (!m->has_value()) return;
     Result<ipc::Message> reply = c.session->OnLaneMessage(**m);
     if (!reply.ok()) {
-      (void)c.channel.Send(ipc::Message{0, ipc::Error{reply.status().code(),
-                                                       reply.status().message().substr(0, 200)}});
+      (void)c.channel.Send(ipc::Message{
+          0, ipc::Error{reply.status().code(), reply.status().message().substr(0, 200)}});
       Drop(c, "fast lane: " + reply.status().ToString());
       return;
     }
@@ -261,14 +368,22 @@ void AggregatorServer::ForwardInterrupts() {
   }
 }
 
+void AggregatorServer::DropTelling(Connection& c, const Status& why) {
+  if (c.dropped) return;
+  os::SendPartingMessage(c.channel.fd(), FatalError(why));
+  Drop(c, why.ToString());
+}
+
 void AggregatorServer::Drop(Connection& c, const std::string& why) {
   if (c.dropped) return;
   c.dropped = true;
   c.session->Close(why);  // no-op when the session closed itself; removes the VM otherwise
   const Session::Summary& summary = c.session->summary();
   if (!summary.had_vm) {
-    Log("%s: closed before a VM was admitted (%s)", c.session->peer().c_str(),
-        c.session->close_reason().c_str());
+    if (RefusalLogBudget()) {
+      Log("%s: closed before a VM was admitted (%s)", c.session->peer().c_str(),
+          c.session->close_reason().c_str());
+    }
     return;
   }
   const VmCounters& k = summary.counters;
@@ -280,17 +395,20 @@ void AggregatorServer::Drop(Connection& c, const std::string& why) {
       (unsigned long long)k.writes[0], (unsigned long long)k.writes[1],
       (unsigned long long)k.writes[2], (unsigned long long)k.refused,
       (unsigned long long)k.interrupts,
-      reset.ok() ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()
-                 : ("GPU RESET FAILED: " + reset.ToString()).c_str());
+      reset.ok()
+          ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()
+          : ("GPU RESET FAILED: " + reset.ToString()).c_str());
   if (!summary.detail.empty()) Log("%s: %s", summary.vm.c_str(), summary.detail.c_str());
 }
 
 void AggregatorServer::ExpireHandshakes() {
   const auto now = std::chrono::steady_clock::now();
   for (auto& [id, c] : connections_) {
-    if (!c->dropped && c->session->state() != Session::State::kActive &&
-        now - c->accepted > options_.handshake_timeout) {
-      Drop(*c, "no handshake within " + std::to_string(options_.handshake_timeout.count()) + " ms");
+    if (!c->dropped && !c->session->established() &&
+        now - c->step_started > options_.handshake_timeout) {
+      DropTelling(*c, Status::DeadlineExceeded(
+                          "no handshake step (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY) within " +
+                          std::to_string(options_.handshake_timeout.count()) + " ms"));
     }
   }
 }

@@ -2,6 +2,18 @@
 // (docs/IPC.md), runs one Session per connection, moves MMIO through the fast lanes, forwards the
 // GPU's interrupt line to the VMs, and drops connections that stall their handshake.
 //
+// Who may connect (docs/SECURITY.md): the peer's credentials (SO_PEERCRED) are checked on accept —
+// only the aggregator's own user and root, as on the control socket; anyone else gets a fatal
+// ERROR PermissionDenied naming the rule and is closed (logged, at most 10 lines a second). A
+// connection then authenticates with its VM's one-time token (session.h) before anything is
+// charged to it. Until it has (`pending`), a connection is cheap to hold and cheap to lose: at
+// most max_pending exist, and a new one pushes out the oldest pending connection of the user that
+// holds the most (each told why), so idle or half-open connections can neither lock admission out
+// nor push out another user's. Every step of the handshake (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY)
+// must come within handshake_timeout of the previous one's answer (of the accept, for HELLO), else
+// the connection is told and dropped — with its VM, if it was admitted. Accepting
+// never waits for a peer: at most 8 connections per wakeup, each read at once if its HELLO and
+// AUTH are already there, and every socket is non-blocking.
 // One thread does all of it (Run(), or Start() for a background thread). A trapped access costs
 // that thread one epoll_wait and one eventfd write (the lane's doorbells are edge-triggered and
 // never read back), which is the least a separate process can cost; GPU work itself runs on the
@@ -14,6 +26,8 @@
 #ifndef GPUVM_AGGREGATOR_SERVER_H_
 #define GPUVM_AGGREGATOR_SERVER_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -21,19 +35,27 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "aggregator/aggregator.h"
 #include "aggregator/session.h"
+#include "base/log_rate_limit.h"
 #include "base/os.h"
 
 namespace gpuvm::aggregator {
 
 struct ServerOptions {
   std::string path;  // the listening socket (see ipc::DefaultAggregatorSocketPath)
+  // Authenticated connections (the aggregator admits at most AggregatorOptions::max_vms VMs).
   size_t max_connections = 64;
-  // A connection that has not been admitted (HELLO + VM_CONFIG answered) by then is dropped, so an
-  // idle or slow peer cannot hold a connection slot.
+  // Connections not yet authenticated (see the file comment).
+  size_t max_pending = 16;
+  // Each step of the handshake (HELLO, AUTH, VM_CONFIG, GUEST_MEMORY) must come within this of the
+  // previous answer, else the connection is dropped: an idle, slow or silent peer holds no slot,
+  // channels or VRAM for longer.
   std::chrono::milliseconds handshake_timeout = std::chrono::seconds(5);
+  // Who may connect; empty: the aggregator's effective uid and root.
+  std::vector<uid_t> allowed_uids;
   // At most this many socket messages of one connection per wakeup (the others get their turn).
   int burst = 16;
   FILE* log = stderr;  // one line per session event; nullptr: quiet
@@ -60,6 +82,9 @@ class AggregatorServer {
   const std::string& path() const { return options_.path; }
   // Sessions ever accepted / currently open (read on the owner thread, or after Stop).
   uint64_t sessions_accepted() const { return accepted_; }
+  // Connections refused for their credentials, and pending ones pushed out by newer ones.
+  uint64_t refused_peers() const { return refused_peers_; }
+  uint64_t evicted_pending() const { return evicted_pending_; }
 
  private:
   struct Connection;
@@ -73,6 +98,13 @@ class AggregatorServer {
   void ForwardInterrupts();
   void Send(Connection& c, const ipc::Message& message);
   void Drop(Connection& c, const std::string& why);
+  // Drop, after telling the peer why with a fatal ERROR (seq 0).
+  void DropTelling(Connection& c, const Status& why);
+  // Makes room for one more pending connection, if need be by dropping one.
+  void EvictPending();
+  bool MayConnect(uid_t uid) const;
+  // At most 10 refusal lines a second; true when this one may be logged.
+  bool RefusalLogBudget();
   void ReapClosed();
   void ExpireHandshakes();
   void Log(const char* format, ...) __attribute__((format(printf, 2, 3)));
@@ -87,6 +119,10 @@ class AggregatorServer {
   std::map<uint64_t, std::function<void()>> watches_;  // AddWatch, by id
   uint64_t next_connection_ = 1;
   uint64_t accepted_ = 0;
+  uint64_t refused_peers_ = 0;
+  uint64_t evicted_pending_ = 0;
+  std::vector<uid_t> allowed_uids_;
+  LogRateLimit refusal_log_;
 };
 
 }  // namespace gpuvm::aggregator

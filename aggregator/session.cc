@@ -25,9 +25,9 @@ ipc::Error ToError(const Status& status) {
 }
 
 // The lane's doorbells must be eventfds we can signal without ever blocking: a device model could
-// pass a pipe nobody drains, or an eventfd whose counter it pushed to the brim, and our next doorbell
-// write would hang the aggregator for every VM. O_NONBLOCK is shared with the sender's descriptor,
-// which is harmless (both sides only write doorbells and wait with epoll).
+// pass a pipe nobody drains, or an eventfd whose counter it pushed to the brim, and our next
+// doorbell write would hang the aggregator for every VM. O_NONBLOCK is shared with the sender's
+// descriptor, which is harmless (both sides only write doorbells and wait with epoll).
 Status CheckDoorbell(int fd) {
   char target[64] = {};
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
@@ -72,7 +72,9 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::Unique
     out.close = true;
     return out;
   }
-  const auto reply = [&](ipc::Body body) { out.send.push_back(ipc::Message{m.seq, std::move(body)}); };
+  const auto reply = [&](ipc::Body body) {
+    out.send.push_back(ipc::Message{m.seq, std::move(body)});
+  };
   const std::string type(ipc::MessageTypeName(ipc::TypeOf(m.body)));
   const auto out_of_turn = [&] {
     Fail(out, m.seq,
@@ -120,23 +122,54 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::Unique
       // The highest version both speak.
       const uint16_t version = std::min(hello->max_version, ipc::kProtocolVersion);
       if (version < hello->min_version || version < ipc::kMinProtocolVersion) {
-        Fail(out, m.seq,
-             Status::FailedPrecondition("no common protocol version: we speak " +
-                                        std::to_string(ipc::kMinProtocolVersion) + ".." +
-                                        std::to_string(ipc::kProtocolVersion) + ", offered " +
-                                        std::to_string(hello->min_version) + ".." +
-                                        std::to_string(hello->max_version)),
-             false);
+        Fail(
+            out, m.seq,
+            Status::FailedPrecondition(
+                "no common protocol version: we speak " + std::to_string(ipc::kMinProtocolVersion) +
+                ".." + std::to_string(ipc::kProtocolVersion) + ", offered " +
+                std::to_string(hello->min_version) + ".." + std::to_string(hello->max_version) +
+                (hello->max_version < ipc::kAuthProtocolVersion
+                     ? " (version 5 authenticates device models with their VM's token: "
+                       "upgrade gpuvm-dm)"
+                     : "")),
+            false);
         return out;
       }
       version_ = version;
       reply(ipc::HelloAck{version});
+      state_ = State::kAwaitAuth;
+      return out;
+    }
+    case State::kAwaitAuth: {
+      const auto* auth = std::get_if<ipc::Auth>(&m.body);
+      if (auth == nullptr) {
+        Fail(out, m.seq,
+             Status::PermissionDenied(type + " before AUTH: a device model presents its VM's token "
+                                             "first (docs/SECURITY.md)"),
+             false);
+        return out;
+      }
+      Result<uint16_t> domid = aggregator_->vm_tokens().Redeem(auth->token);
+      if (!domid.ok()) {
+        Fail(out, m.seq, domid.status(), false);
+        return out;
+      }
+      domid_ = *domid;
+      reply(ipc::AuthAck{});
       state_ = State::kAwaitConfig;
       return out;
     }
     case State::kAwaitConfig: {
       const auto* config = std::get_if<ipc::VmConfig>(&m.body);
       if (config == nullptr) break;
+      if (config->domid != domid_) {
+        Fail(out, m.seq,
+             Status::PermissionDenied("the VM token was issued for domain " +
+                                      std::to_string(domid_) + ", not " +
+                                      std::to_string(config->domid)),
+             false);
+        return out;
+      }
       Result<VmControlBlock*> vm = aggregator_->AdmitVm(*config);
       if (!vm.ok()) {
         Fail(out, m.seq, vm.status(), false);
@@ -155,6 +188,7 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::Unique
           Fail(out, m.seq, s.WithContext("GUEST_MEMORY"), false);
           return out;
         }
+        guest_memory_ = true;
         reply(ipc::GuestMemoryAck{});
         return out;
       }
@@ -195,7 +229,8 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::Unique
   }
 
   // Requests of the device model, but out of turn.
-  if (std::holds_alternative<ipc::Hello>(m.body) || std::holds_alternative<ipc::VmConfig>(m.body) ||
+  if (std::holds_alternative<ipc::Hello>(m.body) || std::holds_alternative<ipc::Auth>(m.body) ||
+      std::holds_alternative<ipc::VmConfig>(m.body) ||
       std::holds_alternative<ipc::GuestMemory>(m.body) ||
       std::holds_alternative<ipc::FastLaneOffer>(m.body) ||
       std::holds_alternative<ipc::MmioRead>(m.body) ||
@@ -212,16 +247,12 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::Unique
 }
 
 bool Session::IsMmio(const ipc::Body& body) const {
-  if (std::holds_alternative<ipc::MmioRead>(body) || std::holds_alternative<ipc::MmioWrite>(body)) {
-    return true;
-  }
-  // Blocks and fills only in a session that negotiated them.
-  if (std::holds_alternative<ipc::MmioWriteFill>(body)) {
-    return version_ >= ipc::kFillProtocolVersion;
-  }
-  return version_ >= ipc::kBlockProtocolVersion &&
-         (std::holds_alternative<ipc::MmioWriteBlock>(body) ||
-          std::holds_alternative<ipc::MmioReadBlock>(body));
+  // Every session speaks version 5 or later, which has blocks (2) and fills (4).
+  return std::holds_alternative<ipc::MmioRead>(body) ||
+         std::holds_alternative<ipc::MmioWrite>(body) ||
+         std::holds_alternative<ipc::MmioWriteFill>(body) ||
+         std::holds_alternative<ipc::MmioWriteBlock>(body) ||
+         std::holds_alternative<ipc::MmioReadBlock>(body);
 }
 
 Result<ipc::Body> Session::Mmio(const ipc::Body& request) {
@@ -275,7 +306,8 @@ Result<ipc::Body> Session::Mmio(const ipc::Body& request) {
       ++counters.refused;
       return Status::InvalidArgument("no vCPU " + std::to_string(read->vcpu));
     }
-    Result<uint64_t> value = vm_->vgpu->Read(ToGpu(read->bar), read->offset, read->size, read->vcpu);
+    Result<uint64_t> value =
+        vm_->vgpu->Read(ToGpu(read->bar), read->offset, read->size, read->vcpu);
     if (!value.ok()) {
       ++counters.refused;
       return value.status();

@@ -2,16 +2,24 @@
 // independent of sockets (the server moves the bytes; the fuzz target and the tests drive it
 // directly).
 //
-//   await HELLO --HELLO--> await VM_CONFIG --VM_CONFIG, admitted--> active --TEARDOWN--> closed
+//   await HELLO --HELLO--> await AUTH --AUTH, a valid token--> await VM_CONFIG
+//     --VM_CONFIG of the token's domain, admitted--> active --TEARDOWN--> closed
 //
-// In `active`: GUEST_MEMORY (once), FAST_LANE (once), MMIO_READ / MMIO_WRITE and, in version 2
-// sessions, MMIO_WRITE_BLOCK / MMIO_READ_BLOCK, in version 4 MMIO_WRITE_FILL (on the socket or the
-// lane), PING at any time. Every message is untrusted: the codec has checked the wire rules; the
-// session checks the conversation (what may come when, what was already given) and the virtual GPU
-// the VM-specific bounds. What each violation costs:
+// Authentication (docs/SECURITY.md): AUTH carries the one-time token the aggregator issued for
+// one domain (Aggregator::vm_tokens()); nothing is charged to the device model before it — no VM
+// control block, channel or VRAM — and VM_CONFIG must name the token's domain. A missing, wrong,
+// used or expired token, or VM_CONFIG before AUTH, is PermissionDenied and closes the session.
+// The session is `established` once its guest memory is attached (GUEST_MEMORY): the server keeps
+// its handshake deadline until then, so a device model that was admitted and went silent does not
+// hold its channels and VRAM.
+//
+// In `active`: GUEST_MEMORY (once), FAST_LANE (once), MMIO_READ / MMIO_WRITE, MMIO_WRITE_BLOCK /
+// MMIO_READ_BLOCK and MMIO_WRITE_FILL (on the socket or the lane), PING at any time. Every message
+// is untrusted: the codec has checked the wire rules; the session checks the conversation (what may
+// come when, what was already given) and the virtual GPU the VM-specific bounds. What each
+// violation costs:
 //   - an MMIO access the VM may not make (past its BAR, unknown vCPU): ERROR with the request's
-//   seq,
-//     counted; the session goes on (the device model answers the guest all-ones);
+//     seq, counted; the session goes on (the device model answers the guest all-ones);
 //   - a request out of turn, a refused VM, unusable memory or lane: ERROR with its seq, then close;
 //   - something only the aggregator may send (replies, INTERRUPT, BAR_MAP, ...): fatal ERROR
 //     (seq 0), then close. BAR_MAP_ACK and ERROR are accepted only as answers to our own BAR
@@ -37,7 +45,7 @@ namespace gpuvm::aggregator {
 
 class Session {
  public:
-  enum class State { kAwaitHello, kAwaitConfig, kActive, kClosed };
+  enum class State { kAwaitHello, kAwaitAuth, kAwaitConfig, kActive, kClosed };
 
   Session(Aggregator* aggregator, std::string peer) : aggregator_(aggregator), peer_(peer) {}
   ~Session();
@@ -70,6 +78,16 @@ class Session {
   ipc::Message Teardown(ipc::TeardownReason reason);
 
   State state() const { return state_; }
+  // AUTH succeeded (and the session has not closed).
+  bool authenticated() const { return state_ == State::kAwaitConfig || state_ == State::kActive; }
+  // Admitted and its guest memory attached: the handshake is over.
+  bool established() const { return state_ == State::kActive && guest_memory_; }
+  // How far the handshake got: 0 before HELLO, 1 before AUTH, 2 before VM_CONFIG, 3 before
+  // GUEST_MEMORY, 4 established (and after the session closed).
+  int handshake_step() const {
+    if (state_ == State::kActive) return guest_memory_ ? 4 : 3;
+    return state_ == State::kClosed ? 4 : static_cast<int>(state_);
+  }
   uint16_t version() const { return version_; }
   ipc::FastLane* lane() const { return lane_.get(); }
   const VmControlBlock* vm() const { return vm_; }
@@ -88,7 +106,7 @@ class Session {
   const Summary& summary() const { return summary_; }
 
  private:
-  // MMIO_READ / MMIO_WRITE, in version 2 sessions the block messages, in version 4 the fill.
+  // MMIO_READ / MMIO_WRITE, the block messages and the fill.
   bool IsMmio(const ipc::Body& body) const;
   Result<ipc::Body> Mmio(const ipc::Body& request);
   void Fail(Output& out, uint32_t seq, const Status& status, bool fatal);
@@ -97,6 +115,8 @@ class Session {
   const std::string peer_;
   State state_ = State::kAwaitHello;
   uint16_t version_ = 0;          // negotiated in HELLO
+  uint16_t domid_ = 0;            // the domain AUTH's token was issued for
+  bool guest_memory_ = false;     // GUEST_MEMORY attached
   VmControlBlock* vm_ = nullptr;  // owned by the aggregator while state_ == kActive
   std::unique_ptr<ipc::FastLane> lane_;
   bool interrupt_sent_ = false;

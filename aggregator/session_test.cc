@@ -51,15 +51,39 @@ class AggregatorSessionTest : public ::testing::Test {
     return out.send.empty() ? ipc::Message{} : out.send[0];
   }
 
-  void Handshake(Session& s, uint16_t domid = 1, uint16_t max_version = 2) {
-    ASSERT_TRUE(
-        std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, max_version, "test"}).body));
+  // A token the aggregator issued for `domid`, as the control socket hands one out.
+  ipc::VmToken Token(uint16_t domid) {
+    Result<ipc::VmToken> t = aggregator_->vm_tokens().Issue(domid);
+    EXPECT_TRUE(t.ok());
+    return t.ok() ? *t : ipc::VmToken{};
+  }
+
+  // HELLO and AUTH with a token for `domid`.
+  void Authenticate(Session& s, uint16_t domid = 1) {
+    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(
+        Call(s, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "test"}).body));
+    ASSERT_EQ(s.state(), Session::State::kAwaitAuth);
+    ASSERT_TRUE(std::holds_alternative<ipc::AuthAck>(Call(s, ipc::Auth{Token(domid)}).body));
+    ASSERT_TRUE(s.authenticated());
+  }
+
+  void Handshake(Session& s, uint16_t domid = 1) {
+    Authenticate(s, domid);
     ipc::Message accept = Call(s, Config(domid));
     const auto* a = std::get_if<ipc::VmAccept>(&accept.body);
     ASSERT_NE(a, nullptr) << ipc::MessageTypeName(ipc::TypeOf(accept.body));
     EXPECT_EQ(a->flags, ipc::kAcceptWantsGuestMemory | ipc::kAcceptFastLane);
     EXPECT_EQ(a->vram_bytes, 64ull << 20);
     ASSERT_EQ(s.state(), Session::State::kActive);
+  }
+
+  // GUEST_MEMORY with a sealed 1 MiB memfd, as Config() announces; its reply.
+  ipc::Message AttachRam(Session& s) {
+    auto ram = os::CreateSealedMemfd("ram", 1ull << 20);
+    EXPECT_TRUE(ram.ok());
+    std::vector<UniqueFd> fds;
+    if (ram.ok()) fds.push_back(std::move(*ram));
+    return Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds));
   }
 
   static const ipc::Error* AsError(const ipc::Message& m) {
@@ -75,14 +99,7 @@ TEST_F(AggregatorSessionTest, FullConversation) {
   Session s(aggregator_.get(), "test");
   Handshake(s);
   EXPECT_EQ(aggregator_->vm_count(), 1u);
-
-  auto ram = os::CreateSealedMemfd("ram", 1ull << 20);
-  ASSERT_TRUE(ram.ok());
-  std::vector<UniqueFd> fds;
-  fds.push_back(std::move(*ram));
-  EXPECT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(
-      Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20}, std::move(fds))
-          .body));
+  EXPECT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(AttachRam(s).body));
 
   ipc::Message ack = Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 1, gf100::pbus::kPraminBase, 0x77});
   EXPECT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(ack.body));
@@ -136,9 +153,22 @@ TEST_F(AggregatorSessionTest, NoCommonVersionIsRefused) {
   EXPECT_TRUE(closed);
 }
 
+TEST_F(AggregatorSessionTest, DeviceModelsThatCannotAuthenticateAreToldToUpgrade) {
+  for (const uint16_t max : {1, 2, 4}) {
+    Session s(aggregator_.get(), "test");
+    bool closed = false;
+    ipc::Message m = Call(s, ipc::Hello{1, max, "old gpuvm-dm"}, {}, &closed);
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_EQ(AsError(m)->code, StatusCode::kFailedPrecondition);
+    EXPECT_NE(AsError(m)->text.find("no common protocol version"), std::string::npos);
+    EXPECT_NE(AsError(m)->text.find("upgrade gpuvm-dm"), std::string::npos) << AsError(m)->text;
+    EXPECT_TRUE(closed);
+  }
+}
+
 TEST_F(AggregatorSessionTest, NegotiatesTheHighestCommonVersion) {
   for (auto [min, max, want] :
-       {std::tuple{1, 1, 1}, std::tuple{1, 2, 2}, std::tuple{2, 9, int{ipc::kProtocolVersion}}}) {
+       {std::tuple{5, 5, 5}, std::tuple{1, 5, 5}, std::tuple{5, 9, int{ipc::kProtocolVersion}}}) {
     Session s(aggregator_.get(), "test");
     ipc::Message m = Call(s, ipc::Hello{uint16_t(min), uint16_t(max), "x"});
     ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(m.body));
@@ -150,7 +180,7 @@ TEST_F(AggregatorSessionTest, NegotiatesTheHighestCommonVersion) {
 TEST_F(AggregatorSessionTest, BlocksMoveConsecutiveElements) {
   Session s(aggregator_.get(), "test");
   Handshake(s);
-  ASSERT_EQ(s.version(), 2);
+  ASSERT_EQ(s.version(), ipc::kProtocolVersion);
   // PRAMIN window at VRAM 0x10000, then 64 bytes of it written and read back as 8 elements.
   ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(
       Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 0, gf100::pbus::kPraminBase, 1}).body));
@@ -178,8 +208,8 @@ TEST_F(AggregatorSessionTest, BlocksMoveConsecutiveElements) {
 
 TEST_F(AggregatorSessionTest, AFillStoresOneValueIntoConsecutiveElements) {
   Session s(aggregator_.get(), "test");
-  Handshake(s, 1, ipc::kFillProtocolVersion);
-  ASSERT_EQ(s.version(), ipc::kFillProtocolVersion);
+  Handshake(s, 1);
+  ASSERT_EQ(s.version(), ipc::kProtocolVersion);
   ASSERT_TRUE(std::holds_alternative<ipc::MmioWriteAck>(
       Call(s, ipc::MmioWrite{ipc::Bar::kBar0, 4, 0, gf100::pbus::kPraminBase, 1}).body));
   // 3 x 4 bytes of the PRAMIN window (BAR0: element by element, as single writes).
@@ -203,23 +233,81 @@ TEST_F(AggregatorSessionTest, AFillStoresOneValueIntoConsecutiveElements) {
   EXPECT_FALSE(closed);
 }
 
-TEST_F(AggregatorSessionTest, FillsNeedVersionFour) {
-  Session s(aggregator_.get(), "test");
-  Handshake(s, 1, 3);
+// Nothing is charged before AUTH: no VM, no channel, no VRAM. Everything but a valid token of
+// the announced domain is PermissionDenied, and the session ends.
+TEST_F(AggregatorSessionTest, NothingIsAdmittedWithoutTheVmsToken) {
+  const auto hello = [&](Session& s) {
+    ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(
+        Call(s, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "x"}).body));
+  };
+  const auto expect_denied = [&](const ipc::Message& m, bool closed, const std::string& text) {
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_EQ(AsError(m)->code, StatusCode::kPermissionDenied) << AsError(m)->text;
+    EXPECT_NE(AsError(m)->text.find(text), std::string::npos) << AsError(m)->text;
+    EXPECT_EQ(m.seq, seq_);
+    EXPECT_TRUE(closed);
+    EXPECT_EQ(aggregator_->vm_count(), 0u);
+  };
   bool closed = false;
-  ASSERT_NE(AsError(Call(s, ipc::MmioWriteFill{ipc::Bar::kBar1, 8, 1, 0, 0, 0}, {}, &closed)),
-            nullptr);
-  EXPECT_TRUE(closed);
+  {  // Straight to VM_CONFIG, as a device model of version 4 would.
+    Session s(aggregator_.get(), "no auth");
+    hello(s);
+    ipc::Message m = Call(s, Config(), {}, &closed);
+    expect_denied(m, closed, "VM_CONFIG before AUTH");
+  }
+  {  // MMIO before AUTH.
+    Session s(aggregator_.get(), "mmio");
+    hello(s);
+    ipc::Message m = Call(s, ipc::MmioRead{ipc::Bar::kBar0, 4, 0, 0}, {}, &closed);
+    expect_denied(m, closed, "before AUTH");
+  }
+  {  // A guessed token.
+    Session s(aggregator_.get(), "guess");
+    hello(s);
+    ipc::VmToken guess{};
+    guess.fill(0x17);
+    ipc::Message m = Call(s, ipc::Auth{guess}, {}, &closed);
+    expect_denied(m, closed, "unknown, used or expired");
+    EXPECT_FALSE(s.authenticated());
+  }
+  {  // Another domain's token.
+    Session s(aggregator_.get(), "other domain");
+    Authenticate(s, 5);
+    EXPECT_FALSE(s.established());
+    ipc::Message m = Call(s, Config(6), {}, &closed);
+    expect_denied(m, closed, "issued for domain 5, not 6");
+  }
+  {  // A token that opened a session already.
+    const ipc::VmToken once = Token(7);
+    Session first(aggregator_.get(), "first");
+    hello(first);
+    ASSERT_TRUE(std::holds_alternative<ipc::AuthAck>(Call(first, ipc::Auth{once}).body));
+    Session replay(aggregator_.get(), "replay");
+    hello(replay);
+    ipc::Message m = Call(replay, ipc::Auth{once}, {}, &closed);
+    expect_denied(m, closed, "unknown, used or expired");
+  }
+  {  // AUTH before HELLO, and twice.
+    Session s(aggregator_.get(), "early");
+    ipc::Message m = Call(s, ipc::Auth{Token(1)}, {}, &closed);
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_TRUE(closed);
+    Session twice(aggregator_.get(), "twice");
+    Authenticate(twice, 1);
+    m = Call(twice, ipc::Auth{Token(1)}, {}, &closed);
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_TRUE(closed);
+  }
+  EXPECT_EQ(aggregator_->vm_count(), 0u);
 }
 
-TEST_F(AggregatorSessionTest, BlocksNeedVersionTwo) {
+TEST_F(AggregatorSessionTest, EstablishedOnlyOnceItsGuestMemoryIsAttached) {
   Session s(aggregator_.get(), "test");
-  ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(s, ipc::Hello{1, 1, "old"}).body));
-  ASSERT_TRUE(std::holds_alternative<ipc::VmAccept>(Call(s, Config()).body));
-  bool closed = false;
-  ipc::Message m = Call(s, ipc::MmioReadBlock{ipc::Bar::kBar1, 8, 1, 0, 0}, {}, &closed);
-  ASSERT_NE(AsError(m), nullptr);
-  EXPECT_TRUE(closed);
+  Handshake(s);
+  EXPECT_TRUE(s.authenticated());
+  EXPECT_FALSE(s.established()) << "admitted, but the server's handshake deadline still runs";
+  ASSERT_TRUE(std::holds_alternative<ipc::GuestMemoryAck>(AttachRam(s).body));
+  EXPECT_TRUE(s.established());
 }
 
 TEST_F(AggregatorSessionTest, WhatOnlyTheAggregatorSendsIsFatal) {
@@ -323,7 +411,7 @@ TEST_F(AggregatorSessionTest, SecondPtSessionIsRefusedWithAClearError) {
   Session first(aggregator_.get(), "first");
   Handshake(first, 1);
   Session second(aggregator_.get(), "second");
-  ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(Call(second, ipc::Hello{1, 1, "x"}).body));
+  Authenticate(second, 2);
   bool closed = false;
   ipc::Message m = Call(second, Config(2), {}, &closed);
   ASSERT_NE(AsError(m), nullptr);

@@ -252,4 +252,35 @@ Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblo
   return out;
 }
 
+Result<PeerCredentials> PeerCredentialsOf(int socket) {
+  ucred cred{};
+  socklen_t length = sizeof cred;
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    return Status::FromErrno(errno, "SO_PEERCRED");
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+std::string DescribePeer(const PeerCredentials& peer) {
+  return "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ")";
+}
+
+void SendPartingMessage(int socket, std::span<const uint8_t> message) {
+  (void)::send(socket, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // A bounded number: a peer that keeps writing is not worth more of our time.
+  for (int i = 0; i < 64; ++i) {
+    Result<ReceivedMessage> discarded = ReceiveWithFds(socket, 1, true);
+    if (!discarded.ok() && discarded.status().code() != StatusCode::kDataLoss) break;
+  }
+}
+
+Result<ReceivedMessage> ReceivePartingMessage(int socket, size_t max_bytes) {
+  // The first attempt may only collect the pending ECONNRESET (the kernel reports it once).
+  Result<ReceivedMessage> m = ReceiveWithFds(socket, max_bytes, true);
+  if (!m.ok() && m.status().code() == StatusCode::kUnavailable) {
+    m = ReceiveWithFds(socket, max_bytes, true);
+  }
+  return m;
+}
+
 }  // namespace gpuvm::os

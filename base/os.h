@@ -9,6 +9,8 @@
 #ifndef GPUVM_BASE_OS_H_
 #define GPUVM_BASE_OS_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -118,6 +120,26 @@ struct ReceivedMessage {
 // DataLoss when the message or its descriptors were truncated. With `nonblocking`, nullopt-like
 // behaviour is signalled as DeadlineExceeded when nothing is queued.
 Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblocking);
+
+// Who is at the other end of a connected unix socket (SO_PEERCRED: as of its connect()).
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+Result<PeerCredentials> PeerCredentialsOf(int socket);
+// "uid 65534 (pid 4242)".
+std::string DescribePeer(const PeerCredentials& peer);
+
+// Refusing a peer: `message` (already encoded, e.g. an ERROR) is sent without blocking, then
+// whatever the peer had queued is read and discarded (descriptors closed) — a unix socket closed
+// with unread data makes the peer's next receive fail with ECONNRESET, and it should see our
+// message instead. The caller closes the socket afterwards.
+void SendPartingMessage(int socket, std::span<const uint8_t> message);
+// The other side of it: after a send or receive failed because the peer hung up, the last message
+// the peer queued before closing (typically why), skipping the one ECONNRESET a peer that closed
+// with our data unread leaves behind. Unavailable or DeadlineExceeded when there is none.
+Result<ReceivedMessage> ReceivePartingMessage(int socket, size_t max_bytes);
 
 }  // namespace gpuvm::os
 

@@ -53,4 +53,11 @@ Result<Channel::Received> Channel::Receive(int timeout_ms) {
   return Received{std::move(message), std::move(raw.fds)};
 }
 
+Result<Channel::Received> Channel::ReceiveParting() {
+  GPUVM_ASSIGN_OR_RETURN(os::ReceivedMessage raw,
+                         os::ReceivePartingMessage(socket_.get(), kMaxMessageSize + 1));
+  GPUVM_ASSIGN_OR_RETURN(Message message, Decode(raw.bytes, raw.fds.size()));
+  return Received{std::move(message), std::move(raw.fds)};
+}
+
 }  // namespace gpuvm::ipc

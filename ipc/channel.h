@@ -35,6 +35,9 @@ class Channel {
   // (the caller should hang up). One system call when a message is there: the wait is the socket's
   // receive timeout, not a poll first (this is the trap's hot path).
   Result<Received> Receive(int timeout_ms);
+  // After Send or Receive said the peer is gone (Unavailable): the last message it queued before
+  // hanging up — typically a fatal ERROR saying why (os::ReceivePartingMessage).
+  Result<Received> ReceiveParting();
 
   int fd() const { return socket_.get(); }
 

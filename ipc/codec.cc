@@ -22,6 +22,7 @@ class Writer {
   }
   void Text(const std::string& s) { out_.insert(out_.end(), s.begin(), s.end()); }
   void Bytes(const std::vector<uint8_t>& b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void Token(const VmToken& t) { out_.insert(out_.end(), t.begin(), t.end()); }
   std::vector<uint8_t>& bytes() { return out_; }
 
  private:
@@ -67,6 +68,12 @@ class Reader {
     pos_ += n;
     return v;
   }
+  VmToken Token() {
+    VmToken t;
+    std::memcpy(t.data(), b_.data() + pos_, t.size());
+    pos_ += t.size();
+    return t;
+  }
   std::string Text(size_t n) {
     std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
     pos_ += n;
@@ -104,6 +111,8 @@ constexpr TypeInfo kTypes[] = {
     {MessageType::kGuestMemoryAck, Kind::kReply, 0},
     {MessageType::kFastLane, Kind::kRequest, 8},
     {MessageType::kFastLaneAck, Kind::kReply, 0},
+    {MessageType::kAuth, Kind::kRequest, kVmTokenSize},
+    {MessageType::kAuthAck, Kind::kReply, 0},
     {MessageType::kMmioRead, Kind::kRequest, 16},
     {MessageType::kMmioReadReply, Kind::kReply, 8},
     {MessageType::kMmioWrite, Kind::kRequest, 24},
@@ -173,6 +182,40 @@ Status CheckRange(Bar bar, uint64_t offset, uint64_t length) {
 
 }  // namespace
 
+std::string FormatVmToken(const VmToken& token) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * token.size());
+  for (uint8_t byte : token) {
+    out.push_back(kHex[byte >> 4]);
+    out.push_back(kHex[byte & 15]);
+  }
+  return out;
+}
+
+Result<VmToken> ParseVmToken(std::string_view text) {
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  if (text.size() != 2 * kVmTokenSize) {
+    return Status::InvalidArgument("a VM token is " + std::to_string(2 * kVmTokenSize) +
+                                   " hex digits, not " + std::to_string(text.size()) +
+                                   " characters");
+  }
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  VmToken token;
+  for (size_t i = 0; i < token.size(); ++i) {
+    const int high = digit(text[2 * i]);
+    const int low = digit(text[2 * i + 1]);
+    if (high < 0 || low < 0) return Status::InvalidArgument("a VM token has only hex digits");
+    token[i] = static_cast<uint8_t>(high << 4 | low);
+  }
+  return token;
+}
+
 MessageType TypeOf(const Body& body) {
   return std::visit(
       [](const auto& b) -> MessageType {
@@ -204,6 +247,8 @@ MessageType TypeOf(const Body& body) {
           return MessageType::kMmioReadBlockReply;
         }
         if constexpr (std::is_same_v<T, MmioWriteFill>) return MessageType::kMmioWriteFill;
+        if constexpr (std::is_same_v<T, Auth>) return MessageType::kAuth;
+        if constexpr (std::is_same_v<T, AuthAck>) return MessageType::kAuthAck;
       },
       body);
 }
@@ -260,6 +305,10 @@ std::string_view MessageTypeName(MessageType type) {
       return "MMIO_READ_BLOCK_REPLY";
     case MessageType::kMmioWriteFill:
       return "MMIO_WRITE_FILL";
+    case MessageType::kAuth:
+      return "AUTH";
+    case MessageType::kAuthAck:
+      return "AUTH_ACK";
   }
   return "?";
 }
@@ -446,6 +495,8 @@ Result<std::vector<uint8_t>> Encode(const Message& message) {
           w.U16(static_cast<uint16_t>(b.data.size()));
           w.Zeros(6);
           w.Bytes(b.data);
+        } else if constexpr (std::is_same_v<T, Auth>) {
+          w.Token(b.token);
         } else if constexpr (std::is_same_v<T, MmioWriteFill>) {
           w.U8(static_cast<uint8_t>(b.bar));
           w.U8(b.size);
@@ -548,6 +599,12 @@ Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
     }
     case MessageType::kFastLaneAck:
       message.body = FastLaneAck{};
+      break;
+    case MessageType::kAuth:
+      message.body = Auth{r.Token()};
+      break;
+    case MessageType::kAuthAck:
+      message.body = AuthAck{};
       break;
     case MessageType::kMmioRead:
     case MessageType::kMmioWrite: {

@@ -1,5 +1,7 @@
 #include "ipc/codec.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <functional>
 
@@ -7,6 +9,12 @@
 
 namespace gpuvm::ipc {
 namespace {
+
+VmToken TestToken() {
+  VmToken t;
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>(0xf0 ^ (i * 37));
+  return t;
+}
 
 std::vector<Message> OneOfEach() {
   return {
@@ -37,6 +45,8 @@ std::vector<Message> OneOfEach() {
       {12, MmioWriteFill{Bar::kBar3, 8, kMaxFillCount, 1, 0x2000, 0x0102030405060708ull}},
       {12, MmioWriteFill{Bar::kBar0, 4, 3, 0, 0x700010, 0xffffffff}},
       {11, MmioReadBlockReply{std::vector<uint8_t>(480, 1)}},
+      {13, Auth{TestToken()}},
+      {13, AuthAck{}},
   };
 }
 
@@ -216,6 +226,47 @@ TEST(IpcCodec, RefusesBadErrors) {
   const Message teardown{8, Teardown{TeardownReason::kNormal}};
   ExpectRefused(
       teardown, [](auto& b) { b[16] = 9; }, "unknown teardown reason");
+}
+
+TEST(IpcCodec, AuthCarriesExactlyOneToken) {
+  const Message auth{1, Auth{TestToken()}};
+  auto bytes = Encode(auth);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(bytes->size(), kHeaderSize + kVmTokenSize);
+  const VmToken token = TestToken();
+  EXPECT_TRUE(std::equal(token.begin(), token.end(), bytes->begin() + kHeaderSize));
+  ExpectRefused(
+      auth, [](auto& b) { b.pop_back(); }, "a token one byte short");
+  ExpectRefused(
+      auth, [](auto& b) { b.push_back(0); }, "a token one byte long");
+  ExpectRefused(
+      auth, [](auto& b) { Put32(b, 8, 0); }, "AUTH with sequence 0");
+  EXPECT_FALSE(Decode(*bytes, 1).ok()) << "AUTH carries no descriptor";
+  ExpectRefused(
+      {1, AuthAck{}}, [](auto& b) { b.push_back(0); }, "AUTH_ACK is empty");
+}
+
+TEST(IpcCodec, TokensAsTextRoundTripAndRefuseEverythingElse) {
+  const VmToken t = TestToken();
+  const std::string text = FormatVmToken(t);
+  EXPECT_EQ(text.size(), 2 * kVmTokenSize);
+  EXPECT_EQ(text.substr(0, 4), "f0d5");
+  EXPECT_EQ(*ParseVmToken(text), t);
+  EXPECT_EQ(*ParseVmToken(text + "\n"), t) << "a token file ends with a newline";
+  std::string upper = text;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(*ParseVmToken(upper), t);
+  for (const std::string& bad :
+       {std::string(), text.substr(1), text + "0", text + "\n\n", text + " ", " " + text,
+        "g" + text.substr(1), text.substr(0, 63) + "\n" + "0"}) {
+    Result<VmToken> parsed = ParseVmToken(bad);
+    EXPECT_FALSE(parsed.ok()) << "'" << bad << "'";
+    if (!parsed.ok()) {
+      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(parsed.status().message().find(text.substr(0, 8)), std::string::npos)
+          << "the message must not echo a secret";
+    }
+  }
 }
 
 }  // namespace

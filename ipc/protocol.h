@@ -1,4 +1,4 @@
-// The device model <-> aggregator protocol, version 1: message types and their fields. The wire
+// The device model <-> aggregator protocol, version 5: message types and their fields. The wire
 // format, validation rules and conversation are specified in docs/IPC.md; this header is its
 // constants, and codec.h is the only code that turns bytes into these structs (and back).
 //
@@ -10,8 +10,10 @@
 #ifndef GPUVM_IPC_PROTOCOL_H_
 #define GPUVM_IPC_PROTOCOL_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -22,13 +24,17 @@ namespace gpuvm::ipc {
 inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
 // Version 2 adds the block MMIO messages (MMIO_WRITE_BLOCK, MMIO_READ_BLOCK and its reply);
 // version 3 lets a block carry a whole page (kMaxBlockBytes) instead of 480 bytes; version 4 adds
-// MMIO_WRITE_FILL (a rep stos: one value stored into up to kMaxFillCount consecutive elements). A
-// peer offers a range in HELLO and the aggregator picks the highest both speak.
-inline constexpr uint16_t kProtocolVersion = 4;
-inline constexpr uint16_t kMinProtocolVersion = 1;
+// MMIO_WRITE_FILL (a rep stos: one value stored into up to kMaxFillCount consecutive elements);
+// version 5 adds AUTH: a device model proves with the VM's one-time token that the launcher or the
+// toolstack started it (docs/SECURITY.md) before VM_CONFIG. A peer offers a range in HELLO and the
+// aggregator picks the highest both speak; both ends refuse anything below version 5, so a device
+// model that cannot authenticate is told "no common protocol version" instead of being served.
+inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kMinProtocolVersion = 5;
 inline constexpr uint16_t kBlockProtocolVersion = 2;      // the first version with block messages
 inline constexpr uint16_t kPageBlockProtocolVersion = 3;  // the first with page-sized blocks
 inline constexpr uint16_t kFillProtocolVersion = 4;       // the first with MMIO_WRITE_FILL
+inline constexpr uint16_t kAuthProtocolVersion = 5;       // the first with AUTH (required)
 inline constexpr size_t kHeaderSize = 16;
 // A block message carrying a page: header, the fixed part (16 bytes), 4096 data bytes.
 inline constexpr size_t kMaxMessageSize = 4096 + 32;
@@ -53,6 +59,8 @@ enum class MessageType : uint16_t {
   kGuestMemoryAck = 0x0006,  // agg -> dm, reply
   kFastLane = 0x0007,        // dm -> agg, request (+3 fds): MMIO moves to a shared-memory lane
   kFastLaneAck = 0x0008,     // agg -> dm, reply
+  kAuth = 0x0009,            // dm -> agg, request (version 5): the VM's token
+  kAuthAck = 0x000a,         // agg -> dm, reply
   kMmioRead = 0x0010,        // dm -> agg, request
   kMmioReadReply = 0x0011,   // agg -> dm, reply
   kMmioWrite = 0x0012,       // dm -> agg, request
@@ -93,6 +101,24 @@ struct Hello {
 struct HelloAck {
   uint16_t version = kProtocolVersion;
   friend bool operator==(const HelloAck&, const HelloAck&) = default;
+};
+// A VM's one-time token (docs/SECURITY.md): 32 random bytes the aggregator issues for one domain
+// on its control socket (`vm-token DOMID`); the launcher or toolstack hands it to that VM's device
+// model, which presents it in AUTH. Written as 64 lowercase hex digits outside the wire.
+inline constexpr size_t kVmTokenSize = 32;
+using VmToken = std::array<uint8_t, kVmTokenSize>;
+// 64 lowercase hex digits.
+std::string FormatVmToken(const VmToken& token);
+// 64 hex digits (either case), optionally followed by one newline (a token file); anything else
+// is InvalidArgument (the message never echoes the text: it may be a secret).
+Result<VmToken> ParseVmToken(std::string_view text);
+
+struct Auth {
+  VmToken token{};
+  friend bool operator==(const Auth&, const Auth&) = default;
+};
+struct AuthAck {
+  friend bool operator==(const AuthAck&, const AuthAck&) = default;
 };
 struct VmConfig {
   uint16_t domid = 0;
@@ -236,7 +262,7 @@ using Body =
     std::variant<Hello, HelloAck, VmConfig, VmAccept, GuestMemory, GuestMemoryAck, FastLaneOffer,
                  FastLaneAck, MmioRead, MmioReadReply, MmioWrite, MmioWriteAck, Interrupt, BarMap,
                  BarUnmap, BarMapAck, Error, Teardown, TeardownAck, Ping, Pong, MmioWriteBlock,
-                 MmioReadBlock, MmioReadBlockReply, MmioWriteFill>;
+                 MmioReadBlock, MmioReadBlockReply, MmioWriteFill, Auth, AuthAck>;
 
 struct Message {
   // Requests carry a non-zero sequence number of the sender's choosing; replies echo it;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace gpuvm::dm {
 namespace {
@@ -18,20 +19,50 @@ Status FromError(const ipc::Error& e) { return Status(e.code, "aggregator: " + e
 
 Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connect(
     const IpcConnectOptions& options) {
+  if (!options.token) {
+    return Status::FailedPrecondition(
+        "no VM token: the launcher or toolstack that starts a device model hands it its VM's "
+        "token (gpuvm-dm --token-fd or --token-file, docs/SECURITY.md)");
+  }
+  for (int attempt = 1;; ++attempt) {
+    bool authenticated = false;
+    Result<std::unique_ptr<IpcAggregatorConnection>> c = ConnectOnce(options, &authenticated);
+    // Pushed out before AUTH got through: the token was not used, so try again.
+    if (c.ok() || authenticated || attempt == 3 ||
+        c.status().code() != StatusCode::kResourceExhausted) {
+      return c;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+  }
+}
+
+Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::ConnectOnce(
+    const IpcConnectOptions& options, bool* authenticated) {
   GPUVM_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::Channel::Connect(options.path));
   std::unique_ptr<IpcAggregatorConnection> c(
       new IpcAggregatorConnection(std::move(channel), options));
   GPUVM_RETURN_IF_ERROR(c->Init());
 
+  // HELLO and AUTH back to back: the aggregator finds both in one read of a fresh connection, so a
+  // flood of idle connections has no time to push ours out (aggregator/server.h). Only version 5
+  // has AUTH, and we offer no other.
   GPUVM_ASSIGN_OR_RETURN(
-      ipc::Message hello_reply,
-      c->Call(ipc::Hello{ipc::kMinProtocolVersion, ipc::kProtocolVersion, "gpuvm-dm"}));
+      const uint32_t hello_seq,
+      c->SendRequest(ipc::Hello{ipc::kMinProtocolVersion, ipc::kProtocolVersion, "gpuvm-dm"}));
+  Result<uint32_t> auth_seq = c->SendRequest(ipc::Auth{*options.token});
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message hello_reply, c->AwaitReply(hello_seq, "HELLO"));
   const auto* ack = std::get_if<ipc::HelloAck>(&hello_reply.body);
   if (ack == nullptr || ack->version < ipc::kMinProtocolVersion ||
       ack->version > ipc::kProtocolVersion) {
     return c->Break(Status::DataLoss("aggregator answered HELLO with something else"));
   }
   c->version_ = ack->version;
+  if (!auth_seq.ok()) return auth_seq.status();
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message auth_reply, c->AwaitReply(*auth_seq, "AUTH"));
+  if (!std::holds_alternative<ipc::AuthAck>(auth_reply.body)) {
+    return c->Break(Status::DataLoss("aggregator answered AUTH with something else"));
+  }
+  *authenticated = true;
   GPUVM_ASSIGN_OR_RETURN(ipc::Message config_reply, c->Call(options.vm));
   const auto* accept = std::get_if<ipc::VmAccept>(&config_reply.body);
   if (accept == nullptr) {
@@ -123,22 +154,48 @@ void IpcAggregatorConnection::Answered(const ReplyWait& wait) {
         std::to_string(waited.count()) + " ms");
 }
 
+Status IpcAggregatorConnection::PeerGone(Status why) {
+  if (why.code() == StatusCode::kUnavailable) {
+    // What is still queued, in order; a refusal is the last thing the aggregator sends.
+    for (int i = 0; i < 8; ++i) {
+      Result<ipc::Channel::Received> last = channel_.ReceiveParting();
+      if (!last.ok()) break;
+      if (const auto* error = std::get_if<ipc::Error>(&last->message.body)) {
+        return FromError(*error).WithContext("the aggregator hung up");
+      }
+    }
+  }
+  return why.WithContext("the aggregator's socket");
+}
+
 Result<ipc::Message> IpcAggregatorConnection::Call(ipc::Body request, std::span<const int> fds) {
+  const std::string_view what = ipc::MessageTypeName(ipc::TypeOf(request));
+  GPUVM_ASSIGN_OR_RETURN(const uint32_t seq, SendRequest(std::move(request), fds));
+  return AwaitReply(seq, what);
+}
+
+Result<uint32_t> IpcAggregatorConnection::SendRequest(ipc::Body request,
+                                                      std::span<const int> fds) {
   GPUVM_RETURN_IF_ERROR(broken_);
   const uint32_t seq = NextSeq();
-  ReplyWait wait{ipc::MessageTypeName(ipc::TypeOf(request))};
   const Status sent = channel_.Send(ipc::Message{seq, std::move(request)}, fds);
   if (!sent.ok()) {
     // Our own encoding refused it: the caller's mistake, not the connection's.
     if (sent.code() == StatusCode::kInvalidArgument) return sent;
-    return Break(sent);
+    return Break(PeerGone(sent));
   }
+  return seq;
+}
+
+Result<ipc::Message> IpcAggregatorConnection::AwaitReply(uint32_t seq, std::string_view what) {
+  GPUVM_RETURN_IF_ERROR(broken_);
+  ReplyWait wait{what};
   for (;;) {
     GPUVM_ASSIGN_OR_RETURN(const int wait_ms, NextWait(wait));
     Result<ipc::Channel::Received> received = channel_.Receive(wait_ms);
     if (!received.ok()) {
       if (received.status().code() == StatusCode::kDeadlineExceeded) continue;  // NextWait decides
-      return Break(received.status().WithContext("the aggregator's socket"));
+      return Break(PeerGone(received.status()));
     }
     if (received->message.seq == seq) {
       Answered(wait);

@@ -1,6 +1,10 @@
 // AggregatorConnection over the IPC protocol (docs/IPC.md): what gpuvm-dm uses. Connect() performs
-// the handshake (HELLO, VM_CONFIG); each BAR access is then one request and one reply on the VM's
-// connection. Notifications and requests from the aggregator that arrive while we wait for a reply
+// the handshake — HELLO and AUTH (the VM's one-time token, docs/SECURITY.md) back to back, then
+// VM_CONFIG; each BAR access is then one request and one reply on the VM's connection. When the
+// aggregator refuses us and hangs up (another user, a stale token, too many connections), the
+// ERROR it sent before hanging up is what Connect returns, not the broken pipe; a connection
+// pushed out before it authenticated (a flood of others, aggregator/server.h) is tried again,
+// twice. Notifications and requests from the aggregator that arrive while we wait for a reply
 // (INTERRUPT, BAR_MAP, TEARDOWN) are queued for PollEvent(); PING is answered on the spot.
 //
 // Waiting for a reply: as long as the aggregator's socket is open, we wait — a stopped or
@@ -40,6 +44,8 @@ namespace gpuvm::dm {
 struct IpcConnectOptions {
   std::string path = ipc::DefaultAggregatorSocketPath();
   ipc::VmConfig vm;
+  // The VM's one-time token (required: Connect fails without one).
+  std::optional<ipc::VmToken> token;
   // A reply not there after this long breaks the connection (DeadlineExceeded). Zero, the default:
   // wait while the aggregator's socket is open, however long.
   std::chrono::milliseconds timeout{0};
@@ -95,8 +101,16 @@ class IpcAggregatorConnection : public AggregatorConnection {
         note_(options.note),
         busy_poll_(options.busy_poll) {}
   Status Init();
+  // One attempt at the handshake; `authenticated` tells whether AUTH got through.
+  static Result<std::unique_ptr<IpcAggregatorConnection>> ConnectOnce(
+      const IpcConnectOptions& options, bool* authenticated);
   // Sends a request and returns its reply, queueing whatever else arrives meanwhile.
   Result<ipc::Message> Call(ipc::Body request, std::span<const int> fds = {});
+  // Call's halves, for requests sent back to back; `what` names the request for note_.
+  Result<uint32_t> SendRequest(ipc::Body request, std::span<const int> fds = {});
+  Result<ipc::Message> AwaitReply(uint32_t seq, std::string_view what);
+  // The peer hung up (`why`): what it said last, if it was an ERROR; else `why`.
+  Status PeerGone(Status why);
   // An MMIO request through the fast lane: its reply comes back there too.
   Result<ipc::Message> LaneCall(ipc::Body request);
   // Handles a message that is not the reply being waited for. Breaks the connection on violations.

@@ -2,12 +2,14 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "ipc/codec.h"
 #include "qemu-device/testing/fake_aggregator.h"
 #include "qemu-device/testing/fake_aggregator_server.h"
 
@@ -21,6 +23,12 @@ using testing::FakePatternByte;
 std::string UniquePath() {
   static std::atomic<int> n{0};
   return "@gpuvm-dm-ipc-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
+ipc::VmToken Token() {
+  ipc::VmToken t;
+  t.fill(0x42);
+  return t;
 }
 
 ipc::VmConfig Config() {
@@ -45,7 +53,7 @@ class IpcConnectionTest : public ::testing::Test {
   }
   Result<std::unique_ptr<IpcAggregatorConnection>> Connect(
       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-    return IpcAggregatorConnection::Connect({server_->path(), Config(), timeout});
+    return IpcAggregatorConnection::Connect({server_->path(), Config(), Token(), timeout});
   }
   // Waits until the connection has an event for us.
   std::optional<AggregatorEvent> NextEvent(IpcAggregatorConnection& c) {
@@ -73,8 +81,9 @@ TEST_F(IpcConnectionTest, HandshakeThenReadsAndWrites) {
       << "we never send what the protocol forbids";
   EXPECT_TRUE((*c)->Read(BarIndex::kBar0, 0x1700, 4, 0).ok()) << "and that did not break anything";
   const std::vector<ipc::Message> seen = server_->received();
-  ASSERT_GE(seen.size(), 2u);
-  const auto& config = std::get<ipc::VmConfig>(seen[1].body);
+  ASSERT_GE(seen.size(), 3u);
+  EXPECT_EQ(std::get<ipc::Auth>(seen[1].body).token, Token()) << "AUTH right behind HELLO";
+  const auto& config = std::get<ipc::VmConfig>(seen[2].body);
   EXPECT_EQ(config.name, "test-vm");
   EXPECT_EQ(config.domid, 3);
   ASSERT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
@@ -83,7 +92,7 @@ TEST_F(IpcConnectionTest, HandshakeThenReadsAndWrites) {
 TEST_F(IpcConnectionTest, AFillIsOneMessagePerMaxFillCountElements) {
   auto c = Connect();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_EQ((*c)->version(), ipc::kFillProtocolVersion);
+  ASSERT_EQ((*c)->version(), ipc::kProtocolVersion);
   const uint64_t before = server_->mmio_requests();
   // 5000 elements of 2 bytes: two MMIO_WRITE_FILLs (4096 + 904), the value's high bits dropped.
   ASSERT_TRUE((*c)->FillElements(BarIndex::kBar3, 0x1000, 2, 0xdead12ab, 5000, 1).ok());
@@ -96,8 +105,22 @@ TEST_F(IpcConnectionTest, AFillIsOneMessagePerMaxFillCountElements) {
 }
 
 TEST_F(IpcConnectionTest, NoAggregatorIsUnavailableAndARefusalCarriesItsReason) {
-  auto nobody = IpcAggregatorConnection::Connect({UniquePath(), Config(), std::chrono::seconds(1)});
+  auto nobody =
+      IpcAggregatorConnection::Connect({UniquePath(), Config(), Token(), std::chrono::seconds(1)});
   EXPECT_EQ(nobody.status().code(), StatusCode::kUnavailable);
+  IpcConnectOptions no_token;
+  no_token.path = server_->path();
+  no_token.vm = Config();
+  auto tokenless = IpcAggregatorConnection::Connect(no_token);
+  EXPECT_EQ(tokenless.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(tokenless.status().message().find("no VM token"), std::string::npos);
+  ipc::VmToken other = Token();
+  other[0] ^= 1;
+  server_->set_token(other);
+  auto wrong = Connect();
+  EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(wrong.status().message().find("token is unknown"), std::string::npos);
+  server_->set_token(Token());
   server_->set_behaviour(FakeAggregatorServer::Behaviour::kRefuseVm);
   auto refused = Connect();
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
@@ -255,6 +278,40 @@ TEST_F(IpcConnectionTest, GuestMemoryTravelsWithItsDescriptor) {
   ASSERT_TRUE((*c)->SendGuestMemory(ipc::GuestMemoryKind::kXenDomain, 1 << 20, -1).ok());
   EXPECT_EQ((*c)->SendGuestMemory(ipc::GuestMemoryKind::kXenDomain, 100, -1).code(),
             StatusCode::kInvalidArgument);
+}
+
+// An aggregator that refuses us hangs up right after its fatal ERROR, with our HELLO and AUTH
+// unread: our next receive fails with ECONNRESET. What we report is its reason, not the reset.
+TEST(IpcConnectionRefusalTest, TheRefusalsReasonReachesTheDeviceModelNotTheReset) {
+  for (const StatusCode code : {StatusCode::kPermissionDenied, StatusCode::kResourceExhausted}) {
+    const std::string path = UniquePath();
+    Result<UniqueFd> listen = os::ListenSeqpacket(path);
+    ASSERT_TRUE(listen.ok());
+    std::atomic<int> refused{0};
+    std::thread refuser([&] {
+      // Refuse every attempt (a ResourceExhausted refusal before AUTH is tried three times).
+      for (int i = 0; i < (code == StatusCode::kResourceExhausted ? 3 : 1); ++i) {
+        pollfd pfd{listen->get(), POLLIN, 0};
+        if (::poll(&pfd, 1, 5000) != 1) return;
+        UniqueFd c(::accept4(listen->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        pollfd hello{c.get(), POLLIN, 0};
+        ::poll(&hello, 1, 5000);  // HELLO and AUTH are queued: closing now resets the peer
+        ::usleep(2000);
+        auto bytes = ipc::Encode({0, ipc::Error{code, "uid 4242 may not connect: go away"}});
+        ASSERT_TRUE(bytes.ok());
+        ASSERT_TRUE(os::SendWithFds(c.get(), *bytes, {}).ok());
+        ++refused;
+      }
+    });
+    auto c = IpcAggregatorConnection::Connect({path, Config(), Token()});
+    refuser.join();
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), code) << c.status().ToString();
+    EXPECT_NE(c.status().message().find("uid 4242 may not connect: go away"), std::string::npos)
+        << c.status().ToString();
+    EXPECT_EQ(refused, code == StatusCode::kResourceExhausted ? 3 : 1)
+        << "pushed out before AUTH got through: tried again";
+  }
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // gpuvm-dm: the device model of one VM's virtual GPU (docs/HYPERVISOR.md, docs/IPC.md).
 //
-//   gpuvm-dm --backend local --domid 1 [--hv SOCKET] [--aggregator SOCKET] [options]
-//   gpuvm-dm --backend xen   --domid 7 [--aggregator SOCKET] [options]
+//   gpuvm-dm --backend local --domid 1 --token-fd N|--token-file PATH [--hv SOCKET]
+//            [--aggregator SOCKET] [options]
+//   gpuvm-dm --backend xen   --domid 7 --token-fd N|--token-file PATH [--aggregator SOCKET]
+//            [options]
+// --token-fd/--token-file: where the VM's one-time token is (an inherited pipe from gpuvm-vm, or a
+// file only its owner reads, from the toolstack; docs/SECURITY.md): the aggregator admits no
+// device model without it.
 // options: --sbdf ssss:bb:dd.f  --name NAME  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
 //          --domain-fd FD (local: receive the domain over this inherited socket instead of the
 //          daemon)  --guest-ram-mib N (the RAM announced to the aggregator; default: every frame)
@@ -11,6 +16,8 @@
 //
 // It serves the VM's IOREQ server until the aggregator ends the session, the connection breaks, or
 // it gets SIGTERM/SIGINT; then it prints its trap counters and exits (0 after an orderly end).
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +31,7 @@
 #include "hypervisor/xen/xen_backend.h"
 #include "qemu-device/device_model.h"
 #include "qemu-device/ipc_aggregator_connection.h"
+#include "qemu-device/vm_token_source.h"
 
 namespace gpuvm::dm {
 namespace {
@@ -36,6 +44,8 @@ struct Options {
   int domid = -1;
   std::string hv_path = hv::local::DefaultHvSocketPath();
   int domain_fd = -1;
+  int token_fd = -1;
+  std::string token_file;
   IpcConnectOptions aggregator;
   DeviceModelConfig device;
   // The guest RAM announced to the aggregator (GUEST_MEMORY). 0: every frame the hypervisor
@@ -46,7 +56,8 @@ struct Options {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: gpuvm-dm --backend local|xen --domid N [--hv SOCKET] [--domain-fd FD]\n"
+               "usage: gpuvm-dm --backend local|xen --domid N --token-fd FD|--token-file PATH\n"
+               "                [--hv SOCKET] [--domain-fd FD]\n"
                "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
                "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n"
                "                [--guest-ram-mib N] [--reply-timeout-ms N]\n");
@@ -67,6 +78,12 @@ Result<Options> ParseArgs(int argc, char** argv) {
       o.hv_path = value;
     } else if (flag == "--domain-fd") {
       o.domain_fd = std::atoi(value.c_str());
+    } else if (flag == "--token-fd") {
+      o.token_fd = std::atoi(value.c_str());
+      if (o.token_fd < 0) return Status::InvalidArgument("--token-fd wants a descriptor");
+    } else if (flag == "--token-file") {
+      if (value.empty()) return Status::InvalidArgument("--token-file wants a path");
+      o.token_file = value;
     } else if (flag == "--aggregator") {
       o.aggregator.path = value;
     } else if (flag == "--sbdf") {
@@ -102,10 +119,23 @@ Result<Options> ParseArgs(int argc, char** argv) {
     return Status::InvalidArgument("--backend must be local or xen");
   }
   if (o.domid <= 0 || o.domid > 0x7fef) return Status::InvalidArgument("--domid must name a guest");
+  if ((o.token_fd >= 0) == !o.token_file.empty()) {
+    return Status::InvalidArgument(
+        "give the VM's token with exactly one of --token-fd and --token-file (docs/SECURITY.md)");
+  }
   return o;
 }
 
 Status Serve(const Options& o) {
+  // The token first: read once, and its descriptor closed at once.
+  Result<ipc::VmToken> token = Status::Internal("no token source");
+  if (o.token_fd >= 0) {
+    token = ReadVmTokenFromFd(o.token_fd);
+    ::close(o.token_fd);
+  } else {
+    token = ReadVmTokenFromFile(o.token_file);
+  }
+  if (!token.ok()) return token.status();
   // The hypervisor side first: without it there is nothing to tell the aggregator about.
   std::unique_ptr<hv::IoreqServer> server;
   std::unique_ptr<hv::GuestMemory> memory;
@@ -130,6 +160,7 @@ Status Serve(const Options& o) {
   connect.note = [domid](const std::string& line) {
     std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid, line.c_str());
   };
+  connect.token = *token;
   connect.vm.domid = domid;
   connect.vm.backend = o.backend == "local" ? ipc::Backend::kLocal : ipc::Backend::kXen;
   connect.vm.vcpus = server->vcpu_count();

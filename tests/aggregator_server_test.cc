@@ -1,12 +1,15 @@
 // The server over real sockets: device model connections (the dm's own IpcAggregatorConnection),
 // the fast lane, the second pt VM refused, a device model that vanishes without a word (its VM is
-// removed and the next one admitted), malformed packets, stalled handshakes, interrupts forwarded.
+// removed and the next one admitted), malformed packets, stalled handshakes, interrupts forwarded;
+// who may connect (credentials, tokens) and what idle or silent connections cannot do
+// (docs/SECURITY.md).
+#include "aggregator/server.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <thread>
 
-#include "aggregator/server.h"
 #include "aggregator/sim_gpu.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
@@ -21,7 +24,9 @@ using dm::BarIndex;
 
 class AggregatorServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartServer({}); }
+  void StartServer(std::vector<uid_t> allowed_uids) {
+    server_.reset();
     path_ = "@gpuvm-aggregator-test-" + std::to_string(::getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     SimGpuOptions o;
@@ -34,6 +39,7 @@ class AggregatorServerTest : public ::testing::Test {
     ServerOptions options;
     options.path = path_;
     options.handshake_timeout = std::chrono::milliseconds(300);
+    options.allowed_uids = std::move(allowed_uids);
     options.log = nullptr;
     auto server = AggregatorServer::Create(std::move(*aggregator), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -54,13 +60,32 @@ class AggregatorServerTest : public ::testing::Test {
     o.vm.name = "vm" + std::to_string(domid);
     o.use_fast_lane = lane;
     o.timeout = std::chrono::seconds(10);
+    o.token = Token(domid);
     return o;
+  }
+  // What the control socket's `vm-token DOMID` issues (VmTokens is thread-safe).
+  ipc::VmToken Token(uint16_t domid) {
+    Result<ipc::VmToken> t = server_->aggregator().vm_tokens().Issue(domid);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : ipc::VmToken{};
+  }
+
+  // A device model's whole handshake: connected, authenticated, admitted, its guest memory
+  // attached (else the server's 300 ms handshake deadline drops it).
+  Result<std::unique_ptr<dm::IpcAggregatorConnection>> ConnectVm(uint16_t domid, bool lane = true) {
+    const dm::IpcConnectOptions options = Options(domid, lane);
+    GPUVM_ASSIGN_OR_RETURN(auto c, dm::IpcAggregatorConnection::Connect(options));
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd ram,
+                           os::CreateSealedMemfd("ram", options.vm.guest_ram_bytes));
+    GPUVM_RETURN_IF_ERROR(c->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd,
+                                             options.vm.guest_ram_bytes, ram.get()));
+    return c;
   }
 
   // Connects, retrying while the GPU is still owned by a VM that is going away.
   std::unique_ptr<dm::IpcAggregatorConnection> ConnectEventually(uint16_t domid) {
     for (int attempt = 0; attempt < 500; ++attempt) {
-      auto c = dm::IpcAggregatorConnection::Connect(Options(domid));
+      auto c = ConnectVm(domid);
       if (c.ok()) return std::move(*c);
       EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition) << c.status().ToString();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -75,7 +100,7 @@ class AggregatorServerTest : public ::testing::Test {
 
 TEST_F(AggregatorServerTest, ServesMmioOverTheSocketAndTheFastLane) {
   for (bool lane : {false, true}) {
-    auto c = dm::IpcAggregatorConnection::Connect(Options(lane ? 2 : 1, lane));
+    auto c = ConnectVm(lane ? 2 : 1, lane);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ((*c)->on_fast_lane(), lane);
     EXPECT_EQ((*c)->accepted().vram_bytes, 64ull << 20);
@@ -97,7 +122,7 @@ TEST_F(AggregatorServerTest, ServesMmioOverTheSocketAndTheFastLane) {
 
 TEST_F(AggregatorServerTest, RepTransfersTravelAsBlocks) {
   for (bool lane : {false, true}) {
-    auto c = dm::IpcAggregatorConnection::Connect(Options(lane ? 4 : 3, lane));
+    auto c = ConnectVm(lane ? 4 : 3, lane);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ((*c)->version(), ipc::kProtocolVersion);
     ASSERT_TRUE((*c)->Write(BarIndex::kBar0, gf100::pbus::kPraminBase, 4, 0x20, 0).ok());
@@ -118,9 +143,9 @@ TEST_F(AggregatorServerTest, RepTransfersTravelAsBlocks) {
 }
 
 TEST_F(AggregatorServerTest, SecondPtVmIsRefusedUntilTheFirstIsGone) {
-  auto first = dm::IpcAggregatorConnection::Connect(Options(1));
+  auto first = ConnectVm(1);
   ASSERT_TRUE(first.ok());
-  auto second = dm::IpcAggregatorConnection::Connect(Options(2));
+  auto second = ConnectVm(2);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(second.status().message().find("a second pt VM is refused"), std::string::npos)
@@ -135,7 +160,9 @@ TEST_F(AggregatorServerTest, AVanishedDeviceModelLeavesTheGpuToTheNextVm) {
     // A device model that writes a secret into VRAM and dies without TEARDOWN: its socket closes.
     auto channel = ipc::Channel::Connect(path_);
     ASSERT_TRUE(channel.ok());
-    ASSERT_TRUE(channel->Send(ipc::Message{1, ipc::Hello{1, 1, "doomed"}}).ok());
+    ASSERT_TRUE(channel->Send(ipc::Message{1, ipc::Hello{5, 5, "doomed"}}).ok());
+    ASSERT_TRUE(channel->Receive(5000).ok());
+    ASSERT_TRUE(channel->Send(ipc::Message{2, ipc::Auth{Token(1)}}).ok());
     ASSERT_TRUE(channel->Receive(5000).ok());
     ASSERT_TRUE(channel->Send(ipc::Message{2, Options(1).vm}).ok());
     auto accept = channel->Receive(5000);
@@ -178,12 +205,19 @@ TEST_F(AggregatorServerTest, MalformedPacketGetsAFatalErrorAndTheConnectionClose
 TEST_F(AggregatorServerTest, SilentPeersAreDroppedAfterTheHandshakeTimeout) {
   auto channel = ipc::Channel::Connect(path_);
   ASSERT_TRUE(channel.ok());
-  // Say nothing: the server hangs up after 300 ms.
+  // Say nothing: the server tells us and hangs up after 300 ms.
+  auto told = channel->Receive(10000);
+  ASSERT_TRUE(told.ok()) << told.status().ToString();
+  const auto* e = std::get_if<ipc::Error>(&told->message.body);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(told->message.seq, 0u);
+  EXPECT_EQ(e->code, StatusCode::kDeadlineExceeded);
+  EXPECT_NE(e->text.find("within 300 ms"), std::string::npos) << e->text;
   EXPECT_EQ(channel->Receive(10000).status().code(), StatusCode::kUnavailable);
 }
 
 TEST_F(AggregatorServerTest, InterruptLineReachesTheDeviceModel) {
-  auto c = dm::IpcAggregatorConnection::Connect(Options(1));
+  auto c = ConnectVm(1);
   ASSERT_TRUE(c.ok());
   namespace pf = gf100::pfifo;
   ASSERT_TRUE((*c)->Write(BarIndex::kBar0, gf100::pmc::kIntrEnHost, 4, 1, 0).ok());
@@ -208,7 +242,7 @@ TEST_F(AggregatorServerTest, InterruptLineReachesTheDeviceModel) {
 }
 
 TEST_F(AggregatorServerTest, StopEndsEverySessionWithTeardown) {
-  auto c = dm::IpcAggregatorConnection::Connect(Options(1));
+  auto c = ConnectVm(1);
   ASSERT_TRUE(c.ok());
   server_->Stop();
   bool torn_down = false;
@@ -221,6 +255,91 @@ TEST_F(AggregatorServerTest, StopEndsEverySessionWithTeardown) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_TRUE(torn_down);
+}
+
+// Receives until the server's fatal ERROR and hang-up; the ERROR, or what happened instead.
+Result<ipc::Error> PartingError(ipc::Channel& channel) {
+  for (int i = 0; i < 16; ++i) {
+    Result<ipc::Channel::Received> m = channel.Receive(10000);
+    if (!m.ok() && m.status().code() == StatusCode::kUnavailable) m = channel.ReceiveParting();
+    if (!m.ok()) return m.status();
+    if (const auto* e = std::get_if<ipc::Error>(&m->message.body)) {
+      if (m->message.seq != 0) return Status::DataLoss("an ERROR that answers a request");
+      if (channel.Receive(10000).status().code() != StatusCode::kUnavailable) {
+        return Status::DataLoss("the server did not hang up after its fatal ERROR");
+      }
+      return *e;
+    }
+  }
+  return Status::DataLoss("no ERROR");
+}
+
+TEST_F(AggregatorServerTest, OtherUsersAreRefusedWithTheReason) {
+  const uid_t us = ::geteuid();
+  StartServer({us + 1});  // a server that serves somebody else
+  auto c = ConnectVm(1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kPermissionDenied) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("uid " + std::to_string(us) + " may not connect"),
+            std::string::npos)
+      << c.status().ToString();
+  // A raw peer that says nothing is told just the same.
+  auto channel = ipc::Channel::Connect(path_);
+  ASSERT_TRUE(channel.ok());
+  Result<ipc::Error> e = PartingError(*channel);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->code, StatusCode::kPermissionDenied);
+  EXPECT_NE(e->text.find("this aggregator serves uid " + std::to_string(us + 1)), std::string::npos)
+      << e->text;
+}
+
+// Admitted, then silent before GUEST_MEMORY (a device model squatting channels and VRAM): dropped
+// at the handshake deadline, told why, and its VM gone — the next pt VM gets the GPU.
+TEST_F(AggregatorServerTest, AnAdmittedDeviceModelThatGoesSilentIsDroppedAtTheDeadline) {
+  auto channel = ipc::Channel::Connect(path_);
+  ASSERT_TRUE(channel.ok());
+  ASSERT_TRUE(channel->Send(ipc::Message{1, ipc::Hello{5, 5, "squatter"}}).ok());
+  ASSERT_TRUE(channel->Send(ipc::Message{2, ipc::Auth{Token(1)}}).ok());
+  ASSERT_TRUE(channel->Send(ipc::Message{3, Options(1).vm}).ok());
+  for (int i = 0; i < 3; ++i) {
+    auto reply = channel->Receive(5000);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    if (i == 2) {
+      ASSERT_TRUE(std::holds_alternative<ipc::VmAccept>(reply->message.body));
+    }
+  }
+  auto blocked = ConnectVm(2);
+  EXPECT_EQ(blocked.status().code(), StatusCode::kFailedPrecondition) << "the squatter has the GPU";
+  Result<ipc::Error> e = PartingError(*channel);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->code, StatusCode::kDeadlineExceeded);
+  EXPECT_NE(e->text.find("GUEST_MEMORY"), std::string::npos) << e->text;
+  EXPECT_NE(ConnectEventually(2), nullptr);
+}
+
+// 80 connections that never say a word, then a device model: it is admitted at once (each newcomer
+// pushes out the oldest silent one), and every silent one is told why and closed.
+TEST_F(AggregatorServerTest, IdleConnectionsCannotLockAdmissionOut) {
+  std::vector<ipc::Channel> idle;
+  for (int i = 0; i < 80; ++i) {
+    auto c = ipc::Channel::Connect(path_);
+    ASSERT_TRUE(c.ok()) << i << ": " << c.status().ToString();
+    idle.push_back(std::move(*c));
+  }
+  auto vm = ConnectVm(1);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  EXPECT_TRUE((*vm)->Write(BarIndex::kBar0, gf100::pbus::kPraminBase, 4, 0x10, 0).ok());
+  size_t evicted = 0, expired = 0;
+  for (ipc::Channel& c : idle) {
+    Result<ipc::Error> e = PartingError(c);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    evicted += e->code == StatusCode::kResourceExhausted;
+    expired += e->code == StatusCode::kDeadlineExceeded;
+  }
+  EXPECT_GE(evicted, 64u);
+  EXPECT_EQ(evicted + expired, 80u);
+  EXPECT_TRUE((*vm)->Read(BarIndex::kBar0, gf100::pbus::kPraminBase, 4, 0).ok())
+      << "the VM outlived them all";
 }
 
 }  // namespace

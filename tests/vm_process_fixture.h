@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -58,7 +59,9 @@ struct Process {
   std::string out_path, err_path;
   int status = -1;
 
-  static Process Start(const std::vector<std::string>& argv, const std::string& log_prefix) {
+  // `in_child` (if any) runs in the child just before the exec, e.g. to drop privileges.
+  static Process Start(const std::vector<std::string>& argv, const std::string& log_prefix,
+                       const std::function<void()>& in_child = {}) {
     Process p;
     p.out_path = log_prefix + ".out";
     p.err_path = log_prefix + ".err";
@@ -73,6 +76,7 @@ struct Process {
       ::dup2(out, 1);
       ::dup2(err, 2);
       ::setpgid(0, 0);  // our own group: a test's kill never reaches the test runner
+      if (in_child) in_child();
       ::execv(cargv[0], cargv.data());
       ::_exit(127);
     }

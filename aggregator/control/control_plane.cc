@@ -36,6 +36,11 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
     return out;
   }
 
+  Result<std::string> IssueVmToken(uint16_t domid) override {
+    GPUVM_ASSIGN_OR_RETURN(ipc::VmToken token, aggregator_->vm_tokens().Issue(domid));
+    return ipc::FormatVmToken(token);
+  }
+
  private:
   aggregator::Aggregator* const aggregator_;
 };
@@ -152,17 +157,20 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   ServiceOptions service;
   service.shares = options.shares;
   service.default_share = options.default_share;
+  ControlServerOptions socket;
   if (log != nullptr) {
     service.log = [log](const std::string& line) {
       std::fprintf(log, "gpuvm-aggregator: control: %s\n", line.c_str());
       std::fflush(log);
     };
+    socket.log = service.log;
   }
   p->service_ = std::make_unique<ControlService>(p->directory_.get(), p->dispatcher_.get(),
                                                  std::move(service));
   const std::string path =
       options.socket_path.empty() ? ControlSocketPathFor(server.path()) : options.socket_path;
-  GPUVM_ASSIGN_OR_RETURN(p->control_server_, ControlServer::Create(path, p->service_.get()));
+  GPUVM_ASSIGN_OR_RETURN(p->control_server_,
+                         ControlServer::Create(path, p->service_.get(), std::move(socket)));
   ControlPlane* plane = p.get();
   server.aggregator().SetSubmissionQueueFactory([plane](aggregator::FvHost* host) {
     return std::unique_ptr<aggregator::SubmissionQueue>(new aggregator::DispatchedSubmissionQueue(

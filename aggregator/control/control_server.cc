@@ -16,9 +16,12 @@ constexpr uint64_t kListenTag = ~uint64_t{0};
 
 Result<std::unique_ptr<ControlServer>> ControlServer::Create(const std::string& path,
                                                              ControlService* service,
-                                                             size_t max_clients) {
+                                                             ControlServerOptions options) {
   if (service == nullptr) return Status::InvalidArgument("control server needs a service");
-  std::unique_ptr<ControlServer> s(new ControlServer(path, service, max_clients));
+  if (options.max_clients == 0) {
+    return Status::InvalidArgument("control server needs a client slot");
+  }
+  std::unique_ptr<ControlServer> s(new ControlServer(path, service, std::move(options)));
   GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(path));
   s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
@@ -38,36 +41,69 @@ ControlServer::~ControlServer() {
 void ControlServer::Serve() {
   epoll_event events[16];
   const int n = ::epoll_wait(epoll_.get(), events, 16, 0);
+  bool accepting = false;
+  // Requests first, then new clients: a client with its request in cannot be pushed out by them.
   for (int i = 0; i < n; ++i) {
     if (events[i].data.u64 == kListenTag) {
-      Accept();
+      accepting = true;
     } else {
       ServeClient(static_cast<int>(events[i].data.u64));
     }
   }
+  if (accepting) Accept();
+}
+
+void ControlServer::MakeRoom() {
+  const Clock::time_point now = Clock::now();
+  std::vector<int> idle;
+  for (const auto& [fd, client] : clients_) {
+    if (now - client.last_active >= options_.idle_timeout) idle.push_back(fd);
+  }
+  for (int fd : idle) {
+    ++evicted_clients_;
+    Close(fd);
+  }
+  if (clients_.size() < options_.max_clients) return;
+  auto oldest = clients_.begin();
+  for (auto it = clients_.begin(); it != clients_.end(); ++it) {
+    if (it->second.last_active < oldest->second.last_active) oldest = it;
+  }
+  ++evicted_clients_;
+  Close(oldest->first);
 }
 
 void ControlServer::Accept() {
   for (int i = 0; i < 16; ++i) {
     os::UniqueFd client(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!client.valid()) return;
-    ucred peer{};
-    socklen_t length = sizeof peer;
-    if (::getsockopt(client.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
-        (peer.uid != ::geteuid() && peer.uid != 0)) {
+    Result<os::PeerCredentials> peer = os::PeerCredentialsOf(client.get());
+    if (!peer.ok() || (peer->uid != ::geteuid() && peer->uid != 0)) {
       ++refused_peers_;
-      const std::string reply = FormatReply(
-          Reply{Status::PermissionDenied("only the aggregator's user or root may control it"), ""});
-      (void)::send(client.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      const Status why = Status::PermissionDenied(
+          (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer")) +
+          " may not control this aggregator: only its user (uid " + std::to_string(::geteuid()) +
+          ") or root may");
+      uint64_t left_out = 0;
+      if (options_.log && refusal_log_.Allow(&left_out)) {
+        if (left_out != 0) {
+          options_.log("(" + std::to_string(left_out) + " more refused peers were not logged)");
+        }
+        options_.log("refused " + (peer.ok() ? DescribePeer(*peer) : std::string("a peer")) + ": " +
+                     why.message());
+      }
+      const std::string reply = FormatReply(Reply{why, ""});
+      os::SendPartingMessage(
+          client.get(), std::span(reinterpret_cast<const uint8_t*>(reply.data()), reply.size()));
       continue;  // closed
     }
-    if (clients_.size() >= max_clients_) continue;  // closing it is the answer
+    MakeRoom();
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = static_cast<uint64_t>(client.get());
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, client.get(), &ev) != 0) continue;
     const int fd = client.get();
-    clients_[fd] = std::move(client);
+    clients_[fd] = Client{std::move(client), Clock::now()};
+    ServeClient(fd);  // its request may be here already
   }
 }
 
@@ -77,7 +113,8 @@ void ControlServer::Close(int fd) {
 }
 
 void ControlServer::ServeClient(int fd) {
-  if (!clients_.contains(fd)) return;
+  auto client = clients_.find(fd);
+  if (client == clients_.end()) return;
   char buffer[kMaxRequestBytes + 1];
   // MSG_TRUNC: the real length of a message longer than the buffer, so it is refused, not cut.
   const ssize_t got = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT | MSG_TRUNC);
@@ -86,6 +123,7 @@ void ControlServer::ServeClient(int fd) {
     Close(fd);  // closed by the peer (or an error)
     return;
   }
+  client->second.last_active = Clock::now();
   ++requests_;
   std::string reply;
   if (static_cast<size_t>(got) > kMaxRequestBytes) {

@@ -2,9 +2,14 @@
 // path + "-control", see protocol.h) that answers control requests through a ControlService.
 //
 // Only a peer running as the aggregator's own user or as root is served (SO_PEERCRED): on the
-// abstract namespace anyone on the host can connect, and shares are the operator's business. A
-// request that is too long, or a peer that does not read its reply, loses its connection; at most
-// `max_clients` are connected at once (more are closed on accept).
+// abstract namespace anyone on the host can connect, and shares (and VM tokens, docs/SECURITY.md)
+// are the operator's business. A refused peer gets `error PermissionDenied: ...` and its queued
+// request is discarded before the close, so it reads that reply instead of a reset. A request that
+// is too long, or a peer that does not read its reply, loses its connection. At most `max_clients`
+// are connected at once; when all slots are taken, a new client takes the slot of the one idle
+// longest (and a client idle for `idle_timeout` is closed whenever the socket is served), so idle
+// connections — of any user allowed in — can never lock the operator out. A new client's request
+// is answered at once when it is already there (gpuvm-ctl sends right after connecting).
 //
 // It owns an epoll descriptor of its own (fd()) that becomes readable when there is something to
 // do; the aggregator's server loop watches it (AggregatorServer::AddWatch) and calls Serve() on its
@@ -14,21 +19,31 @@
 #ifndef GPUVM_AGGREGATOR_CONTROL_CONTROL_SERVER_H_
 #define GPUVM_AGGREGATOR_CONTROL_CONTROL_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "aggregator/control/service.h"
+#include "base/log_rate_limit.h"
 #include "base/os.h"
 
 namespace gpuvm::control {
+
+struct ControlServerOptions {
+  size_t max_clients = 16;
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds(10);
+  // Refused peers, at most 10 lines a second; empty: nowhere.
+  std::function<void(const std::string&)> log;
+};
 
 class ControlServer {
  public:
   static Result<std::unique_ptr<ControlServer>> Create(const std::string& path,
                                                        ControlService* service,
-                                                       size_t max_clients = 16);
+                                                       ControlServerOptions options = {});
   ~ControlServer();
 
   int fd() const { return epoll_.get(); }
@@ -38,22 +53,34 @@ class ControlServer {
 
   uint64_t requests() const { return requests_; }
   uint64_t refused_peers() const { return refused_peers_; }
+  // Clients closed to make room for a new one, or for being idle.
+  uint64_t evicted_clients() const { return evicted_clients_; }
 
  private:
-  ControlServer(std::string path, ControlService* service, size_t max_clients)
-      : path_(std::move(path)), service_(service), max_clients_(max_clients) {}
+  using Clock = std::chrono::steady_clock;
+  struct Client {
+    os::UniqueFd fd;
+    Clock::time_point last_active;
+  };
+  ControlServer(std::string path, ControlService* service, ControlServerOptions options)
+      : path_(std::move(path)), service_(service), options_(std::move(options)) {}
   void Accept();
   void ServeClient(int fd);
   void Close(int fd);
+  // Closes clients idle past options_.idle_timeout, and when all slots are still taken the one idle
+  // longest.
+  void MakeRoom();
 
   const std::string path_;
   ControlService* const service_;
-  const size_t max_clients_;
+  const ControlServerOptions options_;
+  LogRateLimit refusal_log_;
   os::UniqueFd listen_;
   os::UniqueFd epoll_;
-  std::map<int, os::UniqueFd> clients_;
+  std::map<int, Client> clients_;
   uint64_t requests_ = 0;
   uint64_t refused_peers_ = 0;
+  uint64_t evicted_clients_ = 0;
 };
 
 }  // namespace gpuvm::control

@@ -10,6 +10,9 @@ namespace {
 class OneVm final : public VmDirectory {
  public:
   std::vector<VmDescription> Vms() override { return {{1, "a", "pt", 1 << 30, 128}}; }
+  Result<std::string> IssueVmToken(uint16_t domid) override {
+    return std::string(64, static_cast<char>('0' + domid % 10));
+  }
 };
 
 class RefusingSink final : public sched::SubmissionSink {
@@ -64,6 +67,71 @@ TEST(ControlServerTest, AnswersOverTheSocket) {
   const std::string huge = "list" + std::string(kMaxRequestBytes * 4, ' ');
   EXPECT_NE(Exchange(**server, fd, huge).find("longer than"), std::string::npos);
   EXPECT_EQ((*server)->requests(), 4u);
+}
+
+class ControlServerLimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sched::DispatcherOptions o;
+    o.own_thread = false;
+    dispatcher_ = std::move(sched::Dispatcher::Create(&clock_, &sink_, o)).value();
+    service_ = std::make_unique<ControlService>(&vms_, dispatcher_.get(), ServiceOptions{});
+    path_ = "@gpuvm-control-limits-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  sched::ManualClock clock_;
+  RefusingSink sink_;
+  std::unique_ptr<sched::Dispatcher> dispatcher_;
+  OneVm vms_;
+  std::unique_ptr<ControlService> service_;
+  std::string path_;
+};
+
+// 16 slots; 40 connections that never send anything cannot keep the operator out: each newcomer
+// takes the slot of the client idle longest, and one with its request in is answered at once.
+TEST_F(ControlServerLimitsTest, IdleClientsCannotLockTheOperatorOut) {
+  Result<std::unique_ptr<ControlServer>> server = ControlServer::Create(path_, service_.get());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<os::UniqueFd> idle;
+  for (int i = 0; i < 40; ++i) {
+    Result<os::UniqueFd> c = os::ConnectSeqpacket(path_);
+    ASSERT_TRUE(c.ok()) << i;
+    idle.push_back(std::move(*c));
+    (*server)->Serve();
+  }
+  Result<os::UniqueFd> op = os::ConnectSeqpacket(path_);
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(Exchange(**server, op->get(), "list").substr(0, 3), "ok\n");
+  EXPECT_GE((*server)->evicted_clients(), 24u);
+  // The ones pushed out see their connection closed (not left hanging).
+  size_t closed = 0;
+  for (const os::UniqueFd& c : idle) {
+    char byte;
+    closed += ::recv(c.get(), &byte, 1, MSG_DONTWAIT) == 0;
+  }
+  EXPECT_GE(closed, 24u);
+}
+
+ControlServerOptions QuickToIdle() {
+  ControlServerOptions o;
+  o.idle_timeout = std::chrono::milliseconds(20);
+  return o;
+}
+
+TEST_F(ControlServerLimitsTest, ClientsIdlePastTheTimeoutAreClosed) {
+  Result<std::unique_ptr<ControlServer>> server =
+      ControlServer::Create(path_, service_.get(), QuickToIdle());
+  ASSERT_TRUE(server.ok());
+  Result<os::UniqueFd> idle = os::ConnectSeqpacket(path_);
+  ASSERT_TRUE(idle.ok());
+  (*server)->Serve();
+  ::usleep(40'000);
+  Result<os::UniqueFd> op = os::ConnectSeqpacket(path_);
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(Exchange(**server, op->get(), "vm-token 7"), "ok\n" + std::string(64, '7') + "\n");
+  char byte;
+  EXPECT_EQ(::recv(idle->get(), &byte, 1, MSG_DONTWAIT), 0) << "the idle client was closed";
+  EXPECT_EQ((*server)->evicted_clients(), 1u);
 }
 
 }  // namespace

@@ -205,9 +205,19 @@ Result<Request> ParseRequest(std::string_view text) {
     }
     return Request(SetSchedulerRequest{*kind});
   }
+  if (command == "vm-token") {
+    GPUVM_RETURN_IF_ERROR(want_args(1, "vm-token DOMID"));
+    uint32_t domid = 0;
+    if (!ParseUnsigned(words[1], &domid) || domid == 0 || domid > 0x7fef ||
+        words[1].front() == '0') {
+      return Status::InvalidArgument("domain " + Quote(words[1]) +
+                                     " is not a guest's domain id (1-32751)");
+    }
+    return Request(VmTokenRequest{static_cast<uint16_t>(domid)});
+  }
   return Status::InvalidArgument("unknown command " + Quote(command) +
                                  "; commands: list, stats, set-share VM PERCENT, set-scheduler "
-                                 "fifo|credit|band");
+                                 "fifo|credit|band, vm-token DOMID");
 }
 
 std::string FormatRequest(const Request& request) {
@@ -223,6 +233,9 @@ std::string FormatRequest(const Request& request) {
     }
     std::string operator()(const SetSchedulerRequest& r) const {
       return "set-scheduler " + std::string(sched::PolicyKindName(r.policy));
+    }
+    std::string operator()(const VmTokenRequest& r) const {
+      return "vm-token " + std::to_string(r.domid);
     }
   };
   return std::visit(Visitor{}, request);

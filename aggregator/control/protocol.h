@@ -4,10 +4,12 @@
 // untrusted until the server has checked its credentials, and a typo must never change a share.
 //
 // One request per SOCK_SEQPACKET message, one reply per request:
-//   list                          the VMs: mode, VRAM, channels, share, usage over 100 ms/500 ms/10
-//   s stats                         everything the scheduler and dispatcher count, as one JSON
-//   object set-share VM PERCENT          VM: its id or its name; PERCENT: 0-100, up to 3 decimals,
-//   '%' optional set-scheduler fifo|credit|band
+//   list                      the VMs: mode, VRAM, channels, share, usage over 100 ms/500 ms/10 s
+//   stats                     everything the scheduler and dispatcher count, as one JSON object
+//   set-share VM PERCENT      VM: its id or its name; PERCENT: 0-100, up to 3 decimals, '%'
+//                             optional
+//   set-scheduler fifo|credit|band
+//   vm-token DOMID            a one-time token for that domain's device model (docs/SECURITY.md)
 // Reply: a first line "ok" or "error <StatusCodeName>: <message>", then the body (list: one record
 // per line, see ListReply; stats: JSON).
 //
@@ -50,7 +52,14 @@ struct SetSchedulerRequest {
   sched::PolicyKind policy = sched::PolicyKind::kBand;
   friend bool operator==(const SetSchedulerRequest&, const SetSchedulerRequest&) = default;
 };
-using Request = std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest>;
+// A one-time token for the device model of domain `domid` (1..32751; docs/SECURITY.md). Reply
+// body: the token as 64 hex digits and a newline.
+struct VmTokenRequest {
+  uint16_t domid = 0;
+  friend bool operator==(const VmTokenRequest&, const VmTokenRequest&) = default;
+};
+using Request =
+    std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest, VmTokenRequest>;
 
 // InvalidArgument with a message that names what is wrong ("share '-5' is negative", "unknown
 // command 'lst'"). Accepts one trailing newline; words are separated by single spaces.

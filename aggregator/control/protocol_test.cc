@@ -14,6 +14,8 @@ TEST(ControlProtocolTest, ParsesEveryCommand) {
   EXPECT_EQ(*ParseRequest("set-share a@lazy,256 0"), Request(SetShareRequest{"a@lazy,256", 0}));
   EXPECT_EQ(*ParseRequest("set-scheduler credit"),
             Request(SetSchedulerRequest{sched::PolicyKind::kCredit}));
+  EXPECT_EQ(*ParseRequest("vm-token 7"), Request(VmTokenRequest{7}));
+  EXPECT_EQ(*ParseRequest("vm-token 32751"), Request(VmTokenRequest{32751}));
 }
 
 TEST(ControlProtocolTest, RefusesGarbageWithAClearMessage) {
@@ -29,6 +31,11 @@ TEST(ControlProtocolTest, RefusesGarbageWithAClearMessage) {
   EXPECT_NE(error("set-share 1 abc").find("not a percentage"), std::string::npos);
   EXPECT_NE(error("set-share 1").find("takes 2 arguments"), std::string::npos);
   EXPECT_NE(error("set-scheduler rr").find("choose fifo, credit or band"), std::string::npos);
+  EXPECT_NE(error("vm-token 0").find("not a guest's domain id"), std::string::npos);
+  for (std::string_view bad : {"vm-token", "vm-token 32752", "vm-token 65536", "vm-token 07",
+                               "vm-token -1", "vm-token x", "vm-token 7 8"}) {
+    error(bad);
+  }
   for (std::string_view bad : {"",
                                "\n",
                                " list",
@@ -72,8 +79,8 @@ TEST(ControlProtocolTest, PercentBounds) {
 TEST(ControlProtocolTest, RequestsRoundTrip) {
   for (const Request& r :
        {Request(ListRequest{}), Request(StatsRequest{}), Request(SetShareRequest{"7", 33.333}),
-        Request(SetShareRequest{"x", 100}),
-        Request(SetSchedulerRequest{sched::PolicyKind::kFifo})}) {
+        Request(SetShareRequest{"x", 100}), Request(SetSchedulerRequest{sched::PolicyKind::kFifo}),
+        Request(VmTokenRequest{42})}) {
     Result<Request> back = ParseRequest(FormatRequest(r));
     ASSERT_TRUE(back.ok()) << FormatRequest(r);
     EXPECT_EQ(*back, r);

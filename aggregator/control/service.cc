@@ -205,6 +205,12 @@ Reply ControlService::Execute(const Request& request) {
     Log("share of VM " + std::to_string(*vm) + " set to " + Number(set->percent) + "%");
     return Reply{Status::Ok(), ""};
   }
+  if (const auto* token = std::get_if<VmTokenRequest>(&request)) {
+    Result<std::string> issued = vms_->IssueVmToken(token->domid);
+    if (!issued.ok()) return Reply{issued.status(), ""};
+    Log("VM token issued for domain " + std::to_string(token->domid));
+    return Reply{Status::Ok(), *issued + "\n"};
+  }
   const auto& set = std::get<SetSchedulerRequest>(request);
   dispatcher_->SetPolicy(set.policy);
   Log("scheduler set to " + std::string(sched::PolicyKindName(set.policy)));

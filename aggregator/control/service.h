@@ -14,6 +14,8 @@
 //    options after '@'), then changes its share live; shares summing past 100 %, negative values,
 //    unknown VMs and ambiguous names are refused with a clear error and change nothing.
 //  - set-scheduler switches the policy live; list and stats report.
+//  - vm-token issues a one-time token for a domain's device model (docs/SECURITY.md); the log
+//    says for which domain, never the token.
 //
 // Threading: one thread calls Reconcile/Handle/Execute (the aggregator's server thread, where the
 // directory may be read); the dispatcher itself is thread-safe.
@@ -47,6 +49,11 @@ class VmDirectory {
   virtual ~VmDirectory() = default;
   // The VMs that exist now, by id ascending.
   virtual std::vector<VmDescription> Vms() = 0;
+  // A one-time token for domain `domid`'s device model (aggregator/vm_tokens.h), as 64 hex digits.
+  virtual Result<std::string> IssueVmToken(uint16_t domid) {
+    (void)domid;
+    return Status::Unimplemented("this aggregator issues no VM tokens");
+  }
 };
 
 struct ServiceOptions {

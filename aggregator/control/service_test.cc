@@ -8,7 +8,12 @@ namespace {
 class FakeDirectory final : public VmDirectory {
  public:
   std::vector<VmDescription> Vms() override { return vms; }
+  Result<std::string> IssueVmToken(uint16_t domid) override {
+    if (!issue_tokens) return VmDirectory::IssueVmToken(domid);
+    return "token-for-" + std::to_string(domid);
+  }
   std::vector<VmDescription> vms;
+  bool issue_tokens = true;
 };
 
 class RefusingSink final : public sched::SubmissionSink {
@@ -148,6 +153,17 @@ TEST(ControlServiceTest, SetSchedulerIsLive) {
   EXPECT_TRUE(f.Run("set-scheduler fifo").status.ok());
   EXPECT_EQ(f.dispatcher->policy(), sched::PolicyKind::kFifo);
   EXPECT_EQ(f.List().policy, sched::PolicyKind::kFifo);
+}
+
+TEST(ControlServiceTest, VmTokensAreIssuedAndOnlyTheDomainIsLogged) {
+  Fixture f;
+  Reply r = f.Run("vm-token 12");
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.body, "token-for-12\n");
+  ASSERT_FALSE(f.log.empty());
+  EXPECT_EQ(f.log.back(), "VM token issued for domain 12");
+  f.directory.issue_tokens = false;
+  EXPECT_EQ(f.Run("vm-token 12").status.code(), StatusCode::kUnimplemented);
 }
 
 TEST(ControlServiceTest, VmsThatLeaveAreForgottenAndTheirShareFreed) {

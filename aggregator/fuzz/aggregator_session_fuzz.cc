@@ -11,6 +11,9 @@
 //   op % 4 == 2  bytes put into the fast lane's request slot (length field = length, or garbage
 //                when op & 4), then the lane drained as the server does
 //   op % 4 == 3  the GPU runs a few time slices; the interrupt level is forwarded
+// Before each input the aggregator holds one VM token, 32 bytes of 0x5a for domain 1 (what the
+// seeds' AUTH carries), so inputs reach past authentication; a guessed token, another domain's
+// VM_CONFIG or MMIO before AUTH are part of what is fuzzed.
 // Seeds: aggregator/fuzz/aggregator_session_fuzz/ (make_seeds.py).
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +62,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SimGpu* sim = nullptr;
   Aggregator* aggregator = TheAggregator(&sim);
   std::unique_ptr<gpuvm::ipc::FastLane> dm_lane;  // the device model's end of an offered lane
+  gpuvm::ipc::VmToken token;
+  token.fill(0x5a);
+  aggregator->vm_tokens().Clear();
+  if (!aggregator->vm_tokens().Add(token, 1).ok()) std::abort();
   {
     Session session(aggregator, "fuzz");
     size_t at = 0;

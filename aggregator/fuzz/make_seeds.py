@@ -19,8 +19,16 @@ def name(text):
     return text.encode().ljust(32, b"\0")
 
 
-def hello(seq, max_version=2):
-    return message(0x0001, seq, struct.pack("<HHI", 1, max_version, 0) + name("gpuvm-dm"))
+def hello(seq, min_version=5, max_version=5):
+    return message(0x0001, seq, struct.pack("<HHI", min_version, max_version, 0) + name("gpuvm-dm"))
+
+
+# session_fuzz.cc registers this token for domain 1 before every input.
+FUZZ_TOKEN = bytes([0x5A] * 32)
+
+
+def auth(seq, token=FUZZ_TOKEN):
+    return message(0x0009, seq, token)
 
 
 def vm_config(seq, domid=1, ram=1 << 20):
@@ -70,7 +78,12 @@ def record(op, data):
 
 
 def handshake():
-    return record(0, hello(1)) + record(0, vm_config(2)) + record(1, guest_memory(3))
+    return (
+        record(0, hello(1))
+        + record(0, auth(2))
+        + record(0, vm_config(3))
+        + record(1, guest_memory(4))
+    )
 
 
 SEEDS = {
@@ -94,6 +107,11 @@ SEEDS = {
     + record(0, mmio_write(7, 0, 4, 0x2100, 1))
     + record(3, b""),
     "out_of_turn": record(0, mmio_read(1, 0, 4, 0)) + handshake(),
+    "no_auth": record(0, hello(1)) + record(0, vm_config(2)) + record(1, guest_memory(3)),
+    "wrong_token": record(0, hello(1)) + record(0, auth(2, bytes(range(32)))) + record(0, vm_config(3)),
+    "other_domain": record(0, hello(1)) + record(0, auth(2)) + record(0, vm_config(3, domid=2)),
+    "old_version": record(0, hello(1, min_version=1, max_version=4)) + record(0, vm_config(2)),
+    "mmio_before_auth": record(0, hello(1)) + record(0, mmio_write(2, 0, 4, 0x1700, 0x10)),
     "bad_access": handshake()
     + record(0, mmio_read(4, 3, 8, (64 << 20) - 4))
     + record(0, mmio_write(5, 1, 1, 0x123, 0xFF, vcpu=9)),
@@ -104,16 +122,17 @@ SEEDS = {
     + record(1, fast_lane(7))
     + record(2, mmio_write_block(8, 1, 1, 0x10, bytes(range(40))))
     + record(2, mmio_read_block(9, 3, 8, 60, 0x1000)),
-    "fills": record(0, hello(1, max_version=4))
-    + record(0, vm_config(2))
-    + record(1, guest_memory(3))
+    "fills": handshake()
     + record(0, mmio_write(4, 0, 4, 0x1700, 0x2))
     + record(0, mmio_write_fill(5, 0, 4, 16, 0x700100, 0xA5A5A5A5))
     + record(0, mmio_read_block(6, 0, 4, 16, 0x700100))
     + record(1, fast_lane(7))
     + record(2, mmio_write_fill(8, 3, 8, 4096, 0x2000, 0))
     + record(2, mmio_write_fill(9, 3, 8, 2, (64 << 20) - 8, 0)),
-    "wrong_memory": record(0, hello(1)) + record(0, vm_config(2)) + record(5, guest_memory(3)),
+    "wrong_memory": record(0, hello(1))
+    + record(0, auth(2))
+    + record(0, vm_config(3))
+    + record(5, guest_memory(4)),
 }
 
 os.makedirs(OUT, exist_ok=True)

@@ -163,9 +163,10 @@ class SocketPingPong {
 };
 
 // Forks a process serving the real gpuvm-aggregator (the software GPU, threaded, no compute
-// engine) on `path`; returns its pid once it listens. Everything is built in the child, so the
-// GPU's engine thread lives where it is used.
-pid_t StartRealAggregator(const std::string& path) {
+// engine) on `path`; returns its pid once it listens, with a token for domain `domid`'s device
+// model (what its control socket would issue). Everything is built in the child, so the GPU's
+// engine thread lives where it is used.
+pid_t StartRealAggregator(const std::string& path, hv::DomainId domid, ipc::VmToken* token) {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) Die("pipe");
   const pid_t child = ::fork();
@@ -184,14 +185,16 @@ pid_t StartRealAggregator(const std::string& path) {
     options.log = nullptr;
     auto server = aggregator::AggregatorServer::Create(std::move(*core), options);
     if (!server.ok()) ::_exit(22);
-    const char byte = 1;
-    if (::write(ready[1], &byte, 1) != 1) ::_exit(23);
+    auto issued = (*server)->aggregator().vm_tokens().Issue(domid);
+    if (!issued.ok()) ::_exit(24);
+    if (::write(ready[1], issued->data(), issued->size()) != ssize_t(issued->size())) ::_exit(23);
     (void)(*server)->Run();
     ::_exit(0);
   }
   ::close(ready[1]);
-  char byte = 0;
-  if (::read(ready[0], &byte, 1) != 1) Die("the aggregator process did not start");
+  if (::read(ready[0], token->data(), token->size()) != ssize_t(token->size())) {
+    Die("the aggregator process did not start");
+  }
   ::close(ready[0]);
   return child;
 }
@@ -202,8 +205,9 @@ class AggregatorCall {
   explicit AggregatorCall(bool real = false) {
     const std::string path =
         "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid()) + (real ? "-real" : "");
+    ipc::VmToken token{};  // the fake takes any
     if (real) {
-      child_ = StartRealAggregator(path);
+      child_ = StartRealAggregator(path, 1, &token);
     } else {
       auto server = dm::testing::FakeAggregatorServer::Create(path);
       if (!server.ok()) Die(server.status().ToString());
@@ -217,6 +221,8 @@ class AggregatorCall {
     }
     dm::IpcConnectOptions options;
     options.path = path;
+    options.token = token;
+    options.vm.domid = 1;
     options.vm.guest_ram_bytes = 16 << 20;
     options.vm.bar0_size = 16 << 20;
     options.vm.bar1_size = 128 << 20;
@@ -224,6 +230,13 @@ class AggregatorCall {
     options.vm.name = "trap-bench-ipc";
     auto connection = dm::IpcAggregatorConnection::Connect(options);
     if (!connection.ok()) Die(connection.status().ToString());
+    // The real aggregator drops a session without guest memory at its handshake deadline.
+    auto ram = os::CreateSealedMemfd("trap-bench-ram", options.vm.guest_ram_bytes);
+    if (!ram.ok()) Die(ram.status().ToString());
+    const Status sent = (*connection)
+                            ->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd,
+                                              options.vm.guest_ram_bytes, ram->get());
+    if (!sent.ok()) Die(sent.ToString());
     connection_ = std::move(*connection);
   }
   ~AggregatorCall() {
@@ -249,7 +262,8 @@ class AggregatorCall {
 // Runs a device model for `domain` until killed: the child process of a trap rig. With an empty
 // `aggregator_path` the aggregator is an in-process fake.
 [[noreturn]] void RunDeviceModel(const hv::local::LocalDomain& domain,
-                                 const std::string& aggregator_path, bool busy_poll) {
+                                 const std::string& aggregator_path, const ipc::VmToken& token,
+                                 bool busy_poll) {
   // The defaults, or every hop sleeping.
   const std::chrono::microseconds off(0);
   const std::chrono::microseconds dm_spin = busy_poll ? dm::DeviceModelConfig().busy_poll : off;
@@ -263,6 +277,7 @@ class AggregatorCall {
   } else {
     dm::IpcConnectOptions options;
     options.path = aggregator_path;
+    options.token = token;
     options.vm.domid = domain.domid();
     options.vm.vcpus = domain.config().vcpus;
     options.vm.guest_ram_bytes = domain.config().ram_bytes;
@@ -273,6 +288,12 @@ class AggregatorCall {
     options.busy_poll = lane_spin;
     auto connection = dm::IpcAggregatorConnection::Connect(options);
     if (!connection.ok()) ::_exit(11);
+    if (!(*connection)
+             ->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd, options.vm.guest_ram_bytes,
+                               domain.ram_fd())
+             .ok()) {
+      ::_exit(13);
+    }
     aggregator = std::move(*connection);
   }
   dm::DeviceModelConfig config;
@@ -298,12 +319,13 @@ class TrapRig {
     if (!domain.ok()) Die(domain.status().ToString());
     domain_ = std::move(*domain);
     std::string path;
+    ipc::VmToken token{};  // the fake takes any
     if (via_aggregator) {
       // Listening before the fork, so the device model can connect at once. We keep our copy alive
       // until the child is gone: destroying it would signal the stop eventfd they share.
       path = "@gpuvm-trap-bench-" + std::to_string(::getpid()) + "-" + std::to_string(domid);
       if (which == Aggregator::kReal) {
-        aggregator_pid_ = StartRealAggregator(path);
+        aggregator_pid_ = StartRealAggregator(path, domid, &token);
       } else {
         auto server = dm::testing::FakeAggregatorServer::Create(path);
         if (!server.ok()) Die(server.status().ToString());
@@ -318,7 +340,7 @@ class TrapRig {
     }
     dm_pid_ = ::fork();
     if (dm_pid_ < 0) Die("fork");
-    if (dm_pid_ == 0) RunDeviceModel(*domain_, path, busy_poll);
+    if (dm_pid_ == 0) RunDeviceModel(*domain_, path, token, busy_poll);
     auto guest = hv::local::LocalGuestIo::Create(
         *domain_, std::chrono::seconds(10),
         busy_poll ? hv::local::LocalGuestIo::kDefaultBusyPoll : std::chrono::microseconds(0));

@@ -5,6 +5,32 @@
 #include <cerrno>
 
 namespace gpuvm::hv::local {
+namespace {
+
+// The daemon's reply with seq 0 says why it dropped us (hv_daemon.h); anything else is no such
+// notice.
+std::optional<Status> DropNotice(std::span<const uint8_t> bytes) {
+  Result<HvMessage> parsed = ParseHvMessage(bytes);
+  if (!parsed.ok() || parsed->header.op != static_cast<uint16_t>(HvOp::kReply) ||
+      parsed->header.seq != 0) {
+    return std::nullopt;
+  }
+  Result<HvReader> status = ParseHvReplyStatus(parsed->payload);
+  if (status.ok()) return std::nullopt;  // "OK, goodbye" is not a notice we send
+  return status.status().WithContext("the local hypervisor daemon hung up");
+}
+
+// After a send or receive found the daemon gone: its notice, if it left one.
+Status PeerGone(int socket, Status why) {
+  if (why.code() != StatusCode::kUnavailable) return why;
+  Result<os::ReceivedMessage> last = os::ReceivePartingMessage(socket, kHvMaxMessage);
+  if (last.ok()) {
+    if (std::optional<Status> notice = DropNotice(last->bytes)) return *notice;
+  }
+  return why;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<LocalHvClient>> LocalHvClient::Connect(const std::string& path,
                                                               DomainId self) {
@@ -42,12 +68,16 @@ Result<LocalHvClient::Reply> LocalHvClient::Call(HvOp op, std::span<const uint8_
                                                  std::span<const int> fds) {
   const uint32_t seq = next_seq_++;
   const std::vector<uint8_t> request = EncodeHvMessage(op, seq, payload);
-  GPUVM_RETURN_IF_ERROR(os::SendWithFds(socket_.get(), request, fds));
+  if (Status sent = os::SendWithFds(socket_.get(), request, fds); !sent.ok()) {
+    return PeerGone(socket_.get(), sent);
+  }
   for (;;) {
     GPUVM_RETURN_IF_ERROR(os::WaitReadable(socket_.get(), static_cast<int>(timeout_.count()))
                               .WithContext("waiting for the local hypervisor daemon"));
-    GPUVM_ASSIGN_OR_RETURN(os::ReceivedMessage m,
-                           os::ReceiveWithFds(socket_.get(), kHvMaxMessage, false));
+    Result<os::ReceivedMessage> received = os::ReceiveWithFds(socket_.get(), kHvMaxMessage, false);
+    if (!received.ok()) return PeerGone(socket_.get(), received.status());
+    os::ReceivedMessage& m = *received;
+    if (std::optional<Status> notice = DropNotice(m.bytes)) return *notice;
     GPUVM_ASSIGN_OR_RETURN(HvMessage parsed, ParseHvMessage(m.bytes));
     if (parsed.header.op == static_cast<uint16_t>(HvOp::kWatchEvent)) {
       GPUVM_RETURN_IF_ERROR(QueueEvent(parsed.payload));

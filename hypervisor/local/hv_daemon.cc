@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,8 @@ namespace gpuvm::hv::local {
 
 struct LocalHvDaemon::Client {
   os::UniqueFd fd;
+  os::PeerCredentials peer;
+  std::chrono::steady_clock::time_point accepted;
   std::optional<DomainId> domid;
   std::vector<std::pair<std::string, std::string>> watches;  // (path, token)
   bool dead = false;
@@ -50,6 +53,7 @@ Result<std::unique_ptr<LocalHvDaemon>> LocalHvDaemon::Create(const std::string& 
   std::unique_ptr<LocalHvDaemon> d(new LocalHvDaemon());
   d->path_ = socket_path;
   d->limits_ = limits;
+  if (d->limits_.allowed_uids.empty()) d->limits_.allowed_uids = {::geteuid(), 0};
   GPUVM_ASSIGN_OR_RETURN(d->listen_, os::ListenSeqpacket(socket_path));
   GPUVM_ASSIGN_OR_RETURN(d->stop_, os::CreateEventFd());
   d->nodes_["/"] = "";
@@ -79,7 +83,8 @@ Status LocalHvDaemon::Run() {
       polled.push_back({c->fd.get(), POLLIN, 0});
       order.push_back(c.get());
     }
-    if (::poll(polled.data(), polled.size(), -1) < 0) {
+    const bool pending = ExpirePending();
+    if (::poll(polled.data(), polled.size(), pending ? 250 : -1) < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "hv daemon poll");
     }
@@ -97,14 +102,78 @@ Status LocalHvDaemon::Run() {
 }
 
 void LocalHvDaemon::Accept() {
-  for (;;) {
+  for (int i = 0; i < 16; ++i) {
     os::UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) return;
-    if (clients_.size() >= limits_.max_clients) continue;  // refused: closing it tells the peer
+    Result<os::PeerCredentials> peer = os::PeerCredentialsOf(fd.get());
+    const auto& allowed = limits_.allowed_uids;
+    if (!peer.ok() || std::find(allowed.begin(), allowed.end(), peer->uid) == allowed.end()) {
+      const Status why = Status::PermissionDenied(
+          (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("a peer")) +
+          " may not use this local hypervisor daemon: it serves uid " +
+          std::to_string(::geteuid()) + " and root (docs/SECURITY.md)");
+      os::SendPartingMessage(fd.get(), EncodeHvReply(0, why));
+      LogRefusal("refused " + (peer.ok() ? os::DescribePeer(*peer) : std::string("a peer")) + ": " +
+                 why.message());
+      continue;
+    }
+    size_t pending = 0;
+    Client* oldest_pending = nullptr;
+    for (auto& c : clients_) {
+      if (c->dead || c->domid) continue;
+      ++pending;
+      if (oldest_pending == nullptr || c->accepted < oldest_pending->accepted) {
+        oldest_pending = c.get();
+      }
+    }
+    if (pending >= limits_.max_pending && oldest_pending != nullptr) {
+      DropTelling(*oldest_pending,
+                  Status::ResourceExhausted("dropped before hello: newer connections wait"));
+    }
+    size_t live = 0;
+    for (auto& c : clients_) live += !c->dead;
+    if (live >= limits_.max_clients) {
+      os::SendPartingMessage(fd.get(),
+                         EncodeHvReply(0, Status::ResourceExhausted(std::to_string(live) +
+                                                                    " clients are connected")));
+      continue;
+    }
     auto client = std::make_unique<Client>();
     client->fd = std::move(fd);
+    client->peer = *peer;
+    client->accepted = std::chrono::steady_clock::now();
     clients_.push_back(std::move(client));
   }
+}
+
+void LocalHvDaemon::LogRefusal(const std::string& line) {
+  uint64_t left_out = 0;
+  if (!log_ || !refusal_log_.Allow(&left_out)) return;
+  if (left_out != 0) log_("(" + std::to_string(left_out) + " more refusals were not logged)");
+  log_(line);
+}
+
+void LocalHvDaemon::DropTelling(Client& client, const Status& why) {
+  if (client.dead) return;
+  LogRefusal("dropped " + os::DescribePeer(client.peer) + ": " + why.message());
+  os::SendPartingMessage(client.fd.get(), EncodeHvReply(0, why));
+  client.dead = true;
+}
+
+bool LocalHvDaemon::ExpirePending() {
+  const auto now = std::chrono::steady_clock::now();
+  bool waiting = false;
+  for (auto& c : clients_) {
+    if (c->dead || c->domid) continue;
+    if (now - c->accepted >= limits_.hello_timeout) {
+      DropTelling(*c,
+                  Status::DeadlineExceeded("no hello within " +
+                                           std::to_string(limits_.hello_timeout.count()) + " ms"));
+    } else {
+      waiting = true;
+    }
+  }
+  return waiting;
 }
 
 void LocalHvDaemon::Drop(Client& client) {

@@ -11,8 +11,13 @@
 // It serves a unix SOCK_SEQPACKET socket (hv_protocol.h) from one thread, either inside a process
 // (Start(), as tests and the launcher do) or as the program gpuvm-local-hvd.
 //
-// Trust: clients declare their domain id in Hello; the local backend is not a security boundary
-// between processes of one user (docs/HYPERVISOR.md). Still, every message is parsed as untrusted,
+// Trust: only the daemon's own user and root may connect (SO_PEERCRED, checked on accept; anyone
+// else gets a reply with seq 0 and PermissionDenied, then the connection closes: the local backend
+// has no other user boundary, docs/SECURITY.md). Clients declare their domain id in Hello; the
+// local backend is not a security boundary between processes of one user (docs/HYPERVISOR.md). A
+// connection that has not said Hello within hello_timeout is closed (told so), and at most
+// max_pending such connections exist — a new one pushes out the oldest — so idle connections
+// cannot fill the max_clients slots the VMs need. Still, every message is parsed as untrusted,
 // non-dom0 clients may only write the store below /local/domain/<id>/ and may not touch the domain
 // registry, quotas bound what one client can allocate, and a client that sends garbage or stops
 // reading its events is disconnected (its watches, ports and registered domains go with it).
@@ -22,12 +27,15 @@
 #ifndef GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
 #define GPUVM_HYPERVISOR_LOCAL_HV_DAEMON_H_
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/log_rate_limit.h"
 #include "base/os.h"
 #include "base/status.h"
 #include "hypervisor/local/domain.h"
@@ -37,9 +45,13 @@ namespace gpuvm::hv::local {
 
 struct HvDaemonLimits {
   size_t max_clients = 256;
+  size_t max_pending = 16;  // connections that have not said Hello yet
+  std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
   size_t max_store_nodes = 65536;
   size_t max_watches_per_client = 256;
   uint32_t max_ports_per_domain = 4096;
+  // Who may connect; empty: the daemon's effective uid and root.
+  std::vector<uid_t> allowed_uids;
 };
 
 class LocalHvDaemon {
@@ -49,6 +61,8 @@ class LocalHvDaemon {
   ~LocalHvDaemon();
 
   const std::string& path() const { return path_; }
+  // Where refused and dropped peers are noted (at most 10 lines a second); before Start()/Run().
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   // Serves on a background thread until Stop() or destruction.
   Status Start();
   // Serves on the calling thread until Stop().
@@ -61,6 +75,10 @@ class LocalHvDaemon {
   LocalHvDaemon() = default;
 
   void Accept();
+  // Tells a client why with a reply of seq 0 (its Call returns that status), then drops it.
+  void DropTelling(Client& client, const Status& why);
+  // Closes clients that did not say Hello in time; true while some have not yet.
+  bool ExpirePending();
   // Handles one message; a non-OK result disconnects the client.
   Status Serve(Client& client);
   Status Dispatch(Client& client, const HvMessage& message, std::vector<os::UniqueFd>& fds);
@@ -76,6 +94,9 @@ class LocalHvDaemon {
 
   std::string path_;
   HvDaemonLimits limits_;
+  std::function<void(const std::string&)> log_;
+  LogRateLimit refusal_log_;
+  void LogRefusal(const std::string& line);
   os::UniqueFd listen_;
   os::UniqueFd stop_;
   std::thread thread_;

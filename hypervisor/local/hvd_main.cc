@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   g_daemon = daemon->get();
+  (*daemon)->set_log(
+      [](const std::string& line) { std::fprintf(stderr, "gpuvm-local-hvd: %s\n", line.c_str()); });
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::fprintf(stderr, "gpuvm-local-hvd: serving %s\n", path.c_str());

@@ -302,6 +302,56 @@ class DaemonTest : public ::testing::Test {
   std::unique_ptr<LocalHvDaemon> daemon_;
 };
 
+// Who may connect: only the daemon's user and root (docs/SECURITY.md). A daemon that serves
+// somebody else shows what any other user sees: the reason, not a reset.
+TEST(DaemonPeersTest, OtherUsersAreRefusedWithTheReason) {
+  HvDaemonLimits limits;
+  limits.allowed_uids = {::geteuid() + 1};
+  auto daemon = LocalHvDaemon::Create(UniqueDaemonPath(), limits);
+  ASSERT_TRUE(daemon.ok());
+  ASSERT_TRUE((*daemon)->Start().ok());
+  auto client = LocalHvClient::Connect((*daemon)->path(), 0);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), StatusCode::kPermissionDenied) << client.status().ToString();
+  EXPECT_NE(client.status().message().find("uid " + std::to_string(::geteuid()) +
+                                           " may not use this local hypervisor daemon"),
+            std::string::npos)
+      << client.status().ToString();
+}
+
+// Connections that never say hello are closed after hello_timeout (told so), and no more than
+// max_pending wait at once: they cannot fill the slots VMs and device models need.
+TEST(DaemonPeersTest, SilentConnectionsAreDroppedAndCannotCrowdOutClients) {
+  HvDaemonLimits limits;
+  limits.max_clients = 24;
+  limits.max_pending = 4;
+  limits.hello_timeout = std::chrono::milliseconds(300);
+  auto daemon = LocalHvDaemon::Create(UniqueDaemonPath(), limits);
+  ASSERT_TRUE(daemon.ok());
+  ASSERT_TRUE((*daemon)->Start().ok());
+  std::vector<os::UniqueFd> silent;
+  for (int i = 0; i < 40; ++i) {
+    auto c = os::ConnectSeqpacket((*daemon)->path());
+    ASSERT_TRUE(c.ok());
+    silent.push_back(std::move(*c));
+  }
+  auto store = LocalStore::Connect((*daemon)->path(), 0);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Write("/peers", "ok").ok());
+  for (os::UniqueFd& c : silent) {
+    ASSERT_TRUE(os::WaitReadable(c.get(), 10000).ok());
+    Result<os::ReceivedMessage> notice = os::ReceivePartingMessage(c.get(), kHvMaxMessage);
+    ASSERT_TRUE(notice.ok()) << notice.status().ToString();
+    Result<HvMessage> parsed = ParseHvMessage(notice->bytes);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(parsed->header.seq, 0u);
+    const StatusCode code = ParseHvReplyStatus(parsed->payload).status().code();
+    EXPECT_TRUE(code == StatusCode::kResourceExhausted || code == StatusCode::kDeadlineExceeded)
+        << StatusCodeName(code);
+  }
+  EXPECT_EQ(*(*store)->Read("/peers"), "ok") << "the client that said hello is still served";
+}
+
 TEST_F(DaemonTest, ASecondDaemonOnTheSamePathIsRefused) {
   EXPECT_EQ(LocalHvDaemon::Create(path_).status().code(), StatusCode::kAlreadyExists);
 }

@@ -189,6 +189,18 @@ bool FakeAggregatorServer::HandleOne(ipc::Channel& channel, int epoll) {
   };
   if (std::holds_alternative<ipc::Hello>(m.body))
     return reply(ipc::HelloAck{ipc::kProtocolVersion});
+  if (const auto* auth = std::get_if<ipc::Auth>(&m.body)) {
+    std::optional<ipc::VmToken> wanted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wanted = token_;
+    }
+    if (wanted && auth->token != *wanted) {
+      reply(ipc::Error{StatusCode::kPermissionDenied, "the VM token is unknown"});
+      return false;
+    }
+    return reply(ipc::AuthAck{});
+  }
   if (std::holds_alternative<ipc::VmConfig>(m.body)) {
     if (behaviour == Behaviour::kRefuseVm) {
       return reply(ipc::Error{StatusCode::kFailedPrecondition,

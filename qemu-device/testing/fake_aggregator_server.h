@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,11 @@ class FakeAggregatorServer {
   // The next time something arrives, the serving thread sleeps this long before it looks (as a
   // SIGSTOPped aggregator would: nothing answered, nothing closed).
   void StallNextFor(std::chrono::milliseconds stall) { stall_ms_ = stall.count(); }
+  // The only token AUTH may carry (default: any token is good).
+  void set_token(const ipc::VmToken& token) {
+    std::lock_guard<std::mutex> lock(mu_);
+    token_ = token;
+  }
   // Whether VM_ACCEPT offers the fast lane (default yes). Set before the device model connects.
   void set_offer_fast_lane(bool offer) { offer_fast_lane_ = offer; }
   bool lane_in_use() const { return lane_in_use_; }
@@ -71,6 +77,7 @@ class FakeAggregatorServer {
   mutable std::mutex mu_;
   int connection_fd_ = -1;  // guarded by mu_, for SendToDm
   std::vector<ipc::Message> received_;
+  std::optional<ipc::VmToken> token_;  // guarded by mu_
   std::map<std::pair<uint8_t, uint64_t>, uint8_t> bytes_;
 };
 

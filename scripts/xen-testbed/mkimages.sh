@@ -113,8 +113,8 @@ done
 
 # Our dom0 programs and the backend tests (left out when not built).
 mkdir -p "$STAGE/gpuvm/bin"
-dom0_programs=(aggregator/gpuvm-aggregator qemu-device/gpuvm-dm hypervisor/hv_backend_test
-               qemu-device/dm_device_model_test)
+dom0_programs=(aggregator/gpuvm-aggregator qemu-device/gpuvm-dm tools/gpuvm-ctl/gpuvm-ctl
+               hypervisor/hv_backend_test qemu-device/dm_device_model_test)
 for program in "${dom0_programs[@]}"; do
   if [[ -x "$build/$program" ]]; then
     stage_binary "$build/$program" "/gpuvm/bin/$(basename "$program")"
@@ -131,8 +131,9 @@ done
   [[ -x "$STAGE/gpuvm/bin/hv_backend_test" ]] && tests+=" hv_backend_test:*/xen.*"
   [[ -x "$STAGE/gpuvm/bin/dm_device_model_test" ]] && tests+=" dm_device_model_test:*/xen.*"
   echo "BACKEND_TESTS=\"$tests\""
-  if [[ ! -x "$STAGE/gpuvm/bin/gpuvm-dm" || ! -x "$STAGE/gpuvm/bin/gpuvm-aggregator" ]]; then
-    echo 'DM_MODE=""  # gpuvm-dm or gpuvm-aggregator not built'
+  if [[ ! -x "$STAGE/gpuvm/bin/gpuvm-dm" || ! -x "$STAGE/gpuvm/bin/gpuvm-aggregator" ||
+        ! -x "$STAGE/gpuvm/bin/gpuvm-ctl" ]]; then
+    echo 'DM_MODE=""  # gpuvm-dm, gpuvm-aggregator or gpuvm-ctl (VM tokens) not built'
   fi
   # Overrides for one run, e.g. XEN_TEST_SET="PT_GUEST=0 FV_TESTS=nop" (docs/XEN-TESTBED.md).
   for setting in ${XEN_TEST_SET:-}; do echo "$setting"; done

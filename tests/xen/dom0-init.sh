@@ -3,7 +3,8 @@
 # QEMU/TCG. Brings up the Xen toolstack by hand (no udev, no init system), then:
 #   1. creates the HVM guest paused (xl create -p),
 #   2. runs the Xen backend's typed tests against real libxen handles with GPUVM_XEN_TEST_DOMID set,
-#   3. starts gpuvm-aggregator and gpuvm-dm (the guest's second IOREQ server, claiming a PCI slot),
+#   3. starts gpuvm-aggregator and gpuvm-dm (the guest's second IOREQ server, claiming a PCI slot,
+#      authenticated with the VM's token from gpuvm-ctl vm-token),
 #   4. unpauses the guest, which runs its programs and prints GPUVM-GUEST lines on its console,
 # and prints the result line the host script checks:
 #   GPUVM-XEN-RESULT: PASS|FAIL <reason>
@@ -213,10 +214,16 @@ EOF
 }
 
 # start_dm NAME DOMID MODE VMNAME: gpuvm-dm as the second IOREQ server of guest NAME, claiming
-# DM_SBDF, registered with the aggregator as VMNAME (fv modes travel in it: NAME@MODE,MiB).
+# DM_SBDF, registered with the aggregator as VMNAME (fv modes travel in it: NAME@MODE,MiB). Its
+# VM's one-time token (docs/SECURITY.md) comes from the aggregator's control socket into a file
+# only root reads — never a command line — and the file goes once gpuvm-dm has read it.
 dm_pids=""
 start_dm() {
+  token="/run/gpuvm/dm-$2.token"
+  mkdir -p -m 0700 /run/gpuvm
+  (umask 077 && gpuvm-ctl vm-token "$2" >"$token") || fail "no VM token for $1 (domain $2)"
   gpuvm-dm --backend xen --domid "$2" --mode "$3" --sbdf "$DM_SBDF" --name "$4" \
+    --token-file "$token" \
     --guest-ram-mib "$GUEST_MEMORY_MB" --reply-timeout-ms 120000 >"/tmp/dm-$1.log" 2>&1 &
   dm_pid=$!
   dm_pids="$dm_pids $dm_pid"
@@ -231,6 +238,7 @@ start_dm() {
     [ $tries -gt 120 ] && fail "gpuvm-dm for $1 did not report ready"
     sleep 1
   done
+  rm -f "$token"
   say "gpuvm-dm attached for $1 (pid $dm_pid): $(tail -n 1 "/tmp/dm-$1.log")"
 }
 # Stops every gpuvm-dm; each prints its trap counters as it goes.

@@ -1,13 +1,8 @@
 #include "tools/gpuvm-ctl/ctl.h"
 
-#include <sys/socket.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 
-#include "base/os.h"
-#include "ipc/channel.h"
+#include "aggregator/control/client.h"
 
 namespace gpuvm::ctl {
 namespace {
@@ -36,12 +31,11 @@ const char kUsage[] =
     "       gpuvm-ctl [--socket PATH] stats [--json]\n"
     "       gpuvm-ctl [--socket PATH] set-share VM PERCENT     (VM: id or name; live)\n"
     "       gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band   (live)\n"
+    "       gpuvm-ctl [--socket PATH] vm-token DOMID   (a one-time token for that domain's\n"
+    "                                                   device model, docs/SECURITY.md)\n"
     "The socket defaults to $GPUVM_CONTROL, else the aggregator's socket + \"-control\".\n";
 
-std::string DefaultControlSocket() {
-  if (const char* env = std::getenv("GPUVM_CONTROL"); env != nullptr && *env != '\0') return env;
-  return control::ControlSocketPathFor(ipc::DefaultAggregatorSocketPath());
-}
+std::string DefaultControlSocket() { return control::DefaultControlSocket(); }
 
 Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   Invocation inv;
@@ -77,22 +71,7 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 }
 
 Result<control::Reply> Call(const std::string& socket, const control::Request& request) {
-  GPUVM_ASSIGN_OR_RETURN(os::UniqueFd fd, os::ConnectSeqpacket(socket));
-  const std::string text = control::FormatRequest(request);
-  if (::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(text.size())) {
-    return Status::FromErrno(errno, "send to " + socket);
-  }
-  GPUVM_RETURN_IF_ERROR(os::WaitReadable(fd.get(), 10'000));
-  std::string reply(control::kMaxReplyBytes + 1, '\0');
-  const ssize_t n = ::recv(fd.get(), reply.data(), reply.size(), 0);
-  if (n < 0) return Status::FromErrno(errno, "recv from " + socket);
-  if (n == 0) return Status::Unavailable("the aggregator closed the connection without a reply");
-  if (static_cast<size_t>(n) > control::kMaxReplyBytes) {
-    return Status::DataLoss("reply longer than the protocol allows");
-  }
-  reply.resize(static_cast<size_t>(n));
-  return control::ParseReply(reply);
+  return control::Call(socket, request);
 }
 
 std::string RenderList(const control::ListReply& list) {
@@ -118,7 +97,7 @@ std::string RenderList(const control::ListReply& list) {
 }
 
 int Run(const Invocation& inv) {
-  Result<control::Reply> reply = Call(inv.socket, inv.request);
+  Result<control::Reply> reply = ctl::Call(inv.socket, inv.request);
   if (!reply.ok()) {
     std::fprintf(stderr, "gpuvm-ctl: %s: %s\n", inv.socket.c_str(),
                  reply.status().ToString().c_str());
@@ -135,7 +114,8 @@ int Run(const Invocation& inv) {
       return 3;
     }
     std::fputs(RenderList(*list).c_str(), stdout);
-  } else if (std::holds_alternative<control::StatsRequest>(inv.request)) {
+  } else if (std::holds_alternative<control::StatsRequest>(inv.request) ||
+             std::holds_alternative<control::VmTokenRequest>(inv.request)) {
     std::fputs(reply->body.c_str(), stdout);
   } else {
     std::fputs(("ok: " + control::FormatRequest(inv.request) + "\n").c_str(), stdout);

@@ -6,6 +6,7 @@
 //   gpuvm-ctl [--socket PATH] stats [--json]
 //   gpuvm-ctl [--socket PATH] set-share VM PERCENT
 //   gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band
+//   gpuvm-ctl [--socket PATH] vm-token DOMID      (prints a one-time token, docs/SECURITY.md)
 //
 // The socket defaults to $GPUVM_CONTROL, else the aggregator's socket ($GPUVM_AGGREGATOR or
 // @gpuvm-aggregator-<uid>) + "-control".
@@ -33,7 +34,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args);
 std::string DefaultControlSocket();
 extern const char kUsage[];
 
-// One request, one reply. Unavailable when nothing listens; DataLoss for a malformed reply.
+// One request, one reply (control/client.h: a refusal reaches us as the reply, not as a broken
+// pipe). Unavailable when nothing listens; DataLoss for a malformed reply.
 Result<control::Reply> Call(const std::string& socket, const control::Request& request);
 
 // The list as a table, e.g.

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "base/os.h"
+#include "aggregator/control/client.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
@@ -65,16 +65,42 @@ Result<Handoff> MakeHandoff() {
 }
 
 // In the child, between fork and exec: die with the launcher, put `fd` at `at` (inheritable).
-void ChildSetup(int parent, int death_signal, int fd, int at) {
-  ::prctl(PR_SET_PDEATHSIG, death_signal);
-  if (::getppid() != parent) ::_exit(126);  // the launcher is already gone
+void Inherit(int fd, int at) {
   if (fd != at) {
     if (::dup2(fd, at) < 0) ::_exit(126);
   } else {
     ::fcntl(at, F_SETFD, 0);
   }
+}
+void ChildSetup(int parent, int death_signal, int fd, int at) {
+  ::prctl(PR_SET_PDEATHSIG, death_signal);
+  if (::getppid() != parent) ::_exit(126);  // the launcher is already gone
+  Inherit(fd, at);
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
+}
+
+// The VM's one-time token (docs/SECURITY.md), from the aggregator's control socket, in a pipe
+// whose read end the device model inherits (no command line: every user can read those).
+Result<UniqueFd> FetchVmToken(const std::string& aggregator, uint16_t domid) {
+  const std::string socket = control::DefaultControlSocket(aggregator);
+  Result<control::Reply> reply = control::Call(socket, control::VmTokenRequest{domid});
+  if (reply.ok() && !reply->status.ok()) reply = reply->status;
+  if (!reply.ok()) {
+    return reply.status().WithContext(
+        "cannot get the VM's token from the aggregator's control "
+        "socket " +
+        socket);
+  }
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  // 65 bytes fit any pipe's buffer: written whole before the device model starts.
+  if (::write(write_end.get(), reply->body.data(), reply->body.size()) !=
+      static_cast<ssize_t>(reply->body.size())) {
+    return Status::FromErrno(errno, "writing the VM token into its pipe");
+  }
+  return read_end;
 }
 
 std::string Describe(int status) {
@@ -204,10 +230,12 @@ Result<int> RunVm(const VmOptions& options) {
                          hv::local::LocalGuestIo::Create(*domain));
 
   // 2. Its device model.
+  GPUVM_ASSIGN_OR_RETURN(UniqueFd token, FetchVmToken(options.aggregator, domid));
   GPUVM_ASSIGN_OR_RETURN(Handoff dm_handoff, MakeHandoff());
-  std::vector<std::string> dm_args = {dm_path,  "--backend",   "local", "--domid",
-                                      std::to_string(domid), "--domain-fd", "3",
-                                      "--mode", dm_mode,  "--name",      name};
+  std::vector<std::string> dm_args = {
+      dm_path,       "--backend", "local",      "--domid", std::to_string(domid),
+      "--domain-fd", "3",         "--token-fd", "4",       "--mode",
+      dm_mode,       "--name",    name};
   if (!options.aggregator.empty()) {
     dm_args.push_back("--aggregator");
     dm_args.push_back(options.aggregator);
@@ -219,12 +247,17 @@ Result<int> RunVm(const VmOptions& options) {
   const pid_t dm = ::fork();
   if (dm < 0) return Status::FromErrno(errno, "fork");
   if (dm == 0) {
+    // The token's pipe goes to 4 first: dup2 onto 3 must not clobber it should it be 3.
+    const int token_fd = token.get() == 3 ? ::fcntl(token.get(), F_DUPFD_CLOEXEC, 5) : token.get();
+    if (token_fd < 0) ::_exit(126);
     ChildSetup(parent, SIGTERM, dm_handoff.theirs.get(), 3);
+    Inherit(token_fd, 4);
     ::execv(dm_path.c_str(), dm_argv.data());
     std::fprintf(stderr, "gpuvm-vm: cannot run %s: %s\n", dm_path.c_str(), std::strerror(errno));
     ::_exit(127);
   }
   dm_handoff.theirs.Reset();
+  token.Reset();
   Status sent = domain->SendTo(dm_handoff.ours.get());
   if (!sent.ok()) {
     // Most likely it is gone already (it could not start): say so, with how it ended.
@@ -263,7 +296,8 @@ Result<int> RunVm(const VmOptions& options) {
   struct sigaction forward {};
   forward.sa_handler = ForwardSignal;
   ::sigemptyset(&forward.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ::sigaction(SIGINT, &forward, &old_int);
   ::sigaction(SIGTERM, &forward, &old_term);
   const pid_t guest = ::fork();

@@ -3,9 +3,11 @@
 //
 //   1. the domain: guest RAM (a sealed memfd), the ioreq region, per-vCPU eventfds
 //      (hypervisor/local/domain.h);
-//   2. its device model: gpuvm-dm --backend local --domain-fd 3, which connects to the aggregator
-//      (HELLO, VM_CONFIG: refused there if the GPU is taken), hands over the guest RAM, and claims
-//      the virtual GPU's PCI function; we wait until it has;
+//   2. its device model: gpuvm-dm --backend local --domain-fd 3 --token-fd 4, which connects to
+//      the aggregator (HELLO, AUTH, VM_CONFIG: refused there if the GPU is taken), hands over the
+//      guest RAM, and claims the virtual GPU's PCI function; we wait until it has. The token on
+//      fd 4 (a pipe) is the VM's one-time token, which we asked the aggregator's control socket
+//      for (`vm-token DOMID`, docs/SECURITY.md): without it the aggregator admits no device model;
 //   3. the guest program, with GPUVM_BUS=local and $GPUVM_LOCAL_VM_FD naming an inherited socket
 //      on which the domain is handed out: the runtime's trapping Bus
 //      (guest-pv-driver/local_trap_bus.h) asks for it, enumerates the GPU and traps every BAR
@@ -32,16 +34,16 @@
 namespace gpuvm::vm {
 
 struct VmOptions {
-  std::string mode = "pt";         // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
-                                   // become --mode fv and a name suffix ("NAME@lazy,256")
-  uint64_t vram_mib = 0;           // fv: the VM's VRAM (0: the aggregator's default)
-  uint64_t share = 101;            // fv: the VM's GPU share in percent (101: not given)
-  std::string aggregator;          // socket; empty: $GPUVM_AGGREGATOR or the default
+  std::string mode = "pt";          // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
+                                    // become --mode fv and a name suffix ("NAME@lazy,256")
+  uint64_t vram_mib = 0;            // fv: the VM's VRAM (0: the aggregator's default)
+  uint64_t share = 101;             // fv: the VM's GPU share in percent (101: not given)
+  std::string aggregator;           // socket; empty: $GPUVM_AGGREGATOR or the default
   uint64_t ram_bytes = 1ull << 30;  // guest RAM (a lazily backed memfd)
   uint32_t vcpus = 1;
-  uint16_t domid = 0;  // 0: one derived from our pid
-  std::string name;    // empty: "vm<domid>"
-  std::string dm_path;  // empty: $GPUVM_DM, else the gpuvm-dm this build made
+  uint16_t domid = 0;    // 0: one derived from our pid
+  std::string name;      // empty: "vm<domid>"
+  std::string dm_path;   // empty: $GPUVM_DM, else the gpuvm-dm this build made
   std::string pid_file;  // if set: "dm <pid>\nguest <pid>\n" once both run (tests kill them)
   std::chrono::milliseconds dm_start_timeout = std::chrono::seconds(20);
   bool verbose = false;

@@ -1,16 +1,26 @@
 // gpuvm-vm's command line and its refusal to start without what a VM needs (the multi-process
 // behaviour is tested in tests/pt_integration_test.cc).
-#include <gtest/gtest.h>
-
 #include "tools/gpuvm-vm/launcher.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <thread>
+
+#include "base/os.h"
 
 namespace gpuvm::vm {
 namespace {
 
 TEST(GpuvmVmArgsTest, ParsesEveryFlagAndTheProgram) {
-  auto o = ParseArgs({"--mode", "pt", "--aggregator", "@agg", "--ram-mib", "512", "--vcpus", "4",
-                      "--domid", "7", "--name", "guest one", "--dm", "/bin/dm", "--pid-file",
-                      "/tmp/p", "--verbose", "--", "./prog", "--flag", "x"});
+  auto o = ParseArgs({"--mode",    "pt",      "--aggregator", "@agg",
+                      "--ram-mib", "512",     "--vcpus",      "4",
+                      "--domid",   "7",       "--name",       "guest one",
+                      "--dm",      "/bin/dm", "--pid-file",   "/tmp/p",
+                      "--verbose", "--",      "./prog",       "--flag",
+                      "x"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->mode, "pt");
   EXPECT_EQ(o->aggregator, "@agg");
@@ -63,15 +73,52 @@ TEST(GpuvmVmArgsTest, RefusesBadValues) {
   }
 }
 
-TEST(GpuvmVmRunTest, AMissingDeviceModelIsReportedNotHung) {
+// Answers one `vm-token` request on `aggregator` + "-control", as the aggregator's control socket
+// does; what it was asked for goes to `request`.
+std::thread ControlSocketIssuingOneToken(const std::string& aggregator, std::string* request) {
+  auto listen = os::ListenSeqpacket(aggregator + "-control");
+  EXPECT_TRUE(listen.ok());
+  return std::thread([fd = std::make_shared<os::UniqueFd>(std::move(*listen)), request] {
+    if (!os::WaitReadable(fd->get(), 10000).ok()) return;
+    os::UniqueFd client(::accept4(fd->get(), nullptr, nullptr, SOCK_CLOEXEC));
+    char buffer[300];
+    if (!os::WaitReadable(client.get(), 10000).ok()) return;
+    const ssize_t n = ::recv(client.get(), buffer, sizeof buffer, 0);
+    if (n > 0) request->assign(buffer, static_cast<size_t>(n));
+    const std::string reply = "ok\n" + std::string(64, 'a') + "\n";
+    (void)::send(client.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
+  });
+}
+
+// A VM whose device model does not exist, against the aggregator at `aggregator`.
+VmOptions WithoutADeviceModel(const std::string& aggregator) {
   VmOptions o;
+  o.aggregator = aggregator;
+  o.domid = 77;
   o.dm_path = "/nonexistent/gpuvm-dm";
   o.ram_bytes = 64ull << 20;
   o.argv = {"/bin/true"};
+  return o;
+}
+
+TEST(GpuvmVmRunTest, NoTokenFromTheAggregatorMeansNoDeviceModel) {
+  auto result = RunVm(WithoutADeviceModel("@gpuvm-vm-test-nobody-" + std::to_string(::getpid())));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
+  EXPECT_NE(result.status().message().find("cannot get the VM's token"), std::string::npos)
+      << result.status().ToString();
+}
+
+TEST(GpuvmVmRunTest, AMissingDeviceModelIsReportedNotHung) {
+  const VmOptions o = WithoutADeviceModel("@gpuvm-vm-test-" + std::to_string(::getpid()));
+  std::string request;
+  std::thread control = ControlSocketIssuingOneToken(o.aggregator, &request);
   auto result = RunVm(o);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
   EXPECT_NE(result.status().message().find("exited before the VM started"), std::string::npos);
+  control.join();
+  EXPECT_EQ(request, "vm-token 77");
 }
 
 }  // namespace
