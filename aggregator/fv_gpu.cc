@@ -55,6 +55,9 @@ Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmB
   GPUVM_ASSIGN_OR_RETURN(FvHost::Partition partition,
                          host->AllocatePartition(options.vram_bytes, options.channels));
   partition.vram_base = map->static_base();
+  // (The host, not the VM: a quarantined map outlives its FullVirtGpu, never the host.)
+  map->SetLog([host, who = "fv VM " + std::to_string(options.vm_id) + " '" + options.name +
+                           "': "](const std::string& line) { host->Log(who + line); });
   return std::unique_ptr<FullVirtGpu>(
       new FullVirtGpu(host, bars, options, partition, std::move(map)));
 }

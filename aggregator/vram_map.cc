@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -100,9 +101,15 @@ VramMap::~VramMap() {
 }
 
 void VramMap::Release(uint64_t machine, uint64_t bytes) {
-  if (!vram_->Restore(machine, bytes).ok()) {
+  if (Status restored = vram_->Restore(machine, bytes); !restored.ok()) {
     // Still (perhaps) the VM's file: the next owner must never get these pages.
     stranded_ += bytes;
+    if (log_) {
+      char at[32];
+      std::snprintf(at, sizeof at, "%#llx", static_cast<unsigned long long>(machine));
+      log_(std::to_string(bytes >> 10) + " KiB of VRAM at " + at +
+           " kept out of the pool (its VM's file may still back it): " + restored.ToString());
+    }
     return;
   }
   pool_->Free(machine, bytes);

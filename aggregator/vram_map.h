@@ -37,7 +37,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -81,6 +83,8 @@ class VramMap {
   int backing_fd() const { return file_.get(); }
   // VRAM whose restore failed at release: kept out of the pool for good (never expected).
   uint64_t stranded_bytes() const { return stranded_; }
+  // Where a stranded release is reported (may be empty).
+  void SetLog(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
   // The machine address of guest address `address`, 0 when it is outside the VM or (dynamic) its
   // chunk was never assigned. Machine address 0 is never VM VRAM (the pool starts past the
@@ -119,6 +123,7 @@ class VramMap {
   uint64_t assigned_chunks_ = 0;
   uint64_t exhausted_ = 0;
   uint64_t stranded_ = 0;
+  std::function<void(const std::string&)> log_;
 };
 
 }  // namespace gpuvm::aggregator

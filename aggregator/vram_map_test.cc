@@ -6,13 +6,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "aggregator/aggregator.h"
@@ -321,6 +322,50 @@ TEST_F(VramMapTest, ZeroingABackedRangePunchesTheVmsFile) {
   // A hole (looked at before anything reads it: a read fault of a memfd hole allocates a page).
   EXPECT_EQ(::lseek(a->backing_fd(), off_t(2 * kMiB), SEEK_HOLE), off_t(2 * kMiB));
   EXPECT_TRUE(MachineChunkIsZero(*m));
+}
+
+// A software GPU whose RestoreVram can be made to fail (what a full map count would do).
+class GpuWithFailingRestore final : public PhysicalGpu {
+ public:
+  explicit GpuWithFailingRestore(SimGpu* gpu) : gpu_(gpu) {}
+  std::string Describe() const override { return "restore fails on demand"; }
+  gpu::Device& device() override { return gpu_->device(); }
+  uint64_t vram_bytes() const override { return gpu_->vram_bytes(); }
+  bool reaches_guest_memory() const override { return false; }
+  std::span<uint8_t> vram_mapping() override { return gpu_->vram_mapping(); }
+  bool can_back_vram() const override { return true; }
+  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) override {
+    return gpu_->BackVram(address, length, fd, offset);
+  }
+  Status RestoreVram(uint64_t address, uint64_t length) override {
+    if (fail) return Status::ResourceExhausted("no");
+    return gpu_->RestoreVram(address, length);
+  }
+  Status Reset() override { return Status::Unimplemented("no"); }
+  uint64_t resets() const override { return 0; }
+  void SetInterruptHandler(gpu::InterruptHandler) override {}
+  bool fail = false;
+
+ private:
+  SimGpu* gpu_;
+};
+
+// A chunk that cannot be given back to the GPU's own memory may still be its VM's file: it never
+// returns to the pool (the next VM would share it with whoever holds that file).
+TEST_F(VramMapTest, AChunkWhoseRestoreFailsNeverReturnsToThePool) {
+  GpuWithFailingRestore gpu(gpu_.get());
+  VramAccess vram(&gpu);
+  auto m = VramMap::Create(VramPolicy::kDynamic, pool_.get(), &vram, 4 * kMiB);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::string log;
+  (*m)->SetLog([&](const std::string& line) { log += line; });
+  ASSERT_TRUE((*m)->Assign(0).ok());
+  ASSERT_TRUE((*m)->Assign(kMiB).ok());
+  EXPECT_EQ(pool_->used(), 2 * kChunk);
+  gpu.fail = true;
+  m->reset();
+  EXPECT_EQ(pool_->used(), 2 * kChunk) << "stranded chunks went back to the pool";
+  EXPECT_NE(log.find("kept out of the pool"), std::string::npos) << log;
 }
 
 // ---- quarantine (aggregator.h): VRAM of a VM whose guest may still reach it --------------------

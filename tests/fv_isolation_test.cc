@@ -8,7 +8,6 @@
 // The software GPU runs with its compute engine, so attacks through kernels are here too; VRAM is
 // dynamic and over-committed (two VMs of 96 MiB, 96 MiB for VMs).
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
