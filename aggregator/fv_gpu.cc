@@ -75,8 +75,7 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
     // What a BAR_MAP hands out (bar_remap.h): the VM's own VRAM memfd, else the GPU's machine
     // frames; neither: everything traps (always correct).
     remap_own_backing_ = vram_map_->backing_fd() >= 0;
-    const int backing =
-        remap_own_backing_ ? vram_map_->backing_fd() : host->gpu().vram_frames_fd();
+    const int backing = remap_own_backing_ ? vram_map_->backing_fd() : host->gpu().vram_frames_fd();
     Result<os::UniqueFd> vram = backing >= 0
                                     ? os::DuplicateFd(backing)
                                     : Result<os::UniqueFd>(Status::Unavailable("no VRAM to map"));

@@ -45,8 +45,8 @@
 
 #include "aggregator/reserved_vram.h"
 #include "aggregator/vram_access.h"
-#include "base/status.h"
 #include "base/os.h"
+#include "base/status.h"
 
 namespace gpuvm::aggregator {
 

@@ -45,11 +45,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/os.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/local/domain.h"
-#include "base/os.h"
 #include "tests/guest_program.h"
 
 namespace {
