@@ -15,11 +15,14 @@
 //  - removing a VM detaches its virtual GPU (pt: the GPU is reset). If a reset fails, the GPU is in
 //    an unknown state: health() turns non-OK and no VM is admitted again;
 //  - quarantine: an fv VM removed without its device model's TEARDOWN (the dm died) while BAR
-//    remap may have mapped some of its VRAM into the guest keeps that VRAM out of the pool until
-//    its guest can no longer run (local: no process holds the VM's RAM any more; Xen: the domain
-//    is gone) — else the orphaned guest would read and write the next VM's pages. Checked when a
-//    VM is admitted or removed and whenever the pool has no room; while anything is quarantined
-//    the fv host stays (no GPU reset) and pt VMs are refused.
+//    remap may have mapped machine frames of its VRAM into the guest (VRAM in a PCI BAR, Xen:
+//    FullVirtGpu::VramMayBeMapped) keeps that VRAM out of the pool until its guest can no longer
+//    run (local: no process holds the VM's RAM any more; Xen: the domain is gone) — else the
+//    orphaned guest would read and write the next VM's pages. With per-VM VRAM backing (the
+//    software GPU's own VRAM) the guest can only hold its VM's own memfd, which no GPU page is
+//    backed by once the VM is detached, so nothing is quarantined. Checked when a VM is admitted
+//    or removed and whenever the pool has no room; while anything is quarantined the fv host
+//    stays (no GPU reset) and pt VMs are refused.
 //
 // Threading: one owner thread calls everything; interrupt_fd() becomes readable from device
 // threads.

@@ -162,14 +162,14 @@ Status BarRemapper::Update(gpu::Bar bar, std::span<const uint64_t> targets) {
       kept.push_back(run);
       continue;
     }
-    int fd = vram_fd_;
+    int fd = vram_.get();
     uint64_t backing = run.target;
     if (run.target & kScratch) {
       backing = run.target & ~kScratch;
-      // Scratch memory is a memfd, mappable only where VRAM's memfd is (the local backend). VRAM in
-      // a file of device memory (--sim-vram-file, for Xen) means machine frames: there those pages
-      // keep trapping (the foreign USER ids reach nothing either way).
-      if (fcntl(vram_fd_, F_GET_SEALS) < 0) continue;
+      // Scratch memory is a memfd, mappable only where the VRAM backing is one (the local
+      // backend). VRAM in a file of device memory (--sim-vram-file, for Xen) means machine frames:
+      // there those pages keep trapping (the foreign USER ids reach nothing either way).
+      if (fcntl(vram_.get(), F_GET_SEALS) < 0) continue;
       if (!scratch_.valid()) {
         Result<os::UniqueFd> scratch =
             os::CreateSealedMemfd("gpuvm-fv-scratch", scratch_pages_ * kPage);

@@ -7,20 +7,33 @@
 //                  and relocated by RelocatePte exactly as a trapped access's walk would): per
 //                  4 KiB page of the BAR, the guest VRAM page and the machine VRAM page it maps.
 //                  Entries unchanged since the last walk are not relocated again.
-//   BarRemapper    the wanted target of every page (a machine VRAM page, the VM's scratch memory,
-//                  or "trap") -> runs of consecutive pages -> the difference to what is mapped now,
-//                  as requests (unmaps first). At most kMaxRuns runs per VM; the rest traps.
+//   BarRemapper    the wanted target of every page (an offset into the VRAM backing it was given,
+//                  the VM's scratch memory, or "trap") -> runs of consecutive pages -> the
+//                  difference to what is mapped now, as requests (unmaps first). At most kMaxRuns
+//                  runs per VM; the rest traps.
 //
 // What FullVirtGpu remaps (fv_gpu.cc, SyncRemap): every aperture page whose PTE maps VRAM of the VM
 // — except the pages holding a bound channel's instance block (channel descriptors stay trapped),
 // the USER pages of the VM's own channels (IB_PUT is a submission) and SYSRAM pages; the USER pages
 // of channel ids the VM does not own go to a per-VM scratch memfd (writes there reach nothing, as
-// when trapped; reads give back what the guest wrote, never another VM's bytes) — when VRAM itself
-// is a memfd; with VRAM in a file of device memory (--sim-vram-file, Xen) they keep trapping.
+// when trapped; reads give back what the guest wrote, never another VM's bytes) — when the VRAM
+// backing is a memfd; with VRAM in a file of device memory (--sim-vram-file, Xen) they keep
+// trapping.
 //
-// Isolation rests on the walk: a machine page is only ever taken from RelocatePte of the VM's own
-// PTE, so it is a page of the VM's VRAM (static slice or assigned chunk), never reserved VRAM or
-// another VM's; and a VM's chunks stay its own until it is detached.
+// The VRAM backing, i.e. what a BAR_MAP hands the device model and the guest:
+//   - per-VM backing (the software GPU's own VRAM, vram_map.h): the VM's own VRAM memfd, targets
+//     are guest VRAM addresses. The file holds that VM's VRAM and nothing else, so whatever the
+//     guest does with it (the local backend maps it whole) it reaches no other VM's pages, no
+//     reserved area, and no page after the VM lets it go (released chunks are re-backed by the
+//     GPU's own memory first). (A page at guest address 0 keeps trapping: 0 means trap.)
+//   - machine frames (--sim-vram-file: VRAM in a PCI BAR, for Xen): the GPU's VRAM file, targets
+//     are machine VRAM addresses. Isolation rests on the walk and on the hypervisor: a machine
+//     page is only ever taken from RelocatePte of the VM's own PTE, so it is a page of the VM's
+//     VRAM (static slice or assigned chunk), never reserved VRAM or another VM's, and Xen puts
+//     exactly those frames in the guest's p2m (the device model, a privileged dom0 process that
+//     could map any frame anyway, gets the file; the guest never does). A VM's chunks stay its own
+//     until it is detached; a device model that dies with ranges mapped leaves them in the p2m
+//     (aggregator.h: quarantine).
 //
 // Threading: the aggregator's owner thread only.
 #ifndef GPUVM_AGGREGATOR_BAR_REMAP_H_
@@ -28,6 +41,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "aggregator/shadow_page_table.h"
@@ -62,10 +76,10 @@ class BarRemapper {
   // A page's target: 0 = trap; a machine VRAM address; or kScratch | offset into scratch memory.
   static constexpr uint64_t kScratch = 1ull << 63;
 
-  // `vram_fd`: the physical GPU's VRAM memfd (borrowed, outlives us). `scratch_pages`: size of the
-  // scratch memory (created on first use).
-  BarRemapper(int vram_fd, uint64_t scratch_pages)
-      : vram_fd_(vram_fd), scratch_pages_(scratch_pages) {}
+  // `vram`: the VRAM backing (above; ours, a duplicate). `scratch_pages`: size of the scratch
+  // memory (created on first use).
+  BarRemapper(os::UniqueFd vram, uint64_t scratch_pages)
+      : vram_(std::move(vram)), scratch_pages_(scratch_pages) {}
 
   // The wanted target of every page of `bar` (BAR1 or BAR3): queues what changes the mappings to
   // it.
@@ -88,7 +102,7 @@ class BarRemapper {
   static size_t Slot(gpu::Bar bar) { return bar == gpu::Bar::k1 ? 0 : 1; }
   static gpu::Bar BarOf(size_t slot) { return slot == 0 ? gpu::Bar::k1 : gpu::Bar::k3; }
 
-  const int vram_fd_;
+  const os::UniqueFd vram_;
   const uint64_t scratch_pages_;
   os::UniqueFd scratch_;
   std::vector<Run> current_[2];

@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "aggregator/testing/same_file.h"
+
 namespace gpuvm::aggregator {
 namespace {
 
 constexpr uint64_t kPage = 0x1000;
+
+using testing::SameFile;
 
 // BAR1 of 8 pages: pages 0-2 map VRAM 0x40000.., pages 5-6 foreign USER ids (scratch), rest trap.
 std::vector<uint64_t> Targets() {
@@ -24,7 +28,9 @@ std::vector<uint64_t> Targets() {
 TEST(BarRemapperTest, WithVramInAMemfdScratchPagesAreMappedToo) {
   auto vram = os::CreateSealedMemfd("vram", 1 << 20);
   ASSERT_TRUE(vram.ok()) << vram.status().ToString();
-  BarRemapper remap(vram->get(), 4);
+  auto dup = os::DuplicateFd(vram->get());
+  ASSERT_TRUE(dup.ok());
+  BarRemapper remap(std::move(*dup), 4);
   ASSERT_TRUE(remap.Update(gpu::Bar::k1, Targets()).ok());
   const std::vector<BarRemapRequest> requests = remap.Take();
   ASSERT_EQ(requests.size(), 2u);
@@ -32,10 +38,10 @@ TEST(BarRemapperTest, WithVramInAMemfdScratchPagesAreMappedToo) {
   EXPECT_EQ(requests[0].offset, 0u);
   EXPECT_EQ(requests[0].length, 3 * kPage);
   EXPECT_EQ(requests[0].backing_offset, 0x40000u);
-  EXPECT_EQ(requests[0].fd, vram->get());
+  EXPECT_TRUE(SameFile(requests[0].fd, vram->get()));
   EXPECT_EQ(requests[1].offset, 5 * kPage);
   EXPECT_EQ(requests[1].length, 2 * kPage);
-  EXPECT_NE(requests[1].fd, vram->get());  // the VM's scratch memfd
+  EXPECT_FALSE(SameFile(requests[1].fd, vram->get()));  // the VM's scratch memfd
   EXPECT_EQ(remap.mapped_pages(), 5u);
 }
 
@@ -48,14 +54,16 @@ TEST(BarRemapperTest, WithVramInADeviceFileScratchPagesKeepTrapping) {
   ASSERT_GE(file, 0);
   unlink(tmpl);
   ASSERT_EQ(ftruncate(file, 1 << 20), 0);
-  BarRemapper remap(file, 4);
+  auto dup = os::DuplicateFd(file);
+  ASSERT_TRUE(dup.ok());
+  BarRemapper remap(std::move(*dup), 4);
   ASSERT_TRUE(remap.Update(gpu::Bar::k1, Targets()).ok());
   std::vector<BarRemapRequest> requests = remap.Take();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_TRUE(requests[0].map);
   EXPECT_EQ(requests[0].length, 3 * kPage);
   EXPECT_EQ(requests[0].backing_offset, 0x40000u);
-  EXPECT_EQ(requests[0].fd, file);
+  EXPECT_TRUE(SameFile(requests[0].fd, file));
   EXPECT_EQ(remap.mapped_pages(), 3u);
   // The same targets again: nothing to send (the scratch run is not retried as a change).
   ASSERT_TRUE(remap.Update(gpu::Bar::k1, Targets()).ok());

@@ -55,6 +55,9 @@ Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmB
   GPUVM_ASSIGN_OR_RETURN(FvHost::Partition partition,
                          host->AllocatePartition(options.vram_bytes, options.channels));
   partition.vram_base = map->static_base();
+  // (The host, not the VM: a quarantined map outlives its FullVirtGpu, never the host.)
+  map->SetLog([host, who = "fv VM " + std::to_string(options.vm_id) + " '" + options.name +
+                           "': "](const std::string& line) { host->Log(who + line); });
   return std::unique_ptr<FullVirtGpu>(
       new FullVirtGpu(host, bars, options, partition, std::move(map)));
 }
@@ -68,10 +71,17 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
       vram_map_(std::move(vram_map)) {
   pmc_enable_ = pmc::kEnableResetValue;
   channels_.resize(partition.channels);
-  if ((options.mode == FvMode::kBarRemap || options.mode == FvMode::kOptimized) &&
-      host->gpu().vram_fd() >= 0) {
-    remap_ =
-        std::make_unique<BarRemapper>(host->gpu().vram_fd(), pf::kChannels - partition.channels);
+  if (options.mode == FvMode::kBarRemap || options.mode == FvMode::kOptimized) {
+    // What a BAR_MAP hands out (bar_remap.h): the VM's own VRAM memfd, else the GPU's machine
+    // frames; neither: everything traps (always correct).
+    remap_own_backing_ = vram_map_->backing_fd() >= 0;
+    const int backing = remap_own_backing_ ? vram_map_->backing_fd() : host->gpu().vram_frames_fd();
+    Result<os::UniqueFd> vram = backing >= 0
+                                    ? os::DuplicateFd(backing)
+                                    : Result<os::UniqueFd>(Status::Unavailable("no VRAM to map"));
+    if (vram.ok()) {
+      remap_ = std::make_unique<BarRemapper>(std::move(*vram), pf::kChannels - partition.channels);
+    }
   }
 }
 

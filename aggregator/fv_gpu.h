@@ -107,11 +107,14 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   // they are) moves to `*kept` — the aggregator's quarantine of a VM whose guest may still reach
   // its VRAM through BAR remap ranges its dead device model left published.
   Status DetachKeepingVram(std::unique_ptr<VramMap>* kept);
-  // BAR remap: whether any of its VRAM may be mapped into the guest now — a BAR_MAP was issued
-  // that the device model did not refuse — so that a device model dying without TEARDOWN may have
-  // left it published (aggregator.h: quarantine).
+  // BAR remap: whether pages of the GPU's VRAM — machine frames another VM may get next — may be
+  // mapped into the guest now: a BAR_MAP of the GPU's VRAM file (--sim-vram-file) was issued that
+  // the device model did not refuse, so that a device model dying without TEARDOWN may have left
+  // them in the guest (aggregator.h: quarantine). Never with per-VM backing: the guest can only
+  // have been handed the VM's own memfd, which no longer backs any GPU page once the VM is
+  // detached (vram_map.h).
   bool VramMayBeMapped() const {
-    return remap_ != nullptr && remap_->maps() > counters_.remap_refused;
+    return remap_ != nullptr && !remap_own_backing_ && remap_->maps() > counters_.remap_refused;
   }
   std::string DescribeCounters() const override;
   std::vector<BarRemapRequest> TakeBarRemapRequests() override;
@@ -227,7 +230,8 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   std::unique_ptr<BarRemapper> remap_;  // bar-remap/optimized with a VRAM descriptor; else null
   uint8_t remap_dirty_ = 0;  // BARs whose remapped set must be recomputed (bit 0 BAR1, bit 1 BAR3)
   bool remap_off_ = false;   // the device model refused a map: everything traps
-  BarWalk bar_walk_[2];      // BAR1, BAR3
+  bool remap_own_backing_ = false;  // BAR_MAP hands out the VM's own VRAM memfd (vram_map.h)
+  BarWalk bar_walk_[2];             // BAR1, BAR3
   // What the last remapped set of each BAR was computed from, besides its walk.
   struct RemapInputs {
     std::vector<uint64_t> descriptors;

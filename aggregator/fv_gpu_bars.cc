@@ -175,8 +175,11 @@ void FullVirtGpu::SyncRemap() {
       continue;  // the same pages as last time: nothing to send
     }
     inputs = {descriptors, poll_area_, true};
-    std::vector<uint64_t> targets(walk.machine);
+    // Per-VM backing: offsets into the VM's own file are guest addresses (the chunk behind each is
+    // the machine page the walk found); machine frames: the machine addresses.
+    std::vector<uint64_t> targets(remap_own_backing_ ? walk.guest : walk.machine);
     for (size_t i = 0; i < targets.size(); ++i) {
+      if (walk.machine[i] == 0) targets[i] = 0;
       if (targets[i] != 0 &&
           std::find(descriptors.begin(), descriptors.end(), walk.guest[i]) != descriptors.end()) {
         targets[i] = 0;

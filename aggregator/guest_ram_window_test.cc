@@ -103,7 +103,7 @@ TEST(VramAccessTest, ZeroingALargeRangePunchesItAndKeepsItsNeighbours) {
   // The whole pages inside are a hole in the memfd now, not stored zeros (checked before anything
   // reads them: a read fault of a memfd hole allocates a page)...
   const off_t interior = off_t(4 * kMiB + 4096);
-  EXPECT_EQ(::lseek((*gpu)->vram_fd(), interior, SEEK_HOLE), interior);
+  EXPECT_EQ(::lseek((*gpu)->sim_device()->vram_fd(), interior, SEEK_HOLE), interior);
   for (uint64_t a = 4 * kMiB; a < 6 * kMiB; ++a) {
     const uint8_t want = a >= begin && a < begin + length ? 0 : 0xab;
     ASSERT_EQ(direct[a], want) << "at " << a;

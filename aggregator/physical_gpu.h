@@ -38,13 +38,34 @@ class PhysicalGpu {
   // (VFIO); not built, so no.
   virtual bool reaches_guest_memory() const = 0;
   // All of VRAM mapped into our address space, when the backend can (the software GPU: its VRAM
-  // memfd); empty otherwise (callers then go through the PRAMIN window: vram_access.h). Valid until
+  // view); empty otherwise (callers then go through the PRAMIN window: vram_access.h). Valid until
   // the next Reset().
   virtual std::span<uint8_t> vram_mapping() { return {}; }
-  // A descriptor of all of VRAM that other processes can map (BAR remap hands pages of it to a VM's
-  // device model): the software GPU's VRAM memfd, sealed against resizing; -1 when the backend has
-  // none (a real board's apertures would be machine frames). Valid until the next Reset().
-  virtual int vram_fd() const { return -1; }
+  // A descriptor of all of VRAM whose pages are machine frames a hypervisor maps into a guest one
+  // by one (BAR remap on Xen: the guest's p2m gets exactly the frames of its own ranges): the file
+  // of device memory the software GPU keeps VRAM in with --sim-vram-file (a PCI BAR's sysfs
+  // resource file). -1 otherwise — in particular the software GPU's own VRAM memfd is never handed
+  // out: whoever mapped it would reach every VM's VRAM and the reserved area (per-VM backing
+  // below instead). Valid until the next Reset().
+  virtual int vram_frames_fd() const { return -1; }
+
+  // Per-VM VRAM backing (docs/FULL-VIRTUALIZATION.md, "BAR remap"): whether the backend can make
+  // pages of VRAM be the pages of a VM's own memfd, so that memfd — all a guest is handed for BAR
+  // remap — holds that VM's VRAM and nothing else. The software GPU with its own VRAM: yes.
+  virtual bool can_back_vram() const { return false; }
+  // Whole pages [address, address + length) of VRAM become the pages of `fd` at `offset` (the
+  // caller keeps `fd`; the GPU keeps its own reference). Meant for pages showing the GPU's own
+  // memory (an mmap error leaves them so).
+  virtual Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) {
+    (void)address, (void)length, (void)fd, (void)offset;
+    return Status::Unimplemented("this GPU's VRAM cannot be backed by other memory");
+  }
+  // Those pages are the GPU's own memory again, zeroed; the memfd no longer reaches VRAM. On error
+  // they may still be the memfd's: hand them to nobody else.
+  virtual Status RestoreVram(uint64_t address, uint64_t length) {
+    (void)address, (void)length;
+    return Status::Unimplemented("this GPU's VRAM cannot be backed by other memory");
+  }
 
   // Back to a known state with nothing of the previous owner left (see above). The window is left
   // as it is: the caller detaches the owner's RAM after the reset (then nothing can use it).
@@ -70,9 +91,9 @@ class PhysicalGpu {
 
 // Helpers every backend can use, written against the port alone (so the software GPU tests them).
 
-// Stops every channel: CHAN_TABLE entries not runnable and invalid, an empty playlist, no poll area,
-// BAR1/BAR3 apertures unbound, interrupts disabled and acknowledged. What a driver's teardown does,
-// done for a driver that never got to.
+// Stops every channel: CHAN_TABLE entries not runnable and invalid, an empty playlist, no poll
+// area, BAR1/BAR3 apertures unbound, interrupts disabled and acknowledged. What a driver's teardown
+// does, done for a driver that never got to.
 void QuiesceChannels(gpu::Device& device);
 
 // VRAM size as the FB partition registers report it (nouveau's gf100_ram_probe_fbp); 0 if the

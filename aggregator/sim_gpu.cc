@@ -12,7 +12,6 @@ Result<std::unique_ptr<SimGpu>> SimGpu::Create(const SimGpuOptions& options) {
 
 SimGpu::~SimGpu() {
   if (device_) device_->SetInterruptHandler(nullptr);
-  vram_map_ = os::SharedMapping();
   device_.reset();  // the engine thread stops before the window it translates through goes
 }
 
@@ -35,8 +34,6 @@ Status SimGpu::Build() {
     o.compute_engine = sim::compute::SimtEngine::Create(engine);
   }
   GPUVM_ASSIGN_OR_RETURN(device_, sim::SimDevice::Create(o));
-  GPUVM_ASSIGN_OR_RETURN(vram_map_,
-                         os::SharedMapping::Map(device_->vram_fd(), 0, device_->vram_size(), true));
   if (handler_) device_->SetInterruptHandler(handler_);
   return Status::Ok();
 }
@@ -48,7 +45,6 @@ std::string SimGpu::Describe() const {
 
 Status SimGpu::Reset() {
   if (device_) device_->SetInterruptHandler(nullptr);
-  vram_map_ = os::SharedMapping();
   device_.reset();
   ++resets_;
   return Build().WithContext("rebuilding the software GPU");
@@ -64,6 +60,26 @@ void SimGpu::SetChannelDrainedHandler(std::function<void(uint32_t channel)> hand
   drained_handler_ = std::move(handler);
 }
 
-int SimGpu::vram_fd() const { return device_ != nullptr ? device_->vram_fd() : -1; }
+std::span<uint8_t> SimGpu::vram_mapping() {
+  if (device_ == nullptr) return {};
+  return {device_->vram().data(), device_->vram_size()};
+}
+
+int SimGpu::vram_frames_fd() const {
+  // Only a file the operator named (machine frames); never our own memfd.
+  return device_ != nullptr && !options_.vram_file.empty() ? device_->vram_fd() : -1;
+}
+
+bool SimGpu::can_back_vram() const { return device_ != nullptr && device_->vram().rebindable(); }
+
+Status SimGpu::BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) {
+  if (device_ == nullptr) return Status::Unavailable("the software GPU is gone (a failed reset)");
+  return device_->vram().Back(address, length, fd, offset);
+}
+
+Status SimGpu::RestoreVram(uint64_t address, uint64_t length) {
+  if (device_ == nullptr) return Status::Unavailable("the software GPU is gone (a failed reset)");
+  return device_->vram().Restore(address, length);
+}
 
 }  // namespace gpuvm::aggregator

@@ -1,12 +1,14 @@
 // `--gpu sim`: the software GF100 (gpu/sim SimDevice) with the SIMT compute engine
-// (gpu/sim/compute) in the aggregator's process, as the physical GPU. Its SYSRAM accesses go through
-// the PhysicalGpu's GuestRamWindow, i.e. into the owning VM's RAM.
+// (gpu/sim/compute) in the aggregator's process, as the physical GPU. Its SYSRAM accesses go
+// through the PhysicalGpu's GuestRamWindow, i.e. into the owning VM's RAM.
 //
 // Reset = a cold restart: the device instance is destroyed (its engine thread and the compute
 // engine's workers stop, every cached translation goes with it, VRAM — a memfd — is released) and a
 // new one is built with the same options: registers at their power-on values, VRAM reads zero. The
 // previous owner's data is not scrubbed; it is gone with the memory that held it (with
-// `vram_file`, the new instance zeroes the file's VRAM bytes instead).
+// `vram_file`, the new instance zeroes the file's VRAM bytes instead). Pages backed by a VM's own
+// memfd (BackVram) go with the old instance's view; full virtualization restores them before the
+// last fv VM leaves, and resets only then.
 //
 // Threading: as PhysicalGpu.
 #ifndef GPUVM_AGGREGATOR_SIM_GPU_H_
@@ -44,8 +46,11 @@ class SimGpu final : public PhysicalGpu {
   gpu::Device& device() override { return *device_; }
   uint64_t vram_bytes() const override { return options_.vram_bytes; }
   bool reaches_guest_memory() const override { return true; }
-  std::span<uint8_t> vram_mapping() override { return vram_map_.bytes(); }
-  int vram_fd() const override;
+  std::span<uint8_t> vram_mapping() override;
+  int vram_frames_fd() const override;
+  bool can_back_vram() const override;
+  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) override;
+  Status RestoreVram(uint64_t address, uint64_t length) override;
   Status Reset() override;
   uint64_t resets() const override { return resets_; }
   void SetInterruptHandler(gpu::InterruptHandler handler) override;
@@ -59,7 +64,6 @@ class SimGpu final : public PhysicalGpu {
 
   const SimGpuOptions options_;
   std::unique_ptr<sim::SimDevice> device_;
-  os::SharedMapping vram_map_;  // the device's VRAM memfd, for full virtualization's shadows
   gpu::InterruptHandler handler_;
   // The channel-drained handler: set on the owner thread, called on the device's engine thread.
   std::mutex drained_mu_;

@@ -1,6 +1,6 @@
 #include "aggregator/vram_access.h"
 
-#include <fcntl.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -93,16 +93,15 @@ void VramAccess::Write64(uint64_t address, uint64_t value) { Write(address, &val
 
 bool VramAccess::ZeroByPunching(uint64_t address, size_t length) {
   constexpr uint64_t kPage = 4096;
-  const int fd = gpu_->vram_fd();
   const std::span<uint8_t> direct = gpu_->vram_mapping();
-  if (fd < 0 || direct.empty() || !InRange(address, length)) return false;
+  if (direct.empty() || !InRange(address, length)) return false;
   const uint64_t begin = (address + kPage - 1) & ~(kPage - 1);
   const uint64_t end = (address + length) & ~(kPage - 1);
   if (end <= begin) return false;
-  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(begin),
-                  off_t(end - begin)) != 0) {
-    return false;
-  }
+  // Through the mapping, not a descriptor: the pages may be VRAM's own memory or a VM's memfd
+  // (per-VM backing), and MADV_REMOVE punches whichever file backs each of them. A file that
+  // cannot punch (device memory) refuses, and we store zeros instead.
+  if (::madvise(direct.data() + begin, end - begin, MADV_REMOVE) != 0) return false;
   std::memset(direct.data() + address, 0, begin - address);
   std::memset(direct.data() + end, 0, address + length - end);
   return true;

@@ -1,6 +1,10 @@
 #include "aggregator/vram_map.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -24,6 +28,10 @@ Result<std::unique_ptr<VramMap>> VramMap::Create(VramPolicy policy, ReservedVram
   }
   const uint64_t pool_bytes = pool->end() - pool->begin();
   std::unique_ptr<VramMap> map(new VramMap(policy, pool, vram, guest_bytes));
+  if (vram->can_back()) {
+    // The VM's own VRAM: what BAR remap hands its guest (file offset = guest address).
+    GPUVM_ASSIGN_OR_RETURN(map->file_, os::CreateSealedMemfd("gpuvm-vm-vram", guest_bytes));
+  }
   if (policy == VramPolicy::kDynamic) {
     if (guest_bytes > pool_bytes) {
       return Status::ResourceExhausted("fv: no free VRAM for a VM of " +
@@ -42,23 +50,69 @@ Result<std::unique_ptr<VramMap>> VramMap::Create(VramPolicy policy, ReservedVram
                                      std::to_string(pool->used() >> 20) + " MiB of " +
                                      std::to_string(pool_bytes >> 20) + " MiB given to VMs)");
   }
+  if (map->file_.valid()) {
+    // The slice is the VM's fresh (zero) file: nothing of a previous owner can show through.
+    if (Status backed = vram->Back(*base, guest_bytes, map->file_.get(), 0); !backed.ok()) {
+      pool->Free(*base, guest_bytes);
+      return backed.WithContext("fv: backing the VM's VRAM slice with its own memory");
+    }
+  } else {
+    // Nothing of a previous owner may show through.
+    vram->Fill(*base, 0, guest_bytes);
+  }
   map->static_base_ = *base;
   map->assigned_chunks_ = guest_bytes >> kChunkShift;
-  // Nothing of a previous owner may show through.
-  vram->Fill(*base, 0, guest_bytes);
   return map;
 }
 
 VramMap::~VramMap() {
   if (policy_ == VramPolicy::kStatic) {
-    vram_->Fill(static_base_, 0, guest_bytes_);
-    pool_->Free(static_base_, guest_bytes_);
+    if (file_.valid()) {
+      Release(static_base_, guest_bytes_);
+    } else {
+      vram_->Fill(static_base_, 0, guest_bytes_);
+      pool_->Free(static_base_, guest_bytes_);
+    }
+  } else if (file_.valid()) {
+    // Runs of consecutive machine chunks, one restore each (chunks are often assigned in order).
+    std::vector<uint64_t> machine;
+    for (uint64_t chunk : chunks_) {
+      if (chunk != 0) machine.push_back(chunk);
+    }
+    std::sort(machine.begin(), machine.end());
+    for (size_t i = 0; i < machine.size();) {
+      size_t j = i + 1;
+      while (j < machine.size() && machine[j] == machine[i] + (j - i) * kChunk) ++j;
+      Release(machine[i], (j - i) * kChunk);
+      i = j;
+    }
+  } else {
+    // Dynamic chunks are zeroed when next assigned; freeing is enough.
+    for (uint64_t chunk : chunks_) {
+      if (chunk != 0) pool_->Free(chunk, kChunk);
+    }
+  }
+  if (file_.valid()) {
+    // A guest may still map the file (its device model died): it keeps nothing of the VM's data,
+    // and whatever it writes there from now on reaches no GPU page.
+    (void)::fallocate(file_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                      off_t(guest_bytes_));
+  }
+}
+
+void VramMap::Release(uint64_t machine, uint64_t bytes) {
+  if (Status restored = vram_->Restore(machine, bytes); !restored.ok()) {
+    // Still (perhaps) the VM's file: the next owner must never get these pages.
+    stranded_ += bytes;
+    if (log_) {
+      char at[32];
+      std::snprintf(at, sizeof at, "%#llx", static_cast<unsigned long long>(machine));
+      log_(std::to_string(bytes >> 10) + " KiB of VRAM at " + at +
+           " kept out of the pool (its VM's file may still back it): " + restored.ToString());
+    }
     return;
   }
-  // Dynamic chunks are zeroed when next assigned; freeing is enough.
-  for (uint64_t chunk : chunks_) {
-    if (chunk != 0) pool_->Free(chunk, kChunk);
-  }
+  pool_->Free(machine, bytes);
 }
 
 Result<uint64_t> VramMap::Assign(uint64_t address) {
@@ -78,8 +132,22 @@ Result<uint64_t> VramMap::Assign(uint64_t address) {
           std::to_string(assigned_bytes() >> 20) + " MiB of its " +
           std::to_string(guest_bytes_ >> 20) + " MiB assigned)");
     }
-    // Zeroed before the guest (or the GPU on its behalf) can see it.
-    vram_->Fill(*machine, 0, kChunk);
+    if (file_.valid()) {
+      // The chunk becomes the VM's file pages at its guest address, punched first: zero, whatever
+      // the guest wrote there through a mapping of its file (BAR remap maps the file whole).
+      const uint64_t offset = address & ~(kChunk - 1);
+      Status backed = ::fallocate(file_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                  off_t(offset), off_t(kChunk)) == 0
+                          ? vram_->Back(*machine, kChunk, file_.get(), offset)
+                          : Status::FromErrno(errno, "punching the VM's VRAM file");
+      if (!backed.ok()) {
+        pool_->Free(*machine, kChunk);  // Back left it the GPU's own memory (as it was)
+        return backed.WithContext("fv: backing a VRAM chunk with the VM's own memory");
+      }
+    } else {
+      // Zeroed before the guest (or the GPU on its behalf) can see it.
+      vram_->Fill(*machine, 0, kChunk);
+    }
     chunk = *machine;
     ++assigned_chunks_;
   }

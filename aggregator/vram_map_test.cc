@@ -9,14 +9,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "aggregator/aggregator.h"
 #include "aggregator/reserved_vram.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/same_file.h"
 #include "aggregator/testing/unthreaded_sim.h"
 #include "gpu/hw/vm.h"
 
@@ -199,6 +203,169 @@ TEST_F(VramMapTest, RelocatePteAssignsThroughTheMapAndRejectsWhenExhausted) {
   EXPECT_EQ(RelocatePte(vm::pte::Make(3 * kChunk + 0x1000), 0x1000, layout).verdict,
             PteVerdict::kMapped);
   for (uint64_t t : taken) pool_->Free(t, kChunk);
+}
+
+// ---- per-VM backing: each VM's VRAM in a memfd of its own, the GPU's view stitched from them ----
+
+// Bytes of `fd` at `offset`.
+std::vector<uint8_t> FileBytes(int fd, uint64_t offset, size_t length) {
+  std::vector<uint8_t> out(length);
+  EXPECT_EQ(::pread(fd, out.data(), length, off_t(offset)), ssize_t(length));
+  return out;
+}
+using testing::SameFile;
+
+TEST_F(VramMapTest, PerVmBackingStitchesTheGpuViewFromEachVmsOwnFile) {
+  auto a = Make(VramPolicy::kDynamic, 4 * kMiB);
+  auto b = Make(VramPolicy::kDynamic, 4 * kMiB);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const int fa = a->backing_fd(), fb = b->backing_fd();
+  ASSERT_GE(fa, 0);
+  ASSERT_GE(fb, 0);
+  EXPECT_FALSE(SameFile(fa, fb));
+  EXPECT_FALSE(SameFile(fa, gpu_->sim_device()->vram_fd()));
+  // Sealed, exactly the VM's VRAM long: what a device model and a guest may be handed.
+  EXPECT_TRUE(os::CheckSealedMemfd(fa, 4 * kMiB).ok());
+  uint8_t* const view = gpu_->vram_mapping().data();
+
+  Result<uint64_t> ma = a->Assign(kMiB + 0x40);
+  ASSERT_TRUE(ma.ok());
+  // The GPU's store lands in the VM's file at the guest address, and the guest's store through its
+  // file (BAR remap) is what the GPU reads.
+  view[*ma] = 0xa1;
+  EXPECT_EQ(FileBytes(fa, kMiB + 0x40, 1)[0], 0xa1);
+  const uint8_t guest = 0xa2;
+  ASSERT_EQ(::pwrite(fa, &guest, 1, off_t(kMiB + 0x80)), 1);
+  EXPECT_EQ(view[*ma + 0x40], 0xa2);
+  uint8_t back = 0;
+  ASSERT_TRUE(a->Read(kMiB + 0x80, &back, 1));
+  EXPECT_EQ(back, 0xa2);
+
+  Result<uint64_t> mb = b->Assign(0);
+  ASSERT_TRUE(mb.ok());
+  std::vector<uint8_t> secret(kChunk, 0xb5);
+  ASSERT_TRUE(b->Write(0, secret.data(), secret.size()));
+  EXPECT_EQ(FileBytes(fb, 0, kChunk), secret);
+  // A's file holds A's chunk and nothing else: data only there, none of B's bytes anywhere.
+  EXPECT_EQ(::lseek(fa, 0, SEEK_DATA), off_t(kMiB));
+  EXPECT_EQ(::lseek(fa, off_t(kMiB + kChunk), SEEK_DATA), off_t(-1));
+  const std::vector<uint8_t> all = FileBytes(fa, 0, 4 * kMiB);
+  EXPECT_EQ(std::count(all.begin(), all.end(), uint8_t(0xb5)), 0);
+
+  // A guest scribbling where its VM has no chunk yet: reads (trapped) stay zero, and the chunk,
+  // once assigned, starts zeroed all the same.
+  const std::vector<uint8_t> early(kChunk, 0xee);
+  ASSERT_EQ(::pwrite(fa, early.data(), early.size(), off_t(3 * kMiB)), ssize_t(early.size()));
+  ASSERT_TRUE(a->Read(3 * kMiB, &back, 1));
+  EXPECT_EQ(back, 0);
+  Result<uint64_t> late = a->Assign(3 * kMiB);
+  ASSERT_TRUE(late.ok());
+  EXPECT_TRUE(MachineChunkIsZero(*late));
+  EXPECT_EQ(FileBytes(fa, 3 * kMiB, 1)[0], 0);
+}
+
+// What an orphaned guest (its device model died, so nobody withdrew its BAR remap ranges) is left
+// with: its VM's file, which no GPU page is backed by any more, so the next VM's data in the same
+// machine pages never reaches it, whatever it writes.
+TEST_F(VramMapTest, AReleasedChunkLeavesItsOldOwnersFileBeforeTheNextVmGetsIt) {
+  for (VramPolicy policy : {VramPolicy::kStatic, VramPolicy::kDynamic}) {
+    SCOPED_TRACE(VramPolicyName(policy));
+    auto a = Make(policy, 4 * kMiB);
+    ASSERT_NE(a, nullptr);
+    const std::vector<uint8_t> mine(kChunk, 0xa5);
+    ASSERT_TRUE(a->Write(0, mine.data(), mine.size()));
+    const uint64_t machine = a->Lookup(0);
+    ASSERT_NE(machine, 0u);
+    auto held = os::DuplicateFd(a->backing_fd());
+    ASSERT_TRUE(held.ok());
+    auto orphan = os::SharedMapping::Map(held->get(), 0, 4 * kMiB, true);
+    ASSERT_TRUE(orphan.ok());
+    EXPECT_EQ(orphan->data()[0], 0xa5);
+
+    a.reset();
+    EXPECT_TRUE(MachineChunkIsZero(machine));
+    EXPECT_EQ(orphan->data()[0], 0) << "the old owner's file is punched";
+    std::memset(orphan->data(), 0xee, 4 * kMiB);
+    EXPECT_TRUE(MachineChunkIsZero(machine)) << "the old file still backs the GPU's page";
+
+    auto b = Make(policy, 4 * kMiB);
+    ASSERT_NE(b, nullptr);
+    ASSERT_TRUE(b->Assign(0).ok());
+    ASSERT_EQ(b->Lookup(0), machine) << "the next VM gets the same machine page (first fit)";
+    EXPECT_TRUE(MachineChunkIsZero(machine));
+    const std::vector<uint8_t> theirs(kChunk, 0x5b);
+    ASSERT_TRUE(b->Write(0, theirs.data(), theirs.size()));
+    EXPECT_EQ(std::count(orphan->data(), orphan->data() + 4 * kMiB, uint8_t(0x5b)), 0);
+    std::memset(orphan->data(), 0xdd, 4 * kMiB);
+    std::vector<uint8_t> back(kChunk);
+    ASSERT_TRUE(b->Read(0, back.data(), back.size()));
+    EXPECT_EQ(back, theirs);
+    b.reset();
+    EXPECT_EQ(pool_->used(), 0u);
+    EXPECT_EQ(lseek(gpu_->sim_device()->vram_fd(), off_t(machine), SEEK_HOLE), off_t(machine))
+        << "released pages are holes in the GPU's own memory again";
+  }
+}
+
+// Zeroing through VramAccess (MADV_REMOVE on the view) punches whichever file backs the pages.
+TEST_F(VramMapTest, ZeroingABackedRangePunchesTheVmsFile) {
+  auto a = Make(VramPolicy::kDynamic, 4 * kMiB);
+  ASSERT_NE(a, nullptr);
+  Result<uint64_t> m = a->Assign(2 * kMiB);
+  ASSERT_TRUE(m.ok());
+  const std::vector<uint8_t> bytes(kChunk, 0x3c);
+  ASSERT_EQ(::pwrite(a->backing_fd(), bytes.data(), bytes.size(), off_t(2 * kMiB)),
+            ssize_t(bytes.size()));
+  ASSERT_FALSE(MachineChunkIsZero(*m));
+  vram_->Fill(*m, 0, kChunk);
+  // A hole (looked at before anything reads it: a read fault of a memfd hole allocates a page).
+  EXPECT_EQ(::lseek(a->backing_fd(), off_t(2 * kMiB), SEEK_HOLE), off_t(2 * kMiB));
+  EXPECT_TRUE(MachineChunkIsZero(*m));
+}
+
+// A software GPU whose RestoreVram can be made to fail (what a full map count would do).
+class GpuWithFailingRestore final : public PhysicalGpu {
+ public:
+  explicit GpuWithFailingRestore(SimGpu* gpu) : gpu_(gpu) {}
+  std::string Describe() const override { return "restore fails on demand"; }
+  gpu::Device& device() override { return gpu_->device(); }
+  uint64_t vram_bytes() const override { return gpu_->vram_bytes(); }
+  bool reaches_guest_memory() const override { return false; }
+  std::span<uint8_t> vram_mapping() override { return gpu_->vram_mapping(); }
+  bool can_back_vram() const override { return true; }
+  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) override {
+    return gpu_->BackVram(address, length, fd, offset);
+  }
+  Status RestoreVram(uint64_t address, uint64_t length) override {
+    if (fail) return Status::ResourceExhausted("no");
+    return gpu_->RestoreVram(address, length);
+  }
+  Status Reset() override { return Status::Unimplemented("no"); }
+  uint64_t resets() const override { return 0; }
+  void SetInterruptHandler(gpu::InterruptHandler) override {}
+  bool fail = false;
+
+ private:
+  SimGpu* gpu_;
+};
+
+// A chunk that cannot be given back to the GPU's own memory may still be its VM's file: it never
+// returns to the pool (the next VM would share it with whoever holds that file).
+TEST_F(VramMapTest, AChunkWhoseRestoreFailsNeverReturnsToThePool) {
+  GpuWithFailingRestore gpu(gpu_.get());
+  VramAccess vram(&gpu);
+  auto m = VramMap::Create(VramPolicy::kDynamic, pool_.get(), &vram, 4 * kMiB);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::string log;
+  (*m)->SetLog([&](const std::string& line) { log += line; });
+  ASSERT_TRUE((*m)->Assign(0).ok());
+  ASSERT_TRUE((*m)->Assign(kMiB).ok());
+  EXPECT_EQ(pool_->used(), 2 * kChunk);
+  gpu.fail = true;
+  m->reset();
+  EXPECT_EQ(pool_->used(), 2 * kChunk) << "stranded chunks went back to the pool";
+  EXPECT_NE(log.find("kept out of the pool"), std::string::npos) << log;
 }
 
 // ---- quarantine (aggregator.h): VRAM of a VM whose guest may still reach it --------------------

@@ -3,7 +3,10 @@
 // one and four VMs at once, over-committed VRAM, the VRAM policies (no data of one VM ever reaches
 // another), and guest stores into a bound channel's instance block — results correct, VMs unable
 // to see each other, and hostile register/page-table writes contained.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +21,7 @@
 #include "aggregator/bar_remap.h"
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_host.h"
+#include "aggregator/testing/same_file.h"
 #include "aggregator/vram_map.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
@@ -33,6 +37,7 @@ using fv_testing::FvTestVm;
 namespace pf = gf100::pfifo;
 namespace ramin = gf100::ramin;
 constexpr uint64_t kMiB = 1ull << 20;
+using testing::SameFile;
 
 // ---- the guest driver in fv VMs -------------------------------------------------------------
 
@@ -252,6 +257,62 @@ TEST_P(FvVramPolicyTest, AFreshPageIsZeroEvenWhereTheLastVmWrote) {
 // bound channel's block is copied, checked and propagated to the shadow instance the GPU runs the
 // channel from; what is ours (USERD, the engine contexts) stays ours, and a new page directory is
 // refused — that channel stops, the VM is told, another VM runs on.
+// What BAR remap hands out (bar_remap.h). The software GPU's own VRAM: the VM's own memfd at guest
+// addresses, never the GPU's VRAM, and a VM whose device model dies needs no quarantine (its guest
+// can only hold that file). VRAM in a file (machine frames, the Xen test bed): that file at the
+// machine addresses of the VM's pages, and it does.
+TEST(FvRemapBackingTest, TheVmsOwnMemfdByDefaultMachineFramesWithVramInAFile) {
+  for (const bool in_file : {false, true}) {
+    SCOPED_TRACE(in_file ? "VRAM in a file" : "the GPU's own VRAM");
+    char path[] = "/tmp/gpuvm-fv-vram-XXXXXX";
+    os::UniqueFd file;
+    fv_testing::FvWorldOptions options{.gpu_vram_bytes = 96 * kMiB, .reserved_bytes = 16 * kMiB};
+    if (in_file) {
+      file = os::UniqueFd(::mkstemp(path));
+      ASSERT_TRUE(file.valid());
+      ASSERT_EQ(::ftruncate(file.get(), off_t(options.gpu_vram_bytes)), 0);
+      options.vram_file = path;
+    }
+    auto w = fv_testing::FvTestWorld::Create(options);
+    if (in_file) ::unlink(path);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    auto vm = (*w)->AddVm({.mode = FvMode::kBarRemap,
+                           .vram_bytes = 32 * kMiB,
+                           .channels = 8,
+                           .vm_id = 0,
+                           .name = ""});
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    FullVirtGpu& g = (*vm)->vgpu();
+    const int own = g.vram_map()->backing_fd();
+    EXPECT_EQ(own >= 0, !in_file);
+    EXPECT_EQ((*w)->gpu().vram_frames_fd() >= 0, in_file);
+    std::atomic<int> failures{0};
+    std::string why;
+    Workload(*vm, 3, &failures, &why);
+    ASSERT_EQ(failures, 0) << why;
+    std::lock_guard lock((*w)->lock());
+    uint64_t vram_maps = 0;
+    for (const BarRemapRequest& r : g.TakeBarRemapRequests()) {
+      if (!r.map) continue;
+      struct stat st;
+      ASSERT_EQ(::fstat(r.fd, &st), 0);
+      const bool scratch = ::fcntl(r.fd, F_GET_SEALS) >= 0 && !SameFile(r.fd, own);
+      if (scratch) continue;  // the foreign USER ids' scratch memory
+      ++vram_maps;
+      if (in_file) {
+        EXPECT_TRUE(SameFile(r.fd, file.get()));
+        EXPECT_GE(r.backing_offset, options.reserved_bytes);  // machine addresses of the pool
+        EXPECT_LE(r.backing_offset + r.length, options.gpu_vram_bytes);
+      } else {
+        EXPECT_TRUE(SameFile(r.fd, own)) << "BAR remap handed out something else than its VRAM";
+        EXPECT_LE(r.backing_offset + r.length, g.vram_bytes());  // guest addresses
+      }
+    }
+    EXPECT_GT(vram_maps, 0u);
+    EXPECT_EQ(g.VramMayBeMapped(), in_file);
+  }
+}
+
 TEST(FvDescriptorTest, StoresToABoundInstanceBlockReachItsShadowOrStopOnlyThatChannel) {
   auto world = fv_testing::FvTestWorld::Create({});
   ASSERT_TRUE(world.ok()) << world.status().ToString();

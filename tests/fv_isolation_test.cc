@@ -21,6 +21,7 @@
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_host.h"
 #include "aggregator/sim_gpu.h"
+#include "aggregator/testing/same_file.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pbus.h"
@@ -642,9 +643,17 @@ TEST_F(FvIsolationTest, AVmNeedingMoreVramThanIsLeftFaultsAloneAndTakesNothingOf
 struct RemappedRange {
   gpu::Bar bar;
   uint64_t offset, length, backing;
-  bool vram;  // backed by the GPU's VRAM (else: the VM's scratch memory)
+  bool vram;         // backed by the attacker's own VRAM memfd (else: its scratch memory)
+  bool victim_vram;  // backed by the victim's (never)
   os::SharedMapping bytes;
 };
+
+using testing::SameFile;
+// A VM's own VRAM memfd (per-VM backing), -1 once it is detached.
+int BackingOf(fv_testing::FvTestVm* vm) {
+  const VramMap* map = vm->vgpu().vram_map();
+  return map != nullptr ? map->backing_fd() : -1;
+}
 
 class FvRemapIsolationTest : public FvIsolationTest {
  protected:
@@ -674,7 +683,8 @@ class FvRemapIsolationTest : public FvIsolationTest {
       auto bytes = os::SharedMapping::Map(r.fd, r.backing_offset, r.length, true);
       ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
       ranges_.push_back({r.bar, r.offset, r.length, r.backing_offset,
-                         r.fd == world_->gpu().vram_fd(), std::move(*bytes)});
+                         SameFile(r.fd, BackingOf(attacker_)), SameFile(r.fd, BackingOf(victim_)),
+                         std::move(*bytes)});
     }
   }
   bool Remapped(gpu::Bar bar, uint64_t offset) const {
@@ -714,14 +724,19 @@ TEST_F(FvRemapIsolationTest, RemappedPagesAreTheVmsOwnVramAndScribblingOnThemHur
   AttackerUsesItsGpu();
   ApplyAttackerRemaps();
   ASSERT_FALSE(ranges_.empty()) << "nothing was remapped\n" << log();
-  const uint64_t reserved_end = 32 * kMiB;
+  // Every VRAM page handed out is a page of the attacker's own VRAM memfd (per-VM backing): never
+  // the GPU's VRAM as a whole (the aggregator's reserved area: shadow tables, shadow instances,
+  // our BAR1/USER), never the victim's.
+  const uint64_t own = attacker_->vgpu().vram_bytes();
+  uint64_t vram_pages = 0;
   for (const RemappedRange& m : ranges_) {
+    EXPECT_FALSE(m.victim_vram);
     if (m.vram) {
-      // Never the aggregator's reserved VRAM (shadow tables, shadow instances, our BAR1/USER).
-      EXPECT_GE(m.backing, reserved_end);
-      EXPECT_LE(m.backing + m.length, world_->gpu().vram_bytes());
+      vram_pages += m.length / 4096;
+      EXPECT_LE(m.backing + m.length, own);
     }
   }
+  EXPECT_GT(vram_pages, 0u);
   // Channel descriptors and the USER pages of its own channels keep trapping; USER pages of ids it
   // does not own go to its scratch memory, never VRAM.
   const uint32_t poll = Reg(pf::kPollArea);

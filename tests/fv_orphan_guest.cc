@@ -31,6 +31,7 @@
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/local/domain.h"
+#include "tests/guest_program.h"
 
 namespace {
 
@@ -44,25 +45,9 @@ constexpr uint64_t kOrphanBytes = 8ull << 20;
 constexpr uint64_t kVictimBytes = 16ull << 20;
 constexpr uint64_t kPage = 4096;
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-bool WaitFor(const std::string& path, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!Exists(path)) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-void Touch(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-[[noreturn]] int Fail(const std::string& what) {
-  std::printf("FAILED %s\n", what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
-}
+using gpuvm::guest_program::Fail;
+using gpuvm::guest_program::Touch;
+using gpuvm::guest_program::WaitFor;
 
 // The memory ranges the device model published on the control page (read under its seqlock).
 std::vector<LocalControlPage::MemoryRange> Ranges(const LocalControlPage* page) {

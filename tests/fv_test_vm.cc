@@ -48,6 +48,7 @@ Result<std::unique_ptr<FvTestWorld>> FvTestWorld::Create(const FvWorldOptions& o
   o.vram_bytes = options.gpu_vram_bytes;
   o.compute_engine = options.compute_engine;
   o.compute_workers = options.compute_workers;
+  o.vram_file = options.vram_file;
   GPUVM_ASSIGN_OR_RETURN(w->gpu_, SimGpu::Create(o));
   FvOptions fv;
   fv.reserved_bytes = options.reserved_bytes;

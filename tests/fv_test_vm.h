@@ -101,6 +101,9 @@ struct FvWorldOptions {
   VramPolicy vram_policy = VramPolicy::kDynamic;
   bool compute_engine = false;  // the compute engine (kernels) on the software GPU
   int compute_workers = 1;
+  // Non-empty: the software GPU keeps VRAM in this file (machine frames, --sim-vram-file) instead
+  // of its own memfd, so there is no per-VM backing.
+  std::string vram_file = "";
 };
 
 // A software GPU, the FvHost on it, and the fv VMs of one test. The host's log is collected

@@ -1,6 +1,7 @@
-// Shared by the multi-process integration tests (pt_integration_test, fv_integration_test): child
-// processes with their output in files, and a fixture that starts gpuvm-aggregator on a socket of
-// its own for each test and local VMs (gpuvm-vm + gpuvm-dm + a guest program) against it.
+// Shared by the multi-process integration tests (pt_integration_test, fv_integration_test,
+// fv_orphan_isolation_test, fv_vram_scan_test, ...): child processes with their output in files,
+// and a fixture that starts gpuvm-aggregator on a socket of its own for each test and local VMs
+// (gpuvm-vm + gpuvm-dm + a guest program) against it, with waits for a file or a log line.
 //
 // The including test defines GPUVM_AGGREGATOR_BIN, GPUVM_VM_BIN, GPUVM_DM_BIN and GPUVM_GUEST_BIN
 // (tests/CMakeLists.txt). Logs of a failed test stay in its directory under TempDir().
@@ -160,6 +161,24 @@ class AggregatorProcessTest : public ::testing::Test {
 
   // The aggregator's log so far.
   std::string AggregatorLog() const { return aggregator_.err(); }
+  // Waits up to `timeout` for `path` while `p` runs: false when it ended first or time ran out.
+  static bool WaitForFile(const std::string& path, Process& p, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!Exists(path)) {
+      if (Clock::now() > deadline || p.Exited()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  // Waits up to `timeout` until the aggregator's log says `text`.
+  bool WaitForLog(const std::string& text, std::chrono::seconds timeout) const {
+    const auto deadline = Clock::now() + timeout;
+    while (AggregatorLog().find(text) == std::string::npos) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
 
   std::string dir_;
   std::string socket_;

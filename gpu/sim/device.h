@@ -86,10 +86,11 @@ class SimDevice final : public gpu::Device, private InterruptSink {
   bool interrupt_asserted() const override { return line_.load(std::memory_order_acquire); }
   void SetAccessObserver(gpu::AccessObserver observer) override;
 
-  // VRAM as a memfd (or the file of options.vram_file), for mapping slices of it into other
-  // processes.
+  // VRAM's own memory: a private memfd, or the file of options.vram_file (memory.h).
   int vram_fd() const { return vram_->fd(); }
   uint64_t vram_size() const { return vram_->size(); }
+  // The VRAM view every unit reads through, and its re-backing (memory.h: Back/Restore).
+  Vram& vram() { return *vram_; }
 
   // Runs channels until none can make progress (idle, blocked on a semaphore, or dead), at most
   // `max_slices` time slices; returns the number of slices run. In threaded mode it waits for the

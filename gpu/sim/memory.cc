@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace gpuvm::sim {
 namespace {
@@ -41,7 +44,7 @@ Result<std::unique_ptr<Vram>> Vram::Create(uint64_t size) {
     close(fd);
     return Status::FromErrno(err, "mmap(VRAM memfd)");
   }
-  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size));
+  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size, true));
 }
 
 Result<std::unique_ptr<Vram>> Vram::Open(const std::string& path, uint64_t size) {
@@ -73,7 +76,57 @@ Result<std::unique_ptr<Vram>> Vram::Open(const std::string& path, uint64_t size)
   // byte per iteration.
   uint8_t* const bytes = static_cast<uint8_t*>(base);
   for (uint64_t at = 0; at < size; at += 8) Store64(bytes + at, 0);
-  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size));
+  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size, false));
+}
+
+Status Vram::CheckRange(uint64_t address, uint64_t length) const {
+  constexpr uint64_t kPage = gf100::vm::kSmallPageSize;
+  if (length == 0 || address % kPage != 0 || length % kPage != 0 || address > size_ ||
+      length > size_ - address) {
+    return Status::InvalidArgument("a VRAM backing range is whole pages inside VRAM");
+  }
+  if (!rebindable_) {
+    return Status::FailedPrecondition(
+        "VRAM in a file (machine frames) cannot be backed by other memory");
+  }
+  return Status::Ok();
+}
+
+Status Vram::Back(uint64_t address, uint64_t length, int fd, uint64_t offset) {
+  GPUVM_RETURN_IF_ERROR(CheckRange(address, length));
+  if (offset % gf100::vm::kSmallPageSize != 0) {
+    return Status::InvalidArgument("a VRAM backing's offset is whole pages");
+  }
+  void* at = base_ + address;
+  if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off_t(offset)) == at) {
+    return Status::Ok();
+  }
+  const int err = errno;
+  // The kernel refuses (a full map count, say) before it touches the old mapping; should a failed
+  // MAP_FIXED have taken the old pages away, VRAM's own memory goes back there (what a range to be
+  // backed showed).
+  if (msync(at, length, MS_ASYNC) != 0 &&
+      mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_, off_t(address)) != at) {
+    // A hole in the view would fault the engine thread at its next access to it.
+    std::fprintf(stderr, "gpuvm: VRAM view lost at %#llx (mmap: %s)\n", (unsigned long long)address,
+                 std::strerror(errno));
+    std::abort();
+  }
+  return Status::FromErrno(err, "mmap(VRAM backing)");
+}
+
+Status Vram::Restore(uint64_t address, uint64_t length) {
+  GPUVM_RETURN_IF_ERROR(CheckRange(address, length));
+  void* at = base_ + address;
+  if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_, off_t(address)) != at) {
+    return Status::FromErrno(errno, "mmap(VRAM's own memory)");
+  }
+  // Zeroed (whatever VRAM's own memory held under the backing, or before it), and nothing resident.
+  if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(address), off_t(length)) !=
+      0) {
+    std::memset(at, 0, length);
+  }
+  return Status::Ok();
 }
 
 Vram::~Vram() {

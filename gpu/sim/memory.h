@@ -1,14 +1,23 @@
-// The software GPU's physical memory: VRAM (by default a memfd sealed against resizing, so other
-// processes can map slices of it: BAR remap; or a shared mapping of a file the operator names, e.g.
-// a PCI BAR's sysfs resourceN file, so the VRAM is at machine addresses a hypervisor can map into
-// guests: BAR remap on Xen, docs/XEN-TESTBED.md)
-// and the resolution of a (target, physical address) pair to host bytes in VRAM or, through the
-// SYSRAM port, in host memory. Also the word-access helpers every unit uses on memory the driver
-// can write concurrently.
+// The software GPU's physical memory: VRAM and the resolution of a (target, physical address) pair
+// to host bytes in VRAM or, through the SYSRAM port, in host memory. Also the word-access helpers
+// every unit uses on memory the driver can write concurrently.
 //
-// Threading: Vram and PhysicalMemory are immutable after creation; all methods are thread-safe. The
-// bytes themselves are shared with drivers and engines without locks, as on hardware: aligned
-// 32/64-bit words are read and written atomically (no tearing), anything larger is a plain copy.
+// VRAM is one fixed range of our address space (the view every unit reads through). By default it
+// is backed by a private memfd, sealed against resizing, which is never handed to anyone; ranges of
+// the view can be backed by another memfd instead (Back) and given back to VRAM's own memory,
+// zeroed (Restore) — full virtualization stitches each VM's VRAM pages from that VM's own memfd
+// this way, so BAR remap can hand a guest its own pages and nothing else (docs/
+// FULL-VIRTUALIZATION.md, "BAR remap"). Or VRAM is a shared mapping of a file the operator names,
+// e.g. a PCI BAR's sysfs resourceN file, so the VRAM is at machine addresses a hypervisor can map
+// into guests page by page (BAR remap on Xen, docs/XEN-TESTBED.md); such VRAM cannot be re-backed.
+//
+// Threading: Vram and PhysicalMemory are immutable after creation except for Back/Restore, which
+// one thread (the aggregator's) calls; all methods are thread-safe. Back/Restore replace the
+// mapping in place (MAP_FIXED, under the kernel's mmap lock): an access racing with them on the
+// same range sees the old or the new backing, never a hole; callers make sure nobody uses a range
+// whose owner changes. The bytes themselves are shared with drivers and engines without locks, as
+// on hardware: aligned 32/64-bit words are read and written atomically (no tearing), anything
+// larger is a plain copy.
 #ifndef GPUVM_GPU_SIM_MEMORY_H_
 #define GPUVM_GPU_SIM_MEMORY_H_
 
@@ -37,18 +46,39 @@ class Vram {
   Vram& operator=(const Vram&) = delete;
 
   uint64_t size() const { return size_; }
-  // The memfd, or the file of Open().
+  // VRAM's own memory: the private memfd of Create() (never to be handed out: it holds every
+  // page nobody re-backed, the reserved structures of full virtualization included), or the file of
+  // Open().
   int fd() const { return fd_; }
   // Host bytes of [address, address + length), or nullptr if any of it lies outside VRAM.
   uint8_t* At(uint64_t address, uint64_t length) const {
     return (address <= size_ && length <= size_ - address) ? base_ + address : nullptr;
   }
+  // The whole view.
+  uint8_t* data() const { return base_; }
+
+  // Whether Back/Restore work: VRAM of Create(); not a file's (its pages are machine frames).
+  bool rebindable() const { return rebindable_; }
+  // From now on the whole pages [address, address + length) of VRAM are the pages of `fd` at
+  // `offset` (a memfd or any shared-mappable file; the view keeps its own reference, the caller may
+  // close `fd`). Meant for a range that shows VRAM's own memory, which stays hidden, not freed
+  // (Restore zeroes it). InvalidArgument for a range that is not whole pages inside VRAM,
+  // FailedPrecondition when not rebindable(); after an mmap error (e.g. the process's map count
+  // is full) the range shows VRAM's own memory.
+  Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset);
+  // The pages are VRAM's own memory again, zeroed (punched); the file that backed them no longer
+  // reaches VRAM. On error (the mmap failed) the range may still be backed by that file: the caller
+  // must not hand those pages to anyone else.
+  Status Restore(uint64_t address, uint64_t length);
 
  private:
-  Vram(int fd, uint8_t* base, uint64_t size) : fd_(fd), base_(base), size_(size) {}
+  Vram(int fd, uint8_t* base, uint64_t size, bool rebindable)
+      : fd_(fd), base_(base), size_(size), rebindable_(rebindable) {}
+  Status CheckRange(uint64_t address, uint64_t length) const;
   int fd_;
   uint8_t* base_;
   uint64_t size_;
+  bool rebindable_;
 };
 
 // Where physical addresses lead: VRAM, or host memory through the SYSRAM port (may be null: then

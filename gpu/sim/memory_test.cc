@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,100 @@ TEST_F(VramFile, ADeviceWithVramInAFileUsesItAndZeroesItAgainWhenRebuilt) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(FileByte(0x10040), 0);
   EXPECT_EQ((*again)->Read(gpu::Bar::k0, pbus::kPraminWindow + 0x40, gpu::Width::k32), 0u);
+}
+
+// Per-VM backing: pages of the VRAM view become another memfd's pages and go back to VRAM's own
+// memory, zeroed, with the memfd cut off from the view (docs/FULL-VIRTUALIZATION.md, "BAR remap").
+class VramBackingTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kKiB = 1024;
+  void SetUp() override {
+    auto vram = Vram::Create(1024 * kKiB);
+    ASSERT_TRUE(vram.ok()) << vram.status().ToString();
+    vram_ = std::move(*vram);
+    std::memset(vram_->data(), 0x11, 1024 * kKiB);  // VRAM's own memory, everywhere
+    file_ = memfd_create("vm-vram", MFD_CLOEXEC);
+    ASSERT_GE(file_, 0);
+    ASSERT_EQ(ftruncate(file_, 256 * kKiB), 0);
+    const std::vector<uint8_t> bytes(256 * kKiB, 0x22);
+    ASSERT_EQ(pwrite(file_, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+  }
+  void TearDown() override { close(file_); }
+  uint8_t FileByte(uint64_t offset) const {
+    uint8_t b = 0;
+    EXPECT_EQ(pread(file_, &b, 1, off_t(offset)), 1);
+    return b;
+  }
+  uint8_t View(uint64_t address) const { return *vram_->At(address, 1); }
+
+  std::unique_ptr<Vram> vram_;
+  int file_ = -1;
+};
+
+TEST_F(VramBackingTest, BackedPagesAreTheFilesUntilRestoredZeroedAndCutOff) {
+  ASSERT_TRUE(vram_->rebindable());
+  uint8_t* const before = vram_->data();
+  ASSERT_TRUE(vram_->Back(512 * kKiB, 128 * kKiB, file_, 64 * kKiB).ok());
+  EXPECT_EQ(vram_->data(), before);  // the same view, other pages under it
+  EXPECT_EQ(View(512 * kKiB), 0x22);
+  EXPECT_EQ(View(640 * kKiB - 1), 0x22);
+  EXPECT_EQ(View(512 * kKiB - 1), 0x11);  // the neighbours are VRAM's own memory still
+  EXPECT_EQ(View(640 * kKiB), 0x11);
+  // Both ways: the view writes the file at the offset, the file's writes show in the view.
+  Store32(vram_->At(512 * kKiB + 8, 4), 0xa1b2c3d4);
+  EXPECT_EQ(FileByte(64 * kKiB + 8), 0xd4);
+  const uint8_t x = 0x77;
+  ASSERT_EQ(pwrite(file_, &x, 1, off_t(64 * kKiB + 100)), 1);
+  EXPECT_EQ(View(512 * kKiB + 100), 0x77);
+  // The file's pages outside the backed range never show.
+  EXPECT_EQ(View(512 * kKiB - 4096), 0x11);
+
+  ASSERT_TRUE(vram_->Restore(512 * kKiB, 128 * kKiB).ok());
+  // Punched: nothing resident in VRAM's own memfd there (looked at before anything reads it: a
+  // read fault of a memfd hole allocates a page) ...
+  EXPECT_EQ(lseek(vram_->fd(), off_t(512 * kKiB), SEEK_HOLE), off_t(512 * kKiB));
+  EXPECT_EQ(lseek(vram_->fd(), off_t(512 * kKiB), SEEK_DATA), off_t(640 * kKiB));
+  // ... and zeroed, not VRAM's old 0x11 from under the backing.
+  EXPECT_EQ(View(512 * kKiB), 0);
+  EXPECT_EQ(View(600 * kKiB), 0);
+  EXPECT_EQ(View(512 * kKiB - 1), 0x11);
+  EXPECT_EQ(View(640 * kKiB), 0x11);
+  // The file is cut off both ways: what a holder of it writes reaches no VRAM, and VRAM's writes
+  // no longer reach it.
+  const std::vector<uint8_t> scribble(128 * kKiB, 0x66);
+  ASSERT_EQ(pwrite(file_, scribble.data(), scribble.size(), off_t(64 * kKiB)),
+            ssize_t(scribble.size()));
+  EXPECT_EQ(View(512 * kKiB + 100), 0);
+  Store32(vram_->At(512 * kKiB + 8, 4), 0x01020304);
+  EXPECT_EQ(FileByte(64 * kKiB + 8), 0x66);
+}
+
+TEST_F(VramBackingTest, BadRangesAreRefusedAndAFailedBackLeavesVramsOwnMemory) {
+  EXPECT_EQ(vram_->Back(4096 + 1, 4096, file_, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vram_->Back(0, 4095, file_, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vram_->Back(0, 4096, file_, 100).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vram_->Back(1020 * kKiB, 8192, file_, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vram_->Back(0, 0, file_, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vram_->Restore(1024 * kKiB, 4096).code(), StatusCode::kInvalidArgument);
+  // An fd mmap refuses: the range still shows (and is) VRAM's own memory.
+  EXPECT_FALSE(vram_->Back(64 * kKiB, 4096, -1, 0).ok());
+  EXPECT_EQ(View(64 * kKiB), 0x11);
+  Store32(vram_->At(64 * kKiB, 4), 0x55555555);
+  uint32_t own = 0;
+  ASSERT_EQ(pread(vram_->fd(), &own, 4, off_t(64 * kKiB)), 4);
+  EXPECT_EQ(own, 0x55555555u);
+}
+
+TEST_F(VramFile, VramInAFileCannotBeBacked) {
+  auto vram = Vram::Open(path_, 256 << 10);
+  ASSERT_TRUE(vram.ok()) << vram.status().ToString();
+  EXPECT_FALSE((*vram)->rebindable());
+  const int other = memfd_create("other", MFD_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(ftruncate(other, 4096), 0);
+  EXPECT_EQ((*vram)->Back(0, 4096, other, 0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*vram)->Restore(0, 4096).code(), StatusCode::kFailedPrecondition);
+  close(other);
 }
 
 }  // namespace
