@@ -1,6 +1,8 @@
 // VCodeBuilder (vcode_builder.h): the emission helpers of the translator.
 #include "ptx/translator/vcode_builder.h"
 
+#include "gpu/isa/opcode_table.h"
+
 namespace gpuvm::ptx::translator {
 
 VInst& VCodeBuilder::Emit(IOp op, IT type) {
@@ -45,13 +47,11 @@ void VCodeBuilder::BinTo(uint32_t d, IOp op, IT t, uint32_t a, Value b, uint8_t 
   v.a = a;
   v.in.mod = mod;
   if (b.is_imm) {
+    // A 64-bit immediate only where b is a 64-bit operand (the type's, not a fixed 32 bits).
+    const isa::OperandSpec* spec = isa::FindOpcode(op)->OperandIn(isa::Field::kB);
+    const bool b64 = isa::Is64(t) && spec != nullptr && spec->rows == 0;
     v.in.has_imm = true;
-    v.in.imm = isa::Is64(t) || op == IOp::kShl || op == IOp::kShr ? b.imm : (b.imm & 0xffffffffu);
-    if ((op == IOp::kShl || op == IOp::kShr || op == IOp::kMulWide || op == IOp::kMadWide ||
-         op == IOp::kBfe) &&
-        b.imm > 0xffffffffu) {
-      v.in.imm = b.imm & 0xffffffffu;
-    }
+    v.in.imm = b64 ? b.imm : (b.imm & 0xffffffffu);
   } else {
     v.b = b.reg;
   }
