@@ -42,6 +42,13 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
     if (has(kFlagFtz) && type != T::kF32) return "'.ftz' is only valid with .f32";
     return "";
   };
+  // Float add/sub/mul/mad: no carry, IEEE rounding, .sat and .ftz for f32 only.
+  auto float_arith = [&]() -> std::string {
+    if (has(kFlagCc)) return "'.cc' needs an integer type";
+    if (rnd != Rounding::kNone && !IsFloatRounding(rnd)) return "rounding must be .rn/.rz/.rm/.rp";
+    if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
+    return ftz_only_f32();
+  };
 
   switch (inst.opcode) {
     case Opcode::kAdd:
@@ -51,11 +58,7 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
         if (has(kFlagSat) && type != T::kS32) return "'.sat' on integer add/sub needs .s32";
         if (has(kFlagCc) && (TypeSize(type) < 4)) return "'.cc' needs a 32- or 64-bit type";
       } else {
-        if (has(kFlagCc)) return "'.cc' needs an integer type";
-        if (rnd != Rounding::kNone && !IsFloatRounding(rnd))
-          return "rounding must be .rn/.rz/.rm/.rp";
-        if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
-        return ftz_only_f32();
+        return float_arith();
       }
       return "";
     case Opcode::kMul:
@@ -74,11 +77,7 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
         }
       } else {
         if (inst.mul_mode != MulMode::kNone) return "'.lo/.hi/.wide' need an integer type";
-        if (has(kFlagCc)) return "'.cc' needs an integer type";
-        if (rnd != Rounding::kNone && !IsFloatRounding(rnd))
-          return "rounding must be .rn/.rz/.rm/.rp";
-        if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
-        return ftz_only_f32();
+        return float_arith();
       }
       return "";
     case Opcode::kMadc:

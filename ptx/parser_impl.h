@@ -43,8 +43,27 @@ struct Scope {
   std::unordered_map<std::string_view, uint64_t> min_numbered;
 };
 
+// The enumerator in [kFirst, kLast] that Name spells `text`, or E's kNone (0): the parser's
+// look-ups of the small closed sets it knows by name. One index per instantiation, built on first
+// use.
+template <typename E, std::string_view (*Name)(E), E kFirst, E kLast>
+E LookUpByName(std::string_view text) {
+  static const auto* index = [] {
+    auto* map = new std::unordered_map<std::string_view, E>();
+    for (int i = static_cast<int>(kFirst); i <= static_cast<int>(kLast); ++i) {
+      (*map)[Name(static_cast<E>(i))] = static_cast<E>(i);
+    }
+    return map;
+  }();
+  auto it = index->find(text);
+  return it == index->end() ? E{} : it->second;
+}
+
 // The special register named `name` ("%tid"), or kNone.
-SpecialRegister LookupSpecial(std::string_view name);
+inline SpecialRegister LookupSpecial(std::string_view name) {
+  return LookUpByName<SpecialRegister, SpecialRegisterName, SpecialRegister::kTid,
+                      SpecialRegister::kTotalSmemSize>(name);
+}
 
 class Parser {
  public:
@@ -101,7 +120,9 @@ class Parser {
   // The dot-words between the state space and the name: .align N, .v2/.v4, the type, and for
   // parameters `.ptr [.space] [.align N]`.
   Status ParseAttributes(const Token& start, bool is_param, DeclAttributes* out);
-  static ScalarType ParseTypeWord(std::string_view w);
+  static ScalarType ParseTypeWord(std::string_view w) {
+    return LookUpByName<ScalarType, TypeName, ScalarType::kPred, ScalarType::kF64>(w);
+  }
   Status CountVariable(uint32_t line);
 
   // `[N][M]` or `[]` after a name.

@@ -11,19 +11,6 @@
 
 namespace gpuvm::ptx::parser_internal {
 
-SpecialRegister LookupSpecial(std::string_view name) {
-  static const auto* table = [] {
-    auto* map = new std::unordered_map<std::string_view, SpecialRegister>();
-    for (int i = 1; i <= static_cast<int>(SpecialRegister::kTotalSmemSize); ++i) {
-      auto sreg = static_cast<SpecialRegister>(i);
-      (*map)[SpecialRegisterName(sreg)] = sreg;
-    }
-    return map;
-  }();
-  auto it = table->find(name);
-  return it == table->end() ? SpecialRegister::kNone : it->second;
-}
-
 // -------------------------------------------------------------------------------------------------
 // Instructions
 

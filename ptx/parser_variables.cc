@@ -58,19 +58,6 @@ Status Parser::ParseAttributes(const Token& start, bool is_param, DeclAttributes
   return Status::Ok();
 }
 
-ScalarType Parser::ParseTypeWord(std::string_view w) {
-  static const auto* table = [] {
-    auto* map = new std::unordered_map<std::string_view, ScalarType>();
-    for (int i = 1; i <= static_cast<int>(ScalarType::kF64); ++i) {
-      auto type = static_cast<ScalarType>(i);
-      (*map)[TypeName(type)] = type;
-    }
-    return map;
-  }();
-  auto it = table->find(w);
-  return it == table->end() ? ScalarType::kNone : it->second;
-}
-
 Status Parser::CountVariable(uint32_t line) {
   if (++total_variables_ > limits_.max_variables) {
     return Exhausted(line, "more than " + std::to_string(limits_.max_variables) + " variables");

@@ -134,30 +134,22 @@ class Assembler {
       Status s = ValidateInstruction(kernel_.code[i], h);
       if (!s.ok()) return s.WithContext("instruction " + std::to_string(i));
     }
-    if (!regs_set_) {
-      int lo = 0, hi = kMaxRegisters;
+    // The smallest count in [0, max] for which every instruction validates (`count` is the
+    // header field being fitted).
+    auto fit = [&](auto* count, int max) {
+      int lo = 0, hi = max;
       while (lo < hi) {
         int mid = (lo + hi) / 2;
-        h.reg_count = mid;
+        *count = mid;
         if (all_valid(h))
           hi = mid;
         else
           lo = mid + 1;
       }
-      h.reg_count = lo;
-    }
-    if (!preds_set_) {
-      int lo = 0, hi = kMaxPredicates;
-      while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        h.pred_count = mid;
-        if (all_valid(h))
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
-      h.pred_count = lo;
-    }
+      *count = lo;
+    };
+    if (!regs_set_) fit(&h.reg_count, kMaxRegisters);
+    if (!preds_set_) fit(&h.pred_count, kMaxPredicates);
     return Status::Ok();
   }
 

@@ -1,6 +1,7 @@
 #include "gpu/isa/encoding.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "gpu/isa/opcode_table.h"
@@ -80,7 +81,6 @@ class Checker {
 bool IsInt3264(Type t) {
   return t == Type::kU32 || t == Type::kS32 || t == Type::kU64 || t == Type::kS64;
 }
-bool IsAlu(Type t) { return IsInt3264(t) || IsFloat(t); }
 
 // Float rounding modifiers (rn/rz/rm/rp) for arithmetic.
 Status CheckFloatArithMod(const Checker& c, const Instruction& inst, bool allow_sat) {
@@ -99,57 +99,50 @@ Status CheckIntOrFloatArith(const Checker& c, const Instruction& inst, bool int_
   return Status::Ok();
 }
 
+constexpr uint16_t TypeBits(std::initializer_list<Type> types) {
+  uint16_t bits = 0;
+  for (Type t : types) bits |= uint16_t{1} << static_cast<int>(t);
+  return bits;
+}
+
 // The type field against the opcode's TypeRule.
 Status CheckType(const Checker& c, TypeRule rule, const Instruction& inst) {
+  using enum Type;
+  static constexpr struct {
+    TypeRule rule;
+    uint16_t types;
+    const char* what;  // "type must be <what>"
+  } kTypeSets[] = {
+      {TypeRule::kAlu32or64, TypeBits({kU32, kS32, kU64, kS64, kF32, kF64}),
+       "a 32- or 64-bit type"},
+      {TypeRule::kAlu, TypeBits({kU32, kS32, kU64, kS64, kF32, kF64}), "u32/s32/u64/s64/f32/f64"},
+      {TypeRule::kInt, TypeBits({kU32, kS32, kU64, kS64}), "u32/s32/u64/s64"},
+      {TypeRule::kIntSource, TypeBits({kU32, kS32, kU64, kS64}), "u32/s32/u64/s64 (the source)"},
+      {TypeRule::kWideSource, TypeBits({kU32, kS32}), "u32/s32 (the sources)"},
+      {TypeRule::kFloat, TypeBits({kF32, kF64}), "f32/f64"},
+      {TypeRule::kSignedOrFloat, TypeBits({kS32, kS64, kF32, kF64}), "s32/s64/f32/f64"},
+      {TypeRule::kU32U64, TypeBits({kU32, kU64}), "u32/u64"},
+      {TypeRule::kU32, TypeBits({kU32}), "u32"},
+      {TypeRule::kU64, TypeBits({kU64}), "u64"},
+  };
   const Type t = inst.type;
-  switch (rule) {
-    case TypeRule::kNone:
-      return c.TypeNone();
-    case TypeRule::kAlu32or64:
-      if (!IsAlu(t)) return c.Error("type must be a 32- or 64-bit type");
-      return Status::Ok();
-    case TypeRule::kAlu:
-      if (!IsAlu(t)) return c.Error("type must be u32/s32/u64/s64/f32/f64");
-      return Status::Ok();
-    case TypeRule::kInt:
-      if (!IsInt3264(t)) return c.Error("type must be u32/s32/u64/s64");
-      return Status::Ok();
-    case TypeRule::kIntSource:
-      if (!IsInt3264(t)) return c.Error("type must be u32/s32/u64/s64 (the source)");
-      return Status::Ok();
-    case TypeRule::kWideSource:
-      if (t != Type::kU32 && t != Type::kS32) return c.Error("type must be u32/s32 (the sources)");
-      return Status::Ok();
-    case TypeRule::kFloat:
-      if (!IsFloat(t)) return c.Error("type must be f32/f64");
-      return Status::Ok();
-    case TypeRule::kSignedOrFloat:
-      if (t != Type::kS32 && t != Type::kS64 && !IsFloat(t))
-        return c.Error("type must be s32/s64/f32/f64");
-      return Status::Ok();
-    case TypeRule::kU32U64:
-      if (t != Type::kU32 && t != Type::kU64) return c.Error("type must be u32/u64");
-      return Status::Ok();
-    case TypeRule::kU32:
-      if (t != Type::kU32) return c.Error("type must be u32");
-      return Status::Ok();
-    case TypeRule::kU64:
-      if (t != Type::kU64) return c.Error("type must be u64");
-      return Status::Ok();
-    case TypeRule::kSpecialReg: {
-      if (inst.a >= kSpecialRegCount) return c.Error("special register " + std::to_string(inst.a));
-      const bool wide = IsSpecialReg64(static_cast<SpecialReg>(inst.a));
-      if (t != (wide ? Type::kU64 : Type::kU32)) {
-        return c.Error(std::string("special register ") +
-                       std::string(SpecialRegName(static_cast<SpecialReg>(inst.a))) +
-                       " needs type " + (wide ? "u64" : "u32"));
-      }
-      return Status::Ok();
+  if (rule == TypeRule::kNone) return c.TypeNone();
+  if (rule == TypeRule::kSpecialReg) {
+    if (inst.a >= kSpecialRegCount) return c.Error("special register " + std::to_string(inst.a));
+    const bool wide = IsSpecialReg64(static_cast<SpecialReg>(inst.a));
+    if (t != (wide ? kU64 : kU32)) {
+      return c.Error(std::string("special register ") +
+                     std::string(SpecialRegName(static_cast<SpecialReg>(inst.a))) + " needs type " +
+                     (wide ? "u64" : "u32"));
     }
-    case TypeRule::kForm:
-      break;
+    return Status::Ok();
   }
-  return Status::Ok();
+  for (const auto& set : kTypeSets) {
+    if (set.rule != rule) continue;
+    if ((set.types >> static_cast<int>(t)) & 1) return Status::Ok();
+    return c.Error(std::string("type must be ") + set.what);
+  }
+  return Status::Ok();  // kForm: the form checks it
 }
 
 // The mod field against the opcode's ModRule (kRegister: checked as an operand).

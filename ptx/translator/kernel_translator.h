@@ -107,6 +107,9 @@ class KernelTranslator : public VCodeBuilder {
   Result<uint32_t> SrcExtReg(const Operand& op, ScalarType t);
   Result<uint32_t> Dst(const Operand& op);
   Result<uint32_t> DstPred(const Operand& op);
+  // A destination that may be a `reg|pred` pair (setp's p|q, shfl's d|p): (first, second), second
+  // kNoV without a pair. `predicate`: a single destination is a predicate.
+  Result<std::pair<uint32_t, uint32_t>> DstPair(const Operand& op, bool predicate);
   // A predicate source: (vreg, negated).
   Result<std::pair<uint32_t, bool>> SrcPred(const Operand& op);
   // Writes a 32-bit (or 64-bit) temp into PTX destination register d whose width may differ.

@@ -8,9 +8,6 @@
 
 namespace gpuvm::ptx::translator {
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
-
 // -------------------------------------------------------------------------------------------------
 // Arithmetic
 
@@ -47,18 +44,10 @@ Status KernelTranslator::LowerArith(const Instruction& in) {
     case Opcode::kDiv:
       if (IsF(t)) return binary(IOp::kDiv, false, RoundingMod(in.rounding));
       return binary(IOp::kDiv, true, 0);
-    case Opcode::kRem:
-      return binary(IOp::kRem, true, 0);
     case Opcode::kMin:
     case Opcode::kMax:
       if (in.Has(kFlagNaN)) return Unsupported(".NaN min/max is not supported");
       return binary(in.opcode == Opcode::kMin ? IOp::kMin : IOp::kMax, true, 0);
-    case Opcode::kAbs:
-      return unary(IOp::kAbs, true, 0);
-    case Opcode::kNeg:
-      return unary(IOp::kNeg, false, 0);
-    case Opcode::kCopysign:
-      return binary(IOp::kCopysign, false, 0);
     case Opcode::kFma: {
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
       GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], t));
@@ -66,25 +55,37 @@ Status KernelTranslator::LowerArith(const Instruction& in) {
       TriTo(d, IOp::kFma, it, a, b, c, fmod);
       return Status::Ok();
     }
-    case Opcode::kRcp:
-    case Opcode::kSqrt:
-      return unary(in.opcode == Opcode::kRcp ? IOp::kRcp : IOp::kSqrt, false,
-                   RoundingMod(in.rounding));
-    case Opcode::kRsqrt:
-      return unary(IOp::kRsqrt, false, 0);
-    case Opcode::kSin:
-      return unary(IOp::kSin, false, 0);
-    case Opcode::kCos:
-      return unary(IOp::kCos, false, 0);
-    case Opcode::kLg2:
-      return unary(IOp::kLg2, false, 0);
-    case Opcode::kEx2:
-      return unary(IOp::kEx2, false, 0);
-    case Opcode::kTanh:
-      return unary(IOp::kTanh, false, 0);
     default:
-      return Unsupported("internal: not an arithmetic instruction");
+      break;
   }
+  // The rest are one GVISA instruction each.
+  struct OneToOne {
+    Opcode ptx;
+    IOp isa;
+    bool binary;    // takes operand b
+    bool ext16;     // 16-bit sources are extended to 32 bits first
+    bool rounding;  // passes the instruction's rounding on
+  };
+  static constexpr OneToOne kOneToOne[] = {
+      {Opcode::kRem, IOp::kRem, true, true, false},
+      {Opcode::kAbs, IOp::kAbs, false, true, false},
+      {Opcode::kNeg, IOp::kNeg, false, false, false},
+      {Opcode::kCopysign, IOp::kCopysign, true, false, false},
+      {Opcode::kRcp, IOp::kRcp, false, false, true},
+      {Opcode::kSqrt, IOp::kSqrt, false, false, true},
+      {Opcode::kRsqrt, IOp::kRsqrt, false, false, false},
+      {Opcode::kSin, IOp::kSin, false, false, false},
+      {Opcode::kCos, IOp::kCos, false, false, false},
+      {Opcode::kLg2, IOp::kLg2, false, false, false},
+      {Opcode::kEx2, IOp::kEx2, false, false, false},
+      {Opcode::kTanh, IOp::kTanh, false, false, false},
+  };
+  for (const OneToOne& e : kOneToOne) {
+    if (e.ptx != in.opcode) continue;
+    const uint8_t mod = e.rounding ? RoundingMod(in.rounding) : 0;
+    return e.binary ? binary(e.isa, e.ext16, mod) : unary(e.isa, e.ext16, mod);
+  }
+  return Unsupported("internal: not an arithmetic instruction");
 }
 
 // mul24/mad24 operands: their low 24 bits, sign- or zero-extended from bit 23.

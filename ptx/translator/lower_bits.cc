@@ -8,8 +8,8 @@
 
 namespace gpuvm::ptx::translator {
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
+static_assert(static_cast<int>(PermuteMode::kF4e) == static_cast<int>(isa::PrmtMode::kF4e) &&
+              static_cast<int>(PermuteMode::kRc16) == static_cast<int>(isa::PrmtMode::kRc16));
 
 // -------------------------------------------------------------------------------------------------
 // Bits
@@ -123,29 +123,21 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       v.m = len;
       return Status::Ok();
     }
-    case Opcode::kPrmt: {
-      GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
-      GPUVM_ASSIGN_OR_RETURN(uint32_t b, SrcReg(in.operands[2], t));
-      GPUVM_ASSIGN_OR_RETURN(Value c, Src(in.operands[3], ScalarType::kU32));
-      VInst& v = Emit(IOp::kPrmt);
-      v.d = d;
-      v.a = a;
-      v.b = b;
-      v.in.mod = static_cast<uint8_t>(
-          in.permute == PermuteMode::kNone ? 0 : static_cast<uint8_t>(in.permute));
-      SetCOrImm(v, c);
-      return Status::Ok();
-    }
+    case Opcode::kPrmt:
     case Opcode::kShf: {
+      // d = op(a, b, c|imm) on 32-bit values; the mode in mod.
       GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
       GPUVM_ASSIGN_OR_RETURN(uint32_t b, SrcReg(in.operands[2], t));
       GPUVM_ASSIGN_OR_RETURN(Value c, Src(in.operands[3], ScalarType::kU32));
-      VInst& v = Emit(IOp::kShf);
+      const bool prmt = in.opcode == Opcode::kPrmt;
+      VInst& v = Emit(prmt ? IOp::kPrmt : IOp::kShf);
       v.d = d;
       v.a = a;
       v.b = b;
-      v.in.mod =
-          (in.Has(kFlagRight) ? isa::kShfRight : 0) | (in.Has(kFlagClamp) ? isa::kShfClamp : 0);
+      // PermuteMode is numbered as PrmtMode (kNone: the generic permute, 0).
+      v.in.mod = prmt ? static_cast<uint8_t>(in.permute)
+                      : (in.Has(kFlagRight) ? isa::kShfRight : 0) |
+                            (in.Has(kFlagClamp) ? isa::kShfClamp : 0);
       SetCOrImm(v, c);
       return Status::Ok();
     }
@@ -218,30 +210,25 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
 // Comparisons and selection
 
 Status KernelTranslator::LowerCompare(const Instruction& in) {
-  if (in.opcode == Opcode::kSelp) {
+  if (in.opcode == Opcode::kSelp || in.opcode == Opcode::kSlct) {
+    // d = selector ? a : b; selp's selector is a predicate, slct's is c >= 0.
     const ScalarType t = in.type;
     const IT it = TypeSize(t) == 8 ? IT::kU64 : IT::kU32;
     GPUVM_ASSIGN_OR_RETURN(uint32_t d, Dst(in.operands[0]));
     GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
     GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], t));
+    if (in.opcode == Opcode::kSlct) {
+      GPUVM_ASSIGN_OR_RETURN(uint32_t c, SrcReg(in.operands[3], in.type2));
+      const bool f = in.type2 == ScalarType::kF32;
+      SelTo(d, it, a, b, Setp(isa::Compare::kGe, f ? IT::kF32 : IT::kS32, c, I(0)));
+      return Status::Ok();
+    }
     GPUVM_ASSIGN_OR_RETURN(auto p, SrcPred(in.operands[3]));
     if (p.first == kPT) {  // a constant predicate
       MovTo(d, it, p.second ? b : R(a));
       return Status::Ok();
     }
     SelTo(d, it, a, b, p.first, p.second);
-    return Status::Ok();
-  }
-  if (in.opcode == Opcode::kSlct) {
-    const ScalarType t = in.type;
-    const IT it = TypeSize(t) == 8 ? IT::kU64 : IT::kU32;
-    GPUVM_ASSIGN_OR_RETURN(uint32_t d, Dst(in.operands[0]));
-    GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], t));
-    GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], t));
-    GPUVM_ASSIGN_OR_RETURN(uint32_t c, SrcReg(in.operands[3], in.type2));
-    const bool f = in.type2 == ScalarType::kF32;
-    uint32_t p = Setp(isa::Compare::kGe, f ? IT::kF32 : IT::kS32, c, I(0));
-    SelTo(d, it, a, b, p);
     return Status::Ok();
   }
   // setp / set: compare in the comparison type, then combine.
@@ -286,14 +273,8 @@ Status KernelTranslator::LowerCompare(const Instruction& in) {
     SelTo(d, IT::kU32, MovImm(IT::kU32, one), I(0), result);
     return Status::Ok();
   }
-  const Operand& dst = in.operands[0];
-  uint32_t pd, qd = kNoV;
-  if (dst.kind == OperandKind::kRegisterPair) {
-    pd = FrameReg(dst.reg);
-    qd = FrameReg(dst.reg2);
-  } else {
-    GPUVM_ASSIGN_OR_RETURN(pd, DstPred(dst));
-  }
+  GPUVM_ASSIGN_OR_RETURN(const auto dst, DstPair(in.operands[0], /*predicate=*/true));
+  const auto [pd, qd] = dst;
   if (has_c) {
     PlopTo(pd, bop, p, false, c.first, c.second);
     if (qd != kNoV) PlopTo(qd, bop, p, true, c.first, c.second);

@@ -18,9 +18,6 @@ constexpr std::string_view kAssertFail = "__assertfail";
 
 }  // namespace
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
-
 // -------------------------------------------------------------------------------------------------
 // Calls
 
@@ -104,19 +101,10 @@ void KernelTranslator::CopyLocal(uint32_t src_base, int64_t src_off, int32_t src
     }
     const IT t = n == 8 ? IT::kU64 : n == 4 ? IT::kU32 : IT::kU8;
     uint32_t tmp = TempFor(n == 8 ? IT::kU64 : IT::kU32);
-    VInst& ld = Emit(IOp::kLd, t);
-    ld.in.mod = static_cast<uint8_t>(isa::Space::kLocal);
-    ld.a = src_base;
+    VInst& ld = EmitMem(IOp::kLd, t, isa::Space::kLocal, src_base, static_cast<uint64_t>(s));
     ld.d = tmp;
-    ld.in.has_imm = true;
-    ld.in.imm = static_cast<uint64_t>(s);
     ld.frame_region = src_patch;
-    VInst& st = Emit(IOp::kSt, t);
-    st.in.mod = static_cast<uint8_t>(isa::Space::kLocal);
-    st.a = dst_base;
-    st.b = tmp;
-    st.in.has_imm = true;
-    st.in.imm = static_cast<uint64_t>(d);
+    EmitMem(IOp::kSt, t, isa::Space::kLocal, dst_base, static_cast<uint64_t>(d)).b = tmp;
     done += n;
   }
 }

@@ -9,9 +9,6 @@
 
 namespace gpuvm::ptx::translator {
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
-
 // -------------------------------------------------------------------------------------------------
 // Moves and conversions
 

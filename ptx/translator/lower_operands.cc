@@ -9,9 +9,6 @@
 
 namespace gpuvm::ptx::translator {
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
-
 uint32_t KernelTranslator::FrameReg(RegId r) {
   uint32_t& v = frame_->regs[r];
   if (v == kNoV) v = vc_.NewVReg(KindOf(frame_->fn->registers[r].type));
@@ -131,13 +128,10 @@ Result<uint32_t> KernelTranslator::Special(const Operand& op) {
 
 uint32_t KernelTranslator::GlobalVarAddress(uint32_t global_index) {
   uint32_t d = Temp(VKind::kReg64);
-  VInst& v = Emit(IOp::kLd, IT::kU64);
+  VInst& v = EmitMem(IOp::kLd, IT::kU64, isa::Space::kConst, kRZ,
+                     static_cast<uint64_t>(layout_.global_slot[global_index]) * 8);
   v.d = d;
-  v.a = kRZ;
-  v.in.mod = static_cast<uint8_t>(isa::Space::kConst);
   v.in.type2 = isa::kGlobalsBank;
-  v.in.has_imm = true;
-  v.in.imm = static_cast<uint64_t>(layout_.global_slot[global_index]) * 8;
   return d;
 }
 
@@ -186,34 +180,24 @@ Result<uint32_t> KernelTranslator::SymbolAddress(const Operand& op, bool want64,
   return MovImm(want64 ? IT::kU64 : IT::kU32, static_cast<uint64_t>(offset));
 }
 
+Result<std::pair<uint32_t, uint32_t>> KernelTranslator::DstPair(const Operand& op, bool predicate) {
+  if (op.kind == OperandKind::kRegisterPair) {
+    const uint32_t first = FrameReg(op.reg);
+    return std::make_pair(first, FrameReg(op.reg2));
+  }
+  GPUVM_ASSIGN_OR_RETURN(uint32_t first, predicate ? DstPred(op) : Dst(op));
+  return std::make_pair(first, kNoV);
+}
+
 // Resolves a memory operand for an access in `space` (kNone = generic).
 Result<KernelTranslator::Addr> KernelTranslator::Address(const Operand& op, StateSpace space) {
   if (op.kind != OperandKind::kAddress) return Unsupported("expected an address operand");
   Addr a;
   a.offset = op.offset;
-  switch (space) {
-    case StateSpace::kNone:
-      a.space = isa::Space::kGeneric;
-      break;
-    case StateSpace::kGlobal:
-      a.space = isa::Space::kGlobal;
-      break;
-    case StateSpace::kShared:
-      a.space = isa::Space::kShared;
-      break;
-    case StateSpace::kLocal:
-      a.space = isa::Space::kLocal;
-      break;
-    case StateSpace::kConst:
-      a.space = isa::Space::kConst;
-      a.bank = isa::kUserConstBank;
-      break;
-    case StateSpace::kParam:
-      a.space = isa::Space::kLocal;
-      break;  // call slots; kernel params below
-    default:
-      return Unsupported("state space not supported");
-  }
+  std::optional<isa::Space> isa_space = SpaceOf(space);
+  if (!isa_space) return Unsupported("state space not supported");
+  a.space = *isa_space;
+  if (space == StateSpace::kConst) a.bank = isa::kUserConstBank;
   if (op.base == AddressBase::kRegister) {
     if (space == StateSpace::kParam)
       return Unsupported("register-addressed .param accesses are not supported");

@@ -5,9 +5,6 @@
 
 namespace gpuvm::ptx::translator {
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
-
 // -------------------------------------------------------------------------------------------------
 // Synchronization and warp-level
 
@@ -42,25 +39,15 @@ Status KernelTranslator::LowerBarrier(const Instruction& in) {
   const bool is_and = in.atomic_op == AtomicOp::kAnd;
   const int64_t word = bar_red_word_;
   Emit(IOp::kBar).in.mod = id;
-  {
-    VInst& st = Emit(IOp::kSt, IT::kU32);
-    st.in.mod = static_cast<uint8_t>(isa::Space::kShared);
-    st.a = kRZ;
-    st.b = kRZ;
-    st.in.has_imm = true;
-    st.in.imm = static_cast<uint64_t>(word);
-  }
+  EmitMem(IOp::kSt, IT::kU32, isa::Space::kShared, kRZ, static_cast<uint64_t>(word)).b = kRZ;
   Emit(IOp::kBar).in.mod = id;
   {
     uint32_t one = MovImm(IT::kU32, 1);
-    VInst& add = Emit(IOp::kAtom, IT::kU32);
+    VInst& add =
+        EmitMem(IOp::kAtom, IT::kU32, isa::Space::kShared, kRZ, static_cast<uint64_t>(word));
     add.in.type2 = static_cast<uint8_t>(isa::AtomOp::kAdd);
-    add.in.mod = static_cast<uint8_t>(isa::Space::kShared);
-    add.a = kRZ;
     add.b = one;
     add.d = kRZ;
-    add.in.has_imm = true;
-    add.in.imm = static_cast<uint64_t>(word);
     // Only the threads whose (possibly negated) predicate counts add.
     add.guard = p.first;
     add.in.guard_negated = p.second != is_and;
@@ -72,14 +59,7 @@ Status KernelTranslator::LowerBarrier(const Instruction& in) {
   }
   Emit(IOp::kBar).in.mod = id;
   uint32_t count = TempFor(IT::kU32);
-  {
-    VInst& ld = Emit(IOp::kLd, IT::kU32);
-    ld.in.mod = static_cast<uint8_t>(isa::Space::kShared);
-    ld.a = kRZ;
-    ld.d = count;
-    ld.in.has_imm = true;
-    ld.in.imm = static_cast<uint64_t>(word);
-  }
+  EmitMem(IOp::kLd, IT::kU32, isa::Space::kShared, kRZ, static_cast<uint64_t>(word)).d = count;
   const Operand& dst = in.operands[0];
   if (in.atomic_op == AtomicOp::kPopc) {
     GPUVM_ASSIGN_OR_RETURN(uint32_t d, Dst(dst));
@@ -115,14 +95,8 @@ Status KernelTranslator::LowerWarp(const Instruction& in) {
     return Status::Ok();
   }
   // shfl.sync.mode.b32 d[|p], a, b, c, membermask
-  const Operand& dst = in.operands[0];
-  uint32_t d, p = kNoV;
-  if (dst.kind == OperandKind::kRegisterPair) {
-    d = FrameReg(dst.reg);
-    p = FrameReg(dst.reg2);
-  } else {
-    GPUVM_ASSIGN_OR_RETURN(d, Dst(dst));
-  }
+  GPUVM_ASSIGN_OR_RETURN(const auto dst, DstPair(in.operands[0], /*predicate=*/false));
+  const auto [d, p] = dst;
   GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], ScalarType::kB32));
   GPUVM_ASSIGN_OR_RETURN(Value b, Src(in.operands[2], ScalarType::kU32));
   GPUVM_ASSIGN_OR_RETURN(Value c, Src(in.operands[3], ScalarType::kU32));

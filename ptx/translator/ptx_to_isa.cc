@@ -9,6 +9,17 @@ namespace gpuvm::ptx::translator {
 
 using IT = isa::Type;
 
+namespace {
+
+// table[index] for an enum index, or `fallback` past the table's end.
+template <typename T, size_t N, typename Enum>
+constexpr T At(const T (&table)[N], Enum index, T fallback) {
+  const auto i = static_cast<size_t>(index);
+  return i < N ? table[i] : fallback;
+}
+
+}  // namespace
+
 bool IsF16Like(ScalarType t) {
   return t == ScalarType::kF16 || t == ScalarType::kF16x2 || t == ScalarType::kBF16 ||
          t == ScalarType::kBF16x2;
@@ -116,30 +127,36 @@ std::optional<isa::AtomOp> AtomOpOf(AtomicOp op) {
   return static_cast<isa::AtomOp>(static_cast<uint8_t>(op) - 1);
 }
 
-isa::VoteMode VoteModeOf(VoteMode mode) {
-  switch (mode) {
-    case VoteMode::kAll:
-      return isa::VoteMode::kAll;
-    case VoteMode::kAny:
-      return isa::VoteMode::kAny;
-    case VoteMode::kUni:
-      return isa::VoteMode::kUni;
+std::optional<isa::Space> SpaceOf(StateSpace space) {
+  switch (space) {
+    case StateSpace::kNone:
+      return isa::Space::kGeneric;
+    case StateSpace::kGlobal:
+      return isa::Space::kGlobal;
+    case StateSpace::kShared:
+      return isa::Space::kShared;
+    case StateSpace::kLocal:
+    case StateSpace::kParam:
+      return isa::Space::kLocal;
+    case StateSpace::kConst:
+      return isa::Space::kConst;
     default:
-      return isa::VoteMode::kBallot;
+      return std::nullopt;
   }
 }
 
+isa::VoteMode VoteModeOf(VoteMode mode) {
+  using M = isa::VoteMode;
+  static constexpr M kTable[] = {M::kBallot, M::kAll, M::kAny, M::kUni, M::kBallot};
+  static_assert(std::size(kTable) == static_cast<size_t>(VoteMode::kBallot) + 1);
+  return At(kTable, mode, M::kBallot);
+}
+
 isa::ShflMode ShflModeOf(ShuffleMode mode) {
-  switch (mode) {
-    case ShuffleMode::kUp:
-      return isa::ShflMode::kUp;
-    case ShuffleMode::kDown:
-      return isa::ShflMode::kDown;
-    case ShuffleMode::kBfly:
-      return isa::ShflMode::kBfly;
-    default:
-      return isa::ShflMode::kIdx;
-  }
+  using M = isa::ShflMode;
+  static constexpr M kTable[] = {M::kIdx, M::kUp, M::kDown, M::kBfly, M::kIdx};
+  static_assert(std::size(kTable) == static_cast<size_t>(ShuffleMode::kIdx) + 1);
+  return At(kTable, mode, M::kIdx);
 }
 
 std::optional<isa::SpecialReg> SpecialRegOf(SpecialRegister sreg, uint8_t component) {

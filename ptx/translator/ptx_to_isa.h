@@ -54,6 +54,10 @@ std::optional<IsaCompare> CompareOf(CompareOp op);
 // The ISA atomic operation of a PTX atom/red operation; nullopt for bar.red's .popc and kNone.
 std::optional<isa::AtomOp> AtomOpOf(AtomicOp op);
 
+// The ISA space of an access in a PTX state space (kNone: generic; .param: the call slots in local
+// memory — kernel parameters, in constant bank 0, are resolved by symbol); nullopt for the rest.
+std::optional<isa::Space> SpaceOf(StateSpace space);
+
 // vote and shfl modes (PTX's kNone, which the parser never lets through, maps like ballot / idx).
 isa::VoteMode VoteModeOf(VoteMode mode);
 isa::ShflMode ShflModeOf(ShuffleMode mode);

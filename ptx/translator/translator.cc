@@ -28,9 +28,6 @@ constexpr uint32_t kStackBytes = 8192;
 
 }  // namespace
 
-using IOp = isa::Opcode;
-using IT = isa::Type;
-
 Status KernelTranslator::Error(StatusCode code, const std::string& what) const {
   std::string text = DescribeLocation(*frame_->fn, cur_ ? cur_->line : frame_->fn->line);
   if (cur_) text += "instruction '" + PrintInstruction(m_, *frame_->fn, *cur_) + "': ";

@@ -16,6 +16,15 @@ VInst& VCodeBuilder::Emit(IOp op, IT type) {
   return v;
 }
 
+VInst& VCodeBuilder::EmitMem(IOp op, IT t, isa::Space space, uint32_t base, uint64_t offset) {
+  VInst& v = Emit(op, t);
+  v.in.mod = static_cast<uint8_t>(space);
+  v.a = base;
+  v.in.has_imm = true;
+  v.in.imm = offset;
+  return v;
+}
+
 uint32_t VCodeBuilder::MovImm(IT t, uint64_t bits) {
   uint32_t d = TempFor(t);
   VInst& v = Emit(IOp::kMov, t);

@@ -65,6 +65,9 @@ class VCodeBuilder {
   void PlopTo(uint32_t d, isa::PlopOp op, uint32_t a, bool neg_a, uint32_t b, bool neg_b);
   // d = p ? a : b (32 or 64 bit); `negate` selects on !p.
   void SelTo(uint32_t d, isa::Type t, uint32_t a, Value b, uint32_t p, bool negate = false);
+  // A memory instruction (ld, st, atom) on [base + offset] in `space`, the offset in the extension
+  // word even when it is 0; the caller fills the value operands.
+  VInst& EmitMem(isa::Opcode op, isa::Type t, isa::Space space, uint32_t base, uint64_t offset);
   // A fresh temporary holding special register `sr` (32 or 64 bits as the register is).
   uint32_t S2R(isa::SpecialReg sr);
   // Sets the c operand of `v`: a 32-bit immediate in the extension word, or a register (prmt's
