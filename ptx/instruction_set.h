@@ -1,7 +1,7 @@
 // The supported PTX instruction set: which mnemonics exist, which modifiers each accepts, and which
-// operand shapes and types each takes. The parser (ptx/parser.cc) uses it to decode and validate
-// every instruction; the printer (ptx/printer.cc) uses its tables to spell instructions back.
-// docs/PTX.md describes the same subset in prose — keep the two in step.
+// operand shapes and types each takes. The parser (ptx/parser_instructions.cc) uses it to decode
+// and validate every instruction; the printer (ptx/printer.cc) uses its tables to spell
+// instructions back. docs/PTX.md describes the same subset in prose — keep the two in step.
 //
 // Threading: the tables are immutable after static initialization; every function is safe from any
 // thread.

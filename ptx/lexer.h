@@ -1,5 +1,5 @@
 // The PTX lexer: turns PTX text into tokens on demand (one token of lookahead), tracking line
-// numbers. Internal to the PTX front end (ptx/parser.cc); the AST (ptx/ast.h) is the public
+// numbers. Internal to the PTX front end (ptx/parser_impl.h); the AST (ptx/ast.h) is the public
 // contract.
 //
 // Tokens: identifiers (`add`, `%r1`, `$L__BB0_1`, `_Z3fooi`), dot-words (`.reg`, `.u32`,

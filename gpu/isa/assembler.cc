@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "gpu/isa/opcode_table.h"
+
 namespace gpuvm::isa {
 namespace {
 
@@ -132,30 +134,22 @@ class Assembler {
       Status s = ValidateInstruction(kernel_.code[i], h);
       if (!s.ok()) return s.WithContext("instruction " + std::to_string(i));
     }
-    if (!regs_set_) {
-      int lo = 0, hi = kMaxRegisters;
+    // The smallest count in [0, max] for which every instruction validates (`count` is the
+    // header field being fitted).
+    auto fit = [&](auto* count, int max) {
+      int lo = 0, hi = max;
       while (lo < hi) {
         int mid = (lo + hi) / 2;
-        h.reg_count = mid;
+        *count = mid;
         if (all_valid(h))
           hi = mid;
         else
           lo = mid + 1;
       }
-      h.reg_count = lo;
-    }
-    if (!preds_set_) {
-      int lo = 0, hi = kMaxPredicates;
-      while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        h.pred_count = mid;
-        if (all_valid(h))
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
-      h.pred_count = lo;
-    }
+      *count = lo;
+    };
+    if (!regs_set_) fit(&h.reg_count, kMaxRegisters);
+    if (!preds_set_) fit(&h.pred_count, kMaxPredicates);
     return Status::Ok();
   }
 
@@ -277,266 +271,105 @@ class Assembler {
     return Status::Ok();
   }
 
-  Status Build(std::string_view mnemonic, const std::vector<std::string_view>& ops,
-               Instruction* inst) {
-    std::vector<std::string_view> parts = Split(mnemonic, '.');
-    std::optional<Opcode> op;
-    for (int i = 0; i < 256; ++i) {
-      if (OpcodeName(static_cast<Opcode>(i)) == parts[0]) op = static_cast<Opcode>(i);
-    }
-    if (!op) return Status::InvalidArgument("unknown opcode");
-    inst->op = *op;
+  // The suffixes of a mnemonic, sorted by kind ("ld.global.a64.f32": space, a64, type).
+  struct Suffixes {
     std::vector<Type> types;
     uint8_t round = 0;
     bool sat = false, a64 = false, wide = false;
     std::optional<Space> space;
     std::optional<uint8_t> bank;
-    std::vector<std::string_view> other;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      std::string_view p = parts[i];
-      if (auto t = LookUp<Type>(p, kTypeCount, TypeName)) {
-        types.push_back(*t);
-      } else if (auto r = LookUp<Rounding>(p, 9, RoundingName)) {
-        round = static_cast<uint8_t>(*r);
-      } else if (p == "sat") {
-        sat = true;
-      } else if (p == "a64") {
-        a64 = true;
-      } else if (p == "wide") {
-        wide = true;
-      } else if (auto sp = LookUp<Space>(p, 5, SpaceName)) {
-        space = *sp;
-      } else if (p.size() > 1 && p[0] == 'c' && ParseUnsigned(p.substr(1))) {
-        uint64_t b = *ParseUnsigned(p.substr(1));
-        if (b > 15) return Status::InvalidArgument("constant bank " + std::string(p));
-        bank = static_cast<uint8_t>(b);
-      } else {
-        other.push_back(p);
-      }
-    }
-    auto need_ops = [&](size_t n) -> Status {
-      if (ops.size() != n) {
-        return Status::InvalidArgument("expects " + std::to_string(n) + " operands, got " +
-                                       std::to_string(ops.size()));
-      }
-      return Status::Ok();
-    };
-    auto one_type = [&]() -> Status {
+    std::vector<std::string_view> other;  // the opcode's own (modes)
+
+    Status OneType(Instruction* inst) const {
       if (types.size() != 1) return Status::InvalidArgument("needs exactly one type suffix");
       inst->type = types[0];
       return Status::Ok();
-    };
-    auto no_type = [&]() -> Status {
+    }
+    Status NoType() const {
       if (!types.empty()) return Status::InvalidArgument("takes no type suffix");
       return Status::Ok();
-    };
-    // Opcode-specific suffix (exactly one), looked up in the given enumeration.
-    auto one_other = [&](auto lookup) -> Result<uint8_t> {
+    }
+    // Opcode-specific suffix (exactly one), looked up with `lookup`.
+    template <typename LookUpFn>
+    Result<uint8_t> OneOther(LookUpFn lookup) const {
       if (other.size() != 1) return Status::InvalidArgument("needs one mode suffix");
       auto v = lookup(other[0]);
       if (!v) return Status::InvalidArgument("unknown suffix ." + std::string(other[0]));
       return static_cast<uint8_t>(*v);
-    };
-    auto no_other = [&]() -> Status {
+    }
+    Status NoOther() const {
       if (!other.empty())
         return Status::InvalidArgument("unknown suffix ." + std::string(other[0]));
       return Status::Ok();
+    }
+  };
+
+  static Status NeedOps(const std::vector<std::string_view>& ops, size_t n) {
+    if (ops.size() != n) {
+      return Status::InvalidArgument("expects " + std::to_string(n) + " operands, got " +
+                                     std::to_string(ops.size()));
+    }
+    return Status::Ok();
+  }
+
+  static Result<Suffixes> ParseSuffixes(const std::vector<std::string_view>& parts) {
+    Suffixes sx;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      std::string_view p = parts[i];
+      if (auto t = LookUp<Type>(p, kTypeCount, TypeName)) {
+        sx.types.push_back(*t);
+      } else if (auto r = LookUp<Rounding>(p, 9, RoundingName)) {
+        sx.round = static_cast<uint8_t>(*r);
+      } else if (p == "sat") {
+        sx.sat = true;
+      } else if (p == "a64") {
+        sx.a64 = true;
+      } else if (p == "wide") {
+        sx.wide = true;
+      } else if (auto sp = LookUp<Space>(p, 5, SpaceName)) {
+        sx.space = *sp;
+      } else if (p.size() > 1 && p[0] == 'c' && ParseUnsigned(p.substr(1))) {
+        uint64_t b = *ParseUnsigned(p.substr(1));
+        if (b > 15) return Status::InvalidArgument("constant bank " + std::string(p));
+        sx.bank = static_cast<uint8_t>(b);
+      } else {
+        sx.other.push_back(p);
+      }
+    }
+    return sx;
+  }
+
+  // The mode suffixes a kGeneric opcode's mod rule spells, into inst->mod.
+  static Status ModSuffixes(ModRule rule, const Suffixes& sx, Instruction* inst) {
+    // The rules spelled as exactly one mode suffix.
+    auto one_mode = [&](auto lookup) -> Status {
+      GPUVM_ASSIGN_OR_RETURN(inst->mod, sx.OneOther(lookup));
+      return Status::Ok();
     };
-    bool arith_mods = false;  // rounding/sat allowed
-    bool mem_mods = false;
-    Status s;
-    const Opcode o = *op;
-    switch (o) {
-      case Opcode::kNop:
-      case Opcode::kExit:
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(0));
-        break;
-      case Opcode::kTrap:  // `trap` or `trap.assert`
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(need_ops(0));
-        if (!other.empty()) {
-          GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) -> std::optional<int> {
-                                   if (p == "assert") return int(TrapCode::kAssert);
-                                   return std::nullopt;
-                                 }));
-        }
-        break;
-      case Opcode::kBar: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(1));
-        std::optional<uint64_t> id = ParseUnsigned(ops[0]);
-        if (!id || *id > 255) return Status::InvalidArgument("bad barrier id");
-        inst->mod = static_cast<uint8_t>(*id);
-        break;
-      }
-      case Opcode::kMembar: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(need_ops(0));
-        GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) -> std::optional<int> {
-                                 if (p == "cta") return 0;
-                                 if (p == "gl") return 1;
-                                 if (p == "sys") return 2;
-                                 return std::nullopt;
-                               }));
-        break;
-      }
-      case Opcode::kBra: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(1));
-        inst->has_imm = true;
-        fixups_.emplace(kernel_.code.size(), std::make_pair(std::string(ops[0]), line_));
-        break;
-      }
-      case Opcode::kCall: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        inst->has_imm = true;
-        fixups_.emplace(kernel_.code.size(), std::make_pair(std::string(ops[1]), line_));
-        break;
-      }
-      case Opcode::kRet:
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(1));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->a));
-        break;
-      case Opcode::kMov:
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[1], inst->type, Is64(inst->type), &inst->a, inst));
-        break;
-      case Opcode::kSel: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(4));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[2], inst->type, Is64(inst->type), &inst->b, inst));
-        bool neg = false;
-        GPUVM_RETURN_IF_ERROR(Pred(ops[3], &inst->c, &neg));
-        inst->mod = neg ? 1 : 0;
-        break;
-      }
-      case Opcode::kS2R: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        if (ops[1].empty() || ops[1][0] != '%')
-          return Status::InvalidArgument("special register needs %");
-        auto sr = LookUp<SpecialReg>(ops[1].substr(1), kSpecialRegCount, SpecialRegName);
-        if (!sr) return Status::InvalidArgument("unknown special register " + std::string(ops[1]));
-        inst->a = static_cast<uint8_t>(*sr);
-        break;
-      }
-      case Opcode::kPack:
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(3));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[2], Type::kU32, false, &inst->b, inst));
-        break;
-      case Opcode::kHi32:
-      case Opcode::kAbs:
-      case Opcode::kNeg:
-      case Opcode::kNot:
-      case Opcode::kBrev:
-      case Opcode::kPopc:
-      case Opcode::kClz:
-      case Opcode::kRsqrt:
-      case Opcode::kEx2:
-      case Opcode::kLg2:
-      case Opcode::kSin:
-      case Opcode::kCos:
-      case Opcode::kTanh:
-      case Opcode::kSqrt:
-      case Opcode::kRcp:
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        arith_mods = true;
-        break;
-      case Opcode::kAdd:
-      case Opcode::kSub:
-      case Opcode::kMul:
-      case Opcode::kDiv:
-      case Opcode::kMulHi:
-      case Opcode::kRem:
-      case Opcode::kMin:
-      case Opcode::kMax:
-      case Opcode::kAnd:
-      case Opcode::kOr:
-      case Opcode::kXor:
-      case Opcode::kCopysign:
-      case Opcode::kShl:
-      case Opcode::kShr:
-      case Opcode::kMulWide: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(3));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        bool b32 = o == Opcode::kShl || o == Opcode::kShr || o == Opcode::kMulWide;
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[2], b32 ? Type::kU32 : inst->type,
-                                       !b32 && Is64(inst->type), &inst->b, inst));
-        arith_mods = true;
-        break;
-      }
-      case Opcode::kMad:
-      case Opcode::kFma:
-      case Opcode::kMadWide:
-      case Opcode::kBfe: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(4));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        bool b32 = o == Opcode::kMadWide || o == Opcode::kBfe;
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[2], b32 ? Type::kU32 : inst->type,
-                                       !b32 && Is64(inst->type), &inst->b, inst));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[3], &inst->c));
-        arith_mods = true;
-        break;
-      }
-      case Opcode::kBfi:
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(5));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[2], &inst->b));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[3], &inst->c));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[4], &inst->mod));
-        break;
-      case Opcode::kPrmt: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        if (other.size() > 1) return Status::InvalidArgument("one prmt mode at most");
-        if (other.size() == 1) {
-          auto m = LookUp<PrmtMode>(other[0], kPrmtModeCount, PrmtModeName);
+    switch (rule) {
+      case ModRule::kTrap:  // `trap` or `trap.assert`
+        if (sx.other.empty()) return Status::Ok();
+        return one_mode([](std::string_view p) -> std::optional<int> {
+          if (p == "assert") return int(TrapCode::kAssert);
+          return std::nullopt;
+        });
+      case ModRule::kFence:
+        return one_mode([](std::string_view p) -> std::optional<int> {
+          if (p == "cta") return 0;
+          if (p == "gl") return 1;
+          if (p == "sys") return 2;
+          return std::nullopt;
+        });
+      case ModRule::kPrmt:
+        if (sx.other.size() > 1) return Status::InvalidArgument("one prmt mode at most");
+        if (sx.other.size() == 1) {
+          auto m = LookUp<PrmtMode>(sx.other[0], kPrmtModeCount, PrmtModeName);
           if (!m) return Status::InvalidArgument("unknown prmt mode");
           inst->mod = static_cast<uint8_t>(*m);
         }
-        GPUVM_RETURN_IF_ERROR(need_ops(4));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[2], &inst->b));
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[3], Type::kU32, false, &inst->c, inst));
-        break;
-      }
-      case Opcode::kShf: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        for (std::string_view p : other) {
+        return Status::Ok();
+      case ModRule::kShf:
+        for (std::string_view p : sx.other) {
           if (p == "r")
             inst->mod |= kShfRight;
           else if (p == "clamp")
@@ -544,65 +377,115 @@ class Assembler {
           else if (p != "l" && p != "wrap")
             return Status::InvalidArgument("unknown suffix ." + std::string(p));
         }
-        GPUVM_RETURN_IF_ERROR(need_ops(4));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[2], &inst->b));
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[3], Type::kU32, false, &inst->c, inst));
+        return Status::Ok();
+      case ModRule::kTestp:
+        return one_mode([](std::string_view p) {
+          return LookUp<TestpMode>(p, kTestpModeCount, TestpModeName);
+        });
+      case ModRule::kCompare:
+        return one_mode(
+            [](std::string_view p) { return LookUp<Compare>(p, kCompareCount, CompareName); });
+      case ModRule::kPlop:
+        return one_mode([](std::string_view p) { return LookUp<PlopOp>(p, 3, PlopOpName); });
+      case ModRule::kZero:
+      case ModRule::kArith:
+      case ModRule::kArithSat:
+      case ModRule::kRound:
+      case ModRule::kRoundSat:
+      case ModRule::kSelect:
+      case ModRule::kBarrier:
+      case ModRule::kRegister:
+      case ModRule::kForm:
         break;
+    }
+    return sx.NoOther();
+  }
+
+  // A kGeneric opcode: suffixes and operands as its table entry lists them.
+  Status BuildGeneric(const OpcodeInfo& info, const Suffixes& sx,
+                      const std::vector<std::string_view>& ops, Instruction* inst) {
+    GPUVM_RETURN_IF_ERROR(info.types == TypeRule::kNone ? sx.NoType() : sx.OneType(inst));
+    GPUVM_RETURN_IF_ERROR(ModSuffixes(info.mod, sx, inst));
+    GPUVM_RETURN_IF_ERROR(NeedOps(ops, info.operands.count));
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OperandSpec& o = info.operands.items[i];
+      uint8_t* field = FieldOf(inst, o.field);
+      switch (o.kind) {
+        case OperandKind::kReg:
+          GPUVM_RETURN_IF_ERROR(Reg(ops[i], field));
+          break;
+        case OperandKind::kRegOrImm: {
+          // A fixed-width operand's immediate is a 32-bit integer; otherwise the type's.
+          const bool own_type = o.rows == 0;
+          GPUVM_RETURN_IF_ERROR(RegOrImm(ops[i], own_type ? inst->type : Type::kU32,
+                                         own_type && Is64(inst->type), field, inst));
+          break;
+        }
+        case OperandKind::kPred: {
+          const uint8_t negation = NegationBit(info.mod, o.field);
+          bool negated = false;
+          GPUVM_RETURN_IF_ERROR(Pred(ops[i], field, negation ? &negated : nullptr));
+          if (negated) inst->mod |= negation;
+          break;
+        }
+        case OperandKind::kSpecialReg: {
+          if (ops[i].empty() || ops[i][0] != '%')
+            return Status::InvalidArgument("special register needs %");
+          auto sr = LookUp<SpecialReg>(ops[i].substr(1), kSpecialRegCount, SpecialRegName);
+          if (!sr) {
+            return Status::InvalidArgument("unknown special register " + std::string(ops[i]));
+          }
+          *field = static_cast<uint8_t>(*sr);
+          break;
+        }
+        case OperandKind::kNumber: {
+          std::optional<uint64_t> v = ParseUnsigned(ops[i]);
+          if (!v || *v > 255) return Status::InvalidArgument("bad " + std::string(o.name));
+          *field = static_cast<uint8_t>(*v);
+          break;
+        }
+        case OperandKind::kTarget:
+          inst->has_imm = true;
+          fixups_.emplace(kernel_.code.size(), std::make_pair(std::string(ops[i]), line_));
+          break;
       }
-      case Opcode::kTestp: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) {
-                                 return LookUp<TestpMode>(p, kTestpModeCount, TestpModeName);
-                               }));
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
-        GPUVM_RETURN_IF_ERROR(Pred(ops[0], &inst->d, nullptr));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
+    }
+    return Status::Ok();
+  }
+
+  Status Build(std::string_view mnemonic, const std::vector<std::string_view>& ops,
+               Instruction* inst) {
+    std::vector<std::string_view> parts = Split(mnemonic, '.');
+    const OpcodeInfo* found = FindOpcode(parts[0]);
+    if (found == nullptr) return Status::InvalidArgument("unknown opcode");
+    const OpcodeInfo& info = *found;
+    inst->op = info.op;
+    GPUVM_ASSIGN_OR_RETURN(const Suffixes sx, ParseSuffixes(parts));
+    const std::optional<uint8_t>& bank = sx.bank;
+    bool arith_mods = false;  // rounding/sat allowed
+    bool mem_mods = false;
+    switch (info.form) {
+      case Form::kGeneric:
+        GPUVM_RETURN_IF_ERROR(BuildGeneric(info, sx, ops, inst));
+        arith_mods = TakesRounding(info.mod);
         break;
-      }
-      case Opcode::kSetp: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) {
-                                 return LookUp<Compare>(p, kCompareCount, CompareName);
-                               }));
-        GPUVM_RETURN_IF_ERROR(need_ops(3));
-        GPUVM_RETURN_IF_ERROR(Pred(ops[0], &inst->d, nullptr));
-        GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
-        GPUVM_RETURN_IF_ERROR(RegOrImm(ops[2], inst->type, Is64(inst->type), &inst->b, inst));
-        break;
-      }
-      case Opcode::kPlop: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) {
-                                 return LookUp<PlopOp>(p, 3, PlopOpName);
-                               }));
-        GPUVM_RETURN_IF_ERROR(need_ops(3));
-        GPUVM_RETURN_IF_ERROR(Pred(ops[0], &inst->d, nullptr));
-        bool na = false, nb = false;
-        GPUVM_RETURN_IF_ERROR(Pred(ops[1], &inst->a, &na));
-        GPUVM_RETURN_IF_ERROR(Pred(ops[2], &inst->b, &nb));
-        if (na) inst->mod |= kPlopNegA;
-        if (nb) inst->mod |= kPlopNegB;
-        break;
-      }
-      case Opcode::kCvt:
-        if (types.size() != 2)
+      case Form::kCvt:
+        if (sx.types.size() != 2)
           return Status::InvalidArgument("cvt needs destination and source types");
-        GPUVM_RETURN_IF_ERROR(no_other());
-        inst->type = types[0];
-        inst->type2 = static_cast<uint8_t>(types[1]);
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
+        GPUVM_RETURN_IF_ERROR(sx.NoOther());
+        inst->type = sx.types[0];
+        inst->type2 = static_cast<uint8_t>(sx.types[1]);
+        GPUVM_RETURN_IF_ERROR(NeedOps(ops, 2));
         GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
         GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->a));
         arith_mods = true;
         break;
-      case Opcode::kLd:
-      case Opcode::kSt:
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_RETURN_IF_ERROR(no_other());
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
-        if (o == Opcode::kLd) {
+      case Form::kLoad:
+      case Form::kStore:
+        GPUVM_RETURN_IF_ERROR(sx.OneType(inst));
+        GPUVM_RETURN_IF_ERROR(sx.NoOther());
+        GPUVM_RETURN_IF_ERROR(NeedOps(ops, 2));
+        if (info.form == Form::kLoad) {
           GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
           GPUVM_RETURN_IF_ERROR(Address(ops[1], inst));
         } else {
@@ -611,13 +494,13 @@ class Assembler {
         }
         mem_mods = true;
         break;
-      case Opcode::kAtom: {
-        GPUVM_RETURN_IF_ERROR(one_type());
-        GPUVM_ASSIGN_OR_RETURN(inst->type2, one_other([](std::string_view p) {
-                                 return LookUp<AtomOp>(p, kAtomOpCount, AtomOpName);
-                               }));
+      case Form::kAtom: {
+        GPUVM_RETURN_IF_ERROR(sx.OneType(inst));
+        GPUVM_ASSIGN_OR_RETURN(inst->type2, sx.OneOther([](std::string_view p) {
+          return LookUp<AtomOp>(p, kAtomOpCount, AtomOpName);
+        }));
         bool cas = static_cast<AtomOp>(inst->type2) == AtomOp::kCas;
-        GPUVM_RETURN_IF_ERROR(need_ops(cas ? 4 : 3));
+        GPUVM_RETURN_IF_ERROR(NeedOps(ops, cas ? 4 : 3));
         GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
         GPUVM_RETURN_IF_ERROR(Address(ops[1], inst));
         GPUVM_RETURN_IF_ERROR(Reg(ops[2], &inst->b));
@@ -626,12 +509,12 @@ class Assembler {
         if (bank) return Status::InvalidArgument("atomics have no constant bank");
         break;
       }
-      case Opcode::kShfl: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) {
-                                 return LookUp<ShflMode>(p, 4, ShflModeName);
-                               }));
-        GPUVM_RETURN_IF_ERROR(need_ops(4));
+      case Form::kShfl: {
+        GPUVM_RETURN_IF_ERROR(sx.NoType());
+        GPUVM_ASSIGN_OR_RETURN(inst->mod, sx.OneOther([](std::string_view p) {
+          return LookUp<ShflMode>(p, 4, ShflModeName);
+        }));
+        GPUVM_RETURN_IF_ERROR(NeedOps(ops, 4));
         inst->has_imm = true;
         uint8_t pred = kPredTrue;
         std::vector<std::string_view> dst = Split(ops[0], '|');
@@ -659,12 +542,12 @@ class Assembler {
         inst->imm = imm;
         break;
       }
-      case Opcode::kVote: {
-        GPUVM_RETURN_IF_ERROR(no_type());
-        GPUVM_ASSIGN_OR_RETURN(inst->mod, one_other([](std::string_view p) {
-                                 return LookUp<VoteMode>(p, 4, VoteModeName);
-                               }));
-        GPUVM_RETURN_IF_ERROR(need_ops(2));
+      case Form::kVote: {
+        GPUVM_RETURN_IF_ERROR(sx.NoType());
+        GPUVM_ASSIGN_OR_RETURN(inst->mod, sx.OneOther([](std::string_view p) {
+          return LookUp<VoteMode>(p, 4, VoteModeName);
+        }));
+        GPUVM_RETURN_IF_ERROR(NeedOps(ops, 2));
         if (static_cast<VoteMode>(inst->mod) == VoteMode::kBallot) {
           GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
         } else {
@@ -675,25 +558,24 @@ class Assembler {
         if (neg) inst->mod |= kVoteNegA;
         break;
       }
-      default:
-        return Status::InvalidArgument("unknown opcode");
     }
     if (arith_mods) {
-      inst->mod |= round | (sat ? kModSat : 0);
-    } else if (round || sat) {
+      inst->mod |= sx.round | (sx.sat ? kModSat : 0);
+    } else if (sx.round || sx.sat) {
       return Status::InvalidArgument("takes no rounding or .sat");
     }
     if (mem_mods) {
-      if (!space) return Status::InvalidArgument("needs a space suffix");
-      inst->mod |= static_cast<uint8_t>(*space) | (a64 ? kModAddr64 : 0) | (wide ? kModWideReg : 0);
-      if (o != Opcode::kAtom) {
-        if (*space == Space::kConst && !bank)
+      if (!sx.space) return Status::InvalidArgument("needs a space suffix");
+      inst->mod |=
+          static_cast<uint8_t>(*sx.space) | (sx.a64 ? kModAddr64 : 0) | (sx.wide ? kModWideReg : 0);
+      if (info.form != Form::kAtom) {
+        if (*sx.space == Space::kConst && !bank)
           return Status::InvalidArgument("constant space needs .cN");
-        if (*space != Space::kConst && bank)
+        if (*sx.space != Space::kConst && bank)
           return Status::InvalidArgument(".cN is for constant space");
         if (bank) inst->type2 = *bank;
       }
-    } else if (space || a64 || wide || bank) {
+    } else if (sx.space || sx.a64 || sx.wide || bank) {
       return Status::InvalidArgument("memory suffixes on a non-memory opcode");
     }
     return Status::Ok();

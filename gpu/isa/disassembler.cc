@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include "gpu/isa/opcode_table.h"
+
 namespace gpuvm::isa {
 namespace {
 
@@ -55,128 +57,105 @@ std::string RoundSuffix(uint8_t mod) {
 
 std::string T(Type t) { return "." + std::string(TypeName(t)); }
 
+// The mnemonic suffix a mod rule spells (before the type suffix).
+std::string ModSuffix(ModRule rule, uint8_t mod) {
+  switch (rule) {
+    case ModRule::kArith:
+    case ModRule::kArithSat:
+    case ModRule::kRound:
+    case ModRule::kRoundSat:
+      return RoundSuffix(mod);
+    case ModRule::kPrmt: {
+      std::string mode(PrmtModeName(static_cast<PrmtMode>(mod)));
+      return mode.empty() ? "" : "." + mode;
+    }
+    case ModRule::kShf:
+      return std::string((mod & kShfRight) ? ".r" : ".l") +
+             ((mod & kShfClamp) ? ".clamp" : ".wrap");
+    case ModRule::kTestp:
+      return "." + std::string(TestpModeName(static_cast<TestpMode>(mod)));
+    case ModRule::kCompare:
+      return "." + std::string(CompareName(static_cast<Compare>(mod)));
+    case ModRule::kPlop:
+      return "." + std::string(PlopOpName(static_cast<PlopOp>(mod & kPlopOpMask)));
+    case ModRule::kFence: {
+      static constexpr const char* kLevels[] = {"cta", "gl", "sys"};
+      return std::string(".") + (mod < 3 ? kLevels[mod] : "?");
+    }
+    case ModRule::kTrap:
+      return mod == uint8_t(TrapCode::kAssert) ? ".assert" : "";
+    default:
+      return "";
+  }
+}
+
+// A kGeneric opcode: mnemonic, mod suffix, type suffix, then the operands its entry lists.
+std::string Generic(const OpcodeInfo& info, const Instruction& inst) {
+  std::string out(info.mnemonic);
+  out += ModSuffix(info.mod, inst.mod);
+  if (info.types != TypeRule::kNone) out += T(inst.type);
+  const char* sep = " ";
+  for (const OperandSpec& o : info.operands.operands()) {
+    out += sep;
+    sep = ", ";
+    const uint8_t v = FieldValue(inst, o.field);
+    switch (o.kind) {
+      case OperandKind::kReg:
+        out += Reg(v);
+        break;
+      case OperandKind::kRegOrImm: {
+        // A fixed-width operand's immediate is a 32-bit integer; otherwise the type's.
+        const bool own_type = o.rows == 0;
+        out += inst.has_imm
+                   ? Imm(inst.imm, own_type ? inst.type : Type::kU32, own_type && Is64(inst.type))
+                   : Reg(v);
+        break;
+      }
+      case OperandKind::kPred:
+        out += Pred(v, (inst.mod & NegationBit(info.mod, o.field)) != 0);
+        break;
+      case OperandKind::kSpecialReg:
+        out += "%" + std::string(SpecialRegName(static_cast<SpecialReg>(v)));
+        break;
+      case OperandKind::kNumber:
+        out += std::to_string(v);
+        break;
+      case OperandKind::kTarget:
+        out += "L" + std::to_string(inst.target);
+        break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Disassemble(const Instruction& inst) {
   std::string g;
   if (inst.guard != kPredTrue || inst.guard_negated)
     g = "@" + Pred(inst.guard, inst.guard_negated) + " ";
-  std::string name(OpcodeName(inst.op));
+  const OpcodeInfo* info = FindOpcode(inst.op);
+  if (info == nullptr) return g + "<opcode " + std::to_string(static_cast<int>(inst.op)) + ">";
+  const std::string name(info->mnemonic);
   const Type t = inst.type;
-  const bool wide = Is64(t);
-  auto b_or_imm = [&](uint8_t b, Type ty, bool is64) {
-    return inst.has_imm ? Imm(inst.imm, ty, is64) : Reg(b);
-  };
-
-  switch (inst.op) {
-    case Opcode::kNop:
-    case Opcode::kExit:
-      return g + name;
-    case Opcode::kTrap:
-      return g + name + (inst.mod == uint8_t(TrapCode::kAssert) ? ".assert" : "");
-    case Opcode::kBar:
-      return g + name + " " + std::to_string(inst.mod);
-    case Opcode::kMembar: {
-      static constexpr const char* kLevels[] = {"cta", "gl", "sys"};
-      return g + name + "." + (inst.mod < 3 ? kLevels[inst.mod] : "?");
-    }
-    case Opcode::kBra:
-      return g + name + " L" + std::to_string(inst.target);
-    case Opcode::kCall:
-      return g + name + " " + Reg(inst.d) + ", L" + std::to_string(inst.target);
-    case Opcode::kRet:
-      return g + name + " " + Reg(inst.a);
-    case Opcode::kMov:
-      return g + name + T(t) + " " + Reg(inst.d) + ", " + b_or_imm(inst.a, t, wide);
-    case Opcode::kSel:
-      return g + name + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) + ", " +
-             b_or_imm(inst.b, t, wide) + ", " + Pred(inst.c, inst.mod & 1);
-    case Opcode::kS2R:
-      return g + name + T(t) + " " + Reg(inst.d) + ", %" +
-             std::string(SpecialRegName(static_cast<SpecialReg>(inst.a)));
-    case Opcode::kPack:
-      return g + name + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) + ", " +
-             b_or_imm(inst.b, Type::kU32, false);
-    case Opcode::kHi32:
-    case Opcode::kAbs:
-    case Opcode::kNeg:
-    case Opcode::kNot:
-    case Opcode::kBrev:
-    case Opcode::kPopc:
-    case Opcode::kClz:
-    case Opcode::kRsqrt:
-    case Opcode::kEx2:
-    case Opcode::kLg2:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kTanh:
-    case Opcode::kSqrt:
-    case Opcode::kRcp:
-      return g + name + RoundSuffix(inst.mod) + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a);
-    case Opcode::kAdd:
-    case Opcode::kSub:
-    case Opcode::kMul:
-    case Opcode::kDiv:
-    case Opcode::kMulHi:
-    case Opcode::kRem:
-    case Opcode::kMin:
-    case Opcode::kMax:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-    case Opcode::kCopysign:
-      return g + name + RoundSuffix(inst.mod) + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) +
-             ", " + b_or_imm(inst.b, t, wide);
-    case Opcode::kShl:
-    case Opcode::kShr:
-    case Opcode::kMulWide:
-      return g + name + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) + ", " +
-             b_or_imm(inst.b, Type::kU32, false);
-    case Opcode::kMad:
-    case Opcode::kFma:
-      return g + name + RoundSuffix(inst.mod) + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) +
-             ", " + b_or_imm(inst.b, t, wide) + ", " + Reg(inst.c);
-    case Opcode::kMadWide:
-    case Opcode::kBfe:
-      return g + name + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) + ", " +
-             b_or_imm(inst.b, Type::kU32, false) + ", " + Reg(inst.c);
-    case Opcode::kBfi:
-      return g + name + T(t) + " " + Reg(inst.d) + ", " + Reg(inst.a) + ", " + Reg(inst.b) + ", " +
-             Reg(inst.c) + ", " + Reg(inst.mod);
-    case Opcode::kPrmt: {
-      std::string mode(PrmtModeName(static_cast<PrmtMode>(inst.mod)));
-      return g + name + (mode.empty() ? "" : "." + mode) + " " + Reg(inst.d) + ", " + Reg(inst.a) +
-             ", " + Reg(inst.b) + ", " + b_or_imm(inst.c, Type::kU32, false);
-    }
-    case Opcode::kShf:
-      return g + name + ((inst.mod & kShfRight) ? ".r" : ".l") +
-             ((inst.mod & kShfClamp) ? ".clamp" : ".wrap") + " " + Reg(inst.d) + ", " +
-             Reg(inst.a) + ", " + Reg(inst.b) + ", " + b_or_imm(inst.c, Type::kU32, false);
-    case Opcode::kTestp:
-      return g + name + "." + std::string(TestpModeName(static_cast<TestpMode>(inst.mod))) + T(t) +
-             " " + Pred(inst.d) + ", " + Reg(inst.a);
-    case Opcode::kSetp:
-      return g + name + "." + std::string(CompareName(static_cast<Compare>(inst.mod))) + T(t) +
-             " " + Pred(inst.d) + ", " + Reg(inst.a) + ", " + b_or_imm(inst.b, t, wide);
-    case Opcode::kPlop:
-      return g + name + "." + std::string(PlopOpName(static_cast<PlopOp>(inst.mod & kPlopOpMask))) +
-             " " + Pred(inst.d) + ", " + Pred(inst.a, inst.mod & kPlopNegA) + ", " +
-             Pred(inst.b, inst.mod & kPlopNegB);
-    case Opcode::kCvt:
+  switch (info->form) {
+    case Form::kGeneric:
+      return g + Generic(*info, inst);
+    case Form::kCvt:
       return g + name + RoundSuffix(inst.mod) + T(t) + T(static_cast<Type>(inst.type2)) + " " +
              Reg(inst.d) + ", " + Reg(inst.a);
-    case Opcode::kLd:
-    case Opcode::kSt: {
+    case Form::kLoad:
+    case Form::kStore: {
       Space space = static_cast<Space>(inst.mod & kModSpaceMask);
       std::string m = name + "." + std::string(SpaceName(space));
       if (space == Space::kConst) m += ".c" + std::to_string(inst.type2);
       if (inst.mod & kModAddr64) m += ".a64";
       if (inst.mod & kModWideReg) m += ".wide";
       m += T(t);
-      if (inst.op == Opcode::kLd) return g + m + " " + Reg(inst.d) + ", " + Address(inst);
+      if (info->form == Form::kLoad) return g + m + " " + Reg(inst.d) + ", " + Address(inst);
       return g + m + " " + Address(inst) + ", " + Reg(inst.b);
     }
-    case Opcode::kAtom: {
+    case Form::kAtom: {
       Space space = static_cast<Space>(inst.mod & kModSpaceMask);
       std::string m = name + "." + std::string(SpaceName(space));
       if (inst.mod & kModAddr64) m += ".a64";
@@ -185,7 +164,7 @@ std::string Disassemble(const Instruction& inst) {
       if (static_cast<AtomOp>(inst.type2) == AtomOp::kCas) out += ", " + Reg(inst.c);
       return out;
     }
-    case Opcode::kShfl: {
+    case Form::kShfl: {
       std::string out = g + name + "." +
                         std::string(ShflModeName(static_cast<ShflMode>(inst.mod & kShflModeMask))) +
                         " " + Reg(inst.d);
@@ -197,7 +176,7 @@ std::string Disassemble(const Instruction& inst) {
       out += (inst.mod & kShflCImm) ? std::to_string((inst.imm >> 32) & 0xffff) : Reg(inst.c);
       return out;
     }
-    case Opcode::kVote: {
+    case Form::kVote: {
       VoteMode mode = static_cast<VoteMode>(inst.mod & kVoteModeMask);
       return g + name + "." + std::string(VoteModeName(mode)) + " " +
              (mode == VoteMode::kBallot ? Reg(inst.d) : Pred(inst.d)) + ", " +
@@ -218,7 +197,8 @@ std::string DisassembleKernel(const Kernel& kernel) {
   if (h.max_threads) out += ".maxthreads " + std::to_string(h.max_threads) + "\n";
   std::set<uint32_t> targets;
   for (const Instruction& inst : kernel.code) {
-    if (inst.op == Opcode::kBra || inst.op == Opcode::kCall) targets.insert(inst.target);
+    const OpcodeInfo* info = FindOpcode(inst.op);
+    if (info != nullptr && info->HasTarget()) targets.insert(inst.target);
   }
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     if (targets.count(static_cast<uint32_t>(i))) out += "L" + std::to_string(i) + ":\n";

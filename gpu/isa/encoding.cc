@@ -1,7 +1,10 @@
 #include "gpu/isa/encoding.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
+
+#include "gpu/isa/opcode_table.h"
 
 namespace gpuvm::isa {
 namespace {
@@ -78,7 +81,6 @@ class Checker {
 bool IsInt3264(Type t) {
   return t == Type::kU32 || t == Type::kS32 || t == Type::kU64 || t == Type::kS64;
 }
-bool IsAlu(Type t) { return IsInt3264(t) || IsFloat(t); }
 
 // Float rounding modifiers (rn/rz/rm/rp) for arithmetic.
 Status CheckFloatArithMod(const Checker& c, const Instruction& inst, bool allow_sat) {
@@ -91,10 +93,156 @@ Status CheckFloatArithMod(const Checker& c, const Instruction& inst, bool allow_
 }
 
 Status CheckIntOrFloatArith(const Checker& c, const Instruction& inst, bool int_sat_ok) {
-  if (!IsAlu(inst.type)) return c.Error("type must be u32/s32/u64/s64/f32/f64");
   if (IsFloat(inst.type)) return CheckFloatArithMod(c, inst, /*allow_sat=*/true);
   uint8_t allowed = (int_sat_ok && inst.type == Type::kS32) ? kModSat : 0;
   if (inst.mod & ~allowed) return c.Error("unknown modifier bits " + Hex(inst.mod));
+  return Status::Ok();
+}
+
+constexpr uint16_t TypeBits(std::initializer_list<Type> types) {
+  uint16_t bits = 0;
+  for (Type t : types) bits |= uint16_t{1} << static_cast<int>(t);
+  return bits;
+}
+
+// The type field against the opcode's TypeRule.
+Status CheckType(const Checker& c, TypeRule rule, const Instruction& inst) {
+  using enum Type;
+  static constexpr struct {
+    TypeRule rule;
+    uint16_t types;
+    const char* what;  // "type must be <what>"
+  } kTypeSets[] = {
+      {TypeRule::kAlu32or64, TypeBits({kU32, kS32, kU64, kS64, kF32, kF64}),
+       "a 32- or 64-bit type"},
+      {TypeRule::kAlu, TypeBits({kU32, kS32, kU64, kS64, kF32, kF64}), "u32/s32/u64/s64/f32/f64"},
+      {TypeRule::kInt, TypeBits({kU32, kS32, kU64, kS64}), "u32/s32/u64/s64"},
+      {TypeRule::kIntSource, TypeBits({kU32, kS32, kU64, kS64}), "u32/s32/u64/s64 (the source)"},
+      {TypeRule::kWideSource, TypeBits({kU32, kS32}), "u32/s32 (the sources)"},
+      {TypeRule::kFloat, TypeBits({kF32, kF64}), "f32/f64"},
+      {TypeRule::kSignedOrFloat, TypeBits({kS32, kS64, kF32, kF64}), "s32/s64/f32/f64"},
+      {TypeRule::kU32U64, TypeBits({kU32, kU64}), "u32/u64"},
+      {TypeRule::kU32, TypeBits({kU32}), "u32"},
+      {TypeRule::kU64, TypeBits({kU64}), "u64"},
+  };
+  const Type t = inst.type;
+  if (rule == TypeRule::kNone) return c.TypeNone();
+  if (rule == TypeRule::kSpecialReg) {
+    if (inst.a >= kSpecialRegCount) return c.Error("special register " + std::to_string(inst.a));
+    const bool wide = IsSpecialReg64(static_cast<SpecialReg>(inst.a));
+    if (t != (wide ? kU64 : kU32)) {
+      return c.Error(std::string("special register ") +
+                     std::string(SpecialRegName(static_cast<SpecialReg>(inst.a))) + " needs type " +
+                     (wide ? "u64" : "u32"));
+    }
+    return Status::Ok();
+  }
+  for (const auto& set : kTypeSets) {
+    if (set.rule != rule) continue;
+    if ((set.types >> static_cast<int>(t)) & 1) return Status::Ok();
+    return c.Error(std::string("type must be ") + set.what);
+  }
+  return Status::Ok();  // kForm: the form checks it
+}
+
+// The mod field against the opcode's ModRule (kRegister: checked as an operand).
+Status CheckMod(const Checker& c, ModRule rule, const Instruction& inst) {
+  const uint8_t mod = inst.mod;
+  switch (rule) {
+    case ModRule::kZero:
+      return c.Zero(mod, "mod");
+    case ModRule::kArith:
+      return CheckIntOrFloatArith(c, inst, /*int_sat_ok=*/false);
+    case ModRule::kArithSat:
+      return CheckIntOrFloatArith(c, inst, /*int_sat_ok=*/true);
+    case ModRule::kRound:
+      return CheckFloatArithMod(c, inst, /*allow_sat=*/false);
+    case ModRule::kRoundSat:
+      return CheckFloatArithMod(c, inst, /*allow_sat=*/true);
+    case ModRule::kSelect:
+      if (mod & ~1) return c.Error("unknown modifier bits " + Hex(mod));
+      return Status::Ok();
+    case ModRule::kPrmt:
+      if (mod >= kPrmtModeCount) return c.Error("mode " + std::to_string(mod));
+      return Status::Ok();
+    case ModRule::kShf:
+      if (mod & ~(kShfRight | kShfClamp)) return c.Error("unknown modifier bits " + Hex(mod));
+      return Status::Ok();
+    case ModRule::kTestp:
+      if (mod >= kTestpModeCount) return c.Error("mode " + std::to_string(mod));
+      return Status::Ok();
+    case ModRule::kCompare:
+      if (mod >= kCompareCount) return c.Error("comparison " + std::to_string(mod));
+      if (mod >= static_cast<uint8_t>(Compare::kEqu) && !IsFloat(inst.type)) {
+        return c.Error("unordered comparisons are for floats");
+      }
+      return Status::Ok();
+    case ModRule::kPlop:
+      if ((mod & kPlopOpMask) > static_cast<uint8_t>(PlopOp::kXor) ||
+          (mod & ~(kPlopOpMask | kPlopNegA | kPlopNegB))) {
+        return c.Error("modifier " + Hex(mod));
+      }
+      return Status::Ok();
+    case ModRule::kBarrier:
+      if (mod >= kMaxBarriers) return c.Error("barrier id " + std::to_string(mod));
+      return Status::Ok();
+    case ModRule::kFence:
+      if (mod > 2) return c.Error("fence level " + std::to_string(mod));
+      return Status::Ok();
+    case ModRule::kTrap:
+      if (mod > uint8_t(TrapCode::kAssert)) return c.Error("trap code " + std::to_string(mod));
+      return Status::Ok();
+    case ModRule::kRegister:
+    case ModRule::kForm:
+      break;
+  }
+  return Status::Ok();
+}
+
+// A kGeneric opcode: everything its table entry says.
+Status CheckGeneric(const Checker& c, const OpcodeInfo& info, const Instruction& inst) {
+  GPUVM_RETURN_IF_ERROR(c.Type2None());
+  GPUVM_RETURN_IF_ERROR(CheckType(c, info.types, inst));
+  GPUVM_RETURN_IF_ERROR(CheckMod(c, info.mod, inst));
+  bool takes_imm = false;
+  for (const OperandSpec& o : info.operands.operands()) {
+    takes_imm |= o.kind == OperandKind::kRegOrImm;
+  }
+  if (info.HasTarget()) {
+    if (!inst.has_imm) return c.Error("needs its target in the extension word");
+  } else if (!takes_imm) {
+    GPUVM_RETURN_IF_ERROR(c.NoImm());
+  }
+  static constexpr struct {
+    Field field;
+    const char* name;
+  } kFields[] = {{Field::kD, "d"}, {Field::kA, "a"}, {Field::kB, "b"}, {Field::kC, "c"}};
+  for (const auto& f : kFields) {
+    if (!info.OperandIn(f.field)) GPUVM_RETURN_IF_ERROR(c.Zero(FieldValue(inst, f.field), f.name));
+  }
+  const int type_rows = TypeRows(inst.type);
+  for (const OperandSpec& o : info.operands.operands()) {
+    const uint8_t v = FieldValue(inst, o.field);
+    const int rows = o.rows != 0 ? o.rows : type_rows;
+    // The name in messages; a register in the mod field says so.
+    const std::string name =
+        o.field == Field::kMod ? std::string(o.name) + " (mod)" : std::string(o.name);
+    switch (o.kind) {
+      case OperandKind::kReg:
+        GPUVM_RETURN_IF_ERROR(o.field == Field::kD ? c.Dst(v, rows) : c.Src(v, rows, name.c_str()));
+        break;
+      case OperandKind::kRegOrImm:
+        GPUVM_RETURN_IF_ERROR(c.SrcOrImm(v, rows, name.c_str()));
+        break;
+      case OperandKind::kPred:
+        GPUVM_RETURN_IF_ERROR(o.field == Field::kD ? c.DstPred(v) : c.SrcPred(v, name.c_str()));
+        break;
+      case OperandKind::kSpecialReg:  // the type rule checked it
+      case OperandKind::kNumber:      // the mod rule checked it
+      case OperandKind::kTarget:      // DecodeKernel/EncodeKernel check it
+        break;
+    }
+  }
   return Status::Ok();
 }
 
@@ -195,6 +343,42 @@ Status CheckAtom(const Checker& c, const Instruction& inst) {
   return c.Zero(inst.c, "c");
 }
 
+Status CheckShfl(const Checker& c, const Instruction& inst) {
+  GPUVM_RETURN_IF_ERROR(c.Type2None());
+  GPUVM_RETURN_IF_ERROR(c.TypeNone());
+  if (!inst.has_imm) return c.Error("needs its extension word");
+  if (inst.mod & ~(kShflModeMask | kShflBImm | kShflCImm)) {
+    return c.Error("unknown modifier bits " + Hex(inst.mod));
+  }
+  if (inst.imm >> 54) return c.Error("extension bits 54-63 must be zero");
+  uint8_t pred = (inst.imm >> 48) & 0x3f;
+  if (pred != kPredTrue) GPUVM_RETURN_IF_ERROR(c.DstPred(pred));
+  GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
+  GPUVM_RETURN_IF_ERROR(c.Src(inst.a, 1, "a"));
+  if (inst.mod & kShflBImm) {
+    GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
+  } else {
+    GPUVM_RETURN_IF_ERROR(c.Src(inst.b, 1, "b"));
+    if (inst.imm & 0xffffffffu) return c.Error("lane immediate set but b is a register");
+  }
+  if (inst.mod & kShflCImm) return c.Zero(inst.c, "c");
+  if ((inst.imm >> 32) & 0xffff) return c.Error("c immediate set but c is a register");
+  return c.Src(inst.c, 1, "c");
+}
+
+Status CheckVote(const Checker& c, const Instruction& inst) {
+  GPUVM_RETURN_IF_ERROR(c.Type2None());
+  GPUVM_RETURN_IF_ERROR(c.TypeNone());
+  GPUVM_RETURN_IF_ERROR(c.NoImm());
+  if (inst.mod & ~(kVoteModeMask | kVoteNegA))
+    return c.Error("unknown modifier bits " + Hex(inst.mod));
+  GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
+  GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
+  GPUVM_RETURN_IF_ERROR(c.SrcPred(inst.a, "a"));
+  if (static_cast<VoteMode>(inst.mod & kVoteModeMask) == VoteMode::kBallot) return c.Dst(inst.d, 1);
+  return c.DstPred(inst.d);
+}
+
 }  // namespace
 
 Status ValidateInstruction(const Instruction& inst, const KernelHeader& header) {
@@ -202,324 +386,26 @@ Status ValidateInstruction(const Instruction& inst, const KernelHeader& header) 
   GPUVM_RETURN_IF_ERROR(c.SrcPred(inst.guard, "guard"));
   if (inst.guard == kPredTrue && inst.guard_negated) return c.Error("guard !PT never executes");
   if (!IsValidType(static_cast<uint8_t>(inst.type))) return c.Error("type field invalid");
-  const Type t = inst.type;
-  const int rows = TypeRows(t);
-
-  switch (inst.op) {
-    case Opcode::kNop:
-    case Opcode::kExit:
-    case Opcode::kTrap:
-    case Opcode::kMembar:
-    case Opcode::kBar: {
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      GPUVM_RETURN_IF_ERROR(c.Type2None());
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      for (uint8_t f : {inst.d, inst.a, inst.b, inst.c})
-        GPUVM_RETURN_IF_ERROR(c.Zero(f, "operand"));
-      if (inst.op == Opcode::kBar) {
-        if (inst.mod >= kMaxBarriers) return c.Error("barrier id " + std::to_string(inst.mod));
-      } else if (inst.op == Opcode::kMembar) {
-        if (inst.mod > 2) return c.Error("fence level " + std::to_string(inst.mod));
-      } else if (inst.op == Opcode::kTrap) {
-        if (inst.mod > uint8_t(TrapCode::kAssert))
-          return c.Error("trap code " + std::to_string(inst.mod));
-      } else {
-        GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      }
-      return Status::Ok();
-    }
-    case Opcode::kBra:
-    case Opcode::kCall: {
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      GPUVM_RETURN_IF_ERROR(c.Type2None());
-      for (uint8_t f : {inst.a, inst.b, inst.c, inst.mod})
-        GPUVM_RETURN_IF_ERROR(c.Zero(f, "operand"));
-      if (inst.op == Opcode::kBra) {
-        GPUVM_RETURN_IF_ERROR(c.Zero(inst.d, "d"));
-      } else {
-        GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
-      }
-      if (!inst.has_imm) return c.Error("needs its target in the extension word");
-      return Status::Ok();
-    }
-    case Opcode::kRet: {
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      GPUVM_RETURN_IF_ERROR(c.Type2None());
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      for (uint8_t f : {inst.d, inst.b, inst.c, inst.mod})
-        GPUVM_RETURN_IF_ERROR(c.Zero(f, "operand"));
-      return c.Src(inst.a, 1, "return address");
-    }
-    default:
-      break;
+  const OpcodeInfo* info = FindOpcode(inst.op);
+  if (info == nullptr) {
+    return Status::InvalidArgument("unknown opcode " + Hex(static_cast<uint8_t>(inst.op)));
   }
-
-  // Every other opcode: type2 is zero unless the opcode says otherwise.
-  if (inst.op != Opcode::kCvt && inst.op != Opcode::kLd && inst.op != Opcode::kSt &&
-      inst.op != Opcode::kAtom) {
-    GPUVM_RETURN_IF_ERROR(c.Type2None());
-  }
-
-  switch (inst.op) {
-    case Opcode::kMov:
-      if (!IsAlu(t)) return c.Error("type must be a 32- or 64-bit type");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      return c.SrcOrImm(inst.a, rows, "a");
-    case Opcode::kSel:
-      if (!IsAlu(t)) return c.Error("type must be a 32- or 64-bit type");
-      if (inst.mod & ~1) return c.Error("unknown modifier bits " + Hex(inst.mod));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      GPUVM_RETURN_IF_ERROR(c.SrcPred(inst.c, "selector"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kS2R: {
-      if (inst.a >= kSpecialRegCount) return c.Error("special register " + std::to_string(inst.a));
-      bool wide = IsSpecialReg64(static_cast<SpecialReg>(inst.a));
-      if (t != (wide ? Type::kU64 : Type::kU32)) {
-        return c.Error(std::string("special register ") +
-                       std::string(SpecialRegName(static_cast<SpecialReg>(inst.a))) +
-                       " needs type " + (wide ? "u64" : "u32"));
-      }
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      return c.Dst(inst.d, rows);
-    }
-    case Opcode::kPack:
-      if (t != Type::kU64) return c.Error("type must be u64");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 2));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, 1, "a"));
-      return c.SrcOrImm(inst.b, 1, "b");
-    case Opcode::kHi32:
-      if (t != Type::kU32) return c.Error("type must be u32");
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
-      return c.Src(inst.a, 2, "a");
-    case Opcode::kAdd:
-    case Opcode::kSub:
-    case Opcode::kMul:
-    case Opcode::kDiv:
-      GPUVM_RETURN_IF_ERROR(
-          CheckIntOrFloatArith(c, inst, inst.op == Opcode::kAdd || inst.op == Opcode::kSub));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kMin:
-    case Opcode::kMax:
-      if (!IsAlu(t)) return c.Error("type must be u32/s32/u64/s64/f32/f64");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kMulHi:
-    case Opcode::kRem:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-      if (!IsInt3264(t)) return c.Error("type must be u32/s32/u64/s64");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kShl:
-    case Opcode::kShr:
-      if (!IsInt3264(t)) return c.Error("type must be u32/s32/u64/s64");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      return c.SrcOrImm(inst.b, 1, "shift");
-    case Opcode::kMulWide:
-    case Opcode::kMadWide:
-      if (t != Type::kU32 && t != Type::kS32) return c.Error("type must be u32/s32 (the sources)");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 2));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, 1, "a"));
-      if (inst.op == Opcode::kMadWide) {
-        GPUVM_RETURN_IF_ERROR(c.Src(inst.c, 2, "c"));
-      } else {
-        GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      }
-      return c.SrcOrImm(inst.b, 1, "b");
-    case Opcode::kMad:
-      GPUVM_RETURN_IF_ERROR(CheckIntOrFloatArith(c, inst, false));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.c, rows, "c"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kFma:
-      if (!IsFloat(t)) return c.Error("type must be f32/f64");
-      GPUVM_RETURN_IF_ERROR(CheckFloatArithMod(c, inst, true));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.c, rows, "c"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kAbs:
-    case Opcode::kNeg:
-      if (t != Type::kS32 && t != Type::kS64 && !IsFloat(t))
-        return c.Error("type must be s32/s64/f32/f64");
-      [[fallthrough]];
-    case Opcode::kNot:
-    case Opcode::kBrev:
-      if (!IsAlu(t) || ((inst.op == Opcode::kNot || inst.op == Opcode::kBrev) && IsFloat(t))) {
-        return c.Error("type must be u32/s32/u64/s64");
-      }
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      return c.Src(inst.a, rows, "a");
-    case Opcode::kPopc:
-    case Opcode::kClz:
-      if (!IsInt3264(t)) return c.Error("type must be u32/s32/u64/s64 (the source)");
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
-      return c.Src(inst.a, rows, "a");
-    case Opcode::kBfe:
-      if (!IsInt3264(t)) return c.Error("type must be u32/s32/u64/s64");
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.c, 1, "length"));
-      return c.SrcOrImm(inst.b, 1, "position");
-    case Opcode::kBfi:
-      if (t != Type::kU32 && t != Type::kU64) return c.Error("type must be u32/u64");
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.b, rows, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.c, 1, "position"));
-      return c.Src(inst.mod, 1, "length (mod)");
-    case Opcode::kPrmt:
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      if (inst.mod >= kPrmtModeCount) return c.Error("mode " + std::to_string(inst.mod));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, 1, "a"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.b, 1, "b"));
-      return c.SrcOrImm(inst.c, 1, "selector");
-    case Opcode::kShf:
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      if (inst.mod & ~(kShfRight | kShfClamp))
-        return c.Error("unknown modifier bits " + Hex(inst.mod));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, 1, "a"));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.b, 1, "b"));
-      return c.SrcOrImm(inst.c, 1, "shift");
-    case Opcode::kSqrt:
-    case Opcode::kRcp:
-    case Opcode::kRsqrt:
-    case Opcode::kEx2:
-    case Opcode::kLg2:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kTanh:
-      if (!IsFloat(t)) return c.Error("type must be f32/f64");
-      if (inst.op == Opcode::kSqrt || inst.op == Opcode::kRcp) {
-        GPUVM_RETURN_IF_ERROR(CheckFloatArithMod(c, inst, false));
-      } else {
-        GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      }
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      return c.Src(inst.a, rows, "a");
-    case Opcode::kCopysign:
-      if (!IsFloat(t)) return c.Error("type must be f32/f64");
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.mod, "mod"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, rows));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      return c.Src(inst.b, rows, "b");
-    case Opcode::kTestp:
-      if (!IsFloat(t)) return c.Error("type must be f32/f64");
-      if (inst.mod >= kTestpModeCount) return c.Error("mode " + std::to_string(inst.mod));
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.DstPred(inst.d));
-      return c.Src(inst.a, rows, "a");
-    case Opcode::kSetp:
-      if (!IsAlu(t)) return c.Error("type must be u32/s32/u64/s64/f32/f64");
-      if (inst.mod >= kCompareCount) return c.Error("comparison " + std::to_string(inst.mod));
-      if (inst.mod >= static_cast<uint8_t>(Compare::kEqu) && !IsFloat(t)) {
-        return c.Error("unordered comparisons are for floats");
-      }
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.DstPred(inst.d));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, rows, "a"));
-      return c.SrcOrImm(inst.b, rows, "b");
-    case Opcode::kPlop:
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      if ((inst.mod & kPlopOpMask) > static_cast<uint8_t>(PlopOp::kXor) ||
-          (inst.mod & ~(kPlopOpMask | kPlopNegA | kPlopNegB))) {
-        return c.Error("modifier " + Hex(inst.mod));
-      }
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.DstPred(inst.d));
-      GPUVM_RETURN_IF_ERROR(c.SrcPred(inst.a, "a"));
-      return c.SrcPred(inst.b, "b");
-    case Opcode::kCvt:
+  switch (info->form) {
+    case Form::kGeneric:
+      return CheckGeneric(c, *info, inst);
+    case Form::kCvt:
       return CheckCvt(c, inst);
-    case Opcode::kLd:
-    case Opcode::kSt:
+    case Form::kLoad:
+    case Form::kStore:
       return CheckMemory(c, inst);
-    case Opcode::kAtom:
+    case Form::kAtom:
       return CheckAtom(c, inst);
-    case Opcode::kShfl: {
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      if (!inst.has_imm) return c.Error("needs its extension word");
-      if (inst.mod & ~(kShflModeMask | kShflBImm | kShflCImm)) {
-        return c.Error("unknown modifier bits " + Hex(inst.mod));
-      }
-      if (inst.imm >> 54) return c.Error("extension bits 54-63 must be zero");
-      uint8_t pred = (inst.imm >> 48) & 0x3f;
-      if (pred != kPredTrue) GPUVM_RETURN_IF_ERROR(c.DstPred(pred));
-      GPUVM_RETURN_IF_ERROR(c.Dst(inst.d, 1));
-      GPUVM_RETURN_IF_ERROR(c.Src(inst.a, 1, "a"));
-      if (inst.mod & kShflBImm) {
-        GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      } else {
-        GPUVM_RETURN_IF_ERROR(c.Src(inst.b, 1, "b"));
-        if (inst.imm & 0xffffffffu) return c.Error("lane immediate set but b is a register");
-      }
-      if (inst.mod & kShflCImm) return c.Zero(inst.c, "c");
-      if ((inst.imm >> 32) & 0xffff) return c.Error("c immediate set but c is a register");
-      return c.Src(inst.c, 1, "c");
-    }
-    case Opcode::kVote: {
-      GPUVM_RETURN_IF_ERROR(c.TypeNone());
-      GPUVM_RETURN_IF_ERROR(c.NoImm());
-      if (inst.mod & ~(kVoteModeMask | kVoteNegA))
-        return c.Error("unknown modifier bits " + Hex(inst.mod));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.b, "b"));
-      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
-      GPUVM_RETURN_IF_ERROR(c.SrcPred(inst.a, "a"));
-      if (static_cast<VoteMode>(inst.mod & kVoteModeMask) == VoteMode::kBallot)
-        return c.Dst(inst.d, 1);
-      return c.DstPred(inst.d);
-    }
-    default:
-      return Status::InvalidArgument("unknown opcode " + Hex(static_cast<uint8_t>(inst.op)));
+    case Form::kShfl:
+      return CheckShfl(c, inst);
+    case Form::kVote:
+      return CheckVote(c, inst);
   }
+  return Status::Ok();
 }
 
 Status ValidateHeader(const KernelHeader& h) {
@@ -631,10 +517,16 @@ Instruction DecodeWord(uint64_t w) {
   return inst;
 }
 
+// bra, call: the extension word holds a branch target.
+bool HasTarget(Opcode op) {
+  const OpcodeInfo* info = FindOpcode(op);
+  return info != nullptr && info->HasTarget();
+}
+
 bool IsTerminator(const Instruction& inst) {
-  return (inst.op == Opcode::kExit || inst.op == Opcode::kBra || inst.op == Opcode::kTrap ||
-          inst.op == Opcode::kRet) &&
-         inst.guard == kPredTrue && !inst.guard_negated;
+  const OpcodeInfo* info = FindOpcode(inst.op);
+  return info != nullptr && info->Has(kEndsKernel) && inst.guard == kPredTrue &&
+         !inst.guard_negated;
 }
 
 Status AtInstruction(Status s, size_t index, uint32_t word) {
@@ -693,7 +585,7 @@ Result<Kernel> DecodeKernel(std::span<const uint8_t> bytes) {
   }
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     Instruction& inst = kernel.code[i];
-    if (inst.op != Opcode::kBra && inst.op != Opcode::kCall) continue;
+    if (!HasTarget(inst.op)) continue;
     if (inst.imm >= header.code_words || index_of_word[inst.imm] < 0) {
       return AtInstruction(
           Status::InvalidArgument("branch target word " + std::to_string(inst.imm) +
@@ -717,8 +609,7 @@ Result<std::vector<uint8_t>> EncodeKernel(const Kernel& kernel) {
   uint32_t words = 0;
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     word_of_index[i] = words;
-    const Opcode op = kernel.code[i].op;
-    words += (op == Opcode::kBra || op == Opcode::kCall) ? 2 : kernel.code[i].words();
+    words += HasTarget(kernel.code[i].op) ? 2 : kernel.code[i].words();
   }
   word_of_index[kernel.code.size()] = words;
   KernelHeader header = kernel.header;
@@ -728,7 +619,7 @@ Result<std::vector<uint8_t>> EncodeKernel(const Kernel& kernel) {
   out.reserve(words);
   for (size_t i = 0; i < kernel.code.size(); ++i) {
     Instruction inst = kernel.code[i];
-    if (inst.op == Opcode::kBra || inst.op == Opcode::kCall) {
+    if (HasTarget(inst.op)) {
       if (inst.target >= kernel.code.size()) {
         return AtInstruction(
             Status::InvalidArgument("branch target " + std::to_string(inst.target) +

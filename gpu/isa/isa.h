@@ -86,67 +86,12 @@ constexpr bool Is64(Type t) { return TypeBytes(t) == 8; }
 // Register rows a value of this type occupies (small integers live in one 32-bit row).
 constexpr int TypeRows(Type t) { return Is64(t) ? 2 : 1; }
 
-// Opcodes (8 bits). Operand roles per opcode are in docs/ISA.md and in OpcodeInfo() (encoding.h).
+// Opcodes (8 bits), one per line of opcodes.def: the value, the mnemonic and the operands of each,
+// which opcode_table.h makes available as data (FindOpcode). What each computes: docs/ISA.md.
 enum class Opcode : uint8_t {
-  kNop = 0x00,
-  kMov = 0x01,      // d = a | imm
-  kSel = 0x02,      // d = p(c) ? a : (b | imm); mod bit 0 negates p
-  kS2R = 0x03,      // d = special register a
-  kPack = 0x04,     // d(64) = a(32, low half) | b(32, high half) << 32
-  kHi32 = 0x05,     // d(32) = a(64) >> 32
-  kAdd = 0x08,      // d = a + (b | imm)
-  kSub = 0x09,      // d = a - (b | imm)
-  kMul = 0x0a,      // d = a * (b | imm) (integers: low half)
-  kMulHi = 0x0b,    // d = high half of a * (b | imm) (integers)
-  kMulWide = 0x0c,  // d(64) = a(32) * (b | imm)(32); type U32 or S32
-  kMad = 0x0d,      // d = a * (b | imm) + c (integers: low half; floats: fused, one rounding)
-  kMadWide = 0x0e,  // d(64) = a(32) * (b | imm)(32) + c(64); type U32 or S32
-  kDiv = 0x10,      // d = a / (b | imm)
-  kRem = 0x11,      // d = a % (b | imm) (integers)
-  kMin = 0x12,
-  kMax = 0x13,
-  kAbs = 0x14,  // d = |a|
-  kNeg = 0x15,  // d = -a
-  kAnd = 0x18,
-  kOr = 0x19,
-  kXor = 0x1a,
-  kNot = 0x1b,   // d = ~a
-  kShl = 0x1c,   // d = a << (b | imm); amounts >= width give 0
-  kShr = 0x1d,   // d = a >> (b | imm); signed types shift arithmetically
-  kPopc = 0x1e,  // d(32) = population count of a
-  kClz = 0x1f,   // d(32) = leading zeros of a
-  kBrev = 0x20,  // d = a with bits reversed
-  kBfe = 0x21,   // d = bits [pos = b|imm, pos + len = c) of a, sign-extended for signed types
-  kBfi = 0x22,   // d = b with bits [pos = c, pos + len = r[mod]) replaced by the low bits of a
-  kPrmt = 0x23,  // d = byte permute of {b, a} by selector (c); mod = PrmtMode
-  kShf = 0x24,   // funnel shift of {b:a} by c; mod bit 0 right, bit 1 clamp (else wrap)
-  kFma = 0x28,   // d = a * b + c, one rounding (floats)
-  kSqrt = 0x29,
-  kRsqrt = 0x2a,
-  kRcp = 0x2b,
-  kEx2 = 0x2c,
-  kLg2 = 0x2d,
-  kSin = 0x2e,
-  kCos = 0x2f,
-  kTanh = 0x30,
-  kCopysign = 0x31,  // d = magnitude of b with the sign of a (PTX operand order)
-  kTestp = 0x32,     // p(d) = test(a); mod = TestpMode
-  kSetp = 0x38,      // p(d) = a cmp (b | imm); mod = Compare
-  kPlop = 0x39,      // p(d) = p(a) op p(b); mod = PlopOp | PlopNegA | PlopNegB
-  kCvt = 0x3a,       // d(type) = a(type2); mod = Rounding | kModSat
-  kLd = 0x40,        // d = [a + imm]; mod = Space | kModAddr64 | kModWideReg; type2 = constant bank
-  kSt = 0x41,        // [a + imm] = b; same modifiers as kLd
-  kAtom = 0x42,      // d = atomic op([a + imm], b, c); type2 = AtomOp; mod = Space | kModAddr64
-  kBar = 0x48,       // bar.sync: mod = barrier id (0..15)
-  kMembar = 0x49,    // memory fence
-  kShfl = 0x4a,      // d = shuffle(a, b | lane imm, c | clamp imm); always has an extension word
-  kVote = 0x4b,  // vote over p(a); mod = VoteMode | kVoteNegA; d is a predicate (or a register for
-                 // ballot)
-  kBra = 0x50,   // branch to word offset imm when the guard holds (per lane: divergence)
-  kExit = 0x51,  // the guarded lanes finish
-  kTrap = 0x52,  // the job faults: mod = TrapCode (kTrap or, for `__assertfail`, kAssert)
-  kCall = 0x53,  // d = word offset of the next instruction; jump to word offset imm (per lane)
-  kRet = 0x54,   // jump to the word offset held in r(a) (per lane: lanes may diverge)
+#define GVISA_OPCODE(name, value, ...) k##name = value,
+#include "gpu/isa/opcodes.def"
+#undef GVISA_OPCODE
 };
 
 // kTrap's mod field: why the kernel stops (the driver sees different trap reasons).

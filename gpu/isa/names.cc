@@ -2,129 +2,13 @@
 #include <iterator>
 
 #include "gpu/isa/isa.h"
+#include "gpu/isa/opcode_table.h"
 
 namespace gpuvm::isa {
 
 std::string_view OpcodeName(Opcode op) {
-  switch (op) {
-    case Opcode::kNop:
-      return "nop";
-    case Opcode::kMov:
-      return "mov";
-    case Opcode::kSel:
-      return "sel";
-    case Opcode::kS2R:
-      return "s2r";
-    case Opcode::kPack:
-      return "pack";
-    case Opcode::kHi32:
-      return "hi32";
-    case Opcode::kAdd:
-      return "add";
-    case Opcode::kSub:
-      return "sub";
-    case Opcode::kMul:
-      return "mul";
-    case Opcode::kMulHi:
-      return "mulhi";
-    case Opcode::kMulWide:
-      return "mulwide";
-    case Opcode::kMad:
-      return "mad";
-    case Opcode::kMadWide:
-      return "madwide";
-    case Opcode::kDiv:
-      return "div";
-    case Opcode::kRem:
-      return "rem";
-    case Opcode::kMin:
-      return "min";
-    case Opcode::kMax:
-      return "max";
-    case Opcode::kAbs:
-      return "abs";
-    case Opcode::kNeg:
-      return "neg";
-    case Opcode::kAnd:
-      return "and";
-    case Opcode::kOr:
-      return "or";
-    case Opcode::kXor:
-      return "xor";
-    case Opcode::kNot:
-      return "not";
-    case Opcode::kShl:
-      return "shl";
-    case Opcode::kShr:
-      return "shr";
-    case Opcode::kPopc:
-      return "popc";
-    case Opcode::kClz:
-      return "clz";
-    case Opcode::kBrev:
-      return "brev";
-    case Opcode::kBfe:
-      return "bfe";
-    case Opcode::kBfi:
-      return "bfi";
-    case Opcode::kPrmt:
-      return "prmt";
-    case Opcode::kShf:
-      return "shf";
-    case Opcode::kFma:
-      return "fma";
-    case Opcode::kSqrt:
-      return "sqrt";
-    case Opcode::kRsqrt:
-      return "rsqrt";
-    case Opcode::kRcp:
-      return "rcp";
-    case Opcode::kEx2:
-      return "ex2";
-    case Opcode::kLg2:
-      return "lg2";
-    case Opcode::kSin:
-      return "sin";
-    case Opcode::kCos:
-      return "cos";
-    case Opcode::kTanh:
-      return "tanh";
-    case Opcode::kCopysign:
-      return "copysign";
-    case Opcode::kTestp:
-      return "testp";
-    case Opcode::kSetp:
-      return "setp";
-    case Opcode::kPlop:
-      return "plop";
-    case Opcode::kCvt:
-      return "cvt";
-    case Opcode::kLd:
-      return "ld";
-    case Opcode::kSt:
-      return "st";
-    case Opcode::kAtom:
-      return "atom";
-    case Opcode::kBar:
-      return "bar";
-    case Opcode::kMembar:
-      return "membar";
-    case Opcode::kShfl:
-      return "shfl";
-    case Opcode::kVote:
-      return "vote";
-    case Opcode::kBra:
-      return "bra";
-    case Opcode::kExit:
-      return "exit";
-    case Opcode::kTrap:
-      return "trap";
-    case Opcode::kCall:
-      return "call";
-    case Opcode::kRet:
-      return "ret";
-  }
-  return "op?";
+  const OpcodeInfo* info = FindOpcode(op);
+  return info ? info->mnemonic : "op?";
 }
 
 std::string_view TypeName(Type t) {

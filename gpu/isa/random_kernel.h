@@ -6,8 +6,10 @@
 #define GPUVM_GPU_ISA_RANDOM_KERNEL_H_
 
 #include <random>
+#include <span>
 
 #include "gpu/isa/encoding.h"
+#include "gpu/isa/opcode_table.h"
 
 namespace gpuvm::isa {
 
@@ -15,26 +17,15 @@ namespace gpuvm::isa {
 // against `header`. Branch targets are drawn below `code_size`.
 inline Instruction RandomValidInstruction(std::mt19937_64& rng, const KernelHeader& header,
                                           uint32_t code_size) {
-  static constexpr Opcode kOps[] = {
-      Opcode::kNop,     Opcode::kMov,      Opcode::kSel,     Opcode::kS2R,  Opcode::kPack,
-      Opcode::kHi32,    Opcode::kAdd,      Opcode::kSub,     Opcode::kMul,  Opcode::kMulHi,
-      Opcode::kMulWide, Opcode::kMad,      Opcode::kMadWide, Opcode::kDiv,  Opcode::kRem,
-      Opcode::kMin,     Opcode::kMax,      Opcode::kAbs,     Opcode::kNeg,  Opcode::kAnd,
-      Opcode::kOr,      Opcode::kXor,      Opcode::kNot,     Opcode::kShl,  Opcode::kShr,
-      Opcode::kPopc,    Opcode::kClz,      Opcode::kBrev,    Opcode::kBfe,  Opcode::kBfi,
-      Opcode::kPrmt,    Opcode::kShf,      Opcode::kFma,     Opcode::kSqrt, Opcode::kRsqrt,
-      Opcode::kRcp,     Opcode::kEx2,      Opcode::kLg2,     Opcode::kSin,  Opcode::kCos,
-      Opcode::kTanh,    Opcode::kCopysign, Opcode::kTestp,   Opcode::kSetp, Opcode::kPlop,
-      Opcode::kCvt,     Opcode::kLd,       Opcode::kSt,      Opcode::kAtom, Opcode::kBar,
-      Opcode::kMembar,  Opcode::kShfl,     Opcode::kVote,    Opcode::kBra,  Opcode::kExit,
-      Opcode::kTrap,    Opcode::kCall,     Opcode::kRet};
+  // Every opcode of the table (opcodes.def), so a new one is round-tripped without a change here.
+  const std::span<const OpcodeInfo> ops = AllOpcodes();
   auto small = [&](int n) { return static_cast<uint8_t>(rng() % n); };
   auto reg = [&]() -> uint8_t {
     return rng() % 8 == 0 ? kRegZero : small(header.reg_count ? header.reg_count : 1);
   };
   for (;;) {
     Instruction inst;
-    inst.op = kOps[rng() % std::size(kOps)];
+    inst.op = ops[rng() % ops.size()].op;
     inst.type = static_cast<Type>(small(kTypeCount));
     inst.d = reg();
     inst.a = reg();

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cstdlib>
+
+#include "gpu/isa/opcode_table.h"
 
 namespace gpuvm::ptx::translator {
 namespace {
@@ -37,38 +40,19 @@ class BitSet {
   std::vector<uint64_t> words_;
 };
 
-bool IsTerminator(const VInst& v) {
-  return (v.in.op == Opcode::kExit || v.in.op == Opcode::kTrap || v.in.op == Opcode::kBra ||
-          v.in.op == Opcode::kRet) &&
-         v.guard == kPT;
+const isa::OpcodeInfo& Info(Opcode op) {
+  // The translator emits table opcodes only; a nullptr here is a translator bug.
+  const isa::OpcodeInfo* info = isa::FindOpcode(op);
+  if (info == nullptr) abort();
+  return *info;
 }
+
+bool IsTerminator(const VInst& v) { return Info(v.in.op).Has(isa::kEndsKernel) && v.guard == kPT; }
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Operations whose only effect is their register destination (removable when it is dead).
-bool IsPure(Opcode op) {
-  switch (op) {
-    case Opcode::kLd:
-    case Opcode::kSt:
-    case Opcode::kAtom:
-    case Opcode::kBar:
-    case Opcode::kMembar:
-    case Opcode::kShfl:
-    case Opcode::kVote:
-    case Opcode::kBra:
-    case Opcode::kCall:
-    case Opcode::kRet:
-    case Opcode::kExit:
-    case Opcode::kTrap:
-    case Opcode::kNop:
-    case Opcode::kSetp:
-    case Opcode::kPlop:
-    case Opcode::kTestp:
-      return false;
-    default:
-      return true;
-  }
-}
+bool IsPure(Opcode op) { return Info(op).IsPure(); }
 
 class Allocator {
  public:
@@ -263,7 +247,7 @@ class Allocator {
     target_.assign(n_, kNoV);
     for (uint32_t i = 0; i < n_; ++i) {
       const VInst& v = vc_.code[i];
-      if (v.in.op != Opcode::kBra && v.in.op != Opcode::kCall) continue;
+      if (!Info(v.in.op).HasTarget()) continue;
       if (v.label >= vc_.label_pos.size() || vc_.label_pos[v.label] >= n_) {
         return Status::Internal(where_ + ": branch to an unbound label");
       }
@@ -499,8 +483,7 @@ class Allocator {
       if (v.c != kNoV) in.c = Field(v.c, false);
       if (v.m != kNoV) in.mod = Field(v.m, false);
       in.guard = Field(v.guard, true);
-      if (in.op == Opcode::kBra || in.op == Opcode::kCall)
-        in.has_imm = true;  // target in the extension word
+      if (Info(in.op).HasTarget()) in.has_imm = true;  // target in the extension word
       if (in.op == Opcode::kShfl) {
         const uint64_t p = v.shfl_pred == kNoV ? isa::kPredTrue : Field(v.shfl_pred, true);
         in.imm = (in.imm & ~(uint64_t{0x3f} << 48)) | (p << 48);
@@ -526,7 +509,7 @@ class Allocator {
     for (uint32_t i = 0; i < n_; ++i) {
       if (!keep[i]) continue;
       isa::Instruction in = out[i];
-      if (in.op == Opcode::kBra || in.op == Opcode::kCall) in.target = index[target_[i]];
+      if (Info(in.op).HasTarget()) in.target = index[target_[i]];
       kernel.code.push_back(in);
     }
     for (size_t i = 0; i < kernel.code.size(); ++i) {

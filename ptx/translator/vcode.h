@@ -1,5 +1,5 @@
 // The translator's intermediate form: GVISA instructions over an unbounded set of virtual registers
-// ("vregs"), with branch targets as label ids. The lowering (translator.cc) produces it; the
+// ("vregs"), with branch targets as label ids. The lowering (kernel_translator.h) produces it; the
 // register allocator (regalloc.h) maps vregs to the 255 register rows and 63 predicates of the ISA
 // and emits the final isa::Kernel.
 //
