@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include "base/json_number.h"
+
 namespace gpuvm::control {
 namespace {
 
@@ -169,7 +171,7 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
     const sched::VmStats* v = FindStats(s, vm.id);
     j += ",\"scheduled\":" + std::string(v != nullptr ? "true" : "false");
     if (v != nullptr) {
-      j += ",\"share\":" + Number(v->share_percent) +
+      j += ",\"share\":" + JsonNumber(v->share_percent) +
            ",\"queued\":" + std::to_string(v->queue_depth) +
            ",\"running\":" + (v->running ? "true" : "false") +
            ",\"submitted\":" + std::to_string(v->submitted) +
@@ -177,9 +179,11 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
            ",\"completed\":" + std::to_string(v->completed) +
            ",\"preempted\":" + std::to_string(v->preempted) +
            ",\"gpu_time_ns\":" + Ns(v->gpu_time) + ",\"wait_total_ns\":" + Ns(v->wait_total) +
-           ",\"wait_max_ns\":" + Ns(v->wait_max) + ",\"usage_100ms\":" + Number(v->usage_100ms) +
-           ",\"usage_500ms\":" + Number(v->usage_500ms) + ",\"usage_10s\":" + Number(v->usage_10s) +
-           ",\"credit_ns\":" + Ns(v->credit) + ",\"standing\":" + JsonString(v->standing) +
+           ",\"wait_max_ns\":" + Ns(v->wait_max) +
+           ",\"usage_100ms\":" + JsonNumber(v->usage_100ms) +
+           ",\"usage_500ms\":" + JsonNumber(v->usage_500ms) +
+           ",\"usage_10s\":" + JsonNumber(v->usage_10s) + ",\"credit_ns\":" + Ns(v->credit) +
+           ",\"standing\":" + JsonString(v->standing) +
            ",\"scheduler_time_charged_ns\":" + Ns(v->scheduler_time_charged);
     }
     j += "}";
