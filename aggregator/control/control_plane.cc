@@ -5,6 +5,8 @@
 #include <string>
 
 #include "aggregator/fv_gpu.h"
+#include "base/share.h"
+#include "base/vm_name.h"
 #include "gpu/hw/pfifo.h"
 
 namespace gpuvm::control {
@@ -79,7 +81,9 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
       return Status::InvalidArgument("--vm-share wants NAME=PERCENT, not '" + std::string(value) +
                                      "'");
     }
-    GPUVM_ASSIGN_OR_RETURN(double percent, ParsePercent(value.substr(eq + 1)));
+    // NAME as VMs are named (a plain NAME matches any options after its '@').
+    GPUVM_RETURN_IF_ERROR(ParseVmName(value.substr(0, eq)).status().WithContext("--vm-share"));
+    GPUVM_ASSIGN_OR_RETURN(double percent, ParseSharePercent(value.substr(eq + 1)));
     double sum = percent;
     for (const auto& [name, share] : options->shares) {
       if (name != value.substr(0, eq)) sum += share;
@@ -106,7 +110,7 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     return true;
   }
   if (flag == "--default-share") {
-    GPUVM_ASSIGN_OR_RETURN(options->default_share, ParsePercent(value));
+    GPUVM_ASSIGN_OR_RETURN(options->default_share, ParseSharePercent(value));
     return true;
   }
   return false;

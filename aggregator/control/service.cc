@@ -1,20 +1,15 @@
 #include "aggregator/control/service.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
 #include "base/json_number.h"
+#include "base/share.h"
+#include "base/vm_name.h"
 
 namespace gpuvm::control {
 namespace {
-
-std::string Number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 const sched::VmStats* FindStats(const sched::SchedulerStats& stats, uint32_t vm) {
   for (const sched::VmStats& s : stats.vms) {
@@ -27,8 +22,6 @@ std::string Ns(sched::Duration d) { return std::to_string(d.count()); }
 
 }  // namespace
 
-std::string_view BaseName(std::string_view name) { return name.substr(0, name.find('@')); }
-
 ControlService::ControlService(VmDirectory* vms, sched::Dispatcher* dispatcher,
                                ServiceOptions options)
     : vms_(vms), dispatcher_(dispatcher), options_(std::move(options)) {}
@@ -38,28 +31,15 @@ void ControlService::Log(const std::string& line) const {
 }
 
 std::optional<double> ShareInName(std::string_view name) {
-  const size_t at = name.find('@');
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view rest = name.substr(at + 1);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view token = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (token.size() <= 5 || token.substr(0, 5) != "share") continue;
-    const std::string digits(token.substr(5));
-    if (digits.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
-    char* end = nullptr;
-    const double v = std::strtod(digits.c_str(), &end);
-    if (end != digits.c_str() + digits.size() || !(v >= 0 && v <= 100)) return std::nullopt;
-    return v;
-  }
-  return std::nullopt;
+  Result<VmNameParts> parts = ParseVmName(name);
+  if (!parts.ok()) return std::nullopt;
+  return parts->share;
 }
 
 double ControlService::ConfiguredShare(const std::string& name) const {
   // The operator's --vm-share first, then what the VM's configuration asks for, then the default.
   if (auto it = options_.shares.find(name); it != options_.shares.end()) return it->second;
-  if (auto it = options_.shares.find(std::string(BaseName(name))); it != options_.shares.end()) {
+  if (auto it = options_.shares.find(std::string(VmBaseName(name))); it != options_.shares.end()) {
     return it->second;
   }
   if (std::optional<double> share = ShareInName(name)) return *share;
@@ -110,7 +90,7 @@ Result<uint32_t> ControlService::ResolveVm(const std::vector<VmDescription>& vms
   std::vector<uint32_t> exact, base;
   for (const VmDescription& vm : vms) {
     if (vm.name == ref) exact.push_back(vm.id);
-    if (BaseName(vm.name) == ref) base.push_back(vm.id);
+    if (VmBaseName(vm.name) == ref) base.push_back(vm.id);
   }
   const std::vector<uint32_t>& found = exact.empty() ? base : exact;
   if (found.empty()) return Status::NotFound("no VM named '" + std::string(ref) + "'");
@@ -206,7 +186,7 @@ Reply ControlService::Execute(const Request& request) {
     if (!vm.ok()) return Reply{vm.status(), ""};
     Status changed = dispatcher_->SetShare(*vm, set->percent);
     if (!changed.ok()) return Reply{changed, ""};
-    Log("share of VM " + std::to_string(*vm) + " set to " + Number(set->percent) + "%");
+    Log("share of VM " + std::to_string(*vm) + " set to " + FormatSharePercent(set->percent) + "%");
     return Reply{Status::Ok(), ""};
   }
   const auto& set = std::get<SetSchedulerRequest>(request);
