@@ -35,6 +35,12 @@ std::string VmControlBlock::Describe() const {
          std::to_string(config.domid) + ", " + ModeName(config.mode) + ")";
 }
 
+RefusalCounts VmControlBlock::refusals() const {
+  RefusalCounts r = vgpu != nullptr ? vgpu->refusals() : RefusalCounts{};
+  r[size_t(Refusal::kMmio)] = counters.refused;
+  return r;
+}
+
 Result<std::unique_ptr<Aggregator>> Aggregator::Create(std::unique_ptr<PhysicalGpu> gpu,
                                                        const AggregatorOptions& options) {
   if (gpu == nullptr) return Status::InvalidArgument("no GPU");

@@ -70,6 +70,8 @@ struct VmControlBlock {
 
   // "VM 3 'name' (local domain 5, pt)".
   std::string Describe() const;
+  // Everything refused of this VM, per kind: the session's refused accesses and its virtual GPU's.
+  RefusalCounts refusals() const;
 };
 
 struct AggregatorOptions {

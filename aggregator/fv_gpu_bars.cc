@@ -42,11 +42,22 @@ uint64_t FullVirtGpu::UserAccess(uint64_t offset, uint32_t size, bool write, uin
       auto it = spaces_.find(ch.space->guest_pd());
       if (it != spaces_.end() && it->second.stale) {
         Status s = Resync(it->second);
-        if (!s.ok()) Log("shadow rescan failed: " + s.ToString());
+        if (!s.ok()) {
+          LogGuestEvent(GuestEvent::kShadowFailure,
+                        [&] { return "shadow rescan failed: " + s.ToString(); });
+        }
       }
     }
     ++counters_.submissions;
-    host_->queue().Submit({options_.vm_id, p, uint32_t(value)});
+    Status submitted = host_->queue().Submit({options_.vm_id, p, uint32_t(value)});
+    if (!submitted.ok()) {
+      // A full queue (a guest flooding IB_PUT writes): the doorbell is dropped, as a real GPU
+      // would never see one it had no room for; the guest's IB_GET stays behind.
+      ++counters_.refused_submissions;
+      LogRefusal(Refusal::kSubmission, 1, [&] {
+        return "submission on channel " + std::to_string(v) + " refused: " + submitted.ToString();
+      });
+    }
     return 0;
   }
   host_->vram().Write(physical, &value, size);
@@ -192,7 +203,9 @@ void FullVirtGpu::SyncRemap() {
       }
     }
     Status s = remap_->Update(bar, targets);
-    if (!s.ok()) Log("BAR remap: " + s.ToString());
+    if (!s.ok()) {
+      LogGuestEvent(GuestEvent::kRemapUpdate, [&] { return "BAR remap: " + s.ToString(); });
+    }
   }
   counters_.remap_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now() - started)

@@ -273,12 +273,12 @@ void AggregatorServer::Drop(Connection& c, const std::string& why) {
   }
   const VmCounters& k = summary.counters;
   const Status& reset = c.session->teardown_status();
-  Log("%s: session ended (%s); BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu, refused "
-      "%llu, interrupt changes %llu; %s",
+  Log("%s: session ended (%s); BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu, %s, "
+      "interrupt changes %llu; %s",
       summary.vm.c_str(), c.session->close_reason().c_str(), (unsigned long long)k.reads[0],
       (unsigned long long)k.reads[1], (unsigned long long)k.reads[2],
       (unsigned long long)k.writes[0], (unsigned long long)k.writes[1],
-      (unsigned long long)k.writes[2], (unsigned long long)k.refused,
+      (unsigned long long)k.writes[2], DescribeRefusals(summary.refusals).c_str(),
       (unsigned long long)k.interrupts,
       reset.ok() ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()
                  : ("GPU RESET FAILED: " + reset.ToString()).c_str());

@@ -101,6 +101,7 @@ struct FvWorldOptions {
   VramPolicy vram_policy = VramPolicy::kDynamic;
   bool compute_engine = false;  // the compute engine (kernels) on the software GPU
   int compute_workers = 1;
+  RateLimitedLog::Options guest_log = {};  // FvOptions::guest_log
 };
 
 // A software GPU, the FvHost on it, and the fv VMs of one test. The host's log is collected

@@ -33,6 +33,10 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
       if (const auto* fv = dynamic_cast<const aggregator::FullVirtGpu*>(vm->vgpu.get())) {
         d.channels = fv->partition().channels;
       }
+      const aggregator::RefusalCounts refused = vm->refusals();
+      for (size_t k = 0; k < refused.size(); ++k) {
+        d.refused.emplace_back(aggregator::RefusalKey(aggregator::Refusal(k)), refused[k]);
+      }
       out.push_back(std::move(d));
     }
     return out;

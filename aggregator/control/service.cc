@@ -148,6 +148,12 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
     j += "{\"id\":" + std::to_string(vm.id) + ",\"name\":" + JsonString(vm.name) +
          ",\"mode\":" + JsonString(vm.mode) + ",\"vram_bytes\":" + std::to_string(vm.vram_bytes) +
          ",\"channels\":" + std::to_string(vm.channels);
+    j += ",\"refused\":{";
+    for (size_t i = 0; i < vm.refused.size(); ++i) {
+      j += (i ? "," : "") + JsonString(vm.refused[i].first) + ":" +
+           std::to_string(vm.refused[i].second);
+    }
+    j += "}";
     const sched::VmStats* v = FindStats(s, vm.id);
     j += ",\"scheduled\":" + std::string(v != nullptr ? "true" : "false");
     if (v != nullptr) {

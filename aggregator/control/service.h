@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "aggregator/control/protocol.h"
@@ -39,6 +40,9 @@ struct VmDescription {
   std::string mode;  // "pt", "fv", "pv"
   uint64_t vram_bytes = 0;
   uint32_t channels = 0;
+  // What the aggregator refused of the VM, per kind, in a fixed order (aggregator/refusals.h:
+  // "mmio", "registers", ...); `stats` shows them as the VM's "refused" object.
+  std::vector<std::pair<std::string, uint64_t>> refused = {};
 };
 
 class VmDirectory {
