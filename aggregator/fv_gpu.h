@@ -78,6 +78,7 @@ struct FvCounters {
   uint64_t refused_playlists = 0;  // playlists outside its VRAM or too long, dropped
   uint64_t refused_submissions = 0;  // IB_PUT doorbells the submission queue had no room for
   uint64_t faults = 0;               // GPU faults/errors of this VM's channels delivered to it
+  uint64_t out_of_vram_faults = 0;   // of the MMU faults: on pages the exhausted pool did not back
   // Guest stores into a bound channel's instance block (BAR1/BAR3 or PRAMIN) re-validated and
   // propagated to its shadow instance (a page-directory change is refused instead: the channel
   // stops, counted in refused_channels).
@@ -195,6 +196,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   void OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) override;
   void OnGraphTrap(uint32_t physical_channel, uint32_t warp_error, uint32_t global_error) override;
   int VirtualChannelOf(uint32_t physical_channel) const;
+  // Whether the guest's walk of `va` in the channel's address space meets guest VRAM the
+  // over-committed pool left without a chunk (a table or the page): its fault is "out of VRAM".
+  bool LacksVram(const VirtualChannel& ch, uint64_t va) const;
+
   // The VM's log lines. Everything its guest can cause over and over goes through guest_log_
   // (rate-limited per kind, base/rate_limited_log.h): refusals (counted in counters_ by the
   // caller) and the other guest events below.

@@ -8,6 +8,7 @@
 
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_gpu_internal.h"
+#include "gpu/hw/mmu_fault.h"
 
 namespace gpuvm::aggregator {
 
@@ -252,14 +253,43 @@ void FullVirtGpu::OnVmFault(uint32_t physical_channel, const std::array<uint32_t
   const uint32_t free_units = ~vm_fault_source_;
   if (free_units == 0) return;  // the guest has not acknowledged 32 faults: it learns of these
   const int unit = std::countr_zero(free_units);
+  const uint64_t va = record[1] | (uint64_t(record[2]) << 32);
   vm_fault_[unit] = record;
   vm_fault_[unit][0] = uint32_t(channels_[v].guest_instance >> 12);
+  // A page the guest mapped but the over-committed pool had no VRAM for: the guest learns "out of
+  // VRAM" (a reason of our own) instead of a bad pointer (docs/FULL-VIRTUALIZATION.md).
+  const bool out_of_vram = LacksVram(channels_[v], va);
+  if (out_of_vram) {
+    ++counters_.out_of_vram_faults;
+    vm_fault_[unit][3] = (record[3] & ~pf::kVmFaultReasonMask) | gf100::kFaultReasonGpuvmOutOfVram;
+  }
   vm_fault_source_ |= 1u << unit;
   LogGuestEvent(GuestEvent::kMmuFault, [&] {
-    return "MMU fault on channel " + std::to_string(v) + " at " +
-           Hex(record[1] | (uint64_t(record[2]) << 32)) + " (reason " +
-           std::to_string(record[3] & pf::kVmFaultReasonMask) + ")";
+    return "MMU fault on channel " + std::to_string(v) + " at " + Hex(va) + " (reason " +
+           std::to_string(record[3] & pf::kVmFaultReasonMask) +
+           (out_of_vram ? "; reported as out of VRAM: the GPU's VRAM is over-committed and full)"
+                        : ")");
   });
+}
+
+bool FullVirtGpu::LacksVram(const VirtualChannel& ch, uint64_t va) const {
+  if (vram_map_ == nullptr || vram_map_->exhausted() == 0 || ch.space == nullptr) return false;
+  // The guest's own walk of the faulting address: a table or the page in guest VRAM without a
+  // chunk means the pool refused it (every VRAM reference assigns one; only an exhausted pool
+  // leaves it out). A guest that faults on garbage after the pool ran dry may be told "out of
+  // VRAM" too; before that, never.
+  const GuestMemoryView view(&host_->vram(), layout(), ram_);
+  const auto unbacked = [&](uint64_t address) {
+    return address < partition_.vram_bytes && vram_map_->Lookup(address) == 0;
+  };
+  const uint64_t pd = ch.space->guest_pd();
+  const int pde_shift = vm::kPdeShift(ShadowSpace::kLargePageShift);
+  if (unbacked(pd + (va >> pde_shift) * vm::kEntrySize)) return true;
+  const GuestPte g = LookupGuestPte(view, pd, va);
+  if (g.table_target == vm::PdeTarget::kVram && unbacked(g.table_address)) return true;
+  if (g.pte == 0 || (g.pte & vm::pte::kPresent) == 0) return false;
+  return vm::pte::TargetOf(g.pte) == vm::Target::kVram &&
+         unbacked((vm::pte::Address(g.pte) & ~(g.page_bytes - 1)) + g.inner);
 }
 
 void FullVirtGpu::OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) {
