@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "aggregator/pt_gpu.h"
+#include "base/vm_name.h"
 #include "hypervisor/xen/xen_backend.h"
 
 namespace gpuvm::aggregator {
@@ -32,6 +33,12 @@ std::string VmControlBlock::Describe() const {
   return "VM " + std::to_string(id) + " '" + config.name + "' (" +
          (config.backend == ipc::Backend::kLocal ? "local" : "xen") + " domain " +
          std::to_string(config.domid) + ", " + ModeName(config.mode) + ")";
+}
+
+RefusalCounts VmControlBlock::refusals() const {
+  RefusalCounts r = vgpu != nullptr ? vgpu->refusals() : RefusalCounts{};
+  r[size_t(Refusal::kMmio)] = counters.refused;
+  return r;
 }
 
 Result<std::unique_ptr<Aggregator>> Aggregator::Create(std::unique_ptr<PhysicalGpu> gpu,
@@ -118,6 +125,14 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
     return Status::Unavailable("the GPU is out of service after a failed reset: " +
                                health_.message());
   }
+  // Every VM's name is checked (base/vm_name.h): a malformed one is refused, never cut or guessed.
+  GPUVM_ASSIGN_OR_RETURN(VmNameParts name, ParseVmName(config.name));
+  if (config.mode != ipc::VmMode::kFullVirtualization &&
+      (!name.mode.empty() || name.vram_mib || name.channels)) {
+    return Status::InvalidArgument("VM name '" + config.name + "': MODE, MiB and chN are fv " +
+                                   "options; a " + ModeName(config.mode) +
+                                   " VM's name takes only shareP");
+  }
   (void)ReapQuarantine();
   if (config.mode == ipc::VmMode::kFullVirtualization) return AdmitFvVm(config);
   if (config.mode != ipc::VmMode::kPassThrough) {
@@ -168,48 +183,28 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
 }
 
 Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options) {
+  GPUVM_ASSIGN_OR_RETURN(VmNameParts parts, ParseVmName(name));
   FvVmOptions o;
   o.mode = options.fv_mode;
   o.vram_bytes = options.fv.default_vram_bytes;
   o.channels = options.fv.default_channels;
   o.name = name;
-  const size_t at = name.find('@');
-  if (at == std::string::npos) return o;
-  std::string rest = name.substr(at + 1);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string token = rest.substr(0, comma);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-    if (token.empty()) continue;
-    if (token.size() > 5 && token.compare(0, 5, "share") == 0) {
-      // shareP: the VM's GPU share in percent, for the scheduler (aggregator/control/service.h
-      // reads it from the name); checked here so a bad one refuses the VM at admission.
-      const std::string p = token.substr(5);
-      char* end = nullptr;
-      const double v = std::strtod(p.c_str(), &end);
-      if (p.find_first_not_of("0123456789.") != std::string::npos || end != p.c_str() + p.size() ||
-          !(v >= 0 && v <= 100)) {
-        return Status::InvalidArgument("fv: share must be 0 to 100 (percent), not '" + p + "'");
-      }
-      continue;
-    }
-    const bool channels = token.size() > 2 && token.compare(0, 2, "ch") == 0;
-    const std::string digits = channels ? token.substr(2) : token;
-    if (digits.find_first_not_of("0123456789") == std::string::npos && digits.size() <= 6) {
-      const uint64_t n = std::stoull(digits);
-      if (channels) {
-        if (n == 0 || n > FvHost::kChannels) {
-          return Status::InvalidArgument("fv: channels must be 1 to 128, not " + digits);
-        }
-        o.channels = uint32_t(n);
-      } else {
-        if (n == 0) return Status::InvalidArgument("fv: a VM needs some VRAM");
-        o.vram_bytes = n << 20;
-      }
-      continue;
-    }
-    GPUVM_ASSIGN_OR_RETURN(o.mode, ParseFvMode(token));
+  if (!parts.mode.empty()) {
+    Result<FvMode> mode = ParseFvMode(parts.mode);
+    if (!mode.ok()) return mode.status().WithContext("VM name '" + name + "'");
+    o.mode = *mode;
   }
+  if (parts.vram_mib) o.vram_bytes = *parts.vram_mib << 20;
+  if (parts.channels) {
+    if (*parts.channels > FvHost::kChannels) {
+      return Status::InvalidArgument("VM name '" + name + "': channels must be 1 to " +
+                                     std::to_string(FvHost::kChannels) + ", not " +
+                                     std::to_string(*parts.channels));
+    }
+    o.channels = *parts.channels;
+  }
+  // shareP is the scheduler's (aggregator/control/service.h reads it from the name); the parse
+  // above already refused a malformed one.
   return o;
 }
 

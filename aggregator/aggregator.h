@@ -74,13 +74,16 @@ struct VmControlBlock {
 
   // "VM 3 'name' (local domain 5, pt)".
   std::string Describe() const;
+  // Everything refused of this VM, per kind: the session's refused accesses and its virtual GPU's.
+  RefusalCounts refusals() const;
 };
 
 struct AggregatorOptions {
   size_t max_vms = 64;
   bool allow_pt_without_dma = false;
   // Full virtualization: the partitioning and the mode of VMs that do not choose one. A VM chooses
-  // in its name (until VM_CONFIG carries it): "NAME@MODE[,MiB][,chN]", e.g. "a@lazy,256,ch8".
+  // in its name (until VM_CONFIG carries it): "NAME@MODE[,MiB][,chN][,shareP]", e.g.
+  // "a@lazy,256,ch8" (base/vm_name.h; every VM's name is checked at admission).
   FvOptions fv;
   FvMode fv_mode = FvMode::kNaive;
   // Where fv's notes on hostile guests go (owner thread); empty: nowhere.
@@ -89,7 +92,8 @@ struct AggregatorOptions {
   VmTokens::Options tokens;
 };
 
-// The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument otherwise.
+// The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument for a
+// malformed name, an unknown mode or more than 128 channels.
 Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options);
 
 // Quarantine probes: can a gone VM's guest still run (and reach what was mapped into it)?

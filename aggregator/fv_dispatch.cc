@@ -48,6 +48,11 @@ void FvEngineSink::Remember(sched::SubmissionHandle handle, const Submission& su
   submissions_[handle] = submission;
 }
 
+void FvEngineSink::Discard(sched::SubmissionHandle handle) {
+  std::lock_guard lock(mu_);
+  submissions_.erase(handle);
+}
+
 void FvEngineSink::Forget(uint32_t vm) {
   std::lock_guard lock(mu_);
   forgotten_.insert(vm);
@@ -145,7 +150,7 @@ DispatchedSubmissionQueue::DispatchedSubmissionQueue(FvHost* host, sched::Dispat
 
 DispatchedSubmissionQueue::~DispatchedSubmissionQueue() { sink_->Detach(host_); }
 
-void DispatchedSubmissionQueue::Submit(const Submission& submission) {
+Status DispatchedSubmissionQueue::Submit(const Submission& submission) {
   const sched::SubmissionHandle handle = next_handle_++;
   sink_->Remember(handle, submission);
   Status s = dispatcher_->Submit(submission.vm, handle);
@@ -153,12 +158,13 @@ void DispatchedSubmissionQueue::Submit(const Submission& submission) {
     register_vm_();
     s = dispatcher_->Submit(submission.vm, handle);
   }
+  // A full queue (a guest flooding IB_PUT writes) or an unknown VM: the write is dropped, as a
+  // real GPU would never see a doorbell it had no room for; the VM counts and logs it (fv_gpu.h).
   if (!s.ok()) {
-    // A full queue (a guest flooding IB_PUT writes) or an unknown VM: the write is dropped, as a
-    // real GPU would never see a doorbell it had no room for. The guest's IB_GET stays behind.
+    sink_->Discard(handle);  // never started: a flood must not pile up in the sink
     ++refused_;
-    host_->Log("submission of VM " + std::to_string(submission.vm) + " refused: " + s.ToString());
   }
+  return s;
 }
 
 void DispatchedSubmissionQueue::ForgetVm(uint32_t vm) {

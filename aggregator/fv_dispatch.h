@@ -73,8 +73,10 @@ class FvEngineSink final : public sched::SubmissionSink {
   void SetWake(std::function<void()> wake);
   void Attach(FvHost* host);
   void Detach(FvHost* host);
-  // What `handle` means on the GPU; before it is submitted to the dispatcher.
+  // What `handle` means on the GPU; before it is submitted to the dispatcher. Discard: the
+  // dispatcher refused it.
   void Remember(sched::SubmissionHandle handle, const Submission& submission);
+  void Discard(sched::SubmissionHandle handle);
   // Nothing more of `vm` is forwarded; a running submission of it is done at the next poll.
   void Forget(uint32_t vm);
 
@@ -123,7 +125,7 @@ class DispatchedSubmissionQueue final : public SubmissionQueue {
                             std::function<void()> register_vm);
   ~DispatchedSubmissionQueue() override;
 
-  void Submit(const Submission& submission) override;
+  Status Submit(const Submission& submission) override;
   void ForgetVm(uint32_t vm) override;
   uint64_t pending() const override;
   uint64_t forwarded() const override { return sink_->forwarded(); }

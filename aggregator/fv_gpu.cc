@@ -68,7 +68,8 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
       bars_(bars),
       options_(options),
       partition_(partition),
-      vram_map_(std::move(vram_map)) {
+      vram_map_(std::move(vram_map)),
+      guest_log_([this](const std::string& line) { Log(line); }, host->options().guest_log) {
   pmc_enable_ = pmc::kEnableResetValue;
   channels_.resize(partition.channels);
   if (options.mode == FvMode::kBarRemap || options.mode == FvMode::kOptimized) {
@@ -96,6 +97,35 @@ VmMemoryLayout FullVirtGpu::layout() const {
 
 void FullVirtGpu::Log(const std::string& line) {
   host_->Log("fv VM " + std::to_string(options_.vm_id) + " '" + options_.name + "': " + line);
+}
+
+void FullVirtGpu::LogRefusal(Refusal kind, uint64_t count,
+                             const std::function<std::string()>& line) {
+  guest_log_.Note(uint32_t(kind), RefusalWhat(kind), count, line);
+}
+
+void FullVirtGpu::LogGuestEvent(GuestEvent kind, const std::function<std::string()>& line) {
+  static constexpr const char* kWhat[] = {"MMU faults",
+                                          "command errors",
+                                          "compute traps",
+                                          "shadow rescans that failed",
+                                          "channels that did not leave the engine",
+                                          "playlist commits that failed",
+                                          "BAR remap updates that failed"};
+  guest_log_.Note(kGuestEventBase + uint32_t(kind), kWhat[size_t(kind)], 1, line);
+}
+
+RefusalCounts FullVirtGpu::refusals() const {
+  const FvCounters& k = counters_;
+  RefusalCounts r{};
+  r[size_t(Refusal::kRegister)] = k.refused_registers;
+  r[size_t(Refusal::kMemory)] = k.refused_memory;
+  r[size_t(Refusal::kChannel)] = k.refused_channels;
+  r[size_t(Refusal::kPlaylist)] = k.refused_playlists;
+  r[size_t(Refusal::kPageTableEntry)] = k.shadow.entries_rejected;
+  r[size_t(Refusal::kSubmission)] = k.refused_submissions;
+  r[size_t(Refusal::kVramExhausted)] = vram_map_ ? vram_map_->exhausted() : k.vram_exhausted;
+  return r;
 }
 
 std::string FullVirtGpu::DescribeCounters() const {
@@ -277,6 +307,7 @@ Status FullVirtGpu::DetachKeepingVram(std::unique_ptr<VramMap>* kept) {
   }
   host_->ReleasePartition(partition_);
   detached_ = true;
+  guest_log_.Flush();  // what the rate limit left out, before the session's last lines
   if (!all_stopped) {
     return Status::DeadlineExceeded("fv: a channel of the VM did not leave the engine in time");
   }

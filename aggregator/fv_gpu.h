@@ -34,6 +34,7 @@
 #define GPUVM_AGGREGATOR_FV_GPU_H_
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,8 +43,10 @@
 
 #include "aggregator/bar_remap.h"
 #include "aggregator/fv_host.h"
+#include "aggregator/refusals.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/virtual_gpu.h"
+#include "base/rate_limited_log.h"
 
 namespace gpuvm::aggregator {
 
@@ -72,7 +75,10 @@ struct FvCounters {
   uint64_t refused_registers = 0;  // writes to registers a VM may not touch, dropped
   uint64_t refused_memory = 0;     // accesses outside the VM's memory (PRAMIN, BAR pages), dropped
   uint64_t refused_channels = 0;   // channel ids or instance blocks the VM does not own
-  uint64_t faults = 0;             // GPU faults/errors of this VM's channels delivered to it
+  uint64_t refused_playlists = 0;  // playlists outside its VRAM or too long, dropped
+  uint64_t refused_submissions = 0;  // IB_PUT doorbells the submission queue had no room for
+  uint64_t faults = 0;               // GPU faults/errors of this VM's channels delivered to it
+  uint64_t out_of_vram_faults = 0;   // of the MMU faults: on pages the exhausted pool did not back
   // Guest stores into a bound channel's instance block (BAR1/BAR3 or PRAMIN) re-validated and
   // propagated to its shadow instance (a page-directory change is refused instead: the channel
   // stops, counted in refused_channels).
@@ -117,6 +123,7 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
     return remap_ != nullptr && !remap_own_backing_ && remap_->maps() > counters_.remap_refused;
   }
   std::string DescribeCounters() const override;
+  RefusalCounts refusals() const override;
   std::vector<BarRemapRequest> TakeBarRemapRequests() override;
   void BarRemapAnswered(bool map, const Status& status) override;
   // BAR remap: pages and runs mapped now (0 without remap).
@@ -192,13 +199,33 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   void OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) override;
   void OnGraphTrap(uint32_t physical_channel, uint32_t warp_error, uint32_t global_error) override;
   int VirtualChannelOf(uint32_t physical_channel) const;
+  // Whether the guest's walk of `va` in the channel's address space meets guest VRAM the
+  // over-committed pool left without a chunk (a table or the page): its fault is "out of VRAM".
+  bool LacksVram(const VirtualChannel& ch, uint64_t va) const;
+
+  // The VM's log lines. Everything its guest can cause over and over goes through guest_log_
+  // (rate-limited per kind, base/rate_limited_log.h): refusals (counted in counters_ by the
+  // caller) and the other guest events below.
   void Log(const std::string& line);
+  void LogRefusal(Refusal kind, uint64_t count, const std::function<std::string()>& line);
+  enum class GuestEvent : uint8_t {
+    kMmuFault,
+    kCommandError,
+    kComputeTrap,
+    kShadowFailure,   // a rescan ran out of reserved VRAM (too many tables)
+    kStuckChannel,    // a channel did not leave the engine in time
+    kPlaylistCommit,  // the physical playlist could not be written
+    kRemapUpdate,     // BAR remap could not be recomputed
+  };
+  static constexpr uint32_t kGuestEventBase = 64;  // log kinds past the Refusal values
+  void LogGuestEvent(GuestEvent kind, const std::function<std::string()>& line);
 
   FvHost* const host_;
   const VmBars bars_;
   const FvVmOptions options_;
   const FvHost::Partition partition_;
   std::unique_ptr<VramMap> vram_map_;  // every guest VRAM access goes through it
+  RateLimitedLog guest_log_;           // see LogRefusal
   std::span<uint8_t> ram_;
   bool ram_attached_ = false;
   bool detached_ = false;

@@ -42,11 +42,22 @@ uint64_t FullVirtGpu::UserAccess(uint64_t offset, uint32_t size, bool write, uin
       auto it = spaces_.find(ch.space->guest_pd());
       if (it != spaces_.end() && it->second.stale) {
         Status s = Resync(it->second);
-        if (!s.ok()) Log("shadow rescan failed: " + s.ToString());
+        if (!s.ok()) {
+          LogGuestEvent(GuestEvent::kShadowFailure,
+                        [&] { return "shadow rescan failed: " + s.ToString(); });
+        }
       }
     }
     ++counters_.submissions;
-    host_->queue().Submit({options_.vm_id, p, uint32_t(value)});
+    Status submitted = host_->queue().Submit({options_.vm_id, p, uint32_t(value)});
+    if (!submitted.ok()) {
+      // A full queue (a guest flooding IB_PUT writes): the doorbell is dropped, as a real GPU
+      // would never see one it had no room for; the guest's IB_GET stays behind.
+      ++counters_.refused_submissions;
+      LogRefusal(Refusal::kSubmission, 1, [&] {
+        return "submission on channel " + std::to_string(v) + " refused: " + submitted.ToString();
+      });
+    }
     return 0;
   }
   host_->vram().Write(physical, &value, size);
@@ -69,36 +80,17 @@ FullVirtGpu::BarPage FullVirtGpu::TranslateBar(gpu::Bar bar, uint64_t page) {
   } else {
     const uint64_t instance = uint64_t(inst_reg & pbus::kBarInstAddrMask) << pbus::kBarInstShift;
     uint32_t words[4];
-    const int pde_shift = vm::kPdeShift(ShadowSpace::kLargePageShift);
     if (view.ReadVram(instance + ramin::kPageDirLo, words, sizeof words) &&
         (words[0] & ramin::kPageDirTargetMask) == uint32_t(vm::Target::kVram)) {
       const uint64_t pd = (words[0] & ramin::kPageDirAddrLoMask) |
                           (uint64_t(words[1] & ramin::kPageDirAddrHiMask) << 32);
       const uint64_t limit = words[2] | (uint64_t(words[3]) << 32);
-      uint64_t pde = 0;
-      const uint64_t in_pde = va & ((1ull << pde_shift) - 1);
-      if (va <= limit && view.ReadVram(pd + (va >> pde_shift) * vm::kEntrySize, &pde, 8) &&
-          in_pde < ((1ull << pde_shift) >> vm::pde::PtSize(pde))) {
-        RelocatedPte r;
-        uint64_t inner = 0;
-        uint64_t pte = 0;
-        if (vm::pde::SmallTarget(pde) != vm::PdeTarget::kNone &&
-            view.Read(vm::pde::SmallTarget(pde),
-                      vm::pde::SmallTableAddress(pde) + (in_pde >> 12) * vm::kEntrySize, &pte, 8) &&
-            (pte & vm::pte::kPresent)) {
-          r = RelocatePte(pte, kPage, layout());
-        } else if (vm::pde::LargeTarget(pde) != vm::PdeTarget::kNone &&
-                   view.Read(vm::pde::LargeTarget(pde),
-                             vm::pde::LargeTableAddress(pde) +
-                                 (in_pde >> ShadowSpace::kLargePageShift) * vm::kEntrySize,
-                             &pte, 8)) {
-          const uint64_t large = 1ull << ShadowSpace::kLargePageShift;
-          r = RelocatePte(pte, large, layout());
-          inner = va & (large - 1);
-        }
+      const GuestPte g = va <= limit ? LookupGuestPte(view, pd, va) : GuestPte{};
+      if (g.pte != 0) {
+        const RelocatedPte r = RelocatePte(g.pte, g.page_bytes, layout());
         if (r.verdict == PteVerdict::kRejected) ++counters_.refused_memory;
         if (r.verdict == PteVerdict::kMapped) {
-          const uint64_t address = vm::pte::Address(r.value) + inner;
+          const uint64_t address = vm::pte::Address(r.value) + g.inner;
           const vm::Target target = vm::pte::TargetOf(r.value);
           if (target == vm::Target::kVram) {
             result = {true, false, address};
@@ -195,7 +187,9 @@ void FullVirtGpu::SyncRemap() {
       }
     }
     Status s = remap_->Update(bar, targets);
-    if (!s.ok()) Log("BAR remap: " + s.ToString());
+    if (!s.ok()) {
+      LogGuestEvent(GuestEvent::kRemapUpdate, [&] { return "BAR remap: " + s.ToString(); });
+    }
   }
   counters_.remap_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now() - started)

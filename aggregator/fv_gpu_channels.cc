@@ -8,6 +8,7 @@
 
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_gpu_internal.h"
+#include "gpu/hw/mmu_fault.h"
 
 namespace gpuvm::aggregator {
 
@@ -132,10 +133,12 @@ void FullVirtGpu::RefreshShadowInstance(uint32_t v, uint32_t first, uint32_t end
         guest_pd != ch.space->guest_pd()) {
       ++counters_.refused_channels;
       pfifo_intr_edges_ |= pf::kIntrPlaylist;
-      Log("channel " + std::to_string(v) + ": its page directory was rewritten to " +
-          Hex(guest_pd) + " while the channel is bound (" +
-          Hex(ch.space != nullptr ? ch.space->guest_pd() : 0) +
-          "): refused, the channel is stopped");
+      LogRefusal(Refusal::kChannel, 1, [&] {
+        return "channel " + std::to_string(v) + ": its page directory was rewritten to " +
+               Hex(guest_pd) + " while the channel is bound (" +
+               Hex(ch.space != nullptr ? ch.space->guest_pd() : 0) +
+               "): refused, the channel is stopped";
+      });
       UnbindShadowChannel(v);
       ch.dead = true;  // until its CHAN_TABLE entry changes
       return;
@@ -173,7 +176,10 @@ void FullVirtGpu::UnbindShadowChannel(uint32_t v) {
   if (!ch.bound) return;
   const uint32_t p = partition_.first_channel + v;
   RemapChanged(false);
-  if (!host_->StopChannel(p)) Log("channel " + std::to_string(v) + " did not leave the engine");
+  if (!host_->StopChannel(p)) {
+    LogGuestEvent(GuestEvent::kStuckChannel,
+                  [&] { return "channel " + std::to_string(v) + " did not leave the engine"; });
+  }
   ch.bound = false;
   ch.on_playlist = false;
   ShadowSpace* space = ch.space;
@@ -200,9 +206,11 @@ void FullVirtGpu::OnPlaylistSubmit(uint32_t length) {
   const GuestMemoryView view(&host_->vram(), layout(), ram_);
   if (target != 0 || length > pf::kChannels ||
       (length > 0 && !view.ReadVram(address, entries.data(), entries.size() * 4))) {
-    ++counters_.refused_memory;
+    ++counters_.refused_playlists;
     pfifo_intr_edges_ |= pf::kIntrPlaylist;
-    Log("refused a playlist at " + Hex(address) + " of " + std::to_string(length) + " entries");
+    LogRefusal(Refusal::kPlaylist, 1, [&] {
+      return "refused a playlist at " + Hex(address) + " of " + std::to_string(length) + " entries";
+    });
     return;
   }
   std::vector<bool> wanted(channels_.size(), false);
@@ -222,7 +230,8 @@ void FullVirtGpu::OnPlaylistSubmit(uint32_t length) {
         ch.dead = true;
         ++counters_.refused_channels;
         pfifo_intr_edges_ |= pf::kIntrPlaylist;
-        Log("channel " + std::to_string(v) + " cannot run: " + s.ToString());
+        LogRefusal(Refusal::kChannel, 1,
+                   [&] { return "channel " + std::to_string(v) + " cannot run: " + s.ToString(); });
       }
     } else if (wanted[v] && ch.bound && ch.space != nullptr) {
       auto it = spaces_.find(ch.space->guest_pd());
@@ -232,7 +241,7 @@ void FullVirtGpu::OnPlaylistSubmit(uint32_t length) {
     host_->SetOnPlaylist(partition_.first_channel + v, wanted[v] && ch.bound);
   }
   Status s = host_->CommitPlaylist();
-  if (!s.ok()) Log(s.ToString());
+  if (!s.ok()) LogGuestEvent(GuestEvent::kPlaylistCommit, [&] { return s.ToString(); });
 }
 
 // ---- interrupts from the physical GPU ----
@@ -244,12 +253,43 @@ void FullVirtGpu::OnVmFault(uint32_t physical_channel, const std::array<uint32_t
   const uint32_t free_units = ~vm_fault_source_;
   if (free_units == 0) return;  // the guest has not acknowledged 32 faults: it learns of these
   const int unit = std::countr_zero(free_units);
+  const uint64_t va = record[1] | (uint64_t(record[2]) << 32);
   vm_fault_[unit] = record;
   vm_fault_[unit][0] = uint32_t(channels_[v].guest_instance >> 12);
+  // A page the guest mapped but the over-committed pool had no VRAM for: the guest learns "out of
+  // VRAM" (a reason of our own) instead of a bad pointer (docs/FULL-VIRTUALIZATION.md).
+  const bool out_of_vram = LacksVram(channels_[v], va);
+  if (out_of_vram) {
+    ++counters_.out_of_vram_faults;
+    vm_fault_[unit][3] = (record[3] & ~pf::kVmFaultReasonMask) | gf100::kFaultReasonGpuvmOutOfVram;
+  }
   vm_fault_source_ |= 1u << unit;
-  Log("MMU fault on channel " + std::to_string(v) + " at " +
-      Hex(record[1] | (uint64_t(record[2]) << 32)) + " (reason " +
-      std::to_string(record[3] & pf::kVmFaultReasonMask) + ")");
+  LogGuestEvent(GuestEvent::kMmuFault, [&] {
+    return "MMU fault on channel " + std::to_string(v) + " at " + Hex(va) + " (reason " +
+           std::to_string(record[3] & pf::kVmFaultReasonMask) +
+           (out_of_vram ? "; reported as out of VRAM: the GPU's VRAM is over-committed and full)"
+                        : ")");
+  });
+}
+
+bool FullVirtGpu::LacksVram(const VirtualChannel& ch, uint64_t va) const {
+  if (vram_map_ == nullptr || vram_map_->exhausted() == 0 || ch.space == nullptr) return false;
+  // The guest's own walk of the faulting address: a table or the page in guest VRAM without a
+  // chunk means the pool refused it (every VRAM reference assigns one; only an exhausted pool
+  // leaves it out). A guest that faults on garbage after the pool ran dry may be told "out of
+  // VRAM" too; before that, never.
+  const GuestMemoryView view(&host_->vram(), layout(), ram_);
+  const auto unbacked = [&](uint64_t address) {
+    return address < partition_.vram_bytes && vram_map_->Lookup(address) == 0;
+  };
+  const uint64_t pd = ch.space->guest_pd();
+  const int pde_shift = vm::kPdeShift(ShadowSpace::kLargePageShift);
+  if (unbacked(pd + (va >> pde_shift) * vm::kEntrySize)) return true;
+  const GuestPte g = LookupGuestPte(view, pd, va);
+  if (g.table_target == vm::PdeTarget::kVram && unbacked(g.table_address)) return true;
+  if (g.pte == 0 || (g.pte & vm::pte::kPresent) == 0) return false;
+  return vm::pte::TargetOf(g.pte) == vm::Target::kVram &&
+         unbacked((vm::pte::Address(g.pte) & ~(g.page_bytes - 1)) + g.inner);
 }
 
 void FullVirtGpu::OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) {
@@ -258,7 +298,9 @@ void FullVirtGpu::OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint3
   ++counters_.faults;
   subfifo_[unit].intr |= intr;
   subfifo_[unit].channel = uint32_t(v) | pf::kSubfifoChannelActive;
-  Log("command error on channel " + std::to_string(v) + " (PSUBFIFO INTR " + Hex(intr) + ")");
+  LogGuestEvent(GuestEvent::kCommandError, [&] {
+    return "command error on channel " + std::to_string(v) + " (PSUBFIFO INTR " + Hex(intr) + ")";
+  });
 }
 
 void FullVirtGpu::OnGraphTrap(uint32_t physical_channel, uint32_t warp_error,
@@ -275,8 +317,10 @@ void FullVirtGpu::OnGraphTrap(uint32_t physical_channel, uint32_t warp_error,
   gpc0_trap_ |= pgraph::kGpcTrapTpc0;
   mp_warp_error_ = warp_error & pgraph::kMpWarpErrorMask;
   mp_global_error_ = global_error;
-  Log("compute trap on channel " + std::to_string(v) + " (warp error " + Hex(mp_warp_error_) +
-      ", global error " + Hex(mp_global_error_) + ")");
+  LogGuestEvent(GuestEvent::kComputeTrap, [&] {
+    return "compute trap on channel " + std::to_string(v) + " (warp error " + Hex(mp_warp_error_) +
+           ", global error " + Hex(mp_global_error_) + ")";
+  });
 }
 
 }  // namespace gpuvm::aggregator

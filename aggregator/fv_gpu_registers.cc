@@ -235,7 +235,8 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
     case vm::kCfg:
       if ((value & vm::kCfgLargePage64K) != 0) {
         ++counters_.refused_registers;  // every VM shares the GPU's 128 KiB large pages
-        Log("refused 64 KiB large pages (VM_CFG " + Hex(value) + ")");
+        LogRefusal(Refusal::kRegister, 1,
+                   [&] { return "refused 64 KiB large pages (VM_CFG " + Hex(value) + ")"; });
       }
       return;
     case vm::kTlbFlushPage:
@@ -280,9 +281,11 @@ Status FullVirtGpu::Resync(SpaceEntry& entry) {
   host_->FlushTlb(entry.space->physical_pd());
   entry.stale = false;
   if (counters_.shadow.entries_rejected != rejected) {
-    Log(std::to_string(counters_.shadow.entries_rejected - rejected) +
-        " page-table entries dropped in directory " + Hex(entry.space->guest_pd()) + " (" +
-        entry.space->last_rejection() + ")");
+    const uint64_t dropped = counters_.shadow.entries_rejected - rejected;
+    LogRefusal(Refusal::kPageTableEntry, dropped, [&] {
+      return std::to_string(dropped) + " page-table entries dropped in directory " +
+             Hex(entry.space->guest_pd()) + " (" + entry.space->last_rejection() + ")";
+    });
   }
   return s;
 }
@@ -305,7 +308,10 @@ void FullVirtGpu::OnTlbFlush(uint32_t trigger) {
       entry.stale = true;
     } else {
       Status s = Resync(entry);
-      if (!s.ok()) Log("shadow rescan failed: " + s.ToString());
+      if (!s.ok()) {
+        LogGuestEvent(GuestEvent::kShadowFailure,
+                      [&] { return "shadow rescan failed: " + s.ToString(); });
+      }
     }
   }
 }

@@ -182,5 +182,29 @@ TEST_F(FvShadowTest, RescanRelocatesValidatesAndWritesOnlyChanges) {
   EXPECT_LT(reserved_->used(), used);
 }
 
+// The walk a GF100 does, on the guest's own tables: the small-page table first, then the large one.
+TEST_F(FvShadowTest, LookupGuestPteWalksTheGuestsTables) {
+  const uint64_t pd = 0x100000, small = 0x200000, large = 0x300000;
+  GuestWrite64(pd + 32 * 8,
+               vm::pde::Make(vm::PdeTarget::kVram, large, vm::PdeTarget::kVram, small));
+  GuestWrite64(small + 1 * 8, vm::pte::Make(0x400000));
+  GuestWrite64(large + 0 * 8, vm::pte::Make(0x800000));
+  std::vector<uint8_t> ram(kLayout.ram_bytes);
+  const GuestMemoryView view(vram_.get(), kLayout, ram);
+  const uint64_t base = 32ull << vm::kPdeShift(ShadowSpace::kLargePageShift);
+  GuestPte g = LookupGuestPte(view, pd, base + 0x1234);
+  EXPECT_EQ(g.pte, vm::pte::Make(0x400000));
+  EXPECT_EQ(g.page_bytes, 4096u);
+  EXPECT_EQ(g.inner, 0x234u);
+  EXPECT_EQ(g.table_target, vm::PdeTarget::kVram);
+  EXPECT_EQ(g.table_address, small + 8);
+  g = LookupGuestPte(view, pd, base + 0x2345);  // no small PTE there: the large page maps it
+  EXPECT_EQ(g.pte, vm::pte::Make(0x800000));
+  EXPECT_EQ(g.page_bytes, 128u * 1024);
+  EXPECT_EQ(g.inner, 0x2345u);
+  EXPECT_EQ(g.table_address, large);
+  EXPECT_EQ(LookupGuestPte(view, pd, 0).pte, 0u);  // PDE 0 is empty
+}
+
 }  // namespace
 }  // namespace gpuvm::aggregator

@@ -31,6 +31,7 @@
 #include "aggregator/submission_queue.h"
 #include "aggregator/vram_access.h"
 #include "aggregator/vram_map.h"
+#include "base/rate_limited_log.h"
 #include "gpu/hw/pfifo.h"
 
 namespace gpuvm::aggregator {
@@ -40,6 +41,9 @@ struct FvOptions {
   uint32_t default_channels = 16;
   uint64_t default_vram_bytes = 128ull << 20;
   VramPolicy vram_policy = VramPolicy::kDynamic;  // how VMs get their VRAM (vram_map.h)
+  // How each VM's refusals and faults are logged: the first lines of each kind, then a summary
+  // per interval (base/rate_limited_log.h).
+  RateLimitedLog::Options guest_log = {};
 };
 
 // What a physical interrupt means for the VM owning the channel (implemented by FullVirtGpu).

@@ -144,6 +144,39 @@ TEST_F(AggregatorPtTest, ASecondPtVmIsRefusedWithTheOwnerNamed) {
   EXPECT_TRUE(aggregator_->AdmitVm(PtConfig(2)).ok()) << "the GPU is free again";
 }
 
+// Names are checked at admission (base/vm_name.h) — a device model other than gpuvm-dm may send
+// anything printable — and refused with the reason, never cut or half-read.
+TEST_F(AggregatorPtTest, MalformedNamesAreRefusedSayingWhy) {
+  const struct {
+    ipc::VmMode mode;
+    const char* name;
+    const char* says;
+  } cases[] = {
+      {ipc::VmMode::kFullVirtualization, "a@300@optimized", "'@' twice: a NAME cannot contain '@'"},
+      {ipc::VmMode::kFullVirtualization, "a@lazy,x.1", "unknown option 'x.1'"},
+      {ipc::VmMode::kFullVirtualization, "a@ch200", "channels must be 1 to 128"},
+      {ipc::VmMode::kFullVirtualization, "a@fast", "unknown fv mode 'fast'"},
+      {ipc::VmMode::kFullVirtualization, "a@share12.5.5", "is not a percentage"},
+      {ipc::VmMode::kPassThrough, "guest one", "has ' ' at 6"},
+      {ipc::VmMode::kPassThrough, "", "cannot be empty"},
+      {ipc::VmMode::kPassThrough, "p@lazy", "a pt VM's name takes only shareP"},
+  };
+  for (const auto& c : cases) {
+    ipc::VmConfig config = PtConfig(1);
+    config.mode = c.mode;
+    config.name = c.name;
+    Result<VmControlBlock*> vm = aggregator_->AdmitVm(config);
+    ASSERT_FALSE(vm.ok()) << c.name;
+    EXPECT_EQ(vm.status().code(), StatusCode::kInvalidArgument) << c.name;
+    EXPECT_NE(vm.status().message().find(c.says), std::string::npos)
+        << c.name << ": " << vm.status().message();
+    EXPECT_EQ(aggregator_->vm_count(), 0u);
+  }
+  ipc::VmConfig share = PtConfig(1);
+  share.name = "p@share12.5";  // a pt VM's share travels in its name too
+  EXPECT_TRUE(aggregator_->AdmitVm(share).ok());
+}
+
 TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
   ipc::VmConfig a = PtConfig(1);
   a.mode = ipc::VmMode::kFullVirtualization;

@@ -183,13 +183,8 @@ bool AggregatorServer::MayConnect(uid_t uid) const {
   return std::find(allowed_uids_.begin(), allowed_uids_.end(), uid) != allowed_uids_.end();
 }
 
-bool AggregatorServer::RefusalLogBudget() {
-  uint64_t left_out = 0;
-  if (!refusal_log_.Allow(&left_out)) return false;
-  if (left_out != 0) {
-    Log("(%llu more refused or dropped connections were not logged)", (unsigned long long)left_out);
-  }
-  return true;
+void AggregatorServer::LogRefusal(const std::function<std::string()>& line) {
+  refusal_log_.Note(0, "refused or dropped connections", line);
 }
 
 void AggregatorServer::Accept() {
@@ -210,10 +205,10 @@ void AggregatorServer::Accept() {
       const Status why =
           Status::PermissionDenied(who + " may not connect: " + rule + " (docs/SECURITY.md)");
       os::SendPartingMessage(socket.get(), FatalError(why));
-      if (RefusalLogBudget()) {
-        Log("refused %s: %s", peer.ok() ? DescribePeer(*peer).c_str() : "a peer",
-            why.message().c_str());
-      }
+      LogRefusal([&] {
+        return "refused " + (peer.ok() ? DescribePeer(*peer) : std::string("a peer")) + ": " +
+               why.message();
+      });
       continue;
     }
     size_t authenticated = 0;
@@ -225,9 +220,7 @@ void AggregatorServer::Accept() {
       const Status why = Status::ResourceExhausted(std::to_string(authenticated) +
                                                    " device models are connected already");
       os::SendPartingMessage(socket.get(), FatalError(why));
-      if (RefusalLogBudget()) {
-        Log("refused %s: %s", DescribePeer(*peer).c_str(), why.message().c_str());
-      }
+      LogRefusal([&] { return "refused " + DescribePeer(*peer) + ": " + why.message(); });
       continue;
     }
     EvictPending();
@@ -266,10 +259,10 @@ void AggregatorServer::EvictPending() {
   for (auto& [id, c] : connections_) {  // ids ascend with accept time: the first is the oldest
     if (c->dropped || c->session->authenticated() || c->peer.uid != most) continue;
     ++evicted_pending_;
-    if (RefusalLogBudget()) {
-      Log("%s: dropped before authenticating: %zu connections wait to authenticate",
-          c->session->peer().c_str(), pending);
-    }
+    LogRefusal([&] {
+      return c->session->peer() + ": dropped before authenticating: " + std::to_string(pending) +
+             " connections wait to authenticate";
+    });
     DropTelling(*c, Status::ResourceExhausted(
                         "dropped before authenticating: " + std::to_string(pending) +
                         " newer connections wait to; a device model sends HELLO and AUTH at once"));
@@ -380,20 +373,20 @@ void AggregatorServer::Drop(Connection& c, const std::string& why) {
   c.session->Close(why);  // no-op when the session closed itself; removes the VM otherwise
   const Session::Summary& summary = c.session->summary();
   if (!summary.had_vm) {
-    if (RefusalLogBudget()) {
-      Log("%s: closed before a VM was admitted (%s)", c.session->peer().c_str(),
-          c.session->close_reason().c_str());
-    }
+    LogRefusal([&] {
+      return c.session->peer() + ": closed before a VM was admitted (" +
+             c.session->close_reason() + ")";
+    });
     return;
   }
   const VmCounters& k = summary.counters;
   const Status& reset = c.session->teardown_status();
-  Log("%s: session ended (%s); BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu, refused "
-      "%llu, interrupt changes %llu; %s",
+  Log("%s: session ended (%s); BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu, %s, "
+      "interrupt changes %llu; %s",
       summary.vm.c_str(), c.session->close_reason().c_str(), (unsigned long long)k.reads[0],
       (unsigned long long)k.reads[1], (unsigned long long)k.reads[2],
       (unsigned long long)k.writes[0], (unsigned long long)k.writes[1],
-      (unsigned long long)k.writes[2], (unsigned long long)k.refused,
+      (unsigned long long)k.writes[2], DescribeRefusals(summary.refusals).c_str(),
       (unsigned long long)k.interrupts,
       reset.ok()
           ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()

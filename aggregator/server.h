@@ -39,7 +39,7 @@
 
 #include "aggregator/aggregator.h"
 #include "aggregator/session.h"
-#include "base/log_rate_limit.h"
+#include "base/rate_limited_log.h"
 #include "base/os.h"
 
 namespace gpuvm::aggregator {
@@ -104,7 +104,7 @@ class AggregatorServer {
   void EvictPending();
   bool MayConnect(uid_t uid) const;
   // At most 10 refusal lines a second; true when this one may be logged.
-  bool RefusalLogBudget();
+  void LogRefusal(const std::function<std::string()>& line);
   void ReapClosed();
   void ExpireHandshakes();
   void Log(const char* format, ...) __attribute__((format(printf, 2, 3)));
@@ -122,7 +122,11 @@ class AggregatorServer {
   uint64_t refused_peers_ = 0;
   uint64_t evicted_pending_ = 0;
   std::vector<uid_t> allowed_uids_;
-  LogRateLimit refusal_log_;
+  // Refused and dropped peers: ten lines, then one summary a second while they keep coming.
+  RateLimitedLog refusal_log_{[this](const std::string& line) { Log("%s", line.c_str()); },
+                              {.burst = 10,
+                               .interval = std::chrono::seconds(1),
+                               .refill_after = std::chrono::seconds(1)}};
 };
 
 }  // namespace gpuvm::aggregator

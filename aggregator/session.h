@@ -101,7 +101,8 @@ class Session {
     bool had_vm = false;
     std::string vm;  // VmControlBlock::Describe()
     VmCounters counters;
-    std::string detail;  // VirtualGpu::DescribeCounters() (fv: traps, scans, shadow entries)
+    std::string detail;        // VirtualGpu::DescribeCounters() (fv: traps, scans, shadow entries)
+    RefusalCounts refusals{};  // VmControlBlock::refusals()
   };
   const Summary& summary() const { return summary_; }
 

@@ -70,6 +70,39 @@ RelocatedPte RelocatePte(uint64_t guest_pte, uint64_t page_bytes, const VmMemory
   return r;
 }
 
+GuestPte LookupGuestPte(const GuestMemoryView& guest, uint64_t pd, uint64_t va) {
+  GuestPte g;
+  const int pde_shift = vm::kPdeShift(ShadowSpace::kLargePageShift);
+  const uint64_t in_pde = va & ((1ull << pde_shift) - 1);
+  uint64_t pde = 0;
+  if (!guest.ReadVram(pd + (va >> pde_shift) * vm::kEntrySize, &pde, 8) ||
+      in_pde >= ((1ull << pde_shift) >> vm::pde::PtSize(pde))) {
+    return g;
+  }
+  uint64_t pte = 0;
+  if (vm::pde::SmallTarget(pde) != vm::PdeTarget::kNone) {
+    g.table_target = vm::pde::SmallTarget(pde);
+    g.table_address = vm::pde::SmallTableAddress(pde) + (in_pde >> 12) * vm::kEntrySize;
+    if (guest.Read(g.table_target, g.table_address, &pte, 8) && (pte & vm::pte::kPresent)) {
+      g.pte = pte;
+      g.page_bytes = 1ull << 12;
+      g.inner = va & (g.page_bytes - 1);
+      return g;
+    }
+  }
+  if (vm::pde::LargeTarget(pde) != vm::PdeTarget::kNone) {
+    g.table_target = vm::pde::LargeTarget(pde);
+    g.table_address =
+        vm::pde::LargeTableAddress(pde) + (in_pde >> ShadowSpace::kLargePageShift) * vm::kEntrySize;
+    if (guest.Read(g.table_target, g.table_address, &pte, 8)) {
+      g.pte = pte;
+      g.page_bytes = 1ull << ShadowSpace::kLargePageShift;
+      g.inner = va & (g.page_bytes - 1);
+    }
+  }
+  return g;
+}
+
 bool GuestMemoryView::ReadVram(uint64_t address, void* out, size_t length) const {
   if (!Inside(address, length, layout_.vram_bytes)) {
     std::memset(out, 0, length);

@@ -72,6 +72,20 @@ class GuestMemoryView {
   std::span<const uint8_t> ram_;
 };
 
+// Where the guest's own page tables map one virtual address (read by copying, as a rescan reads
+// them): the PTE and its page size, and where the walk read the table, so a caller can tell why
+// there is nothing (the table or the page in VRAM the VM never got, ...).
+struct GuestPte {
+  uint64_t pte = 0;         // the guest's entry; 0 when no table maps the address
+  uint64_t page_bytes = 0;  // 4 KiB or the large page (ShadowSpace::kLargePageShift)
+  uint64_t inner = 0;       // the address's offset inside that page
+  gf100::vm::PdeTarget table_target = gf100::vm::PdeTarget::kNone;  // the table read, if any
+  uint64_t table_address = 0;  // guest address of the table entry read
+};
+// The walk a GF100 does for `va` in the directory at guest VRAM `pd`: the small-page table first
+// (when its entry is present), then the large-page table.
+GuestPte LookupGuestPte(const GuestMemoryView& guest, uint64_t pd, uint64_t va);
+
 struct ShadowCounters {
   uint64_t scans = 0;             // rescans of a directory
   uint64_t tables_scanned = 0;    // guest tables copied and compared

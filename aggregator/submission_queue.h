@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "base/status.h"
+
 namespace gpuvm::aggregator {
 
 struct Submission {
@@ -31,7 +33,9 @@ using SubmissionForwarder = std::function<void(const Submission&)>;
 class SubmissionQueue {
  public:
   virtual ~SubmissionQueue() = default;
-  virtual void Submit(const Submission& submission) = 0;
+  // Not OK when the submission is refused (a full queue: the doorbell is dropped; the caller
+  // counts and logs it as the VM's refusal).
+  virtual Status Submit(const Submission& submission) = 0;
   virtual void ForgetVm(uint32_t vm) = 0;
   // Submitted and not yet forwarded.
   virtual uint64_t pending() const = 0;
@@ -41,9 +45,10 @@ class SubmissionQueue {
 class FifoSubmissionQueue final : public SubmissionQueue {
  public:
   explicit FifoSubmissionQueue(SubmissionForwarder forward) : forward_(std::move(forward)) {}
-  void Submit(const Submission& submission) override {
+  Status Submit(const Submission& submission) override {
     forward_(submission);
     ++forwarded_;
+    return Status::Ok();
   }
   void ForgetVm(uint32_t) override {}
   uint64_t pending() const override { return 0; }

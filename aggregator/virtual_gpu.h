@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "aggregator/guest_ram.h"
+#include "aggregator/refusals.h"
 #include "base/status.h"
 #include "gpu/device.h"
 #include "ipc/protocol.h"
@@ -120,6 +121,9 @@ class VirtualGpu {
   // One line of mode-specific counters for the aggregator's log (fv: traps, scans, shadow entries);
   // empty when the mode has none beyond the session's.
   virtual std::string DescribeCounters() const { return {}; }
+  // What it refused of the guest, per kind (refusals.h); the session adds the refused MMIO
+  // accesses (Refusal::kMmio). pt refuses nothing past the session.
+  virtual RefusalCounts refusals() const { return {}; }
 };
 
 }  // namespace gpuvm::aggregator

@@ -52,6 +52,9 @@ std::string Hex(uint64_t v) {
 }
 
 const char* FaultReasonName(uint32_t reason) {
+  if (reason == gf100::kFaultReasonGpuvmOutOfVram) {
+    return "OUT_OF_VRAM: the hypervisor has no VRAM left for this page";
+  }
   switch (gf100::FaultReason(reason)) {
     case gf100::FaultReason::kPtNotPresent:
       return "PT_NOT_PRESENT";

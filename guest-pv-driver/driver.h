@@ -141,7 +141,8 @@ struct GpuFault {
   };
   Kind kind = Kind::kMmuFault;
   uint32_t channel = 0;  // hardware channel id
-  // kMmuFault: the faulting virtual address, direction and gf100::FaultReason; unit is the
+  // kMmuFault: the faulting virtual address, direction and gf100::FaultReason (or, under gpuvm's
+  // full virtualization, gf100::kFaultReasonGpuvmOutOfVram: no VRAM left); unit is the
   // VM_FAULT index (gf100::FaultUnit).
   uint64_t address = 0;
   bool write = false;

@@ -7,7 +7,8 @@
 // --token-fd/--token-file: where the VM's one-time token is (an inherited pipe from gpuvm-vm, or a
 // file only its owner reads, from the toolstack; docs/SECURITY.md): the aggregator admits no
 // device model without it.
-// options: --sbdf ssss:bb:dd.f  --name NAME  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
+// options: --sbdf ssss:bb:dd.f  --name NAME[@OPTIONS] (base/vm_name.h: 1-31 characters, NAME of
+//          [A-Za-z0-9._-]; default "vm")  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
 //          --domain-fd FD (local: receive the domain over this inherited socket instead of the
 //          daemon)  --guest-ram-mib N (the RAM announced to the aggregator; default: every frame)
 //          --reply-timeout-ms N (give up on a reply after N ms; default: wait while the
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/vm_name.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_memory.h"
 #include "hypervisor/local/hv_client.h"
@@ -89,6 +91,8 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--sbdf") {
       GPUVM_ASSIGN_OR_RETURN(o.device.sbdf, hv::Sbdf::Parse(value));
     } else if (flag == "--name") {
+      // NAME[@options] (base/vm_name.h), refused here rather than by the aggregator.
+      GPUVM_RETURN_IF_ERROR(ParseVmName(value).status().WithContext("--name"));
       o.aggregator.vm.name = value;
     } else if (flag == "--mode") {
       if (value == "pt") {

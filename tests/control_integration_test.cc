@@ -181,4 +181,57 @@ TEST_F(ControlIntegrationTest, InvalidInputIsRefusedAndChangesNothing) {
   EXPECT_NE(before.find("35.0%"), std::string::npos) << before;
 }
 
+// One syntax for shares and names everywhere (base/share.h, base/vm_name.h): gpuvm-vm takes the
+// decimal share gpuvm-ctl takes; names are refused with the reason by gpuvm-vm, gpuvm-dm,
+// gpuvm-ctl and gpuvm-aggregator alike, never cut.
+TEST_F(ControlIntegrationTest, SharesAndNamesAreReadTheSameByEveryTool) {
+  ASSERT_NO_FATAL_FAILURE(StartHolder("web", {"--share", "12.5"}));
+  CtlResult list = Ctl({"list"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  EXPECT_NE(list.out.find("web@share12.5"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("12.5%"), std::string::npos) << "the VM's own share\n" << list.out;
+  EXPECT_EQ(Ctl({"set-share", "web", "33.333"}).code, 0);
+  EXPECT_NE(Ctl({"list"}).out.find("33.3%"), std::string::npos);
+
+  const auto run = [&](const std::vector<std::string>& argv, const std::string& tag) {
+    Process p = Process::Start(argv, dir_ + "/" + tag);
+    EXPECT_TRUE(p.Wait(60s)) << p.Logs();
+    return CtlResult{p.exit_code(), p.out(), p.err()};
+  };
+  const std::vector<std::string> vm = {GPUVM_VM_BIN, "--aggregator", socket_, "--dm",
+                                       GPUVM_DM_BIN, "--ram-mib",    "256"};
+  const auto vm_with = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv = vm;
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", GPUVM_GUEST_BIN, "nop", "1"});
+    return argv;
+  };
+  // '@' in a name used to reach the aggregator as "unknown fv mode '300@optimized'".
+  CtlResult r = run(vm_with({"--mode", "fv-optimized", "--name", "a@300"}), "at");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--name: VM name 'a@300' has '@' at 2"), std::string::npos) << r.err;
+  // A 25-character name with its options does not fit: refused, not cut to 21 characters.
+  r = run(vm_with({"--mode", "fv-lazy", "--vram-mib", "128", "--name", std::string(25, 'x')}),
+          "long");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("use a name of at most 22 characters"), std::string::npos) << r.err;
+  r = run(vm_with({"--share", "12.5.5"}), "share");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--share: share '12.5.5' is not a percentage"), std::string::npos) << r.err;
+  r = run({GPUVM_DM_BIN, "--backend", "local", "--domid", "5", "--aggregator", socket_, "--name",
+           "a b"},
+          "dm");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--name: VM name 'a b' has ' ' at 2"), std::string::npos) << r.err;
+  r = Ctl({"set-share", "a@300@opt", "5"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is neither an id nor a VM name"), std::string::npos) << r.err;
+  r = run({GPUVM_AGGREGATOR_BIN, "--socket", socket_ + "-second", "--vm-share", "a b=5"}, "agg");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--vm-share: VM name 'a b' has ' '"), std::string::npos) << r.err;
+  r = run({GPUVM_AGGREGATOR_BIN, "--socket", socket_ + "-second", "--default-share", "-5"}, "agg2");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("share '-5' is negative; shares are 0-100%"), std::string::npos) << r.err;
+}
+
 }  // namespace

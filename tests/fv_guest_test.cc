@@ -2,7 +2,8 @@
 // guest::Bus that calls the FullVirtGpu directly, with guest RAM in a memfd as a local VM has it):
 // one and four VMs at once, over-committed VRAM, the VRAM policies (no data of one VM ever reaches
 // another), and guest stores into a bound channel's instance block — results correct, VMs unable
-// to see each other, and hostile register/page-table writes contained.
+// to see each other, and hostile register/page-table writes contained; a guest flooding refused
+// acts (every one counted, the log bounded).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,6 +28,7 @@
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/ramin.h"
+#include "gpu/hw/vm.h"
 #include "guest-pv-driver/bus.h"
 #include "guest-pv-driver/driver.h"
 #include "tests/fv_test_vm.h"
@@ -35,9 +38,70 @@ namespace {
 
 using fv_testing::FvTestVm;
 namespace pf = gf100::pfifo;
+namespace vm = gf100::vm;
 namespace ramin = gf100::ramin;
 constexpr uint64_t kMiB = 1ull << 20;
 using testing::SameFile;
+
+// ---- refusals: counted, logged within bounds ---------------------------------------------------
+
+// A guest flooding refused acts: each counted per kind (what the control plane's `stats` shows),
+// the log bounded — 10 lines of each kind, then summaries that add up to the rest.
+TEST(FvRefusalTest, EveryRefusalIsCountedAndTheLogStaysBounded) {
+  fv_testing::FvWorldOptions options;
+  // No summary falls due while the test runs (it would with the default 1 s on a slow machine):
+  // the only ones are Detach's, so the lines can be counted exactly.
+  options.guest_log.interval = std::chrono::hours(1);
+  auto world = fv_testing::FvTestWorld::Create(options);
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  fv_testing::FvTestWorld& w = **world;
+  auto vm = w.AddVm(
+      {.mode = FvMode::kNaive, .vram_bytes = 64 * kMiB, .channels = 4, .vm_id = 0, .name = "x"});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  constexpr uint64_t kActs = 5000;
+  for (uint64_t i = 0; i < kActs; ++i) {
+    (*vm)->WriteReg(vm::kCfg, vm::kCfgLargePage64K);
+    (*vm)->WriteReg(pf::kPlaylistWr, 2u << pf::kPlaylistTargetShift);  // SYSRAM: refused
+    (*vm)->WriteReg(pf::kPlaylistWrLen, 1);
+  }
+  FullVirtGpu& g = (*vm)->vgpu();
+  const RefusalCounts r = g.refusals();
+  EXPECT_EQ(r[size_t(Refusal::kRegister)], kActs);
+  EXPECT_EQ(r[size_t(Refusal::kPlaylist)], kActs);
+  EXPECT_EQ(r[size_t(Refusal::kMemory)], 0u);
+  EXPECT_EQ(DescribeRefusals(r), "refused: 5,000 BAR0 register writes, 5,000 playlists");
+  {
+    std::lock_guard lock(w.lock());
+    ASSERT_TRUE(g.Detach().ok());  // writes what the rate limit left out
+  }
+  const std::string log = w.log();
+  size_t lines = 0, large_pages = 0, playlists = 0;
+  uint64_t summarized[2] = {0, 0};
+  for (size_t start = 0; start < log.size();) {
+    const size_t end = log.find('\n', start);
+    const std::string line = log.substr(start, end - start);
+    start = end == std::string::npos ? log.size() : end + 1;
+    ++lines;
+    large_pages += line.find("refused 64 KiB large pages") != std::string::npos;
+    playlists += line.find("refused a playlist") != std::string::npos;
+    for (int k = 0; k < 2; ++k) {
+      const char* what = k == 0 ? " more refused BAR0 register writes" : " more refused playlists";
+      const size_t at = line.find(what);
+      if (at == std::string::npos) continue;
+      std::string digits;
+      for (size_t i = line.find("': ") + 3; i < at; ++i) {
+        if (line[i] != ',') digits += line[i];
+      }
+      summarized[k] += std::stoull(digits);
+    }
+  }
+  EXPECT_EQ(large_pages, 10u) << log;
+  EXPECT_EQ(playlists, 10u) << log;
+  EXPECT_EQ(summarized[0], kActs - 10) << log;
+  EXPECT_EQ(summarized[1], kActs - 10) << log;
+  // 10 + 10 lines and one summary of each kind (every act logged would have been 10,000 lines).
+  EXPECT_EQ(lines, 22u) << log;
+}
 
 // ---- the guest driver in fv VMs -------------------------------------------------------------
 

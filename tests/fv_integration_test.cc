@@ -7,6 +7,7 @@
 // larger than the GPU is refused with a clear error while the others run; the next VM cannot read
 // the previous one's VRAM; the aggregator's per-VM counters are logged.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <string>
@@ -154,6 +155,67 @@ TEST_F(FvStaticVramTest, VmLargerThanTheFreeSliceIsRefusedClearly) {
   ASSERT_TRUE(p.Wait(std::chrono::seconds(60))) << p.Logs();
   EXPECT_NE(p.exit_code(), 0) << p.Logs();
   EXPECT_NE(p.err().find("no free VRAM slice of 480 MiB"), std::string::npos) << p.Logs();
+}
+
+// Over-committed VRAM (dynamic policy): 80 MiB for VMs, two VMs of 64 MiB. The first fills 48 MiB
+// and keeps it; the second's 48 MiB pass its own allocator (it sees 64 MiB) but the GPU has no VRAM
+// left for all of them: the guest gets CUDA_ERROR_OUT_OF_MEMORY (2), not a bad address (700), and
+// the first VM's data stays (docs/FULL-VIRTUALIZATION.md, "Out of VRAM").
+class FvOverCommitTest : public FvIntegrationTest,
+                         public ::testing::WithParamInterface<const char*> {
+ protected:
+  std::vector<std::string> AggregatorFlags() const override {
+    return {"--vram-mib", "128", "--fv-reserved-mib", "48", "--compute-workers", "1"};
+  }
+};
+
+TEST_P(FvOverCommitTest, TheGuestThatFindsNoVramGetsOutOfMemory) {
+  const std::string ready = dir_ + "/holder.ready";
+  Process holder = StartVm("fv-lazy", "holder", 64, {"fill", "48", ready});
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!gpuvm::process_testing::Exists(ready)) {
+    ASSERT_FALSE(holder.Exited()) << holder.Logs();
+    ASSERT_LT(Clock::now(), deadline) << holder.Logs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Process p = StartVm(GetParam(), "late", 64, {"fill", "48"});
+  ASSERT_TRUE(p.Wait(std::chrono::seconds(120))) << p.Logs();
+  EXPECT_EQ(p.exit_code(), 1) << p.Logs();
+  EXPECT_NE(p.err().find("CUDA_ERROR_OUT_OF_MEMORY (2)"), std::string::npos) << p.Logs();
+  EXPECT_EQ(p.err().find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << p.Logs();
+  EXPECT_NE(AggregatorLog().find("reported as out of VRAM"), std::string::npos) << AggregatorLog();
+  EXPECT_TRUE(holder.Exited() == false) << holder.Logs();  // the holder never noticed
+  ::kill(-holder.pid, SIGTERM);
+  holder.Wait(std::chrono::seconds(30));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FvOverCommitTest, ::testing::Values("fv-naive", "fv-optimized"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
+// What native and pt do with too little VRAM: the guest driver's own allocator says so
+// (CUDA_ERROR_OUT_OF_MEMORY at cuMemAlloc), as it always did.
+TEST_F(FvIntegrationTest, NativeAndPtRunOutOfMemoryInTheGuestsAllocator) {
+  Process native = Process::Start(
+      {"/usr/bin/env", "GPUVM_BUS=native", "GPUVM_SIM_VRAM_MB=64", GPUVM_GUEST_BIN, "fill", "96"},
+      dir_ + "/native");
+  ASSERT_TRUE(native.Wait(std::chrono::seconds(60))) << native.Logs();
+  EXPECT_EQ(native.exit_code(), 1) << native.Logs();
+  EXPECT_NE(native.err().find("cuMemAlloc(&d, bytes): CUDA_ERROR_OUT_OF_MEMORY (2)"),
+            std::string::npos)
+      << native.Logs();
+  // The aggregator's GPU has 512 MiB; a pt VM sees all of it.
+  Process pt =
+      AggregatorProcessTest::StartVm({"--mode", "pt", "--name", "pt"}, {"fill", "1024"}, "pt");
+  ASSERT_TRUE(pt.Wait(std::chrono::seconds(60))) << pt.Logs();
+  EXPECT_EQ(pt.exit_code(), 1) << pt.Logs();
+  EXPECT_NE(pt.err().find("cuMemAlloc(&d, bytes): CUDA_ERROR_OUT_OF_MEMORY (2)"), std::string::npos)
+      << pt.Logs();
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "aggregator/testing/same_file.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/gpfifo.h"
+#include "gpu/hw/mmu_fault.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pgraph.h"
@@ -614,6 +615,16 @@ TEST_F(FvIsolationTest, AVmNeedingMoreVramThanIsLeftFaultsAloneAndTakesNothingOf
   auto f = (*ctx)->default_channel()->Memset32Async(big->va, 0x5a5a5a5a, 88 * kMiB / 4);
   Status s = f.ok() ? (*ctx)->default_channel()->Synchronize(std::chrono::seconds(30)) : f.status();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  // Its guest is told why: a fault whose reason is "out of VRAM" (the runtime's
+  // CUDA_ERROR_OUT_OF_MEMORY), not a bad address (docs/FULL-VIRTUALIZATION.md, "Out of VRAM").
+  const std::optional<guest::GpuFault> fault = (*ctx)->fault();
+  ASSERT_TRUE(fault.has_value());
+  EXPECT_EQ(fault->kind, guest::GpuFault::Kind::kMmuFault);
+  EXPECT_EQ(fault->reason, gf100::kFaultReasonGpuvmOutOfVram) << fault->message;
+  EXPECT_NE(fault->message.find("OUT_OF_VRAM"), std::string::npos) << fault->message;
+  EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
+  EXPECT_NE(log().find("reported as out of VRAM"), std::string::npos) << log();
+  EXPECT_GT(attacker_->vgpu().counters().out_of_vram_faults, 0u);
   {
     std::lock_guard lock(world_->lock());
     const VramMap* map = attacker_->vgpu().vram_map();

@@ -53,6 +53,7 @@ Result<std::unique_ptr<FvTestWorld>> FvTestWorld::Create(const FvWorldOptions& o
   FvOptions fv;
   fv.reserved_bytes = options.reserved_bytes;
   fv.vram_policy = options.vram_policy;
+  fv.guest_log = options.guest_log;
   GPUVM_ASSIGN_OR_RETURN(w->host_, FvHost::Create(w->gpu_.get(), fv));
   FvTestWorld* raw = w.get();
   w->host_->SetLog([raw](const std::string& line) {

@@ -104,6 +104,7 @@ struct FvWorldOptions {
   // Non-empty: the software GPU keeps VRAM in this file (machine frames, --sim-vram-file) instead
   // of its own memfd, so there is no per-VM backing.
   std::string vram_file = "";
+  RateLimitedLog::Options guest_log = {};  // FvOptions::guest_log
 };
 
 // A software GPU, the FvHost on it, and the fv VMs of one test. The host's log is collected

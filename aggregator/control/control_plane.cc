@@ -5,6 +5,8 @@
 #include <string>
 
 #include "aggregator/fv_gpu.h"
+#include "base/share.h"
+#include "base/vm_name.h"
 #include "gpu/hw/pfifo.h"
 
 namespace gpuvm::control {
@@ -30,6 +32,10 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
       d.channels = mode == ipc::VmMode::kPassThrough ? gf100::pfifo::kChannels : 0;
       if (const auto* fv = dynamic_cast<const aggregator::FullVirtGpu*>(vm->vgpu.get())) {
         d.channels = fv->partition().channels;
+      }
+      const aggregator::RefusalCounts refused = vm->refusals();
+      for (size_t k = 0; k < refused.size(); ++k) {
+        d.refused.emplace_back(aggregator::RefusalKey(aggregator::Refusal(k)), refused[k]);
       }
       out.push_back(std::move(d));
     }
@@ -84,7 +90,9 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
       return Status::InvalidArgument("--vm-share wants NAME=PERCENT, not '" + std::string(value) +
                                      "'");
     }
-    GPUVM_ASSIGN_OR_RETURN(double percent, ParsePercent(value.substr(eq + 1)));
+    // NAME as VMs are named (a plain NAME matches any options after its '@').
+    GPUVM_RETURN_IF_ERROR(ParseVmName(value.substr(0, eq)).status().WithContext("--vm-share"));
+    GPUVM_ASSIGN_OR_RETURN(double percent, ParseSharePercent(value.substr(eq + 1)));
     double sum = percent;
     for (const auto& [name, share] : options->shares) {
       if (name != value.substr(0, eq)) sum += share;
@@ -111,7 +119,7 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     return true;
   }
   if (flag == "--default-share") {
-    GPUVM_ASSIGN_OR_RETURN(options->default_share, ParsePercent(value));
+    GPUVM_ASSIGN_OR_RETURN(options->default_share, ParseSharePercent(value));
     return true;
   }
   return false;

@@ -83,14 +83,10 @@ void ControlServer::Accept() {
           (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer")) +
           " may not control this aggregator: only its user (uid " + std::to_string(::geteuid()) +
           ") or root may");
-      uint64_t left_out = 0;
-      if (options_.log && refusal_log_.Allow(&left_out)) {
-        if (left_out != 0) {
-          options_.log("(" + std::to_string(left_out) + " more refused peers were not logged)");
-        }
-        options_.log("refused " + (peer.ok() ? DescribePeer(*peer) : std::string("a peer")) + ": " +
-                     why.message());
-      }
+      refusal_log_.Note(0, "refused peers", [&] {
+        return "refused " + (peer.ok() ? DescribePeer(*peer) : std::string("a peer")) + ": " +
+               why.message();
+      });
       const std::string reply = FormatReply(Reply{why, ""});
       os::SendPartingMessage(
           client.get(), std::span(reinterpret_cast<const uint8_t*>(reply.data()), reply.size()));

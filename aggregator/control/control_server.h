@@ -27,7 +27,7 @@
 #include <string>
 
 #include "aggregator/control/service.h"
-#include "base/log_rate_limit.h"
+#include "base/rate_limited_log.h"
 #include "base/os.h"
 
 namespace gpuvm::control {
@@ -74,7 +74,13 @@ class ControlServer {
   const std::string path_;
   ControlService* const service_;
   const ControlServerOptions options_;
-  LogRateLimit refusal_log_;
+  // Refused peers: ten lines, then one summary a second while they keep coming.
+  RateLimitedLog refusal_log_{[this](const std::string& line) {
+                                if (options_.log) options_.log(line);
+                              },
+                              {.burst = 10,
+                               .interval = std::chrono::seconds(1),
+                               .refill_after = std::chrono::seconds(1)}};
   os::UniqueFd listen_;
   os::UniqueFd epoll_;
   std::map<int, Client> clients_;

@@ -6,6 +6,8 @@
 #include <map>
 
 #include "base/json_string.h"
+#include "base/share.h"
+#include "base/vm_name.h"
 
 namespace gpuvm::control {
 namespace {
@@ -120,37 +122,6 @@ std::string ControlSocketPathFor(std::string_view aggregator_socket_path) {
   return std::string(aggregator_socket_path) + std::string(kControlSocketSuffix);
 }
 
-Result<double> ParsePercent(std::string_view text) {
-  std::string_view s = text;
-  if (!s.empty() && s.back() == '%') s.remove_suffix(1);
-  if (!s.empty() && s.front() == '-') {
-    return Status::InvalidArgument("share " + Quote(text) + " is negative; shares are 0-100%");
-  }
-  const size_t dot = s.find('.');
-  const std::string_view whole = s.substr(0, dot);
-  const std::string_view fraction = dot == std::string_view::npos ? "" : s.substr(dot + 1);
-  bool ok = !whole.empty() && whole.size() <= 3;
-  for (char c : whole) ok &= IsDigit(c);
-  if (dot != std::string_view::npos) {
-    ok &= !fraction.empty() && fraction.size() <= 3;
-    for (char c : fraction) ok &= IsDigit(c);
-  }
-  if (!ok) {
-    return Status::InvalidArgument("share " + Quote(text) +
-                                   " is not a percentage (0-100, at most 3 decimals, e.g. 25 or "
-                                   "12.5)");
-  }
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(value)) {
-    return Status::InvalidArgument("share " + Quote(text) + " is not a number");
-  }
-  if (value > 100) {
-    return Status::InvalidArgument("share " + Quote(text) + " is above 100%");
-  }
-  return value;
-}
-
 Result<Request> ParseRequest(std::string_view text) {
   if (text.size() > kMaxRequestBytes) {
     return Status::InvalidArgument("request of " + std::to_string(text.size()) +
@@ -186,14 +157,17 @@ Result<Request> ParseRequest(std::string_view text) {
   if (command == "set-share") {
     GPUVM_RETURN_IF_ERROR(want_args(2, "set-share VM PERCENT"));
     const std::string_view vm = words[1];
-    if (vm.size() > 64) return Status::InvalidArgument("VM name " + Quote(vm) + " is too long");
-    for (char c : vm) {
-      if (!IsNameChar(c)) {
+    bool id = vm.size() <= 10;
+    for (char c : vm) id &= IsDigit(c);
+    if (!id) {
+      // A name as VMs are named (base/vm_name.h): NAME, or NAME@options as `list` shows it.
+      Status name = ParseVmName(vm).status();
+      if (!name.ok()) {
         return Status::InvalidArgument("VM " + Quote(vm) +
-                                       " is neither an id nor a name of [A-Za-z0-9._@,-]");
+                                       " is neither an id nor a VM name: " + name.message());
       }
     }
-    GPUVM_ASSIGN_OR_RETURN(double percent, ParsePercent(words[2]));
+    GPUVM_ASSIGN_OR_RETURN(double percent, ParseSharePercent(words[2]));
     return Request(SetShareRequest{std::string(vm), percent});
   }
   if (command == "set-scheduler") {
@@ -225,11 +199,7 @@ std::string FormatRequest(const Request& request) {
     std::string operator()(const ListRequest&) const { return "list"; }
     std::string operator()(const StatsRequest&) const { return "stats"; }
     std::string operator()(const SetShareRequest& r) const {
-      // Three decimals at most, trailing zeros dropped: what ParsePercent reads back.
-      std::string p = Fixed(r.percent, 3);
-      while (p.back() == '0') p.pop_back();
-      if (p.back() == '.') p.pop_back();
-      return "set-share " + r.vm + " " + p;
+      return "set-share " + r.vm + " " + FormatSharePercent(r.percent);
     }
     std::string operator()(const SetSchedulerRequest& r) const {
       return "set-scheduler " + std::string(sched::PolicyKindName(r.policy));

@@ -4,12 +4,15 @@
 // untrusted until the server has checked its credentials, and a typo must never change a share.
 //
 // One request per SOCK_SEQPACKET message, one reply per request:
-//   list                      the VMs: mode, VRAM, channels, share, usage over 100 ms/500 ms/10 s
-//   stats                     everything the scheduler and dispatcher count, as one JSON object
-//   set-share VM PERCENT      VM: its id or its name; PERCENT: 0-100, up to 3 decimals, '%'
-//                             optional
+//   list                            the VMs: mode, VRAM, channels, share, usage over 100 ms,
+//                                   500 ms and 10 s
+//   stats                           everything the scheduler and dispatcher count, and each VM's
+//                                   refusals, as one JSON object
+//   set-share VM PERCENT            VM: its id or its name; PERCENT: 0-100, up to 3 decimals,
+//                                   '%' optional (base/share.h)
 //   set-scheduler fifo|credit|band
-//   vm-token DOMID            a one-time token for that domain's device model (docs/SECURITY.md)
+//   vm-token DOMID                  a one-time token for that domain's device model
+//                                   (docs/SECURITY.md)
 // Reply: a first line "ok" or "error <StatusCodeName>: <message>", then the body (list: one record
 // per line, see ListReply; stats: JSON).
 //
@@ -44,7 +47,7 @@ struct StatsRequest {
   friend bool operator==(const StatsRequest&, const StatsRequest&) = default;
 };
 struct SetShareRequest {
-  std::string vm;  // decimal id, or a name of [A-Za-z0-9._@,-]
+  std::string vm;  // decimal id, or a VM name (NAME or NAME@options, base/vm_name.h)
   double percent = 0;
   friend bool operator==(const SetShareRequest&, const SetShareRequest&) = default;
 };
@@ -62,13 +65,10 @@ using Request =
     std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest, VmTokenRequest>;
 
 // InvalidArgument with a message that names what is wrong ("share '-5' is negative", "unknown
-// command 'lst'"). Accepts one trailing newline; words are separated by single spaces.
+// command 'lst'"). Accepts one trailing newline; words are separated by single spaces. PERCENT is
+// a share as every gpuvm tool takes it (base/share.h: 0-100, at most 3 decimals, '%' optional).
 Result<Request> ParseRequest(std::string_view text);
 std::string FormatRequest(const Request& request);
-
-// A share as the operator types it: "25", "12.5", "33.333", "40%". Negative, above 100, more than
-// 3 decimals, exponents, hex, "nan", "inf" and anything else are InvalidArgument.
-Result<double> ParsePercent(std::string_view text);
 
 // --- replies ---
 struct Reply {

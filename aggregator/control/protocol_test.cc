@@ -67,13 +67,25 @@ TEST(ControlProtocolTest, RefusesGarbageWithAClearMessage) {
   EXPECT_NE(error("set-share \xff 5").find("non-ASCII"), std::string::npos);
 }
 
-TEST(ControlProtocolTest, PercentBounds) {
-  EXPECT_EQ(*ParsePercent("0"), 0);
-  EXPECT_EQ(*ParsePercent("100"), 100);
-  EXPECT_EQ(*ParsePercent("100.000"), 100);
-  EXPECT_DOUBLE_EQ(*ParsePercent("33.333"), 33.333);
-  EXPECT_FALSE(ParsePercent("100.001").ok());
-  EXPECT_FALSE(ParsePercent("-0").ok());
+// The share and the VM name are read by the parsers every gpuvm tool uses (base/share.h,
+// base/vm_name.h): the same syntax and the same messages as gpuvm-vm --share and --name.
+TEST(ControlProtocolTest, SharesAndNamesAreReadLikeEverywhereElse) {
+  EXPECT_EQ(*ParseRequest("set-share 1 100.000"), Request(SetShareRequest{"1", 100}));
+  EXPECT_EQ(*ParseRequest("set-share 1 33.333"), Request(SetShareRequest{"1", 33.333}));
+  const auto error = [](std::string_view text) {
+    Result<Request> r = ParseRequest(text);
+    return r.ok() ? std::string("(accepted)") : r.status().message();
+  };
+  EXPECT_EQ(error("set-share 1 -5"), "share '-5' is negative; shares are 0-100%");
+  EXPECT_EQ(error("set-share 1 100.001"), "share '100.001' is above 100%");
+  EXPECT_NE(
+      error("set-share a@300@opt 5").find("is neither an id nor a VM name: VM name 'a@300@opt'"),
+      std::string::npos);
+  EXPECT_NE(error("set-share " + std::string(32, 'n') + " 5").find("32 characters"),
+            std::string::npos);
+  EXPECT_NE(error("set-share a,b 5").find("has ','"), std::string::npos);
+  EXPECT_EQ(*ParseRequest("set-share web@opt,share12.5 5"),
+            Request(SetShareRequest{"web@opt,share12.5", 5}));
 }
 
 TEST(ControlProtocolTest, RequestsRoundTrip) {

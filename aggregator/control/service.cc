@@ -1,18 +1,15 @@
 #include "aggregator/control/service.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
+#include "base/json_number.h"
+#include "base/share.h"
+#include "base/vm_name.h"
+
 namespace gpuvm::control {
 namespace {
-
-std::string Number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 const sched::VmStats* FindStats(const sched::SchedulerStats& stats, uint32_t vm) {
   for (const sched::VmStats& s : stats.vms) {
@@ -25,8 +22,6 @@ std::string Ns(sched::Duration d) { return std::to_string(d.count()); }
 
 }  // namespace
 
-std::string_view BaseName(std::string_view name) { return name.substr(0, name.find('@')); }
-
 ControlService::ControlService(VmDirectory* vms, sched::Dispatcher* dispatcher,
                                ServiceOptions options)
     : vms_(vms), dispatcher_(dispatcher), options_(std::move(options)) {}
@@ -36,28 +31,15 @@ void ControlService::Log(const std::string& line) const {
 }
 
 std::optional<double> ShareInName(std::string_view name) {
-  const size_t at = name.find('@');
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view rest = name.substr(at + 1);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view token = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (token.size() <= 5 || token.substr(0, 5) != "share") continue;
-    const std::string digits(token.substr(5));
-    if (digits.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
-    char* end = nullptr;
-    const double v = std::strtod(digits.c_str(), &end);
-    if (end != digits.c_str() + digits.size() || !(v >= 0 && v <= 100)) return std::nullopt;
-    return v;
-  }
-  return std::nullopt;
+  Result<VmNameParts> parts = ParseVmName(name);
+  if (!parts.ok()) return std::nullopt;
+  return parts->share;
 }
 
 double ControlService::ConfiguredShare(const std::string& name) const {
   // The operator's --vm-share first, then what the VM's configuration asks for, then the default.
   if (auto it = options_.shares.find(name); it != options_.shares.end()) return it->second;
-  if (auto it = options_.shares.find(std::string(BaseName(name))); it != options_.shares.end()) {
+  if (auto it = options_.shares.find(std::string(VmBaseName(name))); it != options_.shares.end()) {
     return it->second;
   }
   if (std::optional<double> share = ShareInName(name)) return *share;
@@ -108,7 +90,7 @@ Result<uint32_t> ControlService::ResolveVm(const std::vector<VmDescription>& vms
   std::vector<uint32_t> exact, base;
   for (const VmDescription& vm : vms) {
     if (vm.name == ref) exact.push_back(vm.id);
-    if (BaseName(vm.name) == ref) base.push_back(vm.id);
+    if (VmBaseName(vm.name) == ref) base.push_back(vm.id);
   }
   const std::vector<uint32_t>& found = exact.empty() ? base : exact;
   if (found.empty()) return Status::NotFound("no VM named '" + std::string(ref) + "'");
@@ -166,10 +148,16 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
     j += "{\"id\":" + std::to_string(vm.id) + ",\"name\":" + JsonString(vm.name) +
          ",\"mode\":" + JsonString(vm.mode) + ",\"vram_bytes\":" + std::to_string(vm.vram_bytes) +
          ",\"channels\":" + std::to_string(vm.channels);
+    j += ",\"refused\":{";
+    for (size_t i = 0; i < vm.refused.size(); ++i) {
+      j += (i ? "," : "") + JsonString(vm.refused[i].first) + ":" +
+           std::to_string(vm.refused[i].second);
+    }
+    j += "}";
     const sched::VmStats* v = FindStats(s, vm.id);
     j += ",\"scheduled\":" + std::string(v != nullptr ? "true" : "false");
     if (v != nullptr) {
-      j += ",\"share\":" + Number(v->share_percent) +
+      j += ",\"share\":" + JsonNumber(v->share_percent) +
            ",\"queued\":" + std::to_string(v->queue_depth) +
            ",\"running\":" + (v->running ? "true" : "false") +
            ",\"submitted\":" + std::to_string(v->submitted) +
@@ -177,9 +165,11 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
            ",\"completed\":" + std::to_string(v->completed) +
            ",\"preempted\":" + std::to_string(v->preempted) +
            ",\"gpu_time_ns\":" + Ns(v->gpu_time) + ",\"wait_total_ns\":" + Ns(v->wait_total) +
-           ",\"wait_max_ns\":" + Ns(v->wait_max) + ",\"usage_100ms\":" + Number(v->usage_100ms) +
-           ",\"usage_500ms\":" + Number(v->usage_500ms) + ",\"usage_10s\":" + Number(v->usage_10s) +
-           ",\"credit_ns\":" + Ns(v->credit) + ",\"standing\":" + JsonString(v->standing) +
+           ",\"wait_max_ns\":" + Ns(v->wait_max) +
+           ",\"usage_100ms\":" + JsonNumber(v->usage_100ms) +
+           ",\"usage_500ms\":" + JsonNumber(v->usage_500ms) +
+           ",\"usage_10s\":" + JsonNumber(v->usage_10s) + ",\"credit_ns\":" + Ns(v->credit) +
+           ",\"standing\":" + JsonString(v->standing) +
            ",\"scheduler_time_charged_ns\":" + Ns(v->scheduler_time_charged);
     }
     j += "}";
@@ -202,7 +192,7 @@ Reply ControlService::Execute(const Request& request) {
     if (!vm.ok()) return Reply{vm.status(), ""};
     Status changed = dispatcher_->SetShare(*vm, set->percent);
     if (!changed.ok()) return Reply{changed, ""};
-    Log("share of VM " + std::to_string(*vm) + " set to " + Number(set->percent) + "%");
+    Log("share of VM " + std::to_string(*vm) + " set to " + FormatSharePercent(set->percent) + "%");
     return Reply{Status::Ok(), ""};
   }
   if (const auto* token = std::get_if<VmTokenRequest>(&request)) {

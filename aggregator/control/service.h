@@ -6,13 +6,12 @@
 //  Reconcile()
 //    makes the dispatcher know exactly those VMs: a new VM gets the share its operator configured
 //    for its name (ServiceOptions::shares, --vm-share), else the share its own configuration asks
-//    for (`shareP` in an fv VM's name, NAME@MODE[,MiB][,chN][,shareP]: ShareInName), else the
-//    default; a VM whose configured share would push the sum past 100 % starts best effort
-//    (0) and the reason is logged. A VM that left is removed.
-//  - set-share resolves the VM by id or by name (the part before '@' also matches, as fv names
-//  carry
-//    options after '@'), then changes its share live; shares summing past 100 %, negative values,
-//    unknown VMs and ambiguous names are refused with a clear error and change nothing.
+//    for (`shareP` in its name, NAME@MODE[,MiB][,chN][,shareP], base/vm_name.h: ShareInName),
+//    else the default; a VM whose configured share would push the sum past 100 % starts best
+//    effort (0) and the reason is logged. A VM that left is removed.
+//  - set-share resolves the VM by id or by name (the NAME before '@' also matches, as fv names
+//    carry options after '@'), then changes its share live; shares summing past 100 %, negative
+//    values, unknown VMs and ambiguous names are refused with a clear error and change nothing.
 //  - set-scheduler switches the policy live; list and stats report.
 //  - vm-token issues a one-time token for a domain's device model (docs/SECURITY.md); the log
 //    says for which domain, never the token.
@@ -29,6 +28,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "aggregator/control/protocol.h"
@@ -42,6 +42,9 @@ struct VmDescription {
   std::string mode;  // "pt", "fv", "pv"
   uint64_t vram_bytes = 0;
   uint32_t channels = 0;
+  // What the aggregator refused of the VM, per kind, in a fixed order (aggregator/refusals.h:
+  // "mmio", "registers", ...); `stats` shows them as the VM's "refused" object.
+  std::vector<std::pair<std::string, uint64_t>> refused = {};
 };
 
 class VmDirectory {
@@ -87,10 +90,8 @@ class ControlService {
   std::set<uint32_t> known_;  // VMs this service added to the dispatcher
 };
 
-// "a@lazy,256" -> "a".
-std::string_view BaseName(std::string_view name);
-// The share an fv VM's name asks for (`shareP` after '@', P in percent, 0-100); nullopt if none or
-// malformed (the aggregator refuses a malformed one at admission).
+// The share a VM's name asks for (`shareP` after '@', base/vm_name.h); nullopt if none or if the
+// name is malformed (the aggregator refuses such a name at admission).
 std::optional<double> ShareInName(std::string_view name);
 
 }  // namespace gpuvm::control

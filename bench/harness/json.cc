@@ -1,9 +1,9 @@
 #include "bench/harness/json.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 
+#include "base/json_number.h"
 #include "base/json_string.h"
 
 namespace gpuvm::bench {
@@ -71,21 +71,9 @@ void AppendValue(std::string& out, const Json& v) {
     case Json::Type::kBool:
       out += v.bool_value() ? "true" : "false";
       break;
-    case Json::Type::kNumber: {
-      const double d = v.number();
-      char buf[40];
-      if (!std::isfinite(d)) {
-        out += "null";  // JSON has no NaN or infinity
-        break;
-      }
-      if (d == std::floor(d) && std::fabs(d) < 9007199254740992.0) {
-        std::snprintf(buf, sizeof buf, "%.0f", d);
-      } else {
-        std::snprintf(buf, sizeof buf, "%.9g", d);
-      }
-      out += buf;
+    case Json::Type::kNumber:
+      AppendJsonNumber(out, v.number());  // exact: what we write parses to the same double
       break;
-    }
     case Json::Type::kString:
       AppendJsonString(out, v.string());
       break;

@@ -50,7 +50,8 @@ class Json {
   Json& Push(Json v);
   Json& Set(std::string key, Json v);
 
-  // One line, no spaces; numbers that are integers print without a fraction.
+  // One line, no spaces; numbers that are integers print without a fraction, others as the
+  // shortest decimal that parses back to the same double (base/json_number.h).
   std::string Serialize() const;
 
  private:

@@ -20,10 +20,14 @@
 //                                     "VERIFIED <seconds from launch to checked>" and waits for
 //                                     file EXIT before it exits (so the VM is still there to be
 //                                     looked at); each wait at most 300 s
+//   gpuvm-pt-guest fill MIB [FILE]    allocates MIB MiB, fills and checks it; with FILE, writes it
+//                                     and keeps the memory until killed (a CUDA error is printed
+//                                     with its name and number: out-of-VRAM tests)
 //
 // Prints "PASSED <what>" and exits 0, or prints what went wrong and exits 1.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -111,6 +115,38 @@ int Hold(const std::string& ready_file) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::printf("PASSED hold (never killed)\n");
+  return 0;
+}
+
+// Allocates `mib` MiB of VRAM, fills it with the GPU (cuMemsetD32) and reads it back; with
+// `ready_file`, then writes it and keeps the memory until killed (at most 120 s). A CUDA error is
+// printed by CHECK_CU with its name and number: the tests look for CUDA_ERROR_OUT_OF_MEMORY (2)
+// when there is no VRAM for it (natively and in pt: the driver's allocator; in fv with
+// over-committed VRAM: the page the aggregator could not back, docs/FULL-VIRTUALIZATION.md).
+int Fill(uint64_t mib, const std::string& ready_file) {
+  CUcontext ctx;
+  if (Init(&ctx) != 0) return 1;
+  const size_t bytes = size_t(mib) << 20;
+  CUdeviceptr d;
+  CHECK_CU(cuMemAlloc(&d, bytes));
+  CHECK_CU(cuMemsetD32(d, kSecret, bytes / 4));
+  CHECK_CU(cuCtxSynchronize());
+  std::vector<uint32_t> back(bytes / 4);
+  CHECK_CU(cuMemcpyDtoH(back.data(), d, bytes));
+  for (uint32_t w : back) {
+    if (w != kSecret) {
+      std::printf("FAILED fill: memset did not stick\n");
+      return 1;
+    }
+  }
+  std::printf("PASSED fill %llu MiB\n", static_cast<unsigned long long>(mib));
+  std::fflush(stdout);
+  if (!ready_file.empty()) {
+    std::ofstream(ready_file) << "ready\n";
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+  }
+  CHECK_CU(cuMemFree(d));
+  CHECK_CU(cuCtxDestroy(ctx));
   return 0;
 }
 
@@ -290,9 +326,13 @@ int main(int argc, char** argv) {
   }
   if (what == "hold" && argc > 2) return Hold(argv[2]);
   if (what == "secret") return Secret();
+  if (what == "fill" && argc > 2) {
+    return Fill(std::strtoull(argv[2], nullptr, 10), argc > 3 ? argv[3] : "");
+  }
   if (what == "snoop") return Snoop();
   std::fprintf(stderr,
                "usage: gpuvm-pt-guest nop [N] | case NAME [bench] | hold FILE | secret | snoop\n"
-               "       | repeat NAME N FILE [GO] | staged NAME test|bench GO READY EXIT\n");
+               "       | repeat NAME N FILE [GO] | staged NAME test|bench GO READY EXIT\n"
+               "       | fill MIB [FILE]\n");
   return 2;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/json_number.h"
 #include "base/json_string.h"
 
 namespace gpuvm::suite {
@@ -96,12 +97,12 @@ std::string Report::Json() const {
                     ",\"size\":" + JsonString(size_ == Size::kTest ? "test" : "bench") +
                     ",\"problem\":" + JsonString(problem_) +
                     ",\"correct\":" + (error_.empty() ? "true" : "false");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9f", total);
-  out += std::string(",\"seconds\":") + buf + ",\"phases\":{";
+  out += ",\"seconds\":";
+  AppendJsonNumber(out, total);  // exact: gpuvm-bench reads back the same double
+  out += ",\"phases\":{";
   for (int i = 0; i < kPhaseCount; ++i) {
-    std::snprintf(buf, sizeof buf, "%.9f", seconds_[i]);
-    out += std::string(i ? "," : "") + "\"" + PhaseName(static_cast<Phase>(i)) + "\":" + buf;
+    out += std::string(i ? "," : "") + "\"" + PhaseName(static_cast<Phase>(i)) + "\":";
+    AppendJsonNumber(out, seconds_[i]);
   }
   out += "},\"error\":" + JsonString(error_) + "}";
   return out;

@@ -19,6 +19,13 @@ enum class FaultReason : uint8_t {
   kPageReadOnly = 6,
 };
 
+// Not the hardware's: gpuvm's full virtualization reports a fault on a page the guest mapped but
+// the over-committed GPU had no VRAM left for (docs/FULL-VIRTUALIZATION.md, "Out of VRAM") with
+// this reason, so the guest driver can say "out of memory" instead of "bad address". (our choice)
+// 0xf: no GF100 reason we know of uses it (nouveau names 0x0-0x6, 0xa and 0xc for GF100); the
+// software GPU never reports it.
+inline constexpr uint32_t kFaultReasonGpuvmOutOfVram = 0xf;
+
 // Which unit saw the fault: the index of the VM_FAULT[] record it lands in and the bit it sets in
 // PFIFO's VM_FAULT_SOURCE (0x259c). Source: envytools rnndb/memory/gf100_vm.xml GF100_VM_ENGINE.
 enum class FaultUnit : uint8_t {

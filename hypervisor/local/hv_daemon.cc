@@ -147,10 +147,7 @@ void LocalHvDaemon::Accept() {
 }
 
 void LocalHvDaemon::LogRefusal(const std::string& line) {
-  uint64_t left_out = 0;
-  if (!log_ || !refusal_log_.Allow(&left_out)) return;
-  if (left_out != 0) log_("(" + std::to_string(left_out) + " more refusals were not logged)");
-  log_(line);
+  refusal_log_.Note(0, "refused or dropped clients", [&] { return line; });
 }
 
 void LocalHvDaemon::DropTelling(Client& client, const Status& why) {

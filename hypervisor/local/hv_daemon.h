@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/log_rate_limit.h"
+#include "base/rate_limited_log.h"
 #include "base/os.h"
 #include "base/status.h"
 #include "hypervisor/local/domain.h"
@@ -95,7 +95,13 @@ class LocalHvDaemon {
   std::string path_;
   HvDaemonLimits limits_;
   std::function<void(const std::string&)> log_;
-  LogRateLimit refusal_log_;
+  // Refused and dropped clients: ten lines, then one summary a second while they keep coming.
+  RateLimitedLog refusal_log_{[this](const std::string& line) {
+                                if (log_) log_(line);
+                              },
+                              {.burst = 10,
+                               .interval = std::chrono::seconds(1),
+                               .refill_after = std::chrono::seconds(1)}};
   void LogRefusal(const std::string& line);
   os::UniqueFd listen_;
   os::UniqueFd stop_;

@@ -1,6 +1,7 @@
 // GPU faults to CUDA error codes (fault_codes.h).
 #include "runtime/core/fault_codes.h"
 
+#include "gpu/hw/mmu_fault.h"
 #include "gpu/hw/pgraph.h"
 
 namespace gpuvm::runtime {
@@ -54,6 +55,9 @@ CUresult CuResultForTrap(uint32_t warp_error, uint32_t global_error) {
 CUresult CuResultForFault(const guest::GpuFault& fault) {
   switch (fault.kind) {
     case guest::GpuFault::Kind::kMmuFault:
+      // A page the hypervisor had no VRAM for (gpuvm's fv on an over-committed GPU): the memory
+      // the program allocated could not be given after all.
+      if (fault.reason == gf100::kFaultReasonGpuvmOutOfVram) return CUDA_ERROR_OUT_OF_MEMORY;
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     case guest::GpuFault::Kind::kComputeTrap:
       return CuResultForTrap(fault.warp_error, fault.global_error);

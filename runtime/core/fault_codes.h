@@ -21,7 +21,9 @@ namespace gpuvm::runtime {
 // wins over global error bits; no reason at all is CUDA_ERROR_LAUNCH_FAILED.
 CUresult CuResultForTrap(uint32_t warp_error, uint32_t global_error);
 
-// The sticky code of a context that recorded `fault`.
+// The sticky code of a context that recorded `fault`: an MMU fault is CUDA_ERROR_ILLEGAL_ADDRESS,
+// except one with gpuvm's out-of-VRAM reason (gf100::kFaultReasonGpuvmOutOfVram: full
+// virtualization had no VRAM left for the page), which is CUDA_ERROR_OUT_OF_MEMORY.
 CUresult CuResultForFault(const guest::GpuFault& fault);
 
 }  // namespace gpuvm::runtime

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/hw/mmu_fault.h"
 #include "gpu/hw/pgraph.h"
 
 namespace gpuvm::runtime {
@@ -46,6 +47,11 @@ TEST(RuntimeFaultCodes, OtherHardwareReasons) {
 TEST(RuntimeFaultCodes, FaultKinds) {
   guest::GpuFault f;
   f.kind = guest::GpuFault::Kind::kMmuFault;
+  EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Full virtualization's "no VRAM left for this page" (an over-committed GPU): out of memory.
+  f.reason = gf100::kFaultReasonGpuvmOutOfVram;
+  EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_OUT_OF_MEMORY);
+  f.reason = uint32_t(gf100::FaultReason::kPageNotPresent);
   EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_ILLEGAL_ADDRESS);
   f.kind = guest::GpuFault::Kind::kCommandError;
   EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_LAUNCH_FAILED);

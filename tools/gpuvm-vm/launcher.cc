@@ -16,6 +16,9 @@
 #include <thread>
 
 #include "aggregator/control/client.h"
+#include "base/os.h"
+#include "base/share.h"
+#include "base/vm_name.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
@@ -160,7 +163,9 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
       GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
       o.vram_mib = mib;
     } else if (flag == "--share") {
-      GPUVM_ASSIGN_OR_RETURN(o.share, Number(flag, value, 0, 100));
+      Result<double> share = ParseSharePercent(value);  // the syntax of every share (base/share.h)
+      if (!share.ok()) return share.status().WithContext("--share");
+      o.share = *share;
     } else if (flag == "--aggregator") {
       o.aggregator = value;
     } else if (flag == "--ram-mib") {
@@ -173,12 +178,7 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
       GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 0x7fef));
       o.domid = static_cast<uint16_t>(n);
     } else if (flag == "--name") {
-      if (value.empty() || value.size() > 31) {
-        return Status::InvalidArgument("--name wants 1 to 31 characters");
-      }
-      for (char c : value) {
-        if (c < 0x20 || c > 0x7e) return Status::InvalidArgument("--name must be printable ASCII");
-      }
+      GPUVM_RETURN_IF_ERROR(CheckVmName(value).WithContext("--name"));
       o.name = value;
     } else if (flag == "--dm") {
       o.dm_path = value;
@@ -190,26 +190,45 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
   }
   o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.argv.empty()) return Status::InvalidArgument("no program to run");
+  // The name and its options must fit VM_CONFIG: say so now rather than when the VM starts (the
+  // longest default name is vm32751).
+  GPUVM_RETURN_IF_ERROR(DeviceModelName(o, 0x7fef).status());
   return o;
+}
+
+std::string DeviceModelMode(const VmOptions& options) {
+  return options.mode.rfind("fv", 0) == 0 ? "fv" : options.mode;
+}
+
+Result<std::string> DeviceModelName(const VmOptions& options, uint16_t domid) {
+  VmNameParts parts;
+  parts.name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
+  // The short mode words leave the name more of the 31 characters (ParseFvMode takes both).
+  if (options.mode == "fv-naive") parts.mode = "naive";
+  if (options.mode == "fv-lazy") parts.mode = "lazy";
+  if (options.mode == "fv-bar-remap") parts.mode = "remap";
+  if (options.mode == "fv-optimized") parts.mode = "opt";
+  if (options.vram_mib != 0) {
+    if (DeviceModelMode(options) != "fv") {
+      return Status::InvalidArgument("--vram-mib is for fv VMs (a " + options.mode +
+                                     " VM sees the whole GPU)");
+    }
+    parts.vram_mib = options.vram_mib;
+  }
+  parts.share = options.share;
+  Result<std::string> name = FormatVmName(parts);
+  if (!name.ok()) return name.status().WithContext("--name");
+  return name;
 }
 
 Result<int> RunVm(const VmOptions& options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to run");
   const uint16_t domid =
       options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
-  std::string name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
-  // fv sub-modes and the VM's VRAM travel in the name until VM_CONFIG carries them
-  // (docs/FULL-VIRTUALIZATION.md): "NAME@MODE[,MiB][,shareP]".
-  std::string dm_mode = options.mode;
-  const bool share = options.share <= 100;
-  if (dm_mode.rfind("fv", 0) == 0 && (dm_mode != "fv" || options.vram_mib != 0 || share)) {
-    std::string suffix = "@" + (dm_mode == "fv" ? std::string("naive") : dm_mode.substr(3));
-    if (options.vram_mib != 0) suffix += "," + std::to_string(options.vram_mib);
-    if (share) suffix += ",share" + std::to_string(options.share);
-    if (name.size() + suffix.size() > 31) name.resize(31 - std::min<size_t>(31, suffix.size()));
-    name += suffix;
-    dm_mode = "fv";
-  }
+  // fv sub-modes, the VM's VRAM and its share travel in the name until VM_CONFIG carries them
+  // (base/vm_name.h): "NAME@MODE[,MiB][,shareP]"; a name too long for them is refused, not cut.
+  GPUVM_ASSIGN_OR_RETURN(std::string name, DeviceModelName(options, domid));
+  const std::string dm_mode = DeviceModelMode(options);
   std::string dm_path = options.dm_path;
   if (dm_path.empty()) {
     const char* env = std::getenv("GPUVM_DM");

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,14 @@ namespace gpuvm::vm {
 
 struct VmOptions {
   std::string mode = "pt";          // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
-                                    // become --mode fv and a name suffix ("NAME@lazy,256")
+                                    // become --mode fv and options in the name ("NAME@lazy,256")
   uint64_t vram_mib = 0;            // fv: the VM's VRAM (0: the aggregator's default)
-  uint64_t share = 101;             // fv: the VM's GPU share in percent (101: not given)
+  std::optional<double> share;      // the VM's GPU share in percent (base/share.h); none: not given
   std::string aggregator;           // socket; empty: $GPUVM_AGGREGATOR or the default
   uint64_t ram_bytes = 1ull << 30;  // guest RAM (a lazily backed memfd)
   uint32_t vcpus = 1;
   uint16_t domid = 0;    // 0: one derived from our pid
-  std::string name;      // empty: "vm<domid>"
+  std::string name;      // empty: "vm<domid>"; else 1-31 of [A-Za-z0-9._-] (base/vm_name.h)
   std::string dm_path;   // empty: $GPUVM_DM, else the gpuvm-dm this build made
   std::string pid_file;  // if set: "dm <pid>\nguest <pid>\n" once both run (tests kill them)
   std::chrono::milliseconds dm_start_timeout = std::chrono::seconds(20);
@@ -53,8 +54,14 @@ struct VmOptions {
 // (our choice) Guest RAM stays below the 32-bit BAR0 at 0xf0000000, like a PC's PCI hole.
 inline constexpr uint64_t kMaxRamBytes = 3ull << 30;
 
-// Parses gpuvm-vm's command line (see main.cc).
+// Parses gpuvm-vm's command line (see main.cc). A name that is not 1-31 of [A-Za-z0-9._-], or that
+// with the options it carries (mode, VRAM, share) does not fit VM_CONFIG's 31 characters, is
+// refused here with the reason.
 Result<VmOptions> ParseArgs(const std::vector<std::string>& args);
+// What gpuvm-dm is given: --mode (pt, fv or pv) and --name, the VM's name with its options
+// ("web@lazy,256,share12.5", base/vm_name.h; "vm<domid>" when no name was given).
+std::string DeviceModelMode(const VmOptions& options);
+Result<std::string> DeviceModelName(const VmOptions& options, uint16_t domid);
 std::string Usage();
 
 // Runs the VM. Returns the guest program's exit status (128 + signal when a signal ended it), or an
