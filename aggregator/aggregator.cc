@@ -10,7 +10,6 @@
 
 #include "aggregator/pt_gpu.h"
 #include "base/vm_name.h"
-#include "hypervisor/xen/xen_backend.h"
 
 namespace gpuvm::aggregator {
 namespace {
@@ -69,8 +68,10 @@ bool LocalRamReleased(int ram_probe) {
   return true;
 }
 
-bool XenDomainGone(uint32_t domid) {
-  Result<std::unique_ptr<hv::GuestMemory>> memory = hv::xen::OpenGuestMemory(hv::DomainId(domid));
+bool DomainGone(hv::Backend* hypervisor, uint32_t domid) {
+  if (hypervisor == nullptr) return true;  // no hypervisor here, no domain either
+  Result<std::unique_ptr<hv::GuestMemory>> memory =
+      hypervisor->OpenGuestMemory(hv::DomainId(domid));
   if (memory.ok()) return false;
   // No Xen here (no domain either), or Xen says there is no such domain (ESRCH). Anything else
   // (a permission problem, ...) keeps the quarantine: it is the safe side.
@@ -275,7 +276,11 @@ Status Aggregator::AttachGuestMemory(VmControlBlock& vm, const ipc::GuestMemory&
     if (vm.config.backend != ipc::Backend::kXen || !fds.empty()) {
       return Status::InvalidArgument("a Xen domain for a VM that is not on Xen");
     }
-    GPUVM_ASSIGN_OR_RETURN(ram, GuestRam::FromXenDomain(vm.config.domid, memory.bytes));
+    if (options_.hypervisor == nullptr) {
+      return Status::Unavailable("no hypervisor backend here to map a domain's RAM");
+    }
+    GPUVM_ASSIGN_OR_RETURN(
+        ram, GuestRam::FromDomain(*options_.hypervisor, vm.config.domid, memory.bytes));
   }
   GPUVM_RETURN_IF_ERROR(vm.vgpu->AttachGuestRam(*ram));
   vm.ram = std::move(ram);
@@ -305,7 +310,8 @@ Status Aggregator::RemoveVm(VmId id) {
       q.gone = [probe] { return probe->valid() && LocalRamReleased(probe->get()); };
     } else {
       const uint32_t domid = vm->config.domid;
-      q.gone = [domid] { return XenDomainGone(domid); };
+      hv::Backend* hypervisor = options_.hypervisor.get();  // outlives the quarantine: ours
+      q.gone = [hypervisor, domid] { return DomainGone(hypervisor, domid); };
     }
     Log(q.who +
         ": its device model went away while BAR remap ranges of its VRAM may still be "

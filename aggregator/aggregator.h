@@ -45,6 +45,7 @@
 #include "aggregator/virtual_gpu.h"
 #include "aggregator/vm_tokens.h"
 #include "base/os.h"
+#include "hypervisor/backend.h"
 #include "ipc/protocol.h"
 
 namespace gpuvm::aggregator {
@@ -90,6 +91,11 @@ struct AggregatorOptions {
   std::function<void(const std::string&)> log;
   // The one-time tokens device models authenticate with (vm_tokens.h, docs/SECURITY.md).
   VmTokens::Options tokens;
+  // The hypervisor of VMs whose RAM arrives as a domain id (GUEST_MEMORY kXenDomain): their RAM is
+  // mapped through it (hv::Backend::MapGuestRam) and the quarantine asks it whether the domain is
+  // gone. gpuvm-aggregator's main() passes the Xen backend. Null: such RAM is refused (Unavailable)
+  // and such a domain counts as gone, as where there is no Xen.
+  std::shared_ptr<hv::Backend> hypervisor;
 };
 
 // The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument for a
@@ -105,8 +111,8 @@ Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptio
 // own mapping of the RAM included, so call it after the VM's GuestRam is destroyed).
 Result<os::UniqueFd> WatchLocalRam(int memfd);
 bool LocalRamReleased(int ram_probe);
-// Xen: the domain no longer exists (or there is no Xen here).
-bool XenDomainGone(uint32_t domid);
+// A domain of `hypervisor` (Xen): it no longer exists, or there is no such hypervisor here.
+bool DomainGone(hv::Backend* hypervisor, uint32_t domid);
 
 class Aggregator {
  public:

@@ -1,7 +1,5 @@
 #include "aggregator/guest_ram.h"
 
-#include "hypervisor/xen/xen_backend.h"
-
 namespace gpuvm::aggregator {
 
 Result<std::unique_ptr<GuestRam>> GuestRam::FromLocalMemfd(os::UniqueFd memfd, uint64_t bytes) {
@@ -15,15 +13,17 @@ Result<std::unique_ptr<GuestRam>> GuestRam::FromLocalMemfd(os::UniqueFd memfd, u
   return ram;  // the mapping keeps the memory; the descriptor can go
 }
 
-Result<std::unique_ptr<GuestRam>> GuestRam::FromXenDomain(hv::DomainId domid, uint64_t bytes) {
+Result<std::unique_ptr<GuestRam>> GuestRam::FromDomain(hv::Backend& hypervisor, hv::DomainId domid,
+                                                       uint64_t bytes) {
   if (bytes == 0 || bytes % hv::kPageSize != 0) {
     return Status::InvalidArgument("guest RAM must be a whole number of pages");
   }
   std::unique_ptr<GuestRam> ram(new GuestRam());
   // An HVM guest's RAM has holes (the VGA window, ballooned pages): they are backed by scratch
-  // pages of ours (hv::xen::MapGuestRam), so the GPU reaching one sees zeros, never a fault.
-  GPUVM_ASSIGN_OR_RETURN(ram->xen_mapping_, hv::xen::MapGuestRam(domid, bytes >> hv::kPageShift));
-  ram->bytes_ = ram->xen_mapping_->bytes();
+  // pages of ours (hv::Backend::MapGuestRam), so the GPU reaching one sees zeros, never a fault.
+  GPUVM_ASSIGN_OR_RETURN(ram->domain_mapping_,
+                         hypervisor.MapGuestRam(domid, bytes >> hv::kPageShift, nullptr));
+  ram->bytes_ = ram->domain_mapping_->bytes();
   return ram;
 }
 

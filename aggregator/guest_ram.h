@@ -3,12 +3,12 @@
 // full virtualization will validate SYSRAM page-table entries against.
 //
 // The device model hands the RAM over with GUEST_MEMORY (docs/IPC.md): a local VM's RAM memfd, or a
-// Xen domain id we map ourselves. Both are untrusted: a memfd must be sealed against shrinking and
-// growing and exactly as large as announced (a memfd that could shrink would let a VM make our
-// mapping fault with SIGBUS, on the GPU's engine thread).
+// Xen domain id we map ourselves through the hypervisor port. Both are untrusted: a memfd must be
+// sealed against shrinking and growing and exactly as large as announced (a memfd that could shrink
+// would let a VM make our mapping fault with SIGBUS, on the GPU's engine thread).
 //
-// Threading: immutable after creation; bytes() may be used from any thread (the guest writes its RAM
-// concurrently: copy before validating).
+// Threading: immutable after creation; bytes() may be used from any thread (the guest writes its
+// RAM concurrently: copy before validating).
 #ifndef GPUVM_AGGREGATOR_GUEST_RAM_H_
 #define GPUVM_AGGREGATOR_GUEST_RAM_H_
 
@@ -18,6 +18,7 @@
 
 #include "base/os.h"
 #include "base/status.h"
+#include "hypervisor/backend.h"
 #include "hypervisor/guest_memory.h"
 #include "hypervisor/types.h"
 
@@ -27,9 +28,11 @@ class GuestRam {
  public:
   // A local VM's RAM memfd (sealed, exactly `bytes`, a whole number of pages).
   static Result<std::unique_ptr<GuestRam>> FromLocalMemfd(os::UniqueFd memfd, uint64_t bytes);
-  // A Xen domain's first `bytes` of guest frames through libxenforeignmemory; holes in the guest's
-  // physical map read as zeros (hv::xen::MapGuestRam). Fails with Unavailable where there is no Xen.
-  static Result<std::unique_ptr<GuestRam>> FromXenDomain(hv::DomainId domid, uint64_t bytes);
+  // A domain's first `bytes` of guest frames, mapped through `hypervisor` (Xen:
+  // libxenforeignmemory); holes in the guest's physical map read as zeros
+  // (hv::Backend::MapGuestRam). Fails with Unavailable where there is no such hypervisor.
+  static Result<std::unique_ptr<GuestRam>> FromDomain(hv::Backend& hypervisor, hv::DomainId domid,
+                                                      uint64_t bytes);
 
   std::span<uint8_t> bytes() const { return bytes_; }
   uint64_t size() const { return bytes_.size(); }
@@ -39,8 +42,7 @@ class GuestRam {
 
   std::span<uint8_t> bytes_;
   os::SharedMapping local_;                        // local: the memfd mapping
-  std::unique_ptr<hv::GuestMemory> xen_memory_;    // Xen: the handle ...
-  std::unique_ptr<hv::GuestMapping> xen_mapping_;  // ... and the foreign mapping (after it)
+  std::unique_ptr<hv::GuestMapping> domain_mapping_;  // a domain's: the foreign mapping
 };
 
 }  // namespace gpuvm::aggregator

@@ -13,6 +13,9 @@
 // PCI BAR's /sys/bus/pci/devices/BDF/resource2: VRAM at machine addresses, so BAR remap works on
 // Xen (the Xen test bed's ivshmem device, docs/XEN-TESTBED.md). Zeroed at start and every reset.
 //
+// A VM on Xen hands over its RAM as a domain id: the aggregator maps it through the hypervisor
+// port's Xen backend, chosen here (the only place; elsewhere it is an hv::Backend).
+//
 // Device models (gpuvm-dm, one per VM) connect to PATH ($GPUVM_AGGREGATOR, else
 // @gpuvm-aggregator-<uid>). It serves until SIGINT/SIGTERM, then ends every session (TEARDOWN) and
 // resets the GPU.
@@ -25,6 +28,7 @@
 #include "aggregator/control/control_plane.h"
 #include "aggregator/gpu_spec.h"
 #include "aggregator/server.h"
+#include "hypervisor/backend.h"
 #include "ipc/channel.h"
 
 namespace gpuvm::aggregator {
@@ -70,6 +74,8 @@ Result<uint64_t> Number(const std::string& flag, const std::string& value, uint6
 Result<Options> ParseArgs(int argc, char** argv) {
   Options o;
   o.server.path = ipc::DefaultAggregatorSocketPath();
+  // Opening it needs no Xen: each call answers Unavailable where there is none.
+  o.aggregator.hypervisor = hv::OpenBackend(hv::BackendKind::kXen);
   o.aggregator.log = [](const std::string& line) {
     std::fprintf(stderr, "gpuvm-aggregator: %s\n", line.c_str());
     std::fflush(stderr);

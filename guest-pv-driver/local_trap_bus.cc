@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <cstring>
 
 #include "gpu/hw/pci.h"
+#include "hypervisor/backend.h"
 
 namespace gpuvm::guest {
 namespace {
@@ -51,23 +51,19 @@ std::mutex& ProcessVmMutex() {
 // ---- LocalVmGuest: frames
 // ------------------------------------------------------------------------
 
-Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
-    std::shared_ptr<const hv::local::LocalDomain> domain, const LocalVmGuestOptions& options) {
-  if (domain == nullptr) return Status::InvalidArgument("no domain");
+Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(std::unique_ptr<hv::GuestIo> io,
+                                                           const LocalVmGuestOptions& options) {
+  if (io == nullptr) return Status::InvalidArgument("no guest side of a domain");
   std::shared_ptr<LocalVmGuest> vm(new LocalVmGuest());
   vm->options_ = options;
-  vm->domain_ = std::move(domain);
-  const uint64_t ram_bytes = vm->domain_->config().ram_bytes;
+  vm->io_ = std::move(io);
+  const uint64_t ram_bytes = vm->io_->ram_bytes();
   const uint64_t frames = ram_bytes / kPage;
   const uint64_t reserved = (options.reserved_low_bytes + kPage - 1) / kPage;
   if (frames <= reserved + 16) {
     return Status::InvalidArgument("guest RAM too small for a GPU driver's DMA buffers");
   }
-  GPUVM_ASSIGN_OR_RETURN(vm->io_, hv::local::LocalGuestIo::Create(*vm->domain_, options.timeout));
-  vm->io_->set_note(
-      [](const std::string& line) { std::fprintf(stderr, "gpuvm: %s\n", line.c_str()); });
-  GPUVM_ASSIGN_OR_RETURN(vm->ram_,
-                         os::SharedMapping::Map(vm->domain_->ram_fd(), 0, ram_bytes, true));
+  GPUVM_ASSIGN_OR_RETURN(vm->ram_, os::SharedMapping::Map(vm->io_->ram_fd(), 0, ram_bytes, true));
   vm->free_frames_[reserved] = frames - reserved;
   for (uint32_t v = 0; v < vm->io_->vcpu_count(); ++v) {
     auto vcpu = std::make_unique<Vcpu>();
@@ -82,32 +78,19 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(
 Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::FromEnvironment() {
   std::lock_guard lock(ProcessVmMutex());
   if (ProcessVm() != nullptr) return ProcessVm();
-  const char* value = std::getenv(kLocalVmFdVariable);
-  if (value == nullptr || *value == '\0') {
-    return Status::FailedPrecondition(std::string("$") + kLocalVmFdVariable +
-                                      " is not set: this process is not inside a local VM "
-                                      "(start it with gpuvm-vm)");
-  }
-  char* end = nullptr;
-  const long fd = std::strtol(value, &end, 10);
-  if (*end != '\0' || fd < 0 || fd > 1 << 20) {
-    return Status::InvalidArgument(std::string("$") + kLocalVmFdVariable + "='" + value +
-                                   "' is not a descriptor");
-  }
-  // Ask for the domain: the launcher answers every request with a copy, so each program a VM runs
-  // (one after another: a shell script's) gets its own (tools/gpuvm-vm/launcher.h).
-  const uint8_t request = 'D';
-  if (::send(static_cast<int>(fd), &request, 1, MSG_NOSIGNAL) != 1) {
-    return Status::FromErrno(errno,
-                             std::string("asking for the VM's domain on $") + kLocalVmFdVariable);
-  }
-  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalDomain> domain,
-                         hv::local::LocalDomain::ReceiveFrom(static_cast<int>(fd)));
-  GPUVM_ASSIGN_OR_RETURN(ProcessVm(), Create(std::move(domain)));
+  // A slow device model is waited for, with a line on stderr (hv::GuestIoOptions::note).
+  hv::GuestIoOptions options;
+  options.note =
+      [](const std::string& line) { std::fprintf(stderr, "gpuvm: %s
+", line.c_str()); };
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::GuestIo> io, hv::OpenGuestIoFromEnvironment(options));
+  GPUVM_ASSIGN_OR_RETURN(ProcessVm(), Create(std::move(io)));
   return ProcessVm();
-}
+      }
 
-LocalVmGuest::~LocalVmGuest() { (void)SetInterruptHandler(nullptr); }
+  LocalVmGuest::~LocalVmGuest() {
+    (void)SetInterruptHandler(nullptr);
+  }
 
 uint64_t LocalVmGuest::free_frames() const {
   std::lock_guard lock(frames_mu_);
@@ -150,7 +133,7 @@ Result<std::vector<uint64_t>> LocalVmGuest::AllocateFrames(uint64_t count) {
 bool LocalVmGuest::WriteFrames(uint64_t gpa, const uint8_t* src, uint64_t length) {
   if (gpa > ram_.length() || length > ram_.length() - gpa) return false;
   while (length > 0) {
-    const ssize_t n = ::pwrite(domain_->ram_fd(), src, length, static_cast<off_t>(gpa));
+    const ssize_t n = ::pwrite(io_->ram_fd(), src, length, static_cast<off_t>(gpa));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;  // the caller copies the whole range through the RAM view
     src += n;
@@ -260,12 +243,12 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length) {
     // UnmapDmaLocked; a process of this VM may have exited holding DMA memory): a punch of a hole
     // makes the memory zero.
     const off_t gpa = static_cast<off_t>(frames[k] * kPage);
-    if (::fallocate(domain_->ram_fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, gpa,
+    if (::fallocate(io_->ram_fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, gpa,
                     static_cast<off_t>((end - k) * kPage)) != 0) {
       std::memset(ram_.data() + gpa, 0, (end - k) * kPage);
     }
     if (::mmap(host + k * kPage, (end - k) * kPage, PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_FIXED | MAP_POPULATE, domain_->ram_fd(), gpa) == MAP_FAILED) {
+               MAP_SHARED | MAP_FIXED | MAP_POPULATE, io_->ram_fd(), gpa) == MAP_FAILED) {
       const Status s = Status::FromErrno(errno, "mapping guest RAM as pinned memory");
       ::munmap(base, length);
       FreeFrames(frames);
@@ -332,7 +315,7 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       // run at once rather than fault by fault on first touch.
       if (!WriteFrames(gpa, run, run_bytes)) std::memcpy(ram_.data() + gpa, run, run_bytes);
       if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
-                 domain_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
+                 io_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
         failure = Status::FromErrno(errno, "mapping guest RAM over DMA memory");
         break;
       }
@@ -466,7 +449,7 @@ LocalTrapBus::~LocalTrapBus() {
 }
 
 Status LocalTrapBus::Enumerate() {
-  hv::local::LocalGuestIo& io = *vm_->io_;
+  hv::GuestIo& io = *vm_->io_;
   const hv::Sbdf& f = options_.sbdf;
   return vm_->OnVcpu([&](uint32_t v) -> Status {
     auto read = [&](uint32_t offset, uint32_t size) { return io.ConfigRead(v, f, offset, size); };
@@ -697,7 +680,7 @@ void LocalTrapBus::WriteRegs(uint64_t offset, std::span<const uint32_t> values) 
 Status LocalTrapBus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {
   if (bar == Bar::k0) return Status::InvalidArgument("block transfers go through BAR1 or BAR3");
   if (!Fits(bar, offset, length)) return Status::OutOfRange("block transfer past the BAR's end");
-  hv::local::LocalGuestIo& io = *vm_->io_;
+  hv::GuestIo& io = *vm_->io_;
   const uint64_t base = bar_address(bar) + offset;
   // Remapped (BAR remap): one memset, no trap.
   if (length == 0 ||

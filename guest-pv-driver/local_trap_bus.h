@@ -1,9 +1,11 @@
 // A Bus that traps: how the guest driver reaches its GPU from inside a local VM (the local
-// hypervisor backend, hypervisor/local, where a VM is a process). It is the local equivalent of a
-// guest mapping /sys/bus/pci/devices/.../resource0: every BAR access becomes an ioreq in Xen's
-// layout that gpuvm-dm decodes and forwards to gpuvm-aggregator (docs/AGGREGATOR.md).
+// hypervisor backend, where a VM is a process). It is the local equivalent of a guest mapping
+// /sys/bus/pci/devices/.../resource0: every BAR access becomes an ioreq in Xen's layout that
+// gpuvm-dm decodes and forwards to gpuvm-aggregator (docs/AGGREGATOR.md). It sits on the hypervisor
+// port's guest side (hv::GuestIo, hypervisor/guest_io.h), which the port's factory opens
+// (hypervisor/backend.h); it names no backend.
 //
-//   Read/Write          one trapped access (LocalGuestIo) at the BAR's guest-physical address
+//   Read/Write          one trapped access (GuestIo) at the BAR's guest-physical address
 //   ReadBlock/WriteBlock rep movs through a bounce page of guest RAM: one trap per <= 4 KiB piece
 //                       (Xen issues rep MMIO a page at a time), which the device model splits into
 //                       elements for the aggregator
@@ -12,29 +14,30 @@
 //                       4096 per trap as Xen clips a rep string instruction: zeroing a 256 KiB
 //                       page table is 8 traps instead of 64
 //   (BAR remap)         pages the device model mapped as memory (fv-bar-remap) do not trap:
-//                       LocalGuestIo reads/writes their backing directly, a block in one copy
+//                       GuestIo reads/writes their backing directly, a block in one copy
 //   MapDma              the pages become guest RAM: their contents move into frames of the VM's
-//                       RAM memfd, which are then mapped over the same virtual addresses, and the
+//                       RAM file, which are then mapped over the same virtual addresses, and the
 //                       bus addresses are those frames' guest-physical addresses — what SYSRAM PTEs
 //                       must hold, and what the aggregator's GPU reaches in the owner's RAM
 //   AllocDma            pinned memory (cuMemAllocHost) is guest RAM from the start: free frames
 //                       mapped at new addresses, nothing copied in at allocation nor out at free
-//   SetInterruptHandler INTA of the device, from the local backend's interrupt eventfd and
-//                       control page
+//   SetInterruptHandler INTA of the device, from GuestIo's interrupt eventfd and line state
 //
-// The VM side (LocalVmGuest) is one per process: the domain's descriptors, the guest's view of its
-// RAM and a frame allocator for it, the vCPUs (each access takes a free vCPU, so threads of the
-// driver trap in parallel up to the VM's vCPU count), the DMA page registry, the interrupt thread.
-// Programs started by gpuvm-vm find their VM through $GPUVM_LOCAL_VM_FD (FromEnvironment).
+// The VM side (LocalVmGuest) is one per process: the guest side of its domain (GuestIo), the
+// guest's view of its RAM and a frame allocator for it, the vCPUs (each access takes a free vCPU,
+// so threads of the driver trap in parallel up to the VM's vCPU count), the DMA page registry, the
+// interrupt thread. Programs started by gpuvm-vm find their VM through $GPUVM_LOCAL_VM_FD
+// (FromEnvironment: hv::OpenGuestIoFromEnvironment).
 //
 // Firmware: LocalTrapBus::Create enumerates the function like a PC's firmware and OS would: checks
 // the identity, sizes the BARs, assigns addresses to unassigned ones (BAR0 below 4 GiB, BAR1/BAR3
 // above 64 GiB: our choice), and enables memory decoding and bus mastering.
 //
-// A device model that is slow or stopped is waited for (LocalGuestIo: as long as its process
-// lives; one line on stderr after 5 s without an answer, one when it comes). A device model that
-// is gone (its process ended): the access that found out, and every later one, reads all-ones and
-// drops writes (a PCI master abort), with one line on stderr; the bus is dead from then on.
+// A device model that is slow or stopped is waited for (GuestIo: as long as its process lives;
+// FromEnvironment's VM: one line on stderr after 5 s without an answer, one when it comes). A
+// device model that is gone (its process ended): the access that found out, and every later one,
+// reads all-ones and drops writes (a PCI master abort), with one line on stderr; the bus is dead
+// from then on.
 //
 // Limits: MapDma moves the bytes of memory that may be in use by other threads of the process; a
 // write by another thread between the copy and the remap is lost (registering memory another thread
@@ -58,18 +61,11 @@
 #include "base/os.h"
 #include "base/status.h"
 #include "guest-pv-driver/bus.h"
-#include "hypervisor/local/domain.h"
-#include "hypervisor/local/guest_io.h"
+#include "hypervisor/guest_io.h"
 
 namespace gpuvm::guest {
 
-// The environment variable gpuvm-vm sets: an inherited unix socket carrying the domain.
-inline constexpr const char* kLocalVmFdVariable = "GPUVM_LOCAL_VM_FD";
-
 struct LocalVmGuestOptions {
-  // How long one access waits for the device model (LocalGuestIo's timeout); zero: as long as its
-  // process lives.
-  std::chrono::milliseconds timeout{0};
   // (our choice) Guest RAM below this is never handed out for DMA, like a PC's first MiB, so a
   // zero bus address in a page-table entry is always a bug.
   uint64_t reserved_low_bytes = 1ull << 20;
@@ -77,15 +73,16 @@ struct LocalVmGuestOptions {
 
 class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
  public:
-  static Result<std::shared_ptr<LocalVmGuest>> Create(
-      std::shared_ptr<const hv::local::LocalDomain> domain,
-      const LocalVmGuestOptions& options = {});
-  // The process's VM from $GPUVM_LOCAL_VM_FD: received on first use, the same object afterwards.
-  // FailedPrecondition when the variable is not set (not inside gpuvm-vm).
+  // The VM whose guest side is `io` (its accesses wait as long as `io` was opened to wait).
+  static Result<std::shared_ptr<LocalVmGuest>> Create(std::unique_ptr<hv::GuestIo> io,
+                                                      const LocalVmGuestOptions& options = {});
+  // The process's VM from $GPUVM_LOCAL_VM_FD (hv::OpenGuestIoFromEnvironment, default options):
+  // received on first use, the same object afterwards. FailedPrecondition when the variable is not
+  // set (not inside gpuvm-vm).
   static Result<std::shared_ptr<LocalVmGuest>> FromEnvironment();
   ~LocalVmGuest();
 
-  const hv::local::LocalDomain& domain() const { return *domain_; }
+  hv::DomainId domid() const { return io_->domid(); }
   uint32_t vcpu_count() const { return io_->vcpu_count(); }
   // Guest RAM as the guest sees it (guest-physical 0 at data()).
   std::span<uint8_t> ram() const { return ram_.bytes(); }
@@ -104,7 +101,7 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   // Frames of guest RAM (may be non-contiguous).
   Result<std::vector<uint64_t>> AllocateFrames(uint64_t count);
   void FreeFrames(const std::vector<uint64_t>& frames);
-  // Writes `length` bytes at guest-physical `gpa` through the RAM memfd (pwrite); false if that
+  // Writes `length` bytes at guest-physical `gpa` through the RAM file (pwrite); false if that
   // failed part-way (the caller then copies the whole range through ram_) or the range is not RAM.
   bool WriteFrames(uint64_t gpa, const uint8_t* src, uint64_t length);
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
@@ -121,8 +118,7 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   void InterruptLoop();
 
   LocalVmGuestOptions options_;
-  std::shared_ptr<const hv::local::LocalDomain> domain_;
-  std::unique_ptr<hv::local::LocalGuestIo> io_;
+  std::unique_ptr<hv::GuestIo> io_;
   os::SharedMapping ram_;
 
   struct Vcpu {

@@ -9,14 +9,19 @@
 
 #include <cstring>
 
+#include "hypervisor/backend.h"
+
 namespace gpuvm::guest {
 
 class LocalVmGuestTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto domain = hv::local::LocalDomain::Create({7, 8 << 20, 1});
-    ASSERT_TRUE(domain.ok()) << domain.status().ToString();
-    auto vm = LocalVmGuest::Create(std::move(*domain));
+    // A local domain this process creates and plays the guest of (no device model).
+    auto backend = hv::OpenBackend(hv::BackendKind::kLocal);
+    ASSERT_TRUE(backend->CreateDomain({.domid = 7, .ram_bytes = 8 << 20, .vcpus = 1}).ok());
+    auto io = backend->OpenGuestIo(7, {});
+    ASSERT_TRUE(io.ok()) << io.status().ToString();
+    auto vm = LocalVmGuest::Create(std::move(*io));
     ASSERT_TRUE(vm.ok()) << vm.status().ToString();
     vm_ = std::move(*vm);
   }

@@ -140,7 +140,7 @@ TYPED_TEST(HypervisorBackendTest, TheGuestSeesWhatDom0WritesToItsMemory) {
   GPUVM_ASSIGN_OR_SKIP(auto guest, this->env_->CreateGuest());
   const uint8_t hello[] = {'h', 'e', 'l', 'l', 'o'};
   ASSERT_TRUE(memory->Write(0x1234, hello).ok());
-  EXPECT_EQ(0, std::memcmp(guest->ram().data() + 0x1234, hello, sizeof(hello)));
+  EXPECT_EQ(0, std::memcmp(this->env_->guest_ram().data() + 0x1234, hello, sizeof(hello)));
 }
 
 // --- IOREQ server
@@ -282,12 +282,12 @@ TYPED_TEST(HypervisorBackendTest, InterruptsReachTheGuest) {
   ASSERT_TRUE(server->MapPciDevice(kDevice).ok());
   EXPECT_EQ(server->SetPciIntxLevel(kDevice, 4, true).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(server->SetPciIntxLevel(kDevice, 0, true).ok());
-  EXPECT_EQ(guest->intx_levels(), 1u);
+  EXPECT_EQ(guest->interrupts().intx_levels, 1u);
   ASSERT_TRUE(server->SetPciIntxLevel(kDevice, 0, false).ok());
-  EXPECT_EQ(guest->intx_levels(), 0u);
+  EXPECT_EQ(guest->interrupts().intx_levels, 0u);
   ASSERT_TRUE(server->InjectMsi(0xfee00000, 0x4041).ok());
   ASSERT_TRUE(server->InjectMsi(0xfee00000, 0x4041).ok());
-  EXPECT_EQ(guest->msi_count(), 2u);
+  EXPECT_EQ(guest->interrupts().msi_count, 2u);
 }
 
 TYPED_TEST(HypervisorBackendTest, AServerThatGoesAwayReleasesBlockedVcpus) {

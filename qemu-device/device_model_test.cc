@@ -553,7 +553,7 @@ class DeviceModelOnBackend : public ::testing::Test {
   FakeAggregator aggregator_;
   std::unique_ptr<hv::IoreqServer> server_;
   std::unique_ptr<hv::GuestMemory> memory_;
-  std::unique_ptr<hv::testing::TestGuest> guest_;
+  std::unique_ptr<hv::GuestIo> guest_;
   std::unique_ptr<DeviceModel> dm_;
   std::unique_ptr<DeviceModelThread> loop_;
 };
@@ -598,7 +598,7 @@ TYPED_TEST(DeviceModelOnBackend, RepMovsUsesTheGuestsOwnMemory) {
   this->Start();
   if (this->IsSkipped() || this->HasFatalFailure()) return;
   this->Program();
-  std::span<uint8_t> ram = this->guest_->ram();
+  std::span<uint8_t> ram = this->env_->guest_ram();
   for (int i = 0; i < 32; ++i) ram[0x5000 + i] = static_cast<uint8_t>(i);
   IoRequest movs = Mmio(IoDirection::kWrite, kBar1At + 0x200, 8, 0x5000);
   movs.data_is_ptr = true;
@@ -636,16 +636,16 @@ TYPED_TEST(DeviceModelOnBackend, TheAggregatorsInterruptReachesTheGuest) {
   this->Start();
   if (this->IsSkipped() || this->HasFatalFailure()) return;
   this->aggregator_.PushEvent(InterruptLevel{true});
-  for (int i = 0; i < 200 && this->guest_->intx_levels() == 0; ++i) {
+  for (int i = 0; i < 200 && this->guest_->interrupts().intx_levels == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(this->guest_->intx_levels(), 1u);
+  EXPECT_EQ(this->guest_->interrupts().intx_levels, 1u);
   EXPECT_TRUE(this->ConfigRead(kPciStatus, 2) & kStatusInterrupt);
   this->aggregator_.PushEvent(InterruptLevel{false});
-  for (int i = 0; i < 200 && this->guest_->intx_levels() != 0; ++i) {
+  for (int i = 0; i < 200 && this->guest_->interrupts().intx_levels != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(this->guest_->intx_levels(), 0u);
+  EXPECT_EQ(this->guest_->interrupts().intx_levels, 0u);
 }
 
 }  // namespace

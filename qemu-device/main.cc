@@ -26,11 +26,7 @@
 #include <string>
 
 #include "base/vm_name.h"
-#include "hypervisor/local/domain.h"
-#include "hypervisor/local/guest_memory.h"
-#include "hypervisor/local/hv_client.h"
-#include "hypervisor/local/ioreq_server.h"
-#include "hypervisor/xen/xen_backend.h"
+#include "hypervisor/backend.h"
 #include "qemu-device/device_model.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 #include "qemu-device/vm_token_source.h"
@@ -44,8 +40,7 @@ void OnSignal(int) { g_stop = 1; }
 struct Options {
   std::string backend;
   int domid = -1;
-  std::string hv_path = hv::local::DefaultHvSocketPath();
-  int domain_fd = -1;
+  hv::BackendOptions hv;  // --hv, --domain-fd
   int token_fd = -1;
   std::string token_file;
   IpcConnectOptions aggregator;
@@ -77,9 +72,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--domid") {
       o.domid = std::atoi(value.c_str());
     } else if (flag == "--hv") {
-      o.hv_path = value;
+      o.hv.local_hv_path = value;
     } else if (flag == "--domain-fd") {
-      o.domain_fd = std::atoi(value.c_str());
+      o.hv.local_domain_fd = std::atoi(value.c_str());
     } else if (flag == "--token-fd") {
       o.token_fd = std::atoi(value.c_str());
       if (o.token_fd < 0) return Status::InvalidArgument("--token-fd wants a descriptor");
@@ -119,7 +114,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
       return Status::InvalidArgument("unknown flag " + flag);
     }
   }
-  if (o.backend != "local" && o.backend != "xen") {
+  if (!hv::BackendKindFromName(o.backend).ok()) {
     return Status::InvalidArgument("--backend must be local or xen");
   }
   if (o.domid <= 0 || o.domid > 0x7fef) return Status::InvalidArgument("--domid must name a guest");
@@ -140,25 +135,16 @@ Status Serve(const Options& o) {
     token = ReadVmTokenFromFile(o.token_file);
   }
   if (!token.ok()) return token.status();
-  // The hypervisor side first: without it there is nothing to tell the aggregator about.
-  std::unique_ptr<hv::IoreqServer> server;
-  std::unique_ptr<hv::GuestMemory> memory;
-  std::shared_ptr<const hv::local::LocalDomain> domain;
+  // The hypervisor side first: without it there is nothing to tell the aggregator about. The
+  // backend is chosen here, once; everything below works on the port's objects.
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::Backend> backend,
+                         hv::BackendFromName(o.backend, o.hv));
   const auto domid = static_cast<hv::DomainId>(o.domid);
-  if (o.backend == "local") {
-    if (o.domain_fd >= 0) {
-      GPUVM_ASSIGN_OR_RETURN(domain, hv::local::LocalDomain::ReceiveFrom(o.domain_fd));
-    } else {
-      GPUVM_ASSIGN_OR_RETURN(auto hv, hv::local::LocalHvClient::Connect(o.hv_path, 0));
-      GPUVM_ASSIGN_OR_RETURN(domain, hv::local::AttachDomain(*hv, domid));
-    }
-    if (domain->domid() != domid) return Status::InvalidArgument("received another domain");
-    GPUVM_ASSIGN_OR_RETURN(server, hv::local::LocalIoreqServer::Create(*domain));
-    GPUVM_ASSIGN_OR_RETURN(memory, hv::local::LocalGuestMemory::Create(*domain));
-  } else {
-    GPUVM_ASSIGN_OR_RETURN(server, hv::xen::CreateIoreqServer(domid));
-    GPUVM_ASSIGN_OR_RETURN(memory, hv::xen::OpenGuestMemory(domid));
-  }
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::IoreqServer> server,
+                         backend->CreateIoreqServer(domid));
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::GuestMemory> memory, backend->OpenGuestMemory(domid));
+  // Local: the RAM memfd the aggregator maps; Xen: -1, the aggregator maps the domain itself.
+  GPUVM_ASSIGN_OR_RETURN(const int ram_fd, backend->GuestRamFd(domid));
 
   IpcConnectOptions connect = o.aggregator;
   connect.note = [domid](const std::string& line) {
@@ -166,7 +152,8 @@ Status Serve(const Options& o) {
   };
   connect.token = *token;
   connect.vm.domid = domid;
-  connect.vm.backend = o.backend == "local" ? ipc::Backend::kLocal : ipc::Backend::kXen;
+  connect.vm.backend =
+      backend->kind() == hv::BackendKind::kLocal ? ipc::Backend::kLocal : ipc::Backend::kXen;
   connect.vm.vcpus = server->vcpu_count();
   connect.vm.guest_ram_bytes = memory->frame_count() << hv::kPageShift;
   if (o.guest_ram_bytes != 0) {
@@ -180,9 +167,9 @@ Status Serve(const Options& o) {
   connect.vm.bar3_size = o.device.layout.bar3_size;
   GPUVM_ASSIGN_OR_RETURN(auto aggregator, IpcAggregatorConnection::Connect(connect));
   if (aggregator->accepted().flags & ipc::kAcceptWantsGuestMemory) {
-    if (domain) {
-      GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(
-          ipc::GuestMemoryKind::kLocalMemfd, connect.vm.guest_ram_bytes, domain->ram_fd()));
+    if (ram_fd >= 0) {
+      GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd,
+                                                        connect.vm.guest_ram_bytes, ram_fd));
     } else {
       GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(ipc::GuestMemoryKind::kXenDomain,
                                                         connect.vm.guest_ram_bytes, -1));

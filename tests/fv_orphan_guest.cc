@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -30,7 +31,9 @@
 #include "base/os.h"
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/local_trap_bus.h"
+#include "hypervisor/backend.h"
 #include "hypervisor/local/domain.h"
+#include "hypervisor/local/guest_io.h"
 #include "tests/guest_program.h"
 
 namespace {
@@ -90,12 +93,22 @@ Filled Fill(gpuvm::guest::Bus* bus, uint64_t bytes, uint32_t pattern) {
 }
 
 int Orphan(const std::string& dir) {
-  auto vm = gpuvm::guest::LocalVmGuest::FromEnvironment();
+  // The domain is received here, not by LocalVmGuest::FromEnvironment: this program also reads the
+  // local backend's control page, which the port's guest side does not show.
+  const char* fd = std::getenv(gpuvm::hv::kLocalVmFdVariable);
+  if (fd == nullptr) return Fail("not inside gpuvm-vm");
+  auto domain = gpuvm::hv::local::LocalDomain::RequestFrom(std::atoi(fd));
+  if (!domain.ok()) return Fail("domain: " + domain.status().ToString());
+  auto io = gpuvm::hv::local::LocalGuestIo::Create(**domain);
+  if (!io.ok()) return Fail("guest io: " + io.status().ToString());
+  (*io)->set_note([](const std::string& line) { std::fprintf(stderr, "gpuvm: %s
+", line.c_str()); });
+  auto vm = gpuvm::guest::LocalVmGuest::Create(std::move(*io));
   if (!vm.ok()) return Fail("vm: " + vm.status().ToString());
   auto bus = gpuvm::guest::LocalTrapBus::Create(*vm);
   if (!bus.ok()) return Fail("bus: " + bus.status().ToString());
   auto control = gpuvm::os::SharedMapping::Map(
-      (*vm)->domain().ioreq_fd(), gpuvm::hv::local::kControlPage * kPage, kPage, false);
+      (*domain)->ioreq_fd(), gpuvm::hv::local::kControlPage * kPage, kPage, false);
   if (!control.ok()) return Fail("control page: " + control.status().ToString());
   const auto* page = reinterpret_cast<const LocalControlPage*>(control->data());
   Filled gpu = Fill(bus->get(), kOrphanBytes, kOrphanPattern);

@@ -44,10 +44,7 @@
 #include "aggregator/aggregator.h"
 #include "aggregator/server.h"
 #include "aggregator/sim_gpu.h"
-#include "hypervisor/local/domain.h"
-#include "hypervisor/local/guest_io.h"
-#include "hypervisor/local/guest_memory.h"
-#include "hypervisor/local/ioreq_server.h"
+#include "hypervisor/backend.h"
 #include "qemu-device/device_model.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 #include "qemu-device/testing/fake_aggregator.h"
@@ -259,17 +256,17 @@ class AggregatorCall {
 // --- the trap
 // ----------------------------------------------------------------------------------------
 
-// Runs a device model for `domain` until killed: the child process of a trap rig. With an empty
-// `aggregator_path` the aggregator is an in-process fake.
-[[noreturn]] void RunDeviceModel(const hv::local::LocalDomain& domain,
+// Runs a device model for `domain` (created in `backend` before the fork) until killed: the child
+// process of a trap rig. With an empty `aggregator_path` the aggregator is an in-process fake.
+[[noreturn]] void RunDeviceModel(hv::Backend& backend, const hv::DomainConfig& domain,
                                  const std::string& aggregator_path, const ipc::VmToken& token,
                                  bool busy_poll) {
   // The defaults, or every hop sleeping.
   const std::chrono::microseconds off(0);
   const std::chrono::microseconds dm_spin = busy_poll ? dm::DeviceModelConfig().busy_poll : off;
   const std::chrono::microseconds lane_spin = busy_poll ? dm::IpcConnectOptions().busy_poll : off;
-  auto server = hv::local::LocalIoreqServer::Create(domain);
-  auto memory = hv::local::LocalGuestMemory::Create(domain);
+  auto server = backend.CreateIoreqServer(domain.domid);
+  auto memory = backend.OpenGuestMemory(domain.domid);
   if (!server.ok() || !memory.ok()) ::_exit(10);
   std::unique_ptr<dm::AggregatorConnection> aggregator;
   if (aggregator_path.empty()) {
@@ -278,9 +275,9 @@ class AggregatorCall {
     dm::IpcConnectOptions options;
     options.path = aggregator_path;
     options.token = token;
-    options.vm.domid = domain.domid();
-    options.vm.vcpus = domain.config().vcpus;
-    options.vm.guest_ram_bytes = domain.config().ram_bytes;
+    options.vm.domid = domain.domid;
+    options.vm.vcpus = domain.vcpus;
+    options.vm.guest_ram_bytes = domain.ram_bytes;
     options.vm.bar0_size = 16 << 20;
     options.vm.bar1_size = 128 << 20;
     options.vm.bar3_size = 64 << 20;
@@ -306,7 +303,8 @@ class AggregatorCall {
 }
 
 // A local VM (this process is its guest) with its device model in a child process, and optionally
-// an aggregator in another child speaking the real protocol.
+// an aggregator in another child speaking the real protocol. The bench measures the local backend's
+// trap, so it picks that backend here.
 class TrapRig {
  public:
   enum class Aggregator { kNone, kFake, kReal };
@@ -315,9 +313,9 @@ class TrapRig {
   // and wakes.
   TrapRig(hv::DomainId domid, Aggregator which, bool busy_poll = true) {
     const bool via_aggregator = which != Aggregator::kNone;
-    auto domain = hv::local::LocalDomain::Create({domid, 16 << 20, 1});
-    if (!domain.ok()) Die(domain.status().ToString());
-    domain_ = std::move(*domain);
+    const hv::DomainConfig config{.domid = domid, .ram_bytes = 16 << 20, .vcpus = 1};
+    backend_ = hv::OpenBackend(hv::BackendKind::kLocal);
+    if (Status created = backend_->CreateDomain(config); !created.ok()) Die(created.ToString());
     std::string path;
     ipc::VmToken token{};  // the fake takes any
     if (via_aggregator) {
@@ -340,10 +338,12 @@ class TrapRig {
     }
     dm_pid_ = ::fork();
     if (dm_pid_ < 0) Die("fork");
-    if (dm_pid_ == 0) RunDeviceModel(*domain_, path, token, busy_poll);
-    auto guest = hv::local::LocalGuestIo::Create(
-        *domain_, std::chrono::seconds(10),
-        busy_poll ? hv::local::LocalGuestIo::kDefaultBusyPoll : std::chrono::microseconds(0));
+    if (dm_pid_ == 0) RunDeviceModel(*backend_, config, path, token, busy_poll);
+    hv::GuestIoOptions guest_options;
+    guest_options.timeout = std::chrono::seconds(10);
+    guest_options.busy_poll =
+        busy_poll ? hv::GuestIoOptions::kDefaultBusyPoll : std::chrono::microseconds(0);
+    auto guest = backend_->OpenGuestIo(domid, guest_options);
     if (!guest.ok()) Die(guest.status().ToString());
     io_ = std::move(*guest);
     // Enumerate like firmware: wait for the device, program BAR0, turn on memory decoding.
@@ -383,9 +383,9 @@ class TrapRig {
   }
 
  private:
-  std::unique_ptr<hv::local::LocalDomain> domain_;
+  std::unique_ptr<hv::Backend> backend_;  // holds the domain
   std::unique_ptr<dm::testing::FakeAggregatorServer> aggregator_;
-  std::unique_ptr<hv::local::LocalGuestIo> io_;
+  std::unique_ptr<hv::GuestIo> io_;
   pid_t aggregator_pid_ = -1;
   pid_t dm_pid_ = -1;
   uint32_t last_ = 0;

@@ -108,6 +108,14 @@ Status LocalDomain::SendTo(int socket) const {
   return os::SendWithFds(socket, header, all);
 }
 
+Result<std::unique_ptr<LocalDomain>> LocalDomain::RequestFrom(int socket) {
+  const uint8_t request = 'D';
+  if (::send(socket, &request, 1, MSG_NOSIGNAL) != 1) {
+    return Status::FromErrno(errno, "asking the launcher for the VM's domain");
+  }
+  return ReceiveFrom(socket);
+}
+
 Result<std::unique_ptr<LocalDomain>> LocalDomain::ReceiveFrom(int socket) {
   GPUVM_ASSIGN_OR_RETURN(os::ReceivedMessage message, os::ReceiveWithFds(socket, 256, false));
   return FromWire(message.bytes, std::move(message.fds));

@@ -109,6 +109,9 @@ class LocalDomain {
   Status SendTo(int socket) const;
   // ... which rebuilds the domain, checking sizes and seals.
   static Result<std::unique_ptr<LocalDomain>> ReceiveFrom(int socket);
+  // Asks a launcher for its domain (one byte; gpuvm-vm answers every request with a copy, so each
+  // program a VM runs gets its own, tools/gpuvm-vm/launcher.h), then ReceiveFrom.
+  static Result<std::unique_ptr<LocalDomain>> RequestFrom(int socket);
   // The wire form used by SendTo/ReceiveFrom (the local hypervisor daemon relays it).
   std::vector<uint8_t> EncodeHeader() const;
   std::vector<int> fds() const;

@@ -27,7 +27,10 @@ Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& do
                                                            std::chrono::milliseconds timeout,
                                                            std::chrono::microseconds busy_poll) {
   std::unique_ptr<LocalGuestIo> g(new LocalGuestIo());
+  g->domid_ = domain.domid();
   g->vcpus_ = domain.config().vcpus;
+  g->ram_bytes_ = domain.config().ram_bytes;
+  GPUVM_ASSIGN_OR_RETURN(g->ram_, os::DuplicateFd(domain.ram_fd()));
   g->timeout_ = timeout;
   GPUVM_ASSIGN_OR_RETURN(g->region_, os::SharedMapping::Map(domain.ioreq_fd(), 0,
                                                             kIoreqRegionPages * kPageSize, true));

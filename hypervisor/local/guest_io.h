@@ -3,7 +3,8 @@
 // the trap: it routes an access by what the IOREQ server claimed (control page), writes Xen's
 // ioreq_t into the vCPU's slot, rings the request eventfd and blocks on the response eventfd until
 // IORESP_READY. Unclaimed accesses behave like unassigned addresses on a PC: reads return all-ones,
-// writes vanish. A later guest driver's trapping Bus sits on Read/Write here.
+// writes vanish. It implements the port's guest side (hypervisor/guest_io.h), on which the guest
+// driver's trapping Bus sits (guest-pv-driver/local_trap_bus.h).
 //
 // Memory ranges (BAR remap, LocalControlPage::memory_ranges): an access that lies inside one does
 // not trap; it reads or writes the backing memfd, which the server sent over the physmap socket and
@@ -47,19 +48,21 @@
 
 #include "base/busy_poll.h"
 #include "base/os.h"
+#include "hypervisor/backend.h"
+#include "hypervisor/guest_io.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/types.h"
 #include "hypervisor/xen_abi/ioreq_page.h"
 
 namespace gpuvm::hv::local {
 
-class LocalGuestIo {
+class LocalGuestIo final : public GuestIo {
  public:
   // `timeout`: zero (the default) waits while the server's process lives; else an access that has
   // no answer after that long fails with DeadlineExceeded.
   // `busy_poll`: how long a vCPU polls for an answer before sleeping (zero: it sleeps at once).
-  static constexpr std::chrono::microseconds kDefaultBusyPoll{100};
-  static constexpr std::chrono::milliseconds kSlowNote{5000};
+  static constexpr std::chrono::microseconds kDefaultBusyPoll = GuestIoOptions::kDefaultBusyPoll;
+  static constexpr std::chrono::milliseconds kSlowNote = GuestIoOptions::kDefaultSlowNote;
   static Result<std::unique_ptr<LocalGuestIo>> Create(
       const LocalDomain& domain, std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
       std::chrono::microseconds busy_poll = kDefaultBusyPoll);
@@ -71,46 +74,44 @@ class LocalGuestIo {
     slow_note_ = after;
   }
 
-  uint32_t vcpu_count() const { return vcpus_; }
+  DomainId domid() const override { return domid_; }
+  uint32_t vcpu_count() const override { return vcpus_; }
+  uint64_t ram_bytes() const override { return ram_bytes_; }
+  int ram_fd() const override { return ram_.get(); }
 
   // MMIO (size 1, 2, 4 or 8).
-  Result<uint64_t> Read(uint32_t vcpu, uint64_t gpa, uint32_t size);
-  Status Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t value);
+  Result<uint64_t> Read(uint32_t vcpu, uint64_t gpa, uint32_t size) override;
+  Status Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t value) override;
   // Configuration space of a PCI function (size 1, 2 or 4).
-  Result<uint32_t> ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset, uint32_t size);
+  Result<uint32_t> ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset,
+                              uint32_t size) override;
   Status ConfigWrite(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset, uint32_t size,
-                     uint32_t value);
+                     uint32_t value) override;
 
   // Submits `request` on request.vcpu exactly as given — any size, rep count, data_is_ptr, type —
   // without routing, and returns the slot's data after completion. This is how tests play a hostile
   // or unusual guest (rep movs, odd sizes).
-  Result<uint64_t> Submit(const IoRequest& request);
+  Result<uint64_t> Submit(const IoRequest& request) override;
 
   // Routing as the server published it.
-  bool IsMmioClaimed(uint64_t gpa, uint64_t length) const;
+  bool IsMmioClaimed(uint64_t gpa, uint64_t length) const override;
   // Copies between `buffer` and guest physical [gpa, gpa + length) when that lies inside one memory
   // range whose backing is mapped here: true when done, false when the access must trap.
-  bool AccessMemory(uint64_t gpa, void* buffer, uint64_t length, bool write);
+  bool AccessMemory(uint64_t gpa, void* buffer, uint64_t length, bool write) override;
   // Sets guest physical [gpa, gpa + length) to `byte` under the same condition (a memset of a
   // remapped range): true when done, false when the access must trap.
-  bool FillMemory(uint64_t gpa, uint8_t byte, uint64_t length);
+  bool FillMemory(uint64_t gpa, uint8_t byte, uint64_t length) override;
   // Whether [gpa, gpa + length) lies inside one memory range (accesses there do not trap).
-  bool IsMemory(uint64_t gpa, uint64_t length) { return MemoryAt(gpa, length) != nullptr; }
+  bool IsMemory(uint64_t gpa, uint64_t length) override { return MemoryAt(gpa, length) != nullptr; }
   // Accesses that went to a memory range instead of trapping.
   uint64_t memory_accesses() const { return memory_accesses_.load(std::memory_order_relaxed); }
-  bool IsPciClaimed(const Sbdf& sbdf) const;
+  bool IsPciClaimed(const Sbdf& sbdf) const override;
 
-  struct InterruptState {
-    uint32_t intx_levels = 0;
-    uint32_t msi_count = 0;
-    uint64_t last_msi_address = 0;
-    uint32_t last_msi_data = 0;
-  };
-  InterruptState interrupts() const;
+  InterruptState interrupts() const override;
   // Waits until the server signals an interrupt (an INTx rising edge or an MSI); consumes the
   // signal.
   Status WaitForInterrupt(std::chrono::milliseconds timeout);
-  int irq_fd() const { return irq_.get(); }
+  int irq_fd() const override { return irq_.get(); }
 
  private:
   LocalGuestIo() = default;
@@ -129,7 +130,10 @@ class LocalGuestIo {
   // if it is not watched yet. False when that process no longer exists (or none is named).
   bool WatchServer();
 
+  DomainId domid_ = 0;
   uint32_t vcpus_ = 0;
+  uint64_t ram_bytes_ = 0;
+  os::UniqueFd ram_;  // a duplicate of the domain's RAM memfd
   std::chrono::milliseconds timeout_{0};
   os::SharedMapping region_;
   std::unique_ptr<xen_abi::IoreqRequesterSlots> slots_;

@@ -22,36 +22,6 @@ namespace {
 
 using local::LocalDomain;
 
-class LocalTestGuest : public TestGuest {
- public:
-  LocalTestGuest(std::unique_ptr<local::LocalGuestIo> io,
-                 std::unique_ptr<local::LocalGuestMemory> memory)
-      : io_(std::move(io)), memory_(std::move(memory)) {}
-  uint32_t vcpu_count() const override { return io_->vcpu_count(); }
-  Result<uint64_t> Read(uint32_t vcpu, uint64_t gpa, uint32_t size) override {
-    return io_->Read(vcpu, gpa, size);
-  }
-  Status Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t value) override {
-    return io_->Write(vcpu, gpa, size, value);
-  }
-  Result<uint32_t> ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset,
-                              uint32_t size) override {
-    return io_->ConfigRead(vcpu, sbdf, offset, size);
-  }
-  Status ConfigWrite(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset, uint32_t size,
-                     uint32_t value) override {
-    return io_->ConfigWrite(vcpu, sbdf, offset, size, value);
-  }
-  Result<uint64_t> Submit(const IoRequest& request) override { return io_->Submit(request); }
-  uint32_t intx_levels() const override { return io_->interrupts().intx_levels; }
-  uint32_t msi_count() const override { return io_->interrupts().msi_count; }
-  std::span<uint8_t> ram() override { return memory_->ram(); }
-
- private:
-  std::unique_ptr<local::LocalGuestIo> io_;
-  std::unique_ptr<local::LocalGuestMemory> memory_;
-};
-
 class LocalEnv : public BackendEnv {
  public:
   static constexpr DomainId kGuest = 1;
@@ -64,6 +34,7 @@ class LocalEnv : public BackendEnv {
     GPUVM_ASSIGN_OR_RETURN(daemon_, local::LocalHvDaemon::Create(path_));
     GPUVM_RETURN_IF_ERROR(daemon_->Start());
     GPUVM_ASSIGN_OR_RETURN(domain_, LocalDomain::Create({kGuest, kRamBytes, 2}));
+    GPUVM_ASSIGN_OR_RETURN(ram_, local::LocalGuestMemory::Create(*domain_));
     GPUVM_ASSIGN_OR_RETURN(control_, local::LocalHvClient::Connect(path_, kControlDomain));
     return local::RegisterDomain(*control_, *domain_);
   }
@@ -84,12 +55,12 @@ class LocalEnv : public BackendEnv {
     GPUVM_ASSIGN_OR_RETURN(auto memory, local::LocalGuestMemory::Create(*attached));
     return std::unique_ptr<GuestMemory>(std::move(memory));
   }
-  Result<std::unique_ptr<TestGuest>> CreateGuest() override {
+  Result<std::unique_ptr<GuestIo>> CreateGuest() override {
     GPUVM_ASSIGN_OR_RETURN(auto io,
                            local::LocalGuestIo::Create(*domain_, std::chrono::seconds(20)));
-    GPUVM_ASSIGN_OR_RETURN(auto memory, local::LocalGuestMemory::Create(*domain_));
-    return std::unique_ptr<TestGuest>(new LocalTestGuest(std::move(io), std::move(memory)));
+    return std::unique_ptr<GuestIo>(std::move(io));
   }
+  std::span<uint8_t> guest_ram() override { return ram_->ram(); }
   Result<std::unique_ptr<EventChannels>> OpenEventChannels(DomainId as) override {
     GPUVM_ASSIGN_OR_RETURN(auto channels, local::LocalEventChannels::Connect(path_, as));
     return std::unique_ptr<EventChannels>(std::move(channels));
@@ -116,6 +87,7 @@ class LocalEnv : public BackendEnv {
   std::string path_;
   std::unique_ptr<local::LocalHvDaemon> daemon_;
   std::unique_ptr<LocalDomain> domain_;
+  std::unique_ptr<local::LocalGuestMemory> ram_;  // the guest's view of its RAM
   std::unique_ptr<local::LocalHvClient> control_;
 };
 
@@ -141,9 +113,10 @@ class XenEnv : public BackendEnv {
     GPUVM_RETURN_IF_ERROR(NeedGuest());
     return xen::OpenGuestMemory(guest_);
   }
-  Result<std::unique_ptr<TestGuest>> CreateGuest() override {
+  Result<std::unique_ptr<GuestIo>> CreateGuest() override {
     return Status::Unavailable("on Xen the guest makes its own accesses (Xen test bed)");
   }
+  std::span<uint8_t> guest_ram() override { return {}; }
   Result<std::unique_ptr<EventChannels>> OpenEventChannels(DomainId) override {
     return xen::OpenEventChannels();
   }

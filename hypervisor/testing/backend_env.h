@@ -18,31 +18,12 @@
 
 #include "hypervisor/event_channels.h"
 #include "hypervisor/grants.h"
+#include "hypervisor/guest_io.h"
 #include "hypervisor/guest_memory.h"
 #include "hypervisor/ioreq_server.h"
 #include "hypervisor/store.h"
 
 namespace gpuvm::hv::testing {
-
-// The guest's side of trapped accesses (the local backend's LocalGuestIo).
-class TestGuest {
- public:
-  virtual ~TestGuest() = default;
-  virtual uint32_t vcpu_count() const = 0;
-  virtual Result<uint64_t> Read(uint32_t vcpu, uint64_t gpa, uint32_t size) = 0;
-  virtual Status Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t value) = 0;
-  virtual Result<uint32_t> ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset,
-                                      uint32_t size) = 0;
-  virtual Status ConfigWrite(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset, uint32_t size,
-                             uint32_t value) = 0;
-  // Any request exactly as given (hostile or unusual guests).
-  virtual Result<uint64_t> Submit(const IoRequest& request) = 0;
-  // Interrupt state as the guest sees it: asserted INTx pins and the number of MSIs received.
-  virtual uint32_t intx_levels() const = 0;
-  virtual uint32_t msi_count() const = 0;
-  // The guest's own view of its RAM.
-  virtual std::span<uint8_t> ram() = 0;
-};
 
 class BackendEnv {
  public:
@@ -56,7 +37,10 @@ class BackendEnv {
 
   virtual Result<std::unique_ptr<IoreqServer>> CreateIoreqServer() = 0;
   virtual Result<std::unique_ptr<GuestMemory>> OpenGuestMemory() = 0;
-  virtual Result<std::unique_ptr<TestGuest>> CreateGuest() = 0;
+  // The guest's own side of the guest domain (the port's GuestIo: its accesses, interrupt lines).
+  virtual Result<std::unique_ptr<GuestIo>> CreateGuest() = 0;
+  // The guest's own view of its RAM (valid while the env lives; empty where CreateGuest fails).
+  virtual std::span<uint8_t> guest_ram() = 0;
   virtual Result<std::unique_ptr<EventChannels>> OpenEventChannels(DomainId as) = 0;
   virtual Result<std::unique_ptr<Store>> OpenStore(DomainId as) = 0;
   // Shares from peer_domid() ...

@@ -1,6 +1,8 @@
 // The Xen backend of the hypervisor port: each entry point opens what it needs from the Xen
 // toolstack libraries and returns a port interface. Without Xen (no /dev/xen, no privcmd) every
-// entry point fails cleanly with Unavailable — no crash, no partial state.
+// entry point fails cleanly with Unavailable — no crash, no partial state. Code outside hypervisor/
+// reaches them through the factory (hypervisor/backend.h: OpenBackend(BackendKind::kXen)), whose
+// Backend is NewBackend() here.
 //
 // Runs in dom0 (or a device-model stub domain with the right privileges). docs/HYPERVISOR.md has
 // the process model; the Xen test bed (make xen-test, docs/XEN-TESTBED.md) runs these for real.
@@ -11,6 +13,7 @@
 
 #include <memory>
 
+#include "hypervisor/backend.h"
 #include "hypervisor/event_channels.h"
 #include "hypervisor/grants.h"
 #include "hypervisor/guest_memory.h"
@@ -44,6 +47,9 @@ Result<std::unique_ptr<EventChannels>> OpenEventChannels();
 Result<std::unique_ptr<GrantSharer>> OpenGrantSharer();
 Result<std::unique_ptr<GrantMapper>> OpenGrantMapper();
 Result<std::unique_ptr<Store>> OpenStore();
+
+// The factory's Xen Backend: the entry points above behind hv::Backend.
+std::unique_ptr<Backend> NewBackend();
 
 }  // namespace gpuvm::hv::xen
 

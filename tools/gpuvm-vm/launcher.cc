@@ -19,7 +19,7 @@
 #include "base/os.h"
 #include "base/share.h"
 #include "base/vm_name.h"
-#include "guest-pv-driver/local_trap_bus.h"
+#include "hypervisor/backend.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
 
@@ -327,7 +327,7 @@ Result<int> RunVm(const VmOptions& options) {
   }
   if (guest == 0) {
     ChildSetup(parent, SIGKILL, guest_fd, guest_fd);
-    ::setenv(guest::kLocalVmFdVariable, fd_text.c_str(), 1);
+    ::setenv(hv::kLocalVmFdVariable, fd_text.c_str(), 1);
     ::setenv("GPUVM_BUS", "local", 1);
     ::execvp(guest_argv[0], guest_argv.data());
     std::fprintf(stderr, "gpuvm-vm: cannot run %s: %s\n", guest_argv[0], std::strerror(errno));
