@@ -66,7 +66,10 @@ Result<std::unique_ptr<AggregatorServer>> AggregatorServer::Create(
   std::unique_ptr<AggregatorServer> s(new AggregatorServer(std::move(aggregator), options));
   s->allowed_uids_ = options.allowed_uids;
   if (s->allowed_uids_.empty()) s->allowed_uids_ = {::geteuid(), 0};
-  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(options.path));
+  // Bound now, listening from Start()/Run(): gpuvm-aggregator's main creates the control socket
+  // after this, and a client that can connect here must find that one too (gpuvm-vm asks it for
+  // the VM's token right after).
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::BindSeqpacket(options.path));
   GPUVM_ASSIGN_OR_RETURN(s->stop_, os::CreateEventFd());
   s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
@@ -91,6 +94,7 @@ AggregatorServer::~AggregatorServer() {
 }
 
 Status AggregatorServer::Start() {
+  GPUVM_RETURN_IF_ERROR(os::StartListening(listen_.get()));
   thread_ = std::thread([this] {
     Status s = Run();
     if (!s.ok()) Log("server stopped: %s", s.ToString().c_str());
@@ -126,6 +130,7 @@ void AggregatorServer::Log(const char* format, ...) {
 }
 
 Status AggregatorServer::Run() {
+  GPUVM_RETURN_IF_ERROR(os::StartListening(listen_.get()));  // again after Start(): harmless
   Log("serving %s on %s", aggregator_->gpu().Describe().c_str(), options_.path.c_str());
   for (;;) {
     bool handshaking = false;
@@ -189,8 +194,7 @@ void AggregatorServer::LogRefusal(const std::function<std::string()>& line) {
 
 void AggregatorServer::Accept() {
   for (int i = 0; i < kAcceptsPerWakeup; ++i) {
-    os::UniqueFd socket(
-        ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    os::UniqueFd socket(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!socket.valid()) return;  // nothing more, the peer gave up, or out of descriptors
     Result<os::PeerCredentials> peer = os::PeerCredentialsOf(socket.get());
     if (!peer.ok() || !MayConnect(peer->uid)) {
@@ -374,8 +378,8 @@ void AggregatorServer::Drop(Connection& c, const std::string& why) {
   const Session::Summary& summary = c.session->summary();
   if (!summary.had_vm) {
     LogRefusal([&] {
-      return c.session->peer() + ": closed before a VM was admitted (" +
-             c.session->close_reason() + ")";
+      return c.session->peer() + ": closed before a VM was admitted (" + c.session->close_reason() +
+             ")";
     });
     return;
   }

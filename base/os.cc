@@ -152,7 +152,7 @@ Result<sockaddr_un> UnixAddress(const std::string& path, socklen_t* length) {
 
 }  // namespace
 
-Result<UniqueFd> ListenSeqpacket(const std::string& path, int backlog) {
+Result<UniqueFd> BindSeqpacket(const std::string& path) {
   socklen_t length = 0;
   GPUVM_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &length));
   if (path[0] != '@') {
@@ -167,7 +167,17 @@ Result<UniqueFd> ListenSeqpacket(const std::string& path, int backlog) {
     if (errno == EADDRINUSE) return Status::AlreadyExists("something already listens on " + path);
     return Status::FromErrno(errno, "bind " + path);
   }
-  if (::listen(fd.get(), backlog) != 0) return Status::FromErrno(errno, "listen " + path);
+  return fd;
+}
+
+Status StartListening(int fd, int backlog) {
+  if (::listen(fd, backlog) != 0) return Status::FromErrno(errno, "listen");
+  return Status::Ok();
+}
+
+Result<UniqueFd> ListenSeqpacket(const std::string& path, int backlog) {
+  GPUVM_ASSIGN_OR_RETURN(UniqueFd fd, BindSeqpacket(path));
+  if (Status s = StartListening(fd.get(), backlog); !s.ok()) return s.WithContext(path);
   return fd;
 }
 

@@ -107,6 +107,11 @@ bool PidFdExited(int pidfd);
 // Listen refuses a path where a live listener answers (AlreadyExists) and replaces a stale socket
 // file.
 Result<UniqueFd> ListenSeqpacket(const std::string& path, int backlog = 64);
+// Binds like ListenSeqpacket but does not listen yet: the name is ours (a second server fails
+// here), while clients are refused (ECONNREFUSED) until StartListening, so a server that sets up
+// more after binding is not seen as ready before it is.
+Result<UniqueFd> BindSeqpacket(const std::string& path);
+Status StartListening(int fd, int backlog = 64);
 Result<UniqueFd> ConnectSeqpacket(const std::string& path);
 
 // One datagram plus up to kMaxPassedFds descriptors over a SOCK_SEQPACKET/SOCK_DGRAM unix socket.

@@ -80,17 +80,13 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::FromEnvironment() {
   if (ProcessVm() != nullptr) return ProcessVm();
   // A slow device model is waited for, with a line on stderr (hv::GuestIoOptions::note).
   hv::GuestIoOptions options;
-  options.note =
-      [](const std::string& line) { std::fprintf(stderr, "gpuvm: %s
-", line.c_str()); };
+  options.note = [](const std::string& line) { std::fprintf(stderr, "gpuvm: %s\n", line.c_str()); };
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::GuestIo> io, hv::OpenGuestIoFromEnvironment(options));
   GPUVM_ASSIGN_OR_RETURN(ProcessVm(), Create(std::move(io)));
   return ProcessVm();
-      }
+}
 
-  LocalVmGuest::~LocalVmGuest() {
-    (void)SetInterruptHandler(nullptr);
-  }
+LocalVmGuest::~LocalVmGuest() { (void)SetInterruptHandler(nullptr); }
 
 uint64_t LocalVmGuest::free_frames() const {
   std::lock_guard lock(frames_mu_);

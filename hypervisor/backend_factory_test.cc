@@ -50,7 +50,9 @@ TEST(LocalBackendTest, ACreatedDomainTrapsAndSharesItsRam) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   EXPECT_EQ((*server)->vcpu_count(), 2u);
   ASSERT_TRUE((*server)->MapMmioRange(0xf0000000, 0xf0000fff).ok());
-  auto guest = backend->OpenGuestIo(5, {.timeout = std::chrono::seconds(5)});
+  GuestIoOptions io_options;
+  io_options.timeout = std::chrono::seconds(5);
+  auto guest = backend->OpenGuestIo(5, io_options);
   ASSERT_TRUE(guest.ok()) << guest.status().ToString();
   EXPECT_EQ((*guest)->domid(), 5);
   EXPECT_EQ((*guest)->vcpu_count(), 2u);

@@ -146,7 +146,7 @@ TEST_F(IpcConnectionTest, AStalledAggregatorIsWaitedForWhileItsSocketIsOpen) {
     SCOPED_TRACE(lane ? "fast lane" : "socket");
     server_->set_offer_fast_lane(lane);
     std::vector<std::string> notes;
-    IpcConnectOptions options{server_->path(), Config()};
+    IpcConnectOptions options{server_->path(), Config(), Token()};
     options.slow_note = std::chrono::milliseconds(50);
     options.note = [&notes](const std::string& line) { notes.push_back(line); };
     auto c = IpcAggregatorConnection::Connect(options);

@@ -3,13 +3,12 @@
 // removed and the next one admitted), malformed packets, stalled handshakes, interrupts forwarded;
 // who may connect (credentials, tokens) and what idle or silent connections cannot do
 // (docs/SECURITY.md).
-#include "aggregator/server.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <thread>
 
+#include "aggregator/server.h"
 #include "aggregator/sim_gpu.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
@@ -25,7 +24,7 @@ using dm::BarIndex;
 class AggregatorServerTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer({}); }
-  void StartServer(std::vector<uid_t> allowed_uids) {
+  void StartServer(std::vector<uid_t> allowed_uids, bool start = true) {
     server_.reset();
     path_ = "@gpuvm-aggregator-test-" + std::to_string(::getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -44,7 +43,9 @@ class AggregatorServerTest : public ::testing::Test {
     auto server = AggregatorServer::Create(std::move(*aggregator), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
-    ASSERT_TRUE(server_->Start().ok());
+    if (start) {
+      ASSERT_TRUE(server_->Start().ok());
+    }
   }
   void TearDown() override { server_.reset(); }
 
@@ -118,6 +119,29 @@ TEST_F(AggregatorServerTest, ServesMmioOverTheSocketAndTheFastLane) {
     c->reset();
     // The next VM must wait for the server to finish the teardown; it will.
   }
+}
+
+// The socket's name is taken at Create, but nobody can connect before Start: gpuvm-aggregator sets
+// its control socket up in between, and whoever finds the VM socket ready must find that too.
+TEST_F(AggregatorServerTest, NobodyConnectsBeforeStartButTheNameIsTaken) {
+  StartServer({}, /*start=*/false);
+  auto early = os::ConnectSeqpacket(path_);
+  EXPECT_FALSE(early.ok());
+  SimGpuOptions o;
+  o.vram_bytes = 64ull << 20;
+  o.compute_engine = false;
+  auto gpu = SimGpu::Create(o);
+  ASSERT_TRUE(gpu.ok());
+  auto aggregator = Aggregator::Create(std::move(*gpu));
+  ASSERT_TRUE(aggregator.ok());
+  ServerOptions second;
+  second.path = path_;
+  second.log = nullptr;
+  EXPECT_EQ(AggregatorServer::Create(std::move(*aggregator), second).status().code(),
+            StatusCode::kAlreadyExists);
+  ASSERT_TRUE(server_->Start().ok());
+  auto c = dm::IpcAggregatorConnection::Connect(Options(1));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
 }
 
 TEST_F(AggregatorServerTest, RepTransfersTravelAsBlocks) {

@@ -93,24 +93,11 @@ Filled Fill(gpuvm::guest::Bus* bus, uint64_t bytes, uint32_t pattern) {
 }
 
 int Orphan(const std::string& dir) {
-  // The domain is received here, not by LocalVmGuest::FromEnvironment: this program also reads the
-  // local backend's control page, which the port's guest side does not show.
-  const char* fd = std::getenv(gpuvm::hv::kLocalVmFdVariable);
-  if (fd == nullptr) return Fail("not inside gpuvm-vm");
-  auto domain = gpuvm::hv::local::LocalDomain::RequestFrom(std::atoi(fd));
-  if (!domain.ok()) return Fail("domain: " + domain.status().ToString());
-  auto io = gpuvm::hv::local::LocalGuestIo::Create(**domain);
-  if (!io.ok()) return Fail("guest io: " + io.status().ToString());
-  (*io)->set_note([](const std::string& line) { std::fprintf(stderr, "gpuvm: %s
-", line.c_str()); });
-  auto vm = gpuvm::guest::LocalVmGuest::Create(std::move(*io));
-  if (!vm.ok()) return Fail("vm: " + vm.status().ToString());
-  auto bus = gpuvm::guest::LocalTrapBus::Create(*vm);
+  gpuvm::guest_program::LocalVmWithControlPage local =
+      gpuvm::guest_program::OpenLocalVmWithControlPage();
+  auto bus = gpuvm::guest::LocalTrapBus::Create(local.vm);
   if (!bus.ok()) return Fail("bus: " + bus.status().ToString());
-  auto control = gpuvm::os::SharedMapping::Map(
-      (*domain)->ioreq_fd(), gpuvm::hv::local::kControlPage * kPage, kPage, false);
-  if (!control.ok()) return Fail("control page: " + control.status().ToString());
-  const auto* page = reinterpret_cast<const LocalControlPage*>(control->data());
+  const LocalControlPage* page = local.page();
   Filled gpu = Fill(bus->get(), kOrphanBytes, kOrphanPattern);
   gpuvm::guest::Channel* ch = gpu.ch;
   // Published ranges of BAR1 (the buffer, mapped by the driver's BAR1 path for small copies).

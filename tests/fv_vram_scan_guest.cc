@@ -214,14 +214,11 @@ void CountShadowRuns(const uint64_t* words, size_t n, uint64_t min_machine, uint
 }
 
 int Attacker(const std::string& dir, uint64_t min_machine) {
-  auto vm_guest = gpuvm::guest::LocalVmGuest::FromEnvironment();
-  if (!vm_guest.ok()) return Fail("vm: " + vm_guest.status().ToString());
-  auto bus = gpuvm::guest::LocalTrapBus::Create(*vm_guest);
+  gpuvm::guest_program::LocalVmWithControlPage local =
+      gpuvm::guest_program::OpenLocalVmWithControlPage();
+  auto bus = gpuvm::guest::LocalTrapBus::Create(local.vm);
   if (!bus.ok()) return Fail("bus: " + bus.status().ToString());
-  auto control = gpuvm::os::SharedMapping::Map(
-      (*vm_guest)->domain().ioreq_fd(), gpuvm::hv::local::kControlPage * kPage, kPage, false);
-  if (!control.ok()) return Fail("control page: " + control.status().ToString());
-  const auto* page = reinterpret_cast<const LocalControlPage*>(control->data());
+  const LocalControlPage* page = local.page();
 
   // Ordinary work: a buffer filled by the GPU, a marker page copied in and read back.
   Gpu g = Bring(bus->get());

@@ -1,6 +1,7 @@
 // Shared by the guest programs of the multi-process tests (fv_orphan_guest.cc,
 // fv_vram_scan_guest.cc), which the test and the guest coordinate through files in a directory:
-// waiting for a file, creating one, failing loudly.
+// waiting for a file, creating one, failing loudly; and opening the local VM they run in by hand,
+// with its control page (which the port's guest side does not show) mapped read-only.
 //
 // Threading: any thread (Fail ends the process).
 #ifndef GPUVM_TESTS_GUEST_PROGRAM_H_
@@ -12,8 +13,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+
+#include "base/os.h"
+#include "guest-pv-driver/local_trap_bus.h"
+#include "hypervisor/backend.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/guest_io.h"
 
 namespace gpuvm::guest_program {
 
@@ -37,6 +46,34 @@ inline void Touch(const std::string& path, const std::string& text) { std::ofstr
   std::printf("FAILED %s\n", what.c_str());
   std::fflush(stdout);
   std::_Exit(1);
+}
+
+// The local VM this program runs in (gpuvm-vm hands it a domain over $GPUVM_LOCAL_VM_FD), opened
+// the way LocalVmGuest::FromEnvironment does, plus the local backend's control page (the ranges
+// the IOREQ server published), which these guests read to see what was mapped into them.
+struct LocalVmWithControlPage {
+  std::unique_ptr<hv::local::LocalDomain> domain;
+  std::shared_ptr<guest::LocalVmGuest> vm;
+  os::SharedMapping control;  // read-only
+  const hv::local::LocalControlPage* page() const {
+    return reinterpret_cast<const hv::local::LocalControlPage*>(control.data());
+  }
+};
+inline LocalVmWithControlPage OpenLocalVmWithControlPage() {
+  const char* fd = std::getenv(hv::kLocalVmFdVariable);
+  if (fd == nullptr) Fail("not inside gpuvm-vm");
+  auto domain = hv::local::LocalDomain::RequestFrom(std::atoi(fd));
+  if (!domain.ok()) Fail("domain: " + domain.status().ToString());
+  auto io = hv::local::LocalGuestIo::Create(**domain);
+  if (!io.ok()) Fail("guest io: " + io.status().ToString());
+  (*io)->set_note(
+      [](const std::string& line) { std::fprintf(stderr, "gpuvm: %s\n", line.c_str()); });
+  auto vm = guest::LocalVmGuest::Create(std::move(*io));
+  if (!vm.ok()) Fail("vm: " + vm.status().ToString());
+  auto control = os::SharedMapping::Map(
+      (*domain)->ioreq_fd(), hv::local::kControlPage * hv::kPageSize, hv::kPageSize, false);
+  if (!control.ok()) Fail("control page: " + control.status().ToString());
+  return {std::move(*domain), std::move(*vm), std::move(*control)};
 }
 
 }  // namespace gpuvm::guest_program

@@ -285,9 +285,11 @@ class AggregatorCall {
     options.busy_poll = lane_spin;
     auto connection = dm::IpcAggregatorConnection::Connect(options);
     if (!connection.ok()) ::_exit(11);
+    Result<int> ram_fd = backend.GuestRamFd(domain.domid);
+    if (!ram_fd.ok()) ::_exit(12);
     if (!(*connection)
              ->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd, options.vm.guest_ram_bytes,
-                               domain.ram_fd())
+                               *ram_fd)
              .ok()) {
       ::_exit(13);
     }

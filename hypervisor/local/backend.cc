@@ -133,11 +133,11 @@ std::unique_ptr<Backend> NewBackend(const BackendOptions& options) {
 }
 
 Result<std::unique_ptr<GuestIo>> ReceiveGuestIo(int socket, const GuestIoOptions& options) {
-  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<LocalDomain> domain, LocalDomain::ReceiveFrom(socket));
+  // Asks for the domain: the launcher answers every request with a copy, so each program a VM runs
+  // (one after another: a shell script's) gets its own (tools/gpuvm-vm/launcher.h).
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<LocalDomain> domain, LocalDomain::RequestFrom(socket));
   // The guest side keeps duplicates of every descriptor it needs; the domain can go.
-  GPUVM_ASSIGN_OR_RETURN(auto io,
-                         LocalGuestIo::Create(*domain, options.timeout, options.busy_poll));
-  return std::unique_ptr<GuestIo>(std::move(io));
+  return OpenLocalGuestIo(*domain, options);
 }
 
 }  // namespace gpuvm::hv::local
