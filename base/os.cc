@@ -131,11 +131,6 @@ Result<UniqueFd> OpenPidFd(int pid) {
   return Status::FromErrno(errno, "pidfd_open");
 }
 
-bool PidFdExited(int pidfd) {
-  pollfd pfd{pidfd, POLLIN, 0};
-  return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLHUP)) != 0;
-}
-
 namespace {
 
 Result<sockaddr_un> UnixAddress(const std::string& path, socklen_t* length) {

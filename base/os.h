@@ -100,8 +100,6 @@ Status WaitReadable(int fd, int timeout_ms);
 // can watch a peer's life without a timer. NotFound when there is no such process (any more);
 // Unimplemented on kernels before 5.3.
 Result<UniqueFd> OpenPidFd(int pid);
-// Whether a pidfd says its process has ended (it does not wait).
-bool PidFdExited(int pidfd);
 
 // Unix SOCK_SEQPACKET sockets; a path starting with '@' names the abstract namespace.
 // Listen refuses a path where a live listener answers (AlreadyExists) and replaces a stale socket
