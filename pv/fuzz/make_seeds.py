@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Writes the seeds of pv_call_page_fuzz: batches laid out as docs/PARAVIRT.md specifies.
+
+Run from anywhere: python3 pv/fuzz/make_seeds.py
+"""
+import os
+import struct
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pv_call_page_fuzz")
+MAGIC = 0x42435650
+
+
+def op(code, payload):
+    return struct.pack("<HHIII", code, 0, 16 + len(payload), 0, 0) + payload
+
+
+def attach(directory, limit, kind):
+    return op(1, struct.pack("<QQII", directory, limit, kind, 0))
+
+
+def detach(directory):
+    return op(2, struct.pack("<Q", directory))
+
+
+def write(space, table, first, entries):
+    return op(3, struct.pack("<QQQII", space, table, first, len(entries), 0) +
+              b"".join(struct.pack("<Q", e) for e in entries))
+
+
+def write_linear(space, table, first, count, value, step):
+    return op(4, struct.pack("<QQQIIQQ", space, table, first, count, 0, value, step))
+
+
+def clear(space, table, first, count):
+    return op(5, struct.pack("<QQQII", space, table, first, count, 0))
+
+
+def flush(space):
+    return op(6, struct.pack("<Q", space))
+
+
+def batch(*ops):
+    body = b"".join(ops)
+    return struct.pack("<IHHIIIIQ", MAGIC, 1, 0, len(ops), 32 + len(body), 0, 0, 0) + body
+
+
+def pte(address, target=0):
+    return 1 | ((address >> 12) << 4) | (target << 33) | ((1 << 32) if target == 2 else 0)
+
+
+def pde(large, small, pt_size=0):
+    return (1 if large else 0) | (pt_size << 2) | ((large >> 12) << 4) | \
+        ((1 << 32) if small else 0) | ((small >> 12) << 36)
+
+
+PD = 0x100000
+SEEDS = {
+    "every_op": batch(attach(PD, (1 << 40) - 1, 0),
+                      write(PD, PD, 288, [pde(0x120000, 0x140000)]),
+                      write(PD, 0x140000, 0, [pte(0x200000), pte(0x201000), pte(0x4000, 2)]),
+                      write_linear(PD, 0x120000, 0, 8, pte(0x400000), 1 << 21),
+                      clear(PD, 0x140000, 1, 2), flush(PD), detach(PD)),
+    "bar3_bootstrap": batch(attach(0x200000, (64 << 20) - 1, 3),
+                            write(0x200000, 0x180000, 34, [pte(0x300000 + i * 4096)
+                                                           for i in range(256)]),
+                            flush(0x200000)),
+    "naive_one_op": batch(flush(PD)),
+    "bad_kind": batch(attach(PD, 0, 2)),
+    "foreign_vram": batch(write(PD, 0x140000, 0, [pte(1 << 39)])),
+}
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, data in SEEDS.items():
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
