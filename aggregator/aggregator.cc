@@ -128,17 +128,17 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
   }
   // Every VM's name is checked (base/vm_name.h): a malformed one is refused, never cut or guessed.
   GPUVM_ASSIGN_OR_RETURN(VmNameParts name, ParseVmName(config.name));
-  if (config.mode != ipc::VmMode::kFullVirtualization &&
+  if (config.mode == ipc::VmMode::kPassThrough &&
       (!name.mode.empty() || name.vram_mib || name.channels)) {
     return Status::InvalidArgument("VM name '" + config.name + "': MODE, MiB and chN are fv " +
-                                   "options; a " + ModeName(config.mode) +
+                                   "and pv options; a " + ModeName(config.mode) +
                                    " VM's name takes only shareP");
   }
   (void)ReapQuarantine();
-  if (config.mode == ipc::VmMode::kFullVirtualization) return AdmitFvVm(config);
-  if (config.mode != ipc::VmMode::kPassThrough) {
-    return Status::Unimplemented(std::string(ModeName(config.mode)) +
-                                 " VMs are not supported yet; this aggregator runs pt and fv");
+  // pv VMs are fv VMs whose page tables are written by calls (docs/PARAVIRT.md): same host.
+  if (config.mode == ipc::VmMode::kFullVirtualization ||
+      config.mode == ipc::VmMode::kParaVirtualization) {
+    return AdmitFvVm(config);
   }
   if (!quarantine_.empty()) {
     return Status::FailedPrecondition(
@@ -183,15 +183,17 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
   return raw;
 }
 
-Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options) {
+Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options,
+                                  ipc::VmMode vm_mode) {
   GPUVM_ASSIGN_OR_RETURN(VmNameParts parts, ParseVmName(name));
+  const bool pv = vm_mode == ipc::VmMode::kParaVirtualization;
   FvVmOptions o;
-  o.mode = options.fv_mode;
+  o.mode = pv ? FvMode::kPvMulticall : options.fv_mode;
   o.vram_bytes = options.fv.default_vram_bytes;
   o.channels = options.fv.default_channels;
   o.name = name;
   if (!parts.mode.empty()) {
-    Result<FvMode> mode = ParseFvMode(parts.mode);
+    Result<FvMode> mode = pv ? ParsePvMode(parts.mode) : ParseFvMode(parts.mode);
     if (!mode.ok()) return mode.status().WithContext("VM name '" + name + "'");
     o.mode = *mode;
   }
@@ -228,7 +230,7 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
         "fv needs the GPU to reach guest RAM (SYSRAM page tables, pushbuffers), and this one "
         "cannot (no IOMMU mapping of guest memory)");
   }
-  GPUVM_ASSIGN_OR_RETURN(FvVmOptions fv, ParseFvVmName(config.name, options_));
+  GPUVM_ASSIGN_OR_RETURN(FvVmOptions fv, ParseFvVmName(config.name, options_, config.mode));
   if (fv_host_ == nullptr) {
     GPUVM_ASSIGN_OR_RETURN(fv_host_, FvHost::Create(gpu_.get(), options_.fv));
     if (options_.log) fv_host_->SetLog(options_.log);
@@ -292,7 +294,8 @@ Status Aggregator::RemoveVm(VmId id) {
   if (it == vms_.end()) return Status::NotFound("no VM " + std::to_string(id));
   std::unique_ptr<VmControlBlock> vm = std::move(it->second);
   vms_.erase(it);
-  const bool fv = vm->config.mode == ipc::VmMode::kFullVirtualization;
+  const bool fv = vm->config.mode == ipc::VmMode::kFullVirtualization ||
+                  vm->config.mode == ipc::VmMode::kParaVirtualization;  // both on the fv host
   // Its device model died (no TEARDOWN) while BAR remap may have mapped VRAM into the guest, which
   // may still run: that VRAM must not go to the next VM before the guest is gone.
   auto* fv_gpu = fv ? static_cast<FullVirtGpu*>(vm->vgpu.get()) : nullptr;

@@ -99,8 +99,10 @@ struct AggregatorOptions {
 };
 
 // The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument for a
-// malformed name, an unknown mode or more than 128 channels.
-Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options);
+// malformed name, an unknown mode or more than 128 channels. For a pv VM (`vm_mode`) MODE is a pv
+// mode (naive, multicall; multicall when not given).
+Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options,
+                                  ipc::VmMode vm_mode = ipc::VmMode::kFullVirtualization);
 
 // Quarantine probes: can a gone VM's guest still run (and reach what was mapped into it)?
 // Local: a local VM's RAM is one memfd whose open file description the launcher, the device model

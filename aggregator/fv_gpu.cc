@@ -25,6 +25,10 @@ const char* FvModeName(FvMode mode) {
       return "fv-bar-remap";
     case FvMode::kOptimized:
       return "fv-optimized";
+    case FvMode::kPvNaive:
+      return "pv-naive";
+    case FvMode::kPvMulticall:
+      return "pv-multicall";
   }
   return "fv-?";
 }
@@ -39,6 +43,13 @@ Result<FvMode> ParseFvMode(std::string_view text) {
                                  "' (naive, lazy, bar-remap, optimized)");
 }
 
+Result<FvMode> ParsePvMode(std::string_view text) {
+  if (text.starts_with("pv-")) text.remove_prefix(3);
+  if (text == "naive") return FvMode::kPvNaive;
+  if (text == "multicall" || text == "mc") return FvMode::kPvMulticall;
+  return Status::InvalidArgument("unknown pv mode '" + std::string(text) + "' (naive, multicall)");
+}
+
 Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmBars& bars,
                                                          const FvVmOptions& options) {
   if (bars.bar0 < pbus::kPraminWindow + pbus::kPraminWindowSize) {
@@ -49,9 +60,13 @@ Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmB
     return Status::InvalidArgument("fv: BAR1 and BAR3 must be 1 MiB to 4 GiB");
   }
   // The VRAM first (a static slice is zeroed here; dynamic chunks when first referenced).
-  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<VramMap> map,
-                         VramMap::Create(host->options().vram_policy, &host->vm_vram(),
-                                         &host->vram(), options.vram_bytes));
+  // pv: the GPU walks the guest's own tables, which must be contiguous machine memory (a small
+  // table is larger than a dynamic chunk): one static slice, whatever the fv VMs get.
+  const VramPolicy policy =
+      IsPvMode(options.mode) ? VramPolicy::kStatic : host->options().vram_policy;
+  GPUVM_ASSIGN_OR_RETURN(
+      std::unique_ptr<VramMap> map,
+      VramMap::Create(policy, &host->vm_vram(), &host->vram(), options.vram_bytes));
   GPUVM_ASSIGN_OR_RETURN(FvHost::Partition partition,
                          host->AllocatePartition(options.vram_bytes, options.channels));
   partition.vram_base = map->static_base();
@@ -72,6 +87,7 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
       guest_log_([this](const std::string& line) { Log(line); }, host->options().guest_log) {
   pmc_enable_ = pmc::kEnableResetValue;
   channels_.resize(partition.channels);
+  if (IsPvMode(options.mode)) pv_ = MakePvDevice();
   if (options.mode == FvMode::kBarRemap || options.mode == FvMode::kOptimized) {
     // What a BAR_MAP hands out (bar_remap.h): the VM's own VRAM memfd, else the GPU's machine
     // frames; neither: everything traps (always correct).
@@ -84,6 +100,24 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
       remap_ = std::make_unique<BarRemapper>(std::move(*vram), pf::kChannels - partition.channels);
     }
   }
+}
+
+std::unique_ptr<PvDevice> FullVirtGpu::MakePvDevice() {
+  PvTables::Hooks hooks;
+  hooks.flush_tlb = [this](uint64_t machine_pd) { host_->FlushTlb(machine_pd); };
+  hooks.directory_in_use = [this](uint64_t guest_pd) {
+    for (const VirtualChannel& ch : channels_) {
+      if (ch.bound && ch.guest_pd == guest_pd) return true;
+    }
+    return false;
+  };
+  hooks.bar_tables_changed = [this] { bar_cache_.clear(); };
+  return std::make_unique<PvDevice>(
+      options_.mode == FvMode::kPvNaive ? pv::Mode::kNaive : pv::Mode::kMulticall, vram_map_.get(),
+      std::move(hooks), [this](const std::string& why) {
+        LogRefusal(Refusal::kPageTableEntry, 1,
+                   [&] { return "para-virtual call refused: " + why; });
+      });
 }
 
 FullVirtGpu::~FullVirtGpu() {
@@ -122,7 +156,11 @@ RefusalCounts FullVirtGpu::refusals() const {
   r[size_t(Refusal::kMemory)] = k.refused_memory;
   r[size_t(Refusal::kChannel)] = k.refused_channels;
   r[size_t(Refusal::kPlaylist)] = k.refused_playlists;
-  r[size_t(Refusal::kPageTableEntry)] = k.shadow.entries_rejected;
+  r[size_t(Refusal::kPageTableEntry)] =
+      k.shadow.entries_rejected +
+      (pv_ ? pv_->counters().batches_refused + pv_->counters().calls_refused +
+                 pv_->counters().areas_refused
+           : 0);
   r[size_t(Refusal::kSubmission)] = k.refused_submissions;
   r[size_t(Refusal::kVramExhausted)] = vram_map_ ? vram_map_->exhausted() : k.vram_exhausted;
   return r;
@@ -157,6 +195,7 @@ std::string FullVirtGpu::DescribeCounters() const {
          std::to_string(k.faults) +
          (k.descriptor_writes != 0 ? ", descriptor writes " + std::to_string(k.descriptor_writes)
                                    : std::string()) +
+         (pv_ ? PvCounters() : std::string()) +
          (remap_ ? ", remap syncs " + std::to_string(k.remap_syncs) + " (" +
                        std::to_string(k.remap_ns / 1000) + " us, runs " +
                        std::to_string(remap_->runs()) + ", pages " +
@@ -164,6 +203,18 @@ std::string FullVirtGpu::DescribeCounters() const {
                        std::to_string(remap_->maps()) + "/" + std::to_string(remap_->unmaps()) +
                        (remap_off_ ? ", refused: trapping" : "") + ")"
                  : std::string());
+}
+
+std::string FullVirtGpu::PvCounters() const {
+  const PvDeviceCounters& d = pv_->counters();
+  const PvTableCounters& t = pv_->tables().counters();
+  return ", pv calls " + std::to_string(t.calls) + " (refused " + std::to_string(d.calls_refused) +
+         "), doorbells " + std::to_string(d.doorbells) + " (batches refused " +
+         std::to_string(d.batches_refused) + "), pv tables " +
+         std::to_string(pv_->tables().registered_objects()) + " (registered " +
+         std::to_string(t.tables_registered) + ", released " + std::to_string(t.tables_released) +
+         "), pv entries " + std::to_string(t.entries_written) + ", host TLB flushes " +
+         std::to_string(t.tlb_flushes);
 }
 
 // ---- access entry points ----
@@ -216,8 +267,16 @@ uint64_t FullVirtGpu::ReadOne(gpu::Bar bar, uint64_t offset, uint32_t size) {
   if (bar == gpu::Bar::k0) {
     if (offset >= pbus::kPraminWindow && offset < pbus::kPraminWindow + pbus::kPraminWindowSize) {
       ++counters_.pramin;
-      if (!vram_map_->Read(PraminAddress(offset), &value, size)) ++counters_.refused_memory;
+      if (!PvStoreAllowed(PraminAddress(offset), size) ||
+          !vram_map_->Read(PraminAddress(offset), &value, size)) {
+        ++counters_.refused_memory;  // (pv: a registered table reads 0: the host's business)
+      }
       return value;
+    }
+    if (pv_ != nullptr && pv::InWindow(offset)) {
+      if (size == 4 && (offset & 3) == 0) return pv_->Read(uint32_t(offset));
+      ++counters_.refused_registers;
+      return 0;
     }
     if (size == 8) {
       return ReadRegister(uint32_t(offset)) | (uint64_t(ReadRegister(uint32_t(offset + 4))) << 32);
@@ -236,10 +295,18 @@ void FullVirtGpu::WriteOne(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_
   if (bar == gpu::Bar::k0) {
     if (offset >= pbus::kPraminWindow && offset < pbus::kPraminWindow + pbus::kPraminWindowSize) {
       ++counters_.pramin;
-      if (!vram_map_->Write(PraminAddress(offset), &value, size)) {
+      if (!PvStoreAllowed(PraminAddress(offset), size) ||
+          !vram_map_->Write(PraminAddress(offset), &value, size)) {
         ++counters_.refused_memory;
       } else {
         DescriptorStore(/*guest=*/true, PraminAddress(offset), size);
+      }
+      return;
+    }
+    if (pv_ != nullptr && pv::InWindow(offset)) {
+      if (size != 4 || (offset & 3) != 0 ||
+          !pv_->Write(uint32_t(offset), uint32_t(value), ram_, layout())) {
+        ++counters_.refused_registers;
       }
       return;
     }
@@ -294,6 +361,7 @@ Status FullVirtGpu::DetachKeepingVram(std::unique_ptr<VramMap>* kept) {
   }
   host_->queue().ForgetVm(options_.vm_id);
   for (auto& [pd, entry] : spaces_) host_->FlushTlb(entry.space->physical_pd());
+  if (pv_) pv_->tables().ReleaseAll();  // flushes every pv directory's translations
   spaces_.clear();
   bar_cache_.clear();
   if (ram_attached_) host_->gpu().host_window().DetachRegion(partition_.sysram_base);

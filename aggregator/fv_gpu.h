@@ -43,6 +43,7 @@
 
 #include "aggregator/bar_remap.h"
 #include "aggregator/fv_host.h"
+#include "aggregator/pv_device.h"
 #include "aggregator/refusals.h"
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/virtual_gpu.h"
@@ -50,10 +51,18 @@
 
 namespace gpuvm::aggregator {
 
-enum class FvMode : uint8_t { kNaive, kLazy, kBarRemap, kOptimized };
+// The pv modes (docs/PARAVIRT.md) are fv with the guest's page tables written by para-virtual calls
+// (pv_device.h, pv_tables.h) instead of shadowed: no shadow spaces, no BAR remap, one static VRAM
+// slice; channels, submissions and interrupts as in fv.
+enum class FvMode : uint8_t { kNaive, kLazy, kBarRemap, kOptimized, kPvNaive, kPvMulticall };
 const char* FvModeName(FvMode mode);
 // "naive", "lazy", "bar-remap", "optimized" (with or without an "fv-" prefix; "opt" too).
 Result<FvMode> ParseFvMode(std::string_view text);
+// "naive", "multicall" (with or without a "pv-" prefix; "mc" too).
+Result<FvMode> ParsePvMode(std::string_view text);
+inline bool IsPvMode(FvMode mode) {
+  return mode == FvMode::kPvNaive || mode == FvMode::kPvMulticall;
+}
 
 struct FvVmOptions {
   FvMode mode = FvMode::kNaive;
@@ -97,7 +106,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
                                                      const FvVmOptions& options);
   ~FullVirtGpu() override;
 
-  ipc::VmMode mode() const override { return ipc::VmMode::kFullVirtualization; }
+  ipc::VmMode mode() const override {
+    return IsPvMode(options_.mode) ? ipc::VmMode::kParaVirtualization
+                                   : ipc::VmMode::kFullVirtualization;
+  }
   uint64_t vram_bytes() const override { return partition_.vram_bytes; }
   Result<uint64_t> Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
   Status Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
@@ -135,6 +147,8 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   const FvHost::Partition& partition() const { return partition_; }
   // Its guest-physical -> machine VRAM map (null after Detach).
   const VramMap* vram_map() const { return vram_map_.get(); }
+  // pv modes: the PV register window and the VM's para-virtual tables; null otherwise.
+  const PvDevice* pv() const { return pv_.get(); }
   VmMemoryLayout layout() const;
 
  private:
@@ -145,7 +159,9 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
     bool bound = false;  // the shadow channel is in the physical CHAN_TABLE
     bool dead = false;   // its shadow could not be built (bad instance): never bound again
     uint64_t guest_instance = 0;
-    ShadowSpace* space = nullptr;
+    ShadowSpace* space = nullptr;  // fv: its shadow space; pv: null (the GPU walks the guest's)
+    uint64_t guest_pd = 0;         // while bound: the directory its instance block names
+    uint64_t physical_pd = 0;      // ... and the one the GPU walks (shadow or registered pv)
   };
   struct SpaceEntry {
     std::unique_ptr<ShadowSpace> space;
@@ -202,6 +218,14 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   // Whether the guest's walk of `va` in the channel's address space meets guest VRAM the
   // over-committed pool left without a chunk (a table or the page): its fault is "out of VRAM".
   bool LacksVram(const VirtualChannel& ch, uint64_t va) const;
+  // pv: whether a guest store may reach guest VRAM [address, address + length) — not when it would
+  // touch a registered page table (the host's copy is authoritative). Always true in fv.
+  bool PvStoreAllowed(uint64_t guest_address, uint64_t length) const {
+    return pv_ == nullptr || !pv_->tables().Registered(guest_address, length);
+  }
+  std::unique_ptr<PvDevice> MakePvDevice();
+  // pv: ", pv calls ..., doorbells ..." for DescribeCounters.
+  std::string PvCounters() const;
 
   // The VM's log lines. Everything its guest can cause over and over goes through guest_log_
   // (rate-limited per kind, base/rate_limited_log.h): refusals (counted in counters_ by the
@@ -254,6 +278,7 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   std::vector<VirtualChannel> channels_;
   std::map<uint64_t, SpaceEntry> spaces_;            // by guest page directory address
   std::unordered_map<uint64_t, BarPage> bar_cache_;  // (bar << 40 | page) -> translation
+  std::unique_ptr<PvDevice> pv_;                     // pv modes only
   std::unique_ptr<BarRemapper> remap_;  // bar-remap/optimized with a VRAM descriptor; else null
   uint8_t remap_dirty_ = 0;  // BARs whose remapped set must be recomputed (bit 0 BAR1, bit 1 BAR3)
   bool remap_off_ = false;   // the device model refused a map: everything traps

@@ -126,6 +126,11 @@ void FullVirtGpu::ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, u
       } else if (!write) {
         std::memset(data + done, 0, n);
       }
+    } else if (!PvStoreAllowed(page.address + inner - partition_.vram_base, n)) {
+      // pv: a registered page table (the VM's VRAM is one static slice there): the host's copy is
+      // authoritative, the guest neither writes nor reads it.
+      ++counters_.refused_memory;
+      if (!write) std::memset(data + done, 0, n);
     } else if (write) {
       host_->vram().Write(page.address + inner, data + done, n);
       DescriptorStore(/*guest=*/false, page.address + inner, n);

@@ -69,11 +69,22 @@ Status FullVirtGpu::BindShadowChannel(uint32_t v) {
   if (guest_pd + ShadowSpace::kPdeCount * vm::kEntrySize > partition_.vram_bytes) {
     return Status::PermissionDenied("page directory " + Hex(guest_pd) + " is outside the slice");
   }
-  GPUVM_ASSIGN_OR_RETURN(ShadowSpace * space, ShadowFor(guest_pd));
+  ShadowSpace* space = nullptr;
+  uint64_t shadow_pd = 0;
+  if (pv_ != nullptr) {
+    // pv: the GPU walks the guest's own directory, which must be one its calls registered.
+    shadow_pd = pv_->tables().ChannelDirectory(guest_pd);
+    if (shadow_pd == 0) {
+      return Status::PermissionDenied("page directory " + Hex(guest_pd) +
+                                      " is not an attached para-virtual channel space");
+    }
+  } else {
+    GPUVM_ASSIGN_OR_RETURN(space, ShadowFor(guest_pd));
+    shadow_pd = space->physical_pd();
+  }
   const uint64_t user = host_->user_page(p);
   set(ramin::kUserdLo, uint32_t(user));
   set(ramin::kUserdHi, uint32_t(user >> 32));
-  const uint64_t shadow_pd = space->physical_pd();
   set(ramin::kPageDirLo, (uint32_t(shadow_pd) & ramin::kPageDirAddrLoMask) |
                              (pd_lo & ~(ramin::kPageDirAddrLoMask | ramin::kPageDirTargetMask)));
   set(ramin::kPageDirHi, uint32_t(shadow_pd >> 32) & ramin::kPageDirAddrHiMask);
@@ -87,6 +98,8 @@ Status FullVirtGpu::BindShadowChannel(uint32_t v) {
   host_->BindChannel(p, ch.state & kShadowStateMask);
   ch.bound = true;
   ch.space = space;
+  ch.guest_pd = guest_pd;
+  ch.physical_pd = shadow_pd;
   ch.guest_instance = instance;
   ++counters_.shadow_channels_built;
   RemapChanged(true);  // its instance block (channel descriptors) traps from now on
@@ -129,14 +142,13 @@ void FullVirtGpu::RefreshShadowInstance(uint32_t v, uint32_t first, uint32_t end
   if (first < ramin::kPageDirHi + 4 && end > ramin::kPageDirLo) {
     const uint64_t guest_pd =
         (pd[0] & ramin::kPageDirAddrLoMask) | (uint64_t(pd[1] & ramin::kPageDirAddrHiMask) << 32);
-    if ((pd[0] & ramin::kPageDirTargetMask) != uint32_t(vm::Target::kVram) || ch.space == nullptr ||
-        guest_pd != ch.space->guest_pd()) {
+    if ((pd[0] & ramin::kPageDirTargetMask) != uint32_t(vm::Target::kVram) ||
+        guest_pd != ch.guest_pd) {
       ++counters_.refused_channels;
       pfifo_intr_edges_ |= pf::kIntrPlaylist;
       LogRefusal(Refusal::kChannel, 1, [&] {
         return "channel " + std::to_string(v) + ": its page directory was rewritten to " +
-               Hex(guest_pd) + " while the channel is bound (" +
-               Hex(ch.space != nullptr ? ch.space->guest_pd() : 0) +
+               Hex(guest_pd) + " while the channel is bound (" + Hex(ch.guest_pd) +
                "): refused, the channel is stopped";
       });
       UnbindShadowChannel(v);
@@ -160,7 +172,7 @@ void FullVirtGpu::RefreshShadowInstance(uint32_t v, uint32_t first, uint32_t end
       case ramin::kCe1Context + 4:
         continue;  // ours: the physical USER page, the shadow directory, no engine contexts
       case ramin::kPageDirLo:
-        w = (uint32_t(ch.space->physical_pd()) & ramin::kPageDirAddrLoMask) |
+        w = (uint32_t(ch.physical_pd) & ramin::kPageDirAddrLoMask) |
             (w & ~(ramin::kPageDirAddrLoMask | ramin::kPageDirTargetMask));
         break;
       default:
@@ -184,6 +196,8 @@ void FullVirtGpu::UnbindShadowChannel(uint32_t v) {
   ch.on_playlist = false;
   ShadowSpace* space = ch.space;
   ch.space = nullptr;
+  ch.guest_pd = ch.physical_pd = 0;
+  if (space == nullptr) return;  // pv: the directory is the guest's, registered until it detaches
   // A directory no channel uses any more is dropped (its translations with it).
   for (const VirtualChannel& other : channels_) {
     if (other.bound && other.space == space) return;

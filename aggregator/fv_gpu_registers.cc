@@ -302,6 +302,16 @@ void FullVirtGpu::OnTlbFlush(uint32_t trigger) {
                                  (all || pd == BarDirectory(view, bar_inst_[1]) ? 2 : 0));
     if (bars != 0) RemapChanged(true, bars);
   }
+  if (pv_ != nullptr) {
+    // pv: the guest's own directories; a flush by MMIO works as its FLUSH call does.
+    if (all) {
+      for (const VirtualChannel& ch : channels_) {
+        if (ch.bound) host_->FlushTlb(ch.physical_pd);
+      }
+    } else if (const uint64_t machine = pv_->tables().ChannelDirectory(pd); machine != 0) {
+      host_->FlushTlb(machine);
+    }
+  }
   for (auto& [guest_pd, entry] : spaces_) {
     if (!all && guest_pd != pd) continue;
     if (options_.mode == FvMode::kLazy || options_.mode == FvMode::kOptimized) {

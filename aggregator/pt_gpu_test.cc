@@ -206,10 +206,32 @@ TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
   EXPECT_EQ(aggregator_->AdmitVm(a).status().code(), StatusCode::kFailedPrecondition);
 }
 
-TEST_F(AggregatorPtTest, ParaVirtualizationIsNotBuiltYet) {
-  ipc::VmConfig config = PtConfig();
+TEST_F(AggregatorPtTest, ParaVirtualVmsShareTheGpuWithFvVmsAndNotWithPt) {
+  ipc::VmConfig config = PtConfig(1);
   config.mode = ipc::VmMode::kParaVirtualization;
-  EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kUnimplemented);
+  config.name = "p@4";
+  auto multicall = aggregator_->AdmitVm(config);
+  ASSERT_TRUE(multicall.ok()) << multicall.status().ToString();
+  auto* pv = dynamic_cast<FullVirtGpu*>((*multicall)->vgpu.get());
+  ASSERT_NE(pv, nullptr);
+  EXPECT_EQ(pv->mode(), ipc::VmMode::kParaVirtualization);
+  EXPECT_EQ(pv->fv_mode(), FvMode::kPvMulticall);  // the default
+  ASSERT_NE(pv->pv(), nullptr);
+  EXPECT_EQ(pv->vram_map()->policy(), VramPolicy::kStatic);  // the GPU walks its tables
+  config = PtConfig(2);
+  config.mode = ipc::VmMode::kParaVirtualization;
+  config.name = "q@naive,4";
+  auto naive = aggregator_->AdmitVm(config);
+  ASSERT_TRUE(naive.ok()) << naive.status().ToString();
+  EXPECT_EQ(static_cast<FullVirtGpu*>((*naive)->vgpu.get())->fv_mode(), FvMode::kPvNaive);
+  // fv's mode words are not pv's; an fv VM beside them is fine; pt is not.
+  config = PtConfig(3);
+  config.mode = ipc::VmMode::kParaVirtualization;
+  config.name = "r@lazy,4";
+  EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kInvalidArgument);
+  config.mode = ipc::VmMode::kFullVirtualization;
+  EXPECT_TRUE(aggregator_->AdmitVm(config).ok());
+  EXPECT_EQ(aggregator_->AdmitVm(PtConfig(4)).status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(AggregatorPtTest, GuestMemoryMustBeTheAnnouncedSealedMemfd) {
