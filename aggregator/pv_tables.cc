@@ -149,10 +149,13 @@ CallResult PvTables::Attach(const pv::Call& call, const VmMemoryLayout& layout) 
   space.kind = call.kind;
   space.limit = call.limit;
   // A channel directory is always whole: the GPU walks any PDE the channel's limit (the guest's)
-  // allows. A BAR directory only as far as its limit (the host's software walk stops there).
+  // allows. A BAR directory as far as its limit (the host's software walk stops there), in whole
+  // pages (instance memory is allocated so).
+  const uint64_t bar_pdes = (call.limit >> vm::kPdeShift(kLargePageShift)) + 1;
   space.entries = call.kind == pv::SpaceKind::kChannel
                       ? kDirectoryEntries
-                      : (call.limit >> vm::kPdeShift(kLargePageShift)) + 1;
+                      : (bar_pdes * vm::kEntrySize + vm::kSmallPageSize - 1) / vm::kSmallPageSize *
+                            vm::kSmallPageSize / vm::kEntrySize;
   const uint64_t bytes = space.entries * vm::kEntrySize;
   if (!Inside(pd, bytes, layout.vram_bytes)) {
     return Refuse(CallResult::kNotInVram, "ATTACH: the directory " + Hex(pd) + " (" +

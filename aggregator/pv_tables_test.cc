@@ -281,7 +281,8 @@ TEST_F(PvTablesTest, BarSpacesGetTheGuestsOwnEntriesNeverInARegisteredTable) {
   EXPECT_EQ(Machine64(kBarPd), pde) << "guest addresses: the software walk relocates";
   ASSERT_EQ(Write(kBarPd, kBarPt, 3, {vm::pte::Make(0x123000)}), CallResult::kOk);
   EXPECT_EQ(Machine64(kBarPt + 3 * 8), vm::pte::Make(0x123000));
-  EXPECT_EQ(Write(kBarPd, kBarPd, 1, {0}), CallResult::kOutOfTable);  // a one-PDE directory
+  ASSERT_EQ(Write(kBarPd, kBarPd, 1, {0}), CallResult::kOk);  // a one-PDE directory: one page
+  EXPECT_EQ(Write(kBarPd, kBarPd, 512, {0}), CallResult::kOutOfTable);
   EXPECT_EQ(Write(kBarPd, kBarPt, 3, {vm::pte::Make(kVmBytes)}), CallResult::kForeignVram);
   EXPECT_EQ(Write(kBarPd, kBarPd, 0, {Pde(0, kVmBytes)}), CallResult::kNotInVram);
   EXPECT_EQ(Write(kBarPd, kVmBytes - 8, 1, {0}), CallResult::kNotInVram);

@@ -256,9 +256,35 @@ Result<std::unique_ptr<Driver::Impl>> Driver::Impl::Create(Bus* bus, const Drive
   if (options.error_poll_interval.count() <= 0) {
     return Status::InvalidArgument("the error poll interval must be positive");
   }
-  std::unique_ptr<Impl> impl(new Impl(bus, options));
+  // The device's para-virtual window (docs/PARAVIRT.md): looked for only without a writer of the
+  // caller's, and by default only on a remote Bus (in a VM; a native GPU has none).
+  std::unique_ptr<PvCalls> pv;
+  using ParaVirtual = DriverOptions::ParaVirtual;
+  if (!options.page_table_writer &&
+      (options.para_virtual == ParaVirtual::kOn ||
+       (options.para_virtual == ParaVirtual::kAuto && bus->remote()))) {
+    Result<std::unique_ptr<PvCalls>> calls = PvCalls::Open(bus);
+    if (calls.ok()) {
+      pv = std::move(*calls);
+    } else if (calls.status().code() != StatusCode::kNotFound) {
+      return calls.status();
+    }
+  }
+  std::unique_ptr<Impl> impl(new Impl(bus, options, std::move(pv)));
   GPUVM_RETURN_IF_ERROR(impl->Init());
   return impl;
+}
+
+Driver::Impl::Impl(Bus* bus, const DriverOptions& options, std::unique_ptr<PvCalls> pv)
+    : pv_(std::move(pv)),
+      pv_bus_(pv_ ? std::make_unique<PvSyncBus>(bus, pv_.get()) : nullptr),
+      bus_(pv_bus_ ? pv_bus_.get() : bus),
+      options_(options) {}
+
+ParaVirtualCounters Driver::Impl::pv_counters() const {
+  if (!pv_) return {};
+  const PvCounters c = pv_->counters();
+  return {static_cast<uint32_t>(pv_->mode()), c.calls, c.doorbells};
 }
 
 Status Driver::Impl::Probe() {
@@ -322,6 +348,8 @@ Status Driver::Impl::Init() {
     GPUVM_ASSIGN_OR_RETURN(writer_, options_.page_table_writer(&bus_));
     if (writer_ == nullptr)
       return Status::InvalidArgument("the page-table writer factory gave none");
+  } else if (pv_) {
+    writer_ = std::make_unique<PvPageTableWriter>(pv_.get());
   } else {
     writer_ = std::make_unique<NativePageTableWriter>(&bus_);
   }
@@ -338,8 +366,8 @@ Status Driver::Impl::SetUpBar1() {
   if (size < 2 * user_bytes) {
     return Status::FailedPrecondition("BAR1 is too small for the USER area");
   }
-  GPUVM_ASSIGN_OR_RETURN(
-      bar1_, VmSpace::Create(instmem_.get(), writer_.get(), size - 1, large_page_shift_));
+  GPUVM_ASSIGN_OR_RETURN(bar1_, VmSpace::Create(instmem_.get(), writer_.get(), size - 1,
+                                                large_page_shift_, SpaceKind::kBar1));
   GPUVM_ASSIGN_OR_RETURN(bar1_inst_, instmem_->Allocate(gf100::ramin::kSize));
   uint32_t words[4];
   bar1_->InstanceWords(words);
@@ -693,6 +721,7 @@ Result<std::unique_ptr<Context>> Driver::CreateContext(const ContextOptions& opt
 
 uint64_t Driver::vram_free() const { return impl_->vram()->free_bytes(); }
 BusCounters Driver::bus_counters() const { return impl_->counters(); }
+ParaVirtualCounters Driver::para_virtual_counters() const { return impl_->pv_counters(); }
 size_t Driver::ServiceInterrupts() { return impl_->ServiceInterrupts(); }
 
 }  // namespace gpuvm::guest

@@ -1,8 +1,8 @@
 // The guest GPU driver: a user-space GF100 (Fermi) driver in the style of nouveau, offering what
 // Gdev's user-mode runtime needs. It reaches the GPU only through a Bus (bus.h) and is the same
-// code natively and under every virtualization mode: native, pt and fv (the para-virtual path, when
-// it comes, replaces only its page-table writer, page_table_writer.h). docs/GUEST-DRIVER.md is the
-// guide: layout of VRAM and BARs, register sequences, BAR-access counts per operation, error
+// code natively and under every virtualization mode: native, pt, fv and pv (the para-virtual modes
+// replace only its page-table writer, page_table_writer.h / pv_calls.h). docs/GUEST-DRIVER.md is
+// the guide: layout of VRAM and BARs, register sequences, BAR-access counts per operation, error
 // handling.
 //
 //   Driver    one per GPU: probe (PMC_BOOT_0), engine enable, VRAM size from PFB, VRAM allocator,
@@ -85,8 +85,14 @@ struct DriverOptions {
   // raised. Without it a wait checks PMC_INTR_HOST once per error_poll_interval.
   bool use_interrupts = true;
   std::chrono::microseconds error_poll_interval{1000};
-  // How GPU page-table updates reach the GPU; empty = native (BAR3 stores + MMIO TLB flush).
+  // How GPU page-table updates reach the GPU; empty = native (BAR3 stores + MMIO TLB flush), or
+  // para-virtual calls when the device offers them (below).
   PageTableWriterFactory page_table_writer;
+  // Para-virtual page-table calls (docs/PARAVIRT.md), without a page_table_writer: kAuto looks for
+  // the device's PV window (one BAR0 read) when the Bus is remote (a VM) and uses it when it is
+  // there; kOn looks on any Bus; kOff never looks (native page tables).
+  enum class ParaVirtual : uint8_t { kAuto, kOn, kOff };
+  ParaVirtual para_virtual = ParaVirtual::kAuto;
 };
 
 struct ContextOptions {
@@ -120,6 +126,13 @@ struct DeviceInfo {
 
 // Counts of Bus operations made by the driver since it was created, per BAR (index 0 = BAR0,
 // 1 = BAR1, 2 = BAR3). Under virtualization each single access to a trapped BAR is a VM exit.
+// Para-virtual calls (docs/PARAVIRT.md) since the driver was created; zeros without them.
+struct ParaVirtualCounters {
+  uint32_t mode = 0;  // 0: native page tables; 1 pv-naive; 2 pv-multicall (PV_MODE)
+  uint64_t calls = 0;
+  uint64_t doorbells = 0;
+};
+
 struct BusCounters {
   std::array<uint64_t, 3> reads{};
   std::array<uint64_t, 3> writes{};
@@ -221,6 +234,8 @@ class Driver {
   // Bytes of VRAM not allocated (memory of every context plus driver structures).
   uint64_t vram_free() const;
   BusCounters bus_counters() const;
+  // The para-virtual calls and doorbells so far (mode 0 when the device offers none).
+  ParaVirtualCounters para_virtual_counters() const;
 
   // Reads and decodes pending GPU errors now (a wait does this by itself). Faults are recorded on
   // the contexts owning the channels. Returns how many errors were decoded.

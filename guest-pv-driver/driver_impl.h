@@ -34,6 +34,7 @@
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/instmem.h"
 #include "guest-pv-driver/pushbuf.h"
+#include "guest-pv-driver/pv_calls.h"
 #include "guest-pv-driver/range_allocator.h"
 #include "guest-pv-driver/vm_space.h"
 
@@ -80,6 +81,7 @@ class Driver::Impl {
   PageTableWriter* writer() { return writer_.get(); }
   int large_page_shift() const { return large_page_shift_; }
   BusCounters counters() const { return bus_.counters(); }
+  ParaVirtualCounters pv_counters() const;
   VmSpace* bar1_space() { return bar1_.get(); }
 
   // ---- BAR1 ----
@@ -115,7 +117,9 @@ class Driver::Impl {
   void Quarantine(std::shared_ptr<AllocRecord> record);
 
  private:
-  explicit Impl(Bus* bus, const DriverOptions& options) : bus_(bus), options_(options) {}
+  // `pv`: the device's para-virtual calls, or null; the driver then reaches the device through
+  // their PvSyncBus.
+  Impl(Bus* bus, const DriverOptions& options, std::unique_ptr<PvCalls> pv);
   Status Init();
   Status Probe();
   Status SetUpBar1();
@@ -126,6 +130,9 @@ class Driver::Impl {
   void DecodeGraphTrap();
   void Attribute(uint64_t inst_vram, int chid, GpuFault fault);
 
+  // Para-virtual calls (before bus_: everything the driver does goes through pv_bus_ to them).
+  std::unique_ptr<PvCalls> pv_;
+  std::unique_ptr<PvSyncBus> pv_bus_;
   CountingBus bus_;
   const DriverOptions options_;
   DeviceInfo info_;

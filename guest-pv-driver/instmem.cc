@@ -75,7 +75,7 @@ Status InstMem::Bootstrap() {
   const uint64_t pd_vram = boot_vram_ + pt_bytes;
   instance_vram_ = pd_vram + kPage;
   page_table_ = {pt_vram, 0, pt_entries};
-  directory_ = {pd_vram, pt_bytes, kPage / vm::kEntrySize};
+  directory_ = {pd_vram, pt_bytes, kPage / vm::kEntrySize, SpaceKind::kBar3};
   bar3_va_ = RangeAllocator(0, bar3_size);
   GPUVM_RETURN_IF_ERROR(bar3_va_.Reserve(0, boot_bytes_));
 
@@ -105,12 +105,12 @@ Status InstMem::Bootstrap() {
   GPUVM_RETURN_IF_ERROR(writer_->Flush(directory_));
 
   // BAR3 is live: clear what PRAMIN did not write (VRAM holds garbage on a real board), through
-  // BAR3 with a few fills (memset_io).
+  // BAR3 with a few fills (memset_io). The page table's and directory's rest go through the writer
+  // (natively the same fills; para-virtually one call each instead of trapped stores).
   const uint64_t mapped = boot_bytes_ / kPage;
   GPUVM_RETURN_IF_ERROR(
-      bus_->FillBlock(Bar::k3, mapped * vm::kEntrySize, 0, pt_bytes - mapped * vm::kEntrySize));
-  GPUVM_RETURN_IF_ERROR(
-      bus_->FillBlock(Bar::k3, directory_.bar3_offset + vm::kEntrySize, 0, kPage - vm::kEntrySize));
+      writer_->ClearEntries(directory_, page_table_, mapped, page_table_.entries - mapped));
+  GPUVM_RETURN_IF_ERROR(writer_->ClearEntries(directory_, directory_, 1, directory_.entries - 1));
   const uint64_t inst_bar3 = directory_.bar3_offset + kPage;
   GPUVM_RETURN_IF_ERROR(bus_->FillBlock(Bar::k3, inst_bar3, 0, ramin::kPageDirLo));
   GPUVM_RETURN_IF_ERROR(bus_->FillBlock(Bar::k3, inst_bar3 + ramin::kVmLimitHi + 4, 0,

@@ -6,9 +6,10 @@
 //     mapping (instance memory), and the TLB is flushed by MMIO with nouveau's 0x100c80 handshake.
 //     This is the "unmodified" path used natively, in pass-through and in full virtualization,
 //     where the hypervisor traps those BAR3 writes and 0x100cb8/0x100cbc.
-//   - para-virtual (not built yet): the same calls become operations in the call page ("set PD",
-//     "map batch", "unmap batch", "flush") and one doorbell per batch; docs/GUEST-DRIVER.md says
-//     how it plugs in (DriverOptions::page_table_writer).
+//   - para-virtual (PvPageTableWriter, pv_calls.h): the same calls become operations in the call
+//     page (ATTACH, WRITE, WRITE_LINEAR, CLEAR, FLUSH, DETACH) that the host validates and applies,
+//     a doorbell per call (pv-naive) or per batch (pv-multicall); docs/PARAVIRT.md. The driver
+//     installs it itself when the device offers it (DriverOptions::para_virtual).
 //
 // Tables are named by their VRAM address (what the GPU and a para-virtual host see) and, for the
 // native path, their BAR3 offset. Entries are 64-bit values in gpu/hw/vm.h formats.
@@ -30,11 +31,17 @@ namespace gpuvm::guest {
 
 class Bus;
 
+// Who walks an address space: the GPU for a context's channels, or only the CPU through an
+// aperture (BAR1, BAR3). The native path does not care; a para-virtual host treats them apart
+// (docs/PARAVIRT.md, "BAR spaces").
+enum class SpaceKind : uint8_t { kChannel, kBar1, kBar3 };
+
 // One page directory or page table in instance memory.
 struct PageTableRef {
   uint64_t vram = 0;         // VRAM address of the table's first entry
   uint64_t bar3_offset = 0;  // where the table is mapped in BAR3 (native path)
   uint64_t entries = 0;      // size in entries
+  SpaceKind kind = SpaceKind::kChannel;  // of a directory: its space's
 };
 
 class PageTableWriter {

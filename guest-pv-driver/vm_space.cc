@@ -73,14 +73,15 @@ Status NativePageTableWriter::Flush(const PageTableRef& space) {
 // --------------------------------------------------------------------------------------------
 
 Result<std::unique_ptr<VmSpace>> VmSpace::Create(InstMem* instmem, PageTableWriter* writer,
-                                                 uint64_t limit, int large_page_shift) {
+                                                 uint64_t limit, int large_page_shift,
+                                                 SpaceKind kind) {
   if (limit >= vm::kVaLimit || limit < kPage - 1) {
     return Status::InvalidArgument("address-space limit must be below 2^40");
   }
   std::unique_ptr<VmSpace> space(new VmSpace(instmem, writer, limit, large_page_shift));
   const uint64_t pdes = (limit >> vm::kPdeShift(large_page_shift)) + 1;
   GPUVM_ASSIGN_OR_RETURN(space->pd_, instmem->Allocate(AlignUp(pdes * vm::kEntrySize, kPage)));
-  space->directory_ = {space->pd_.vram, space->pd_.bar3, pdes};
+  space->directory_ = {space->pd_.vram, space->pd_.bar3, pdes, kind};
   Status s = writer->AttachSpace(space->directory_, limit);
   if (!s.ok()) {
     instmem->Free(space->pd_);

@@ -50,7 +50,8 @@ class VmSpace {
  public:
   // A space covering [0, limit] (limit < 2^40). The directory is sized to the limit.
   static Result<std::unique_ptr<VmSpace>> Create(InstMem* instmem, PageTableWriter* writer,
-                                                 uint64_t limit, int large_page_shift);
+                                                 uint64_t limit, int large_page_shift,
+                                                 SpaceKind kind = SpaceKind::kChannel);
   // Detaches the space and frees its tables. The caller has made sure the GPU no longer uses it.
   ~VmSpace();
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "pv/protocol.h"
+
 namespace gpuvm::dm {
 namespace {
 
@@ -272,6 +274,10 @@ uint64_t DeviceModel::HandleFill(const hv::IoRequest& r) {
 std::optional<DeviceModel::Run> DeviceModel::NextRun(uint64_t gpa, uint32_t size, uint64_t bytes) {
   const auto hit = Decode(gpa, size);  // counts the refusal when it fails
   if (!hit) return std::nullopt;
+  if (AbsentPvWindow(hit->first, hit->second)) {  // no driver moves blocks there
+    counters_.CountRefusal(Refusal::kOutsideBars);
+    return std::nullopt;
+  }
   // As many whole elements as the BAR holds from here (a run that leaves it stops at its end).
   const uint64_t bar_left = mapped_[BarSlot(hit->first)]->second - gpa + 1;
   return Run{hit->first, hit->second, std::min(bytes, bar_left / size * size)};
@@ -297,10 +303,16 @@ std::optional<std::pair<BarIndex, uint64_t>> DeviceModel::Decode(uint64_t gpa, u
   return std::nullopt;
 }
 
+bool DeviceModel::AbsentPvWindow(BarIndex bar, uint64_t offset) const {
+  return !settings_.pv_window && bar == BarIndex::kBar0 && offset >= pv::kWindow &&
+         offset < uint64_t{pv::kWindow} + pv::kWindowSize;
+}
+
 std::optional<uint64_t> DeviceModel::ForwardRead(uint64_t gpa, uint32_t size, uint32_t vcpu) {
   const auto hit = Decode(gpa, size);
   if (!hit) return std::nullopt;
   counters_.CountBarRead(hit->first);
+  if (AbsentPvWindow(hit->first, hit->second)) return 0;  // no PV window: nothing there
   Result<uint64_t> value = aggregator_->Read(hit->first, hit->second, size, vcpu);
   if (!value.ok()) {
     counters_.CountRefusal(Refusal::kAggregatorError);
@@ -313,6 +325,10 @@ bool DeviceModel::ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint
   const auto hit = Decode(gpa, size);
   if (!hit) return false;
   counters_.CountBarWrite(hit->first);
+  if (AbsentPvWindow(hit->first, hit->second)) return true;  // dropped, as unclaimed MMIO
+  if (settings_.pv_window && hit->first == BarIndex::kBar0 && hit->second == pv::kRegDoorbell) {
+    ++pv_doorbells_;
+  }
   if (!aggregator_->Write(hit->first, hit->second, size, value, vcpu).ok()) {
     counters_.CountRefusal(Refusal::kAggregatorError);
     return false;

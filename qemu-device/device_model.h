@@ -59,6 +59,11 @@ struct DeviceModelConfig {
   // (adaptive; base/busy_poll.h). Off by default: measured, the guest's next access
   // almost never came within 10 us (docs/IPC.md, "Waiting"). Zero: always sleep.
   std::chrono::microseconds busy_poll = std::chrono::microseconds(0);
+  // The VM is para-virtual (gpuvm-dm --mode pv): its BAR0 PV register window (pv/protocol.h,
+  // docs/PARAVIRT.md) reaches the aggregator. Otherwise the device has no such window: single
+  // accesses there are answered here (reads 0, writes dropped) and never forwarded — a pt VM's
+  // physical GPU never sees them — and rep accesses into it are refused (outside the BARs).
+  bool pv_window = false;
 };
 
 class DeviceModel {
@@ -89,6 +94,8 @@ class DeviceModel {
     return mapped_[BarSlot(bar)];
   }
   bool teardown_requested() const { return teardown_requested_; }
+  // pv: the guest's writes to the PV doorbell (each one batch of para-virtual calls).
+  uint64_t pv_doorbells() const { return pv_doorbells_; }
 
  private:
   DeviceModel(const DeviceModelConfig& config, hv::IoreqServer* server,
@@ -129,7 +136,11 @@ class DeviceModel {
   // Withdraws every remapped range of BAR slot `slot` (it moved or stopped decoding).
   void DropRemaps(size_t slot);
 
+  // Whether BAR0 offset `offset` is the PV window of a device that has none (see pv_window).
+  bool AbsentPvWindow(BarIndex bar, uint64_t offset) const;
+
   DeviceModelConfig settings_;
+  uint64_t pv_doorbells_ = 0;
   hv::IoreqServer* server_;
   AggregatorConnection* aggregator_;
   hv::GuestMemory* guest_memory_;

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "hypervisor/testing/backend_env.h"
+#include "pv/protocol.h"
 #include "qemu-device/testing/fake_aggregator.h"
 #include "qemu-device/testing/fake_hypervisor.h"
 
@@ -140,6 +141,45 @@ TEST_F(DeviceModelTest, AccessesReachTheAggregatorAsBarAndOffset) {
   EXPECT_EQ(c.bar_reads[BarSlot(BarIndex::kBar1)], 1u);
   EXPECT_EQ(c.bar_writes[BarSlot(BarIndex::kBar1)], 1u);
   EXPECT_EQ(c.traps(BarIndex::kBar3), 2u);
+}
+
+TEST_F(DeviceModelTest, OnlyAParaVirtualDeviceHasThePvWindow) {
+  // Not pv (this fixture): the window is nothing — reads 0, writes dropped, nothing forwarded (a
+  // pt VM's GPU never sees them), rep accesses there refused.
+  Program();
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At + pv::kRegId, 4)), 0u);
+  Handle(Mmio(IoDirection::kWrite, kBar0At + pv::kRegDoorbell, 4, 64));
+  Handle(Mmio(IoDirection::kWrite, kBar0At + pv::kWindow + pv::kWindowSize - 4, 4, 1));
+  EXPECT_TRUE(aggregator_.accesses().empty());
+  EXPECT_EQ(dm_->pv_doorbells(), 0u);
+  EXPECT_EQ(dm_->counters().Snapshot().traps(BarIndex::kBar0), 3u);
+  EXPECT_EQ(dm_->counters().Snapshot().refused_total(), 0u);
+  IoRequest rep = Mmio(IoDirection::kWrite, kBar0At + pv::kWindow, 4, 0);
+  rep.count = 4;
+  Handle(rep);
+  EXPECT_EQ(Refused(Refusal::kOutsideBars), 1u);
+  EXPECT_TRUE(aggregator_.accesses().empty());
+  // Just past the window: forwarded as usual.
+  Handle(Mmio(IoDirection::kRead, kBar0At + pv::kWindow + pv::kWindowSize, 4));
+  EXPECT_EQ(aggregator_.accesses().size(), 1u);
+
+  // A pv device: the window reaches the aggregator, doorbells are counted.
+  dm_.reset();
+  DeviceModelConfig config;
+  config.pv_window = true;
+  auto dm = DeviceModel::Create(config, &server_, &aggregator_, &memory_);
+  ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+  dm_ = std::move(*dm);
+  Program();
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar0At + pv::kRegId, 4)),
+            Pattern(BarIndex::kBar0, pv::kRegId, 4));
+  Handle(Mmio(IoDirection::kWrite, kBar0At + pv::kRegDoorbell, 4, 64));
+  Handle(Mmio(IoDirection::kWrite, kBar0At + pv::kRegDoorbell, 4, 128));
+  Handle(Mmio(IoDirection::kWrite, kBar0At + pv::kRegAreaPages, 4, 1));
+  EXPECT_EQ(dm_->pv_doorbells(), 2u);
+  const std::vector<RecordedAccess> accesses = aggregator_.accesses();
+  ASSERT_EQ(accesses.size(), 5u);
+  EXPECT_EQ(accesses.back(), (RecordedAccess{true, BarIndex::kBar0, pv::kRegAreaPages, 4, 1, 0}));
 }
 
 TEST_F(DeviceModelTest, RelocationMovesTheRoutedRange) {

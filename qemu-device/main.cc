@@ -27,6 +27,7 @@
 
 #include "base/vm_name.h"
 #include "hypervisor/backend.h"
+#include "pv/protocol.h"
 #include "qemu-device/device_model.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 #include "qemu-device/vm_token_source.h"
@@ -90,6 +91,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
       GPUVM_RETURN_IF_ERROR(ParseVmName(value).status().WithContext("--name"));
       o.aggregator.vm.name = value;
     } else if (flag == "--mode") {
+      o.device.pv_window = value == "pv";
       if (value == "pt") {
         o.aggregator.vm.mode = ipc::VmMode::kPassThrough;
       } else if (value == "fv") {
@@ -187,6 +189,15 @@ Status Serve(const Options& o) {
   }
   const TrapCounterValues counters = dm->counters().Snapshot();
   std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid, counters.ToString().c_str());
+  if (o.device.pv_window) {
+    // The para-virtual calls the aggregator applied (its counter registers; our own read, not a
+    // guest's) beside the doorbells the guest rang: gpuvm-bench's "gpuvm-counters" hook.
+    Result<uint64_t> lo = aggregator->Read(BarIndex::kBar0, pv::kRegCallsLo, 4, 0);
+    Result<uint64_t> hi = aggregator->Read(BarIndex::kBar0, pv::kRegCallsHi, 4, 0);
+    const unsigned long long calls = lo.ok() && hi.ok() ? (*hi << 32) | *lo : 0;
+    std::fprintf(stderr, "gpuvm-counters: pv_calls=%llu pv_doorbells=%llu\n",
+                 lo.ok() && hi.ok() ? calls : 0ull, (unsigned long long)dm->pv_doorbells());
+  }
   if (counters.bar_maps + counters.bar_maps_refused != 0) {
     std::fprintf(
         stderr, "gpuvm-dm: domain %u: BAR remap: %llu ranges mapped, %llu unmapped, %llu refused\n",

@@ -1,0 +1,157 @@
+// The unmodified guest driver in pv VMs inside one process (tests/fv_test_vm.h): it finds the PV
+// window itself, writes its page tables with para-virtual calls (one doorbell per call in
+// pv-naive, per batch in pv-multicall) and computes correct results, alone and beside fv VMs; in an
+// fv VM the same driver finds no window and writes its tables natively. docs/PARAVIRT.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aggregator/fv_gpu.h"
+#include "guest-pv-driver/driver.h"
+#include "tests/fv_test_vm.h"
+
+namespace gpuvm::aggregator {
+namespace {
+
+using fv_testing::FvTestVm;
+constexpr uint64_t kMiB = 1ull << 20;
+
+guest::DriverOptions ParaVirtual() {
+  guest::DriverOptions o;
+  o.para_virtual = guest::DriverOptions::ParaVirtual::kOn;  // FvTestVm is not a remote Bus
+  return o;
+}
+
+struct Outcome {
+  std::string error;  // empty: correct
+  guest::ParaVirtualCounters pv;
+};
+
+// One VM's workload through the unmodified driver: allocate (small and large pages), copy in
+// (BAR1, staged), memset, copy back, free, a second context; checked.
+Outcome Workload(guest::Bus* bus, uint32_t seed, int rounds = 1) {
+  Outcome out;
+  auto driver = guest::Driver::Create(bus, ParaVirtual());
+  if (!driver.ok()) return {"driver: " + driver.status().ToString(), {}};
+  for (int round = 0; round < rounds; ++round) {
+    auto ctx = (*driver)->CreateContext();
+    if (!ctx.ok()) return {"context: " + ctx.status().ToString(), {}};
+    for (uint64_t n : {uint64_t(1024), uint64_t(3 * kMiB)}) {
+      auto a = (*ctx)->AllocDevice(n);
+      if (!a.ok()) return {"alloc: " + a.status().ToString(), {}};
+      std::vector<uint32_t> in(n / 4), back(n / 4);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u) ^ seed;
+      guest::Channel* ch = (*ctx)->default_channel();
+      if (Status s = ch->CopyHostToDevice(a->va, in.data(), n); !s.ok()) {
+        return {"htod: " + s.ToString(), {}};
+      }
+      auto f = ch->Memset32Async(a->va, seed, 16);
+      if (!f.ok()) return {"memset: " + f.status().ToString(), {}};
+      if (Status s = ch->CopyDeviceToHost(back.data(), a->va, n); !s.ok()) {
+        return {"dtoh: " + s.ToString(), {}};
+      }
+      for (size_t i = 0; i < 16; ++i) in[i] = seed;
+      if (in != back) return {"data mismatch at " + std::to_string(n) + " bytes", {}};
+      if (Status s = (*ctx)->Free(a->va); !s.ok()) return {"free: " + s.ToString(), {}};
+    }
+  }
+  out.pv = (*driver)->para_virtual_counters();
+  return out;
+}
+
+class PvGuestTest : public ::testing::TestWithParam<FvMode> {
+ protected:
+  void SetUp() override {
+    auto w = fv_testing::FvTestWorld::Create({});
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    world_ = std::move(*w);
+  }
+  FvTestVm* AddVm(FvMode mode, uint64_t vram = 64 * kMiB) {
+    auto vm =
+        world_->AddVm({.mode = mode, .vram_bytes = vram, .channels = 8, .vm_id = 0, .name = ""});
+    EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+    return vm.ok() ? *vm : nullptr;
+  }
+  std::unique_ptr<fv_testing::FvTestWorld> world_;
+};
+
+TEST_P(PvGuestTest, OneVmRunsTheUnmodifiedDriverWithCalls) {
+  FvTestVm* vm = AddVm(GetParam());
+  ASSERT_NE(vm, nullptr);
+  const Outcome o = Workload(vm, 7, 2);
+  ASSERT_TRUE(o.error.empty()) << o.error << "\n" << world_->log();
+  const bool naive = GetParam() == FvMode::kPvNaive;
+  EXPECT_EQ(o.pv.mode, naive ? 1u : 2u);
+  EXPECT_GT(o.pv.calls, 20u);
+  if (naive) {
+    EXPECT_EQ(o.pv.doorbells, o.pv.calls) << "one doorbell per call";
+  } else {
+    EXPECT_LT(o.pv.doorbells * 2, o.pv.calls) << "multicall batches";
+  }
+  const FullVirtGpu& g = vm->vgpu();
+  const PvTableCounters& t = g.pv()->tables().counters();
+  // The guest's counts are from before its driver went away (its teardown made a few more calls).
+  EXPECT_GE(t.calls, o.pv.calls) << "the host applied every call the guest made";
+  EXPECT_LT(t.calls, o.pv.calls + 16);
+  EXPECT_EQ(t.refused, 0u) << world_->log();
+  EXPECT_GE(g.pv()->counters().doorbells, o.pv.doorbells);
+  if (naive) {
+    EXPECT_EQ(g.pv()->counters().doorbells, t.calls);
+  }
+  EXPECT_EQ(g.pv()->counters().batches_refused, 0u);
+  // No shadowing, no MMIO TLB flush: the calls did it all.
+  const FvCounters& k = g.counters();
+  EXPECT_EQ(k.shadow.scans, 0u);
+  EXPECT_EQ(k.tlb_flushes, 0u);
+  EXPECT_GT(k.submissions, 0u);
+  EXPECT_GT(k.shadow_channels_built, 0u);
+  EXPECT_EQ(k.faults, 0u) << world_->log();
+  EXPECT_EQ(k.refused_memory, 0u) << "the driver never stores into its registered tables";
+  EXPECT_GT(t.tables_registered, 2u);
+  EXPECT_GT(t.tables_released, 0u) << "the first context's tables went with it";
+}
+
+TEST_P(PvGuestTest, BesideFvVmsEveryVmIsCorrect) {
+  std::vector<FvTestVm*> vms = {AddVm(GetParam()), AddVm(FvMode::kLazy),
+                                AddVm(GetParam(), 32 * kMiB), AddVm(FvMode::kOptimized)};
+  std::vector<Outcome> outcomes(vms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < vms.size(); ++i) {
+    threads.emplace_back([&, i] { outcomes[i] = Workload(vms[i], uint32_t(i + 1) * 0x1111, 2); });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < vms.size(); ++i) {
+    EXPECT_TRUE(outcomes[i].error.empty()) << i << ": " << outcomes[i].error;
+  }
+  EXPECT_GT(outcomes[0].pv.calls, 0u);
+  EXPECT_EQ(outcomes[1].pv.mode, 0u) << "an fv VM has no PV window: native page tables";
+  EXPECT_EQ(outcomes[1].pv.calls, 0u);
+  EXPECT_GT(vms[1]->vgpu().counters().shadow.scans, 0u);
+  // The pv VMs' slices and the fv VMs' chunks never meet.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (FvTestVm* vm : vms) {
+    const VramMap* map = vm->vgpu().vram_map();
+    for (uint64_t g = 0; g < map->guest_bytes(); g += VramMap::kChunk) {
+      if (const uint64_t m = map->Lookup(g)) ranges.push_back({m, m + VramMap::kChunk});
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PvGuestTest,
+                         ::testing::Values(FvMode::kPvNaive, FvMode::kPvMulticall),
+                         [](const auto& info) {
+                           std::string n = FvModeName(info.param);
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace gpuvm::aggregator
