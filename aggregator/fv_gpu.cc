@@ -172,7 +172,7 @@ std::string FullVirtGpu::DescribeCounters() const {
   const uint64_t assigned = vram_map_ ? vram_map_->assigned_bytes() : k.vram_assigned;
   return std::string(FvModeName(options_.mode)) + ", VRAM " +
          std::to_string(partition_.vram_bytes >> 20) + " MiB " +
-         (host_->options().vram_policy == VramPolicy::kStatic
+         (host_->options().vram_policy == VramPolicy::kStatic || pv_ != nullptr
               ? "at " + Hex(partition_.vram_base)
               : "dynamic (" + std::to_string(assigned >> 10) + " KiB assigned" +
                     (k.vram_exhausted != 0 || (vram_map_ && vram_map_->exhausted() != 0)

@@ -134,11 +134,11 @@ Status InstMem::MapPages(uint64_t bar3, uint64_t vram, uint64_t pages) {
   return writer_->Flush(directory_);
 }
 
-Result<InstObject> InstMem::Allocate(uint64_t size) {
+Result<InstObject> InstMem::Allocate(uint64_t size, bool zero) {
   if (size == 0) return Status::InvalidArgument("empty instance object");
   size = AlignUp(size, kPage);
   Result<InstObject> object = size <= kChunkBytes ? AllocateInChunk(size) : AllocateDedicated(size);
-  if (!object.ok()) return object;
+  if (!object.ok() || !zero) return object;
   Status s = Zero(*object, 0, size);
   if (!s.ok()) {
     Free(*object);

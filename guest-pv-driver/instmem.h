@@ -59,8 +59,9 @@ class InstMem {
   // Unbinds BAR3.
   ~InstMem();
 
-  // A zeroed object of `size` bytes (rounded up to 4 KiB), 4 KiB aligned in VRAM and BAR3.
-  Result<InstObject> Allocate(uint64_t size);
+  // A zeroed object of `size` bytes (rounded up to 4 KiB), 4 KiB aligned in VRAM and BAR3; with
+  // `zero` false its bytes are whatever VRAM held (the caller has them zeroed otherwise).
+  Result<InstObject> Allocate(uint64_t size, bool zero = true);
   void Free(const InstObject& object);
 
   // Accesses inside an object (offset + length <= object.size, checked).

@@ -68,6 +68,10 @@ class PageTableWriter {
 
   // Makes the GPU forget cached translations of `space` (after entries were changed or removed).
   virtual Status Flush(const PageTableRef& space) = 0;
+
+  // Whether a channel space's directory and tables come out zeroed without the driver clearing
+  // them (a para-virtual host zeroes what it registers): the driver then skips its own fill.
+  virtual bool ZeroesChannelTables() const { return false; }
 };
 
 // Builds the writer a Driver uses; gets the driver's Bus. Empty in DriverOptions means native.

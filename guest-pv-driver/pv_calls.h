@@ -105,6 +105,8 @@ class PvPageTableWriter final : public PageTableWriter {
   Status ClearEntries(const PageTableRef& space, const PageTableRef& table, uint64_t first,
                       uint64_t count) override;
   Status Flush(const PageTableRef& space) override;
+  // The host zeroes every channel directory and table it registers (docs/PARAVIRT.md).
+  bool ZeroesChannelTables() const override { return true; }
 
  private:
   PvCalls* const calls_;

@@ -80,9 +80,12 @@ Result<std::unique_ptr<VmSpace>> VmSpace::Create(InstMem* instmem, PageTableWrit
   }
   std::unique_ptr<VmSpace> space(new VmSpace(instmem, writer, limit, large_page_shift));
   const uint64_t pdes = (limit >> vm::kPdeShift(large_page_shift)) + 1;
-  GPUVM_ASSIGN_OR_RETURN(space->pd_, instmem->Allocate(AlignUp(pdes * vm::kEntrySize, kPage)));
+  space->directory_.kind = kind;
+  GPUVM_ASSIGN_OR_RETURN(
+      space->pd_, instmem->Allocate(AlignUp(pdes * vm::kEntrySize, kPage), space->InstMemZeroes()));
   space->directory_ = {space->pd_.vram, space->pd_.bar3, pdes, kind};
   Status s = writer->AttachSpace(space->directory_, limit);
+  if (s.ok()) s = space->ClearNewTable(space->directory_);
   if (!s.ok()) {
     instmem->Free(space->pd_);
     space->pd_ = {};
@@ -116,7 +119,12 @@ Status VmSpace::TableFor(uint64_t va, bool large, bool create, PageTableRef* ref
       large ? LargeTableEntries(t.pt_size) : SmallTableEntries(large_page_shift_, t.pt_size);
   if (!table.valid()) {
     if (!create) return Status::Ok();
-    GPUVM_ASSIGN_OR_RETURN(table, instmem_->Allocate(entries * vm::kEntrySize));
+    GPUVM_ASSIGN_OR_RETURN(table, instmem_->Allocate(entries * vm::kEntrySize, InstMemZeroes()));
+    if (Status s = ClearNewTable({table.vram, table.bar3, entries}); !s.ok()) {
+      instmem_->Free(table);
+      table = {};
+      return s;
+    }
     const uint64_t value = vm::pde::Make(
         t.large.valid() ? vm::PdeTarget::kVram : vm::PdeTarget::kNone, t.large.vram,
         t.small.valid() ? vm::PdeTarget::kVram : vm::PdeTarget::kNone, t.small.vram, t.pt_size);

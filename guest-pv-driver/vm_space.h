@@ -85,6 +85,15 @@ class VmSpace {
   // ref->entries == 0 when absent.
   Status TableFor(uint64_t va, bool large, bool create, PageTableRef* ref, uint64_t* index);
   Status Store(uint64_t va, std::span<const uint64_t> ptes, uint64_t count, bool large);
+  // Whether new tables (and the directory) get the instance memory's zero fill. Not with a writer
+  // whose host zeroes channel tables (para-virtual): there a channel space's tables come zeroed and
+  // a BAR space's are cleared through the writer (one call instead of trapped stores).
+  bool InstMemZeroes() const { return !writer_->ZeroesChannelTables(); }
+  // The rest of that: a new BAR-space table (or directory) cleared through the writer.
+  Status ClearNewTable(const PageTableRef& table) {
+    if (InstMemZeroes() || directory_.kind == SpaceKind::kChannel) return Status::Ok();
+    return writer_->ClearEntries(directory_, table, 0, table.entries);
+  }
 
   InstMem* const instmem_;
   PageTableWriter* const writer_;

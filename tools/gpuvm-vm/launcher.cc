@@ -129,7 +129,8 @@ int Reap(pid_t pid, std::chrono::milliseconds timeout) {
 }  // namespace
 
 std::string Usage() {
-  return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized] [--vram-mib N]\n"
+  return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized|pv-naive|\n"
+         "                pv-multicall] [--vram-mib N]\n"
          "                [--share PERCENT] [--aggregator SOCKET] [--ram-mib N] [--vcpus N]\n"
          "                [--domid N] [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
          "                -- PROGRAM [ARGS...]\n"
@@ -154,9 +155,11 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     const std::string& value = args[++i];
     if (flag == "--mode") {
       if (value != "pt" && value != "fv" && value != "pv" && value != "fv-naive" &&
-          value != "fv-lazy" && value != "fv-bar-remap" && value != "fv-optimized") {
+          value != "fv-lazy" && value != "fv-bar-remap" && value != "fv-optimized" &&
+          value != "pv-naive" && value != "pv-multicall") {
         return Status::InvalidArgument(
-            "--mode must be pt, fv, fv-naive, fv-lazy, fv-bar-remap, fv-optimized or pv");
+            "--mode must be pt, fv, fv-naive, fv-lazy, fv-bar-remap, fv-optimized, pv, pv-naive or "
+            "pv-multicall");
       }
       o.mode = value;
     } else if (flag == "--vram-mib") {
@@ -197,7 +200,9 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
 }
 
 std::string DeviceModelMode(const VmOptions& options) {
-  return options.mode.rfind("fv", 0) == 0 ? "fv" : options.mode;
+  if (options.mode.rfind("fv", 0) == 0) return "fv";
+  if (options.mode.rfind("pv", 0) == 0) return "pv";
+  return options.mode;
 }
 
 Result<std::string> DeviceModelName(const VmOptions& options, uint16_t domid) {
@@ -208,9 +213,12 @@ Result<std::string> DeviceModelName(const VmOptions& options, uint16_t domid) {
   if (options.mode == "fv-lazy") parts.mode = "lazy";
   if (options.mode == "fv-bar-remap") parts.mode = "remap";
   if (options.mode == "fv-optimized") parts.mode = "opt";
+  // pv's modes (ParsePvMode): VM_CONFIG says pv, the name which one.
+  if (options.mode == "pv-naive") parts.mode = "naive";
+  if (options.mode == "pv-multicall") parts.mode = "mc";
   if (options.vram_mib != 0) {
-    if (DeviceModelMode(options) != "fv") {
-      return Status::InvalidArgument("--vram-mib is for fv VMs (a " + options.mode +
+    if (DeviceModelMode(options) != "fv" && DeviceModelMode(options) != "pv") {
+      return Status::InvalidArgument("--vram-mib is for fv and pv VMs (a " + options.mode +
                                      " VM sees the whole GPU)");
     }
     parts.vram_mib = options.vram_mib;

@@ -36,7 +36,8 @@ namespace gpuvm::vm {
 
 struct VmOptions {
   std::string mode = "pt";          // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
-                                    // become --mode fv and options in the name ("NAME@lazy,256")
+                                    // become --mode fv and options in the name ("NAME@lazy,256"),
+                                    // pv-naive|pv-multicall --mode pv ("NAME@naive", "NAME@mc")
   uint64_t vram_mib = 0;            // fv: the VM's VRAM (0: the aggregator's default)
   std::optional<double> share;      // the VM's GPU share in percent (base/share.h); none: not given
   std::string aggregator;           // socket; empty: $GPUVM_AGGREGATOR or the default

@@ -65,6 +65,9 @@ TEST(GpuvmVmArgsTest, TheDeviceModelGetsTheNameWithItsOptions) {
       {{"--mode", "fv-bar-remap", "--name", "a", "p"}, "fv", "a@remap"},
       {{"--mode", "fv-optimized", "--name", "a", "--share", "12.5", "p"}, "fv", "a@opt,share12.5"},
       {{"--mode", "fv", "--share", "33.333", "p"}, "fv", "vm7@share33.333"},
+      {{"--mode", "pv-naive", "--name", "a", "p"}, "pv", "a@naive"},
+      {{"--mode", "pv-multicall", "--name", "a", "--vram-mib", "64", "p"}, "pv", "a@mc,64"},
+      {{"--mode", "pv", "--name", "a", "p"}, "pv", "a"},
   };
   for (const auto& c : cases) {
     Result<VmOptions> o = ParseArgs(c.args);
@@ -91,7 +94,7 @@ TEST(GpuvmVmArgsTest, NamesAreRefusedWithTheReasonNeverCut) {
        "use a name of at most 22 characters"},
       {{"--name", std::string(31, 'n'), "--mode", "fv-optimized", "p"},
        "use a name of at most 27 characters"},
-      {{"--vram-mib", "64", "p"}, "--vram-mib is for fv VMs"},
+      {{"--vram-mib", "64", "p"}, "--vram-mib is for fv and pv VMs"},
   };
   for (const auto& c : cases) {
     Result<VmOptions> o = ParseArgs(c.args);
