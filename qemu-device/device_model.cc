@@ -110,6 +110,7 @@ uint64_t DeviceModel::Handle(const hv::IoRequest& r) {
     case hv::IoSpace::kPciConfig:
       return HandleConfig(r);
     case hv::IoSpace::kMmio:
+      ++mmio_exits_;
       return HandleMmio(r);
     case hv::IoSpace::kPort:
     case hv::IoSpace::kUnknown:

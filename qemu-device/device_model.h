@@ -96,6 +96,9 @@ class DeviceModel {
   bool teardown_requested() const { return teardown_requested_; }
   // pv: the guest's writes to the PV doorbell (each one batch of para-virtual calls).
   uint64_t pv_doorbells() const { return pv_doorbells_; }
+  // MMIO requests (ioreqs: the guest's exits) handled, whatever they moved: a rep transfer or fill
+  // of many elements is one, where the trap counters count its elements.
+  uint64_t mmio_exits() const { return mmio_exits_; }
 
  private:
   DeviceModel(const DeviceModelConfig& config, hv::IoreqServer* server,
@@ -141,6 +144,7 @@ class DeviceModel {
 
   DeviceModelConfig settings_;
   uint64_t pv_doorbells_ = 0;
+  uint64_t mmio_exits_ = 0;
   hv::IoreqServer* server_;
   AggregatorConnection* aggregator_;
   hv::GuestMemory* guest_memory_;

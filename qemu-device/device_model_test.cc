@@ -162,6 +162,7 @@ TEST_F(DeviceModelTest, OnlyAParaVirtualDeviceHasThePvWindow) {
   // Just past the window: forwarded as usual.
   Handle(Mmio(IoDirection::kRead, kBar0At + pv::kWindow + pv::kWindowSize, 4));
   EXPECT_EQ(aggregator_.accesses().size(), 1u);
+  EXPECT_EQ(dm_->mmio_exits(), 5u) << "one per ioreq, the rep of four elements included";
 
   // A pv device: the window reaches the aggregator, doorbells are counted.
   dm_.reset();

@@ -189,6 +189,8 @@ Status Serve(const Options& o) {
   }
   const TrapCounterValues counters = dm->counters().Snapshot();
   std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid, counters.ToString().c_str());
+  // The guest's exits (one per ioreq, however many elements a rep moved): gpuvm-bench's hook.
+  std::fprintf(stderr, "gpuvm-counters: mmio_exits=%llu\n", (unsigned long long)dm->mmio_exits());
   if (o.device.pv_window) {
     // The para-virtual calls the aggregator applied (its counter registers; our own read, not a
     // guest's) beside the doorbells the guest rang: gpuvm-bench's "gpuvm-counters" hook.

@@ -32,6 +32,8 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
       d.channels = mode == ipc::VmMode::kPassThrough ? gf100::pfifo::kChannels : 0;
       if (const auto* fv = dynamic_cast<const aggregator::FullVirtGpu*>(vm->vgpu.get())) {
         d.channels = fv->partition().channels;
+        // A pv VM says which pv mode (a doorbell per call or per batch; docs/PARAVIRT.md).
+        if (mode == ipc::VmMode::kParaVirtualization) d.mode = FvModeName(fv->fv_mode());
       }
       const aggregator::RefusalCounts refused = vm->refusals();
       for (size_t k = 0; k < refused.size(); ++k) {

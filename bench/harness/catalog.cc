@@ -34,8 +34,8 @@ const std::vector<ModeSpec>& Modes() {
   // through it gpuvm-dm and the aggregator) gets as --mode, so enabling one once the aggregator
   // implements it is deleting its `unavailable` reason. fv-*: shadow page tables and channels
   // (docs/FULL-VIRTUALIZATION.md; fv-bar-remap and fv-optimized are fv-naive and fv-lazy plus BAR
-  // remap); pv-*/pvdrm*: later issues.
-  constexpr std::string_view kNoPv = "para-virtualization is not in the aggregator yet";
+  // remap); pv-*: para-virtual page-table calls; pvdrm*: a later issue.
+  constexpr std::string_view kNoPvdrm = "PVDRM (a split DRM driver) is not built";
   static const auto* modes = new std::vector<ModeSpec>{
       {"native", false, "", {}, kMaxVms, ""},
       // One VM owns the whole GPU: the aggregator refuses a second pt VM.
@@ -44,10 +44,12 @@ const std::vector<ModeSpec>& Modes() {
       {"fv-lazy", true, "fv-lazy", {}, kMaxVms, ""},
       {"fv-bar-remap", true, "fv-bar-remap", {}, kMaxVms, ""},
       {"fv-optimized", true, "fv-optimized", {}, kMaxVms, ""},
-      {"pv-naive", true, "pv-naive", {}, kMaxVms, kNoPv},
-      {"pv-multicall", true, "pv-multicall", {}, kMaxVms, kNoPv},
-      {"pvdrm", true, "pvdrm", {}, kMaxVms, kNoPv},
-      {"pvdrm-pool", true, "pvdrm-pool", {}, kMaxVms, kNoPv},
+      // Page-table updates as para-virtual calls (docs/PARAVIRT.md): a doorbell per call, per
+      // batch.
+      {"pv-naive", true, "pv-naive", {}, kMaxVms, ""},
+      {"pv-multicall", true, "pv-multicall", {}, kMaxVms, ""},
+      {"pvdrm", true, "pvdrm", {}, kMaxVms, kNoPvdrm},
+      {"pvdrm-pool", true, "pvdrm-pool", {}, kMaxVms, kNoPvdrm},
   };
   return *modes;
 }

@@ -159,7 +159,62 @@ std::string Summary::Render(const std::string& header, const std::vector<std::st
     }
   }
 
-  // 4. Failures.
+  // 4. Para-virtual calls (GPUvm's Table 4.1 shape): per benchmark and pv mode, the calls the
+  // host applied and the doorbells the guest rang, beside every mode's exits (ioreqs) and traps
+  // (elements), medians per run.
+  std::vector<std::string> pv_modes, counted_modes;
+  for (const std::string& m : modes) {
+    bool pv = false, counted = false;
+    for (const std::string& b : benchmarks) {
+      if (const Cell* c = Find(b, m); c != nullptr) {
+        pv |= c->counters.count("pv_calls") != 0;
+        counted |= !c->counters.empty();
+      }
+    }
+    if (pv) pv_modes.push_back(m);
+    if (counted) counted_modes.push_back(m);
+  }
+  if (!pv_modes.empty()) {
+    out +=
+        "\npara-virtual calls / doorbells per run, and exits (ioreqs) / traps (elements) per run "
+        "(medians)\n" +
+        PadRight("bench", kName);
+    for (const std::string& m : pv_modes) out += Pad(m + " calls", 20) + Pad("doorbells", 11);
+    for (const std::string& m : counted_modes) out += Pad(m + " exits", 20) + Pad("traps", 11);
+    out += "\n";
+    auto median = [&](const Cell* c, const std::string& key) -> std::string {
+      if (c == nullptr) return "-";
+      const auto it = c->counters.find(key);
+      return it == c->counters.end() ? "-" : Count(Median(it->second));
+    };
+    for (const std::string& b : benchmarks) {
+      out += PadRight(b, kName);
+      for (const std::string& m : pv_modes) {
+        const Cell* c = Find(b, m);
+        out += Pad(median(c, "pv_calls"), 20) + Pad(median(c, "pv_doorbells"), 11);
+      }
+      for (const std::string& m : counted_modes) {
+        const Cell* c = Find(b, m);
+        std::string traps = "-";
+        if (c != nullptr) {
+          double sum = 0;
+          bool any = false;
+          for (const auto& [key, title] : kTrapColumns) {
+            if (key == "refused") continue;
+            if (auto it = c->counters.find(key); it != c->counters.end()) {
+              sum += Median(it->second);
+              any = true;
+            }
+          }
+          if (any) traps = Count(sum);
+        }
+        out += Pad(median(c, "mmio_exits"), 20) + Pad(traps, 11);
+      }
+      out += "\n";
+    }
+  }
+
+  // 5. Failures.
   if (failures_ > 0) {
     out += "\nfailed runs ('!' above: medians are of the correct runs only)\n";
     for (const std::string& b : benchmarks) {

@@ -48,6 +48,38 @@ TEST(BenchHarnessSummary, MediansAndRatiosToNative) {
   EXPECT_EQ(s.failures(), 0);
 }
 
+TEST(BenchHarnessSummary, ParaVirtualCallsAndDoorbellsBesideExitsAndTraps) {
+  Summary s;
+  auto add = [&](const char* mode, double calls, double doorbells, double exits) {
+    RunRecord r = Record("nop", mode, 1.0);
+    r.counters = {
+        {"bar0_reads", 10}, {"bar0_writes", 90}, {"bar3_writes", 900}, {"mmio_exits", exits}};
+    if (calls >= 0) r.counters["pv_calls"] = calls, r.counters["pv_doorbells"] = doorbells;
+    s.Add(r);
+  };
+  add("fv-optimized", -1, 0, 321);
+  add("pv-naive", 24, 24, 250);
+  add("pv-multicall", 23, 9, 235);
+  const std::string table = s.Render("h", {"nop"}, {"fv-optimized", "pv-naive", "pv-multicall"});
+  const size_t at = table.find("para-virtual calls / doorbells per run");
+  ASSERT_NE(at, std::string::npos) << table;
+  const std::string section = table.substr(at);
+  EXPECT_NE(section.find("pv-naive calls"), std::string::npos) << section;
+  EXPECT_NE(section.find("pv-multicall calls"), std::string::npos) << section;
+  EXPECT_EQ(section.find("fv-optimized calls"), std::string::npos) << section;
+  EXPECT_NE(section.find("fv-optimized exits"), std::string::npos) << section;
+  const std::string row = section.substr(section.find("\nnop") + 1);
+  // calls and doorbells of each pv mode, then exits and traps (1000) of every mode.
+  EXPECT_NE(row.find("24"), std::string::npos) << row;
+  EXPECT_NE(row.find("9"), std::string::npos) << row;
+  EXPECT_NE(row.find("321"), std::string::npos) << row;
+  EXPECT_NE(row.find("1000"), std::string::npos) << row;
+  // Without pv modes there is no such section.
+  Summary plain;
+  plain.Add(Record("nop", "pt", 1.0));
+  EXPECT_EQ(plain.Render("h", {"nop"}, {"pt"}).find("para-virtual calls"), std::string::npos);
+}
+
 TEST(BenchHarnessSummary, FailuresAreCountedShownAndKeptOutOfTheMedians) {
   Summary s;
   s.Add(Record("nn", "native", 1.0));
