@@ -5,14 +5,20 @@
 // through PRAMIN, channels it binds and kicks — the victim's bytes must be untouched afterwards
 // (checked after every input; a difference aborts). ASan/UBSan catch the rest.
 //
+// The attacker is fv-naive, fv-lazy, pv-naive or pv-multicall (the input's size picks). A pv
+// attacker has a call area of 4 pages registered at the start whose bytes are the input's first
+// 16 KiB (so the fuzzer writes its batches), and PV window writes ring them (docs/PARAVIRT.md).
+//
 // Input: records of 12 bytes: [u8 op][u8 selector][u16 offset low][u32 offset/value][u32 value]
 //   op % 8 == 0..3  a BAR0 write to a register chosen by `selector` (sensitive ones first) + a
 //                   small offset, or anywhere in BAR0 (op & 8)
-//   op % 8 == 4     a PRAMIN write (base register, then the window)
+//   op % 8 == 4     a PRAMIN write (base register, then the window); op & 32: a PV window write
+//                   (the doorbell when op & 64) with `value`
 //   op % 8 == 5     a BAR1 write (USER area or aperture), op & 16: BAR3
 //   op % 8 == 6     a read of the same kinds (interrupt state polled as the server would)
 //   op % 8 == 7     the GPU runs a few time slices
 // Seeds: aggregator/fuzz/aggregator_fv_fuzz/.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -31,6 +37,7 @@
 #include "gpu/hw/pgraph.h"
 #include "gpu/hw/pmc.h"
 #include "gpu/hw/vm.h"
+#include "pv/protocol.h"
 
 namespace {
 
@@ -121,7 +128,9 @@ uint8_t Pattern(uint64_t i) { return uint8_t(i * 131 + (i >> 12) * 7 + 1); }
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   World& w = TheWorld();
   const VmBars bars{16 * kMiB, 128 * kMiB, 64 * kMiB};
-  FvVmOptions a_options{.mode = size % 2 ? FvMode::kLazy : FvMode::kNaive,
+  static constexpr FvMode kAttackerModes[] = {FvMode::kNaive, FvMode::kLazy, FvMode::kPvNaive,
+                                              FvMode::kPvMulticall};
+  FvVmOptions a_options{.mode = kAttackerModes[size % 4],
                         .vram_bytes = kSlice,
                         .channels = 4,
                         .vm_id = 1,
@@ -152,6 +161,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(ram.data(), ram_pattern.data(), kRam);
 
   FullVirtGpu& a = **attacker;
+  if (a.pv() != nullptr) {
+    // A call area: the page list at RAM 0, four pages from 0x1000 holding the input's first bytes.
+    std::span<uint8_t> own = w.attacker_ram->bytes();
+    std::memset(own.data(), 0, 5 * 4096);
+    for (uint64_t i = 0; i < 4; ++i) {
+      const uint64_t page = 0x1000 * (i + 1);
+      std::memcpy(own.data() + 8 * i, &page, 8);
+    }
+    std::memcpy(own.data() + 0x1000, data, std::min<size_t>(size, 4 * 4096));
+    (void)a.Write(gpuvm::gpu::Bar::k0, gpuvm::pv::kRegAreaListLo, 4, 0, 0);
+    (void)a.Write(gpuvm::gpu::Bar::k0, gpuvm::pv::kRegAreaPages, 4, 4, 0);
+  }
   for (size_t at = 0; at + 12 <= size; at += 12) {
     const uint8_t op = data[at];
     const uint8_t selector = data[at + 1];
@@ -172,6 +193,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 4:
+        if (op & 32) {
+          const uint32_t reg = (op & 64) ? gpuvm::pv::kRegDoorbell
+                                         : gpuvm::pv::kWindow + (low & (gpuvm::pv::kWindowSize - 4));
+          (void)a.Write(gpuvm::gpu::Bar::k0, reg, 4, value, 0);
+          break;
+        }
         (void)a.Write(gpuvm::gpu::Bar::k0, pbus::kPraminBase, 4, word >> 16, 0);
         (void)a.Write(gpuvm::gpu::Bar::k0, pbus::kPraminWindow + (low & 0xfffc), 4, value, 0);
         break;

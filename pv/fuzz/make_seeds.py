@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seeds of pv_call_page_fuzz: batches laid out as docs/PARAVIRT.md specifies.
+"""Writes the seeds of pv_call_page_fuzz (batches laid out as docs/PARAVIRT.md specifies) and the
+pv seed of aggregator_fv_fuzz.
 
 Run from anywhere: python3 pv/fuzz/make_seeds.py
 """
@@ -70,11 +71,30 @@ SEEDS = {
 }
 
 
+# aggregator_fv_fuzz (aggregator/fuzz/aggregator_fv_fuzz.cc) with a pv attacker: its call area holds
+# the input's first bytes, so a seed is a batch, then a record ringing the doorbell with its length
+# (op 4 | 32 | 64), padded so that the size picks pv-multicall (size % 4 == 3).
+FV_FUZZ_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "aggregator",
+                           "fuzz", "aggregator_fv_fuzz")
+
+
+def fv_fuzz_pv_seed():
+    b = batch(attach(PD, (1 << 40) - 1, 0), write(PD, PD, 0, [pde(0, 0x140000)]),
+              write(PD, 0x140000, 0, [pte(0x10000), pte(1 << 30)]), flush(PD))
+    data = b + b"\0" * ((-len(b)) % 12)
+    data += struct.pack("<BBHII", 4 | 32 | 64, 0, 0, 0, len(b))
+    while len(data) % 4 != 3:
+        data += b"\0"
+    return data
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, data in SEEDS.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)
+    with open(os.path.join(FV_FUZZ_OUT, "pv_calls"), "wb") as f:
+        f.write(fv_fuzz_pv_seed())
 
 
 if __name__ == "__main__":
