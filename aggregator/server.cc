@@ -263,8 +263,9 @@ void AggregatorServer::EvictPending() {
   for (auto& [id, c] : connections_) {  // ids ascend with accept time: the first is the oldest
     if (c->dropped || c->session->authenticated() || c->peer.uid != most) continue;
     ++evicted_pending_;
-    LogRefusal([&] {
-      return c->session->peer() + ": dropped before authenticating: " + std::to_string(pending) +
+    // (Named again: clang before 16 cannot capture a structured binding.)
+    LogRefusal([&, &conn = c] {
+      return conn->session->peer() + ": dropped before authenticating: " + std::to_string(pending) +
              " connections wait to authenticate";
     });
     DropTelling(*c, Status::ResourceExhausted(
