@@ -35,6 +35,7 @@
 #include "guest-pv-driver/driver.h"
 #include "runtime/tests/test_kernels.h"
 #include "tests/fv_test_vm.h"
+#include "tests/isolation_victim.h"
 
 namespace gpuvm::aggregator {
 namespace {
@@ -46,24 +47,7 @@ namespace vm = gf100::vm;
 using fv_testing::FvTestVm;
 constexpr uint64_t kMiB = 1ull << 20;
 
-// c[i] = a[i] + b[i] for i < n (params: a, b, c, n), one thread per element.
-constexpr const char* kAddKernel = runtime::testing::kVaddAsm;
-
-// Launches kAddKernel (loaded at `code`) and waits for it.
-Status LaunchAdd(guest::Channel* ch, uint64_t code, uint64_t a, uint64_t b, uint64_t c,
-                 uint32_t n) {
-  struct {
-    uint64_t a, b, c;
-    uint32_t n;
-  } args{a, b, c, n};
-  guest::LaunchParams p;
-  p.code_address = code;
-  p.grid = {(n + 255) / 256, 1, 1};
-  p.block = {256, 1, 1};
-  p.params = std::span(reinterpret_cast<const uint8_t*>(&args), 28);
-  GPUVM_ASSIGN_OR_RETURN(guest::Fence f, ch->Launch(p));
-  return ch->Wait(f, std::chrono::seconds(30));
-}
+using fv_testing::LaunchAdd;
 
 class FvIsolationTest : public ::testing::Test {
  protected:
@@ -99,61 +83,8 @@ class FvIsolationTest : public ::testing::Test {
   // on its own thread until StopVictim().
   void StartVictim(bool kernels = false) {
     victim_thread_ = std::thread([this, kernels] {
-      auto driver = guest::Driver::Create(victim_);
-      if (!driver.ok()) return Fail("victim driver: " + driver.status().ToString());
-      auto ctx = (*driver)->CreateContext();
-      if (!ctx.ok()) return Fail("victim context: " + ctx.status().ToString());
-      constexpr uint64_t kBytes = 2 * kMiB;
-      auto a = (*ctx)->AllocDevice(kBytes);
-      if (!a.ok()) return Fail("victim alloc: " + a.status().ToString());
-      std::vector<uint32_t> in(kBytes / 4), out(kBytes / 4);
-      guest::Channel* ch = (*ctx)->default_channel();
-      // With kernels: c = a + b over 4096 elements each round, checked.
-      constexpr uint32_t kN = 4096;
-      Result<guest::Allocation> code = Status::Unavailable("no kernels"), ka = code, kb = code,
-                                kc = code;
-      if (kernels) {
-        auto image = isa::Assemble(kAddKernel);
-        if (!image.ok()) return Fail("victim kernel: " + image.status().ToString());
-        code = (*ctx)->LoadCode(*image);
-        ka = (*ctx)->AllocDevice(kN * 4);
-        kb = (*ctx)->AllocDevice(kN * 4);
-        kc = (*ctx)->AllocDevice(kN * 4);
-        if (!code.ok() || !ka.ok() || !kb.ok() || !kc.ok()) return Fail("victim kernel alloc");
-      }
-      for (uint32_t round = 1; !stop_victim_ || rounds_ < 2; ++round) {
-        if (kernels) {
-          std::vector<uint32_t> ha(kN), hb(kN), hc(kN);
-          for (uint32_t i = 0; i < kN; ++i) {
-            ha[i] = i * round;
-            hb[i] = 7 * i + round;
-          }
-          if (!ch->CopyHostToDevice(ka->va, ha.data(), kN * 4).ok() ||
-              !ch->CopyHostToDevice(kb->va, hb.data(), kN * 4).ok()) {
-            return Fail("victim kernel htod");
-          }
-          Status s = LaunchAdd(ch, code->va, ka->va, kb->va, kc->va, kN);
-          if (!s.ok()) return Fail("victim kernel: " + s.ToString());
-          if (!ch->CopyDeviceToHost(hc.data(), kc->va, kN * 4).ok()) return Fail("victim dtoh");
-          for (uint32_t i = 0; i < kN; ++i) {
-            if (hc[i] != ha[i] + hb[i])
-              return Fail("victim kernel result wrong at " + std::to_string(i));
-          }
-        }
-        for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u) ^ round;
-        if (Status s = ch->CopyHostToDevice(a->va, in.data(), kBytes); !s.ok()) {
-          return Fail("victim htod: " + s.ToString());
-        }
-        if (auto f = ch->Memset32Async(a->va + 4096, round, 64); !f.ok()) {
-          return Fail("victim memset: " + f.status().ToString());
-        }
-        if (Status s = ch->CopyDeviceToHost(out.data(), a->va, kBytes); !s.ok()) {
-          return Fail("victim dtoh: " + s.ToString());
-        }
-        for (size_t i = 0; i < 64; ++i) in[1024 + i] = round;
-        if (in != out) return Fail("victim data wrong in round " + std::to_string(round));
-        ++rounds_;
-      }
+      const std::string error = fv_testing::RunVictim(victim_, {}, kernels, stop_victim_, rounds_);
+      if (!error.empty()) Fail(error);
     });
   }
   void StopVictim() {
@@ -468,7 +399,7 @@ TEST_F(FvIsolationTest, KernelsReadingAndWritingBeyondTheirAllocationsFaultOnlyT
   StartVictim(/*kernels=*/true);
   auto driver = guest::Driver::Create(attacker_);
   ASSERT_TRUE(driver.ok());
-  auto image = isa::Assemble(kAddKernel);
+  auto image = isa::Assemble(runtime::testing::kVaddAsm);
   ASSERT_TRUE(image.ok()) << image.status().ToString();
   // A fresh context of the attacker runs c = a + b over three 4 KiB buffers with `n` elements,
   // `c_offset` added to c's address; it must fault (its context aborted) and tell what it saw.

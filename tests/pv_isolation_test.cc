@@ -22,13 +22,12 @@
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
-#include "gpu/isa/assembler.h"
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/driver_impl.h"
 #include "pv/call_page.h"
 #include "pv/protocol.h"
-#include "runtime/tests/test_kernels.h"
 #include "tests/fv_test_vm.h"
+#include "tests/isolation_victim.h"
 
 namespace gpuvm::aggregator {
 namespace {
@@ -51,21 +50,6 @@ guest::DriverOptions ParaVirtual() {
   guest::DriverOptions o;
   o.para_virtual = guest::DriverOptions::ParaVirtual::kOn;
   return o;
-}
-
-Status LaunchAdd(guest::Channel* ch, uint64_t code, uint64_t a, uint64_t b, uint64_t c,
-                 uint32_t n) {
-  struct {
-    uint64_t a, b, c;
-    uint32_t n;
-  } args{a, b, c, n};
-  guest::LaunchParams p;
-  p.code_address = code;
-  p.grid = {(n + 255) / 256, 1, 1};
-  p.block = {256, 1, 1};
-  p.params = std::span(reinterpret_cast<const uint8_t*>(&args), 28);
-  GPUVM_ASSIGN_OR_RETURN(guest::Fence f, ch->Launch(p));
-  return ch->Wait(f, std::chrono::seconds(30));
 }
 
 class PvIsolationTest : public ::testing::Test {
@@ -97,54 +81,13 @@ class PvIsolationTest : public ::testing::Test {
     return v.ok() ? *v : nullptr;
   }
 
-  // The victim: its driver, a context, 2 MiB of VRAM and c = a + b, rewritten and checked round
-  // after round on its own thread until ExpectVictimFine().
+  // The victim: the isolation tests' workload (tests/isolation_victim.h) with kernels, its driver
+  // on the PV window, on its own thread until ExpectVictimFine().
   void StartVictim() {
     victim_thread_ = std::thread([this] {
-      auto driver = guest::Driver::Create(victim_, ParaVirtual());
-      if (!driver.ok()) return Fail("victim driver: " + driver.status().ToString());
-      if ((*driver)->para_virtual_counters().mode == 0) return Fail("victim: no PV window");
-      auto ctx = (*driver)->CreateContext();
-      if (!ctx.ok()) return Fail("victim context: " + ctx.status().ToString());
-      constexpr uint64_t kBytes = 2 * kMiB;
-      constexpr uint32_t kN = 4096;
-      auto a = (*ctx)->AllocDevice(kBytes);
-      auto image = isa::Assemble(runtime::testing::kVaddAsm);
-      if (!a.ok() || !image.ok()) return Fail("victim alloc");
-      auto code = (*ctx)->LoadCode(*image);
-      auto ka = (*ctx)->AllocDevice(kN * 4), kb = (*ctx)->AllocDevice(kN * 4),
-           kc = (*ctx)->AllocDevice(kN * 4);
-      if (!code.ok() || !ka.ok() || !kb.ok() || !kc.ok()) return Fail("victim kernel alloc");
-      guest::Channel* ch = (*ctx)->default_channel();
-      std::vector<uint32_t> in(kBytes / 4), out(kBytes / 4);
-      for (uint32_t round = 1; !stop_victim_ || rounds_ < 2; ++round) {
-        std::vector<uint32_t> ha(kN), hb(kN), hc(kN);
-        for (uint32_t i = 0; i < kN; ++i) ha[i] = i * round, hb[i] = 7 * i + round;
-        if (!ch->CopyHostToDevice(ka->va, ha.data(), kN * 4).ok() ||
-            !ch->CopyHostToDevice(kb->va, hb.data(), kN * 4).ok()) {
-          return Fail("victim kernel htod");
-        }
-        if (Status s = LaunchAdd(ch, code->va, ka->va, kb->va, kc->va, kN); !s.ok()) {
-          return Fail("victim kernel: " + s.ToString());
-        }
-        if (!ch->CopyDeviceToHost(hc.data(), kc->va, kN * 4).ok()) return Fail("victim dtoh");
-        for (uint32_t i = 0; i < kN; ++i) {
-          if (hc[i] != ha[i] + hb[i]) return Fail("victim kernel wrong at " + std::to_string(i));
-        }
-        for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u) ^ round;
-        if (Status s = ch->CopyHostToDevice(a->va, in.data(), kBytes); !s.ok()) {
-          return Fail("victim htod: " + s.ToString());
-        }
-        if (auto f = ch->Memset32Async(a->va + 4096, round, 64); !f.ok()) {
-          return Fail("victim memset: " + f.status().ToString());
-        }
-        if (Status s = ch->CopyDeviceToHost(out.data(), a->va, kBytes); !s.ok()) {
-          return Fail("victim dtoh: " + s.ToString());
-        }
-        for (size_t i = 0; i < 64; ++i) in[1024 + i] = round;
-        if (in != out) return Fail("victim data wrong in round " + std::to_string(round));
-        ++rounds_;
-      }
+      const std::string error =
+          fv_testing::RunVictim(victim_, ParaVirtual(), true, stop_victim_, rounds_);
+      if (!error.empty()) Fail(error);
     });
     while (rounds_ < 1 && !Failed()) std::this_thread::yield();  // bound and running
   }
@@ -168,6 +111,7 @@ class PvIsolationTest : public ::testing::Test {
     EXPECT_GE(rounds_.load(), 2);
     EXPECT_EQ(victim_->vgpu().counters().faults, 0u);
     EXPECT_EQ(victim_->vgpu().refusals()[size_t(Refusal::kPageTableEntry)], 0u);
+    EXPECT_GT(victim_->vgpu().pv()->tables().counters().calls, 0u) << "the victim used calls";
   }
 
   // ---- the raw attacker: its own call area and batches ----
