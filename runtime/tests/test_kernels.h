@@ -15,33 +15,12 @@
 
 #include "gpu/isa/assembler.h"
 #include "gpu/isa/module.h"
+#include "gpu/isa/sample_kernels.h"
 
 namespace gpuvm::runtime::testing {
 
 // vadd(const u32* a, const u32* b, u32* c, u32 n): c[i] = a[i] + b[i] for i < n.
-inline constexpr char kVaddAsm[] = R"(
-    .params 28
-    s2r.u32 r0, %tid.x
-    s2r.u32 r1, %ctaid.x
-    s2r.u32 r2, %ntid.x
-    mad.u32 r0, r1, r2, r0
-    ld.const.c0.u32 r8, [rz+24]
-    setp.ge.u32 p0, r0, r8
-    @p0 bra done
-    ld.const.c0.u64 r2, [rz+0]
-    ld.const.c0.u64 r4, [rz+8]
-    ld.const.c0.u64 r6, [rz+16]
-    mulwide.u32 r10, r0, 4
-    add.u64 r12, r2, r10
-    ld.global.a64.u32 r14, [r12]
-    add.u64 r12, r4, r10
-    ld.global.a64.u32 r15, [r12]
-    add.u32 r14, r14, r15
-    add.u64 r12, r6, r10
-    st.global.a64.u32 [r12], r14
-  done:
-    exit
-)";
+using isa::kVaddAsm;
 
 // poke(u64 address): every thread stores 1 to `address` (a bad pointer makes an MMU fault).
 inline constexpr char kPokeAsm[] = R"(
