@@ -8,10 +8,7 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out) {
-  const size_t input_bytes = p.input.size() * sizeof(float);
-  const size_t w_bytes = p.w.size() * sizeof(float);
-  const size_t partial_bytes = p.want_partial.size() * sizeof(float);
-  const size_t hidden_bytes = (p.hid + 1) * sizeof(float);
+  const BackpropProblem::Bytes bytes = p.BufferBytes();
   Session session(report);
   CUfunction forward, squash, adjust;
   if (!session.Open("backprop.ptx") || !session.Function("bp_layer_forward", &forward) ||
@@ -20,18 +17,18 @@ void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out
     return;
   }
   CUdeviceptr d_input, d_w, d_old_w, d_partial, d_hidden, d_delta;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_input, input_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_w, w_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_old_w, w_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_partial, partial_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_hidden, hidden_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_delta, hidden_bytes));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_input, bytes.input));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_w, bytes.w));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_old_w, bytes.w));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_partial, bytes.partial));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_hidden, bytes.hidden));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_delta, bytes.hidden));
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_input, p.input.data(), input_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_w, p.w.data(), w_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_old_w, p.old_w.data(), w_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_delta, p.delta.data(), hidden_bytes));
+  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_input, p.input.data(), bytes.input));
+  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_w, p.w.data(), bytes.w));
+  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_old_w, p.old_w.data(), bytes.w));
+  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_delta, p.delta.data(), bytes.hidden));
   GPUVM_SUITE_CU(report, cuMemsetD32(d_hidden, 0, p.hid + 1));
 
   report.Enter(Phase::kLaunch);
@@ -49,10 +46,10 @@ void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->partial.data(), d_partial, partial_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->hidden.data(), d_hidden, hidden_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->w.data(), d_w, w_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->old_w.data(), d_old_w, w_bytes));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->partial.data(), d_partial, bytes.partial));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->hidden.data(), d_hidden, bytes.hidden));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->w.data(), d_w, bytes.w));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->old_w.data(), d_old_w, bytes.w));
 
   session.Close({d_input, d_w, d_old_w, d_partial, d_hidden, d_delta});
 }

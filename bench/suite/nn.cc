@@ -8,9 +8,7 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
-  const size_t records_bytes = p.records.size() * sizeof(float);
-  const size_t dist_bytes = static_cast<size_t>(p.n) * sizeof(float);
-  const size_t block_bytes = static_cast<size_t>(p.blocks) * sizeof(float);
+  const NnProblem::Bytes bytes = p.BufferBytes();
   Session session(report);
   CUfunction distance, argmin;
   if (!session.Open("nn.ptx") || !session.Function("nn_distance", &distance) ||
@@ -18,13 +16,13 @@ void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
     return;
   }
   CUdeviceptr d_records, d_dist, d_block_min, d_block_index;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_records, records_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_dist, dist_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_min, block_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_index, block_bytes));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_records, bytes.records));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_dist, bytes.dist));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_min, bytes.block));
+  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_index, bytes.block));
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_records, p.records.data(), records_bytes));
+  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_records, p.records.data(), bytes.records));
 
   report.Enter(Phase::kLaunch);
   int n = p.n;
@@ -39,9 +37,9 @@ void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_min.data(), d_block_min, block_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_index.data(), d_block_index, block_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->dist.data(), d_dist, dist_bytes));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_min.data(), d_block_min, bytes.block));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_index.data(), d_block_index, bytes.block));
+  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->dist.data(), d_dist, bytes.dist));
   report.Enter(Phase::kLaunch);  // the host's final step belongs to the computation
   out->nearest = NnPick(out->block_min, out->block_index);
 
