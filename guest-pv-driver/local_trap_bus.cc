@@ -489,8 +489,8 @@ Status LocalTrapBus::Enumerate() {
       uint64_t address = (uint64_t{high} << 32 | low) & ~uint64_t{kBarFlagsMask};
       if (address == 0) address = s.fallback;  // unassigned: the firmware's job, ours here
       if (address % size != 0) {
-        return Status::InvalidArgument("BAR address " + hv::Hex(address) +
-                                       " is not aligned to its size " + hv::Hex(size));
+        return Status::InvalidArgument("BAR address " + Hex(address) +
+                                       " is not aligned to its size " + Hex(size));
       }
       GPUVM_RETURN_IF_ERROR(
           write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
@@ -500,7 +500,7 @@ Status LocalTrapBus::Enumerate() {
     }
     GPUVM_RETURN_IF_ERROR(write(kCommand, 2, command | kCommandMemory | kCommandBusMaster));
     if (!io.IsMmioClaimed(bar0_, pci_.bar0_size)) {
-      return Status::FailedPrecondition("the device model did not map BAR0 at " + hv::Hex(bar0_));
+      return Status::FailedPrecondition("the device model did not map BAR0 at " + Hex(bar0_));
     }
     return Status::Ok();
   });
