@@ -11,18 +11,17 @@ void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
   const NnProblem::Bytes bytes = p.BufferBytes();
   Session session(report);
   CUfunction distance, argmin;
-  if (!session.Open("nn.ptx") || !session.Function("nn_distance", &distance) ||
-      !session.Function("nn_argmin", &argmin)) {
+  if (!session.Open("nn.ptx", {{"nn_distance", &distance}, {"nn_argmin", &argmin}})) return;
+  CUdeviceptr d_records, d_dist, d_block_min, d_block_index;
+  if (!session.Alloc({{&d_records, bytes.records},
+                      {&d_dist, bytes.dist},
+                      {&d_block_min, bytes.block},
+                      {&d_block_index, bytes.block}})) {
     return;
   }
-  CUdeviceptr d_records, d_dist, d_block_min, d_block_index;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_records, bytes.records));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_dist, bytes.dist));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_min, bytes.block));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_index, bytes.block));
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_records, p.records.data(), bytes.records));
+  if (!session.CopyIn({{d_records, p.records.data(), bytes.records}})) return;
 
   report.Enter(Phase::kLaunch);
   int n = p.n;
@@ -37,13 +36,13 @@ void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_min.data(), d_block_min, bytes.block));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_index.data(), d_block_index, bytes.block));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->dist.data(), d_dist, bytes.dist));
+  if (!session.CopyOut({{out->block_min.data(), d_block_min, bytes.block},
+                        {out->block_index.data(), d_block_index, bytes.block},
+                        {out->dist.data(), d_dist, bytes.dist}})) {
+    return;
+  }
   report.Enter(Phase::kLaunch);  // the host's final step belongs to the computation
   out->nearest = NnPick(out->block_min, out->block_index);
-
-  session.Close({d_records, d_dist, d_block_min, d_block_index});
 }
 
 }  // namespace
