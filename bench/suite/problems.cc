@@ -103,8 +103,10 @@ std::string LoopProblem::Check(const std::vector<uint32_t>& out) const {
 
 namespace {
 
+// An n x n problem with inputs uniform in [lo, hi] and the `reference`'s answer for `operation`.
 template <typename T>
-MatrixProblem<T> MakeMatrix(int n, uint64_t seed, T lo, T hi) {
+MatrixProblem<T> MakeMatrix(int n, uint64_t seed, T lo, T hi,
+                            void (*reference)(const T*, const T*, T*, int), const char* operation) {
   MatrixProblem<T> p;
   p.n = n;
   Rng rng(seed);
@@ -120,6 +122,8 @@ MatrixProblem<T> MakeMatrix(int n, uint64_t seed, T lo, T hi) {
       p.b[i] = rng.Int(lo, hi);
     }
   }
+  reference(p.a.data(), p.b.data(), p.expected.data(), p.n);
+  p.operation = operation;
   return p;
 }
 
@@ -143,31 +147,23 @@ template struct MatrixProblem<int32_t>;
 template struct MatrixProblem<float>;
 
 MatrixProblem<int32_t> MakeMadd(Size size) {
-  auto p = MakeMatrix<int32_t>(IsTest(size) ? 64 : 1024, 1, INT32_MIN, INT32_MAX);
-  kernels::ref::Madd(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "add";
-  return p;
+  return MakeMatrix<int32_t>(IsTest(size) ? 64 : 1024, 1, INT32_MIN, INT32_MAX, kernels::ref::Madd,
+                             "add");
 }
 
 MatrixProblem<float> MakeFmadd(Size size) {
-  auto p = MakeMatrix<float>(IsTest(size) ? 64 : 1024, 2, -1000.0f, 1000.0f);
-  kernels::ref::Fmadd(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "add";
-  return p;
+  return MakeMatrix<float>(IsTest(size) ? 64 : 1024, 2, -1000.0f, 1000.0f, kernels::ref::Fmadd,
+                           "add");
 }
 
 MatrixProblem<int32_t> MakeMmul(Size size) {
-  auto p = MakeMatrix<int32_t>(IsTest(size) ? 40 : 256, 3, -50000, 50000);
-  kernels::ref::Mmul(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "multiply";
-  return p;
+  return MakeMatrix<int32_t>(IsTest(size) ? 40 : 256, 3, -50000, 50000, kernels::ref::Mmul,
+                             "multiply");
 }
 
 MatrixProblem<float> MakeFmmul(Size size) {
-  auto p = MakeMatrix<float>(IsTest(size) ? 40 : 256, 4, -1.0f, 1.0f);
-  kernels::ref::Fmmul(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "multiply";
-  return p;
+  return MakeMatrix<float>(IsTest(size) ? 40 : 256, 4, -1.0f, 1.0f, kernels::ref::Fmmul,
+                           "multiply");
 }
 
 // ------------------------------------------------------------------------------------------------
