@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/isa/assembler.h"
@@ -79,13 +80,18 @@ inline constexpr FaultKernel kFaultKernels[] = {
      702},  // CUDA_ERROR_LAUNCH_TIMEOUT
 };
 
-inline std::vector<uint8_t> AssembleOrDie(const char* text) {
-  auto image = isa::Assemble(text);
-  if (!image.ok()) {
-    fprintf(stderr, "test kernel does not assemble: %s\n", image.status().ToString().c_str());
+// `bytes`, or the test program ends saying what `what` failed with (the kernels are constants: a
+// failure is a bug in this file).
+inline std::vector<uint8_t> OrDie(Result<std::vector<uint8_t>> bytes, const char* what) {
+  if (!bytes.ok()) {
+    fprintf(stderr, "%s: %s\n", what, bytes.status().ToString().c_str());
     abort();
   }
-  return *image;
+  return std::move(*bytes);
+}
+
+inline std::vector<uint8_t> AssembleOrDie(const char* text) {
+  return OrDie(isa::Assemble(text), "test kernel does not assemble");
 }
 
 // A module with vadd, poke and fill_from_global, one global "counter" (u32, initial value 40) and a
@@ -109,12 +115,7 @@ inline std::vector<uint8_t> TestModuleImage() {
   self_pointer.relocations.push_back({0, 8, 0, 4});
   m.globals.push_back(self_pointer);
   m.const_image = {2, 0, 0, 0};
-  auto bytes = isa::EncodeModule(m);
-  if (!bytes.ok()) {
-    fprintf(stderr, "test module does not encode: %s\n", bytes.status().ToString().c_str());
-    abort();
-  }
-  return *bytes;
+  return OrDie(isa::EncodeModule(m), "test module does not encode");
 }
 
 // A module with the kernels of kFaultKernels.
@@ -122,12 +123,7 @@ inline std::vector<uint8_t> FaultModuleImage() {
   isa::Module m;
   for (const FaultKernel& k : kFaultKernels)
     m.kernels.push_back({k.name, AssembleOrDie(k.assembly), {{0, 8, 8}}});
-  auto bytes = isa::EncodeModule(m);
-  if (!bytes.ok()) {
-    fprintf(stderr, "fault module does not encode: %s\n", bytes.status().ToString().c_str());
-    abort();
-  }
-  return *bytes;
+  return OrDie(isa::EncodeModule(m), "fault module does not encode");
 }
 
 }  // namespace gpuvm::runtime::testing
