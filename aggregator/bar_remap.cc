@@ -69,20 +69,14 @@ bool WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_
     large.resize((span + kLarge - 1) / kLarge);
     // One copying read per table (a table reaching outside the VM's memory reads as absent); what
     // the table does not reach reads as zero entries.
-    if (vm::pde::SmallTarget(pde) == vm::PdeTarget::kNone ||
-        !view.Read(vm::pde::SmallTarget(pde), vm::pde::SmallTableAddress(pde), small.data(),
-                   n_small * vm::kEntrySize)) {
-      std::fill(small.begin(), small.end(), 0);
-    } else {
-      std::fill(small.begin() + n_small, small.end(), 0);
-    }
-    if (vm::pde::LargeTarget(pde) == vm::PdeTarget::kNone ||
-        !view.Read(vm::pde::LargeTarget(pde), vm::pde::LargeTableAddress(pde), large.data(),
-                   n_large * vm::kEntrySize)) {
-      std::fill(large.begin(), large.end(), 0);
-    } else {
-      std::fill(large.begin() + n_large, large.end(), 0);
-    }
+    auto read_table = [&view](vm::PdeTarget target, uint64_t address, std::vector<uint64_t>& table,
+                              uint64_t entries) {
+      const bool read = target != vm::PdeTarget::kNone &&
+                        view.Read(target, address, table.data(), entries * vm::kEntrySize);
+      std::fill(table.begin() + (read ? entries : 0), table.end(), 0);
+    };
+    read_table(vm::pde::SmallTarget(pde), vm::pde::SmallTableAddress(pde), small, n_small);
+    read_table(vm::pde::LargeTarget(pde), vm::pde::LargeTableAddress(pde), large, n_large);
     for (uint64_t i = 0; i < n; ++i) {
       const uint64_t page = va0 / kPage + i;
       const uint64_t in_pde = i * kPage;

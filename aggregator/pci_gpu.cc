@@ -7,6 +7,7 @@
 
 #include "gpu/hw/pci.h"
 #include "gpu/hw/pmc.h"
+#include "gpu/mmio.h"
 
 namespace gpuvm::aggregator {
 namespace {
@@ -16,15 +17,6 @@ namespace {
 constexpr uint32_t kFermiFirst = 0xc0;
 constexpr uint32_t kFermiLast = 0xcf;
 constexpr uint32_t kChipsetMask = 0x1ff;
-
-template <typename T>
-T LoadIo(const uint8_t* p) {
-  return *reinterpret_cast<const volatile T*>(p);
-}
-template <typename T>
-void StoreIo(uint8_t* p, T v) {
-  *reinterpret_cast<volatile T*>(p) = v;
-}
 
 }  // namespace
 
@@ -55,21 +47,7 @@ uint64_t MappedBarDevice::Read(gpu::Bar bar, uint64_t offset, gpu::Width width) 
   uint64_t value = 0;
   // Naturally aligned and inside the BAR, or nothing (gpu::Device: reads of nothing return 0).
   if (offset < bytes.size() && size <= bytes.size() - offset && offset % size == 0) {
-    uint8_t* p = bytes.data() + offset;
-    switch (width) {
-      case gpu::Width::k8:
-        value = LoadIo<uint8_t>(p);
-        break;
-      case gpu::Width::k16:
-        value = LoadIo<uint16_t>(p);
-        break;
-      case gpu::Width::k32:
-        value = LoadIo<uint32_t>(p);
-        break;
-      case gpu::Width::k64:
-        value = LoadIo<uint64_t>(p);
-        break;
-    }
+    value = gpu::LoadMmio(bytes.data() + offset, width);
   }
   if (observing_.load(std::memory_order_acquire)) {
     Observe({bar, false, false, offset, size, value});
@@ -81,21 +59,7 @@ void MappedBarDevice::Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uin
   const std::span<uint8_t> bytes = BarBytes(bar);
   const uint64_t size = static_cast<uint64_t>(width);
   if (offset < bytes.size() && size <= bytes.size() - offset && offset % size == 0) {
-    uint8_t* p = bytes.data() + offset;
-    switch (width) {
-      case gpu::Width::k8:
-        StoreIo<uint8_t>(p, static_cast<uint8_t>(value));
-        break;
-      case gpu::Width::k16:
-        StoreIo<uint16_t>(p, static_cast<uint16_t>(value));
-        break;
-      case gpu::Width::k32:
-        StoreIo<uint32_t>(p, static_cast<uint32_t>(value));
-        break;
-      case gpu::Width::k64:
-        StoreIo<uint64_t>(p, value);
-        break;
-    }
+    gpu::StoreMmio(bytes.data() + offset, width, value);
   }
   if (observing_.load(std::memory_order_acquire)) {
     Observe({bar, true, false, offset, size, value});
@@ -109,7 +73,7 @@ Status MappedBarDevice::ReadBlock(gpu::Bar bar, uint64_t offset, void* dst, uint
     return Status::OutOfRange("block transfer past the end of the BAR");
   }
   auto* out = static_cast<uint8_t*>(dst);
-  for (uint64_t i = 0; i < length; ++i) out[i] = LoadIo<uint8_t>(bytes.data() + offset + i);
+  for (uint64_t i = 0; i < length; ++i) out[i] = gpu::LoadMmio<uint8_t>(bytes.data() + offset + i);
   if (observing_.load(std::memory_order_acquire)) Observe({bar, false, true, offset, length, 0});
   return Status::Ok();
 }
@@ -122,7 +86,7 @@ Status MappedBarDevice::WriteBlock(gpu::Bar bar, uint64_t offset, const void* sr
     return Status::OutOfRange("block transfer past the end of the BAR");
   }
   const auto* in = static_cast<const uint8_t*>(src);
-  for (uint64_t i = 0; i < length; ++i) StoreIo<uint8_t>(bytes.data() + offset + i, in[i]);
+  for (uint64_t i = 0; i < length; ++i) gpu::StoreMmio<uint8_t>(bytes.data() + offset + i, in[i]);
   if (observing_.load(std::memory_order_acquire)) Observe({bar, true, true, offset, length, 0});
   return Status::Ok();
 }

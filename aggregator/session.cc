@@ -257,75 +257,52 @@ bool Session::IsMmio(const ipc::Body& body) const {
 }
 
 Result<ipc::Body> Session::Mmio(const ipc::Body& request) {
+  Result<ipc::Body> answer = MmioAccess(request);
+  if (!answer.ok()) ++vm_->counters.refused;  // every refusal of an access counts
+  return answer;
+}
+
+Status Session::CheckVcpu(uint32_t vcpu) const {
+  if (vcpu >= vm_->config.vcpus) return Status::InvalidArgument("no vCPU " + std::to_string(vcpu));
+  return Status::Ok();
+}
+
+Result<ipc::Body> Session::MmioAccess(const ipc::Body& request) {
   VmCounters& counters = vm_->counters;
   if (const auto* block = std::get_if<ipc::MmioWriteBlock>(&request)) {
-    if (block->vcpu >= vm_->config.vcpus) {
-      ++counters.refused;
-      return Status::InvalidArgument("no vCPU " + std::to_string(block->vcpu));
-    }
-    Status s = vm_->vgpu->WriteElements(ToGpu(block->bar), block->offset, block->size, block->data,
-                                        block->vcpu);
-    if (!s.ok()) {
-      ++counters.refused;
-      return s;
-    }
+    GPUVM_RETURN_IF_ERROR(CheckVcpu(block->vcpu));
+    GPUVM_RETURN_IF_ERROR(vm_->vgpu->WriteElements(ToGpu(block->bar), block->offset, block->size,
+                                                   block->data, block->vcpu));
     counters.writes[Slot(block->bar)] += block->count;
     return ipc::Body(ipc::MmioWriteAck{});
   }
   if (const auto* fill = std::get_if<ipc::MmioWriteFill>(&request)) {
-    if (fill->vcpu >= vm_->config.vcpus) {
-      ++counters.refused;
-      return Status::InvalidArgument("no vCPU " + std::to_string(fill->vcpu));
-    }
-    Status s = vm_->vgpu->FillElements(ToGpu(fill->bar), fill->offset, fill->size, fill->value,
-                                       fill->count, fill->vcpu);
-    if (!s.ok()) {
-      ++counters.refused;
-      return s;
-    }
+    GPUVM_RETURN_IF_ERROR(CheckVcpu(fill->vcpu));
+    GPUVM_RETURN_IF_ERROR(vm_->vgpu->FillElements(ToGpu(fill->bar), fill->offset, fill->size,
+                                                  fill->value, fill->count, fill->vcpu));
     counters.writes[Slot(fill->bar)] += fill->count;
     return ipc::Body(ipc::MmioWriteAck{});
   }
   if (const auto* block = std::get_if<ipc::MmioReadBlock>(&request)) {
-    if (block->vcpu >= vm_->config.vcpus) {
-      ++counters.refused;
-      return Status::InvalidArgument("no vCPU " + std::to_string(block->vcpu));
-    }
+    GPUVM_RETURN_IF_ERROR(CheckVcpu(block->vcpu));
     ipc::MmioReadBlockReply reply;
     reply.data.resize(size_t{block->count} * block->size);
-    Status s = vm_->vgpu->ReadElements(ToGpu(block->bar), block->offset, block->size, reply.data,
-                                       block->vcpu);
-    if (!s.ok()) {
-      ++counters.refused;
-      return s;
-    }
+    GPUVM_RETURN_IF_ERROR(vm_->vgpu->ReadElements(ToGpu(block->bar), block->offset, block->size,
+                                                  reply.data, block->vcpu));
     counters.reads[Slot(block->bar)] += block->count;
     return ipc::Body(std::move(reply));
   }
   if (const auto* read = std::get_if<ipc::MmioRead>(&request)) {
-    if (read->vcpu >= vm_->config.vcpus) {
-      ++counters.refused;
-      return Status::InvalidArgument("no vCPU " + std::to_string(read->vcpu));
-    }
-    Result<uint64_t> value =
-        vm_->vgpu->Read(ToGpu(read->bar), read->offset, read->size, read->vcpu);
-    if (!value.ok()) {
-      ++counters.refused;
-      return value.status();
-    }
+    GPUVM_RETURN_IF_ERROR(CheckVcpu(read->vcpu));
+    GPUVM_ASSIGN_OR_RETURN(uint64_t value,
+                           vm_->vgpu->Read(ToGpu(read->bar), read->offset, read->size, read->vcpu));
     ++counters.reads[Slot(read->bar)];
-    return ipc::Body(ipc::MmioReadReply{*value});
+    return ipc::Body(ipc::MmioReadReply{value});
   }
   const auto& write = std::get<ipc::MmioWrite>(request);
-  if (write.vcpu >= vm_->config.vcpus) {
-    ++counters.refused;
-    return Status::InvalidArgument("no vCPU " + std::to_string(write.vcpu));
-  }
-  Status s = vm_->vgpu->Write(ToGpu(write.bar), write.offset, write.size, write.value, write.vcpu);
-  if (!s.ok()) {
-    ++counters.refused;
-    return s;
-  }
+  GPUVM_RETURN_IF_ERROR(CheckVcpu(write.vcpu));
+  GPUVM_RETURN_IF_ERROR(
+      vm_->vgpu->Write(ToGpu(write.bar), write.offset, write.size, write.value, write.vcpu));
   ++counters.writes[Slot(write.bar)];
   return ipc::Body(ipc::MmioWriteAck{});
 }

@@ -109,7 +109,11 @@ class Session {
  private:
   // MMIO_READ / MMIO_WRITE, the block messages and the fill.
   bool IsMmio(const ipc::Body& body) const;
+  // An MMIO request's answer; a refused access is counted (VmCounters::refused).
   Result<ipc::Body> Mmio(const ipc::Body& request);
+  Result<ipc::Body> MmioAccess(const ipc::Body& request);
+  // InvalidArgument for a vCPU the VM does not have.
+  Status CheckVcpu(uint32_t vcpu) const;
   void Fail(Output& out, uint32_t seq, const Status& status, bool fatal);
 
   Aggregator* const aggregator_;

@@ -42,6 +42,12 @@ class AggregatorSessionTest : public ::testing::Test {
     return c;
   }
 
+  // `m` is an error and the session closed (a fatal mistake of the device model).
+  static void ExpectFatal(const ipc::Message& m, bool closed) {
+    ASSERT_NE(AsError(m), nullptr);
+    EXPECT_TRUE(closed);
+  }
+
   // Sends one message; expects exactly one reply and returns it.
   ipc::Message Call(Session& s, ipc::Body body, std::vector<UniqueFd> fds = {},
                     bool* closed = nullptr) {
@@ -137,8 +143,7 @@ TEST_F(AggregatorSessionTest, RequestsOutOfTurnEndTheSession) {
     Handshake(s);
     bool closed = false;
     ipc::Message m = Call(s, ipc::Hello{1, 1, "again"}, {}, &closed);
-    ASSERT_NE(AsError(m), nullptr);
-    EXPECT_TRUE(closed);
+    ASSERT_NO_FATAL_FAILURE(ExpectFatal(m, closed));
     EXPECT_EQ(aggregator_->vm_count(), 0u) << "the closed session's VM stayed";
   }
 }
@@ -290,13 +295,11 @@ TEST_F(AggregatorSessionTest, NothingIsAdmittedWithoutTheVmsToken) {
   {  // AUTH before HELLO, and twice.
     Session s(aggregator_.get(), "early");
     ipc::Message m = Call(s, ipc::Auth{Token(1)}, {}, &closed);
-    ASSERT_NE(AsError(m), nullptr);
-    EXPECT_TRUE(closed);
+    ASSERT_NO_FATAL_FAILURE(ExpectFatal(m, closed));
     Session twice(aggregator_.get(), "twice");
     Authenticate(twice, 1);
     m = Call(twice, ipc::Auth{Token(1)}, {}, &closed);
-    ASSERT_NE(AsError(m), nullptr);
-    EXPECT_TRUE(closed);
+    ASSERT_NO_FATAL_FAILURE(ExpectFatal(m, closed));
   }
   EXPECT_EQ(aggregator_->vm_count(), 0u);
 }
@@ -356,8 +359,7 @@ TEST_F(AggregatorSessionTest, GuestMemoryTwiceOrBrokenEndsTheSession) {
   bool closed = false;
   ipc::Message m = Call(s, ipc::GuestMemory{ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
                         std::move(fds), &closed);
-  ASSERT_NE(AsError(m), nullptr);
-  EXPECT_TRUE(closed);
+  ASSERT_NO_FATAL_FAILURE(ExpectFatal(m, closed));
   EXPECT_EQ(aggregator_->vm_count(), 0u);
 }
 

@@ -7,27 +7,13 @@
 #include <limits>
 #include <string>
 
+#include "base/testing/round_trip_doubles.h"
+
 namespace gpuvm {
 namespace {
 
-// Values a writer with 9 significant digits ("%.9g") did not keep, and some edges.
 TEST(JsonNumberTest, WritesTheShortestTextThatReadsBackToTheSameDouble) {
-  const double values[] = {4503599627370495.5,
-                           0.1234567891234,
-                           1.0000000001,
-                           123456789.123,
-                           0.30000000000000004,
-                           1e-300,
-                           2.2250738585072014e-308,
-                           4.9406564584124654e-324,
-                           1.7976931348623157e308,
-                           9007199254740993.0,
-                           -0.0,
-                           -1234567.0,
-                           0.1,
-                           2.5,
-                           6.02214076e23};
-  for (double v : values) {
+  for (double v : testing::kRoundTripDoubles) {
     const std::string text = JsonNumber(v);
     const double back = std::strtod(text.c_str(), nullptr);
     EXPECT_EQ(std::memcmp(&back, &v, sizeof v), 0) << text;

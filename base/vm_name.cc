@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <system_error>
 
+#include "base/quote.h"
 #include "base/share.h"
 
 namespace gpuvm {
@@ -14,18 +15,6 @@ constexpr uint64_t kMaxOptionNumber = 999999;  // six digits: MiB and chN
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '-';
-}
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-// For messages: at most 40 characters, anything unprintable as '?'.
-std::string Quote(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const char c = s[i];
-    out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  }
-  if (s.size() > 40) out += "...";
-  return out + "'";
 }
 std::string Shown(char c) {
   if (c >= 0x20 && c < 0x7f) return std::string("'") + c + "'";
@@ -38,7 +27,7 @@ std::string Shown(char c) {
 std::optional<uint64_t> SmallNumber(std::string_view digits) {
   if (digits.empty() || digits.size() > 6 || digits[0] == '0') return std::nullopt;
   for (char c : digits) {
-    if (!IsDigit(c)) return std::nullopt;
+    if (!IsAsciiDigit(c)) return std::nullopt;
   }
   uint64_t v = 0;
   std::from_chars(digits.data(), digits.data() + digits.size(), v);
@@ -61,14 +50,16 @@ Status CheckVmName(std::string_view name) {
                                    std::string(kVmNameCharacters) + ")");
   }
   if (name.size() > kMaxVmNameLength) {
-    return Status::InvalidArgument("VM name " + Quote(name) + " is " + std::to_string(name.size()) +
-                                   " characters; at most " + std::to_string(kMaxVmNameLength));
+    return Status::InvalidArgument("VM name " + QuoteForMessage(name) + " is " +
+                                   std::to_string(name.size()) + " characters; at most " +
+                                   std::to_string(kMaxVmNameLength));
   }
   for (size_t i = 0; i < name.size(); ++i) {
     if (!IsNameChar(name[i])) {
       return Status::InvalidArgument(
-          "VM name " + Quote(name) + " has " + Shown(name[i]) + " at " + std::to_string(i + 1) +
-          ": a name is 1 to 31 characters of " + std::string(kVmNameCharacters) +
+          "VM name " + QuoteForMessage(name) + " has " + Shown(name[i]) + " at " +
+          std::to_string(i + 1) + ": a name is 1 to 31 characters of " +
+          std::string(kVmNameCharacters) +
           (name[i] == '@' || name[i] == ','
                ? " (an fv VM's mode, VRAM and share are options of their own: gpuvm-vm --mode, "
                  "--vram-mib, --share)"
@@ -82,7 +73,7 @@ std::string_view VmBaseName(std::string_view text) { return text.substr(0, text.
 
 Result<VmNameParts> ParseVmName(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("VM name " + Quote(text) + ": " + why);
+    return Status::InvalidArgument("VM name " + QuoteForMessage(text) + ": " + why);
   };
   if (text.size() > kMaxVmNameLength) {
     return bad("it is " + std::to_string(text.size()) + " characters; a VM's name and options " +
@@ -103,20 +94,20 @@ Result<VmNameParts> ParseVmName(std::string_view text) {
     const std::string_view token = rest.substr(0, comma);
     if (token.empty()) return bad("an empty option");
     for (char c : token) {
-      if (!((c >= 'a' && c <= 'z') || IsDigit(c) || c == '.' || c == '-')) {
-        return bad("option " + Quote(token) + " has " + Shown(c) +
+      if (!((c >= 'a' && c <= 'z') || IsAsciiDigit(c) || c == '.' || c == '-')) {
+        return bad("option " + QuoteForMessage(token) + " has " + Shown(c) +
                    " (options are MODE, MiB, chN or shareP, separated by ',')");
       }
     }
     const auto twice = [&](const char* what) { return bad(std::string(what) + " given twice"); };
-    if (IsDigit(token[0])) {
+    if (IsAsciiDigit(token[0])) {
       std::optional<uint64_t> mib = SmallNumber(token);
-      if (!mib) return bad("VRAM " + Quote(token) + " must be 1 to 999999 (MiB)");
+      if (!mib) return bad("VRAM " + QuoteForMessage(token) + " must be 1 to 999999 (MiB)");
       if (parts.vram_mib) return twice("VRAM");
       parts.vram_mib = *mib;
-    } else if (token.size() > 2 && token.substr(0, 2) == "ch" && IsDigit(token[2])) {
+    } else if (token.size() > 2 && token.substr(0, 2) == "ch" && IsAsciiDigit(token[2])) {
       std::optional<uint64_t> n = SmallNumber(token.substr(2));
-      if (!n) return bad("channels " + Quote(token) + " must be ch1 to ch999999");
+      if (!n) return bad("channels " + QuoteForMessage(token) + " must be ch1 to ch999999");
       if (parts.channels) return twice("the channel count");
       parts.channels = static_cast<uint32_t>(*n);
     } else if (token.substr(0, 5) == "share") {
@@ -128,7 +119,7 @@ Result<VmNameParts> ParseVmName(std::string_view text) {
       if (!parts.mode.empty()) return twice("the mode");
       parts.mode = std::string(token);
     } else {
-      return bad("unknown option " + Quote(token) + " (MODE, MiB, chN or shareP)");
+      return bad("unknown option " + QuoteForMessage(token) + " (MODE, MiB, chN or shareP)");
     }
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
@@ -144,7 +135,8 @@ Result<std::string> FormatVmName(const VmNameParts& parts) {
   };
   if (!parts.mode.empty()) {
     if (!IsModeWord(parts.mode)) {
-      return Status::InvalidArgument("fv mode " + Quote(parts.mode) + " is not a word of [a-z-]");
+      return Status::InvalidArgument("fv mode " + QuoteForMessage(parts.mode) +
+                                     " is not a word of [a-z-]");
     }
     add(parts.mode);
   }
@@ -171,16 +163,16 @@ Result<std::string> FormatVmName(const VmNameParts& parts) {
   const size_t length = parts.name.size() + options.size();
   if (length > kMaxVmNameLength) {
     if (options.size() >= kMaxVmNameLength) {
-      return Status::InvalidArgument("the options " + Quote(options) + " alone take " +
+      return Status::InvalidArgument("the options " + QuoteForMessage(options) + " alone take " +
                                      std::to_string(options.size()) + " of the " +
                                      std::to_string(kMaxVmNameLength) +
                                      " characters of a VM's name: leave some out");
     }
     return Status::InvalidArgument(
-        "VM name " + Quote(parts.name) + " (" + std::to_string(parts.name.size()) +
-        " characters) with its options " + Quote(options) + " makes " + std::to_string(length) +
-        " characters; a VM's name and options fit in " + std::to_string(kMaxVmNameLength) +
-        " (VM_CONFIG's name field): use a name of at most " +
+        "VM name " + QuoteForMessage(parts.name) + " (" + std::to_string(parts.name.size()) +
+        " characters) with its options " + QuoteForMessage(options) + " makes " +
+        std::to_string(length) + " characters; a VM's name and options fit in " +
+        std::to_string(kMaxVmNameLength) + " (VM_CONFIG's name field): use a name of at most " +
         std::to_string(kMaxVmNameLength - options.size()) + " characters");
   }
   return parts.name + options;

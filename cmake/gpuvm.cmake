@@ -49,3 +49,22 @@ function(gpuvm_fuzz)
     add_dependencies(${F_NAME} ${F_NAME}_corpus_seeds)
   endif()
 endfunction()
+
+# gpuvm_sanitizer_preload(OUT_VAR)
+# Under GPUVM_SANITIZE our libraries are instrumented but the programs nvcc builds are not: their
+# processes must load the sanitizer runtimes first. Sets OUT_VAR to the runtimes' paths joined by
+# ':' (an LD_PRELOAD value), or to nothing when the build is not sanitized.
+function(gpuvm_sanitizer_preload OUT_VAR)
+  set(preload)
+  if(GPUVM_SANITIZE)
+    foreach(rt libasan.so libubsan.so)
+      execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${rt}
+                      OUTPUT_VARIABLE rt_path OUTPUT_STRIP_TRAILING_WHITESPACE)
+      if(EXISTS "${rt_path}")
+        list(APPEND preload ${rt_path})
+      endif()
+    endforeach()
+    string(REPLACE ";" ":" preload "${preload}")
+  endif()
+  set(${OUT_VAR} "${preload}" PARENT_SCOPE)
+endfunction()

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/hex.h"
 #include "gpu/hw/mmu_fault.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pci.h"
@@ -45,33 +46,12 @@ int64_t NowNs() {
       .count();
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 const char* FaultReasonName(uint32_t reason) {
   if (reason == gf100::kFaultReasonGpuvmOutOfVram) {
     return "OUT_OF_VRAM: the hypervisor has no VRAM left for this page";
   }
-  switch (gf100::FaultReason(reason)) {
-    case gf100::FaultReason::kPtNotPresent:
-      return "PT_NOT_PRESENT";
-    case gf100::FaultReason::kPtTooShort:
-      return "PT_TOO_SHORT";
-    case gf100::FaultReason::kPageNotPresent:
-      return "PAGE_NOT_PRESENT";
-    case gf100::FaultReason::kVspaceLimit:
-      return "VSPACE_LIMIT";
-    case gf100::FaultReason::kNoChannel:
-      return "NO_CHANNEL";
-    case gf100::FaultReason::kPageSupervisorOnly:
-      return "PAGE_SUPERVISOR_ONLY";
-    case gf100::FaultReason::kPageReadOnly:
-      return "PAGE_READ_ONLY";
-  }
-  return "unknown reason";
+  const gf100::FaultReasonText* text = gf100::FaultReasonTextOf(reason);
+  return text != nullptr ? text->name : "unknown reason";
 }
 
 // nouveau's names of the MP warp errors (gf100_mp_warp_error) and global error bits

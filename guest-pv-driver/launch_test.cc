@@ -12,6 +12,7 @@
 
 #ifdef GPUVM_HAVE_COMPUTE_ENGINE
 #include "gpu/isa/assembler.h"
+#include "gpu/isa/sample_kernels.h"
 #include "gpu/sim/compute/simt_engine.h"
 #endif
 
@@ -223,29 +224,7 @@ TEST(GuestDriverRealEngine, VectorAdd) {
   ASSERT_TRUE(driver.ok());
   auto ctx = (*driver)->CreateContext();
   ASSERT_TRUE(ctx.ok());
-  auto image = isa::Assemble(R"(
-    .params 28
-    s2r.u32 r0, %tid.x
-    s2r.u32 r1, %ctaid.x
-    s2r.u32 r2, %ntid.x
-    mad.u32 r0, r1, r2, r0
-    ld.const.c0.u32 r8, [rz+24]
-    setp.ge.u32 p0, r0, r8
-    @p0 bra done
-    ld.const.c0.u64 r2, [rz+0]
-    ld.const.c0.u64 r4, [rz+8]
-    ld.const.c0.u64 r6, [rz+16]
-    mulwide.u32 r10, r0, 4
-    add.u64 r12, r2, r10
-    ld.global.a64.u32 r14, [r12]
-    add.u64 r12, r4, r10
-    ld.global.a64.u32 r15, [r12]
-    add.u32 r14, r14, r15
-    add.u64 r12, r6, r10
-    st.global.a64.u32 [r12], r14
-  done:
-    exit
-  )");
+  auto image = isa::Assemble(isa::kVaddAsm);
   ASSERT_TRUE(image.ok()) << image.status().ToString();
   auto code = (*ctx)->LoadCode(*image);
   ASSERT_TRUE(code.ok());

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "gpu/hw/pci.h"
+#include "guest-pv-driver/range_allocator.h"
 #include "hypervisor/backend.h"
 
 namespace gpuvm::guest {
@@ -145,24 +146,8 @@ void LocalVmGuest::FreeFrames(const std::vector<uint64_t>& frames) {
   for (size_t k = 0; k < frames.size();) {
     size_t end = k + 1;
     while (end < frames.size() && frames[end] == frames[end - 1] + 1) ++end;
-    const uint64_t frame = frames[k];
-    const uint64_t run = end - k;
+    InsertFreeRange(free_frames_, frames[k], end - k);
     k = end;
-    uint64_t first = frame, count = run;
-    auto next = free_frames_.lower_bound(frame);
-    if (next != free_frames_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == first) {
-        first = prev->first;
-        count += prev->second;
-        free_frames_.erase(prev);
-      }
-    }
-    if (next != free_frames_.end() && next->first == frame + run) {
-      count += next->second;
-      free_frames_.erase(next);
-    }
-    free_frames_[first] = count;
   }
 }
 
@@ -504,8 +489,8 @@ Status LocalTrapBus::Enumerate() {
       uint64_t address = (uint64_t{high} << 32 | low) & ~uint64_t{kBarFlagsMask};
       if (address == 0) address = s.fallback;  // unassigned: the firmware's job, ours here
       if (address % size != 0) {
-        return Status::InvalidArgument("BAR address " + hv::Hex(address) +
-                                       " is not aligned to its size " + hv::Hex(size));
+        return Status::InvalidArgument("BAR address " + Hex(address) +
+                                       " is not aligned to its size " + Hex(size));
       }
       GPUVM_RETURN_IF_ERROR(
           write(s.reg, 4, static_cast<uint32_t>(address) | (low & kBarFlagsMask)));
@@ -515,7 +500,7 @@ Status LocalTrapBus::Enumerate() {
     }
     GPUVM_RETURN_IF_ERROR(write(kCommand, 2, command | kCommandMemory | kCommandBusMaster));
     if (!io.IsMmioClaimed(bar0_, pci_.bar0_size)) {
-      return Status::FailedPrecondition("the device model did not map BAR0 at " + hv::Hex(bar0_));
+      return Status::FailedPrecondition("the device model did not map BAR0 at " + Hex(bar0_));
     }
     return Status::Ok();
   });

@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "guest-pv-driver/range_allocator.h"
+
 namespace gpuvm::guest {
 
 namespace {
@@ -82,20 +84,7 @@ void NativeBus::Unmap(uint64_t bus_address, uint64_t length) {
   (void)host_memory_->Unregister(bus_address);
   std::lock_guard lock(mu_);
   mapped_ -= length;
-  auto next = free_.lower_bound(bus_address);
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == bus_address) {
-      bus_address = prev->first;
-      length += prev->second;
-      free_.erase(prev);
-    }
-  }
-  if (next != free_.end() && bus_address + length == next->first) {
-    length += next->second;
-    free_.erase(next);
-  }
-  free_[bus_address] = length;
+  InsertFreeRange(free_, bus_address, length);
 }
 
 uint64_t NativeBus::mapped_bytes() const {

@@ -59,22 +59,26 @@ Status RangeAllocator::Free(uint64_t start) {
   return Status::Ok();
 }
 
-void RangeAllocator::Release(uint64_t start, uint64_t size) {
-  free_bytes_ += size;
-  auto next = free_.lower_bound(start);
-  if (next != free_.begin()) {
+void InsertFreeRange(std::map<uint64_t, uint64_t>& free, uint64_t start, uint64_t size) {
+  auto next = free.lower_bound(start);
+  if (next != free.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == start) {
       start = prev->first;
       size += prev->second;
-      free_.erase(prev);
+      free.erase(prev);
     }
   }
-  if (next != free_.end() && start + size == next->first) {
+  if (next != free.end() && start + size == next->first) {
     size += next->second;
-    free_.erase(next);
+    free.erase(next);
   }
-  free_[start] = size;
+  free[start] = size;
+}
+
+void RangeAllocator::Release(uint64_t start, uint64_t size) {
+  free_bytes_ += size;
+  InsertFreeRange(free_, start, size);
 }
 
 bool RangeAllocator::Lookup(uint64_t address, uint64_t* start, uint64_t* size) const {

@@ -13,6 +13,11 @@
 
 namespace gpuvm::guest {
 
+// Adds [start, start + size) to `free` (start -> size of free ranges, kept coalesced), merging it
+// with the free ranges it touches. The range must not overlap one already free. The allocator's own
+// bookkeeping, and that of the free lists kept beside it (bus addresses, guest frames).
+void InsertFreeRange(std::map<uint64_t, uint64_t>& free, uint64_t start, uint64_t size);
+
 class RangeAllocator {
  public:
   RangeAllocator() = default;

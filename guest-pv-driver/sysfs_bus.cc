@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/hw/pci.h"
+#include "gpu/mmio.h"
 
 namespace gpuvm::guest {
 namespace {
@@ -330,18 +331,7 @@ uint64_t SysfsBus::Read(Bar bar, uint64_t offset, Width width) {
     bad_accesses_.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
-  const uint8_t* p = w.base + offset;
-  switch (width) {
-    case Width::k8:
-      return *reinterpret_cast<const volatile uint8_t*>(p);
-    case Width::k16:
-      return *reinterpret_cast<const volatile uint16_t*>(p);
-    case Width::k32:
-      return *reinterpret_cast<const volatile uint32_t*>(p);
-    case Width::k64:
-      return *reinterpret_cast<const volatile uint64_t*>(p);
-  }
-  return 0;
+  return gpu::LoadMmio(w.base + offset, width);
 }
 
 void SysfsBus::Write(Bar bar, uint64_t offset, Width width, uint64_t value) {
@@ -351,21 +341,7 @@ void SysfsBus::Write(Bar bar, uint64_t offset, Width width, uint64_t value) {
     bad_accesses_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  uint8_t* p = w.base + offset;
-  switch (width) {
-    case Width::k8:
-      *reinterpret_cast<volatile uint8_t*>(p) = uint8_t(value);
-      return;
-    case Width::k16:
-      *reinterpret_cast<volatile uint16_t*>(p) = uint16_t(value);
-      return;
-    case Width::k32:
-      *reinterpret_cast<volatile uint32_t*>(p) = uint32_t(value);
-      return;
-    case Width::k64:
-      *reinterpret_cast<volatile uint64_t*>(p) = value;
-      return;
-  }
+  gpu::StoreMmio(w.base + offset, width, value);
 }
 
 // ---- blocks
@@ -381,28 +357,34 @@ Result<uint8_t*> SysfsBus::BlockTarget(Bar bar, uint64_t offset, uint64_t length
   return w.base + offset;
 }
 
-Status SysfsBus::ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) {
-  GPUVM_ASSIGN_OR_RETURN(uint8_t * io, BlockTarget(bar, offset, length));
+namespace {
+
+// A block transfer's checks, in order (the range, nothing to do, a buffer), then `copy(io)` with io
+// the mapped BAR address of the block.
+template <typename Copy>
+Status BlockTransfer(Result<uint8_t*> target, uint64_t length, const void* buffer,
+                     const char* no_buffer, Copy copy) {
+  GPUVM_ASSIGN_OR_RETURN(uint8_t * io, std::move(target));
   if (length == 0) return Status::Ok();
-  if (dst == nullptr) return Status::InvalidArgument("no destination buffer");
-  if (options_.block_transfer == SysfsBusOptions::BlockTransfer::kRepMovs) {
-    RepMovs(dst, io, length);
-  } else {
-    WordCopyFromIo(dst, io, length);
-  }
+  if (buffer == nullptr) return Status::InvalidArgument(no_buffer);
+  copy(io);
   return Status::Ok();
 }
 
+}  // namespace
+
+Status SysfsBus::ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) {
+  const bool rep_movs = options_.block_transfer == SysfsBusOptions::BlockTransfer::kRepMovs;
+  return BlockTransfer(
+      BlockTarget(bar, offset, length), length, dst, "no destination buffer",
+      [&](uint8_t* io) { rep_movs ? RepMovs(dst, io, length) : WordCopyFromIo(dst, io, length); });
+}
+
 Status SysfsBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) {
-  GPUVM_ASSIGN_OR_RETURN(uint8_t * io, BlockTarget(bar, offset, length));
-  if (length == 0) return Status::Ok();
-  if (src == nullptr) return Status::InvalidArgument("no source buffer");
-  if (options_.block_transfer == SysfsBusOptions::BlockTransfer::kRepMovs) {
-    RepMovs(io, src, length);
-  } else {
-    WordCopy(io, src, length);
-  }
-  return Status::Ok();
+  const bool rep_movs = options_.block_transfer == SysfsBusOptions::BlockTransfer::kRepMovs;
+  return BlockTransfer(
+      BlockTarget(bar, offset, length), length, src, "no source buffer",
+      [&](uint8_t* io) { rep_movs ? RepMovs(io, src, length) : WordCopy(io, src, length); });
 }
 
 Status SysfsBus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {

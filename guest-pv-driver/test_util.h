@@ -1,6 +1,7 @@
 // Test helpers shared by the driver's tests: a compute engine double that records launches (and the
-// constant-bank bytes they carry) and fails on request, and a fixture bringing up the software GPU
-// with that engine plus a Driver through the native Bus.
+// constant-bank bytes they carry) and fails on request, a fixture bringing up the software GPU
+// with that engine plus a Driver through the native Bus (and the driver tests' own fixture on it),
+// a Bus that forwards to another for tests that change some of its answers, and patterned data.
 //
 // Threading: FakeComputeEngine is called on the device's engine thread and read by the test thread
 // under its mutex.
@@ -10,8 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "gpu/sim/compute_engine.h"
@@ -109,12 +113,13 @@ class FakeComputeEngine final : public sim::ComputeEngine {
   int flushes_ = 0;
 };
 
-// The software GPU (64 MiB VRAM) with an optional compute engine, and a Driver on it.
+// The software GPU (64 MiB VRAM unless told) with an optional compute engine, and a Driver on it.
 class GpuFixture : public ::testing::Test {
  protected:
-  void StartGpu(std::shared_ptr<sim::ComputeEngine> engine, const DriverOptions& options = {}) {
+  void StartGpu(std::shared_ptr<sim::ComputeEngine> engine, const DriverOptions& options = {},
+                uint64_t vram_bytes = 64ull << 20) {
     NativeGpuOptions o;
-    o.device.vram_size = 64ull << 20;
+    o.device.vram_size = vram_bytes;
     o.device.compute_engine = std::move(engine);
     auto gpu = NativeGpu::Create(o);
     ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
@@ -125,14 +130,64 @@ class GpuFixture : public ::testing::Test {
   }
   void TearDown() override { driver_.reset(); }
 
-  std::unique_ptr<Context> NewContext() {
-    auto c = driver_->CreateContext();
+  std::unique_ptr<Context> NewContext(const ContextOptions& options = {}) {
+    auto c = driver_->CreateContext(options);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   }
 
   std::unique_ptr<NativeGpu> gpu_;
   std::unique_ptr<Driver> driver_;
+};
+
+inline constexpr uint64_t kVram = 256ull << 20;
+
+inline std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = uint8_t(rng());
+  return v;
+}
+
+// A Bus that forwards everything to another; tests override what they change.
+class ForwardingBus : public Bus {
+ public:
+  explicit ForwardingBus(Bus* inner) : inner_(inner) {}
+  const gpu::PciIdentity& pci() const override { return inner_->pci(); }
+  uint64_t Read(Bar bar, uint64_t offset, Width width) override {
+    return inner_->Read(bar, offset, width);
+  }
+  void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override {
+    inner_->Write(bar, offset, width, value);
+  }
+  Status ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length) override {
+    return inner_->ReadBlock(bar, offset, dst, length);
+  }
+  Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override {
+    return inner_->WriteBlock(bar, offset, src, length);
+  }
+  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
+    return inner_->MapDma(host, length);
+  }
+  Status SetInterruptHandler(std::function<void(bool)> handler) override {
+    return inner_->SetInterruptHandler(std::move(handler));
+  }
+
+ protected:
+  Bus* const inner_;
+};
+
+// The driver's own tests (driver_test.cc, driver_sync_test.cc): a 256 MiB GPU, and no DMA mapping
+// left behind when the driver is gone.
+class GuestDriverTest : public GpuFixture {
+ protected:
+  void SetUp() override { StartGpu(nullptr, {}, kVram); }
+  void TearDown() override {
+    driver_.reset();
+    if (gpu_ != nullptr) {
+      EXPECT_EQ(static_cast<NativeBus*>(gpu_->bus())->mapped_bytes(), 0u) << "DMA mappings leaked";
+    }
+  }
 };
 
 }  // namespace gpuvm::guest::testing

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace gpuvm::hv {
@@ -19,6 +20,25 @@ Result<std::optional<IoRequest>> WaitForIoreq(IoreqServer& server,
     const int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
     if (ready < 0 && errno != EINTR) return Status::FromErrno(errno, "poll on ioreq wait fd");
   }
+}
+
+Status CheckNoOverlap(const MmioRangeList& ranges, uint64_t first, uint64_t last) {
+  for (const auto& [f, l] : ranges) {
+    if (first <= l && f <= last) {
+      return Status::AlreadyExists("MMIO range " + Hex(first) + "-" + Hex(last) + " overlaps " +
+                                   Hex(f) + "-" + Hex(l));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RemoveRange(MmioRangeList& ranges, uint64_t first, uint64_t last) {
+  auto it = std::find(ranges.begin(), ranges.end(), std::make_pair(first, last));
+  if (it == ranges.end()) {
+    return Status::NotFound("MMIO range " + Hex(first) + "-" + Hex(last) + " not mapped");
+  }
+  ranges.erase(it);
+  return Status::Ok();
 }
 
 }  // namespace gpuvm::hv

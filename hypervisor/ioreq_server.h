@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "hypervisor/types.h"
@@ -100,6 +102,14 @@ class IoreqServer {
 // Blocks up to `timeout` for the next request: nullopt when none arrived in time.
 Result<std::optional<IoRequest>> WaitForIoreq(IoreqServer& server,
                                               std::chrono::milliseconds timeout);
+
+// For the backends' servers: the MMIO ranges a server claimed ([first, last], inclusive, in claim
+// order) and the two checks both make on them.
+using MmioRangeList = std::vector<std::pair<uint64_t, uint64_t>>;
+// AlreadyExists when [first, last] overlaps a range of `ranges`.
+Status CheckNoOverlap(const MmioRangeList& ranges, uint64_t first, uint64_t last);
+// Removes exactly [first, last] from `ranges`; NotFound when it was not claimed.
+Status RemoveRange(MmioRangeList& ranges, uint64_t first, uint64_t last);
 
 }  // namespace gpuvm::hv
 

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "base/hex.h"
+
 namespace gpuvm::hv {
 namespace {
 
@@ -51,12 +53,6 @@ Result<Sbdf> Sbdf::Parse(std::string_view text) {
   if (!ParseHex(text, 0xff, &value)) return bad();
   sbdf.bus = static_cast<uint8_t>(value);
   return sbdf;
-}
-
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
-  return text;
 }
 
 std::string_view IoSpaceName(IoSpace space) {

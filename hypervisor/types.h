@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/hex.h"
 #include "base/status.h"
 
 namespace gpuvm::hv {
@@ -69,8 +70,7 @@ struct IoRequest {
   uint32_t count = 0;  // repetitions (rep prefix); 1 for a plain access
 };
 
-// "0x1f" — for messages.
-std::string Hex(uint64_t value);
+// Hex(): base/hex.h ("0x1f", for messages).
 
 std::string_view IoSpaceName(IoSpace space);
 // A one-line description for logs and test failures.

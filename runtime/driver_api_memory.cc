@@ -9,71 +9,77 @@
 
 namespace {
 
-CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, bool async) {
+// Runs `op(ctx, stream)` after the checks every copy and memset makes, in CUDA's order: a current,
+// healthy context and a live stream; nothing to do for 0 bytes; `valid(ctx)` (the arguments, else
+// CUDA_ERROR_INVALID_VALUE); the stream's earlier work ordered before this.
+template <typename Valid, typename Op>
+CUresult OnStream(CUstream handle, size_t n, Valid valid, Op op) {
   CUctx_st* ctx;
   CUstream_st* s;
   CUresult r = CurrentStream(handle, &ctx, &s);
   if (r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
-  if (src == nullptr || !InRange(ctx, dst, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid(ctx)) return CUDA_ERROR_INVALID_VALUE;
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
-  uint64_t src_va;
-  if (async && InPinnedHost(ctx, src, n, &src_va)) {
-    auto fence = s->channel->CopyAsync(dst, src_va, n);
-    return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
-  }
-  // Pageable memory: the copy is staged and complete on return (as CUDA does for pageable sources).
-  // The driver serializes staged copies of one channel itself.
-  return ContextError(ctx, s->channel->CopyHostToDevice(dst, src, n));
+  return op(ctx, s);
 }
 
-CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
-  CUctx_st* ctx;
-  CUstream_st* s;
-  CUresult r = CurrentStream(handle, &ctx, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (n == 0) return CUDA_SUCCESS;
-  if (dst == nullptr || !InRange(ctx, src, n)) return CUDA_ERROR_INVALID_VALUE;
-  if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
-  uint64_t dst_va;
-  if (async && InPinnedHost(ctx, dst, n, &dst_va)) {
-    auto fence = s->channel->CopyAsync(dst_va, src, n);
-    return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
-  }
-  return ContextError(ctx, s->channel->CopyDeviceToHost(dst, src, n));
-}
-
-CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
-  CUctx_st* ctx;
-  CUstream_st* s;
-  CUresult r = CurrentStream(handle, &ctx, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (n == 0) return CUDA_SUCCESS;
-  if (!InRange(ctx, dst, n) || !InRange(ctx, src, n)) return CUDA_ERROR_INVALID_VALUE;
-  if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
-  auto fence = s->channel->CopyAsync(dst, src, n);
+// The end of an operation queued on the channel: its error, or for a synchronous call the wait.
+template <typename Fence>
+CUresult Queued(CUctx_st* ctx, CUstream_st* s, const Fence& fence, bool async) {
   if (!fence.ok()) return ContextError(ctx, fence.status());
   if (async) return CUDA_SUCCESS;
   return ContextError(ctx, s->channel->Wait(*fence));
+}
+
+CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, bool async) {
+  return OnStream(
+      handle, n, [&](CUctx_st* ctx) { return src != nullptr && InRange(ctx, dst, n); },
+      [&](CUctx_st* ctx, CUstream_st* s) {
+        uint64_t src_va;
+        if (async && InPinnedHost(ctx, src, n, &src_va)) {
+          return Queued(ctx, s, s->channel->CopyAsync(dst, src_va, n), true);
+        }
+        // Pageable memory: the copy is staged and complete on return (as CUDA does for pageable
+        // sources). The driver serializes staged copies of one channel itself.
+        return ContextError(ctx, s->channel->CopyHostToDevice(dst, src, n));
+      });
+}
+
+CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
+  return OnStream(
+      handle, n, [&](CUctx_st* ctx) { return dst != nullptr && InRange(ctx, src, n); },
+      [&](CUctx_st* ctx, CUstream_st* s) {
+        uint64_t dst_va;
+        if (async && InPinnedHost(ctx, dst, n, &dst_va)) {
+          return Queued(ctx, s, s->channel->CopyAsync(dst_va, src, n), true);
+        }
+        return ContextError(ctx, s->channel->CopyDeviceToHost(dst, src, n));
+      });
+}
+
+CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
+  return OnStream(
+      handle, n, [&](CUctx_st* ctx) { return InRange(ctx, dst, n) && InRange(ctx, src, n); },
+      [&](CUctx_st* ctx, CUstream_st* s) {
+        return Queued(ctx, s, s->channel->CopyAsync(dst, src, n), async);
+      });
 }
 
 CUresult Memset(CUdeviceptr dst, uint32_t value, size_t n, unsigned width, CUstream handle,
                 bool async) {
-  CUctx_st* ctx;
-  CUstream_st* s;
-  CUresult r = CurrentStream(handle, &ctx, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (n == 0) return CUDA_SUCCESS;
-  if (n > std::numeric_limits<uint64_t>::max() / width) return CUDA_ERROR_INVALID_VALUE;
-  if ((width == 4 && dst % 4 != 0) || !InRange(ctx, dst, uint64_t(n) * width)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
-  auto fence = width == 1 ? s->channel->Memset8Async(dst, uint8_t(value), n)
-                          : s->channel->Memset32Async(dst, value, n);
-  if (!fence.ok()) return ContextError(ctx, fence.status());
-  if (async) return CUDA_SUCCESS;
-  return ContextError(ctx, s->channel->Wait(*fence));
+  return OnStream(
+      handle, n,
+      [&](CUctx_st* ctx) {
+        return n <= std::numeric_limits<uint64_t>::max() / width && (width != 4 || dst % 4 == 0) &&
+               InRange(ctx, dst, uint64_t(n) * width);
+      },
+      [&](CUctx_st* ctx, CUstream_st* s) {
+        return Queued(ctx, s,
+                      width == 1 ? s->channel->Memset8Async(dst, uint8_t(value), n)
+                                 : s->channel->Memset32Async(dst, value, n),
+                      async);
+      });
 }
 
 }  // namespace

@@ -28,19 +28,14 @@ class AggregatorServerTest : public ::testing::Test {
     server_.reset();
     path_ = "@gpuvm-aggregator-test-" + std::to_string(::getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    SimGpuOptions o;
-    o.vram_bytes = 64ull << 20;
-    o.compute_engine = false;
-    auto gpu = SimGpu::Create(o);
-    ASSERT_TRUE(gpu.ok());
-    auto aggregator = Aggregator::Create(std::move(*gpu));
-    ASSERT_TRUE(aggregator.ok());
+    std::unique_ptr<Aggregator> aggregator;
+    ASSERT_NO_FATAL_FAILURE(MakeAggregator(&aggregator));
     ServerOptions options;
     options.path = path_;
     options.handshake_timeout = std::chrono::milliseconds(300);
     options.allowed_uids = std::move(allowed_uids);
     options.log = nullptr;
-    auto server = AggregatorServer::Create(std::move(*aggregator), options);
+    auto server = AggregatorServer::Create(std::move(aggregator), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     if (start) {
@@ -48,6 +43,18 @@ class AggregatorServerTest : public ::testing::Test {
     }
   }
   void TearDown() override { server_.reset(); }
+
+  // An aggregator on a 64 MiB software GPU without a compute engine.
+  static void MakeAggregator(std::unique_ptr<Aggregator>* out) {
+    SimGpuOptions o;
+    o.vram_bytes = 64ull << 20;
+    o.compute_engine = false;
+    auto gpu = SimGpu::Create(o);
+    ASSERT_TRUE(gpu.ok());
+    auto aggregator = Aggregator::Create(std::move(*gpu));
+    ASSERT_TRUE(aggregator.ok());
+    *out = std::move(*aggregator);
+  }
 
   dm::IpcConnectOptions Options(uint16_t domid, bool lane = true) {
     dm::IpcConnectOptions o;
@@ -127,17 +134,12 @@ TEST_F(AggregatorServerTest, NobodyConnectsBeforeStartButTheNameIsTaken) {
   StartServer({}, /*start=*/false);
   auto early = os::ConnectSeqpacket(path_);
   EXPECT_FALSE(early.ok());
-  SimGpuOptions o;
-  o.vram_bytes = 64ull << 20;
-  o.compute_engine = false;
-  auto gpu = SimGpu::Create(o);
-  ASSERT_TRUE(gpu.ok());
-  auto aggregator = Aggregator::Create(std::move(*gpu));
-  ASSERT_TRUE(aggregator.ok());
+  std::unique_ptr<Aggregator> aggregator;
+  ASSERT_NO_FATAL_FAILURE(MakeAggregator(&aggregator));
   ServerOptions second;
   second.path = path_;
   second.log = nullptr;
-  EXPECT_EQ(AggregatorServer::Create(std::move(*aggregator), second).status().code(),
+  EXPECT_EQ(AggregatorServer::Create(std::move(aggregator), second).status().code(),
             StatusCode::kAlreadyExists);
   ASSERT_TRUE(server_->Start().ok());
   auto c = dm::IpcAggregatorConnection::Connect(Options(1));

@@ -148,22 +148,42 @@ class FvIsolationTest : public ::testing::Test {
     return Vram32(inst + ramin::kPageDirLo) & ramin::kPageDirAddrLoMask;
   }
 
-  // An attacker PTE attack: a context with a small allocation, whose PTE the attacker rewrites to
-  // `evil`, flushes, and then copies into. The copy must fail with the attacker's own MMU fault.
-  void PteAttack(uint64_t evil) {
+  // The unmodified guest driver on the attacker's VM, a context of it and its channel's id.
+  struct AttackerContext {
+    std::unique_ptr<guest::Driver> driver;
+    std::unique_ptr<guest::Context> ctx;
+    uint32_t chid = 0;
+  };
+  void OpenAttacker(AttackerContext* out) {
     auto driver = guest::Driver::Create(attacker_);
     ASSERT_TRUE(driver.ok()) << driver.status().ToString();
     auto ctx = (*driver)->CreateContext();
     ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-    auto a = (*ctx)->AllocDevice(64 * 1024);
+    out->driver = std::move(*driver);
+    out->ctx = std::move(*ctx);
+    out->chid = out->ctx->default_channel()->id();
+  }
+  // Where channel `chid`'s IB_PUT is in BAR1 (its USER page, found through POLL_AREA). Takes the
+  // world's lock (Reg): call it without.
+  uint64_t IbPutAddress(uint32_t chid) {
+    const uint64_t user = uint64_t(Reg(pf::kPollArea) & pf::kPollAreaAddrMask) << 12;
+    return user + chid * pf::kUserPageSize + gf100::userd::kIbPut;
+  }
+
+  // An attacker PTE attack: a context with a small allocation, whose PTE the attacker rewrites to
+  // `evil`, flushes, and then copies into. The copy must fail with the attacker's own MMU fault.
+  void PteAttack(uint64_t evil) {
+    AttackerContext mine;
+    ASSERT_NO_FATAL_FAILURE(OpenAttacker(&mine));
+    auto a = mine.ctx->AllocDevice(64 * 1024);
     ASSERT_TRUE(a.ok());
-    const uint32_t chid = (*ctx)->default_channel()->id();
+    const uint32_t chid = mine.chid;
     const uint64_t pte = PteAddressOf(chid, a->va);
     ASSERT_NE(Vram64(pte) & vm::pte::kPresent, 0u) << "found the wrong PTE";
     SetVram64(pte, evil);
     FlushTlb(PdOf(chid));
     std::vector<uint8_t> bytes(64 * 1024, 0xa5);
-    Status s = (*ctx)->default_channel()->CopyHostToDevice(a->va, bytes.data(), bytes.size());
+    Status s = mine.ctx->default_channel()->CopyHostToDevice(a->va, bytes.data(), bytes.size());
     EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
     const FvCounters& k = attacker_->vgpu().counters();
     EXPECT_GT(k.shadow.entries_rejected, 0u);
@@ -240,18 +260,12 @@ TEST_F(FvIsolationTest, ChannelIdsItDoesNotOwnAreRefused) {
 
 TEST_F(FvIsolationTest, GarbageIbPutFaultsOnlyTheAttackersChannel) {
   StartVictim();
-  auto driver = guest::Driver::Create(attacker_);
-  ASSERT_TRUE(driver.ok());
-  auto ctx = (*driver)->CreateContext();
-  ASSERT_TRUE(ctx.ok());
-  const uint32_t chid = (*ctx)->default_channel()->id();
-  const uint64_t user = uint64_t(Reg(pf::kPollArea) & pf::kPollAreaAddrMask) << 12;
+  AttackerContext mine;
+  ASSERT_NO_FATAL_FAILURE(OpenAttacker(&mine));
+  const uint64_t ib_put = IbPutAddress(mine.chid);
   {
     std::lock_guard lock(world_->lock());
-    ASSERT_TRUE(attacker_->vgpu()
-                    .Write(gpu::Bar::k1, user + chid * pf::kUserPageSize + gf100::userd::kIbPut, 4,
-                           0x7fffffff, 0)
-                    .ok());
+    ASSERT_TRUE(attacker_->vgpu().Write(gpu::Bar::k1, ib_put, 4, 0x7fffffff, 0).ok());
   }
   // The GPU fetches the garbage on its own thread: wait for the fault it causes (a read of
   // PMC_INTR_HOST polls the physical interrupts), so the driver's next IB_PUT cannot overtake it.
@@ -260,10 +274,11 @@ TEST_F(FvIsolationTest, GarbageIbPutFaultsOnlyTheAttackersChannel) {
     (void)Reg(gf100::pmc::kIntrHost);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  auto a = (*ctx)->AllocDevice(4096);
+  auto a = mine.ctx->AllocDevice(4096);
   ASSERT_TRUE(a.ok());
-  auto f = (*ctx)->default_channel()->Memset32Async(a->va, 1, 1024);
-  Status s = f.ok() ? (*ctx)->default_channel()->Synchronize(std::chrono::seconds(10)) : f.status();
+  auto f = mine.ctx->default_channel()->Memset32Async(a->va, 1, 1024);
+  Status s =
+      f.ok() ? mine.ctx->default_channel()->Synchronize(std::chrono::seconds(10)) : f.status();
   EXPECT_FALSE(s.ok());
   EXPECT_GT(attacker_->vgpu().counters().faults, 0u) << log();
   ExpectVictimFine();
@@ -349,14 +364,10 @@ TEST_F(FvIsolationTest, IbEntriesAndPushbuffersAtUnmappedOrForeignAddressesFault
 
 TEST_F(FvIsolationTest, FloodsOfFlushesAndSubmissionsDoNotStarveTheVictim) {
   StartVictim();
-  auto driver = guest::Driver::Create(attacker_);
-  ASSERT_TRUE(driver.ok());
-  auto ctx = (*driver)->CreateContext();
-  ASSERT_TRUE(ctx.ok());
-  const uint32_t chid = (*ctx)->default_channel()->id();
-  const uint64_t pd = PdOf(chid);
-  const uint64_t user = uint64_t(Reg(pf::kPollArea) & pf::kPollAreaAddrMask) << 12;
-  const uint64_t ib_put = user + chid * pf::kUserPageSize + gf100::userd::kIbPut;
+  AttackerContext mine;
+  ASSERT_NO_FATAL_FAILURE(OpenAttacker(&mine));
+  const uint64_t pd = PdOf(mine.chid);
+  const uint64_t ib_put = IbPutAddress(mine.chid);
   uint32_t current = 0;
   {
     std::lock_guard lock(world_->lock());
@@ -536,19 +547,18 @@ TEST_F(FvIsolationTest, AVmNeedingMoreVramThanIsLeftFaultsAloneAndTakesNothingOf
   guest::Channel* hch = (*holder_ctx)->default_channel();
   auto hf = hch->Memset32Async(held->va, 0x600df00d, 40 * kMiB / 4);
   ASSERT_TRUE(hf.ok() && hch->Synchronize(std::chrono::seconds(30)).ok());
-  auto driver = guest::Driver::Create(attacker_);
-  ASSERT_TRUE(driver.ok());
-  auto ctx = (*driver)->CreateContext();
-  ASSERT_TRUE(ctx.ok());
+  AttackerContext mine;
+  ASSERT_NO_FATAL_FAILURE(OpenAttacker(&mine));
   // 88 MiB of its 96: with the others' pages in use, the 96 MiB of VMs' VRAM cannot back it.
-  auto big = (*ctx)->AllocDevice(88 * kMiB);
+  auto big = mine.ctx->AllocDevice(88 * kMiB);
   ASSERT_TRUE(big.ok()) << big.status().ToString();  // the guest's own allocator agrees
-  auto f = (*ctx)->default_channel()->Memset32Async(big->va, 0x5a5a5a5a, 88 * kMiB / 4);
-  Status s = f.ok() ? (*ctx)->default_channel()->Synchronize(std::chrono::seconds(30)) : f.status();
+  auto f = mine.ctx->default_channel()->Memset32Async(big->va, 0x5a5a5a5a, 88 * kMiB / 4);
+  Status s =
+      f.ok() ? mine.ctx->default_channel()->Synchronize(std::chrono::seconds(30)) : f.status();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
   // Its guest is told why: a fault whose reason is "out of VRAM" (the runtime's
   // CUDA_ERROR_OUT_OF_MEMORY), not a bad address (docs/FULL-VIRTUALIZATION.md, "Out of VRAM").
-  const std::optional<guest::GpuFault> fault = (*ctx)->fault();
+  const std::optional<guest::GpuFault> fault = mine.ctx->fault();
   ASSERT_TRUE(fault.has_value());
   EXPECT_EQ(fault->kind, guest::GpuFault::Kind::kMmuFault);
   EXPECT_EQ(fault->reason, gf100::kFaultReasonGpuvmOutOfVram) << fault->message;

@@ -36,6 +36,7 @@
 #include "hypervisor/local/guest_io.h"
 #include "tests/guest_program.h"
 
+namespace gpuvm::guest_program {
 namespace {
 
 using gpuvm::guest::Bar;
@@ -47,10 +48,6 @@ constexpr uint32_t kOrphanPattern = 0x0a7f0a7f;
 constexpr uint64_t kOrphanBytes = 8ull << 20;
 constexpr uint64_t kVictimBytes = 16ull << 20;
 constexpr uint64_t kPage = 4096;
-
-using gpuvm::guest_program::Fail;
-using gpuvm::guest_program::Touch;
-using gpuvm::guest_program::WaitFor;
 
 // The memory ranges the device model published on the control page (read under its seqlock).
 std::vector<LocalControlPage::MemoryRange> Ranges(const LocalControlPage* page) {
@@ -68,25 +65,15 @@ std::vector<LocalControlPage::MemoryRange> Ranges(const LocalControlPage* page) 
   }
 }
 
-// The driver up on `bus`, a context, and `bytes` of VRAM filled with `pattern` by the GPU.
-struct Filled {
-  std::unique_ptr<gpuvm::guest::Driver> driver;
-  std::unique_ptr<gpuvm::guest::Context> ctx;
-  gpuvm::guest::Channel* ch = nullptr;
+// The driver up on `bus`, a context, and `bytes` of VRAM (at `va`) filled with `pattern` by the
+// GPU.
+struct Filled : GuestGpu {
   uint64_t va = 0;
 };
 Filled Fill(gpuvm::guest::Bus* bus, uint64_t bytes, uint32_t pattern) {
   Filled f;
-  auto driver = gpuvm::guest::Driver::Create(bus);
-  if (!driver.ok()) Fail("driver: " + driver.status().ToString());
-  f.driver = std::move(*driver);
-  auto ctx = f.driver->CreateContext();
-  if (!ctx.ok()) Fail("context: " + ctx.status().ToString());
-  f.ctx = std::move(*ctx);
-  auto buffer = f.ctx->AllocDevice(bytes);
-  if (!buffer.ok()) Fail("alloc: " + buffer.status().ToString());
-  f.va = buffer->va;
-  f.ch = f.ctx->default_channel();
+  static_cast<GuestGpu&>(f) = BringUp(bus);
+  f.va = AllocDevice(f, bytes);
   auto fill = f.ch->Memset32Async(f.va, pattern, bytes / 4);
   if (!fill.ok() || !f.ch->Synchronize().ok()) Fail("memset");
   return f;
@@ -190,11 +177,12 @@ int Victim(const std::string& dir) {
 }
 
 }  // namespace
+}  // namespace gpuvm::guest_program
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
-  if (argc > 2 && what == "orphan") return Orphan(argv[2]);
-  if (argc > 2 && what == "victim") return Victim(argv[2]);
+  if (argc > 2 && what == "orphan") return gpuvm::guest_program::Orphan(argv[2]);
+  if (argc > 2 && what == "victim") return gpuvm::guest_program::Victim(argv[2]);
   std::fprintf(stderr, "usage: gpuvm-fv-orphan-guest orphan|victim DIR\n");
   return 2;
 }

@@ -52,6 +52,7 @@
 #include "hypervisor/local/domain.h"
 #include "tests/guest_program.h"
 
+namespace gpuvm::guest_program {
 namespace {
 
 using gpuvm::guest::Bar;
@@ -70,10 +71,6 @@ constexpr char kMarker[] = "attacker's own marker page, rec ";
 static_assert(sizeof kMarker - 1 == kRecord);
 constexpr size_t kShadowRun = 8;
 
-using gpuvm::guest_program::Fail;
-using gpuvm::guest_program::Touch;
-using gpuvm::guest_program::WaitFor;
-
 // The secret, record by record: the prefix, a 10-digit index, NULs.
 std::vector<uint8_t> Secret() {
   std::vector<uint8_t> bytes(kSecretBytes, 0);
@@ -85,33 +82,11 @@ std::vector<uint8_t> Secret() {
   return bytes;
 }
 
-struct Gpu {
-  std::unique_ptr<gpuvm::guest::Driver> driver;
-  std::unique_ptr<gpuvm::guest::Context> ctx;
-  gpuvm::guest::Channel* ch = nullptr;
-};
-Gpu Bring(gpuvm::guest::Bus* bus) {
-  Gpu g;
-  auto driver = gpuvm::guest::Driver::Create(bus);
-  if (!driver.ok()) Fail("driver: " + driver.status().ToString());
-  g.driver = std::move(*driver);
-  auto ctx = g.driver->CreateContext();
-  if (!ctx.ok()) Fail("context: " + ctx.status().ToString());
-  g.ctx = std::move(*ctx);
-  g.ch = g.ctx->default_channel();
-  return g;
-}
-uint64_t Alloc(Gpu& g, uint64_t bytes) {
-  auto buffer = g.ctx->AllocDevice(bytes);
-  if (!buffer.ok()) Fail("alloc: " + buffer.status().ToString());
-  return buffer->va;
-}
-
 int Victim(const std::string& dir) {
   auto bus = gpuvm::guest::LocalTrapBus::FromEnvironment();
   if (!bus.ok()) return Fail("bus: " + bus.status().ToString());
-  Gpu g = Bring(bus->get());
-  const uint64_t va = Alloc(g, kSecretBytes);
+  GuestGpu g = BringUp(bus->get());
+  const uint64_t va = AllocDevice(g, kSecretBytes);
   const std::vector<uint8_t> secret = Secret();
   if (!g.ch->CopyHostToDevice(va, secret.data(), secret.size()).ok()) Fail("victim: copy in");
   std::vector<uint8_t> back(kSecretBytes);
@@ -221,8 +196,8 @@ int Attacker(const std::string& dir, uint64_t min_machine) {
   const LocalControlPage* page = local.page();
 
   // Ordinary work: a buffer filled by the GPU, a marker page copied in and read back.
-  Gpu g = Bring(bus->get());
-  const uint64_t va = Alloc(g, kAttackerBytes);
+  GuestGpu g = BringUp(bus->get());
+  const uint64_t va = AllocDevice(g, kAttackerBytes);
   auto fill = g.ch->Memset32Async(va, 0x0a77ac4e, kAttackerBytes / 4);
   if (!fill.ok() || !g.ch->Synchronize().ok()) return Fail("memset");
   std::vector<uint8_t> marker(kPage);
@@ -313,11 +288,13 @@ int Attacker(const std::string& dir, uint64_t min_machine) {
 }
 
 }  // namespace
+}  // namespace gpuvm::guest_program
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
-  if (argc > 2 && what == "victim") return Victim(argv[2]);
-  if (argc > 3 && what == "attacker") return Attacker(argv[2], std::strtoull(argv[3], nullptr, 0));
+  if (argc > 2 && what == "victim") return gpuvm::guest_program::Victim(argv[2]);
+  if (argc > 3 && what == "attacker")
+    return gpuvm::guest_program::Attacker(argv[2], std::strtoull(argv[3], nullptr, 0));
   std::fprintf(stderr, "usage: gpuvm-fv-scan-guest victim DIR | attacker DIR MIN_MACHINE\n");
   return 2;
 }

@@ -1,7 +1,8 @@
 // Shared by the guest programs of the multi-process tests (fv_orphan_guest.cc,
 // fv_vram_scan_guest.cc), which the test and the guest coordinate through files in a directory:
-// waiting for a file, creating one, failing loudly; and opening the local VM they run in by hand,
-// with its control page (which the port's guest side does not show) mapped read-only.
+// waiting for a file, creating one, failing loudly; opening the local VM they run in by hand, with
+// its control page (which the port's guest side does not show) mapped read-only; and bringing the
+// unmodified guest driver up with a context.
 //
 // Threading: any thread (Fail ends the process).
 #ifndef GPUVM_TESTS_GUEST_PROGRAM_H_
@@ -19,6 +20,7 @@
 #include <utility>
 
 #include "base/os.h"
+#include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/backend.h"
 #include "hypervisor/local/domain.h"
@@ -74,6 +76,30 @@ inline LocalVmWithControlPage OpenLocalVmWithControlPage() {
       (*domain)->ioreq_fd(), hv::local::kControlPage * hv::kPageSize, hv::kPageSize, false);
   if (!control.ok()) Fail("control page: " + control.status().ToString());
   return {std::move(*domain), std::move(*vm), std::move(*control)};
+}
+
+// The unmodified guest driver up on `bus`, one context and its default channel (Fail otherwise).
+struct GuestGpu {
+  std::unique_ptr<guest::Driver> driver;
+  std::unique_ptr<guest::Context> ctx;
+  guest::Channel* ch = nullptr;
+};
+inline GuestGpu BringUp(guest::Bus* bus) {
+  GuestGpu g;
+  auto driver = guest::Driver::Create(bus);
+  if (!driver.ok()) Fail("driver: " + driver.status().ToString());
+  g.driver = std::move(*driver);
+  auto ctx = g.driver->CreateContext();
+  if (!ctx.ok()) Fail("context: " + ctx.status().ToString());
+  g.ctx = std::move(*ctx);
+  g.ch = g.ctx->default_channel();
+  return g;
+}
+// `bytes` of the context's VRAM (Fail otherwise): their GPU virtual address.
+inline uint64_t AllocDevice(GuestGpu& g, uint64_t bytes) {
+  auto buffer = g.ctx->AllocDevice(bytes);
+  if (!buffer.ok()) Fail("alloc: " + buffer.status().ToString());
+  return buffer->va;
 }
 
 }  // namespace gpuvm::guest_program

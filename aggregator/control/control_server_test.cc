@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "aggregator/control/test_sink.h"
+
 namespace gpuvm::control {
 namespace {
 
@@ -12,16 +14,6 @@ class OneVm final : public VmDirectory {
   std::vector<VmDescription> Vms() override { return {{1, "a", "pt", 1 << 30, 128}}; }
   Result<std::string> IssueVmToken(uint16_t domid) override {
     return std::string(64, static_cast<char>('0' + domid % 10));
-  }
-};
-
-class RefusingSink final : public sched::SubmissionSink {
- public:
-  Status Start(sched::VmId, sched::SubmissionHandle) override {
-    return Status::Unimplemented("test");
-  }
-  Result<sched::SinkPoll> Poll(sched::VmId, sched::SubmissionHandle) override {
-    return sched::SinkPoll::Done();
   }
 };
 

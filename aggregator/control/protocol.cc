@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/json_string.h"
+#include "base/quote.h"
 #include "base/share.h"
 #include "base/vm_name.h"
 
@@ -15,19 +16,6 @@ namespace {
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '-' || c == '@' || c == ',';
-}
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-// Printable for an error message: at most 40 characters, anything odd as '?'.
-std::string Quote(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const char c = s[i];
-    out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  }
-  if (s.size() > 40) out += "...";
-  return out + "'";
 }
 
 std::vector<std::string_view> SplitWords(std::string_view text) {
@@ -87,7 +75,7 @@ template <typename T>
 bool ParseUnsigned(std::string_view s, T* out) {
   if (s.empty() || s.size() > 20) return false;
   for (char c : s) {
-    if (!IsDigit(c)) return false;
+    if (!IsAsciiDigit(c)) return false;
   }
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && ptr == s.data() + s.size();
@@ -100,7 +88,7 @@ bool ParseFixed(std::string_view s, double* out) {
   for (char c : s) {
     if (c == '.') {
       ++dots;
-    } else if (!IsDigit(c)) {
+    } else if (!IsAsciiDigit(c)) {
       return false;
     }
   }
@@ -158,12 +146,12 @@ Result<Request> ParseRequest(std::string_view text) {
     GPUVM_RETURN_IF_ERROR(want_args(2, "set-share VM PERCENT"));
     const std::string_view vm = words[1];
     bool id = vm.size() <= 10;
-    for (char c : vm) id &= IsDigit(c);
+    for (char c : vm) id &= IsAsciiDigit(c);
     if (!id) {
       // A name as VMs are named (base/vm_name.h): NAME, or NAME@options as `list` shows it.
       Status name = ParseVmName(vm).status();
       if (!name.ok()) {
-        return Status::InvalidArgument("VM " + Quote(vm) +
+        return Status::InvalidArgument("VM " + QuoteForMessage(vm) +
                                        " is neither an id nor a VM name: " + name.message());
       }
     }
@@ -174,7 +162,7 @@ Result<Request> ParseRequest(std::string_view text) {
     GPUVM_RETURN_IF_ERROR(want_args(1, "set-scheduler fifo|credit|band"));
     Result<sched::PolicyKind> kind = sched::ParsePolicyKind(words[1]);
     if (!kind.ok()) {
-      return Status::InvalidArgument("unknown scheduler " + Quote(words[1]) +
+      return Status::InvalidArgument("unknown scheduler " + QuoteForMessage(words[1]) +
                                      "; choose fifo, credit or band");
     }
     return Request(SetSchedulerRequest{*kind});
@@ -184,12 +172,12 @@ Result<Request> ParseRequest(std::string_view text) {
     uint32_t domid = 0;
     if (!ParseUnsigned(words[1], &domid) || domid == 0 || domid > 0x7fef ||
         words[1].front() == '0') {
-      return Status::InvalidArgument("domain " + Quote(words[1]) +
+      return Status::InvalidArgument("domain " + QuoteForMessage(words[1]) +
                                      " is not a guest's domain id (1-32751)");
     }
     return Request(VmTokenRequest{static_cast<uint16_t>(domid)});
   }
-  return Status::InvalidArgument("unknown command " + Quote(command) +
+  return Status::InvalidArgument("unknown command " + QuoteForMessage(command) +
                                  "; commands: list, stats, set-share VM PERCENT, set-scheduler "
                                  "fifo|credit|band, vm-token DOMID");
 }

@@ -79,13 +79,18 @@ std::string FormatReply(const Reply& reply);
 // DataLoss when the reply is not one this protocol produces.
 Result<Reply> ParseReply(std::string_view text);
 
-// One VM as `list` shows it.
-struct VmRow {
+// What the aggregator knows of a VM by itself (the scheduler knows the rest of a `list` row).
+struct VmIdentity {
   uint32_t id = 0;
   std::string name;
   std::string mode;  // "pt", "fv", "pv"
   uint64_t vram_bytes = 0;
   uint32_t channels = 0;
+  friend bool operator==(const VmIdentity&, const VmIdentity&) = default;
+};
+
+// One VM as `list` shows it.
+struct VmRow : VmIdentity {
   double share_percent = 0;
   bool scheduled = false;  // known to the scheduler (false: not yet, or the VM owns the GPU in pt)
   double usage_100ms = 0;  // fraction of wall time on the GPU, 0..1

@@ -107,11 +107,7 @@ ListReply ControlService::List(const std::vector<VmDescription>& vms) const {
   list.policy = stats.scheduler.policy;
   for (const VmDescription& vm : vms) {
     VmRow row;
-    row.id = vm.id;
-    row.name = vm.name;
-    row.mode = vm.mode;
-    row.vram_bytes = vm.vram_bytes;
-    row.channels = vm.channels;
+    static_cast<VmIdentity&>(row) = vm;
     if (const sched::VmStats* s = FindStats(stats.scheduler, vm.id)) {
       row.scheduled = true;
       row.share_percent = s->share_percent;

@@ -36,12 +36,7 @@
 
 namespace gpuvm::control {
 
-struct VmDescription {
-  uint32_t id = 0;
-  std::string name;
-  std::string mode;  // "pt", "fv", "pv"
-  uint64_t vram_bytes = 0;
-  uint32_t channels = 0;
+struct VmDescription : VmIdentity {
   // What the aggregator refused of the VM, per kind, in a fixed order (aggregator/refusals.h:
   // "mmio", "registers", ...); `stats` shows them as the VM's "refused" object.
   std::vector<std::pair<std::string, uint64_t>> refused = {};

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "aggregator/control/test_sink.h"
+
 namespace gpuvm::control {
 namespace {
 
@@ -14,16 +16,6 @@ class FakeDirectory final : public VmDirectory {
   }
   std::vector<VmDescription> vms;
   bool issue_tokens = true;
-};
-
-class RefusingSink final : public sched::SubmissionSink {
- public:
-  Status Start(sched::VmId, sched::SubmissionHandle) override {
-    return Status::Unimplemented("test");
-  }
-  Result<sched::SinkPoll> Poll(sched::VmId, sched::SubmissionHandle) override {
-    return sched::SinkPoll::Done();
-  }
 };
 
 struct Fixture {

@@ -108,30 +108,11 @@ Result<std::vector<uint8_t>> Params(const kernels::Launch& launch, const isa::Mo
                                      " is " + std::to_string(p.size) + " bytes, the argument " +
                                      std::to_string(a.Size()));
     }
-    uint64_t address = 0;
-    if (a.kind != kernels::Arg::Kind::kValue) {
-      if (a.buffer >= l.buffer_va.size())
-        return Status::InvalidArgument("argument names a missing buffer");
-      address = l.buffer_va[a.buffer] + static_cast<uint64_t>(a.offset);
+    if (a.kind != kernels::Arg::Kind::kValue && a.buffer >= l.buffer_va.size()) {
+      return Status::InvalidArgument("argument names a missing buffer");
     }
-    switch (a.kind) {
-      case kernels::Arg::Kind::kPointer:
-        memcpy(bytes.data() + p.offset, &address, 8);
-        break;
-      case kernels::Arg::Kind::kPointerLow32: {
-        uint32_t lo = static_cast<uint32_t>(address);
-        memcpy(bytes.data() + p.offset, &lo, 4);
-        break;
-      }
-      case kernels::Arg::Kind::kPointerHigh32: {
-        uint32_t hi = static_cast<uint32_t>(address >> 32);
-        memcpy(bytes.data() + p.offset, &hi, 4);
-        break;
-      }
-      case kernels::Arg::Kind::kValue:
-        memcpy(bytes.data() + p.offset, a.bytes.data(), a.bytes.size());
-        break;
-    }
+    a.WriteTo(bytes.data() + p.offset,
+              a.kind == kernels::Arg::Kind::kValue ? 0 : l.buffer_va[a.buffer]);
   }
   return bytes;
 }

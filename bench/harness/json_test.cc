@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/json_string.h"
+#include "base/testing/round_trip_doubles.h"
 
 namespace gpuvm::bench {
 namespace {
@@ -73,26 +74,11 @@ TEST(BenchHarnessJson, NonFiniteNumbersBecomeNull) {
   EXPECT_EQ(a.Serialize(), "[null]");
 }
 
-// Values "%.9g" (the writer's old format) did not keep: written, read back and written again they
-// changed (4503599627370495.5 became 4.50359963e+15, which reads back as an integer: the
-// bench_result fuzz target's round-trip check aborted on it), or lost digits.
+// Written, read back and written again, a number must not change (under "%.9g", the writer's old
+// format, 4503599627370495.5 became an integer and the bench_result fuzz target's round-trip check
+// aborted on it).
 TEST(BenchHarnessJson, NumbersRoundTripExactly) {
-  const double values[] = {4503599627370495.5,
-                           0.1234567891234,
-                           1.0000000001,
-                           123456789.123,
-                           0.30000000000000004,
-                           1e-300,
-                           2.2250738585072014e-308,
-                           4.9406564584124654e-324,
-                           1.7976931348623157e308,
-                           9007199254740993.0,
-                           -0.0,
-                           -1234567.0,
-                           1e15,
-                           0.001953125,
-                           6.02214076e23};
-  for (double v : values) {
+  for (double v : testing::kRoundTripDoubles) {
     Json a = Json::Array();
     a.Push(Json::Number(v));
     const std::string line = a.Serialize();

@@ -16,40 +16,14 @@
 #include <vector>
 
 #include "bench/kernels/kernel_corpus.h"
+#include "bench/kernels/rng.h"
 
 namespace gpuvm::kernels::corpus_internal {
 
-// SplitMix64: deterministic on every platform (the standard distributions are not).
-class Rng {
+// The corpus's own stream of the benchmarks' generator (rng.h).
+class Rng : public kernels::SplitMix64 {
  public:
-  explicit Rng(uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 0x1234567ull) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint32_t U32() { return static_cast<uint32_t>(Next() >> 32); }
-  // Uniform in [lo, hi] (inclusive), hi - lo < 2^32.
-  int32_t Int(int32_t lo, int32_t hi) {
-    const uint64_t span = static_cast<uint64_t>(static_cast<int64_t>(hi) - lo) + 1;
-    return static_cast<int32_t>(lo + static_cast<int64_t>(Next() % span));
-  }
-  // A float in [lo, hi) on a grid of 2^-bits, so sums stay exact when the inputs are few.
-  float Grid(float lo, float hi, int bits) {
-    const double steps = std::ldexp(static_cast<double>(hi) - lo, bits);
-    const double k = std::floor(static_cast<double>(Next() >> 11) * 0x1p-53 * steps);
-    return static_cast<float>(lo + std::ldexp(k, -bits));
-  }
-  float Float(float lo, float hi) {
-    return static_cast<float>(lo + (hi - lo) * (static_cast<double>(Next() >> 40) * 0x1p-24));
-  }
-  double Double(double lo, double hi) {
-    return lo + (hi - lo) * (static_cast<double>(Next() >> 11) * 0x1p-53);
-  }
-
- private:
-  uint64_t state_;
+  explicit Rng(uint64_t seed) : kernels::SplitMix64(seed, 0x1234567ull) {}
 };
 
 template <typename T>

@@ -83,6 +83,28 @@ uint32_t Arg::Align() const {
   return align != 0 ? align : static_cast<uint32_t>(bytes.size());
 }
 
+void Arg::WriteTo(uint8_t* out, uint64_t buffer_address) const {
+  const uint64_t address = buffer_address + static_cast<uint64_t>(offset);  // modulo 2^64
+  switch (kind) {
+    case Kind::kPointer:
+      std::memcpy(out, &address, 8);
+      return;
+    case Kind::kPointerLow32: {
+      const uint32_t low = static_cast<uint32_t>(address);
+      std::memcpy(out, &low, 4);
+      return;
+    }
+    case Kind::kPointerHigh32: {
+      const uint32_t high = static_cast<uint32_t>(address >> 32);
+      std::memcpy(out, &high, 4);
+      return;
+    }
+    case Kind::kValue:
+      if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
+      return;
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Verification
 

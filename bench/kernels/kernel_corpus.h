@@ -62,6 +62,9 @@ struct Arg {
 
   uint32_t Size() const;
   uint32_t Align() const;
+  // Writes the argument's Size() bytes to `out`: for the pointer kinds `buffer_address` (the GPU
+  // address of buffers[buffer]) plus `offset`, whole or one half; for kValue `bytes`.
+  void WriteTo(uint8_t* out, uint64_t buffer_address) const;
 };
 
 struct Launch {
@@ -71,6 +74,20 @@ struct Launch {
   uint32_t dynamic_shared = 0;  // bytes for `extern __shared__` arrays
   std::vector<Arg> args;
 };
+
+// A launch's parameter buffer (step 3 above), with the case's buffers at `buffer_addresses`.
+template <typename Address>
+std::vector<uint8_t> PackArgs(const Launch& launch, const std::vector<Address>& buffer_addresses) {
+  std::vector<uint8_t> packed;
+  for (const Arg& arg : launch.args) {
+    const size_t at = (packed.size() + arg.Align() - 1) / arg.Align() * arg.Align();
+    packed.resize(at + arg.Size());
+    arg.WriteTo(&packed[at], arg.kind == Arg::Kind::kValue
+                                 ? 0
+                                 : static_cast<uint64_t>(buffer_addresses[arg.buffer]));
+  }
+  return packed;
+}
 
 // How a buffer's final contents are checked.
 enum class Check : uint8_t {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench/kernels/case_builder.h"
@@ -32,27 +33,34 @@ void VectorAddCase(Case* c, Size size, Rng& rng) {
              {Arg::Pointer(ia), Arg::Pointer(ib), Arg::Pointer(ic), Arg::S32(n)});
 }
 
+// The operands of the n x n matrix kernels (a, b, c, n): inputs a and then b, each n * n values of
+// `next()`, and output c checked against `reference`'s answer (exact: the float references mirror
+// nvcc's fma chains in k order, exact for an engine with a fused fma).
+template <typename T, typename Next>
+std::vector<Arg> MatrixOperands(Builder& k, int n, Next next,
+                                void (*reference)(const T*, const T*, T*, int)) {
+  std::vector<T> a(n * n), b(n * n), out(n * n);
+  for (auto& v : a) v = next();
+  for (auto& v : b) v = next();
+  reference(a.data(), b.data(), out.data(), n);
+  const uint32_t ia = k.Input("a", a), ib = k.Input("b", b);
+  uint32_t ic;
+  if constexpr (std::is_same_v<T, float>) {
+    ic = k.Output("c", std::vector<float>(n * n), out, Check::kF32, {kExactTol});
+  } else {
+    ic = k.Output("c", std::vector<int32_t>(n * n), out, Check::kExact);
+  }
+  return {Arg::Pointer(ia), Arg::Pointer(ib), Arg::Pointer(ic), Arg::S32(n)};
+}
+
 void MaddCase(Case* c, Size size, Rng& rng, bool is_float) {
   const int n = size == Size::kTest ? 70 : 2048;
   Builder k(c, is_float ? "fmadd.ptx" : "madd.ptx");
-  std::vector<Arg> args;
-  if (is_float) {
-    std::vector<float> a(n * n), b(n * n), out(n * n);
-    for (auto& v : a) v = rng.Float(-1000, 1000);
-    for (auto& v : b) v = rng.Float(-1000, 1000);
-    ref::Fmadd(a.data(), b.data(), out.data(), n);
-    uint32_t ia = k.Input("a", a), ib = k.Input("b", b);
-    uint32_t ic = k.Output("c", std::vector<float>(n * n), out, Check::kF32, {kExactTol});
-    args = {Arg::Pointer(ia), Arg::Pointer(ib), Arg::Pointer(ic), Arg::S32(n)};
-  } else {
-    std::vector<int32_t> a(n * n), b(n * n), out(n * n);
-    for (auto& v : a) v = static_cast<int32_t>(rng.U32());
-    for (auto& v : b) v = static_cast<int32_t>(rng.U32());
-    ref::Madd(a.data(), b.data(), out.data(), n);
-    uint32_t ia = k.Input("a", a), ib = k.Input("b", b);
-    uint32_t ic = k.Output("c", std::vector<int32_t>(n * n), out, Check::kExact);
-    args = {Arg::Pointer(ia), Arg::Pointer(ib), Arg::Pointer(ic), Arg::S32(n)};
-  }
+  std::vector<Arg> args =
+      is_float ? MatrixOperands<float>(
+                     k, n, [&] { return rng.Float(-1000, 1000); }, ref::Fmadd)
+               : MatrixOperands<int32_t>(
+                     k, n, [&] { return static_cast<int32_t>(rng.U32()); }, ref::Madd);
   k.Launch2D(is_float ? "fmadd" : "madd", n, n, 16, 16, std::move(args));
 }
 
@@ -60,25 +68,10 @@ void MmulCase(Case* c, Size size, Rng& rng, bool is_float, bool tiled) {
   // Test sizes are not multiples of the 16-wide tile, so the edge handling runs.
   const int n = size == Size::kTest ? 40 : 512;
   Builder k(c, is_float ? "fmmul.ptx" : "mmul.ptx");
-  std::vector<Arg> args;
-  if (is_float) {
-    std::vector<float> a(n * n), b(n * n), out(n * n);
-    for (auto& v : a) v = rng.Float(-1, 1);
-    for (auto& v : b) v = rng.Float(-1, 1);
-    ref::Fmmul(a.data(), b.data(), out.data(), n);
-    uint32_t ia = k.Input("a", a), ib = k.Input("b", b);
-    // fma chains in k order, mirrored by the reference: exact for an engine with a fused fma.
-    uint32_t ic = k.Output("c", std::vector<float>(n * n), out, Check::kF32, {kExactTol});
-    args = {Arg::Pointer(ia), Arg::Pointer(ib), Arg::Pointer(ic), Arg::S32(n)};
-  } else {
-    std::vector<int32_t> a(n * n), b(n * n), out(n * n);
-    for (auto& v : a) v = rng.Int(-50000, 50000);
-    for (auto& v : b) v = rng.Int(-50000, 50000);
-    ref::Mmul(a.data(), b.data(), out.data(), n);
-    uint32_t ia = k.Input("a", a), ib = k.Input("b", b);
-    uint32_t ic = k.Output("c", std::vector<int32_t>(n * n), out, Check::kExact);
-    args = {Arg::Pointer(ia), Arg::Pointer(ib), Arg::Pointer(ic), Arg::S32(n)};
-  }
+  std::vector<Arg> args = is_float ? MatrixOperands<float>(
+                                         k, n, [&] { return rng.Float(-1, 1); }, ref::Fmmul)
+                                   : MatrixOperands<int32_t>(
+                                         k, n, [&] { return rng.Int(-50000, 50000); }, ref::Mmul);
   std::string kernel = is_float ? (tiled ? "_Z11fmmul_tiledILi16EEvPKfS1_Pfi" : "fmmul")
                                 : (tiled ? "mmul_tiled" : "mmul");
   k.Launch2D(kernel, n, n, 16, 16, std::move(args));

@@ -89,14 +89,14 @@ void AtomicsGlobalCase(Case* c, Size size, Rng& rng) {
                            GPUVM_FIELD(sub)
                            GPUVM_FIELD(min)
                            GPUVM_FIELD(max)
-                           GPUVM_FIELD(inc) GPUVM_FIELD(dec) GPUVM_FIELD(and_bits)
-                               GPUVM_FIELD(or_bits) GPUVM_FIELD(xor_bits) GPUVM_FIELD(exch_seen)
-                                   GPUVM_FIELD(cas_winners) GPUVM_FIELD(add64) GPUVM_FIELD(min64)
-                                       GPUVM_FIELD(max64) GPUVM_FIELD(cas64) GPUVM_FIELD(addf)
-                                           GPUVM_FIELD(addd) GPUVM_FIELD(red_add)
-                                               GPUVM_FIELD(red_or)
+                           GPUVM_FIELD(inc)
+                           GPUVM_FIELD(dec) GPUVM_FIELD(and_bits) GPUVM_FIELD(or_bits)
+                               GPUVM_FIELD(xor_bits) GPUVM_FIELD(exch_seen) GPUVM_FIELD(cas_winners)
+                                   GPUVM_FIELD(add64) GPUVM_FIELD(min64) GPUVM_FIELD(max64)
+                                       GPUVM_FIELD(cas64) GPUVM_FIELD(addf) GPUVM_FIELD(addd)
+                                           GPUVM_FIELD(red_add) GPUVM_FIELD(red_or)
 #undef GPUVM_FIELD
-                                                   if (got.cas_slot < 1 || got.cas_slot > n) {
+                                               if (got.cas_slot < 1 || got.cas_slot > n) {
                              return Field("cas_slot (1..n)", got.cas_slot, 1);
                            }
                            return "";
@@ -175,15 +175,20 @@ void AtomicsRedCase(Case* c, Size size, Rng& rng) {
   init[1] = 0xffffffffu;
   init[5] = 0xffffffffu;
   std::vector<uint32_t> want = init;
+  // What the word-sized atomics (add, min, max, and, or, xor) do to the words w[0..7] for value v
+  // of thread i; w[3] and w[4] (inc, dec) are counted separately.
+  auto apply = [](uint32_t* w, uint32_t v, int i) {
+    w[0] += v & 0xff;
+    w[1] = std::min(w[1], v);
+    w[2] = std::max(w[2], v);
+    w[5] &= ~(1u << (i % 32));
+    w[6] |= 1u << (v & 31);
+    w[7] ^= v;
+  };
   uint64_t add64 = 0;
   for (int i = 0; i < n; ++i) {
     const uint32_t v = static_cast<uint32_t>(values[i]);
-    want[0] += v & 0xff;
-    want[1] = std::min(want[1], v);
-    want[2] = std::max(want[2], v);
-    want[5] &= ~(1u << (i % 32));
-    want[6] |= 1u << (v & 31);
-    want[7] ^= v;
+    apply(want.data(), v, i);
     add64 += static_cast<uint64_t>(v) << 8;
   }
   want[3] = ref::AtomicIncRepeat(0, wrap, n);
@@ -197,13 +202,7 @@ void AtomicsRedCase(Case* c, Size size, Rng& rng) {
     w[5] = 0xffffffffu;
     int count = 0;
     for (int t = 0; t < block && b * block + t < n; ++t, ++count) {
-      const uint32_t v = static_cast<uint32_t>(values[b * block + t]);
-      w[0] += v & 0xff;
-      w[1] = std::min(w[1], v);
-      w[2] = std::max(w[2], v);
-      w[5] &= ~(1u << (t % 32));
-      w[6] |= 1u << (v & 31);
-      w[7] ^= v;
+      apply(w, static_cast<uint32_t>(values[b * block + t]), t);
     }
     w[3] = ref::AtomicIncRepeat(0, wrap, count);
     w[4] = ref::AtomicDecRepeat(0, wrap, count);

@@ -5,10 +5,12 @@
 //   gpuvm-pt-guest nop [N]            load an empty kernel, launch it N times (10), synchronize
 //   gpuvm-pt-guest case NAME [bench]  a kernel-corpus case (bench/kernels), checked against the CPU
 //                                     reference; prints the wall time of its launches + sync
-//   gpuvm-pt-guest hold FILE          launch empty kernels until killed (at most 120 s); writes FILE
+//   gpuvm-pt-guest hold FILE          launch empty kernels until killed (at most 120 s); writes
+//   FILE
 //                                     after the first one completes
-//   gpuvm-pt-guest secret             fills 16 MiB of VRAM with a pattern and exits without cleaning
-//   gpuvm-pt-guest snoop              allocates 16 MiB, reads it back uninitialized, fails if any
+//   gpuvm-pt-guest secret             fills 16 MiB of VRAM with a pattern and exits without
+//   cleaning gpuvm-pt-guest snoop              allocates 16 MiB, reads it back uninitialized, fails
+//   if any
 //                                     word of the pattern is there
 //   gpuvm-pt-guest repeat NAME N FILE [GO]
 //                                     case NAME N times in one context, each checked; writes FILE
@@ -34,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/kernels/driver_api_launch.h"
 #include "bench/kernels/kernel_corpus.h"
 #include "runtime/include/cuda.h"
 
@@ -53,16 +56,16 @@ constexpr char kNopPtx[] = R"(
 }
 )";
 
-#define CHECK_CU(call)                                                               \
-  do {                                                                               \
-    CUresult r_ = (call);                                                            \
-    if (r_ != CUDA_SUCCESS) {                                                        \
-      const char* name_ = nullptr;                                                   \
-      cuGetErrorName(r_, &name_);                                                    \
-      std::fprintf(stderr, "FAILED %s: %s (%d) at line %d\n", #call, name_ ? name_ : "?", \
-                   int(r_), __LINE__);                                               \
-      return 1;                                                                      \
-    }                                                                                \
+#define CHECK_CU(call)                                                                             \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                                      \
+      const char* name_ = nullptr;                                                                 \
+      cuGetErrorName(r_, &name_);                                                                  \
+      std::fprintf(stderr, "FAILED %s: %s (%d) at line %d\n", #call, name_ ? name_ : "?", int(r_), \
+                   __LINE__);                                                                      \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 int Init(CUcontext* ctx) {
@@ -118,6 +121,27 @@ int Hold(const std::string& ready_file) {
   return 0;
 }
 
+// `bytes` of device memory at `*out`, every word kSecret: set by the GPU and read back to check
+// (0), or "FAILED what" (1).
+int AllocSecret(size_t bytes, CUdeviceptr* out, const char* what) {
+  // Named `d` and `bytes`: CHECK_CU prints the call as written, and the integration tests look for
+  // "cuMemAlloc(&d, bytes)".
+  CUdeviceptr d;
+  CHECK_CU(cuMemAlloc(&d, bytes));
+  *out = d;
+  CHECK_CU(cuMemsetD32(d, kSecret, bytes / 4));
+  CHECK_CU(cuCtxSynchronize());
+  std::vector<uint32_t> back(bytes / 4);
+  CHECK_CU(cuMemcpyDtoH(back.data(), d, bytes));
+  for (uint32_t w : back) {
+    if (w != kSecret) {
+      std::printf("FAILED %s: memset did not stick\n", what);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 // Allocates `mib` MiB of VRAM, fills it with the GPU (cuMemsetD32) and reads it back; with
 // `ready_file`, then writes it and keeps the memory until killed (at most 120 s). A CUDA error is
 // printed by CHECK_CU with its name and number: the tests look for CUDA_ERROR_OUT_OF_MEMORY (2)
@@ -126,19 +150,8 @@ int Hold(const std::string& ready_file) {
 int Fill(uint64_t mib, const std::string& ready_file) {
   CUcontext ctx;
   if (Init(&ctx) != 0) return 1;
-  const size_t bytes = size_t(mib) << 20;
   CUdeviceptr d;
-  CHECK_CU(cuMemAlloc(&d, bytes));
-  CHECK_CU(cuMemsetD32(d, kSecret, bytes / 4));
-  CHECK_CU(cuCtxSynchronize());
-  std::vector<uint32_t> back(bytes / 4);
-  CHECK_CU(cuMemcpyDtoH(back.data(), d, bytes));
-  for (uint32_t w : back) {
-    if (w != kSecret) {
-      std::printf("FAILED fill: memset did not stick\n");
-      return 1;
-    }
-  }
+  if (AllocSecret(size_t(mib) << 20, &d, "fill") != 0) return 1;
   std::printf("PASSED fill %llu MiB\n", static_cast<unsigned long long>(mib));
   std::fflush(stdout);
   if (!ready_file.empty()) {
@@ -154,16 +167,7 @@ int Secret() {
   CUcontext ctx;
   if (Init(&ctx) != 0) return 1;
   CUdeviceptr d;
-  CHECK_CU(cuMemAlloc(&d, kSecretBytes));
-  CHECK_CU(cuMemsetD32(d, kSecret, kSecretBytes / 4));
-  std::vector<uint32_t> back(kSecretBytes / 4);
-  CHECK_CU(cuMemcpyDtoH(back.data(), d, kSecretBytes));
-  for (uint32_t w : back) {
-    if (w != kSecret) {
-      std::printf("FAILED secret: memset did not stick\n");
-      return 1;
-    }
-  }
+  if (AllocSecret(kSecretBytes, &d, "secret") != 0) return 1;
   // No cuMemFree, no cuCtxDestroy: leave it all behind, as a crashing guest would.
   std::printf("PASSED secret\n");
   std::fflush(stdout);
@@ -226,34 +230,7 @@ int RunCase(const gpuvm::kernels::Case& c, const Staging& staging, double* secon
   for (const auto& launch : c.launches) {
     CUfunction f;
     CHECK_CU(cuModuleGetFunction(&f, module, launch.kernel.c_str()));
-    std::vector<uint8_t> packed;
-    for (const auto& arg : launch.args) {
-      const size_t at = (packed.size() + arg.Align() - 1) / arg.Align() * arg.Align();
-      packed.resize(at + arg.Size());
-      using Kind = gpuvm::kernels::Arg::Kind;
-      const uint64_t address =
-          arg.kind == Kind::kValue ? 0 : buffers[arg.buffer] + uint64_t(arg.offset);
-      switch (arg.kind) {
-        case Kind::kPointer:
-          std::memcpy(&packed[at], &address, 8);
-          break;
-        case Kind::kPointerLow32:
-          std::memcpy(&packed[at], &address, 4);
-          break;
-        case Kind::kPointerHigh32:
-          std::memcpy(&packed[at], reinterpret_cast<const uint8_t*>(&address) + 4, 4);
-          break;
-        case Kind::kValue:
-          std::memcpy(&packed[at], arg.bytes.data(), arg.bytes.size());
-          break;
-      }
-    }
-    size_t size = packed.size();
-    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
-                     &size, CU_LAUNCH_PARAM_END};
-    CHECK_CU(cuLaunchKernel(f, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
-                            launch.block[1], launch.block[2], launch.dynamic_shared, nullptr,
-                            nullptr, extra));
+    CHECK_CU(gpuvm::kernels::LaunchWithDriverApi(f, launch, buffers));
   }
   if (!staging.ready.empty()) std::ofstream(staging.ready) << "launched\n";
   CHECK_CU(cuCtxSynchronize());
@@ -278,8 +255,8 @@ int RunCase(const gpuvm::kernels::Case& c, const Staging& staging, double* secon
 // the first.
 int Case(const std::string& name, bool bench, int repeat = 1, const Staging& staging = {},
          const std::string& ready = "", const std::string& go_on = "") {
-  auto c = gpuvm::kernels::MakeCase(name, bench ? gpuvm::kernels::Size::kBench
-                                                : gpuvm::kernels::Size::kTest);
+  auto c = gpuvm::kernels::MakeCase(
+      name, bench ? gpuvm::kernels::Size::kBench : gpuvm::kernels::Size::kTest);
   if (!c.ok()) {
     std::printf("FAILED %s: %s\n", name.c_str(), c.status().ToString().c_str());
     return 1;

@@ -8,30 +8,31 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out) {
-  const size_t input_bytes = p.input.size() * sizeof(float);
-  const size_t w_bytes = p.w.size() * sizeof(float);
-  const size_t partial_bytes = p.want_partial.size() * sizeof(float);
-  const size_t hidden_bytes = (p.hid + 1) * sizeof(float);
+  const BackpropProblem::Bytes bytes = p.BufferBytes();
   Session session(report);
   CUfunction forward, squash, adjust;
-  if (!session.Open("backprop.ptx") || !session.Function("bp_layer_forward", &forward) ||
-      !session.Function("bp_layer_squash", &squash) ||
-      !session.Function("bp_adjust_weights", &adjust)) {
+  if (!session.Open("backprop.ptx", {{"bp_layer_forward", &forward},
+                                     {"bp_layer_squash", &squash},
+                                     {"bp_adjust_weights", &adjust}})) {
     return;
   }
   CUdeviceptr d_input, d_w, d_old_w, d_partial, d_hidden, d_delta;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_input, input_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_w, w_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_old_w, w_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_partial, partial_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_hidden, hidden_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_delta, hidden_bytes));
+  if (!session.Alloc({{&d_input, bytes.input},
+                      {&d_w, bytes.w},
+                      {&d_old_w, bytes.w},
+                      {&d_partial, bytes.partial},
+                      {&d_hidden, bytes.hidden},
+                      {&d_delta, bytes.hidden}})) {
+    return;
+  }
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_input, p.input.data(), input_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_w, p.w.data(), w_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_old_w, p.old_w.data(), w_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_delta, p.delta.data(), hidden_bytes));
+  if (!session.CopyIn({{d_input, p.input.data(), bytes.input},
+                       {d_w, p.w.data(), bytes.w},
+                       {d_old_w, p.old_w.data(), bytes.w},
+                       {d_delta, p.delta.data(), bytes.hidden}})) {
+    return;
+  }
   GPUVM_SUITE_CU(report, cuMemsetD32(d_hidden, 0, p.hid + 1));
 
   report.Enter(Phase::kLaunch);
@@ -49,12 +50,10 @@ void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->partial.data(), d_partial, partial_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->hidden.data(), d_hidden, hidden_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->w.data(), d_w, w_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->old_w.data(), d_old_w, w_bytes));
-
-  session.Close({d_input, d_w, d_old_w, d_partial, d_hidden, d_delta});
+  session.CopyOut({{out->partial.data(), d_partial, bytes.partial},
+                   {out->hidden.data(), d_hidden, bytes.hidden},
+                   {out->w.data(), d_w, bytes.w},
+                   {out->old_w.data(), d_old_w, bytes.w}});
 }
 
 }  // namespace

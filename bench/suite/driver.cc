@@ -43,27 +43,64 @@ bool Session::Check(CUresult result, const std::string& call) {
   return false;
 }
 
-bool Session::Open(const char* ptx_file) {
+bool Session::Open(const char* ptx_file, std::initializer_list<Kernel> kernels) {
   report_.Enter(Phase::kInit);
   std::string failed_call;
   if (const CUresult r = OpenContext(&context_, &failed_call); r != CUDA_SUCCESS) {
     return Check(r, failed_call);
   }
+  open_ = true;
   if (ptx_file == nullptr) return true;
-  return Check(LoadCorpusModule(&module_, ptx_file),
-               std::string("LoadCorpusModule(") + ptx_file + ")");
+  if (!Check(LoadCorpusModule(&module_, ptx_file),
+             std::string("LoadCorpusModule(") + ptx_file + ")")) {
+    return false;
+  }
+  for (const Kernel& k : kernels) {
+    if (!Check(cuModuleGetFunction(k.function, module_, k.name),
+               std::string("cuModuleGetFunction(") + k.name + ")")) {
+      return false;
+    }
+  }
+  return true;
 }
 
-bool Session::Function(const char* name, CUfunction* function) {
-  return Check(cuModuleGetFunction(function, module_, name),
-               std::string("cuModuleGetFunction(") + name + ")");
+bool Session::Alloc(std::initializer_list<Buffer> buffers) {
+  for (const Buffer& b : buffers) {
+    if (!Check(cuMemAlloc(b.address, b.bytes),
+               "cuMemAlloc(" + std::to_string(b.bytes) + " bytes)")) {
+      return false;
+    }
+    buffers_.push_back(*b.address);
+  }
+  return true;
 }
 
-bool Session::Close(std::initializer_list<CUdeviceptr> buffers) {
+bool Session::CopyIn(std::initializer_list<HostToDevice> copies) {
+  for (const HostToDevice& c : copies) {
+    if (!Check(cuMemcpyHtoD(c.device, c.host, c.bytes), "cuMemcpyHtoD")) return false;
+  }
+  return true;
+}
+
+bool Session::CopyOut(std::initializer_list<DeviceToHost> copies) {
+  for (const DeviceToHost& c : copies) {
+    if (!Check(cuMemcpyDtoH(c.host, c.device, c.bytes), "cuMemcpyDtoH")) return false;
+  }
+  return true;
+}
+
+Session::~Session() {
+  if (open_ && !report_.failed()) Close();
+}
+
+bool Session::Close(std::initializer_list<CUdeviceptr> more) {
+  open_ = false;
   report_.Enter(Phase::kClose);
-  for (const CUdeviceptr buffer : buffers) {
+  buffers_.insert(buffers_.end(), more.begin(), more.end());
+  for (const CUdeviceptr buffer : buffers_) {
     if (!Check(cuMemFree(buffer), "cuMemFree")) return false;
   }
+  buffers_.clear();
   if (module_ != nullptr && !Check(cuModuleUnload(module_), "cuModuleUnload")) return false;
   if (!Check(cuCtxDestroy(context_), "cuCtxDestroy")) return false;
   report_.End();

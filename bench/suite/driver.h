@@ -12,6 +12,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "bench/suite/report.h"
 #include "runtime/include/cuda.h"
@@ -22,14 +23,8 @@ namespace gpuvm::suite {
 std::string CuError(CUresult result, const char* call);
 
 // Records the failure of `call` in `report` and returns from the enclosing void function.
-#define GPUVM_SUITE_CU(report, call)                                \
-  do {                                                              \
-    const CUresult suite_result_ = (call);                          \
-    if (suite_result_ != CUDA_SUCCESS) {                            \
-      (report).Fail(::gpuvm::suite::CuError(suite_result_, #call)); \
-      return;                                                       \
-    }                                                               \
-  } while (0)
+#define GPUVM_SUITE_CU(report, call) \
+  GPUVM_SUITE_CHECK(report, (call), #call, CUDA_SUCCESS, ::gpuvm::suite::CuError)
 
 // cuInit, device 0, a new context made current. The first failing call's error on failure.
 CUresult OpenContext(CUcontext* context, std::string* failed_call);
@@ -38,20 +33,46 @@ CUresult OpenContext(CUcontext* context, std::string* failed_call);
 // cuModuleLoadData: the JIT runs here. CUDA_ERROR_FILE_NOT_FOUND when the corpus lacks it.
 CUresult LoadCorpusModule(CUmodule* module, const char* ptx_file);
 
-// A program's context and corpus module. Each call records the first failing CUDA call in the
-// Report and returns false; the program then stops (GPUVM_SUITE_CU's rule).
+// A program's context, corpus module and device buffers. Each call records the first failing CUDA
+// call in the Report and returns false; the program then stops (GPUVM_SUITE_CU's rule). A Session
+// that opened closes itself (Close) when it goes, unless a call failed or the program closed it.
 class Session {
  public:
   explicit Session(Report& report) : report_(report) {}
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  struct Kernel {
+    const char* name;
+    CUfunction* function;
+  };
+  struct Buffer {
+    CUdeviceptr* address;
+    size_t bytes;
+  };
+  struct HostToDevice {
+    CUdeviceptr device;
+    const void* host;
+    size_t bytes;
+  };
+  struct DeviceToHost {
+    void* host;
+    CUdeviceptr device;
+    size_t bytes;
+  };
 
   // Enters Phase::kInit, opens the context (OpenContext) and, unless `ptx_file` is null, loads that
-  // corpus module.
-  bool Open(const char* ptx_file);
-  // cuModuleGetFunction of `name` in the module.
-  bool Function(const char* name, CUfunction* function);
-  // Enters Phase::kClose, frees `buffers` in order, unloads the module (if one was loaded),
-  // destroys the context and ends the phase.
-  bool Close(std::initializer_list<CUdeviceptr> buffers);
+  // corpus module and looks up `kernels` in it (cuModuleGetFunction).
+  bool Open(const char* ptx_file, std::initializer_list<Kernel> kernels = {});
+  // cuMemAlloc of each buffer, in order; Close frees them.
+  bool Alloc(std::initializer_list<Buffer> buffers);
+  // cuMemcpyHtoD / cuMemcpyDtoH of each copy, in order (the caller enters the phase).
+  bool CopyIn(std::initializer_list<HostToDevice> copies);
+  bool CopyOut(std::initializer_list<DeviceToHost> copies);
+  // Enters Phase::kClose, frees the buffers of Alloc and then `more` in order, unloads the module
+  // (if one was loaded), destroys the context and ends the phase.
+  bool Close(std::initializer_list<CUdeviceptr> more = {});
 
  private:
   bool Check(CUresult result, const std::string& call);
@@ -59,6 +80,8 @@ class Session {
   Report& report_;
   CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
+  std::vector<CUdeviceptr> buffers_;
+  bool open_ = false;  // the context exists and Close has not run
 };
 
 }  // namespace gpuvm::suite

@@ -10,15 +10,12 @@ void Run(const HotspotProblem& p, Report& report, HotspotProblem::Outputs* out) 
   const size_t bytes = p.temp.size() * sizeof(float);
   Session session(report);
   CUfunction hotspot;
-  if (!session.Open("hotspot.ptx") || !session.Function("hotspot", &hotspot)) return;
+  if (!session.Open("hotspot.ptx", {{"hotspot", &hotspot}})) return;
   CUdeviceptr d_power, d_a, d_b;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_power, bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_a, bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_b, bytes));
+  if (!session.Alloc({{&d_power, bytes}, {&d_a, bytes}, {&d_b, bytes}})) return;
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_power, p.power.data(), bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_a, p.temp.data(), bytes));
+  if (!session.CopyIn({{d_power, p.power.data(), bytes}, {d_a, p.temp.data(), bytes}})) return;
   GPUVM_SUITE_CU(report, cuMemsetD32(d_b, 0, p.temp.size()));
 
   report.Enter(Phase::kLaunch);
@@ -36,10 +33,7 @@ void Run(const HotspotProblem& p, Report& report, HotspotProblem::Outputs* out) 
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->a.data(), d_a, bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->b.data(), d_b, bytes));
-
-  session.Close({d_power, d_a, d_b});
+  session.CopyOut({{out->a.data(), d_a, bytes}, {out->b.data(), d_b, bytes}});
 }
 
 }  // namespace

@@ -10,12 +10,12 @@ void Run(const LoopProblem& p, Report& report, LoopProblem::Outputs* out) {
   const size_t bytes = p.initial.size() * sizeof(uint32_t);
   Session session(report);
   CUfunction loop;
-  if (!session.Open("loop.ptx") || !session.Function("loop", &loop)) return;
+  if (!session.Open("loop.ptx", {{"loop", &loop}})) return;
   CUdeviceptr d_out;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_out, bytes));
+  if (!session.Alloc({{&d_out, bytes}})) return;
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_out, p.initial.data(), bytes));
+  if (!session.CopyIn({{d_out, p.initial.data(), bytes}})) return;
 
   report.Enter(Phase::kLaunch);
   int iterations = p.iterations;
@@ -26,9 +26,7 @@ void Run(const LoopProblem& p, Report& report, LoopProblem::Outputs* out) {
 
   report.Enter(Phase::kDtoH);
   out->resize(p.initial.size());
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->data(), d_out, bytes));
-
-  session.Close({d_out});
+  session.CopyOut({{out->data(), d_out, bytes}});
 }
 
 }  // namespace

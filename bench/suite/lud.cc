@@ -11,15 +11,12 @@ void Run(const LudProblem& p, Report& report, LudProblem::Outputs* out) {
   const size_t bytes = p.a.size() * sizeof(float);
   Session session(report);
   CUfunction column, update;
-  if (!session.Open("lud.ptx") || !session.Function("lud_column", &column) ||
-      !session.Function("lud_update", &update)) {
-    return;
-  }
+  if (!session.Open("lud.ptx", {{"lud_column", &column}, {"lud_update", &update}})) return;
   CUdeviceptr d_a;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_a, bytes));
+  if (!session.Alloc({{&d_a, bytes}})) return;
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_a, p.a.data(), bytes));
+  if (!session.CopyIn({{d_a, p.a.data(), bytes}})) return;
 
   report.Enter(Phase::kLaunch);
   int n = p.n;
@@ -35,9 +32,7 @@ void Run(const LudProblem& p, Report& report, LudProblem::Outputs* out) {
 
   report.Enter(Phase::kDtoH);
   out->resize(p.a.size());
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->data(), d_a, bytes));
-
-  session.Close({d_a});
+  session.CopyOut({{out->data(), d_a, bytes}});
 }
 
 }  // namespace

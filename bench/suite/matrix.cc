@@ -23,17 +23,12 @@ void Run(const MatrixProblem<T>& p, Report& report, std::vector<T>* c) {
   const std::string kernel(kName);
   Session session(report);
   CUfunction function;
-  if (!session.Open((kernel + ".ptx").c_str()) || !session.Function(kernel.c_str(), &function)) {
-    return;
-  }
+  if (!session.Open((kernel + ".ptx").c_str(), {{kernel.c_str(), &function}})) return;
   CUdeviceptr d_a, d_b, d_c;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_a, bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_b, bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_c, bytes));
+  if (!session.Alloc({{&d_a, bytes}, {&d_b, bytes}, {&d_c, bytes}})) return;
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_a, p.a.data(), bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_b, p.b.data(), bytes));
+  if (!session.CopyIn({{d_a, p.a.data(), bytes}, {d_b, p.b.data(), bytes}})) return;
 
   report.Enter(Phase::kLaunch);
   int n = p.n;
@@ -44,9 +39,7 @@ void Run(const MatrixProblem<T>& p, Report& report, std::vector<T>* c) {
 
   report.Enter(Phase::kDtoH);
   c->resize(p.a.size());
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(c->data(), d_c, bytes));
-
-  session.Close({d_a, d_b, d_c});
+  session.CopyOut({{c->data(), d_c, bytes}});
 }
 
 template <typename T>

@@ -8,23 +8,20 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
-  const size_t records_bytes = p.records.size() * sizeof(float);
-  const size_t dist_bytes = static_cast<size_t>(p.n) * sizeof(float);
-  const size_t block_bytes = static_cast<size_t>(p.blocks) * sizeof(float);
+  const NnProblem::Bytes bytes = p.BufferBytes();
   Session session(report);
   CUfunction distance, argmin;
-  if (!session.Open("nn.ptx") || !session.Function("nn_distance", &distance) ||
-      !session.Function("nn_argmin", &argmin)) {
+  if (!session.Open("nn.ptx", {{"nn_distance", &distance}, {"nn_argmin", &argmin}})) return;
+  CUdeviceptr d_records, d_dist, d_block_min, d_block_index;
+  if (!session.Alloc({{&d_records, bytes.records},
+                      {&d_dist, bytes.dist},
+                      {&d_block_min, bytes.block},
+                      {&d_block_index, bytes.block}})) {
     return;
   }
-  CUdeviceptr d_records, d_dist, d_block_min, d_block_index;
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_records, records_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_dist, dist_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_min, block_bytes));
-  GPUVM_SUITE_CU(report, cuMemAlloc(&d_block_index, block_bytes));
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d_records, p.records.data(), records_bytes));
+  if (!session.CopyIn({{d_records, p.records.data(), bytes.records}})) return;
 
   report.Enter(Phase::kLaunch);
   int n = p.n;
@@ -39,13 +36,13 @@ void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_min.data(), d_block_min, block_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->block_index.data(), d_block_index, block_bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->dist.data(), d_dist, dist_bytes));
+  if (!session.CopyOut({{out->block_min.data(), d_block_min, bytes.block},
+                        {out->block_index.data(), d_block_index, bytes.block},
+                        {out->dist.data(), d_dist, bytes.dist}})) {
+    return;
+  }
   report.Enter(Phase::kLaunch);  // the host's final step belongs to the computation
   out->nearest = NnPick(out->block_min, out->block_index);
-
-  session.Close({d_records, d_dist, d_block_min, d_block_index});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "bench/kernels/reference.h"
+#include "bench/kernels/rng.h"
 
 namespace gpuvm::suite {
 
@@ -18,27 +19,10 @@ namespace {
 
 bool IsTest(Size size) { return size == Size::kTest; }
 
-// SplitMix64: the same numbers on every platform (the standard distributions are not).
-class Rng {
+// The suite's own stream of the benchmarks' generator (bench/kernels/rng.h).
+class Rng : public kernels::SplitMix64 {
  public:
-  explicit Rng(uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 0x5eed5eedull) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint32_t U32() { return static_cast<uint32_t>(Next() >> 32); }
-  int32_t Int(int32_t lo, int32_t hi) {  // inclusive
-    const uint64_t span = static_cast<uint64_t>(static_cast<int64_t>(hi) - lo) + 1;
-    return static_cast<int32_t>(lo + static_cast<int64_t>(Next() % span));
-  }
-  float Float(float lo, float hi) {  // [lo, hi)
-    return static_cast<float>(lo + (hi - lo) * (static_cast<double>(Next() >> 40) * 0x1p-24));
-  }
-
- private:
-  uint64_t state_;
+  explicit Rng(uint64_t seed) : kernels::SplitMix64(seed, 0x5eed5eedull) {}
 };
 
 std::string Format(const char* fmt, double a, double b) {
@@ -119,8 +103,10 @@ std::string LoopProblem::Check(const std::vector<uint32_t>& out) const {
 
 namespace {
 
+// An n x n problem with inputs uniform in [lo, hi] and the `reference`'s answer for `operation`.
 template <typename T>
-MatrixProblem<T> MakeMatrix(int n, uint64_t seed, T lo, T hi) {
+MatrixProblem<T> MakeMatrix(int n, uint64_t seed, T lo, T hi,
+                            void (*reference)(const T*, const T*, T*, int), const char* operation) {
   MatrixProblem<T> p;
   p.n = n;
   Rng rng(seed);
@@ -136,6 +122,8 @@ MatrixProblem<T> MakeMatrix(int n, uint64_t seed, T lo, T hi) {
       p.b[i] = rng.Int(lo, hi);
     }
   }
+  reference(p.a.data(), p.b.data(), p.expected.data(), p.n);
+  p.operation = operation;
   return p;
 }
 
@@ -159,31 +147,23 @@ template struct MatrixProblem<int32_t>;
 template struct MatrixProblem<float>;
 
 MatrixProblem<int32_t> MakeMadd(Size size) {
-  auto p = MakeMatrix<int32_t>(IsTest(size) ? 64 : 1024, 1, INT32_MIN, INT32_MAX);
-  kernels::ref::Madd(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "add";
-  return p;
+  return MakeMatrix<int32_t>(IsTest(size) ? 64 : 1024, 1, INT32_MIN, INT32_MAX, kernels::ref::Madd,
+                             "add");
 }
 
 MatrixProblem<float> MakeFmadd(Size size) {
-  auto p = MakeMatrix<float>(IsTest(size) ? 64 : 1024, 2, -1000.0f, 1000.0f);
-  kernels::ref::Fmadd(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "add";
-  return p;
+  return MakeMatrix<float>(IsTest(size) ? 64 : 1024, 2, -1000.0f, 1000.0f, kernels::ref::Fmadd,
+                           "add");
 }
 
 MatrixProblem<int32_t> MakeMmul(Size size) {
-  auto p = MakeMatrix<int32_t>(IsTest(size) ? 40 : 256, 3, -50000, 50000);
-  kernels::ref::Mmul(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "multiply";
-  return p;
+  return MakeMatrix<int32_t>(IsTest(size) ? 40 : 256, 3, -50000, 50000, kernels::ref::Mmul,
+                             "multiply");
 }
 
 MatrixProblem<float> MakeFmmul(Size size) {
-  auto p = MakeMatrix<float>(IsTest(size) ? 40 : 256, 4, -1.0f, 1.0f);
-  kernels::ref::Fmmul(p.a.data(), p.b.data(), p.expected.data(), p.n);
-  p.operation = "multiply";
-  return p;
+  return MakeMatrix<float>(IsTest(size) ? 40 : 256, 4, -1.0f, 1.0f, kernels::ref::Fmmul,
+                           "multiply");
 }
 
 // ------------------------------------------------------------------------------------------------

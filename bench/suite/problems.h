@@ -77,6 +77,14 @@ struct BackpropProblem {
     std::vector<float> partial, hidden, w, old_w;
   };
   std::string Describe() const;
+  // The device buffers' sizes (both builds of bp allocate and copy these).
+  struct Bytes {
+    size_t input, w, partial, hidden;
+  };
+  Bytes BufferBytes() const {
+    return {input.size() * sizeof(float), w.size() * sizeof(float),
+            want_partial.size() * sizeof(float), (hid + 1) * sizeof(float)};
+  }
   // Sizes `out` for the copies back from the GPU.
   void SizeOutputs(Outputs* out) const {
     out->partial.resize(want_partial.size());
@@ -136,6 +144,14 @@ struct NnProblem {
     int32_t nearest = -1;  // the host's pick from the block results
   };
   std::string Describe() const;
+  // The device buffers' sizes (both builds of nn allocate and copy these).
+  struct Bytes {
+    size_t records, dist, block;
+  };
+  Bytes BufferBytes() const {
+    return {records.size() * sizeof(float), static_cast<size_t>(n) * sizeof(float),
+            static_cast<size_t>(blocks) * sizeof(float)};
+  }
   void SizeOutputs(Outputs* out) const {
     out->dist.resize(n);
     out->block_min.resize(blocks);

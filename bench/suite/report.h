@@ -82,4 +82,18 @@ std::string JsonString(const std::string& text);
 
 }  // namespace gpuvm::suite
 
+// Both APIs' programs check each CUDA call the same way: when `result` is not `ok`, records
+// `describe(result, text)` (text: the call as written) in `report` as the failure and returns from
+// the enclosing void function. GPUVM_SUITE_CU (driver.h) and GPUVM_SUITE_RT (rt/rt.h) pass the
+// call's text themselves, so it reads as written, not as the API's macros rename it (cuMemAlloc,
+// not cuMemAlloc_v2).
+#define GPUVM_SUITE_CHECK(report, result, text, ok, describe) \
+  do {                                                        \
+    const auto suite_result_ = (result);                      \
+    if (suite_result_ != (ok)) {                              \
+      (report).Fail(describe(suite_result_, text));           \
+      return;                                                 \
+    }                                                         \
+  } while (0)
+
 #endif  // GPUVM_BENCH_SUITE_REPORT_H_

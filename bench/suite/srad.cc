@@ -20,16 +20,15 @@ void Run(const SradProblem& p, Report& report, SradProblem::Outputs* out) {
   const size_t bytes = p.image.size() * sizeof(float);
   Session session(report);
   CUfunction coeff, update;
-  if (!session.Open("srad.ptx") || !session.Function("srad_coeff", &coeff) ||
-      !session.Function("srad_update", &update)) {
-    return;
-  }
+  if (!session.Open("srad.ptx", {{"srad_coeff", &coeff}, {"srad_update", &update}})) return;
   // The image, the coefficient and the four directional derivatives.
   CUdeviceptr d[6];
-  for (CUdeviceptr& buffer : d) GPUVM_SUITE_CU(report, cuMemAlloc(&buffer, bytes));
+  for (CUdeviceptr& buffer : d) {
+    if (!session.Alloc({{&buffer, bytes}})) return;
+  }
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_CU(report, cuMemcpyHtoD(d[0], p.image.data(), bytes));
+  if (!session.CopyIn({{d[0], p.image.data(), bytes}})) return;
 
   report.Enter(Phase::kLaunch);
   int rows = p.rows, cols = p.cols;
@@ -46,10 +45,7 @@ void Run(const SradProblem& p, Report& report, SradProblem::Outputs* out) {
 
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->j.data(), d[0], bytes));
-  GPUVM_SUITE_CU(report, cuMemcpyDtoH(out->c.data(), d[1], bytes));
-
-  session.Close({d[0], d[1], d[2], d[3], d[4], d[5]});
+  session.CopyOut({{out->j.data(), d[0], bytes}, {out->c.data(), d[1], bytes}});
 }
 
 }  // namespace

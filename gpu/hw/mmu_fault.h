@@ -6,6 +6,7 @@
 #define GPUVM_GPU_HW_MMU_FAULT_H_
 
 #include <cstdint>
+#include <iterator>
 
 namespace gpuvm::gf100 {
 
@@ -18,6 +19,27 @@ enum class FaultReason : uint8_t {
   kPageSupervisorOnly = 5,
   kPageReadOnly = 6,
 };
+
+// The reasons above by value: nouveau's name (gf100_vm.xml's enum; what the guest driver logs) and
+// a phrase for the software GPU's messages (ours).
+struct FaultReasonText {
+  const char* name;
+  const char* phrase;
+};
+inline constexpr FaultReasonText kFaultReasonTexts[] = {
+    {"PT_NOT_PRESENT", "page table not present"},
+    {"PT_TOO_SHORT", "page table too short"},
+    {"PAGE_NOT_PRESENT", "page not present"},
+    {"VSPACE_LIMIT", "beyond the address space limit"},
+    {"NO_CHANNEL", "no channel"},
+    {"PAGE_SUPERVISOR_ONLY", "supervisor-only page"},
+    {"PAGE_READ_ONLY", "read-only page"},
+};
+static_assert(std::size(kFaultReasonTexts) == static_cast<size_t>(FaultReason::kPageReadOnly) + 1);
+// The text of reason value `reason`; null for a value that is no FaultReason.
+constexpr const FaultReasonText* FaultReasonTextOf(uint32_t reason) {
+  return reason < std::size(kFaultReasonTexts) ? &kFaultReasonTexts[reason] : nullptr;
+}
 
 // Not the hardware's: gpuvm's full virtualization reports a fault on a page the guest mapped but
 // the over-committed GPU had no VRAM left for (docs/FULL-VIRTUALIZATION.md, "Out of VRAM") with

@@ -4,16 +4,11 @@
 #include <initializer_list>
 #include <string>
 
+#include "base/hex.h"
 #include "gpu/isa/opcode_table.h"
 
 namespace gpuvm::isa {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // Field checks. Each returns an error naming the field; `what` is the opcode name.
 class Checker {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/hex.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/ramin.h"
 
@@ -16,12 +17,6 @@ using gf100::pfifo::Engine;
 using Kind = ChannelError::Kind;
 
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // Pushbuffer words fetched per batch (copied out of memory before they are decoded).
 constexpr uint32_t kFetchWords = 512;

@@ -140,6 +140,17 @@ class SimComputeLaunchTest : public ::testing::Test {
             {uint32_t(query_va_ >> 32), uint32_t(query_va_), 0x5151, cp::kQueryGetShort});
   }
 
+  // Creates the device on `engine` with interrupts enabled, launches once and runs until idle;
+  // returns the launching channel's error.
+  ChannelError LaunchWithInterrupts(std::shared_ptr<FakeEngine> engine) {
+    Create(engine);
+    driver_->EnableInterrupts();
+    ProgramLaunch();
+    ch_->Submit();
+    device_->RunUntilIdle();
+    return device_->channel_error(4);
+  }
+
   std::shared_ptr<FakeEngine> engine_;
   std::unique_ptr<SimDevice> device_;
   std::unique_ptr<TestDriver> driver_;
@@ -228,12 +239,7 @@ TEST_F(SimComputeLaunchTest, OtherChannelsRunBetweenSlices) {
 TEST_F(SimComputeLaunchTest, MmuFaultInAJobBecomesVmFaultAndChannelError) {
   auto engine = std::make_shared<FakeEngine>();
   engine->behaviour.target = 0x7000000000;  // unmapped
-  Create(engine);
-  driver_->EnableInterrupts();
-  ProgramLaunch();
-  ch_->Submit();
-  device_->RunUntilIdle();
-  const ChannelError e = device_->channel_error(4);
+  const ChannelError e = LaunchWithInterrupts(engine);
   EXPECT_EQ(e.kind, ChannelError::Kind::kMmuFault);
   EXPECT_EQ(e.fault.va, 0x7000000000ull);
   EXPECT_TRUE(e.fault.write);
@@ -251,12 +257,7 @@ TEST_F(SimComputeLaunchTest, MmuFaultInAJobBecomesVmFaultAndChannelError) {
 TEST_F(SimComputeLaunchTest, OtherJobFaultsRaisePgraphTrap) {
   auto engine = std::make_shared<FakeEngine>();
   engine->behaviour.fail_other = true;
-  Create(engine);
-  driver_->EnableInterrupts();
-  ProgramLaunch();
-  ch_->Submit();
-  device_->RunUntilIdle();
-  const ChannelError e = device_->channel_error(4);
+  const ChannelError e = LaunchWithInterrupts(engine);
   EXPECT_EQ(e.kind, ChannelError::Kind::kComputeFault);
   EXPECT_NE(e.message.find("bad opcode"), std::string::npos) << e.message;
   EXPECT_TRUE(device_->ReadReg(gf100::pgraph::kIntr) & gf100::pgraph::kIntrTrap);
@@ -288,12 +289,7 @@ TEST_F(SimComputeLaunchTest, TrapReasonIsInTheMpErrorRegisters) {
     auto engine = std::make_shared<FakeEngine>();
     engine->behaviour.fail_other = true;
     engine->behaviour.fail_kind = c.kind;
-    Create(engine);
-    driver_->EnableInterrupts();
-    ProgramLaunch();
-    ch_->Submit();
-    device_->RunUntilIdle();
-    ASSERT_EQ(device_->channel_error(4).kind, ChannelError::Kind::kComputeFault);
+    ASSERT_EQ(LaunchWithInterrupts(engine).kind, ChannelError::Kind::kComputeFault);
     ASSERT_TRUE(device_->ReadReg(pg::kIntr) & pg::kIntrTrap);
     EXPECT_EQ(device_->ReadReg(pg::kTrap), pg::kTrapGpc);
     EXPECT_EQ(device_->ReadReg(pg::kTrapGpcMask), 1u);

@@ -21,6 +21,34 @@ constexpr uint32_t kServerWaitTag = 1;
 // How often a waiting vCPU looks at the control page again (for a server replaced meanwhile).
 constexpr std::chrono::milliseconds kWaitSlice{1000};
 
+// One plain (not rep, not buffered) access of the guest's vCPU `vcpu`, as its instruction makes it;
+// `data` is the value written (masked to `size` bytes), ignored for a read. `sbdf`: PCI config
+// only.
+IoRequest PlainAccess(uint32_t vcpu, IoSpace space, IoDirection dir, uint64_t addr, uint32_t size,
+                      uint64_t data, const Sbdf& sbdf = {}) {
+  return IoRequest{.vcpu = vcpu,
+                   .space = space,
+                   .dir = dir,
+                   .addr = addr,
+                   .sbdf = sbdf,
+                   .data = dir == IoDirection::kWrite ? data & AllOnes(size) : 0,
+                   .size = size,
+                   .count = 1};
+}
+
+// One load or store of a whole Word at `memory` (aligned), from or to `buffer` (any alignment).
+template <typename Word>
+void AccessWord(uint8_t* memory, uint8_t* buffer, bool write) {
+  Word v;
+  if (write) {
+    std::memcpy(&v, buffer, sizeof v);
+    __atomic_store_n(reinterpret_cast<Word*>(memory), v, __ATOMIC_RELAXED);
+  } else {
+    v = __atomic_load_n(reinterpret_cast<Word*>(memory), __ATOMIC_RELAXED);
+    std::memcpy(buffer, &v, sizeof v);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LocalGuestIo>> LocalGuestIo::Create(const LocalDomain& domain,
@@ -168,14 +196,8 @@ Result<uint64_t> LocalGuestIo::Read(uint32_t vcpu, uint64_t gpa, uint32_t size) 
   uint64_t direct = 0;
   if (AccessMemory(gpa, &direct, size, false)) return direct;
   if (!IsMmioClaimed(gpa, size)) return AllOnes(size);
-  IoRequest r;
-  r.vcpu = vcpu;
-  r.space = IoSpace::kMmio;
-  r.dir = IoDirection::kRead;
-  r.addr = gpa;
-  r.size = size;
-  r.count = 1;
-  GPUVM_ASSIGN_OR_RETURN(uint64_t value, Submit(r));
+  GPUVM_ASSIGN_OR_RETURN(
+      uint64_t value, Submit(PlainAccess(vcpu, IoSpace::kMmio, IoDirection::kRead, gpa, size, 0)));
   return value & AllOnes(size);
 }
 
@@ -186,15 +208,7 @@ Status LocalGuestIo::Write(uint32_t vcpu, uint64_t gpa, uint32_t size, uint64_t 
   uint64_t direct = value & AllOnes(size);
   if (AccessMemory(gpa, &direct, size, true)) return Status::Ok();
   if (!IsMmioClaimed(gpa, size)) return Status::Ok();
-  IoRequest r;
-  r.vcpu = vcpu;
-  r.space = IoSpace::kMmio;
-  r.dir = IoDirection::kWrite;
-  r.addr = gpa;
-  r.size = size;
-  r.count = 1;
-  r.data = value & AllOnes(size);
-  return Submit(r).status();
+  return Submit(PlainAccess(vcpu, IoSpace::kMmio, IoDirection::kWrite, gpa, size, value)).status();
 }
 
 Result<uint32_t> LocalGuestIo::ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint32_t offset,
@@ -203,15 +217,9 @@ Result<uint32_t> LocalGuestIo::ConfigRead(uint32_t vcpu, const Sbdf& sbdf, uint3
     return Status::InvalidArgument("config access size must be 1, 2 or 4");
   }
   if (!IsPciClaimed(sbdf)) return static_cast<uint32_t>(AllOnes(size));
-  IoRequest r;
-  r.vcpu = vcpu;
-  r.space = IoSpace::kPciConfig;
-  r.dir = IoDirection::kRead;
-  r.sbdf = sbdf;
-  r.addr = offset;
-  r.size = size;
-  r.count = 1;
-  GPUVM_ASSIGN_OR_RETURN(uint64_t value, Submit(r));
+  GPUVM_ASSIGN_OR_RETURN(
+      uint64_t value,
+      Submit(PlainAccess(vcpu, IoSpace::kPciConfig, IoDirection::kRead, offset, size, 0, sbdf)));
   return static_cast<uint32_t>(value & AllOnes(size));
 }
 
@@ -221,16 +229,9 @@ Status LocalGuestIo::ConfigWrite(uint32_t vcpu, const Sbdf& sbdf, uint32_t offse
     return Status::InvalidArgument("config access size must be 1, 2 or 4");
   }
   if (!IsPciClaimed(sbdf)) return Status::Ok();
-  IoRequest r;
-  r.vcpu = vcpu;
-  r.space = IoSpace::kPciConfig;
-  r.dir = IoDirection::kWrite;
-  r.sbdf = sbdf;
-  r.addr = offset;
-  r.size = size;
-  r.count = 1;
-  r.data = value & AllOnes(size);
-  return Submit(r).status();
+  return Submit(
+             PlainAccess(vcpu, IoSpace::kPciConfig, IoDirection::kWrite, offset, size, value, sbdf))
+      .status();
 }
 
 namespace {
@@ -345,23 +346,9 @@ bool LocalGuestIo::AccessMemory(uint64_t gpa, void* buffer, uint64_t length, boo
   // Aligned bus-sized accesses are single loads/stores (no tearing), like a real BAR.
   const bool aligned = (reinterpret_cast<uintptr_t>(p) & (length - 1)) == 0;
   if (aligned && length == 4) {
-    uint32_t v;
-    if (write) {
-      std::memcpy(&v, b, 4);
-      __atomic_store_n(reinterpret_cast<uint32_t*>(p), v, __ATOMIC_RELAXED);
-    } else {
-      v = __atomic_load_n(reinterpret_cast<uint32_t*>(p), __ATOMIC_RELAXED);
-      std::memcpy(b, &v, 4);
-    }
+    AccessWord<uint32_t>(p, b, write);
   } else if (aligned && length == 8) {
-    uint64_t v;
-    if (write) {
-      std::memcpy(&v, b, 8);
-      __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELAXED);
-    } else {
-      v = __atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
-      std::memcpy(b, &v, 8);
-    }
+    AccessWord<uint64_t>(p, b, write);
   } else if (write) {
     std::memcpy(p, b, length);
   } else {

@@ -47,7 +47,7 @@ Result<std::unique_ptr<LocalIoreqServer>> LocalIoreqServer::Create(const LocalDo
   // A fresh server starts with nothing claimed, whatever a previous server left on the page.
   s->PublishRouting();
   os::StoreShared(s->control()->server_pid, static_cast<uint32_t>(::getpid()),
-              std::memory_order_release);
+                  std::memory_order_release);
   return s;
 }
 
@@ -120,12 +120,7 @@ Status LocalIoreqServer::UnmapPciDevice(const Sbdf& sbdf) {
 
 Status LocalIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
   if (first > last) return Status::InvalidArgument("MMIO range ends before it starts");
-  for (const auto& [f, l] : ranges_) {
-    if (first <= l && f <= last) {
-      return Status::AlreadyExists("MMIO range " + Hex(first) + "-" + Hex(last) + " overlaps " +
-                                   Hex(f) + "-" + Hex(l));
-    }
-  }
+  GPUVM_RETURN_IF_ERROR(CheckNoOverlap(ranges_, first, last));
   if (ranges_.size() >= kMaxClaimedMmioRanges) {
     return Status::ResourceExhausted("too many MMIO ranges claimed");
   }
@@ -135,11 +130,7 @@ Status LocalIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
 }
 
 Status LocalIoreqServer::UnmapMmioRange(uint64_t first, uint64_t last) {
-  auto it = std::find(ranges_.begin(), ranges_.end(), std::make_pair(first, last));
-  if (it == ranges_.end()) {
-    return Status::NotFound("MMIO range " + Hex(first) + "-" + Hex(last) + " not mapped");
-  }
-  ranges_.erase(it);
+  GPUVM_RETURN_IF_ERROR(RemoveRange(ranges_, first, last));
   PublishRouting();
   return Status::Ok();
 }

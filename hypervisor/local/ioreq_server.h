@@ -80,7 +80,7 @@ class LocalIoreqServer : public IoreqServer {
   std::vector<os::UniqueFd> requests_;
   std::vector<os::UniqueFd> responses_;
   std::vector<Sbdf> pci_devices_;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  MmioRangeList ranges_;
   bool busy_polling_ = false;
   bool edge_triggered_waiter_ = false;
   os::UniqueFd physmap_;  // our end of the physmap socket pair

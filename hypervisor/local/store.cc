@@ -1,6 +1,21 @@
 #include "hypervisor/local/store.h"
 
+#include <initializer_list>
+
 namespace gpuvm::hv::local {
+namespace {
+
+// A store request's payload: `path` (checked first) and then `more` strings.
+Result<std::vector<uint8_t>> PathPayload(std::string_view path,
+                                         std::initializer_list<std::string_view> more = {}) {
+  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  HvWriter w;
+  w.Str(path);
+  for (const std::string_view s : more) w.Str(s);
+  return w.Take();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<LocalStore>> LocalStore::Connect(const std::string& daemon_path,
                                                         DomainId self) {
@@ -10,10 +25,7 @@ Result<std::unique_ptr<LocalStore>> LocalStore::Connect(const std::string& daemo
 }
 
 Result<std::string> LocalStore::Read(std::string_view path) {
-  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
-  HvWriter w;
-  w.Str(path);
-  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(const std::vector<uint8_t> payload, PathPayload(path));
   GPUVM_ASSIGN_OR_RETURN(LocalHvClient::Reply reply, client_->Call(HvOp::kStoreRead, payload));
   HvReader in(reply.results);
   std::optional<std::string> value = in.Str(kMaxStoreValueLength);
@@ -22,27 +34,18 @@ Result<std::string> LocalStore::Read(std::string_view path) {
 }
 
 Status LocalStore::Write(std::string_view path, std::string_view value) {
-  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
+  GPUVM_ASSIGN_OR_RETURN(const std::vector<uint8_t> payload, PathPayload(path, {value}));
   if (value.size() > kMaxStoreValueLength) return Status::InvalidArgument("store value too long");
-  HvWriter w;
-  w.Str(path).Str(value);
-  const std::vector<uint8_t> payload = w.Take();
   return client_->Call(HvOp::kStoreWrite, payload).status();
 }
 
 Status LocalStore::Remove(std::string_view path) {
-  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
-  HvWriter w;
-  w.Str(path);
-  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(const std::vector<uint8_t> payload, PathPayload(path));
   return client_->Call(HvOp::kStoreRemove, payload).status();
 }
 
 Result<std::vector<std::string>> LocalStore::List(std::string_view path) {
-  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
-  HvWriter w;
-  w.Str(path);
-  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(const std::vector<uint8_t> payload, PathPayload(path));
   GPUVM_ASSIGN_OR_RETURN(LocalHvClient::Reply reply, client_->Call(HvOp::kStoreList, payload));
   HvReader in(reply.results);
   std::optional<uint32_t> count = in.U32();
@@ -59,18 +62,12 @@ Result<std::vector<std::string>> LocalStore::List(std::string_view path) {
 }
 
 Status LocalStore::Watch(std::string_view path, std::string_view token) {
-  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
-  HvWriter w;
-  w.Str(path).Str(token);
-  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(const std::vector<uint8_t> payload, PathPayload(path, {token}));
   return client_->Call(HvOp::kStoreWatch, payload).status();
 }
 
 Status LocalStore::Unwatch(std::string_view path, std::string_view token) {
-  GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
-  HvWriter w;
-  w.Str(path).Str(token);
-  const std::vector<uint8_t> payload = w.Take();
+  GPUVM_ASSIGN_OR_RETURN(const std::vector<uint8_t> payload, PathPayload(path, {token}));
   return client_->Call(HvOp::kStoreUnwatch, payload).status();
 }
 

@@ -92,14 +92,14 @@ class XenGrantMapper : public GrantMapper {
 
 Result<std::unique_ptr<GrantSharer>> OpenGrantSharer() {
   GPUVM_ASSIGN_OR_RETURN(GntshrHandle h, OpenGntshr());
-  return std::unique_ptr<GrantSharer>(
-      new XenGrantSharer(std::shared_ptr<xengntshr_handle>(h.release(), GntshrCloser())));
+  return std::unique_ptr<GrantSharer>(new XenGrantSharer(
+      std::shared_ptr<xengntshr_handle>(h.release(), GntshrHandle::deleter_type())));
 }
 
 Result<std::unique_ptr<GrantMapper>> OpenGrantMapper() {
   GPUVM_ASSIGN_OR_RETURN(GnttabHandle h, OpenGnttab());
-  return std::unique_ptr<GrantMapper>(
-      new XenGrantMapper(std::shared_ptr<xengnttab_handle>(h.release(), GnttabCloser())));
+  return std::unique_ptr<GrantMapper>(new XenGrantMapper(
+      std::shared_ptr<xengnttab_handle>(h.release(), GnttabHandle::deleter_type())));
 }
 
 }  // namespace gpuvm::hv::xen

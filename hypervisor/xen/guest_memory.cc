@@ -75,7 +75,8 @@ Result<std::unique_ptr<GuestMemory>> OpenGuestMemory(DomainId domid) {
   if (xc_domain_maximum_gpfn(xc.get(), domid, &max_gpfn) != 0) {
     return CallFailed("maximum_gpfn of domain " + std::to_string(domid), errno);
   }
-  std::shared_ptr<xenforeignmemory_handle> shared(fmem.release(), ForeignMemoryCloser());
+  std::shared_ptr<xenforeignmemory_handle> shared(fmem.release(),
+                                                  ForeignMemoryHandle::deleter_type());
   return std::unique_ptr<GuestMemory>(
       new XenGuestMemory(domid, std::move(shared), uint64_t{max_gpfn} + 1));
 }
@@ -96,7 +97,8 @@ Result<std::unique_ptr<GuestMapping>> MapGuestRam(DomainId domid, uint64_t frame
                               std::to_string(uint64_t{max_gpfn} + 1) + " frames, not " +
                               std::to_string(frames));
   }
-  std::shared_ptr<xenforeignmemory_handle> shared(fmem.release(), ForeignMemoryCloser());
+  std::shared_ptr<xenforeignmemory_handle> shared(fmem.release(),
+                                                  ForeignMemoryHandle::deleter_type());
   std::vector<xen_pfn_t> gfns(frames);
   for (uint64_t i = 0; i < frames; ++i) gfns[i] = i;
   std::vector<int> errors(frames, 0);

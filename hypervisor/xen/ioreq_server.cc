@@ -68,7 +68,7 @@ class XenIoreqServer : public IoreqServer {
   std::vector<evtchn_port_t> vcpu_ports_;  // local port per vCPU
   std::optional<evtchn_port_t> buffered_port_;
   std::vector<Sbdf> pci_devices_;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  MmioRangeList ranges_;
   ControlHandle xc_;  // libxenctrl, opened on the first memory range
   struct MemoryRange {
     uint64_t first, last;
@@ -293,12 +293,7 @@ Status XenIoreqServer::UnmapMemoryRange(uint64_t first, uint64_t last) {
 
 Status XenIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
   if (first > last) return Status::InvalidArgument("MMIO range ends before it starts");
-  for (const auto& [f, l] : ranges_) {
-    if (first <= l && f <= last) {
-      return Status::AlreadyExists("MMIO range " + Hex(first) + "-" + Hex(last) + " overlaps " +
-                                   Hex(f) + "-" + Hex(l));
-    }
-  }
+  GPUVM_RETURN_IF_ERROR(CheckNoOverlap(ranges_, first, last));
   if (xendevicemodel_map_io_range_to_ioreq_server(dm_.get(), domid_, id_, 1, first, last) != 0) {
     return CallFailed("map_io_range_to_ioreq_server " + Hex(first) + "-" + Hex(last), errno);
   }
@@ -307,11 +302,7 @@ Status XenIoreqServer::MapMmioRange(uint64_t first, uint64_t last) {
 }
 
 Status XenIoreqServer::UnmapMmioRange(uint64_t first, uint64_t last) {
-  auto it = std::find(ranges_.begin(), ranges_.end(), std::make_pair(first, last));
-  if (it == ranges_.end()) {
-    return Status::NotFound("MMIO range " + Hex(first) + "-" + Hex(last) + " not mapped");
-  }
-  ranges_.erase(it);
+  GPUVM_RETURN_IF_ERROR(RemoveRange(ranges_, first, last));
   if (xendevicemodel_unmap_io_range_from_ioreq_server(dm_.get(), domid_, id_, 1, first, last) !=
       0) {
     return CallFailed("unmap_io_range_from_ioreq_server", errno);

@@ -26,35 +26,21 @@ extern "C" {
 
 namespace gpuvm::hv::xen {
 
-struct DeviceModelCloser {
-  void operator()(xendevicemodel_handle* h) const { xendevicemodel_close(h); }
+// The owner of a handle of type T of a Xen library, which `Close` releases.
+template <typename T, auto Close>
+struct HandleCloser {
+  void operator()(T* h) const { Close(h); }
 };
-struct ForeignMemoryCloser {
-  void operator()(xenforeignmemory_handle* h) const { xenforeignmemory_close(h); }
-};
-struct EvtchnCloser {
-  void operator()(xenevtchn_handle* h) const { xenevtchn_close(h); }
-};
-struct GnttabCloser {
-  void operator()(xengnttab_handle* h) const { xengnttab_close(h); }
-};
-struct GntshrCloser {
-  void operator()(xengntshr_handle* h) const { xengntshr_close(h); }
-};
-struct ControlCloser {
-  void operator()(xc_interface* h) const { xc_interface_close(h); }
-};
-struct StoreCloser {
-  void operator()(xs_handle* h) const { xs_close(h); }
-};
+template <typename T, auto Close>
+using XenHandle = std::unique_ptr<T, HandleCloser<T, Close>>;
 
-using DeviceModelHandle = std::unique_ptr<xendevicemodel_handle, DeviceModelCloser>;
-using ForeignMemoryHandle = std::unique_ptr<xenforeignmemory_handle, ForeignMemoryCloser>;
-using EvtchnHandle = std::unique_ptr<xenevtchn_handle, EvtchnCloser>;
-using GnttabHandle = std::unique_ptr<xengnttab_handle, GnttabCloser>;
-using GntshrHandle = std::unique_ptr<xengntshr_handle, GntshrCloser>;
-using ControlHandle = std::unique_ptr<xc_interface, ControlCloser>;
-using StoreHandle = std::unique_ptr<xs_handle, StoreCloser>;
+using DeviceModelHandle = XenHandle<xendevicemodel_handle, xendevicemodel_close>;
+using ForeignMemoryHandle = XenHandle<xenforeignmemory_handle, xenforeignmemory_close>;
+using EvtchnHandle = XenHandle<xenevtchn_handle, xenevtchn_close>;
+using GnttabHandle = XenHandle<xengnttab_handle, xengnttab_close>;
+using GntshrHandle = XenHandle<xengntshr_handle, xengntshr_close>;
+using ControlHandle = XenHandle<xc_interface, xc_interface_close>;
+using StoreHandle = XenHandle<xs_handle, xs_close>;
 
 // Open failures: Unavailable("xen: cannot open <what> (no Xen here?): <strerror>").
 Status OpenFailed(std::string_view what, int err);

@@ -15,42 +15,38 @@
 namespace gpuvm::runtime {
 namespace {
 
-class NativeConnection final : public GpuConnection {
+guest::Bus* BusOf(guest::NativeGpu& gpu) { return gpu.bus(); }
+guest::Bus* BusOf(guest::Bus& bus) { return &bus; }
+
+// A connection owning what gives the runtime its Bus: the in-process software GPU (native), the
+// trapping Bus inside a local VM started by gpuvm-vm (guest-pv-driver/local_trap_bus.h), or the Bus
+// over the virtual GPU's sysfs BAR mmaps inside a Xen HVM guest (guest-pv-driver/sysfs_bus.h).
+template <typename Owned, BusMode kMode>
+class OwningConnection final : public GpuConnection {
  public:
-  explicit NativeConnection(std::unique_ptr<guest::NativeGpu> gpu) : gpu_(std::move(gpu)) {}
-  BusMode mode() const override { return BusMode::kNative; }
-  guest::Bus* bus() override { return gpu_->bus(); }
+  explicit OwningConnection(std::unique_ptr<Owned> owned) : owned_(std::move(owned)) {}
+  BusMode mode() const override { return kMode; }
+  guest::Bus* bus() override { return BusOf(*owned_); }
 
  private:
-  std::unique_ptr<guest::NativeGpu> gpu_;
+  std::unique_ptr<Owned> owned_;
 };
 
-#ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
-// Inside a local VM (started by gpuvm-vm): the trapping Bus of guest-pv-driver/local_trap_bus.h.
-class LocalConnection final : public GpuConnection {
- public:
-  explicit LocalConnection(std::unique_ptr<guest::LocalTrapBus> bus) : bus_(std::move(bus)) {}
-  BusMode mode() const override { return BusMode::kLocal; }
-  guest::Bus* bus() override { return bus_.get(); }
+template <BusMode kMode, typename Owned>
+std::unique_ptr<GpuConnection> Connection(std::unique_ptr<Owned> owned) {
+  return std::make_unique<OwningConnection<Owned, kMode>>(std::move(owned));
+}
 
- private:
-  std::unique_ptr<guest::LocalTrapBus> bus_;
-};
-#endif
-
-#ifdef GPUVM_HAVE_SYSFS_BUS
-// Inside a Xen HVM guest: the Bus over the virtual GPU's sysfs BAR mmaps
-// (guest-pv-driver/sysfs_bus.h).
-class SysfsConnection final : public GpuConnection {
- public:
-  explicit SysfsConnection(std::unique_ptr<guest::SysfsBus> bus) : bus_(std::move(bus)) {}
-  BusMode mode() const override { return BusMode::kSysfs; }
-  guest::Bus* bus() override { return bus_.get(); }
-
- private:
-  std::unique_ptr<guest::SysfsBus> bus_;
-};
-#endif
+// The connection over the Bus a guest program finds in its environment (`bus`: the bus class's
+// FromEnvironment), or why there is none.
+template <BusMode kMode, typename BusT>
+Result<std::unique_ptr<GpuConnection>> FromEnvironment(Result<std::unique_ptr<BusT>> bus) {
+  if (!bus.ok()) {
+    return Status::Unavailable(std::string("GPUVM_BUS=") + BusModeName(kMode) + ": " +
+                               bus.status().ToString());
+  }
+  return Connection<kMode>(std::move(*bus));
+}
 
 }  // namespace
 
@@ -102,22 +98,18 @@ Result<std::unique_ptr<GpuConnection>> OpenGpuConnection(const ConnectionOptions
       if (!gpu.ok()) {
         return Status::Unavailable("cannot create the software GPU: " + gpu.status().ToString());
       }
-      return std::unique_ptr<GpuConnection>(new NativeConnection(std::move(*gpu)));
+      return Connection<BusMode::kNative>(std::move(*gpu));
     }
     case BusMode::kLocal: {
 #ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
-      auto bus = guest::LocalTrapBus::FromEnvironment();
-      if (!bus.ok()) return Status::Unavailable("GPUVM_BUS=local: " + bus.status().ToString());
-      return std::unique_ptr<GpuConnection>(new LocalConnection(std::move(*bus)));
+      return FromEnvironment<BusMode::kLocal>(guest::LocalTrapBus::FromEnvironment());
 #else
       return Status::Unimplemented("GPUVM_BUS=local: this build has no local trapping bus");
 #endif
     }
     case BusMode::kSysfs: {
 #ifdef GPUVM_HAVE_SYSFS_BUS
-      auto bus = guest::SysfsBus::FromEnvironment();
-      if (!bus.ok()) return Status::Unavailable("GPUVM_BUS=sysfs: " + bus.status().ToString());
-      return std::unique_ptr<GpuConnection>(new SysfsConnection(std::move(*bus)));
+      return FromEnvironment<BusMode::kSysfs>(guest::SysfsBus::FromEnvironment());
 #else
       return Status::Unimplemented("GPUVM_BUS=sysfs: this build has no sysfs bus");
 #endif

@@ -123,40 +123,63 @@ CUresult EnsureContext() {
     if (ensure_ != CUDA_SUCCESS) return Rec(ensure_); \
   } while (0)
 
-// The module of `fatbin` in the current context, loading (JIT) it on first use. Registry lock held.
-CUresult ModuleFor(FatbinRecord* fatbin, CUmodule* out) {
+// A runtime call that is the driver's `call` with the same arguments, in the current context (made
+// sure of first, as for every runtime call); its result recorded as the last error.
+template <typename... Params, typename... Args>
+cudaError_t InContext(CUresult (*call)(Params...), Args... args) {
+  ENSURE_CONTEXT();
+  return Rec(call(args...));
+}
+
+// Creates a stream or an event (`create`: cuStreamCreate, cuEventCreate) with `flags`.
+template <typename Handle>
+cudaError_t CreateInContext(CUresult (*create)(Handle*, unsigned int), Handle* handle,
+                            unsigned int flags) {
+  if (handle == nullptr) return Record(cudaErrorInvalidValue);
+  return InContext(create, handle, flags);
+}
+
+// The same for a query: CUDA_ERROR_NOT_READY is its answer (cudaErrorNotReady), not an error.
+template <typename... Params, typename... Args>
+cudaError_t QueryInContext(CUresult (*call)(Params...), Args... args) {
+  ENSURE_CONTEXT();
+  const CUresult r = call(args...);
+  return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : Rec(r);
+}
+
+// What `cache` holds for the current context, made by `make` on first use there: modules and
+// functions are per context, as in CUDA. Registry lock held.
+template <typename T, typename Make>
+CUresult PerContext(std::map<CUcontext, T>& cache, T* out, Make make) {
   CUcontext ctx = nullptr;
   CUresult r = cuCtxGetCurrent(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  auto it = fatbin->modules.find(ctx);
-  if (it != fatbin->modules.end()) {
+  auto it = cache.find(ctx);
+  if (it != cache.end()) {
     *out = it->second;
     return CUDA_SUCCESS;
   }
-  CUmodule module = nullptr;
-  r = cuModuleLoadData(&module, fatbin->wrapper);
-  if (r != CUDA_SUCCESS) return r;
-  fatbin->modules[ctx] = module;
-  *out = module;
+  T made = nullptr;
+  if ((r = make(&made)) != CUDA_SUCCESS) return r;
+  cache[ctx] = made;
+  *out = made;
   return CUDA_SUCCESS;
 }
 
+// The module of `fatbin` in the current context, loading (JIT) it on first use. Registry lock held.
+CUresult ModuleFor(FatbinRecord* fatbin, CUmodule* out) {
+  return PerContext(fatbin->modules, out, [fatbin](CUmodule* module) {
+    return cuModuleLoadData(module, fatbin->wrapper);
+  });
+}
+
 CUresult FunctionFor(KernelRecord* k, CUfunction* out) {
-  CUcontext ctx = nullptr;
-  CUresult r = cuCtxGetCurrent(&ctx);
-  if (r != CUDA_SUCCESS) return r;
-  auto it = k->functions.find(ctx);
-  if (it != k->functions.end()) {
-    *out = it->second;
-    return CUDA_SUCCESS;
-  }
-  CUmodule module;
-  if ((r = ModuleFor(k->fatbin, &module)) != CUDA_SUCCESS) return r;
-  CUfunction f;
-  if ((r = cuModuleGetFunction(&f, module, k->name.c_str())) != CUDA_SUCCESS) return r;
-  k->functions[ctx] = f;
-  *out = f;
-  return CUDA_SUCCESS;
+  return PerContext(k->functions, out, [k](CUfunction* f) {
+    CUmodule module;
+    const CUresult r = ModuleFor(k->fatbin, &module);
+    if (r != CUDA_SUCCESS) return r;
+    return cuModuleGetFunction(f, module, k->name.c_str());
+  });
 }
 
 cudaError_t Launch(KernelRecord* k, dim3 grid, dim3 block, void** args, size_t shared,
@@ -207,6 +230,23 @@ cudaError_t SymbolAddress(const void* symbol, CUdeviceptr* address, size_t* size
   r = cuModuleGetGlobal(address, size, module, it->second.name.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) return Record(cudaErrorInvalidSymbol);
   return Rec(r);
+}
+
+// Where a copy of `count` bytes to or from `symbol` at `offset` goes on the device, after CUDA's
+// checks: the range inside the variable, and `kind` either `direction` (host to device for a copy
+// to the symbol, device to host for one from it), device to device or default.
+cudaError_t SymbolRange(const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
+                        cudaMemcpyKind direction, CUdeviceptr* at) {
+  CUdeviceptr address;
+  size_t size;
+  const cudaError_t e = SymbolAddress(symbol, &address, &size);
+  if (e != cudaSuccess) return e;
+  if (offset > size || count > size - offset) return Record(cudaErrorInvalidValue);
+  if (kind != direction && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  *at = address + offset;
+  return cudaSuccess;
 }
 
 // Host (1) or device (2) memory, for cudaMemcpyDefault.
@@ -476,10 +516,7 @@ GPUVM_EXPORT cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int devic
   return cudaSuccess;
 }
 
-GPUVM_EXPORT cudaError_t cudaDeviceSynchronize(void) {
-  ENSURE_CONTEXT();
-  return Rec(cuCtxSynchronize());
-}
+GPUVM_EXPORT cudaError_t cudaDeviceSynchronize(void) { return InContext(cuCtxSynchronize); }
 
 GPUVM_EXPORT cudaError_t cudaDeviceReset(void) {
   CUresult r = cuInit(0);
@@ -551,8 +588,7 @@ GPUVM_EXPORT cudaError_t cudaHostGetDevicePointer(void** device, void* host, uns
 }
 
 GPUVM_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
-  ENSURE_CONTEXT();
-  return Rec(cuMemGetInfo(free, total));
+  return InContext(cuMemGetInfo, free, total);
 }
 
 GPUVM_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
@@ -565,41 +601,28 @@ GPUVM_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t coun
 }
 
 GPUVM_EXPORT cudaError_t cudaMemset(void* ptr, int value, size_t count) {
-  ENSURE_CONTEXT();
-  return Rec(cuMemsetD8(CUdeviceptr(ptr), static_cast<unsigned char>(value), count));
+  return InContext(cuMemsetD8, CUdeviceptr(ptr), static_cast<unsigned char>(value), count);
 }
 
 GPUVM_EXPORT cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
-  ENSURE_CONTEXT();
-  return Rec(cuMemsetD8Async(CUdeviceptr(ptr), static_cast<unsigned char>(value), count, stream));
+  return InContext(cuMemsetD8Async, CUdeviceptr(ptr), static_cast<unsigned char>(value), count,
+                   stream);
 }
 
 GPUVM_EXPORT cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count,
                                             size_t offset, cudaMemcpyKind kind) {
-  CUdeviceptr address;
-  size_t size;
-  cudaError_t e = SymbolAddress(symbol, &address, &size);
+  CUdeviceptr at;
+  const cudaError_t e = SymbolRange(symbol, count, offset, kind, cudaMemcpyHostToDevice, &at);
   if (e != cudaSuccess) return e;
-  if (offset > size || count > size - offset) return Record(cudaErrorInvalidValue);
-  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
-      kind != cudaMemcpyDefault) {
-    return Record(cudaErrorInvalidMemcpyDirection);
-  }
-  return Copy(reinterpret_cast<void*>(address + offset), src, count, kind, nullptr, false);
+  return Copy(reinterpret_cast<void*>(at), src, count, kind, nullptr, false);
 }
 
 GPUVM_EXPORT cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
                                               size_t offset, cudaMemcpyKind kind) {
-  CUdeviceptr address;
-  size_t size;
-  cudaError_t e = SymbolAddress(symbol, &address, &size);
+  CUdeviceptr at;
+  const cudaError_t e = SymbolRange(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &at);
   if (e != cudaSuccess) return e;
-  if (offset > size || count > size - offset) return Record(cudaErrorInvalidValue);
-  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
-      kind != cudaMemcpyDefault) {
-    return Record(cudaErrorInvalidMemcpyDirection);
-  }
-  return Copy(dst, reinterpret_cast<const void*>(address + offset), count, kind, nullptr, false);
+  return Copy(dst, reinterpret_cast<const void*>(at), count, kind, nullptr, false);
 }
 
 GPUVM_EXPORT cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol) {
@@ -615,9 +638,7 @@ GPUVM_EXPORT cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol
 // Streams and events
 
 GPUVM_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-  if (stream == nullptr) return Record(cudaErrorInvalidValue);
-  ENSURE_CONTEXT();
-  return Rec(cuStreamCreate(stream, flags));
+  return CreateInContext(cuStreamCreate, stream, flags);
 }
 
 GPUVM_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* stream) {
@@ -631,26 +652,20 @@ GPUVM_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 GPUVM_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  ENSURE_CONTEXT();
-  return Rec(cuStreamSynchronize(stream));
+  return InContext(cuStreamSynchronize, stream);
 }
 
 GPUVM_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  ENSURE_CONTEXT();
-  CUresult r = cuStreamQuery(stream);
-  return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : Rec(r);  // not-ready is no error
+  return QueryInContext(cuStreamQuery, stream);
 }
 
 GPUVM_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                              unsigned int flags) {
-  ENSURE_CONTEXT();
-  return Rec(cuStreamWaitEvent(stream, event, flags));
+  return InContext(cuStreamWaitEvent, stream, event, flags);
 }
 
 GPUVM_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-  if (event == nullptr) return Record(cudaErrorInvalidValue);
-  ENSURE_CONTEXT();
-  return Rec(cuEventCreate(event, flags));
+  return CreateInContext(cuEventCreate, event, flags);
 }
 
 GPUVM_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
@@ -658,29 +673,23 @@ GPUVM_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
 }
 
 GPUVM_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  ENSURE_CONTEXT();
-  return Rec(cuEventDestroy(event));
+  return InContext(cuEventDestroy, event);
 }
 
 GPUVM_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  ENSURE_CONTEXT();
-  return Rec(cuEventRecord(event, stream));
+  return InContext(cuEventRecord, event, stream);
 }
 
 GPUVM_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
-  ENSURE_CONTEXT();
-  CUresult r = cuEventQuery(event);
-  return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : Rec(r);
+  return QueryInContext(cuEventQuery, event);
 }
 
 GPUVM_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  ENSURE_CONTEXT();
-  return Rec(cuEventSynchronize(event));
+  return InContext(cuEventSynchronize, event);
 }
 
 GPUVM_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  ENSURE_CONTEXT();
-  return Rec(cuEventElapsedTime(ms, start, end));
+  return InContext(cuEventElapsedTime, ms, start, end);
 }
 
 // =====================================================================================================

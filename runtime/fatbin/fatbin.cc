@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/hex.h"
+
 namespace gpuvm::runtime::fatbin {
 namespace {
 
@@ -22,12 +24,6 @@ uint64_t Load64(std::span<const uint8_t> b, size_t at) {
   uint64_t v;
   std::memcpy(&v, b.data() + at, 8);
   return v;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 // Entry header offsets (fatbin.h).

@@ -65,6 +65,17 @@ const char kPtx[] =
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
+// A PTX entry whose `uncompressed_bytes` of text are stored as `compressed` (by the codec `flag`
+// names).
+EntrySpec CompressedPtx(uint64_t flag, std::vector<uint8_t> compressed, size_t uncompressed_bytes) {
+  EntrySpec s;
+  s.flags = 0x11 | flag;
+  s.compressed_bytes = uint32_t(compressed.size());
+  s.uncompressed_bytes = uncompressed_bytes;
+  s.payload = std::move(compressed);
+  return s;
+}
+
 TEST(RuntimeFatbinWrapper, DecodesBothVersions) {
   std::vector<uint8_t> w(24);
   Put32(w, 0, kWrapperMagic);
@@ -151,12 +162,8 @@ TEST(RuntimeFatbinSynthetic, Lz4Entry) {
                                int(ptx.size()), int(compressed.size()));
   ASSERT_GT(n, 0);
   compressed.resize(n);
-  EntrySpec s;
+  EntrySpec s = CompressedPtx(kFlagCompressedLz4, compressed, ptx.size());
   s.header_bytes = 64;
-  s.flags = 0x11 | kFlagCompressedLz4;
-  s.compressed_bytes = uint32_t(n);
-  s.uncompressed_bytes = ptx.size();
-  s.payload = compressed;
   std::vector<uint8_t> blob = BuildContainer({s});
   auto c = ParseContainer(blob);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -178,11 +185,7 @@ TEST(RuntimeFatbinSynthetic, ZstdEntryAndCorruption) {
   size_t n = ZSTD_compress(compressed.data(), compressed.size(), ptx.data(), ptx.size(), 3);
   ASSERT_FALSE(ZSTD_isError(n));
   compressed.resize(n);
-  EntrySpec s;
-  s.flags = 0x11 | kFlagCompressedZstd;
-  s.compressed_bytes = uint32_t(n);
-  s.uncompressed_bytes = ptx.size();
-  s.payload = compressed;
+  const EntrySpec s = CompressedPtx(kFlagCompressedZstd, compressed, ptx.size());
   std::vector<uint8_t> blob = BuildContainer({s});
   auto c = ParseContainer(blob);
   ASSERT_TRUE(c.ok());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/driver_api_launch.h"
 #include "bench/kernels/kernel_corpus.h"
 #include "runtime/include/cuda.h"
 
@@ -54,34 +55,7 @@ TEST_P(RuntimeCorpus, RunsAndMatchesTheReference) {
     CUfunction f;
     ASSERT_EQ(cuModuleGetFunction(&f, module, launch.kernel.c_str()), CUDA_SUCCESS)
         << launch.kernel;
-    std::vector<uint8_t> packed;
-    for (const auto& arg : launch.args) {
-      size_t at = (packed.size() + arg.Align() - 1) / arg.Align() * arg.Align();
-      packed.resize(at + arg.Size());
-      using Kind = gpuvm::kernels::Arg::Kind;
-      uint64_t address = arg.kind == Kind::kValue ? 0 : buffers[arg.buffer] + uint64_t(arg.offset);
-      switch (arg.kind) {
-        case Kind::kPointer:
-          memcpy(&packed[at], &address, 8);
-          break;
-        case Kind::kPointerLow32:
-          memcpy(&packed[at], &address, 4);
-          break;
-        case Kind::kPointerHigh32:
-          memcpy(&packed[at], reinterpret_cast<uint8_t*>(&address) + 4, 4);
-          break;
-        case Kind::kValue:
-          memcpy(&packed[at], arg.bytes.data(), arg.bytes.size());
-          break;
-      }
-    }
-    size_t size = packed.size();
-    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
-                     &size, CU_LAUNCH_PARAM_END};
-    ASSERT_EQ(cuLaunchKernel(f, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
-                             launch.block[1], launch.block[2], launch.dynamic_shared, nullptr,
-                             nullptr, extra),
-              CUDA_SUCCESS)
+    ASSERT_EQ(gpuvm::kernels::LaunchWithDriverApi(f, launch, buffers), CUDA_SUCCESS)
         << launch.kernel;
   }
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);

@@ -11,37 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/isa/assembler.h"
 #include "gpu/isa/module.h"
+#include "gpu/isa/sample_kernels.h"
 
 namespace gpuvm::runtime::testing {
 
 // vadd(const u32* a, const u32* b, u32* c, u32 n): c[i] = a[i] + b[i] for i < n.
-inline constexpr char kVaddAsm[] = R"(
-    .params 28
-    s2r.u32 r0, %tid.x
-    s2r.u32 r1, %ctaid.x
-    s2r.u32 r2, %ntid.x
-    mad.u32 r0, r1, r2, r0
-    ld.const.c0.u32 r8, [rz+24]
-    setp.ge.u32 p0, r0, r8
-    @p0 bra done
-    ld.const.c0.u64 r2, [rz+0]
-    ld.const.c0.u64 r4, [rz+8]
-    ld.const.c0.u64 r6, [rz+16]
-    mulwide.u32 r10, r0, 4
-    add.u64 r12, r2, r10
-    ld.global.a64.u32 r14, [r12]
-    add.u64 r12, r4, r10
-    ld.global.a64.u32 r15, [r12]
-    add.u32 r14, r14, r15
-    add.u64 r12, r6, r10
-    st.global.a64.u32 [r12], r14
-  done:
-    exit
-)";
+using isa::kVaddAsm;
 
 // poke(u64 address): every thread stores 1 to `address` (a bad pointer makes an MMU fault).
 inline constexpr char kPokeAsm[] = R"(
@@ -100,13 +80,18 @@ inline constexpr FaultKernel kFaultKernels[] = {
      702},  // CUDA_ERROR_LAUNCH_TIMEOUT
 };
 
-inline std::vector<uint8_t> AssembleOrDie(const char* text) {
-  auto image = isa::Assemble(text);
-  if (!image.ok()) {
-    fprintf(stderr, "test kernel does not assemble: %s\n", image.status().ToString().c_str());
+// `bytes`, or the test program ends saying what `what` failed with (the kernels are constants: a
+// failure is a bug in this file).
+inline std::vector<uint8_t> OrDie(Result<std::vector<uint8_t>> bytes, const char* what) {
+  if (!bytes.ok()) {
+    fprintf(stderr, "%s: %s\n", what, bytes.status().ToString().c_str());
     abort();
   }
-  return *image;
+  return std::move(*bytes);
+}
+
+inline std::vector<uint8_t> AssembleOrDie(const char* text) {
+  return OrDie(isa::Assemble(text), "test kernel does not assemble");
 }
 
 // A module with vadd, poke and fill_from_global, one global "counter" (u32, initial value 40) and a
@@ -130,12 +115,7 @@ inline std::vector<uint8_t> TestModuleImage() {
   self_pointer.relocations.push_back({0, 8, 0, 4});
   m.globals.push_back(self_pointer);
   m.const_image = {2, 0, 0, 0};
-  auto bytes = isa::EncodeModule(m);
-  if (!bytes.ok()) {
-    fprintf(stderr, "test module does not encode: %s\n", bytes.status().ToString().c_str());
-    abort();
-  }
-  return *bytes;
+  return OrDie(isa::EncodeModule(m), "test module does not encode");
 }
 
 // A module with the kernels of kFaultKernels.
@@ -143,12 +123,7 @@ inline std::vector<uint8_t> FaultModuleImage() {
   isa::Module m;
   for (const FaultKernel& k : kFaultKernels)
     m.kernels.push_back({k.name, AssembleOrDie(k.assembly), {{0, 8, 8}}});
-  auto bytes = isa::EncodeModule(m);
-  if (!bytes.ok()) {
-    fprintf(stderr, "fault module does not encode: %s\n", bytes.status().ToString().c_str());
-    abort();
-  }
-  return *bytes;
+  return OrDie(isa::EncodeModule(m), "fault module does not encode");
 }
 
 }  // namespace gpuvm::runtime::testing

@@ -25,17 +25,22 @@ source "$here/stage.sh"
 
 log() { echo "xen-testbed: $*" >&2; }
 
+# A fresh stage in $out/stage-NAME (now $STAGE) with busybox as sh and INIT (under tests/xen/) as /init.
+stage_busybox_root() {
+  STAGE="$out/stage-$1"
+  stage_init
+  stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
+  ln -s busybox "$STAGE/usr/bin/sh"
+  stage_file "$repo/tests/xen/$2" /init
+  chmod 755 "$STAGE/init"
+}
+
 kernel_version=$(ls "$PKGROOT/lib/modules" | head -n1)
 vmlinuz="$PKGROOT/boot/vmlinuz-$kernel_version"
 [[ -f "$vmlinuz" ]] || { log "no kernel in $PKGROOT/boot"; exit 1; }
 
 # ---- guest --------------------------------------------------------------------------------------
-STAGE="$out/stage-guest"
-stage_init
-stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
-ln -s busybox "$STAGE/usr/bin/sh"
-stage_file "$repo/tests/xen/guest-init.sh" /init
-chmod 755 "$STAGE/init"
+stage_busybox_root guest guest-init.sh
 mkdir -p "$STAGE/gpuvm/bin" "$STAGE/gpuvm/lib"
 : >"$STAGE/gpuvm/guest-tests"
 guest_programs=()
@@ -74,12 +79,7 @@ stage_pack "$out/guest-initrd.cpio" zstd
 log "guest initramfs: $(du -h "$out/guest-initrd.cpio" | cut -f1), tests: $(wc -l <"$STAGE/gpuvm/guest-tests")"
 
 # ---- dom0 ---------------------------------------------------------------------------------------
-STAGE="$out/stage-dom0"
-stage_init
-stage_file "$PKGROOT/bin/busybox" /usr/bin/busybox
-ln -s busybox "$STAGE/usr/bin/sh"
-stage_file "$repo/tests/xen/dom0-init.sh" /init
-chmod 755 "$STAGE/init"
+stage_busybox_root dom0 dom0-init.sh
 
 xenbin=/usr/lib/xen-4.17/bin
 # xenctx and lsevtchn are diagnostics: where a stuck guest's vCPU is, which event channels are pending.

@@ -8,25 +8,22 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out) {
-  const size_t input_bytes = p.input.size() * sizeof(float);
-  const size_t w_bytes = p.w.size() * sizeof(float);
-  const size_t partial_bytes = p.want_partial.size() * sizeof(float);
-  const size_t hidden_bytes = (p.hid + 1) * sizeof(float);
+  const BackpropProblem::Bytes bytes = p.BufferBytes();
   if (!OpenDevice(report, bp_layer_forward)) return;
   float *d_input, *d_w, *d_old_w, *d_partial, *d_hidden, *d_delta;
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_input, input_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_w, w_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_old_w, w_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_partial, partial_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_hidden, hidden_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_delta, hidden_bytes));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_input, bytes.input));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_w, bytes.w));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_old_w, bytes.w));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_partial, bytes.partial));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_hidden, bytes.hidden));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_delta, bytes.hidden));
 
   report.Enter(Phase::kHtoD);
-  GPUVM_SUITE_RT(report, cudaMemcpy(d_input, p.input.data(), input_bytes, cudaMemcpyHostToDevice));
-  GPUVM_SUITE_RT(report, cudaMemcpy(d_w, p.w.data(), w_bytes, cudaMemcpyHostToDevice));
-  GPUVM_SUITE_RT(report, cudaMemcpy(d_old_w, p.old_w.data(), w_bytes, cudaMemcpyHostToDevice));
-  GPUVM_SUITE_RT(report, cudaMemcpy(d_delta, p.delta.data(), hidden_bytes, cudaMemcpyHostToDevice));
-  GPUVM_SUITE_RT(report, cudaMemset(d_hidden, 0, hidden_bytes));
+  GPUVM_SUITE_RT(report, cudaMemcpy(d_input, p.input.data(), bytes.input, cudaMemcpyHostToDevice));
+  GPUVM_SUITE_RT(report, cudaMemcpy(d_w, p.w.data(), bytes.w, cudaMemcpyHostToDevice));
+  GPUVM_SUITE_RT(report, cudaMemcpy(d_old_w, p.old_w.data(), bytes.w, cudaMemcpyHostToDevice));
+  GPUVM_SUITE_RT(report, cudaMemcpy(d_delta, p.delta.data(), bytes.hidden, cudaMemcpyHostToDevice));
+  GPUVM_SUITE_RT(report, cudaMemset(d_hidden, 0, bytes.hidden));
 
   report.Enter(Phase::kLaunch);
   bp_layer_forward<<<dim3(Blocks(p.hid, 16), Blocks(p.in, 16)), dim3(16, 16)>>>(
@@ -42,11 +39,11 @@ void Run(const BackpropProblem& p, Report& report, BackpropProblem::Outputs* out
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
   GPUVM_SUITE_RT(report,
-                 cudaMemcpy(out->partial.data(), d_partial, partial_bytes, cudaMemcpyDeviceToHost));
+                 cudaMemcpy(out->partial.data(), d_partial, bytes.partial, cudaMemcpyDeviceToHost));
   GPUVM_SUITE_RT(report,
-                 cudaMemcpy(out->hidden.data(), d_hidden, hidden_bytes, cudaMemcpyDeviceToHost));
-  GPUVM_SUITE_RT(report, cudaMemcpy(out->w.data(), d_w, w_bytes, cudaMemcpyDeviceToHost));
-  GPUVM_SUITE_RT(report, cudaMemcpy(out->old_w.data(), d_old_w, w_bytes, cudaMemcpyDeviceToHost));
+                 cudaMemcpy(out->hidden.data(), d_hidden, bytes.hidden, cudaMemcpyDeviceToHost));
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->w.data(), d_w, bytes.w, cudaMemcpyDeviceToHost));
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->old_w.data(), d_old_w, bytes.w, cudaMemcpyDeviceToHost));
 
   CloseDevice(report, {d_input, d_w, d_old_w, d_partial, d_hidden, d_delta});
 }

@@ -8,21 +8,19 @@ namespace gpuvm::suite {
 namespace {
 
 void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
-  const size_t records_bytes = p.records.size() * sizeof(float);
-  const size_t dist_bytes = static_cast<size_t>(p.n) * sizeof(float);
-  const size_t block_bytes = static_cast<size_t>(p.blocks) * sizeof(float);
+  const NnProblem::Bytes bytes = p.BufferBytes();
   if (!OpenDevice(report, nn_distance)) return;
   float2* d_records;
   float *d_dist, *d_block_min;
   int* d_block_index;
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_records, records_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_dist, dist_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_block_min, block_bytes));
-  GPUVM_SUITE_RT(report, cudaMalloc(&d_block_index, block_bytes));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_records, bytes.records));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_dist, bytes.dist));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_block_min, bytes.block));
+  GPUVM_SUITE_RT(report, cudaMalloc(&d_block_index, bytes.block));
 
   report.Enter(Phase::kHtoD);
   GPUVM_SUITE_RT(report,
-                 cudaMemcpy(d_records, p.records.data(), records_bytes, cudaMemcpyHostToDevice));
+                 cudaMemcpy(d_records, p.records.data(), bytes.records, cudaMemcpyHostToDevice));
 
   report.Enter(Phase::kLaunch);
   nn_distance<<<Blocks(p.n, 256), 256>>>(d_records, d_dist, p.n, p.lat, p.lng);
@@ -34,10 +32,10 @@ void Run(const NnProblem& p, Report& report, NnProblem::Outputs* out) {
   report.Enter(Phase::kDtoH);
   p.SizeOutputs(out);
   GPUVM_SUITE_RT(
-      report, cudaMemcpy(out->block_min.data(), d_block_min, block_bytes, cudaMemcpyDeviceToHost));
-  GPUVM_SUITE_RT(report, cudaMemcpy(out->block_index.data(), d_block_index, block_bytes,
+      report, cudaMemcpy(out->block_min.data(), d_block_min, bytes.block, cudaMemcpyDeviceToHost));
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->block_index.data(), d_block_index, bytes.block,
                                     cudaMemcpyDeviceToHost));
-  GPUVM_SUITE_RT(report, cudaMemcpy(out->dist.data(), d_dist, dist_bytes, cudaMemcpyDeviceToHost));
+  GPUVM_SUITE_RT(report, cudaMemcpy(out->dist.data(), d_dist, bytes.dist, cudaMemcpyDeviceToHost));
   report.Enter(Phase::kLaunch);  // the host's final step belongs to the computation
   out->nearest = NnPick(out->block_min, out->block_index);
 

@@ -30,14 +30,8 @@ inline std::string RtError(cudaError_t error, const char* call) {
 }
 
 // Records the failure of `call` in `report` and returns from the enclosing void function.
-#define GPUVM_SUITE_RT(report, call)                               \
-  do {                                                             \
-    const cudaError_t suite_error_ = (call);                       \
-    if (suite_error_ != cudaSuccess) {                             \
-      (report).Fail(::gpuvm::suite::RtError(suite_error_, #call)); \
-      return;                                                      \
-    }                                                              \
-  } while (0)
+#define GPUVM_SUITE_RT(report, call) \
+  GPUVM_SUITE_CHECK(report, (call), #call, cudaSuccess, ::gpuvm::suite::RtError)
 
 // A kernel launch (<<<...>>>) reports configuration errors through cudaGetLastError.
 #define GPUVM_SUITE_RT_LAUNCHED(report) GPUVM_SUITE_RT(report, cudaGetLastError())

@@ -3,6 +3,7 @@
 #include "gpu/sim/compute/semantics.h"
 
 #include <atomic>
+#include <bit>
 #include <cfenv>
 #include <cmath>
 #include <cstring>
@@ -14,27 +15,10 @@ namespace {
 using isa::Rounding;
 using isa::Type;
 
-float F32(uint64_t bits) {
-  uint32_t b = static_cast<uint32_t>(bits);
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
-double F64(uint64_t bits) {
-  double d;
-  memcpy(&d, &bits, 8);
-  return d;
-}
-uint64_t Bits(float f) {
-  uint32_t b;
-  memcpy(&b, &f, 4);
-  return b;
-}
-uint64_t Bits(double d) {
-  uint64_t b;
-  memcpy(&b, &d, 8);
-  return b;
-}
+float F32(uint64_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits)); }
+double F64(uint64_t bits) { return std::bit_cast<double>(bits); }
+uint64_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
 
 // Sets the FPU rounding mode for a scope (restores on exit).
 class ScopedRounding {
@@ -75,82 +59,53 @@ T Saturate01(T v) {
   return v;
 }
 
-// Integer value of a source in canonical form, as a 128-bit signed number.
-__int128 IntValue(Type t, uint64_t bits) {
+// Calls `f` with a value of `t`'s C++ integer type (U8 to U64; any other type as int64_t), so that
+// one generic lambda serves every integer type.
+template <typename F>
+auto WithIntType(Type t, F&& f) {
   switch (t) {
     case Type::kU8:
-      return static_cast<uint8_t>(bits);
+      return f(uint8_t{});
     case Type::kS8:
-      return static_cast<int8_t>(bits);
+      return f(int8_t{});
     case Type::kU16:
-      return static_cast<uint16_t>(bits);
+      return f(uint16_t{});
     case Type::kS16:
-      return static_cast<int16_t>(bits);
+      return f(int16_t{});
     case Type::kU32:
-      return static_cast<uint32_t>(bits);
+      return f(uint32_t{});
     case Type::kS32:
-      return static_cast<int32_t>(bits);
+      return f(int32_t{});
     case Type::kU64:
-      return bits;
+      return f(uint64_t{});
     default:
-      return static_cast<int64_t>(bits);
+      return f(int64_t{});
   }
+}
+
+// Integer value of a source in canonical form, as a 128-bit signed number.
+__int128 IntValue(Type t, uint64_t bits) {
+  return WithIntType(t, [bits](auto tag) -> __int128 { return static_cast<decltype(tag)>(bits); });
 }
 
 void IntRange(Type t, __int128* lo, __int128* hi) {
-  switch (t) {
-    case Type::kU8:
-      *lo = 0;
-      *hi = 0xff;
-      return;
-    case Type::kS8:
-      *lo = -128;
-      *hi = 127;
-      return;
-    case Type::kU16:
-      *lo = 0;
-      *hi = 0xffff;
-      return;
-    case Type::kS16:
-      *lo = -32768;
-      *hi = 32767;
-      return;
-    case Type::kU32:
-      *lo = 0;
-      *hi = 0xffffffffll;
-      return;
-    case Type::kS32:
-      *lo = INT32_MIN;
-      *hi = INT32_MAX;
-      return;
-    case Type::kU64:
-      *lo = 0;
-      *hi = std::numeric_limits<uint64_t>::max();
-      return;
-    default:
-      *lo = INT64_MIN;
-      *hi = INT64_MAX;
-      return;
-  }
+  WithIntType(t, [lo, hi](auto tag) {
+    *lo = std::numeric_limits<decltype(tag)>::min();
+    *hi = std::numeric_limits<decltype(tag)>::max();
+  });
 }
 
-// Truncates/extends an integer to `t`'s canonical register form.
+// Truncates/extends an integer to `t`'s canonical register form: types narrower than 64 bits are
+// held in 32 (signed ones sign-extended to 32, then zero-extended).
 uint64_t IntBits(Type t, __int128 v) {
-  switch (t) {
-    case Type::kU8:
-      return static_cast<uint8_t>(v);
-    case Type::kS8:
-      return static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(v)));
-    case Type::kU16:
-      return static_cast<uint16_t>(v);
-    case Type::kS16:
-      return static_cast<uint32_t>(static_cast<int32_t>(static_cast<int16_t>(v)));
-    case Type::kU32:
-    case Type::kS32:
-      return static_cast<uint32_t>(v);
-    default:
-      return static_cast<uint64_t>(v);
-  }
+  return WithIntType(t, [v](auto tag) -> uint64_t {
+    using T = decltype(tag);
+    if constexpr (sizeof(T) < 8) {
+      return static_cast<uint32_t>(static_cast<int32_t>(static_cast<T>(v)));
+    } else {
+      return static_cast<uint64_t>(static_cast<T>(v));
+    }
+  });
 }
 
 double HalfToDouble(uint16_t h) {
@@ -317,46 +272,22 @@ uint64_t ConvertValue(uint32_t packed, uint64_t src_bits) {
   return Bits(sat ? Saturate01(f) : f);
 }
 
-uint64_t FloatSlowOp(uint32_t packed, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits) {
-  const auto op = static_cast<isa::Opcode>(packed & 0xff);
-  const auto type = static_cast<Type>((packed >> 8) & 0xf);
-  const uint8_t mod = static_cast<uint8_t>(packed >> 16);
-  const uint8_t round = mod & isa::kModRoundMask;
-  const bool sat = mod & isa::kModSat;
-  ScopedRounding scoped(round);
-  if (type == Type::kF32) {
-    volatile float a = F32(a_bits), b = F32(b_bits), c = F32(c_bits);
-    float r = 0;
-    switch (op) {
-      case isa::Opcode::kAdd:
-        r = a + b;
-        break;
-      case isa::Opcode::kSub:
-        r = a - b;
-        break;
-      case isa::Opcode::kMul:
-        r = a * b;
-        break;
-      case isa::Opcode::kFma:
-        r = std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(c));
-        break;
-      case isa::Opcode::kDiv:
-        r = a / b;
-        break;
-      case isa::Opcode::kSqrt:
-        r = std::sqrt(static_cast<float>(a));
-        break;
-      case isa::Opcode::kRcp:
-        r = 1.0f / a;
-        break;
-      default:
-        break;
+namespace {
+
+// One operation of FloatSlowOp in F (float or double) under the caller's rounding mode. The
+// volatiles keep the compiler from folding the operation or moving it out of that mode's scope.
+template <typename F>
+uint64_t RoundedFloatOp(isa::Opcode op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits,
+                        bool sat) {
+  auto value = [](uint64_t bits) -> F {
+    if constexpr (std::is_same_v<F, float>) {
+      return F32(bits);
+    } else {
+      return F64(bits);
     }
-    volatile float result = r;
-    return Bits(sat ? Saturate01(static_cast<float>(result)) : static_cast<float>(result));
-  }
-  volatile double a = F64(a_bits), b = F64(b_bits), c = F64(c_bits);
-  double r = 0;
+  };
+  volatile F a = value(a_bits), b = value(b_bits), c = value(c_bits);
+  F r = 0;
   switch (op) {
     case isa::Opcode::kAdd:
       r = a + b;
@@ -368,22 +299,35 @@ uint64_t FloatSlowOp(uint32_t packed, uint64_t a_bits, uint64_t b_bits, uint64_t
       r = a * b;
       break;
     case isa::Opcode::kFma:
-      r = std::fma(static_cast<double>(a), static_cast<double>(b), static_cast<double>(c));
+      r = std::fma(static_cast<F>(a), static_cast<F>(b), static_cast<F>(c));
       break;
     case isa::Opcode::kDiv:
       r = a / b;
       break;
     case isa::Opcode::kSqrt:
-      r = std::sqrt(static_cast<double>(a));
+      r = std::sqrt(static_cast<F>(a));
       break;
     case isa::Opcode::kRcp:
-      r = 1.0 / a;
+      r = F(1) / a;
       break;
     default:
       break;
   }
-  volatile double result = r;
-  return Bits(sat ? Saturate01(static_cast<double>(result)) : static_cast<double>(result));
+  volatile F result = r;
+  return Bits(sat ? Saturate01(static_cast<F>(result)) : static_cast<F>(result));
+}
+
+}  // namespace
+
+uint64_t FloatSlowOp(uint32_t packed, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits) {
+  const auto op = static_cast<isa::Opcode>(packed & 0xff);
+  const auto type = static_cast<Type>((packed >> 8) & 0xf);
+  const uint8_t mod = static_cast<uint8_t>(packed >> 16);
+  const uint8_t round = mod & isa::kModRoundMask;
+  const bool sat = mod & isa::kModSat;
+  ScopedRounding scoped(round);
+  if (type == Type::kF32) return RoundedFloatOp<float>(op, a_bits, b_bits, c_bits, sat);
+  return RoundedFloatOp<double>(op, a_bits, b_bits, c_bits, sat);
 }
 
 namespace {

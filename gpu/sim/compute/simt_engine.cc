@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 
+#include "base/hex.h"
 #include "gpu/isa/disassembler.h"
 #include "gpu/isa/encoding.h"
 
@@ -59,30 +60,9 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kChunk = 4096;
 constexpr uint32_t kMaxConstBankBytes = 64 * 1024;
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
 const char* FaultReasonName(gf100::FaultReason r) {
-  switch (r) {
-    case gf100::FaultReason::kPtNotPresent:
-      return "page table not present";
-    case gf100::FaultReason::kPtTooShort:
-      return "page table too short";
-    case gf100::FaultReason::kPageNotPresent:
-      return "page not present";
-    case gf100::FaultReason::kVspaceLimit:
-      return "beyond the address space limit";
-    case gf100::FaultReason::kNoChannel:
-      return "no channel";
-    case gf100::FaultReason::kPageSupervisorOnly:
-      return "supervisor-only page";
-    case gf100::FaultReason::kPageReadOnly:
-      return "read-only page";
-  }
-  return "unknown reason";
+  const gf100::FaultReasonText* text = gf100::FaultReasonTextOf(static_cast<uint32_t>(r));
+  return text != nullptr ? text->phrase : "unknown reason";
 }
 
 // Copies [va, va + len) out of the channel's address space (page by page).
