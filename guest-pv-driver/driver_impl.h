@@ -57,8 +57,9 @@ inline constexpr uint64_t kLargePageThreshold = 1ull << 20;
 // Report slots (fences, queries, events): 16 bytes {payload, 0, timestamp64}.
 inline constexpr uint64_t kReportSlotBytes = 16;
 inline constexpr uint64_t kReportPageBytes = 64 << 10;
-// (our choice) bound on the waits around a channel's life: its setup at creation, its drain at
-// destruction (also the Context's at teardown).
+// (our choice) bound on the drain waits at a channel's destruction (also the Context's at
+// teardown). A channel's setup at creation waits the context's default timeout instead: it queues
+// behind other VMs' work like any submission.
 inline constexpr auto kChannelDrainWait = std::chrono::seconds(5);
 // Device allocations up to this size are mapped whole into BAR1 on their first small copy.
 inline constexpr uint64_t kBar1MapMax = 8ull << 20;

@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
+#include "gpu/hw/ramin.h"
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/driver_impl.h"
 #include "guest-pv-driver/native_bus.h"
@@ -508,6 +510,71 @@ TEST_F(GuestDriverTest, NewChannelsAndContextsAreIdle) {
       EXPECT_TRUE(*done) << "channel " << j << " of context " << i;
     }
   }
+}
+
+// A Bus that, once armed, holds the next IB_PUT doorbell back for a while and then delivers it
+// from another thread: what the aggregator's dispatcher does to a VM's submission while another
+// VM's long (or hung, until max_run) kernel has the GPU.
+class QueueingBus final : public ForwardingBus {
+ public:
+  using ForwardingBus::ForwardingBus;
+  ~QueueingBus() override {
+    if (late_.joinable()) late_.join();
+  }
+  void HoldNextDoorbell(std::chrono::milliseconds hold) {
+    hold_ = hold;
+    armed_ = true;
+  }
+  void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override {
+    const bool doorbell =
+        bar == Bar::k1 && (offset & (gf100::pfifo::kUserPageSize - 1)) == gf100::userd::kIbPut;
+    if (doorbell && armed_.exchange(false)) {
+      late_ = std::thread([this, bar, offset, width, value] {
+        std::this_thread::sleep_for(hold_);
+        inner_->Write(bar, offset, width, value);
+      });
+      return;
+    }
+    inner_->Write(bar, offset, width, value);
+  }
+
+ private:
+  std::atomic<bool> armed_{false};
+  std::chrono::milliseconds hold_{0};
+  std::thread late_;
+};
+
+// A new context's channel setup waits its turn on a busy GPU like any other work (the context's
+// default timeout), not a shorter drain limit: another VM holding the GPU for a few seconds (up to
+// the aggregator's max_run, 5 s by default) must not make cuCtxCreate fail here.
+TEST_F(GuestDriverTest, AContextCreatedWhileTheGpuIsBusyWaitsItsTurn) {
+  driver_.reset();
+  QueueingBus bus(gpu_->bus());
+  auto driver = Driver::Create(&bus);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  driver_ = std::move(*driver);
+  // The driver goes before the bus it uses, also when an assertion ends the test early.
+  struct DriverFirst {
+    std::unique_ptr<Driver>& driver;
+    ~DriverFirst() { driver.reset(); }
+  } driver_first{driver_};
+  ContextOptions o;
+  o.default_timeout = std::chrono::seconds(30);
+  bus.HoldNextDoorbell(milliseconds(6500));
+  const auto start = std::chrono::steady_clock::now();
+  auto ctx = driver_->CreateContext(o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(6500));
+  auto a = (*ctx)->AllocDevice(4096);
+  ASSERT_TRUE(a.ok());
+  Channel* ch = (*ctx)->default_channel();
+  auto f = ch->Memset32Async(a->va, 9, 1);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(ch->Wait(*f).ok());
+  uint32_t v = 0;
+  ASSERT_TRUE(ch->CopyDeviceToHost(&v, a->va, 4).ok());
+  EXPECT_EQ(v, 9u);
+  ctx->reset();
 }
 
 TEST_F(GuestDriverTest, BadContextOptions) {

@@ -13,8 +13,9 @@
 // stay 0), and the guest whose device model was stopped says what it waited for.
 // TwoProgramsInARowInAPtVm: the same two-programs script in a pass-through VM.
 //
-// Timings are never asserted beyond generous bounds: the pause is 15 s, and the GPU-time check
-// compares against the time the kernel took (which includes the pause) minus the pause, plus 2 s.
+// Timings are never asserted beyond generous bounds: the pause is 15 s (40 s under sanitizers, with
+// max_run 12 s and 30 s), and the GPU-time check compares against the time the kernel took (which
+// includes the pause) minus the pause, plus 2 s.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -35,7 +36,22 @@ using gpuvm::process_testing::Process;
 using gpuvm::process_testing::ReadFile;
 using namespace std::chrono_literals;
 
-constexpr auto kPause = 15s;
+// Under ASan + UBSan (make asan) the long kernel takes ~12 s of device time on a loaded 2-core
+// machine instead of ~1-5 s, so max_run and the pause (which must stay above max_run, see below)
+// scale with it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+constexpr auto kPause = kSanitized ? 40s : 15s;
+constexpr auto kMaxRun = kSanitized ? 30s : 12s;
 
 class StallIntegrationTest : public gpuvm::process_testing::AggregatorProcessTest {
  protected:
@@ -105,8 +121,8 @@ class StallIntegrationTest : public gpuvm::process_testing::AggregatorProcessTes
 TEST_F(StallIntegrationTest, StoppedProcessesResumeAndNobodyIsChargedThePause) {
   // max_run above the long kernel's own time on a loaded host (~5 s here), and below the pause: a
   // max_run counted in wall time would expire over the pause.
-  StartAggregator("stall",
-                  {"--vram-mib", "512", "--compute-workers", "2", "--max-run-ms", "12000"});
+  StartAggregator("stall", {"--vram-mib", "512", "--compute-workers", "2", "--max-run-ms",
+                            std::to_string(std::chrono::milliseconds(kMaxRun).count())});
   const std::string guest = GPUVM_GUEST_BIN;
   std::ofstream(dir_ + "/now") << "go\n";
   // dmstop runs madd once, waits for dmstop.go, then three more times; gueststop launches its madd
