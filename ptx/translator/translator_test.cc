@@ -230,6 +230,33 @@ TEST(JitTranslator, SharedGenericAddressesAndIsspacep) {
          ".shared .align 4 .b8 sm[256];\n");
 }
 
+// A 32-bit shared address wraps at 2^32, as nvcc -O3 relies on: it forms `base - k` in a 32-bit
+// register (below zero when the window starts at 0) and adds k back in the instruction's offset.
+// Local, constant and atomic accesses compute their addresses the same way (LaneAddress).
+TEST(JitTranslator, ThirtyTwoBitAddressesWrapAtFourGiB) {
+  Expect(R"(
+    mov.u32 %r5, sm;
+    shl.b32 %r4, %r1, 2;
+    add.s32 %r6, %r5, %r4;
+    st.shared.u32 [%r6], %r2;
+    bar.sync 0;
+    xor.b32 %r7, %r1, 1;
+    shl.b32 %r7, %r7, 2;
+    add.s32 %r8, %r5, %r7;
+    sub.s32 %r8, %r8, 1088;
+    ld.shared.u32 %r9, [%r8+1088];
+    add.s32 %r10, %r8, 2112;
+    ld.shared.u32 %r11, [%r10+-1024];
+    xor.b32 %r3, %r9, %r11;
+    add.s32 %r3, %r3, %r9;
+  )",
+         [](uint32_t, uint32_t t) {
+           std::vector<uint32_t> in = Inputs();
+           return (in[t ^ 1] ^ in[t ^ 1]) + in[t ^ 1];
+         },
+         ".shared .align 4 .b8 sm[256];\n");
+}
+
 TEST(JitTranslator, GuardedCallAndDivergentRecursion) {
   const std::string funcs = R"(
 .func (.param .b32 f_ret) f(.param .b32 f_p)

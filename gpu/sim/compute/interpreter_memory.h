@@ -25,9 +25,15 @@
 namespace gpuvm::sim::compute::GPUVM_INTERP_NS {
 namespace {
 
+// The address of lane l's access: register + offset, in the register's width. A 32-bit address
+// wraps at 2^32 like the hardware's: nvcc -O3 forms `base - k` in a 32-bit register (below zero
+// for a window at 0) and adds k back in the offset. A negative offset is stored two's complement.
+GPUVM_INLINE uint64_t Address32(uint32_t reg, uint64_t offset) {
+  return uint32_t(reg + uint32_t(offset));
+}
 GPUVM_INLINE uint64_t LaneAddress(uint8_t* regs, const Op& op, int l) {
   if (op.aux & kAuxAddr64) return RowPtr<const uint64_t>(regs, op.a)[l] + op.imm;
-  return uint64_t{RowPtr<const uint32_t>(regs, op.a)[l]} + op.imm;
+  return Address32(RowPtr<const uint32_t>(regs, op.a)[l], op.imm);
 }
 
 GPUVM_INLINE uint8_t* GlobalPtr(WorkerState& ws, uint64_t va, bool write) {
@@ -117,7 +123,7 @@ GPUVM_INLINE void LaneAddresses(uint8_t* regs, const Op& op, uint32_t exec, uint
     for (int l = 0; l < kLanes; ++l) addr[l] = a[l] + op.imm;
   } else {
     const uint32_t* a = RowPtr<const uint32_t>(regs, op.a);
-    for (int l = 0; l < kLanes; ++l) addr[l] = uint64_t{a[l]} + op.imm;
+    for (int l = 0; l < kLanes; ++l) addr[l] = Address32(a[l], op.imm);
   }
   uint64_t mn = ~uint64_t{0}, mx = 0, orr = 0;
   if (exec == kFullMask) {
