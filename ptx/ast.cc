@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace gpuvm::ptx {
@@ -129,71 +130,30 @@ std::string_view StateSpaceName(StateSpace space) {
   return "";
 }
 
-std::string_view SpecialRegisterName(SpecialRegister sreg) {
-  switch (sreg) {
-    case SpecialRegister::kNone:
-      return "";
-    case SpecialRegister::kTid:
-      return "%tid";
-    case SpecialRegister::kNtid:
-      return "%ntid";
-    case SpecialRegister::kCtaid:
-      return "%ctaid";
-    case SpecialRegister::kNctaid:
-      return "%nctaid";
-    case SpecialRegister::kLaneid:
-      return "%laneid";
-    case SpecialRegister::kWarpid:
-      return "%warpid";
-    case SpecialRegister::kNwarpid:
-      return "%nwarpid";
-    case SpecialRegister::kSmid:
-      return "%smid";
-    case SpecialRegister::kNsmid:
-      return "%nsmid";
-    case SpecialRegister::kGridid:
-      return "%gridid";
-    case SpecialRegister::kLanemaskEq:
-      return "%lanemask_eq";
-    case SpecialRegister::kLanemaskLe:
-      return "%lanemask_le";
-    case SpecialRegister::kLanemaskLt:
-      return "%lanemask_lt";
-    case SpecialRegister::kLanemaskGe:
-      return "%lanemask_ge";
-    case SpecialRegister::kLanemaskGt:
-      return "%lanemask_gt";
-    case SpecialRegister::kClock:
-      return "%clock";
-    case SpecialRegister::kClock64:
-      return "%clock64";
-    case SpecialRegister::kGlobaltimer:
-      return "%globaltimer";
-    case SpecialRegister::kDynamicSmemSize:
-      return "%dynamic_smem_size";
-    case SpecialRegister::kTotalSmemSize:
-      return "%total_smem_size";
-  }
-  return "";
+namespace {
+struct SpecialRegisterRow {
+  std::string_view name;
+  ScalarType type;
+  bool component;
+};
+constexpr SpecialRegisterRow kSpecialRegisters[] = {
+    {"", ScalarType::kNone, false},  // kNone
+#define GPUVM_PTX_SREG(e, name, type, component) {name, ScalarType::type, component},
+#include "ptx/special_registers.def"
+#undef GPUVM_PTX_SREG
+};
+static_assert(std::size(kSpecialRegisters) == static_cast<size_t>(kLastSpecialRegister) + 1);
+const SpecialRegisterRow& RowOf(SpecialRegister sreg) {
+  const auto i = static_cast<size_t>(sreg);
+  return kSpecialRegisters[i < std::size(kSpecialRegisters) ? i : 0];
 }
+}  // namespace
 
-ScalarType SpecialRegisterType(SpecialRegister sreg) {
-  switch (sreg) {
-    case SpecialRegister::kClock64:
-    case SpecialRegister::kGlobaltimer:
-    case SpecialRegister::kGridid:
-      return ScalarType::kU64;
-    case SpecialRegister::kNone:
-      return ScalarType::kNone;
-    default:
-      return ScalarType::kU32;
-  }
-}
+std::string_view SpecialRegisterName(SpecialRegister sreg) { return RowOf(sreg).name; }
 
-bool SpecialRegisterHasComponent(SpecialRegister sreg) {
-  return sreg == SpecialRegister::kTid || sreg == SpecialRegister::kNtid ||
-         sreg == SpecialRegister::kCtaid || sreg == SpecialRegister::kNctaid;
-}
+ScalarType SpecialRegisterType(SpecialRegister sreg) { return RowOf(sreg).type; }
+
+bool SpecialRegisterHasComponent(SpecialRegister sreg) { return RowOf(sreg).component; }
 
 std::string_view OpcodeName(Opcode op) {
   switch (op) {

@@ -283,32 +283,19 @@ struct Symbol {
   uint32_t index = 0;
 };
 
-// %tid, %ntid, %ctaid, %nctaid take a component (.x .y .z => 0 1 2); the others have none.
+// The special registers, one per row of ptx/special_registers.def (%tid, %ntid, %ctaid, %nctaid
+// take a component: .x .y .z => 0 1 2; the others have none).
 enum class SpecialRegister : uint8_t {
   kNone = 0,
-  kTid,
-  kNtid,
-  kCtaid,
-  kNctaid,
-  kLaneid,
-  kWarpid,
-  kNwarpid,
-  kSmid,
-  kNsmid,
-  kGridid,
-  kLanemaskEq,
-  kLanemaskLe,
-  kLanemaskLt,
-  kLanemaskGe,
-  kLanemaskGt,
-  kClock,
-  kClock64,
-  kGlobaltimer,
-  kDynamicSmemSize,
-  kTotalSmemSize,
+#define GPUVM_PTX_SREG(e, name, type, component) e,
+#include "ptx/special_registers.def"
+#undef GPUVM_PTX_SREG
 };
+inline constexpr SpecialRegister kFirstSpecialRegister = SpecialRegister::kTid;
+inline constexpr SpecialRegister kLastSpecialRegister = SpecialRegister::kEnvreg31;
 std::string_view SpecialRegisterName(SpecialRegister sreg);  // "%tid", ...
-// The natural type: u64 for %clock64, %globaltimer and %gridid; u32 for the rest.
+// The natural type (u64 for %clock64, %globaltimer, %gridid, %pmN_64, %current_graph_exec; u32
+// for the rest).
 ScalarType SpecialRegisterType(SpecialRegister sreg);
 bool SpecialRegisterHasComponent(SpecialRegister sreg);
 

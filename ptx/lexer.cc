@@ -100,8 +100,15 @@ Token Lexer::Lex() {
       token.text = text_.substr(start, 1);
       return token;
     }
-    token.kind = TokenKind::kIdentifier;
     token.text = text_.substr(start, pos_ - start);
+    // WARP_SZ, PTX's predefined identifier for the warp size, is a constant wherever an integer
+    // may stand (operands, offsets, array sizes); the software GPU's warps are 32 wide.
+    if (token.text == "WARP_SZ") {
+      token.kind = TokenKind::kInteger;
+      token.int_value = 32;
+      return token;
+    }
+    token.kind = TokenKind::kIdentifier;
     return token;
   }
 

@@ -5,9 +5,9 @@
 // Tokens: identifiers (`add`, `%r1`, `$L__BB0_1`, `_Z3fooi`), dot-words (`.reg`, `.u32`,
 // `.L2::64B`; the text excludes the dot), integers (decimal, 0x hex, 0 octal, 0b binary, optional U
 // suffix), floating literals (0fXXXXXXXX, 0dXXXXXXXXXXXXXXXX, decimal 1.5e3), strings ("..."),
-// single-character punctuation. Comments (// and /* */) and whitespace are skipped. A malformed
-// token becomes a kError token whose text is the reason; the lexer never reads past the end of its
-// input.
+// single-character punctuation. The predefined identifier WARP_SZ lexes as the integer 32. Comments
+// (// and /* */) and whitespace are skipped. A malformed token becomes a kError token whose text is
+// the reason; the lexer never reads past the end of its input.
 //
 // Threading: one lexer per parse; not shared.
 #ifndef GPUVM_PTX_LEXER_H_

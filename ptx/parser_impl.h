@@ -61,8 +61,8 @@ E LookUpByName(std::string_view text) {
 
 // The special register named `name` ("%tid"), or kNone.
 inline SpecialRegister LookupSpecial(std::string_view name) {
-  return LookUpByName<SpecialRegister, SpecialRegisterName, SpecialRegister::kTid,
-                      SpecialRegister::kTotalSmemSize>(name);
+  return LookUpByName<SpecialRegister, SpecialRegisterName, kFirstSpecialRegister,
+                      kLastSpecialRegister>(name);
 }
 
 class Parser {

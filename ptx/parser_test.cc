@@ -382,6 +382,15 @@ TEST(PtxParserTest, SpecialRegisters) {
   EXPECT_EQ(One("mov.u64 %rd1, %clock64;").operands[1].sreg, SpecialRegister::kClock64);
   EXPECT_EQ(One("mov.u64 %rd1, %globaltimer;").operands[1].sreg, SpecialRegister::kGlobaltimer);
   EXPECT_EQ(One("mov.u32 %r1, %lanemask_lt;").operands[1].sreg, SpecialRegister::kLanemaskLt);
+  EXPECT_EQ(One("mov.u32 %r1, %clock_hi;").operands[1].sreg, SpecialRegister::kClockHi);
+  EXPECT_EQ(One("mov.u32 %r1, %envreg31;").operands[1].sreg, SpecialRegister::kEnvreg31);
+  EXPECT_EQ(One("mov.u64 %rd1, %pm3_64;").operands[1].sreg, SpecialRegister::kPm3_64);
+  EXPECT_NE(ErrorOf("mov.u32 %r1, %pm3_64;").find("%pm3_64 is .u64"), std::string::npos);
+  EXPECT_NE(ErrorOf("mov.u32 %r1, %envreg32;").find("undeclared"), std::string::npos);
+  // WARP_SZ is the integer 32 wherever a number may stand.
+  Instruction w = One("add.u32 %r1, %r2, WARP_SZ;");
+  ASSERT_EQ(w.operands[2].kind, OperandKind::kImmediate);
+  EXPECT_EQ(w.operands[2].imm_bits, 32u);
   EXPECT_NE(ErrorOf("mov.u32 %r1, %tid;").find("needs a component"), std::string::npos);
   EXPECT_NE(ErrorOf("mov.u32 %r1, %clock64;").find("%clock64 is .u64"), std::string::npos);
 }

@@ -120,10 +120,38 @@ void KernelTranslator::WriteWidth(uint32_t d, uint32_t value, bool value64, bool
 // -------------------------------------------------------------------------------------------------
 // Special registers and symbols
 
+// The registers with an ISA special register of their own read it; the rest are computed here:
+// halves of the 64-bit clocks; %aggr_smem_size is %total_smem_size (no shared memory is reserved
+// for the system on the software GPU, so the reserved-area offsets are 0 too); %current_graph_exec
+// is 0 (not launched from a graph); the performance-monitor counters %pmN and %pmN_64 read 0 (the
+// software GPU has none to program) and so do the driver-defined %envregN (what NVIDIA's driver
+// stores there is not documented; nothing we translate depends on it).
 Result<uint32_t> KernelTranslator::Special(const Operand& op) {
-  std::optional<isa::SpecialReg> sr = SpecialRegOf(op.sreg, op.component);
-  if (!sr) return Unsupported("special register not supported");
-  return S2R(*sr);
+  using SR = SpecialRegister;
+  if (std::optional<isa::SpecialReg> sr = SpecialRegOf(op.sreg, op.component)) return S2R(*sr);
+  const auto half = [&](isa::SpecialReg wide, bool high) {
+    uint32_t v = S2R(wide);
+    if (high) v = Bin(IOp::kShr, IT::kU64, v, I(32));
+    return Cvt(IT::kU32, IT::kU64, v);
+  };
+  switch (op.sreg) {
+    case SR::kClockHi:
+      return half(isa::SpecialReg::kClock64, true);
+    case SR::kGlobaltimerLo:
+      return half(isa::SpecialReg::kGlobalTimer, false);
+    case SR::kGlobaltimerHi:
+      return half(isa::SpecialReg::kGlobalTimer, true);
+    case SR::kAggrSmemSize:
+      return S2R(isa::SpecialReg::kTotalSmemSize);
+    default:
+      break;
+  }
+  const SR first_zero = SR::kReservedSmemOffsetBegin;
+  if (op.sreg >= first_zero && op.sreg <= kLastSpecialRegister) {
+    return MovImm(SpecialRegisterType(op.sreg) == ScalarType::kU64 ? IT::kU64 : IT::kU32, 0);
+  }
+  return Unsupported("special register " + std::string(SpecialRegisterName(op.sreg)) +
+                     " not supported");
 }
 
 uint32_t KernelTranslator::GlobalVarAddress(uint32_t global_index) {

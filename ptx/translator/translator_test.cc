@@ -257,6 +257,51 @@ TEST(JitTranslator, ThirtyTwoBitAddressesWrapAtFourGiB) {
          ".shared .align 4 .b8 sm[256];\n");
 }
 
+// WARP_SZ and the special registers without an ISA register of their own (lower_operands.cc):
+// the clock halves agree with the 64-bit clocks (the high word may tick between the two reads),
+// %aggr_smem_size is %total_smem_size, and the rest read 0.
+TEST(JitTranslator, WarpSizeAndDerivedSpecialRegisters) {
+  Expect(R"(
+    mov.u32 %r3, WARP_SZ;
+    add.s32 %r3, %r3, %r2;
+    add.s32 %r3, %r3, WARP_SZ;
+    mov.u32 %r4, %envreg3;
+    add.s32 %r3, %r3, %r4;
+    mov.u32 %r4, %pm0;
+    add.s32 %r3, %r3, %r4;
+    mov.u64 %rd6, %pm7_64;
+    cvt.u32.u64 %r4, %rd6;
+    add.s32 %r3, %r3, %r4;
+    mov.u64 %rd6, %current_graph_exec;
+    cvt.u32.u64 %r4, %rd6;
+    add.s32 %r3, %r3, %r4;
+    mov.u32 %r4, %reserved_smem_offset_end;
+    add.s32 %r3, %r3, %r4;
+    mov.u32 %r4, %aggr_smem_size;
+    mov.u32 %r5, %total_smem_size;
+    sub.s32 %r4, %r4, %r5;
+    add.s32 %r3, %r3, %r4;
+    mov.u64 %rd6, %globaltimer;
+    mov.u32 %r6, %globaltimer_hi;
+    shr.u64 %rd7, %rd6, 32;
+    cvt.u32.u64 %r7, %rd7;
+    sub.s32 %r6, %r6, %r7;
+    setp.gt.u32 %p1, %r6, 1;
+    selp.u32 %r4, 1000, 0, %p1;
+    add.s32 %r3, %r3, %r4;
+    mov.u64 %rd6, %clock64;
+    mov.u32 %r6, %clock_hi;
+    shr.u64 %rd7, %rd6, 32;
+    cvt.u32.u64 %r7, %rd7;
+    sub.s32 %r6, %r6, %r7;
+    setp.gt.u32 %p1, %r6, 1;
+    selp.u32 %r4, 2000, 0, %p1;
+    add.s32 %r3, %r3, %r4;
+    mov.u32 %r6, %globaltimer_lo;
+  )",
+         [](uint32_t in, uint32_t) { return in + 64; });
+}
+
 TEST(JitTranslator, GuardedCallAndDivergentRecursion) {
   const std::string funcs = R"(
 .func (.param .b32 f_ret) f(.param .b32 f_p)
