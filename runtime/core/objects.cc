@@ -1,6 +1,7 @@
 #include "runtime/core/objects.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -384,8 +385,28 @@ uint64_t VariableAddress(const CUmod_st* module, size_t index) {
   return module->variable_va[index];
 }
 
+namespace {
+CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
+                            std::string* log);
+}  // namespace
+
 CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
                     std::string* log) {
+  const CUresult r = LoadModuleOrSayWhy(ctx, image, length, out, log);
+  // A program that never asks for the JIT log (cuModuleLoad, the runtime API's fat binaries) would
+  // otherwise only see an error code: GPUVM_LOG (any value but "" and "0") prints why.
+  const char* verbose = std::getenv("GPUVM_LOG");
+  if (r != CUDA_SUCCESS && verbose != nullptr && *verbose != '\0' &&
+      std::strcmp(verbose, "0") != 0) {
+    fprintf(stderr, "gpuvm: loading a module failed with %s: %s\n", CuErrorName(r),
+            log->empty() ? "(no details)" : log->c_str());
+  }
+  return r;
+}
+
+namespace {
+CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
+                            std::string* log) {
   CUresult code = CUDA_ERROR_INVALID_IMAGE;
   auto compiled = Compile(image, length, &code);
   if (!compiled.ok()) {
@@ -500,6 +521,7 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
   *out = raw;
   return CUDA_SUCCESS;
 }
+}  // namespace
 
 void UnloadModule(CUmod_st* module) {
   FreeAll(module->ctx, module->allocations);

@@ -559,6 +559,18 @@ TEST_F(RuntimeDriverApi, ModuleLoadErrors) {
   EXPECT_NE(std::string(log), "untouched");
   EXPECT_NE(std::string(log).find("line"), std::string::npos) << log;
   EXPECT_EQ(cuModuleLoadDataEx(&m, "x", 1, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  // A program that asks for no log learns why on stderr when GPUVM_LOG is set, and only then.
+  const std::string bad_ptx = ".version 9.0\n.target sm_75\n.address_size 64\n.entry k( {";
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cuModuleLoadData(&m, bad_ptx.c_str()), CUDA_ERROR_INVALID_PTX);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ASSERT_EQ(::setenv("GPUVM_LOG", "1", 1), 0);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cuModuleLoadData(&m, bad_ptx.c_str()), CUDA_ERROR_INVALID_PTX);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(::unsetenv("GPUVM_LOG"), 0);
+  EXPECT_NE(said.find("CUDA_ERROR_INVALID_PTX"), std::string::npos) << said;
+  EXPECT_NE(said.find("line"), std::string::npos) << said;
   // Loading the image again works: the failures left nothing behind.
   ASSERT_CU(cuModuleLoadData(&m, image.data()));
   ASSERT_CU(cuModuleUnload(m));
