@@ -1,8 +1,12 @@
 // libcuda.so.1, execution: cuLaunchKernel — the grid checks, the parameter buffer from either
-// kernelParams or extra, and the launch on its stream (driver_api.h has the shared checks).
+// kernelParams or extra, and the launch on its stream (driver_api.h has the shared checks); and
+// the legacy execution control API (cuFuncSetBlockShape ... cuLaunchGrid) on top of it.
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <mutex>
 #include <vector>
 
 #include "runtime/driver_api.h"
@@ -83,4 +87,109 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
   }
   auto fence = s->channel->Launch(launch);
   return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
+}
+
+// ---- the legacy execution control API (cuda.h) ----
+// The state lives in the function (CUfunc_st::legacy_*); the launch goes through cuLaunchKernel
+// with the parameter buffer as `extra`, so it is checked like any other launch.
+
+namespace {
+
+// The live function `f`, or why not.
+CUresult LegacyFunction(CUfunction f) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  return Process::Get().IsLive(f, Process::Kind::kFunction) ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult SetParamBytes(CUfunction f, int offset, const void* bytes, size_t n) {
+  CUresult r = LegacyFunction(f);
+  if (r != CUDA_SUCCESS) return r;
+  if (offset < 0 || (n > 0 && bytes == nullptr) ||
+      size_t(offset) + n > CUfunc_st::kLegacyParamBytes) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard lock(f->legacy_mu);
+  if (n > 0) std::memcpy(f->legacy_params.data() + offset, bytes, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult LaunchLegacy(CUfunction f, int grid_width, int grid_height, CUstream stream) {
+  CUresult r = LegacyFunction(f);
+  if (r != CUDA_SUCCESS) return r;
+  if (grid_width <= 0 || grid_height <= 0) return CUDA_ERROR_INVALID_VALUE;
+  // A copy: another thread may set parameters for the next launch meanwhile.
+  unsigned block[3];
+  unsigned shared;
+  std::vector<uint8_t> params;
+  {
+    std::lock_guard lock(f->legacy_mu);
+    std::copy(std::begin(f->legacy_block), std::end(f->legacy_block), block);
+    shared = f->legacy_shared_bytes;
+    params.assign(f->legacy_params.begin(), f->legacy_params.begin() + f->legacy_param_size);
+  }
+  size_t size = params.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &size, CU_LAUNCH_PARAM_END};
+  return cuLaunchKernel(f, unsigned(grid_width), unsigned(grid_height), 1, block[0], block[1],
+                        block[2], shared, stream, nullptr, extra);
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuFuncSetBlockShape(CUfunction f, int x, int y, int z) {
+  CUresult r = LegacyFunction(f);
+  if (r != CUDA_SUCCESS) return r;
+  if (x <= 0 || y <= 0 || z <= 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(f->legacy_mu);
+  f->legacy_block[0] = unsigned(x);
+  f->legacy_block[1] = unsigned(y);
+  f->legacy_block[2] = unsigned(z);
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuFuncSetSharedSize(CUfunction f, unsigned int bytes) {
+  CUresult r = LegacyFunction(f);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(f->legacy_mu);
+  f->legacy_shared_bytes = bytes;  // checked against the limit at launch, like cuLaunchKernel's
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuParamSetSize(CUfunction f, unsigned int numbytes) {
+  CUresult r = LegacyFunction(f);
+  if (r != CUDA_SUCCESS) return r;
+  if (numbytes > CUfunc_st::kLegacyParamBytes) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(f->legacy_mu);
+  f->legacy_param_size = numbytes;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuParamSeti(CUfunction f, int offset, unsigned int value) {
+  return SetParamBytes(f, offset, &value, sizeof value);
+}
+
+GPUVM_EXPORT CUresult cuParamSetf(CUfunction f, int offset, float value) {
+  return SetParamBytes(f, offset, &value, sizeof value);
+}
+
+GPUVM_EXPORT CUresult cuParamSetv(CUfunction f, int offset, void* ptr, unsigned int numbytes) {
+  return SetParamBytes(f, offset, ptr, numbytes);
+}
+
+GPUVM_EXPORT CUresult cuParamSetTexRef(CUfunction f, int, CUtexref) {
+  CUresult r = LegacyFunction(f);
+  return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+GPUVM_EXPORT CUresult cuLaunch(CUfunction f) { return LaunchLegacy(f, 1, 1, nullptr); }
+
+GPUVM_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  return LaunchLegacy(f, grid_width, grid_height, nullptr);
+}
+
+GPUVM_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height,
+                                        CUstream stream) {
+  return LaunchLegacy(f, grid_width, grid_height, stream);
 }

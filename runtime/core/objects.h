@@ -54,6 +54,17 @@ struct CUfunc_st {
   const gpuvm::runtime::CompiledKernel* kernel = nullptr;
   gpuvm::isa::KernelHeader header;
   uint32_t entry_offset = 0;  // from the module's code allocation
+
+  // The legacy execution control API's state (cuFuncSetBlockShape, cuFuncSetSharedSize,
+  // cuParamSetSize, cuParamSet{i,f,v}), which cuLaunch/cuLaunchGrid/cuLaunchGridAsync launch with.
+  // Parameters are written before their size is set (the usual order), so the buffer is kept at
+  // its 4 KiB maximum. Guarded by legacy_mu.
+  static constexpr size_t kLegacyParamBytes = 4096;
+  std::mutex legacy_mu;
+  unsigned legacy_block[3] = {0, 0, 0};  // unset: a launch before cuFuncSetBlockShape is refused
+  unsigned legacy_shared_bytes = 0;
+  size_t legacy_param_size = 0;
+  std::vector<uint8_t> legacy_params = std::vector<uint8_t>(kLegacyParamBytes, 0);
 };
 
 struct CUmod_st {

@@ -23,7 +23,15 @@
 /* Symbols whose ABI changed over CUDA's history carry a suffix; NVIDIA's header renames the plain
  * names to them, and so do we, so binaries built with either header import the same symbols. */
 #define cuDeviceTotalMem cuDeviceTotalMem_v2
+/* Code written for CUDA before 13 calls cuCtxCreate(&ctx, flags, dev). NVIDIA's CUDA 13 header
+ * has no switch for that any more (it rejects CUDA_FORCE_API_VERSION); ours takes
+ * GPUVM_CUDA_CTX_CREATE_V2: defined before this header is included, cuCtxCreate is the 3-argument
+ * cuCtxCreate_v2, which libcuda.so.1 exports as NVIDIA's does. */
+#if defined(GPUVM_CUDA_CTX_CREATE_V2)
+#define cuCtxCreate cuCtxCreate_v2
+#else
 #define cuCtxCreate cuCtxCreate_v4
+#endif
 #define cuCtxDestroy cuCtxDestroy_v2
 #define cuCtxPopCurrent cuCtxPopCurrent_v2
 #define cuCtxPushCurrent cuCtxPushCurrent_v2
@@ -342,8 +350,12 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice dev);
 CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev);
 
 /* ---- contexts ---- */
+#if defined(GPUVM_CUDA_CTX_CREATE_V2)
+CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev);
+#else
 CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, CUctxCreateParams* ctxCreateParams,
                              unsigned int flags, CUdevice dev);
+#endif
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx);
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx);
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx);
@@ -388,8 +400,8 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void* dstHost, CUdeviceptr srcDevice, size_t 
                                    CUstream hStream);
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream);
-/* Without unified addressing, gpuvm answers MEMORY_TYPE, CONTEXT, DEVICE_POINTER and HOST_POINTER for
- * device allocations and pinned/registered host memory of the current context. */
+/* Without unified addressing, gpuvm answers MEMORY_TYPE, CONTEXT, DEVICE_POINTER and HOST_POINTER
+ * for device allocations and pinned/registered host memory of the current context. */
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr);
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N);
 CUresult CUDAAPI cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N);
@@ -404,6 +416,22 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
                                 void** extra);
+/* The legacy execution control API (deprecated by NVIDIA, still exported; Gdev's programs use it):
+ * a function's block shape, dynamic shared memory and parameter buffer are set first, then
+ * cuLaunch (a 1x1 grid), cuLaunchGrid (the legacy null stream) or cuLaunchGridAsync launches it.
+ * Texture references do not exist in gpuvm: cuParamSetTexRef answers CUDA_ERROR_NOT_SUPPORTED. */
+#define CU_PARAM_TR_DEFAULT -1
+typedef struct CUtexref_st* CUtexref;
+CUresult CUDAAPI cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z);
+CUresult CUDAAPI cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes);
+CUresult CUDAAPI cuParamSetSize(CUfunction hfunc, unsigned int numbytes);
+CUresult CUDAAPI cuParamSeti(CUfunction hfunc, int offset, unsigned int value);
+CUresult CUDAAPI cuParamSetf(CUfunction hfunc, int offset, float value);
+CUresult CUDAAPI cuParamSetv(CUfunction hfunc, int offset, void* ptr, unsigned int numbytes);
+CUresult CUDAAPI cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef);
+CUresult CUDAAPI cuLaunch(CUfunction f);
+CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height);
+CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream);
 
 /* ---- streams and events ---- */
 CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags);
