@@ -18,6 +18,7 @@
 //
 // Threading: every entry point may be called from any thread; the registries are guarded by one
 // mutex, the launch configuration stack, current device and last error are per thread.
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -516,6 +517,76 @@ GPUVM_EXPORT cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int devic
   return cudaSuccess;
 }
 
+GPUVM_EXPORT cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if (cuDeviceGet(&dev, device) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  // The runtime's attribute numbers are the driver's.
+  return Rec(cuDeviceGetAttribute(value, CUdevice_attribute(int(attr)), dev));
+}
+
+// The flags of the current device's primary context (how a wait spins, mapped host memory).
+GPUVM_EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  const unsigned schedule = flags & cudaDeviceScheduleMask;
+  const unsigned known = cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax;
+  if ((flags & ~known) != 0 || (schedule != 0 && (schedule & (schedule - 1)) != 0)) {
+    return Record(cudaErrorInvalidValue);
+  }
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if (cuDeviceGet(&dev, t_device) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  return Rec(cuDevicePrimaryCtxSetFlags(dev, flags));  // same bits as CU_CTX_*
+}
+
+GPUVM_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+  if (flags == nullptr) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if (cuDeviceGet(&dev, t_device) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  int active = 0;
+  return Rec(cuDevicePrimaryCtxGetState(dev, flags, &active));
+}
+
+// Fermi's L1/shared split. The software GPU has none, so a preference changes nothing; it is
+// checked, kept and reported back, as programs that set and read it expect.
+namespace {
+std::atomic<int> g_device_cache_config{cudaFuncCachePreferNone};
+
+bool ValidCacheConfig(cudaFuncCache c) {
+  return c >= cudaFuncCachePreferNone && c <= cudaFuncCachePreferEqual;
+}
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache config) {
+  if (!ValidCacheConfig(config)) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  g_device_cache_config.store(config, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* config) {
+  if (config == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  *config = cudaFuncCache(g_device_cache_config.load(std::memory_order_relaxed));
+  return cudaSuccess;
+}
+
+// There is no profiler to start: the calls succeed and do nothing, like CUDA's without one
+// attached.
+GPUVM_EXPORT cudaError_t cudaProfilerStart(void) {
+  ENSURE_CONTEXT();
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaProfilerStop(void) {
+  ENSURE_CONTEXT();
+  return cudaSuccess;
+}
+
 GPUVM_EXPORT cudaError_t cudaDeviceSynchronize(void) { return InContext(cuCtxSynchronize); }
 
 GPUVM_EXPORT cudaError_t cudaDeviceReset(void) {
@@ -585,6 +656,18 @@ GPUVM_EXPORT cudaError_t cudaHostGetDevicePointer(void** device, void* host, uns
   if (r != CUDA_SUCCESS) return Rec(r);
   *device = reinterpret_cast<void*>(d);
   return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  const unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped |
+                         cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+  if (ptr == nullptr || size == 0 || (flags & ~known) != 0) return Record(cudaErrorInvalidValue);
+  return InContext(cuMemHostRegister, ptr, size, flags);  // same bits as CU_MEMHOSTREGISTER_*
+}
+
+GPUVM_EXPORT cudaError_t cudaHostUnregister(void* ptr) {
+  if (ptr == nullptr) return Record(cudaErrorInvalidValue);
+  return InContext(cuMemHostUnregister, ptr);
 }
 
 GPUVM_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
@@ -735,6 +818,13 @@ GPUVM_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const v
   attr->maxDynamicSharedSizeBytes = get(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   attr->preferredShmemCarveout = -1;
   return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {
+  ENSURE_CONTEXT();
+  if (FindKernel(func) == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  if (!ValidCacheConfig(config)) return Record(cudaErrorInvalidValue);
+  return cudaSuccess;  // no L1/shared split to configure (see cudaDeviceSetCacheConfig)
 }
 
 // The per-thread-default-stream (_ptds/_ptsz) spellings of the calls above.

@@ -200,6 +200,67 @@ enum cudaMemcpyKind {
 #define cudaHostRegisterDefault 0x00
 #define cudaHostRegisterPortable 0x01
 #define cudaHostRegisterMapped 0x02
+#define cudaHostRegisterIoMemory 0x04
+#define cudaHostRegisterReadOnly 0x08
+#define cudaDeviceScheduleAuto 0x00
+#define cudaDeviceScheduleSpin 0x01
+#define cudaDeviceScheduleYield 0x02
+#define cudaDeviceScheduleBlockingSync 0x04
+#define cudaDeviceScheduleMask 0x07
+#define cudaDeviceMapHost 0x08
+#define cudaDeviceLmemResizeToMax 0x10
+
+/* Device attributes: the runtime's numbers are the driver's CU_DEVICE_ATTRIBUTE_* (CUDA keeps them
+ * equal); the ones gpuvm answers are named here, cudaDeviceGetAttribute takes any. */
+enum cudaDeviceAttr {
+  cudaDevAttrMaxThreadsPerBlock = 1,
+  cudaDevAttrMaxBlockDimX = 2,
+  cudaDevAttrMaxBlockDimY = 3,
+  cudaDevAttrMaxBlockDimZ = 4,
+  cudaDevAttrMaxGridDimX = 5,
+  cudaDevAttrMaxGridDimY = 6,
+  cudaDevAttrMaxGridDimZ = 7,
+  cudaDevAttrMaxSharedMemoryPerBlock = 8,
+  cudaDevAttrTotalConstantMemory = 9,
+  cudaDevAttrWarpSize = 10,
+  cudaDevAttrMaxPitch = 11,
+  cudaDevAttrMaxRegistersPerBlock = 12,
+  cudaDevAttrClockRate = 13,
+  cudaDevAttrTextureAlignment = 14,
+  cudaDevAttrGpuOverlap = 15,
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrKernelExecTimeout = 17,
+  cudaDevAttrIntegrated = 18,
+  cudaDevAttrCanMapHostMemory = 19,
+  cudaDevAttrComputeMode = 20,
+  cudaDevAttrConcurrentKernels = 31,
+  cudaDevAttrEccEnabled = 32,
+  cudaDevAttrPciBusId = 33,
+  cudaDevAttrPciDeviceId = 34,
+  cudaDevAttrTccDriver = 35,
+  cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrGlobalMemoryBusWidth = 37,
+  cudaDevAttrL2CacheSize = 38,
+  cudaDevAttrMaxThreadsPerMultiProcessor = 39,
+  cudaDevAttrAsyncEngineCount = 40,
+  cudaDevAttrUnifiedAddressing = 41,
+  cudaDevAttrPciDomainId = 50,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+  cudaDevAttrMaxRegistersPerMultiprocessor = 82,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+  cudaDevAttrHostRegisterSupported = 99,
+  cudaDevAttrMaxBlocksPerMultiprocessor = 106
+};
+
+/* Fermi's L1/shared split preference. The software GPU has no such split: accepted and kept. */
+enum cudaFuncCache {
+  cudaFuncCachePreferNone = 0,
+  cudaFuncCachePreferShared = 1,
+  cudaFuncCachePreferL1 = 2,
+  cudaFuncCachePreferEqual = 3
+};
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDefault 0x00
@@ -343,6 +404,13 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void);
 cudaError_t CUDARTAPI cudaDeviceReset(void);
 cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion);
 cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion);
+cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device);
+cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags);
+cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int* flags);
+cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig);
+cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache* pCacheConfig);
+cudaError_t CUDARTAPI cudaProfilerStart(void);
+cudaError_t CUDARTAPI cudaProfilerStop(void);
 
 /* ---- memory ---- */
 cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size);
@@ -351,6 +419,8 @@ cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size);
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr);
 cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags);
 cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags);
+cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int flags);
+cudaError_t CUDARTAPI cudaHostUnregister(void* ptr);
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total);
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
                                  enum cudaMemcpyKind kind);
@@ -384,6 +454,7 @@ cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEve
 cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                        size_t sharedMem, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func);
+cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache cacheConfig);
 
 #ifdef __cplusplus
 }

@@ -6,8 +6,12 @@
 // __cudaPopCallConfiguration, __cudaLaunchKernel) and the legacy one (cudaLaunchKernel).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -115,6 +119,75 @@ TEST_F(RuntimeCudart, DevicesAndVersions) {
   EXPECT_EQ(v, 13000);
   ASSERT_EQ(cudaRuntimeGetVersion(&v), cudaSuccess);
   EXPECT_EQ(v, 13000);
+}
+
+// What the usual helper headers call first (cudaDeviceGetAttribute, cudaSetDeviceFlags), and the
+// calls programs make without caring about the answer (cache configuration, profiler, host
+// registration) — each answers as CUDA does, bad arguments refused.
+TEST_F(RuntimeCudart, AttributesFlagsCacheConfigAndHostRegistration) {
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  int v = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  EXPECT_EQ(v, prop.multiProcessorCount);
+  ASSERT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  EXPECT_EQ(v, prop.major);
+  ASSERT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlock, 0), cudaSuccess);
+  EXPECT_EQ(size_t(v), prop.sharedMemPerBlock);
+  EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 1), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaDeviceGetAttribute(nullptr, cudaDevAttrWarpSize, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDeviceAttr(100000), 0), cudaErrorInvalidValue);
+
+  ASSERT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync | cudaDeviceMapHost), cudaSuccess);
+  unsigned flags = 0;
+  ASSERT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
+  EXPECT_EQ(flags & cudaDeviceScheduleMask, unsigned(cudaDeviceScheduleBlockingSync));
+  EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield),
+            cudaErrorInvalidValue);  // two schedules
+  EXPECT_EQ(cudaSetDeviceFlags(0x100), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetDeviceFlags(nullptr), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleAuto), cudaSuccess);
+
+  ASSERT_EQ(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared), cudaSuccess);
+  cudaFuncCache cache = cudaFuncCachePreferNone;
+  ASSERT_EQ(cudaDeviceGetCacheConfig(&cache), cudaSuccess);
+  EXPECT_EQ(cache, cudaFuncCachePreferShared);
+  EXPECT_EQ(cudaDeviceSetCacheConfig(cudaFuncCache(9)), cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cudaFuncSetCacheConfig(reinterpret_cast<const void*>(&vadd_stub), cudaFuncCachePreferL1),
+      cudaSuccess);
+  EXPECT_EQ(cudaFuncSetCacheConfig(reinterpret_cast<const void*>(&unregistered_stub),
+                                   cudaFuncCachePreferL1),
+            cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaFuncSetCacheConfig(reinterpret_cast<const void*>(&vadd_stub), cudaFuncCache(-1)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaProfilerStart(), cudaSuccess);
+  EXPECT_EQ(cudaProfilerStop(), cudaSuccess);
+
+  // Registered host memory is a copy source and destination like pinned memory. (Whole pages: the
+  // driver's documented limit, docs/RUNTIME.md.)
+  const size_t bytes = 4096;
+  struct PageFree {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint32_t, PageFree> page(static_cast<uint32_t*>(std::aligned_alloc(4096, bytes)));
+  ASSERT_NE(page, nullptr);
+  std::span<uint32_t> host(page.get(), bytes / 4);
+  for (uint32_t i = 0; i < host.size(); ++i) host[i] = i * 3;
+  ASSERT_EQ(cudaHostRegister(host.data(), bytes, cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(host.data(), bytes, 0), cudaErrorHostMemoryAlreadyRegistered);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<uint32_t> back(host.size(), 0);
+  ASSERT_EQ(cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), host.begin()));
+  ASSERT_EQ(cudaHostUnregister(host.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(host.data()), cudaErrorHostMemoryNotRegistered);
+  EXPECT_EQ(cudaHostRegister(nullptr, bytes, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaHostRegister(host.data(), bytes, 0x40), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  (void)cudaGetLastError();
 }
 
 TEST_F(RuntimeCudart, ErrorStrings) {
