@@ -97,6 +97,16 @@ cudaError_t FromCu(CUresult r) { return cudaError_t(int(r)); }
 
 cudaError_t Rec(CUresult r) { return Record(FromCu(r)); }
 
+}  // namespace
+
+// For cudart_not_supported.cc: its entry points set the thread's last error like every call here.
+// (Not exported: libcudart.map keeps everything but the API local.)
+namespace gpuvm::cudart {
+cudaError_t RecordLastError(cudaError_t e) { return Record(e); }
+}  // namespace gpuvm::cudart
+
+namespace {
+
 CUcontext g_primary = nullptr;
 std::once_flag g_primary_once;
 CUresult g_primary_result = CUDA_SUCCESS;
@@ -825,6 +835,13 @@ GPUVM_EXPORT cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache 
   if (FindKernel(func) == nullptr) return Record(cudaErrorInvalidDeviceFunction);
   if (!ValidCacheConfig(config)) return Record(cudaErrorInvalidValue);
   return cudaSuccess;  // no L1/shared split to configure (see cudaDeviceSetCacheConfig)
+}
+
+// A channel format descriptor (used by texture and array code, which gpuvm does not have; the
+// value is plain data, and programs build one before deciding what to do with it).
+GPUVM_EXPORT cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w,
+                                                         cudaChannelFormatKind f) {
+  return cudaChannelFormatDesc{x, y, z, w, f};
 }
 
 // The per-thread-default-stream (_ptds/_ptsz) spellings of the calls above.

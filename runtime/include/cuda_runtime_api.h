@@ -254,6 +254,18 @@ enum cudaDeviceAttr {
   cudaDevAttrMaxBlocksPerMultiprocessor = 106
 };
 
+/* A texture/array element format (cudaCreateChannelDesc). */
+enum cudaChannelFormatKind {
+  cudaChannelFormatKindSigned = 0,
+  cudaChannelFormatKindUnsigned = 1,
+  cudaChannelFormatKindFloat = 2,
+  cudaChannelFormatKindNone = 3
+};
+struct cudaChannelFormatDesc {
+  int x, y, z, w;
+  enum cudaChannelFormatKind f;
+};
+
 /* Fermi's L1/shared split preference. The software GPU has no such split: accepted and kept. */
 enum cudaFuncCache {
   cudaFuncCachePreferNone = 0,
@@ -455,6 +467,8 @@ cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim, dim3 bloc
                                        size_t sharedMem, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func);
 cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache cacheConfig);
+struct cudaChannelFormatDesc CUDARTAPI cudaCreateChannelDesc(int x, int y, int z, int w,
+                                                             enum cudaChannelFormatKind f);
 
 #ifdef __cplusplus
 }
