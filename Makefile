@@ -5,6 +5,8 @@
 #   make asan   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz   build the libFuzzer targets with clang and run each for FUZZ_SECONDS
 #   make xen-test  Xen 4.17 + dom0 + an HVM guest under QEMU/TCG with the stack inside (docs/XEN-TESTBED.md)
+#   make install  PREFIX=/usr/local DESTDIR= (cmake --install: dom0 programs, guest libraries, docs)
+#   make package  the Debian packages gpuvm-host and gpuvm-guest (CPack) in build/packages/
 #   make format, make deps, make ptx, make clean
 # BUILD=dir picks another build directory (parallel sessions each use their own).
 
@@ -15,8 +17,10 @@ FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 NVCC ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all test run bench asan fuzz fuzz-build clean deps format ptx configure xen-test
+.PHONY: all test run bench asan fuzz fuzz-build clean deps format ptx configure xen-test install package
 
 all: configure
 	ninja -C $(BUILD)
@@ -32,6 +36,12 @@ test: all
 
 run: all
 	scripts/run.sh $(BUILD)
+
+install: all
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+package: all
+	cd $(BUILD) && cpack -G DEB
 
 bench: all
 	scripts/bench.sh $(BUILD)

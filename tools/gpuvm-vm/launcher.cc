@@ -12,7 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "aggregator/control/client.h"
@@ -29,6 +32,19 @@
 
 namespace gpuvm::vm {
 namespace {
+
+// The device model gpuvm-vm starts unless told (--dm, GPUVM_DM): the gpuvm-dm installed beside this
+// program (an installed gpuvm-vm in /usr/bin finds /usr/bin/gpuvm-dm), else the one of the build
+// tree this was built in (harnesses like gpuvm-bench live elsewhere in it).
+std::string DefaultDeviceModelPath() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const std::filesystem::path sibling = self.parent_path() / "gpuvm-dm";
+    if (::access(sibling.c_str(), X_OK) == 0) return sibling.string();
+  }
+  return GPUVM_DM_DEFAULT_PATH;
+}
 
 using os::UniqueFd;
 
@@ -134,7 +150,8 @@ std::string Usage() {
          "                [--share PERCENT] [--aggregator SOCKET] [--ram-mib N] [--vcpus N]\n"
          "                [--domid N] [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
          "                -- PROGRAM [ARGS...]\n"
-         "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local).\n";
+         "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local).\n"
+         "--dm (or GPUVM_DM): the device model; default the gpuvm-dm beside gpuvm-vm.\n";
 }
 
 Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
@@ -240,7 +257,7 @@ Result<int> RunVm(const VmOptions& options) {
   std::string dm_path = options.dm_path;
   if (dm_path.empty()) {
     const char* env = std::getenv("GPUVM_DM");
-    dm_path = env != nullptr && *env != '\0' ? env : GPUVM_DM_DEFAULT_PATH;
+    dm_path = env != nullptr && *env != '\0' ? env : DefaultDeviceModelPath();
   }
   const auto log = [&](const std::string& line) {
     if (options.verbose) std::fprintf(stderr, "gpuvm-vm: %s\n", line.c_str());

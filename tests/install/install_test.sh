@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make install as an operator would use it: `cmake --install` into a scratch root (DESTDIR) with
+# prefix /usr, then the installed programs serve a VM whose guest program loads the installed
+# libcuda.so.1 — nothing from the build tree on the path.
+#   install_test.sh <build dir> <guest program>
+# Checks: the files land in their FHS places (cmake/install.cmake), no installed file carries the
+# build tree in its RUNPATH, the installed gpuvm-vm finds the installed gpuvm-dm beside it, and the
+# dynamic loader's log shows the guest bound the installed libcuda.so.1.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+guest=$2
+root=$(mktemp -d /tmp/gpuvm-install-XXXXXX)
+socket="@gpuvm-install-test-$$"
+agg_pid=""
+cleanup() {
+  if [[ -n $agg_pid ]]; then kill -TERM "$agg_pid" 2>/dev/null || true; wait "$agg_pid" 2>/dev/null || true; fi
+  rm -rf "$root"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+DESTDIR=$root cmake --install "$build" --prefix /usr > "$root.log" 2>&1 || { cat "$root.log"; fail "cmake --install"; }
+rm -f "$root.log"
+for f in usr/bin/gpuvm-aggregator usr/bin/gpuvm-dm usr/bin/gpuvm-vm usr/bin/gpuvm-ctl \
+         usr/bin/gpuvm-local-hvd usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
+         usr/include/gpuvm/cuda.h usr/include/gpuvm/cuda_runtime_api.h \
+         usr/share/doc/gpuvm/ARCHITECTURE.md etc/ld.so.conf.d/gpuvm.conf; do
+  [[ -e $root/$f ]] || fail "/$f was not installed"
+done
+grep -qx /usr/lib/gpuvm "$root/etc/ld.so.conf.d/gpuvm.conf" || fail "gpuvm.conf does not name /usr/lib/gpuvm"
+for f in "$root"/usr/bin/* "$root"/usr/lib/gpuvm/*; do
+  if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -q "$build"; then
+    fail "$f still points into the build tree: $(readelf -d "$f" | grep -E 'R(UN)?PATH')"
+  fi
+done
+echo "installed: $(cd "$root" && find . -type f | grep -v share/doc | sort | tr '\n' ' ')"
+
+# The installed stack serves a VM; the guest loads the installed libraries (LD_LIBRARY_PATH beats
+# the guest program's own RUNPATH, which names the build tree).
+"$root/usr/bin/gpuvm-aggregator" --socket "$socket" --vram-mib 256 2> "$root/aggregator.log" &
+agg_pid=$!
+for _ in $(seq 200); do
+  grep -q "serving" "$root/aggregator.log" 2>/dev/null && break
+  sleep 0.05
+done
+grep -q "serving" "$root/aggregator.log" || { cat "$root/aggregator.log"; fail "the installed aggregator did not start"; }
+set +e
+env -u GPUVM_DM LD_LIBRARY_PATH="$root/usr/lib/gpuvm" LD_DEBUG=libs LD_DEBUG_OUTPUT="$root/ld" \
+  "$root/usr/bin/gpuvm-vm" --aggregator "$socket" --mode fv-optimized --verbose --name installed -- \
+  "$guest" case madd > "$root/vm.out" 2> "$root/vm.err"
+rc=$?
+set -e
+[[ $rc == 0 ]] || { cat "$root/vm.out" "$root/vm.err"; fail "the VM exited with $rc"; }
+grep -q "PASSED madd" "$root/vm.out" || { cat "$root/vm.out"; fail "the guest did not pass"; }
+# The loader logged every process of the VM: the device model among them must be the installed one.
+grep -hq "transferring control: $root/usr/bin/gpuvm-dm" "$root"/ld.* ||
+  fail "the installed gpuvm-dm did not run (gpuvm-vm: $(grep -h 'gpuvm-dm' "$root/vm.err" | head -2))"
+grep -hq "calling init: $root/usr/lib/gpuvm/libcuda.so.1" "$root"/ld.* ||
+  fail "the guest did not load the installed libcuda.so.1"
+if grep -hq "calling init: $build/runtime/lib/libcuda.so.1" "$root"/ld.*; then
+  fail "the build tree's libcuda.so.1 was loaded"
+fi
+echo "PASS: the installed aggregator, gpuvm-vm and gpuvm-dm served a VM; the guest ran on the installed libcuda.so.1"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make package: CPack builds the two Debian packages from a built tree, each holding its component's
+# files, stripped, with dependencies worked out by dpkg-shlibdeps (the host package needs Xen's
+# libraries) and ldconfig run for the guest's libraries.
+#   package_test.sh <build dir>
+set -euo pipefail
+build=$(cd "$1" && pwd)
+out=$(mktemp -d /tmp/gpuvm-package-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+command -v dpkg-deb >/dev/null || { echo "SKIP: dpkg-deb not found"; exit 77; }
+(cd "$build" && cpack -G DEB -B "$out" > "$out/cpack.log" 2>&1) || { cat "$out/cpack.log"; fail "cpack"; }
+host=$(ls "$out"/gpuvm-host_*.deb) || fail "no gpuvm-host package"
+guest=$(ls "$out"/gpuvm-guest_*.deb) || fail "no gpuvm-guest package"
+contains() {  # contains DEB PATH...
+  local deb=$1; shift
+  local list; list=$(dpkg-deb -c "$deb" | awk '{print $6}')
+  for p in "$@"; do grep -qx "./$p" <<< "$list" || fail "$(basename "$deb") lacks /$p"; done
+}
+contains "$host" usr/bin/gpuvm-aggregator usr/bin/gpuvm-dm usr/bin/gpuvm-vm usr/bin/gpuvm-ctl \
+  usr/share/doc/gpuvm/ARCHITECTURE.md
+contains "$guest" usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
+  usr/include/gpuvm/cuda.h etc/ld.so.conf.d/gpuvm.conf
+dpkg-deb -c "$guest" | grep -q 'usr/bin/' && fail "the guest package carries dom0 programs"
+dpkg-deb -f "$host" Depends | grep -q libxenforeignmemory || fail "gpuvm-host does not depend on Xen's libraries"
+dpkg-deb -f "$guest" Depends | grep -q libstdc++ || fail "gpuvm-guest has no library dependencies"
+dpkg-deb --ctrl-tarfile "$guest" | tar -xO ./postinst | grep -q ldconfig || fail "gpuvm-guest does not run ldconfig"
+dpkg-deb -x "$host" "$out/root"
+if readelf -S "$out/root/usr/bin/gpuvm-aggregator" | grep -q debug_info; then fail "binaries are not stripped"; fi
+echo "PASS: $(basename "$host") ($(du -k "$host" | cut -f1) KiB), $(basename "$guest") ($(du -k "$guest" | cut -f1) KiB)"
