@@ -1,7 +1,8 @@
 # What `cmake --install` (make install) puts where, and the Debian packages CPack makes of it
 # (make package). Two components, one package each:
 #   host   gpuvm-host: dom0's programs — gpuvm-aggregator, gpuvm-dm, gpuvm-vm, gpuvm-ctl,
-#          gpuvm-local-hvd — in bin/, and the docs.
+#          gpuvm-local-hvd — in bin/, the aggregator's systemd unit and /etc/gpuvm/aggregator.conf
+#          (scripts/systemd/), and the docs.
 #   guest  gpuvm-guest: what a guest's CUDA programs load — libcuda.so.1 and libcudart.so.13 in a
 #          directory of their own (lib/<multiarch>/gpuvm, so they never shadow NVIDIA's by accident),
 #          an ld.so.conf.d entry that puts it on the guest's library path (the package's purpose),
@@ -33,19 +34,33 @@ foreach(library gpuvm_cuda gpuvm_cudart)
 endforeach()
 install(FILES runtime/include/cuda.h runtime/include/cuda_runtime_api.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuvm COMPONENT guest)
-# The library path entry, written at install time for the prefix installed to: /etc/ld.so.conf.d
-# under /usr (the package), <prefix>/etc/ld.so.conf.d otherwise (an admin links it in if wanted).
-install(CODE "
-  if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
-    set(conf_dir \"\$ENV{DESTDIR}/etc/ld.so.conf.d\")
-  else()
-    set(conf_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/etc/ld.so.conf.d\")
-  endif()
-  file(MAKE_DIRECTORY \"\${conf_dir}\")
-  file(WRITE \"\${conf_dir}/gpuvm.conf\"
-       \"# gpuvm-guest: gpuvm's libcuda.so.1 and libcudart.so.13\\n\${CMAKE_INSTALL_PREFIX}/${GPUVM_GUEST_LIBDIR}\\n\")
-  message(STATUS \"Installing: \${conf_dir}/gpuvm.conf\")
-" COMPONENT guest)
+# Files for /etc: decided at install time for the prefix installed to — /etc under /usr (the
+# packages), <prefix>/etc otherwise (an admin links them in if wanted). GNUInstallDirs decides at
+# configure time, for the configured prefix, which is not the one CPack installs to.
+# gpuvm_install_etc(SUBDIR NAME COMPONENT TEXT): writes TEXT (install-time variables escaped) there.
+function(gpuvm_install_etc subdir name component text)
+  install(CODE "
+    if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+      set(etc_dir \"\$ENV{DESTDIR}/etc/${subdir}\")
+    else()
+      set(etc_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/etc/${subdir}\")
+    endif()
+    file(MAKE_DIRECTORY \"\${etc_dir}\")
+    file(WRITE \"\${etc_dir}/${name}\" \"${text}\")
+    message(STATUS \"Installing: \${etc_dir}/${name}\")
+  " COMPONENT ${component})
+endfunction()
+
+# The library path entry (the prefix the libraries were installed under).
+gpuvm_install_etc(ld.so.conf.d gpuvm.conf guest
+  "# gpuvm-guest: gpuvm's libcuda.so.1 and libcudart.so.13\\n\${CMAKE_INSTALL_PREFIX}/${GPUVM_GUEST_LIBDIR}\\n")
+
+# The aggregator's service: its unit in lib/systemd/system, its settings in /etc/gpuvm.
+install(FILES scripts/systemd/gpuvm-aggregator.service DESTINATION lib/systemd/system COMPONENT host)
+file(READ scripts/systemd/aggregator.conf _aggregator_conf)
+string(REPLACE "\"" "\\\"" _aggregator_conf "${_aggregator_conf}")
+string(REPLACE "\n" "\\n" _aggregator_conf "${_aggregator_conf}")
+gpuvm_install_etc(gpuvm aggregator.conf host "${_aggregator_conf}")
 
 # Debian packages: one per component, dependencies from dpkg-shlibdeps.
 set(CPACK_GENERATOR DEB)
@@ -67,5 +82,10 @@ set(CPACK_DEBIAN_GUEST_DESCRIPTION
 # (CPack's DEB generator runs ldconfig in the guest package's postinst/postrm itself: it installs
 # shared libraries.) Packages carry stripped binaries; the build tree keeps the debug info.
 set(CPACK_STRIP_FILES ON)
+# What an operator edits in /etc survives upgrades: dpkg's conffiles.
+file(WRITE ${CMAKE_BINARY_DIR}/deb/host/conffiles "/etc/gpuvm/aggregator.conf\n")
+file(WRITE ${CMAKE_BINARY_DIR}/deb/guest/conffiles "/etc/ld.so.conf.d/gpuvm.conf\n")
+set(CPACK_DEBIAN_HOST_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/host/conffiles)
+set(CPACK_DEBIAN_GUEST_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/guest/conffiles)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
 include(CPack)

@@ -10,7 +10,6 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 guest=$2
 root=$(mktemp -d /tmp/gpuvm-install-XXXXXX)
-socket="@gpuvm-install-test-$$"
 agg_pid=""
 cleanup() {
   if [[ -n $agg_pid ]]; then kill -TERM "$agg_pid" 2>/dev/null || true; wait "$agg_pid" 2>/dev/null || true; fi
@@ -35,15 +34,40 @@ for f in "$root"/usr/bin/* "$root"/usr/lib/gpuvm/*; do
 done
 echo "installed: $(cd "$root" && find . -type f | grep -v share/doc | sort | tr '\n' ' ')"
 
-# The installed stack serves a VM; the guest loads the installed libraries (LD_LIBRARY_PATH beats
-# the guest program's own RUNPATH, which names the build tree).
-"$root/usr/bin/gpuvm-aggregator" --socket "$socket" --vram-mib 256 2> "$root/aggregator.log" &
+# The service unit: systemd-analyze verify says nothing about it (it exits 0 even for unknown keys,
+# so any output fails), with the installed binary's path (verify wants the executable to exist).
+unit=$root/usr/lib/systemd/system/gpuvm-aggregator.service
+if command -v systemd-analyze > /dev/null; then
+  sed "s|/usr/bin/|$root/usr/bin/|" "$unit" > "$root/gpuvm-aggregator.service"
+  said=$(systemd-analyze verify "$root/gpuvm-aggregator.service" 2>&1) || fail "systemd-analyze verify: $said"
+  [[ -z $said ]] || fail "systemd-analyze verify: $said"
+else
+  echo "note: no systemd-analyze; the unit is not verified"
+fi
+
+# The installed stack serves a VM. The aggregator starts as the unit starts it: its ExecStart with
+# the installed /etc/gpuvm/aggregator.conf (EnvironmentFile; the unquoted variable splits on spaces,
+# as systemd splits it), sockets in a scratch directory instead of /run/gpuvm. The guest loads the
+# installed libraries (LD_LIBRARY_PATH beats the guest program's own RUNPATH, the build tree).
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+[[ -n $exec_start ]] || fail "the unit has no ExecStart"
+mkdir -p "$root/run"
+exec_start=${exec_start//\/usr\/bin\//$root/usr/bin/}
+exec_start=${exec_start//\/run\/gpuvm\//$root/run/}
+# shellcheck disable=SC1091
+GPUVM_AGGREGATOR_OPTIONS=$(. "$root/etc/gpuvm/aggregator.conf" && echo "$GPUVM_AGGREGATOR_OPTIONS")
+[[ $GPUVM_AGGREGATOR_OPTIONS == *--scheduler* ]] || fail "aggregator.conf sets no options"
+socket=$root/run/aggregator
+# shellcheck disable=SC2086
+eval "set -- ${exec_start//\$GPUVM_AGGREGATOR_OPTIONS/}"
+"$@" $GPUVM_AGGREGATOR_OPTIONS 2> "$root/aggregator.log" &
 agg_pid=$!
 for _ in $(seq 200); do
   grep -q "serving" "$root/aggregator.log" 2>/dev/null && break
   sleep 0.05
 done
 grep -q "serving" "$root/aggregator.log" || { cat "$root/aggregator.log"; fail "the installed aggregator did not start"; }
+grep -q "scheduler band" "$root/aggregator.log" || fail "aggregator.conf's options were not applied"
 set +e
 env -u GPUVM_DM LD_LIBRARY_PATH="$root/usr/lib/gpuvm" LD_DEBUG=libs LD_DEBUG_OUTPUT="$root/ld" \
   "$root/usr/bin/gpuvm-vm" --aggregator "$socket" --mode fv-optimized --verbose --name installed -- \
@@ -60,4 +84,8 @@ grep -hq "calling init: $root/usr/lib/gpuvm/libcuda.so.1" "$root"/ld.* ||
 if grep -hq "calling init: $build/runtime/lib/libcuda.so.1" "$root"/ld.*; then
   fail "the build tree's libcuda.so.1 was loaded"
 fi
-echo "PASS: the installed aggregator, gpuvm-vm and gpuvm-dm served a VM; the guest ran on the installed libcuda.so.1"
+# The operator reaches it the way docs/OPERATOR.md says: GPUVM_AGGREGATOR names the socket.
+GPUVM_AGGREGATOR=$socket "$root/usr/bin/gpuvm-ctl" stats --json > "$root/stats.json" ||
+  fail "the installed gpuvm-ctl could not reach the aggregator"
+grep -q '"policy":"band"' "$root/stats.json" || fail "gpuvm-ctl stats: $(cat "$root/stats.json")"
+echo "PASS: the installed aggregator (as its unit starts it), gpuvm-vm and gpuvm-dm served a VM; the guest ran on the installed libcuda.so.1; the installed gpuvm-ctl reached it"

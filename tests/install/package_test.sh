@@ -18,7 +18,11 @@ contains() {  # contains DEB PATH...
   for p in "$@"; do grep -qx "./$p" <<< "$list" || fail "$(basename "$deb") lacks /$p"; done
 }
 contains "$host" usr/bin/gpuvm-aggregator usr/bin/gpuvm-dm usr/bin/gpuvm-vm usr/bin/gpuvm-ctl \
-  usr/share/doc/gpuvm/ARCHITECTURE.md
+  usr/share/doc/gpuvm/ARCHITECTURE.md usr/lib/systemd/system/gpuvm-aggregator.service \
+  etc/gpuvm/aggregator.conf
+# The settings an operator edits survive upgrades: dpkg treats them as configuration files.
+dpkg-deb --ctrl-tarfile "$host" | tar -xO ./conffiles | grep -qx /etc/gpuvm/aggregator.conf ||
+  fail "gpuvm-host does not mark /etc/gpuvm/aggregator.conf as a conffile"
 contains "$guest" usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
   usr/include/gpuvm/cuda.h etc/ld.so.conf.d/gpuvm.conf
 dpkg-deb -c "$guest" | grep -q 'usr/bin/' && fail "the guest package carries dom0 programs"
