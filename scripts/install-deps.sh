@@ -14,6 +14,9 @@ PACKAGES=(
   libzstd-dev liblz4-dev
   # plots for the benchmark reports
   gnuplot-nox
+  # make package (CPack's DEB generator: dpkg-shlibdeps, fakeroot), the unit's check, the terminal
+  # `gpuvm-ctl top` is tested in
+  dpkg-dev fakeroot systemd tmux
 )
 
 missing=()

@@ -28,10 +28,16 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
                : mode == ipc::VmMode::kFullVirtualization ? "fv"
                                                           : "pv";
       d.vram_bytes = vm->vgpu ? vm->vgpu->vram_bytes() : 0;
+      d.vram_used_bytes = d.vram_bytes;
+      for (size_t bar = 0; bar < vm->counters.reads.size(); ++bar) {
+        d.traps += vm->counters.reads[bar] + vm->counters.writes[bar];
+      }
       // A pt VM owns every channel of the GPU; an fv VM its partition's range.
       d.channels = mode == ipc::VmMode::kPassThrough ? gf100::pfifo::kChannels : 0;
       if (const auto* fv = dynamic_cast<const aggregator::FullVirtGpu*>(vm->vgpu.get())) {
         d.channels = fv->partition().channels;
+        if (const aggregator::VramMap* map = fv->vram_map())
+          d.vram_used_bytes = map->assigned_bytes();
         // A pv VM says which pv mode (a doorbell per call or per batch; docs/PARAVIRT.md).
         if (mode == ipc::VmMode::kParaVirtualization) d.mode = FvModeName(fv->fv_mode());
       }

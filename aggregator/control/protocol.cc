@@ -232,7 +232,9 @@ std::string FormatList(const ListReply& list) {
   std::string out = "scheduler policy=" + std::string(sched::PolicyKindName(list.policy)) + "\n";
   for (const VmRow& v : list.vms) {
     out += "vm id=" + std::to_string(v.id) + " name=" + Escape(v.name) + " mode=" + Escape(v.mode) +
-           " vram=" + std::to_string(v.vram_bytes) + " channels=" + std::to_string(v.channels) +
+           " vram=" + std::to_string(v.vram_bytes) +
+           " vram_used=" + std::to_string(v.vram_used_bytes) +
+           " channels=" + std::to_string(v.channels) + " traps=" + std::to_string(v.traps) +
            " share=" + Fixed(v.share_percent, 3) + " scheduled=" + (v.scheduled ? "1" : "0") +
            " usage100=" + Fixed(v.usage_100ms, 4) + " usage500=" + Fixed(v.usage_500ms, 4) +
            " usage10s=" + Fixed(v.usage_10s, 4) + " queued=" + std::to_string(v.queued) +
@@ -283,8 +285,12 @@ Result<ListReply> ParseList(std::string_view body) {
     GPUVM_ASSIGN_OR_RETURN(v.mode, Unescape(s));
     GPUVM_ASSIGN_OR_RETURN(s, field("vram"));
     ok &= ParseUnsigned(s, &v.vram_bytes);
+    GPUVM_ASSIGN_OR_RETURN(s, field("vram_used"));
+    ok &= ParseUnsigned(s, &v.vram_used_bytes);
     GPUVM_ASSIGN_OR_RETURN(s, field("channels"));
     ok &= ParseUnsigned(s, &v.channels);
+    GPUVM_ASSIGN_OR_RETURN(s, field("traps"));
+    ok &= ParseUnsigned(s, &v.traps);
     GPUVM_ASSIGN_OR_RETURN(s, field("share"));
     ok &= ParseFixed(s, &v.share_percent);
     GPUVM_ASSIGN_OR_RETURN(s, field("scheduled"));

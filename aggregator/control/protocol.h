@@ -86,6 +86,8 @@ struct VmIdentity {
   std::string mode;  // "pt", "fv", "pv"
   uint64_t vram_bytes = 0;
   uint32_t channels = 0;
+  uint64_t vram_used_bytes = 0;  // what the VM holds now: fv's dynamic VRAM grows; else vram_bytes
+  uint64_t traps = 0;            // the VM's trapped BAR accesses so far (reads + writes, every BAR)
   friend bool operator==(const VmIdentity&, const VmIdentity&) = default;
 };
 
@@ -106,9 +108,10 @@ struct ListReply {
   std::vector<VmRow> vms;
   friend bool operator==(const ListReply&, const ListReply&) = default;
 };
-// Body lines: "scheduler policy=band", then "vm id=1 name=a mode=fv vram=268435456 channels=8
-// share=25 scheduled=1 usage100=0.2500 usage500=0.2500 usage10s=0.2500 queued=0 gpu_ms=1.5
-// standing=at". Names are %-escaped outside [A-Za-z0-9._@,-]; empty fields are "-".
+// Body lines: "scheduler policy=band", then "vm id=1 name=a mode=fv vram=268435456
+// vram_used=1835008 channels=8 traps=10432 share=25 scheduled=1 usage100=0.2500 usage500=0.2500
+// usage10s=0.2500 queued=0 gpu_ms=1.5 standing=at". Names are %-escaped outside [A-Za-z0-9._@,-];
+// empty fields are "-".
 std::string FormatList(const ListReply& list);
 Result<ListReply> ParseList(std::string_view body);
 

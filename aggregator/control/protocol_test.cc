@@ -122,7 +122,9 @@ TEST(ControlProtocolTest, ListRoundTrips) {
   a.name = "web tier %1";
   a.mode = "pt";
   a.vram_bytes = 1ull << 30;
+  a.vram_used_bytes = 3ull << 20;
   a.channels = 128;
+  a.traps = 123456789012ull;
   a.share_percent = 12.5;
   a.scheduled = true;
   a.usage_100ms = 0.25;

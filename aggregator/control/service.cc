@@ -143,7 +143,8 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
     first = false;
     j += "{\"id\":" + std::to_string(vm.id) + ",\"name\":" + JsonString(vm.name) +
          ",\"mode\":" + JsonString(vm.mode) + ",\"vram_bytes\":" + std::to_string(vm.vram_bytes) +
-         ",\"channels\":" + std::to_string(vm.channels);
+         ",\"vram_used_bytes\":" + std::to_string(vm.vram_used_bytes) +
+         ",\"channels\":" + std::to_string(vm.channels) + ",\"traps\":" + std::to_string(vm.traps);
     j += ",\"refused\":{";
     for (size_t i = 0; i < vm.refused.size(); ++i) {
       j += (i ? "," : "") + JsonString(vm.refused[i].first) + ":" +

@@ -7,6 +7,7 @@
 //   gpuvm-ctl [--socket PATH] set-share VM PERCENT
 //   gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band
 //   gpuvm-ctl [--socket PATH] vm-token DOMID      (prints a one-time token, docs/SECURITY.md)
+//   gpuvm-ctl [--socket PATH] top [--interval-ms N] [--iterations N]   (a live view of `list`)
 //
 // The socket defaults to $GPUVM_CONTROL, else the aggregator's socket ($GPUVM_AGGREGATOR or
 // @gpuvm-aggregator-<uid>) + "-control".
@@ -27,6 +28,10 @@ struct Invocation {
   std::string socket;  // resolved
   control::Request request;
   bool json = false;  // stats --json
+  // top: a `list` every interval, drawn as a live view; 0 iterations: until interrupted.
+  bool top = false;
+  int interval_ms = 1000;
+  int iterations = 0;
 };
 
 // InvalidArgument with the reason (the caller prints it with the usage).
@@ -43,6 +48,12 @@ Result<control::Reply> Call(const std::string& socket, const control::Request& r
 //   ID  NAME  MODE  VRAM      CHANNELS  SHARE   GPU 100ms  500ms   10s     QUEUED  GPU TIME
 //   STANDING
 std::string RenderList(const control::ListReply& list);
+
+// One frame of `top`: `now`, with the rates since `before` (the previous frame, `seconds` earlier;
+// null for the first): each VM's GPU use over that interval (from its GPU time) beside its share
+// and the scheduler's 100 ms / 500 ms / 10 s windows, queued work, VRAM used of assigned, traps/s.
+std::string RenderTop(const control::ListReply& now, const control::ListReply* before,
+                      double seconds);
 
 // Runs an invocation: prints to stdout/stderr, returns the exit status (0 ok, 1 refused, 3 cannot
 // reach the aggregator or a broken reply).

@@ -15,6 +15,66 @@ TEST(GpuvmCtlTest, ParsesCommandLines) {
   EXPECT_TRUE(inv->json);
 }
 
+TEST(GpuvmCtlTest, TopIsListAgainAndAgain) {
+  Result<Invocation> inv = ParseCommandLine({"top", "--interval-ms", "250", "--iterations", "3"});
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_TRUE(inv->top);
+  EXPECT_EQ(inv->interval_ms, 250);
+  EXPECT_EQ(inv->iterations, 3);
+  EXPECT_EQ(inv->request, control::Request(control::ListRequest{}));
+  inv = ParseCommandLine({"top"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->interval_ms, 1000);
+  EXPECT_EQ(inv->iterations, 0);
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{{"top", "--interval-ms", "10"},  // too fast
+                                             {"top", "--interval-ms", "-1"},
+                                             {"top", "--iterations", "x"},
+                                             {"top", "--iterations"},
+                                             {"top", "extra"},
+                                             {"list", "--iterations", "2"}}) {
+    EXPECT_FALSE(ParseCommandLine(bad).ok()) << bad.back();
+  }
+}
+
+// Rates come from two frames: GPU use over the interval from the GPU time, traps per second; a VM
+// new in this frame has none yet.
+TEST(GpuvmCtlTest, TopShowsRatesBetweenFrames) {
+  control::ListReply before, now;
+  control::VmRow a;
+  a.id = 1;
+  a.name = "web";
+  a.mode = "fv-opt";
+  a.scheduled = true;
+  a.share_percent = 50;
+  a.vram_bytes = 256ull << 20;
+  a.vram_used_bytes = 64ull << 20;
+  a.gpu_ms = 1000;
+  a.traps = 5000;
+  before.vms = {a};
+  a.gpu_ms = 1300;   // 300 ms of GPU in 0.5 s: 60 %
+  a.traps = 6000;    // 1000 in 0.5 s: 2000/s
+  control::VmRow b;  // appears now
+  b.id = 2;
+  b.name = "batch";
+  b.mode = "pt";
+  now.vms = {a, b};
+  const std::string first = RenderTop(now, nullptr, 0.5);
+  EXPECT_NE(first.find("rates from the next frame"), std::string::npos) << first;
+  const std::string frame = RenderTop(now, &before, 0.5);
+  EXPECT_NE(frame.find("rates over 0.5 s"), std::string::npos) << frame;
+  const size_t web = frame.find("web");
+  const size_t batch = frame.find("batch");
+  ASSERT_NE(web, std::string::npos);
+  ASSERT_NE(batch, std::string::npos);
+  const std::string web_line = frame.substr(web, frame.find('\n', web) - web);
+  EXPECT_NE(web_line.find("60.0%"), std::string::npos) << web_line;
+  EXPECT_NE(web_line.find("2000"), std::string::npos) << web_line;
+  EXPECT_NE(web_line.find("64 MiB / 256 MiB"), std::string::npos) << web_line;
+  const std::string batch_line = frame.substr(batch, frame.find('\n', batch) - batch);
+  EXPECT_NE(batch_line.find("(not scheduled)"), std::string::npos) << batch_line;
+}
+
 TEST(GpuvmCtlTest, RefusesBadCommandLinesLocally) {
   for (const std::vector<std::string>& bad :
        std::vector<std::vector<std::string>>{{},
