@@ -17,6 +17,8 @@ PACKAGES=(
   # make package (CPack's DEB generator: dpkg-shlibdeps, fakeroot), the unit's check, the terminal
   # `gpuvm-ctl top` is tested in
   dpkg-dev fakeroot systemd tmux
+  # Prometheus' own parser for the metrics test
+  python3-prometheus-client
 )
 
 missing=()

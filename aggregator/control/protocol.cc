@@ -142,6 +142,10 @@ Result<Request> ParseRequest(std::string_view text) {
     GPUVM_RETURN_IF_ERROR(want_args(0, "stats"));
     return Request(StatsRequest{});
   }
+  if (command == "metrics") {
+    GPUVM_RETURN_IF_ERROR(want_args(0, "metrics"));
+    return Request(MetricsRequest{});
+  }
   if (command == "set-share") {
     GPUVM_RETURN_IF_ERROR(want_args(2, "set-share VM PERCENT"));
     const std::string_view vm = words[1];
@@ -178,14 +182,15 @@ Result<Request> ParseRequest(std::string_view text) {
     return Request(VmTokenRequest{static_cast<uint16_t>(domid)});
   }
   return Status::InvalidArgument("unknown command " + QuoteForMessage(command) +
-                                 "; commands: list, stats, set-share VM PERCENT, set-scheduler "
-                                 "fifo|credit|band, vm-token DOMID");
+                                 "; commands: list, stats, metrics, set-share VM PERCENT, "
+                                 "set-scheduler fifo|credit|band, vm-token DOMID");
 }
 
 std::string FormatRequest(const Request& request) {
   struct Visitor {
     std::string operator()(const ListRequest&) const { return "list"; }
     std::string operator()(const StatsRequest&) const { return "stats"; }
+    std::string operator()(const MetricsRequest&) const { return "metrics"; }
     std::string operator()(const SetShareRequest& r) const {
       return "set-share " + r.vm + " " + FormatSharePercent(r.percent);
     }

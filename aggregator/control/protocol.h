@@ -61,8 +61,12 @@ struct VmTokenRequest {
   uint16_t domid = 0;
   friend bool operator==(const VmTokenRequest&, const VmTokenRequest&) = default;
 };
-using Request =
-    std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest, VmTokenRequest>;
+// The figures in the Prometheus text format (metrics.h); the reply body is the exposition.
+struct MetricsRequest {
+  friend bool operator==(const MetricsRequest&, const MetricsRequest&) = default;
+};
+using Request = std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest,
+                             VmTokenRequest, MetricsRequest>;
 
 // InvalidArgument with a message that names what is wrong ("share '-5' is negative", "unknown
 // command 'lst'"). Accepts one trailing newline; words are separated by single spaces. PERCENT is

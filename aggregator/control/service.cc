@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "aggregator/control/metrics.h"
 #include "base/json_number.h"
 #include "base/share.h"
 #include "base/vm_name.h"
@@ -183,6 +184,9 @@ Reply ControlService::Execute(const Request& request) {
   }
   if (std::holds_alternative<StatsRequest>(request)) {
     return Reply{Status::Ok(), StatsJson(vms)};
+  }
+  if (std::holds_alternative<MetricsRequest>(request)) {
+    return Reply{Status::Ok(), PrometheusText(dispatcher_->Stats(), vms)};
   }
   if (const auto* set = std::get_if<SetShareRequest>(&request)) {
     Result<uint32_t> vm = ResolveVm(vms, set->vm);

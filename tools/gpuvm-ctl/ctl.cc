@@ -36,6 +36,7 @@ std::string Bytes(uint64_t bytes) {
 const char kUsage[] =
     "usage: gpuvm-ctl [--socket PATH] list\n"
     "       gpuvm-ctl [--socket PATH] stats [--json]\n"
+    "       gpuvm-ctl [--socket PATH] metrics   (Prometheus text format)\n"
     "       gpuvm-ctl [--socket PATH] set-share VM PERCENT     (VM: id or name; live)\n"
     "       gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band   (live)\n"
     "       gpuvm-ctl [--socket PATH] vm-token DOMID   (a one-time token for that domain's\n"
@@ -226,6 +227,7 @@ int Run(const Invocation& inv) {
     }
     std::fputs(RenderList(*list).c_str(), stdout);
   } else if (std::holds_alternative<control::StatsRequest>(inv.request) ||
+             std::holds_alternative<control::MetricsRequest>(inv.request) ||
              std::holds_alternative<control::VmTokenRequest>(inv.request)) {
     std::fputs(reply->body.c_str(), stdout);
   } else {

@@ -4,6 +4,7 @@
 //
 //   gpuvm-ctl [--socket PATH] list
 //   gpuvm-ctl [--socket PATH] stats [--json]
+//   gpuvm-ctl [--socket PATH] metrics             (the Prometheus text exposition)
 //   gpuvm-ctl [--socket PATH] set-share VM PERCENT
 //   gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band
 //   gpuvm-ctl [--socket PATH] vm-token DOMID      (prints a one-time token, docs/SECURITY.md)
