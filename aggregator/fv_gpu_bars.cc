@@ -141,6 +141,44 @@ void FullVirtGpu::ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, u
   }
 }
 
+pv::CallResult FullVirtGpu::PvApertureStore(const pv::Call& call, std::span<const uint8_t> batch) {
+  const gpu::Bar bar = call.bar == 1 ? gpu::Bar::k1 : gpu::Bar::k3;
+  const uint64_t end = call.first + call.count;  // DecodeBatch bounded both
+  if (!Check(bar, call.first, 4, call.count).ok()) return pv::CallResult::kNotMapped;
+  if (remap_dirty_) SyncRemap();
+  // All or nothing: every page is checked before anything is stored.
+  for (uint64_t at = call.first; at < end;) {
+    const uint64_t n = std::min<uint64_t>(end - at, kPage - (at & (kPage - 1)));
+    if (InUserArea(bar, at)) {
+      const uint64_t base = uint64_t(poll_area_ & pf::kPollAreaAddrMask) << 12;
+      if ((at - base) / pf::kUserPageSize >= channels_.size()) return pv::CallResult::kNotMapped;
+    } else {
+      const BarPage page = TranslateBar(bar, at / kPage);
+      const uint64_t inner = at & (kPage - 1);
+      if (!page.valid ||
+          (page.sysram ? page.address + inner + n > ram_.size()
+                       : !PvStoreAllowed(page.address + inner - partition_.vram_base, n))) {
+        return pv::CallResult::kNotMapped;
+      }
+    }
+    at += n;
+  }
+  // As a trapped rep of 8-byte elements (a USER page's IB_PUT is a submission only when stored
+  // alone as 4 bytes, as it is trapped).
+  const uint64_t pattern = call.value | (call.value << 32);
+  for (uint64_t at = call.first; at < end;) {
+    const uint32_t size = (at % 8 == 0 && end - at >= 8) ? 8 : 4;
+    uint64_t value = pattern;
+    if (call.op == pv::Op::kBarWrite) {
+      value = 0;
+      std::memcpy(&value, batch.data() + call.entries_offset + (at - call.first), size);
+    }
+    WriteOne(bar, at, size, value);
+    at += size;
+  }
+  return pv::CallResult::kOk;
+}
+
 // ---- BAR remap (bar_remap.h) ----
 
 void FullVirtGpu::RemapChanged(bool eager, uint8_t bars) {

@@ -131,6 +131,16 @@ CallResult PvTables::Apply(const pv::Call& call, std::span<const uint8_t> batch,
       }
       break;
     }
+    case pv::Op::kBarWrite:
+    case pv::Op::kBarFill:
+      r = hooks_.aperture_store ? hooks_.aperture_store(call, batch) : CallResult::kNotMapped;
+      if (r != CallResult::kOk) {
+        r = Refuse(r, std::string(call.op == pv::Op::kBarWrite ? "BAR_WRITE" : "BAR_FILL") +
+                          " of " + std::to_string(call.count) + " bytes at BAR" +
+                          std::to_string(call.bar) + " + " + Hex(call.first) +
+                          ": not all of it maps the VM's own memory outside its registered tables");
+      }
+      break;
   }
   if (r == CallResult::kOk) ++counters_.calls;
   return r;

@@ -50,6 +50,11 @@ class PvTables {
     std::function<bool(uint64_t guest_pd)> directory_in_use;
     // The guest's BAR1/BAR3 tables changed or were flushed: cached translations are stale.
     std::function<void()> bar_tables_changed;
+    // BAR_WRITE / BAR_FILL (`call.bar`, `call.first` the offset, `call.count` the bytes;
+    // BAR_WRITE's bytes in `batch`): validate the whole store as a trapped one would be translated,
+    // then apply it; kOk, or kNotMapped with nothing stored. None: every aperture store is refused.
+    std::function<pv::CallResult(const pv::Call& call, std::span<const uint8_t> batch)>
+        aperture_store;
   };
 
   // `vram` (the VM's static slice) must outlive this object.

@@ -150,6 +150,9 @@ Status Channel::Impl::CheckUsable() const { return ctx_->status(); }
 
 Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
   GPUVM_RETURN_IF_ERROR(CheckUsable());
+  // Page-table updates (and stores) still queued go now; one the device refused fails this
+  // submission, the first that could have used it.
+  GPUVM_RETURN_IF_ERROR(drv_->writer()->Commit());
   uint32_t sequence = next_sequence_;
   if (sequence == 0) sequence = 1;
   // The fence: a 4-byte semaphore release after everything before it (nouveau's nvc0_fence_emit).

@@ -38,9 +38,9 @@ enum class SpaceKind : uint8_t { kChannel, kBar1, kBar3 };
 
 // One page directory or page table in instance memory.
 struct PageTableRef {
-  uint64_t vram = 0;         // VRAM address of the table's first entry
-  uint64_t bar3_offset = 0;  // where the table is mapped in BAR3 (native path)
-  uint64_t entries = 0;      // size in entries
+  uint64_t vram = 0;                     // VRAM address of the table's first entry
+  uint64_t bar3_offset = 0;              // where the table is mapped in BAR3 (native path)
+  uint64_t entries = 0;                  // size in entries
   SpaceKind kind = SpaceKind::kChannel;  // of a directory: its space's
 };
 
@@ -68,6 +68,11 @@ class PageTableWriter {
 
   // Makes the GPU forget cached translations of `space` (after entries were changed or removed).
   virtual Status Flush(const PageTableRef& space) = 0;
+
+  // The device is about to act on the tables (the driver is submitting work): whatever was handed
+  // over must be in effect. Returns the error of any earlier call the device refused and did not
+  // report then (a para-virtual writer that batches, pv_calls.h); OK natively.
+  virtual Status Commit() { return Status::Ok(); }
 
   // Whether a channel space's directory and tables come out zeroed without the driver clearing
   // them (a para-virtual host zeroes what it registers): the driver then skips its own fill.

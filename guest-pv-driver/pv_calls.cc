@@ -25,6 +25,10 @@ const char* OpName(pv::Op op) {
       return "CLEAR";
     case pv::Op::kFlush:
       return "FLUSH";
+    case pv::Op::kBarWrite:
+      return "BAR_WRITE";
+    case pv::Op::kBarFill:
+      return "BAR_FILL";
   }
   return "?";
 }
@@ -45,6 +49,7 @@ Status ToStatus(CallResult result, pv::Op op) {
     case CallResult::kNoArea:
       return Status::FailedPrecondition(what);
     case CallResult::kNotInVram:
+    case CallResult::kNotMapped:
     case CallResult::kForeignVram:
     case CallResult::kForeignSysram:
     case CallResult::kBadEntry:
@@ -141,37 +146,51 @@ PvCounters PvCalls::counters() const {
   return {calls_.load(std::memory_order_relaxed), doorbells_.load(std::memory_order_relaxed)};
 }
 
-Status PvCalls::TakeDeferred() {
+void PvCalls::Sync() {
   std::lock_guard lock(mu_);
-  Status s = deferred_;
-  deferred_ = Status::Ok();
-  return s;
-}
-
-Status PvCalls::Sync() {
-  std::lock_guard lock(mu_);
-  if (batch_.empty()) return Status::Ok();
+  if (batch_.empty()) return;
   Status s = Ring();
   if (!s.ok() && deferred_.ok()) deferred_ = s;
+}
+
+Status PvCalls::Commit() {
+  std::lock_guard lock(mu_);
+  Status s = batch_.empty() ? Status::Ok() : Ring();
+  if (!deferred_.ok()) {
+    s = deferred_;
+    deferred_ = Status::Ok();
+  }
   return s;
 }
 
 Status PvCalls::Room(uint32_t bytes, uint64_t entries) {
   if (batch_.Fits(bytes, entries)) return Status::Ok();
   if (batch_.empty()) return Status::Internal("a para-virtual call larger than the call area");
-  GPUVM_RETURN_IF_ERROR(Ring());
+  // The area is full: what is queued goes now; a refusal among it belongs to the next Commit.
+  if (Status s = Ring(); !s.ok() && deferred_.ok()) deferred_ = s;
   return batch_.Fits(bytes, entries)
              ? Status::Ok()
              : Status::Internal("a para-virtual call larger than the call area");
 }
 
-Status PvCalls::Appended(bool force) {
+Status PvCalls::Appended(uint32_t offset, uint64_t entries) {
+  ops_.push_back({offset, entries});
   pending_.store(true, std::memory_order_release);
-  if (mode_ == pv::Mode::kNaive || force) return Ring();
+  if (mode_ == pv::Mode::kNaive) return Ring();
   return Status::Ok();
 }
 
 Status PvCalls::Ring() {
+  Status first = Status::Ok();
+  while (!batch_.empty()) {
+    Status s = RingOnce();
+    if (first.ok()) first = s;
+  }
+  pending_.store(false, std::memory_order_release);
+  return first;
+}
+
+Status PvCalls::RingOnce() {
   std::span<const uint8_t> bytes = batch_.Finish();
   std::memcpy(area_->host(), bytes.data(), bytes.size());
   std::atomic_thread_fence(std::memory_order_release);
@@ -183,47 +202,60 @@ Status PvCalls::Ring() {
   const CallResult status = pv::BatchStatus(answered);
   const uint32_t done = pv::BatchDone(answered);
   Status result = Status::Ok();
+  // The calls after a refused one were not run: they go again in the next batch (each call stands
+  // alone, as in pv-naive), unless the batch itself was refused (a driver bug: nothing to retry).
+  size_t resend = ops_.size();
   if (status != CallResult::kOk || done != ops_.size()) {
     result = Status::Unavailable("the host did not answer the para-virtual batch (done " +
                                  std::to_string(done) + " of " + std::to_string(ops_.size()) + ")");
     if (status != CallResult::kOk) {
       result = ToStatus(status, pv::Op::kFlush);
-      for (uint32_t offset : ops_) {
-        const CallResult r = pv::ResultAt(answered, offset);
+      for (size_t i = 0; i < ops_.size(); ++i) {
+        const CallResult r = pv::ResultAt(answered, ops_[i].offset);
         if (r == CallResult::kOk || r == CallResult::kNotRun) continue;
         uint16_t code = 0;
-        std::memcpy(&code, bytes.data() + offset + pv::kOpCode, 2);
+        std::memcpy(&code, bytes.data() + ops_[i].offset + pv::kOpCode, 2);
         result = ToStatus(r, static_cast<pv::Op>(code));
+        if (status != CallResult::kBadBatch && status != CallResult::kBadOp && i == done) {
+          resend = i + 1;
+        }
         break;
       }
     }
   }
   calls_.fetch_add(std::min<uint64_t>(done, ops_.size()), std::memory_order_relaxed);
+  std::vector<uint8_t> rest;
+  std::vector<Queued> rest_ops;
+  if (resend < ops_.size()) {
+    rest.assign(bytes.begin() + ops_[resend].offset, bytes.end());
+    for (size_t i = resend; i < ops_.size(); ++i) {
+      rest_ops.push_back({ops_[i].offset - ops_[resend].offset, ops_[i].entries});
+    }
+  }
   batch_.Reset();
   ops_.clear();
-  pending_.store(false, std::memory_order_release);
+  for (size_t i = 0; i < rest_ops.size(); ++i) {
+    const uint32_t end = i + 1 < rest_ops.size() ? rest_ops[i + 1].offset : uint32_t(rest.size());
+    const std::span<const uint8_t> op(rest.data() + rest_ops[i].offset, end - rest_ops[i].offset);
+    ops_.push_back({batch_.Append(op, rest_ops[i].entries), rest_ops[i].entries});
+  }
   return result;
 }
 
 Status PvCalls::Attach(uint64_t directory, uint64_t limit, pv::SpaceKind kind) {
-  GPUVM_RETURN_IF_ERROR(TakeDeferred());
   std::lock_guard lock(mu_);
   GPUVM_RETURN_IF_ERROR(Room(pv::kAttachBytes, 0));
-  ops_.push_back(batch_.Attach(directory, limit, kind));
-  return Appended(false);
+  return Appended(batch_.Attach(directory, limit, kind), 0);
 }
 
 Status PvCalls::Detach(uint64_t directory) {
-  GPUVM_RETURN_IF_ERROR(TakeDeferred());
   std::lock_guard lock(mu_);
   GPUVM_RETURN_IF_ERROR(Room(pv::kDetachBytes, 0));
-  ops_.push_back(batch_.Detach(directory));
-  return Appended(false);
+  return Appended(batch_.Detach(directory), 0);
 }
 
 Status PvCalls::Write(uint64_t space, uint64_t table, uint64_t first,
                       std::span<const uint64_t> entries) {
-  GPUVM_RETURN_IF_ERROR(TakeDeferred());
   std::lock_guard lock(mu_);
   const uint64_t max_literal = batch_.MaxWriteEntries();
   for (size_t i = 0; i < entries.size();) {
@@ -232,9 +264,9 @@ Status PvCalls::Write(uint64_t space, uint64_t table, uint64_t first,
       // Consecutive pages (or one value repeated): one call however many entries.
       const uint32_t n = uint32_t(std::min<uint64_t>(run, pv::kMaxBatchEntries));
       GPUVM_RETURN_IF_ERROR(Room(pv::kWriteLinearBytes, n));
-      ops_.push_back(batch_.WriteLinear(space, table, first + i, n, entries[i],
-                                        n > 1 ? entries[i + 1] - entries[i] : 0));
-      GPUVM_RETURN_IF_ERROR(Appended(false));
+      GPUVM_RETURN_IF_ERROR(Appended(batch_.WriteLinear(space, table, first + i, n, entries[i],
+                                                        n > 1 ? entries[i + 1] - entries[i] : 0),
+                                     n));
       i += n;
       continue;
     }
@@ -244,8 +276,8 @@ Status PvCalls::Write(uint64_t space, uint64_t table, uint64_t first,
     while (i < end) {
       const uint32_t n = uint32_t(std::min<uint64_t>(end - i, max_literal));
       GPUVM_RETURN_IF_ERROR(Room(pv::OpBytes(pv::Op::kWrite, n), n));
-      ops_.push_back(batch_.Write(space, table, first + i, entries.subspan(i, n)));
-      GPUVM_RETURN_IF_ERROR(Appended(false));
+      GPUVM_RETURN_IF_ERROR(
+          Appended(batch_.Write(space, table, first + i, entries.subspan(i, n)), n));
       i += n;
     }
   }
@@ -253,24 +285,39 @@ Status PvCalls::Write(uint64_t space, uint64_t table, uint64_t first,
 }
 
 Status PvCalls::Clear(uint64_t space, uint64_t table, uint64_t first, uint64_t count) {
-  GPUVM_RETURN_IF_ERROR(TakeDeferred());
   std::lock_guard lock(mu_);
   for (uint64_t done = 0; done < count;) {
     const uint32_t n = uint32_t(std::min<uint64_t>(count - done, pv::kMaxBatchEntries));
     GPUVM_RETURN_IF_ERROR(Room(pv::kClearBytes, n));
-    ops_.push_back(batch_.Clear(space, table, first + done, n));
-    GPUVM_RETURN_IF_ERROR(Appended(false));
+    GPUVM_RETURN_IF_ERROR(Appended(batch_.Clear(space, table, first + done, n), n));
     done += n;
   }
   return Status::Ok();
 }
 
 Status PvCalls::Flush(uint64_t space) {
-  GPUVM_RETURN_IF_ERROR(TakeDeferred());
   std::lock_guard lock(mu_);
   GPUVM_RETURN_IF_ERROR(Room(pv::kFlushBytes, 0));
-  ops_.push_back(batch_.Flush(space));
-  return Appended(true);
+  return Appended(batch_.Flush(space), 0);
+}
+
+Status PvCalls::BarWrite(uint32_t bar, uint64_t offset, std::span<const uint8_t> data) {
+  std::lock_guard lock(mu_);
+  const uint32_t bytes = uint32_t(data.size());
+  GPUVM_RETURN_IF_ERROR(Room(pv::OpBytes(pv::Op::kBarWrite, bytes), pv::BarStoreEntries(bytes)));
+  return Appended(batch_.BarWrite(bar, offset, data), pv::BarStoreEntries(bytes));
+}
+
+Status PvCalls::BarFill(uint32_t bar, uint64_t offset, uint64_t bytes, uint32_t pattern) {
+  std::lock_guard lock(mu_);
+  for (uint64_t done = 0; done < bytes;) {
+    const uint32_t n = uint32_t(std::min<uint64_t>(bytes - done, pv::kMaxBarStoreBytes));
+    GPUVM_RETURN_IF_ERROR(Room(pv::kBarFillBytes, pv::BarStoreEntries(n)));
+    GPUVM_RETURN_IF_ERROR(
+        Appended(batch_.BarFill(bar, offset + done, n, pattern), pv::BarStoreEntries(n)));
+    done += n;
+  }
+  return Status::Ok();
 }
 
 // ---- PvPageTableWriter ----
@@ -301,6 +348,8 @@ Status PvPageTableWriter::ClearEntries(const PageTableRef& space, const PageTabl
 
 Status PvPageTableWriter::Flush(const PageTableRef& space) { return calls_->Flush(space.vram); }
 
+Status PvPageTableWriter::Commit() { return calls_->Commit(); }
+
 // ---- PvSyncBus ----
 
 uint64_t PvSyncBus::Read(Bar bar, uint64_t offset, Width width) {
@@ -318,12 +367,25 @@ Status PvSyncBus::ReadBlock(Bar bar, uint64_t offset, void* dst, uint64_t length
   return inner_->ReadBlock(bar, offset, dst, length);
 }
 
+// An aperture store the call area can carry: BAR1/BAR3, whole 4-byte words.
+bool PvSyncBus::Callable(Bar bar, uint64_t offset, uint64_t length, uint64_t max) {
+  return (bar == Bar::k1 || bar == Bar::k3) && offset % 4 == 0 && length % 4 == 0 && length != 0 &&
+         length <= max;
+}
+
 Status PvSyncBus::WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) {
+  if (Callable(bar, offset, length, kMaxCallWrite)) {
+    return calls_->BarWrite(bar == Bar::k1 ? 1 : 3, offset,
+                            std::span(static_cast<const uint8_t*>(src), length));
+  }
   Sync();
   return inner_->WriteBlock(bar, offset, src, length);
 }
 
 Status PvSyncBus::FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) {
+  if (Callable(bar, offset, length, kMaxCallFill)) {
+    return calls_->BarFill(bar == Bar::k1 ? 1 : 3, offset, length, byte * 0x01010101u);
+  }
   Sync();
   return inner_->FillBlock(bar, offset, byte, length);
 }

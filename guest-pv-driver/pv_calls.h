@@ -4,23 +4,26 @@
 //   PvCalls            the device's PV window and the call area: discovery (PV_ID), the area's
 //                      registration, the batch being built, the doorbell, the answers read back
 //                      and turned into Status. pv-naive rings once per call; pv-multicall queues
-//                      calls and rings when a flush is asked for, when the area is full, or before
-//                      any other access to the device (Sync, from PvSyncBus) — so a submission, an
-//                      instance-memory access or a register access always finds the tables as the
-//                      driver wrote them.
+//                      calls (page-table calls and small aperture stores alike) and rings only
+//                      when the device could depend on them: at a Commit (the driver's
+//                      submissions), before any other access to the device (Sync, from
+//                      PvSyncBus: a register, a read, a single store such as IB_PUT), when the
+//                      area is full, and at teardown.
 //   PvPageTableWriter  the page_table_writer.h seam on PvCalls: AttachSpace -> ATTACH (with the
 //                      space's kind), WriteEntries -> WRITE / WRITE_LINEAR (runs of consecutive
 //                      pages become one call), ClearEntries -> CLEAR, Flush -> FLUSH, DetachSpace
 //                      -> DETACH.
-//   PvSyncBus          a Bus in front of the driver's: every access except PvCalls' own sends the
-//                      queued calls first.
+//   PvSyncBus          a Bus in front of the driver's: BAR1/BAR3 block stores and fills of whole
+//                      words (instance blocks, USER pages, small uploads) become BAR_WRITE /
+//                      BAR_FILL calls; every other access sends the queued calls first.
 // The driver builds these itself when the device offers a PV window (DriverOptions::para_virtual,
 // driver.h), so the same unmodified driver — and CUDA binary — runs in every mode.
 //
-// Errors: a call the host refuses becomes the Status of the writer call that rang (pv-naive), or,
-// for calls queued earlier (pv-multicall), of the next writer call — the driver flushes after
-// every change, so it learns of it before it uses the mapping.
-//
+// Errors: in pv-naive a call the host refuses is the Status of the call that rang. In pv-multicall
+// a call returns OK when queued; a refusal found when the batch goes is kept and returned by the
+// next Commit — the driver commits before every submission, so the submission that would have
+// used the refused update fails with it. The calls queued after a refused one are sent again
+// (each call stands alone, as in pv-naive); a batch the host refuses whole (a driver bug) is not.
 // Threading: thread-safe (one lock around the batch and the doorbell; a quick atomic check on the
 // bus's hot path when nothing is queued).
 #ifndef GPUVM_GUEST_PV_DRIVER_PV_CALLS_H_
@@ -64,21 +67,31 @@ class PvCalls {
   Status Detach(uint64_t directory);
   Status Write(uint64_t space, uint64_t table, uint64_t first, std::span<const uint64_t> entries);
   Status Clear(uint64_t space, uint64_t table, uint64_t first, uint64_t count);
-  // FLUSH, and the batch goes now in every mode.
   Status Flush(uint64_t space);
-  // Sends the queued calls (nothing when none): before any other access to the device.
-  Status Sync();
+  // BAR_WRITE / BAR_FILL (`bar` 1 or 3; whole 4-byte words; a fill is split into calls of at most
+  // pv::kMaxBarStoreBytes).
+  Status BarWrite(uint32_t bar, uint64_t offset, std::span<const uint8_t> data);
+  Status BarFill(uint32_t bar, uint64_t offset, uint64_t bytes, uint32_t pattern);
+  // Sends the queued calls (nothing when none): before any other access to the device. A refusal
+  // is kept for the next Commit.
+  void Sync();
+  // Sends the queued calls and returns the first refusal since the last Commit (OK when none).
+  Status Commit();
 
  private:
   PvCalls(Bus* bus, pv::Mode mode, std::unique_ptr<DmaMapping> area,
           std::unique_ptr<DmaMapping> list, uint32_t pages);
+  struct Queued {
+    uint32_t offset;   // in the batch: where the host answers
+    uint64_t entries;  // what it counts against pv::kMaxBatchEntries
+  };
   // Makes room for an op of `bytes` touching `entries` entries (ringing what is queued if needed).
   Status Room(uint32_t bytes, uint64_t entries);
-  // After appending: ring in pv-naive (or when `force`).
-  Status Appended(bool force);
-  Status Ring();  // mu_ held
-  // The error of calls queued earlier that failed when rung by Sync() (returned once).
-  Status TakeDeferred();
+  // After appending the op at `offset`: ring in pv-naive.
+  Status Appended(uint32_t offset, uint64_t entries);
+  // Rings until nothing is queued (calls after a refused one go again); the first refusal.
+  Status Ring();      // mu_ held
+  Status RingOnce();  // mu_ held
 
   Bus* const bus_;
   const pv::Mode mode_;
@@ -86,9 +99,9 @@ class PvCalls {
   std::unique_ptr<DmaMapping> list_;
   const uint32_t pages_;
   std::mutex mu_;
-  pv::BatchBuilder batch_;     // guarded by mu_
-  std::vector<uint32_t> ops_;  // their offsets (for the answers); guarded by mu_
-  Status deferred_;            // guarded by mu_
+  pv::BatchBuilder batch_;   // guarded by mu_
+  std::vector<Queued> ops_;  // guarded by mu_
+  Status deferred_;          // the first refusal not yet returned by Commit; guarded by mu_
   std::atomic<bool> pending_{false};
   std::atomic<uint64_t> calls_{0};
   std::atomic<uint64_t> doorbells_{0};
@@ -105,6 +118,7 @@ class PvPageTableWriter final : public PageTableWriter {
   Status ClearEntries(const PageTableRef& space, const PageTableRef& table, uint64_t first,
                       uint64_t count) override;
   Status Flush(const PageTableRef& space) override;
+  Status Commit() override;
   // The host zeroes every channel directory and table it registers (docs/PARAVIRT.md).
   bool ZeroesChannelTables() const override { return true; }
 
@@ -123,6 +137,10 @@ class PvSyncBus final : public Bus {
   Status WriteBlock(Bar bar, uint64_t offset, const void* src, uint64_t length) override;
   Status FillBlock(Bar bar, uint64_t offset, uint8_t byte, uint64_t length) override;
   void WriteRegs(uint64_t offset, std::span<const uint32_t> values) override;
+  // (our choice) the largest block store sent as a call: bigger ones are bulk data, cheaper as one
+  // trapped rep than copied through the call area.
+  static constexpr uint64_t kMaxCallWrite = 16 * 1024;
+  static constexpr uint64_t kMaxCallFill = 1024 * 1024;
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override {
     return inner_->MapDma(host, length);
   }
@@ -135,9 +153,10 @@ class PvSyncBus final : public Bus {
   bool remote() const override { return inner_->remote(); }
 
  private:
-  // Rings the queued calls; a failure is kept for the writer's next call.
+  static bool Callable(Bar bar, uint64_t offset, uint64_t length, uint64_t max);
+  // Rings the queued calls; a refusal is kept for the next Commit.
   void Sync() {
-    if (calls_->pending()) (void)calls_->Sync();
+    if (calls_->pending()) calls_->Sync();
   }
   Bus* const inner_;
   PvCalls* const calls_;

@@ -37,9 +37,10 @@ bool Inside(uint64_t address, uint64_t length, uint64_t size) {
 
 std::string_view CallResultName(CallResult result) {
   static constexpr std::string_view kNames[kResultCount] = {
-      "OK",          "NOT_RUN",        "BAD_BATCH", "BAD_OP",       "OUT_OF_TABLE",
-      "NOT_IN_VRAM", "NOT_REGISTERED", "CONFLICT",  "FOREIGN_VRAM", "FOREIGN_SYSRAM",
-      "BAD_ENTRY",   "BUSY",           "EXHAUSTED", "NO_AREA",      "BAD_AREA"};
+      "OK",           "NOT_RUN",        "BAD_BATCH",      "BAD_OP",
+      "OUT_OF_TABLE", "NOT_IN_VRAM",    "NOT_REGISTERED", "CONFLICT",
+      "FOREIGN_VRAM", "FOREIGN_SYSRAM", "BAD_ENTRY",      "BUSY",
+      "EXHAUSTED",    "NO_AREA",        "BAD_AREA",       "NOT_MAPPED"};
   const uint32_t i = static_cast<uint32_t>(result);
   return i < kResultCount ? kNames[i] : "UNKNOWN";
 }
@@ -58,9 +59,15 @@ uint32_t OpBytes(Op op, uint32_t count) {
       return kClearBytes;
     case Op::kFlush:
       return kFlushBytes;
+    case Op::kBarWrite:
+      return kBarWriteFixedBytes + (count + 7) / 8 * 8;
+    case Op::kBarFill:
+      return kBarFillBytes;
   }
   return 0;
 }
+
+uint64_t BarStoreEntries(uint32_t bytes) { return (uint64_t{bytes} + 7) / 8; }
 
 // ---- BatchBuilder ----
 
@@ -167,6 +174,39 @@ uint32_t BatchBuilder::Flush(uint64_t space) {
   return at;
 }
 
+uint32_t BatchBuilder::BarWrite(uint32_t bar, uint64_t offset, std::span<const uint8_t> data) {
+  const uint32_t bytes = uint32_t(data.size());
+  const uint32_t at = Begin(Op::kBarWrite, OpBytes(Op::kBarWrite, bytes));
+  Put64(offset);
+  Put32(bar);
+  Put32(bytes);
+  const size_t start = bytes_.size();
+  bytes_.resize(start + (bytes + 7) / 8 * 8, 0);
+  if (bytes != 0) std::memcpy(bytes_.data() + start, data.data(), bytes);
+  entries_ += BarStoreEntries(bytes);
+  return at;
+}
+
+uint32_t BatchBuilder::BarFill(uint32_t bar, uint64_t offset, uint32_t bytes, uint32_t pattern) {
+  const uint32_t at = Begin(Op::kBarFill, kBarFillBytes);
+  Put64(offset);
+  Put32(bar);
+  Put32(bytes);
+  Put32(pattern);
+  Put32(0);
+  entries_ += BarStoreEntries(bytes);
+  return at;
+}
+
+uint32_t BatchBuilder::Append(std::span<const uint8_t> op, uint64_t entries) {
+  const uint32_t at = uint32_t(bytes_.size());
+  bytes_.insert(bytes_.end(), op.begin(), op.end());
+  std::memset(bytes_.data() + at + kOpResult, 0, 4);
+  ++ops_;
+  entries_ += entries;
+  return at;
+}
+
 std::span<const uint8_t> BatchBuilder::Finish() {
   const uint32_t magic = kBatchMagic;
   const uint16_t version = kVersion;
@@ -262,17 +302,18 @@ DecodedBatch DecodeBatch(std::span<const uint8_t> batch) {
         Load32(batch, at + kOpResult) != 0) {
       return bad_op("flags, result or reserved bits set");
     }
-    if (code < static_cast<uint16_t>(Op::kAttach) || code > static_cast<uint16_t>(Op::kFlush)) {
+    if (code < static_cast<uint16_t>(Op::kAttach) || code > static_cast<uint16_t>(Op::kBarFill)) {
       return bad_op("unknown opcode " + std::to_string(code));
     }
     Call c;
     c.op = static_cast<Op>(code);
     c.offset = uint32_t(at);
     // The fixed part must be there before any field of it is read.
+    const bool variable = c.op == Op::kWrite || c.op == Op::kBarWrite;
     const uint32_t fixed = c.op == Op::kWrite ? kWriteFixedBytes : OpBytes(c.op);
     if (length < fixed || length % 8 != 0 || at + length > batch.size()) {
       return bad_op("length " + std::to_string(length) + " (the op needs " + std::to_string(fixed) +
-                    (c.op == Op::kWrite ? " + 8 per entry" : "") + " within the batch)");
+                    (variable ? " + its data" : "") + " within the batch)");
     }
     const uint64_t p = at + kOpHeaderBytes;
     c.space = Load64(batch, p);
@@ -318,8 +359,39 @@ DecodedBatch DecodeBatch(std::span<const uint8_t> batch) {
         }
         break;
       }
+      case Op::kBarWrite:
+      case Op::kBarFill: {
+        c.space = 0;
+        c.first = Load64(batch, p);
+        c.bar = Load32(batch, p + 8);
+        c.count = Load32(batch, p + 12);
+        if (c.bar != 1 && c.bar != 3) return bad_op("BAR " + std::to_string(c.bar) + " (1 or 3)");
+        if (c.first % 4 != 0 || c.count % 4 != 0 || c.count == 0 || c.count > kMaxBarStoreBytes) {
+          return bad_op("an aperture store of " + std::to_string(c.count) + " bytes at " +
+                        std::to_string(c.first) + " (4-byte words, at most " +
+                        std::to_string(kMaxBarStoreBytes) + " bytes)");
+        }
+        if (c.op == Op::kBarWrite) {
+          if (length != OpBytes(Op::kBarWrite, c.count)) {
+            return bad_op(std::to_string(c.count) + " bytes do not fill its length " +
+                          std::to_string(length));
+          }
+          c.entries_offset = uint32_t(p + kBarWriteFixedBytes - kOpHeaderBytes);
+          for (uint32_t pad = c.entries_offset + c.count; pad < at + length; ++pad) {
+            if (batch[pad] != 0) return bad_op("padding bytes set");
+          }
+        } else {
+          c.value = Load32(batch, p + 16);
+          if (Load32(batch, p + 20) != 0) return bad_op("reserved bits set");
+        }
+        entries += BarStoreEntries(c.count);
+        if (entries > kMaxBatchEntries) {
+          return bad_batch("more than " + std::to_string(kMaxBatchEntries) + " entries");
+        }
+        break;
+      }
     }
-    if (length != (c.op == Op::kWrite ? length : OpBytes(c.op))) {
+    if (length != (variable ? length : OpBytes(c.op))) {
       return bad_op("length " + std::to_string(length) + ", not " + std::to_string(OpBytes(c.op)));
     }
     if (c.space % vm::kSmallPageSize != 0) return bad_op("directory not 4 KiB aligned");

@@ -22,8 +22,10 @@
 
 namespace gpuvm::pv {
 
-// Bytes an op takes in a batch (WRITE: with `count` entries).
+// Bytes an op takes in a batch (WRITE: with `count` entries; BAR_WRITE: with `count` bytes).
 uint32_t OpBytes(Op op, uint32_t count = 0);
+// What an aperture store of `bytes` counts against kMaxBatchEntries.
+uint64_t BarStoreEntries(uint32_t bytes);
 
 // ---- the guest's side ----
 
@@ -52,6 +54,12 @@ class BatchBuilder {
                        uint64_t value, uint64_t step);
   uint32_t Clear(uint64_t space, uint64_t table, uint64_t first, uint32_t count);
   uint32_t Flush(uint64_t space);
+  // `bar` 1 or 3; `data`/`bytes` a multiple of 4 (at most kMaxBarStoreBytes).
+  uint32_t BarWrite(uint32_t bar, uint64_t offset, std::span<const uint8_t> data);
+  uint32_t BarFill(uint32_t bar, uint64_t offset, uint32_t bytes, uint32_t pattern);
+  // One op exactly as another batch held it (its result field cleared), counting `entries`: a
+  // call the host did not run, sent again.
+  uint32_t Append(std::span<const uint8_t> op, uint64_t entries);
 
   // The whole batch, header filled in (op count, length, status and done 0).
   std::span<const uint8_t> Finish();
@@ -87,7 +95,9 @@ struct Call {
   SpaceKind kind = SpaceKind::kChannel;  // ATTACH
   uint64_t value = 0;                    // WRITE_LINEAR
   uint64_t step = 0;
-  uint32_t entries_offset = 0;  // WRITE: where its entries start in the batch
+  uint32_t entries_offset = 0;  // WRITE, BAR_WRITE: where its entries (bytes) start in the batch
+  uint32_t bar = 0;             // BAR_WRITE, BAR_FILL: 1 or 3 (`first` the offset, `count` the
+                                // bytes, `value` BAR_FILL's pattern)
 };
 
 // Entry `i` (< call.count) of a WRITE (read from `batch`, the bytes DecodeBatch was given),

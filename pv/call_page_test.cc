@@ -34,6 +34,9 @@ std::vector<uint8_t> EveryOp() {
   b.Clear(0x100000, 0x120000, 5, 2);
   b.Flush(0x100000);
   b.Detach(0x100000);
+  const uint8_t data[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  b.BarWrite(3, 0x2004, data);
+  b.BarFill(1, 0x10000, 4096, 0xabababab);
   return Bytes(b);
 }
 
@@ -43,7 +46,7 @@ TEST(PvCallPage, EveryOpRoundTrips) {
   const std::vector<uint8_t> bytes = EveryOp();
   const DecodedBatch d = Decode(bytes);
   ASSERT_EQ(d.status, CallResult::kOk) << d.error;
-  ASSERT_EQ(d.calls.size(), 6u);
+  ASSERT_EQ(d.calls.size(), 8u);
   EXPECT_EQ(d.calls[0].op, Op::kAttach);
   EXPECT_EQ(d.calls[0].space, 0x100000u);
   EXPECT_EQ(d.calls[0].limit, (1ull << 40) - 1);
@@ -61,7 +64,17 @@ TEST(PvCallPage, EveryOpRoundTrips) {
   EXPECT_EQ(EntryOf(d.calls[3], bytes, 1), 0u);
   EXPECT_EQ(d.calls[4].op, Op::kFlush);
   EXPECT_EQ(d.calls[5].op, Op::kDetach);
-  EXPECT_EQ(d.calls[5].offset + kDetachBytes, bytes.size());
+  EXPECT_EQ(d.calls[6].op, Op::kBarWrite);
+  EXPECT_EQ(d.calls[6].bar, 3u);
+  EXPECT_EQ(d.calls[6].first, 0x2004u);
+  EXPECT_EQ(d.calls[6].count, 12u);
+  EXPECT_EQ(bytes[d.calls[6].entries_offset + 11], 12);
+  EXPECT_EQ(d.calls[6].offset + kBarWriteFixedBytes + 16, d.calls[7].offset) << "padded to 8";
+  EXPECT_EQ(d.calls[7].op, Op::kBarFill);
+  EXPECT_EQ(d.calls[7].bar, 1u);
+  EXPECT_EQ(d.calls[7].count, 4096u);
+  EXPECT_EQ(d.calls[7].value, 0xababababu);
+  EXPECT_EQ(d.calls[7].offset + kBarFillBytes, bytes.size());
   // Re-encoding the decoded calls gives the same bytes: one encoding per batch.
   BatchBuilder again(kArea);
   for (const Call& c : d.calls) {
@@ -86,6 +99,12 @@ TEST(PvCallPage, EveryOpRoundTrips) {
         break;
       case Op::kFlush:
         again.Flush(c.space);
+        break;
+      case Op::kBarWrite:
+        again.BarWrite(c.bar, c.first, std::span(bytes.data() + c.entries_offset, c.count));
+        break;
+      case Op::kBarFill:
+        again.BarFill(c.bar, c.first, c.count, uint32_t(c.value));
         break;
     }
   }
@@ -162,6 +181,7 @@ TEST(PvCallPage, EveryOpRuleRefusesTheBatchAtThatOp) {
   ASSERT_EQ(ok.status, CallResult::kOk);
   const uint32_t attach = ok.calls[0].offset, write = ok.calls[1].offset;
   const uint32_t linear = ok.calls[2].offset, clear = ok.calls[3].offset;
+  const uint32_t bw = ok.calls[6].offset, bf = ok.calls[7].offset;
   struct Case {
     const char* what;
     size_t at;
@@ -171,7 +191,7 @@ TEST(PvCallPage, EveryOpRuleRefusesTheBatchAtThatOp) {
   };
   const Case cases[] = {
       {"unknown opcode 0", attach + kOpCode, 0, 2, attach},
-      {"unknown opcode 7", write + kOpCode, 7, 2, write},
+      {"unknown opcode 9", write + kOpCode, 9, 2, write},
       {"op flags", write + kOpFlags, 1, 2, write},
       {"op result set by the guest", clear + kOpResult, 1, 4, clear},
       {"op reserved", clear + kOpReserved, 1, 4, clear},
@@ -188,6 +208,17 @@ TEST(PvCallPage, EveryOpRuleRefusesTheBatchAtThatOp) {
       {"linear: length short of its fields", linear + kOpLength, 24, 4, linear},
       {"clear: count 0", clear + 40, 0, 4, clear},
       {"clear: length not whole words", clear + kOpLength, kClearBytes + 4, 4, clear},
+      {"bar write: BAR 0", bw + 24, 0, 4, bw},
+      {"bar write: BAR 2", bw + 24, 2, 4, bw},
+      {"bar write: offset not 4-byte aligned", bw + 16, 0x2006, 8, bw},
+      {"bar write: bytes not whole words", bw + 28, 10, 4, bw},
+      {"bar write: bytes past its length (past the page)", bw + 28, 4096, 4, bw},
+      {"bar write: bytes short of its length", bw + 28, 4, 4, bw},
+      {"bar write: padding set", bw + kBarWriteFixedBytes + 13, 1, 1, bw},
+      {"bar fill: bytes 0", bf + 28, 0, 4, bf},
+      {"bar fill: past the limit", bf + 28, kMaxBarStoreBytes + 4, 4, bf},
+      {"bar fill: reserved", bf + 36, 1, 4, bf},
+      {"bar fill: length", bf + kOpLength, kBarFillBytes + 8, 4, bf},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

@@ -82,6 +82,10 @@ enum class Op : uint16_t {
       4,       // u64 space, u64 table, u64 first, u32 count, u32 reserved, u64 value, u64 step
   kClear = 5,  // u64 space, u64 table, u64 first, u32 count, u32 reserved
   kFlush = 6,  // u64 space
+  // Stores into the VM's own memory through its BAR1/BAR3 apertures, translated by the guest's
+  // BAR page tables as a trapped store is (docs/PARAVIRT.md, "Aperture stores"):
+  kBarWrite = 7,  // u64 offset, u32 bar (1 or 3), u32 bytes, the bytes (padded to 8)
+  kBarFill = 8,   // u64 offset, u32 bar, u32 bytes, u32 pattern (4 bytes repeated), u32 reserved
 };
 inline constexpr uint32_t kAttachBytes = 40;
 inline constexpr uint32_t kDetachBytes = 24;
@@ -89,6 +93,12 @@ inline constexpr uint32_t kWriteFixedBytes = 48;  // + 8 per entry
 inline constexpr uint32_t kWriteLinearBytes = 64;
 inline constexpr uint32_t kClearBytes = 48;
 inline constexpr uint32_t kFlushBytes = 24;
+inline constexpr uint32_t kBarWriteFixedBytes = 32;  // + the bytes, rounded up to 8
+inline constexpr uint32_t kBarFillBytes = 40;
+// An aperture store's bytes: a multiple of 4 at a 4-byte aligned offset, at most this many. Each
+// 8 bytes (rounded up) count as one entry against kMaxBatchEntries, so a batch stores at most
+// 512 KiB through the apertures.
+inline constexpr uint32_t kMaxBarStoreBytes = 256 * 1024;
 
 // ATTACH's kind: who walks the space.
 enum class SpaceKind : uint32_t {
@@ -114,8 +124,9 @@ enum class CallResult : uint32_t {
   kExhausted = 12,
   kNoArea = 13,
   kBadArea = 14,
+  kNotMapped = 15,
 };
-inline constexpr uint32_t kResultCount = 15;
+inline constexpr uint32_t kResultCount = 16;
 
 // "OK", "NOT_RUN", ... (docs/PARAVIRT.md's names); "UNKNOWN" past the table.
 std::string_view CallResultName(CallResult result);

@@ -12,6 +12,7 @@
 
 #include "aggregator/fv_gpu.h"
 #include "guest-pv-driver/driver.h"
+#include "guest-pv-driver/pv_calls.h"
 #include "tests/fv_test_vm.h"
 
 namespace gpuvm::aggregator {
@@ -141,6 +142,81 @@ TEST_P(PvGuestTest, BesideFvVmsEveryVmIsCorrect) {
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first);
+}
+
+// Per-call errors whatever the batching: a refused call is the Status of the call in pv-naive, of
+// the next Commit (the driver's next submission) in pv-multicall; the calls after it are applied
+// all the same (sent again), and nothing of a refused aperture store is stored.
+TEST_P(PvGuestTest, ARefusedCallIsItsOwnStatusOrTheNextCommits) {
+  FvTestVm* vm = AddVm(GetParam());
+  ASSERT_NE(vm, nullptr);
+  auto calls = guest::PvCalls::Open(vm);
+  ASSERT_TRUE(calls.ok()) << calls.status().ToString();
+  guest::PvCalls& pv = **calls;
+  const bool naive = GetParam() == FvMode::kPvNaive;
+  constexpr uint64_t kPd = 0x100000;
+  const uint64_t entry = 0;
+  const Status write = pv.Write(0x200000, 0x210000, 0, std::span(&entry, 1));  // no such space
+  const Status attach = pv.Attach(kPd, (1ull << 40) - 1, pv::SpaceKind::kChannel);
+  const Status into_table = pv.BarFill(1, kPd, 4096, 0x5a5a5a5a);  // the registered directory
+  const Status fill = pv.BarFill(1, 0x300000, 8192, 0x01010101);
+  const Status commit = pv.Commit();
+  EXPECT_TRUE(attach.ok()) << attach.ToString();
+  EXPECT_TRUE(fill.ok()) << fill.ToString();
+  if (naive) {
+    EXPECT_EQ(write.code(), StatusCode::kNotFound) << write.ToString();
+    EXPECT_EQ(into_table.code(), StatusCode::kInvalidArgument) << into_table.ToString();
+    EXPECT_TRUE(commit.ok()) << commit.ToString();
+    EXPECT_EQ(pv.counters().doorbells, 4u);
+  } else {
+    EXPECT_TRUE(write.ok() && into_table.ok()) << "queued: nothing rang yet";
+    EXPECT_EQ(commit.code(), StatusCode::kNotFound) << commit.ToString();
+    EXPECT_TRUE(pv.Commit().ok()) << "a refusal is returned once";
+    // One batch, then what followed each refusal again.
+    EXPECT_EQ(pv.counters().doorbells, 3u);
+  }
+  EXPECT_EQ(pv.counters().calls, 2u);
+  const PvTables& t = vm->vgpu().pv()->tables();
+  EXPECT_EQ(t.spaces(), 1u) << "the ATTACH after the refused WRITE was applied";
+  EXPECT_EQ(t.counters().refused, 2u);
+  const uint64_t base = vm->vgpu().vram_map()->static_base();
+  const uint8_t* vram = world_->gpu().vram_mapping().data();
+  EXPECT_EQ(vram[base + 0x300000 + 8191], 0x01);
+  EXPECT_EQ(vram[base + kPd], 0u);
+}
+
+// pv-multicall rings only when the device could depend on what is queued: a register access (or
+// any access but a queued block store) or a Commit; never at a FLUSH, an aperture fill or write.
+TEST_P(PvGuestTest, MulticallRingsOnlyWhenTheDeviceCouldDependOnTheCalls) {
+  if (GetParam() != FvMode::kPvMulticall) GTEST_SKIP() << "pv-naive rings per call";
+  FvTestVm* vm = AddVm(GetParam());
+  ASSERT_NE(vm, nullptr);
+  auto calls = guest::PvCalls::Open(vm);
+  ASSERT_TRUE(calls.ok()) << calls.status().ToString();
+  guest::PvCalls& pv = **calls;
+  guest::PvSyncBus bus(vm, &pv);
+  constexpr uint64_t kPd = 0x100000;
+  ASSERT_TRUE(pv.Attach(kPd, (1ull << 40) - 1, pv::SpaceKind::kChannel).ok());
+  ASSERT_TRUE(pv.Flush(kPd).ok());
+  const uint32_t words[3] = {1, 2, 3};
+  ASSERT_TRUE(bus.WriteBlock(gpu::Bar::k1, 0x300000, words, sizeof words).ok());
+  ASSERT_TRUE(bus.FillBlock(gpu::Bar::k3, 0x310000, 0, 4096).ok());
+  EXPECT_EQ(pv.counters().doorbells, 0u);
+  EXPECT_TRUE(pv.pending());
+  EXPECT_EQ(vm->vgpu().pv()->tables().spaces(), 0u) << "nothing applied yet";
+  // A read of the device: the queue goes first, and the read sees what it stored.
+  EXPECT_EQ(bus.Read(gpu::Bar::k1, 0x300004, gpu::Width::k32), 2u);
+  EXPECT_EQ(pv.counters().doorbells, 1u);
+  EXPECT_EQ(pv.counters().calls, 4u);
+  EXPECT_EQ(vm->vgpu().pv()->tables().spaces(), 1u);
+  // Unaligned or bulk stores trap, after the queue.
+  ASSERT_TRUE(pv.Flush(kPd).ok());
+  const std::vector<uint8_t> bulk(64 * 1024, 7);
+  ASSERT_TRUE(bus.WriteBlock(gpu::Bar::k1, 0x400000, bulk.data(), bulk.size()).ok());
+  EXPECT_EQ(pv.counters().doorbells, 2u);
+  EXPECT_EQ(bus.Read(gpu::Bar::k1, 0x40fffc, gpu::Width::k32), 0x07070707u);
+  EXPECT_TRUE(pv.Commit().ok());
+  EXPECT_EQ(pv.counters().doorbells, 2u) << "nothing queued: a Commit does not ring";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PvGuestTest,

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -191,6 +192,118 @@ TEST_F(PvHostTest, ABatchIsAppliedInOrderUntilACallIsRefused) {
   vm->WriteReg(gf100::pbus::kPraminBase, uint32_t(0x600000 >> gf100::pbus::kPraminBaseShift));
   vm->Write(gpu::Bar::k0, gf100::pbus::kPraminWindow, gpu::Width::k32, 0xbeef);
   EXPECT_EQ(vm->Read(gpu::Bar::k0, gf100::pbus::kPraminWindow, gpu::Width::k32), 0xbeefu);
+}
+
+// BAR_WRITE and BAR_FILL: stores through the apertures carried by the call area, translated and
+// checked as trapped stores are (BAR1 without VM mode here: the aperture is the VM's VRAM), all or
+// nothing per call: a store reaching a registered table, VRAM past the VM's or past the BAR is
+// refused whole with NOT_MAPPED.
+TEST_F(PvHostTest, ApertureStoresAreCallsCheckedAsTrappedStoresAre) {
+  FvTestVm* vm = AddVm(FvMode::kPvMulticall, "vm");
+  ASSERT_NE(vm, nullptr);
+  RegisterArea(vm);
+  const uint64_t base = vm->vgpu().vram_map()->static_base();
+  ASSERT_NE(base, 0u);
+  const uint64_t traps = vm->vgpu().counters().traps[1];
+  pv::BatchBuilder b(kAreaPages * 4096);
+  std::vector<uint32_t> ops;
+  ops.push_back(b.Attach(kPd, (1ull << 40) - 1, pv::SpaceKind::kChannel));
+  const uint8_t data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  ops.push_back(b.BarWrite(1, 0x600004, data));
+  ops.push_back(b.BarFill(1, 0x300000, 8192, 0x11111111));
+  ops.push_back(b.BarFill(1, kPd - 4096, 8192, 0x22222222));  // a free page, then the directory
+  ops.push_back(b.BarWrite(1, 0x700000, data));
+  Ring(vm, b.Finish());
+  EXPECT_EQ(Reg(vm, pv::kRegBatchStatus), uint32_t(CallResult::kNotMapped));
+  EXPECT_EQ(Reg(vm, pv::kRegBatchDone), 3u);
+  EXPECT_EQ(AreaWord(vm, ops[3] + pv::kOpResult), uint32_t(CallResult::kNotMapped));
+  EXPECT_EQ(AreaWord(vm, ops[4] + pv::kOpResult), uint32_t(CallResult::kNotRun));
+  uint8_t back[16];
+  std::memcpy(back, world_->gpu().vram_mapping().data() + base + 0x600004, 16);
+  EXPECT_EQ(std::memcmp(back, data, 16), 0);
+  EXPECT_EQ(vm->Read(gpu::Bar::k1, 0x600004, gpu::Width::k32), 0x04030201u) << "as trapped";
+  EXPECT_EQ(Machine64(base + 0x300000 + 8184), 0x1111111111111111ull);
+  EXPECT_EQ(Machine64(base + kPd - 4096), 0u) << "nothing of a refused store is stored";
+  EXPECT_EQ(Machine64(base + kPd), 0u);
+  EXPECT_EQ(Machine64(base + 0x700000), 0u);
+  EXPECT_EQ(vm->vgpu().counters().traps[1], traps + 1) << "only the read above trapped";
+  // Past the VM's VRAM, past the BAR: refused, nothing stored anywhere.
+  for (uint64_t offset : {uint64_t(32 * kMiB - 4), uint64_t(1) << 40}) {
+    pv::BatchBuilder bad(kAreaPages * 4096);
+    bad.BarWrite(1, offset, data);
+    Ring(vm, bad.Finish());
+    EXPECT_EQ(Reg(vm, pv::kRegBatchStatus), uint32_t(CallResult::kNotMapped)) << offset;
+  }
+  EXPECT_EQ(vm->vgpu().pv()->tables().counters().refused, 3u);
+}
+
+// A hostile guest rewrites a queued aperture store's offset, length and BAR while it rings: each
+// doorbell stores all of one checked store or nothing, never into its registered directory, and
+// nothing of another VM's VRAM changes.
+TEST_F(PvHostTest, RewritingAQueuedApertureStoreReachesOnlyTheWritersOwnMemory) {
+  FvTestVm* attacker = AddVm(FvMode::kPvMulticall, "attacker");
+  FvTestVm* victim = AddVm(FvMode::kPvMulticall, "victim");
+  ASSERT_TRUE(attacker && victim);
+  RegisterArea(attacker);
+  pv::BatchBuilder setup(kAreaPages * 4096);
+  setup.Attach(kPd, (1ull << 40) - 1, pv::SpaceKind::kChannel);
+  Ring(attacker, setup.Finish());
+  ASSERT_EQ(Reg(attacker, pv::kRegBatchStatus), 0u);
+  pv::BatchBuilder b(kAreaPages * 4096);
+  const uint32_t op = b.BarFill(1, 0x300000, 4096, 0xffffffff);
+  std::vector<uint8_t> batch(b.Finish().begin(), b.Finish().end());
+  for (size_t i = 0; i < batch.size(); ++i) attacker->ram()[AreaAddress(i)] = batch[i];
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> scribbles{0};
+  std::thread scribbler([&] {
+    const uint64_t offsets[] = {0x300000,         kPd,       kPd - 4096,
+                                32 * kMiB - 4096, 40 * kMiB, uint64_t(1) << 40};
+    const uint32_t lengths[] = {4096, 0x40000, 1 << 20, 6, pv::kMaxBarStoreBytes + 4};
+    std::mt19937 random(7);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const uint64_t p = op + pv::kOpHeaderBytes;
+      switch (random() % 3) {
+        case 0:
+          std::memcpy(attacker->ram().data() + AreaAddress(p), &offsets[random() % 6], 8);
+          break;
+        case 1:
+          std::memcpy(attacker->ram().data() + AreaAddress(p + 12), &lengths[random() % 5], 4);
+          break;
+        default: {
+          const uint32_t bar = uint32_t(random() % 4);
+          std::memcpy(attacker->ram().data() + AreaAddress(p + 8), &bar, 4);
+        }
+      }
+      scribbles.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  int applied = 0;
+  for (int i = 0; i < 300 || scribbles.load() < 5000; ++i) {
+    attacker->WriteReg(pv::kRegDoorbell, uint32_t(batch.size()));
+    const uint32_t status = Reg(attacker, pv::kRegBatchStatus);
+    ASSERT_LT(status, pv::kResultCount);
+    applied += status == 0;
+    const uint32_t zero = 0;
+    std::memcpy(attacker->ram().data() + AreaAddress(pv::kHeaderStatus), &zero, 4);
+    std::memcpy(attacker->ram().data() + AreaAddress(pv::kHeaderDone), &zero, 4);
+    std::memcpy(attacker->ram().data() + AreaAddress(op + pv::kOpResult), &zero, 4);
+  }
+  stop = true;
+  scribbler.join();
+  // The same batch, rewritten back to what it was: applied as it says.
+  for (size_t i = 0; i < batch.size(); ++i) attacker->ram()[AreaAddress(i)] = batch[i];
+  attacker->WriteReg(pv::kRegDoorbell, uint32_t(batch.size()));
+  EXPECT_EQ(Reg(attacker, pv::kRegBatchStatus), 0u) << applied << " applied while rewritten";
+  const uint64_t base = attacker->vgpu().vram_map()->static_base();
+  EXPECT_EQ(Machine64(base + 0x300000 + 4088), ~0ull);
+  const uint8_t* vram = world_->gpu().vram_mapping().data();
+  const std::vector<uint8_t> zeros(64 * 1024, 0);
+  EXPECT_EQ(std::memcmp(vram + base + kPd, zeros.data(), zeros.size()), 0)
+      << "the registered directory was never stored into";
+  const uint64_t vbase = victim->vgpu().vram_map()->static_base();
+  for (uint64_t at = 0; at < 32 * kMiB; at += zeros.size()) {
+    ASSERT_EQ(std::memcmp(vram + vbase + at, zeros.data(), zeros.size()), 0) << at;
+  }
 }
 
 // The guest rewrites its call area from another thread while it rings: the host reads each batch
