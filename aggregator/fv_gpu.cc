@@ -113,7 +113,7 @@ std::unique_ptr<PvDevice> FullVirtGpu::MakePvDevice() {
   };
   hooks.bar_tables_changed = [this] { bar_cache_.clear(); };
   hooks.aperture_store = [this](const pv::Call& call, std::span<const uint8_t> batch) {
-    return PvApertureStore(call, batch);
+    return PvBarStore(call, batch);
   };
   return std::make_unique<PvDevice>(
       options_.mode == FvMode::kPvNaive ? pv::Mode::kNaive : pv::Mode::kMulticall, vram_map_.get(),

@@ -224,10 +224,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
     return pv_ == nullptr || !pv_->tables().Registered(guest_address, length);
   }
   std::unique_ptr<PvDevice> MakePvDevice();
-  // pv: a BAR_WRITE / BAR_FILL call (PvTables::Hooks::aperture_store): every page checked as a
-  // trapped store would be translated first, then stored as trapped stores are; kNotMapped with
-  // nothing stored when any byte would be refused.
-  pv::CallResult PvApertureStore(const pv::Call& call, std::span<const uint8_t> batch);
+  // pv: a BAR_WRITE / BAR_FILL call (PvTables::Hooks::aperture_store): checked whole first (every
+  // aperture page as a trapped store would be translated, PRAMIN against registered tables), then
+  // stored as trapped stores are; kNotMapped with nothing stored when any byte would be refused.
+  pv::CallResult PvBarStore(const pv::Call& call, std::span<const uint8_t> batch);
   // pv: ", pv calls ..., doorbells ..." for DescribeCounters.
   std::string PvCounters() const;
 

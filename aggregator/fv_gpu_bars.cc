@@ -141,10 +141,27 @@ void FullVirtGpu::ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, u
   }
 }
 
-pv::CallResult FullVirtGpu::PvApertureStore(const pv::Call& call, std::span<const uint8_t> batch) {
-  const gpu::Bar bar = call.bar == 1 ? gpu::Bar::k1 : gpu::Bar::k3;
+pv::CallResult FullVirtGpu::PvBarStore(const pv::Call& call, std::span<const uint8_t> batch) {
+  const gpu::Bar bar = call.bar == 0 ? gpu::Bar::k0 : call.bar == 1 ? gpu::Bar::k1 : gpu::Bar::k3;
   const uint64_t end = call.first + call.count;  // DecodeBatch bounded both
   if (!Check(bar, call.first, 4, call.count).ok()) return pv::CallResult::kNotMapped;
+  if (bar == gpu::Bar::k0) {
+    // Registers and PRAMIN, 4 bytes each as a driver's trapped writes; PRAMIN stores are checked
+    // first (DecodeBatch kept the PV window out).
+    const uint64_t window_end = pbus::kPraminWindow + pbus::kPraminWindowSize;
+    const uint64_t from = std::max<uint64_t>(call.first, pbus::kPraminWindow);
+    const uint64_t to = std::min<uint64_t>(end, window_end);
+    if (from < to && (!PvStoreAllowed(PraminAddress(from), to - from) ||
+                      PraminAddress(to - 1) >= vram_map_->guest_bytes())) {
+      return pv::CallResult::kNotMapped;
+    }
+    for (uint64_t at = call.first; at < end; at += 4) {
+      uint32_t value;
+      std::memcpy(&value, batch.data() + call.entries_offset + (at - call.first), 4);
+      WriteOne(bar, at, 4, value);
+    }
+    return pv::CallResult::kOk;
+  }
   if (remap_dirty_) SyncRemap();
   // All or nothing: every page is checked before anything is stored.
   for (uint64_t at = call.first; at < end;) {

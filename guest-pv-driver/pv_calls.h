@@ -15,7 +15,9 @@
 //                      -> DETACH.
 //   PvSyncBus          a Bus in front of the driver's: BAR1/BAR3 block stores and fills of whole
 //                      words (instance blocks, USER pages, small uploads) become BAR_WRITE /
-//                      BAR_FILL calls; every other access sends the queued calls first.
+//                      BAR_FILL calls, and so do register (BAR0) stores while something is
+//                      queued (keeping their order); every other access — reads, single aperture
+//                      stores such as IB_PUT — sends the queued calls first.
 // The driver builds these itself when the device offers a PV window (DriverOptions::para_virtual,
 // driver.h), so the same unmodified driver — and CUDA binary — runs in every mode.
 //
@@ -154,6 +156,7 @@ class PvSyncBus final : public Bus {
 
  private:
   static bool Callable(Bar bar, uint64_t offset, uint64_t length, uint64_t max);
+  bool RegisterCallable(uint64_t offset, uint64_t length);
   // Rings the queued calls; a refusal is kept for the next Commit.
   void Sync() {
     if (calls_->pending()) calls_->Sync();

@@ -365,11 +365,16 @@ DecodedBatch DecodeBatch(std::span<const uint8_t> batch) {
         c.first = Load64(batch, p);
         c.bar = Load32(batch, p + 8);
         c.count = Load32(batch, p + 12);
-        if (c.bar != 1 && c.bar != 3) return bad_op("BAR " + std::to_string(c.bar) + " (1 or 3)");
+        if (c.bar != 1 && c.bar != 3 && (c.bar != 0 || c.op != Op::kBarWrite)) {
+          return bad_op("BAR " + std::to_string(c.bar) + " (1 or 3; BAR_WRITE also 0)");
+        }
         if (c.first % 4 != 0 || c.count % 4 != 0 || c.count == 0 || c.count > kMaxBarStoreBytes) {
           return bad_op("an aperture store of " + std::to_string(c.count) + " bytes at " +
                         std::to_string(c.first) + " (4-byte words, at most " +
                         std::to_string(kMaxBarStoreBytes) + " bytes)");
+        }
+        if (c.bar == 0 && c.first < kWindow + kWindowSize && c.first + c.count > kWindow) {
+          return bad_op("a BAR0 store into the PV window");
         }
         if (c.op == Op::kBarWrite) {
           if (length != OpBytes(Op::kBarWrite, c.count)) {

@@ -208,8 +208,8 @@ TEST(PvCallPage, EveryOpRuleRefusesTheBatchAtThatOp) {
       {"linear: length short of its fields", linear + kOpLength, 24, 4, linear},
       {"clear: count 0", clear + 40, 0, 4, clear},
       {"clear: length not whole words", clear + kOpLength, kClearBytes + 4, 4, clear},
-      {"bar write: BAR 0", bw + 24, 0, 4, bw},
       {"bar write: BAR 2", bw + 24, 2, 4, bw},
+      {"bar fill: BAR 0", bf + 24, 0, 4, bf},
       {"bar write: offset not 4-byte aligned", bw + 16, 0x2006, 8, bw},
       {"bar write: bytes not whole words", bw + 28, 10, 4, bw},
       {"bar write: bytes past its length (past the page)", bw + 28, 4096, 4, bw},
@@ -229,6 +229,18 @@ TEST(PvCallPage, EveryOpRuleRefusesTheBatchAtThatOp) {
     EXPECT_EQ(d.bad_offset, int64_t(c.bad)) << d.error;
     for (const Call& call : d.calls) EXPECT_LT(call.offset, c.bad);
   }
+  // BAR0 stores: registers and PRAMIN, never into the PV window (a doorbell inside a batch).
+  const uint32_t word = 1;
+  const std::span<const uint8_t> four(reinterpret_cast<const uint8_t*>(&word), 4);
+  for (uint64_t at : {uint64_t(kWindow - 4), uint64_t(kRegDoorbell), uint64_t(kWindow + 0xffc)}) {
+    BatchBuilder b(kArea);
+    b.BarWrite(0, at, at == kWindow - 4 ? std::span<const uint8_t>(EveryOp()).subspan(0, 8) : four);
+    EXPECT_EQ(Decode(Bytes(b)).status, CallResult::kBadOp) << at;
+  }
+  BatchBuilder regs(kArea);
+  regs.BarWrite(0, 0x1700, four);
+  regs.BarWrite(0, kWindow + kWindowSize, four);
+  EXPECT_EQ(Decode(Bytes(regs)).status, CallResult::kOk);
   // An op whose length runs past the batch.
   std::vector<uint8_t> bytes = good;
   Poke<uint32_t>(bytes, ok.calls[5].offset + kOpLength, 4096);

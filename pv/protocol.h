@@ -82,9 +82,10 @@ enum class Op : uint16_t {
       4,       // u64 space, u64 table, u64 first, u32 count, u32 reserved, u64 value, u64 step
   kClear = 5,  // u64 space, u64 table, u64 first, u32 count, u32 reserved
   kFlush = 6,  // u64 space
-  // Stores into the VM's own memory through its BAR1/BAR3 apertures, translated by the guest's
-  // BAR page tables as a trapped store is (docs/PARAVIRT.md, "Aperture stores"):
-  kBarWrite = 7,  // u64 offset, u32 bar (1 or 3), u32 bytes, the bytes (padded to 8)
+  // Stores as trapped ones would be made (docs/PARAVIRT.md, "BAR stores"): BAR1/BAR3 translated
+  // by the guest's BAR page tables into its own memory; BAR0 (BAR_WRITE only) register writes and
+  // PRAMIN stores, outside the PV window.
+  kBarWrite = 7,  // u64 offset, u32 bar (0, 1 or 3), u32 bytes, the bytes (padded to 8)
   kBarFill = 8,   // u64 offset, u32 bar, u32 bytes, u32 pattern (4 bytes repeated), u32 reserved
 };
 inline constexpr uint32_t kAttachBytes = 40;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "aggregator/fv_gpu.h"
+#include "gpu/hw/pbus.h"
 #include "guest-pv-driver/driver.h"
 #include "guest-pv-driver/pv_calls.h"
 #include "tests/fv_test_vm.h"
@@ -185,8 +186,8 @@ TEST_P(PvGuestTest, ARefusedCallIsItsOwnStatusOrTheNextCommits) {
   EXPECT_EQ(vram[base + kPd], 0u);
 }
 
-// pv-multicall rings only when the device could depend on what is queued: a register access (or
-// any access but a queued block store) or a Commit; never at a FLUSH, an aperture fill or write.
+// pv-multicall rings only when the device could depend on what is queued: a read, a single or bulk
+// aperture store, a Commit; never at a FLUSH, an aperture block store or a register store.
 TEST_P(PvGuestTest, MulticallRingsOnlyWhenTheDeviceCouldDependOnTheCalls) {
   if (GetParam() != FvMode::kPvMulticall) GTEST_SKIP() << "pv-naive rings per call";
   FvTestVm* vm = AddVm(GetParam());
@@ -201,14 +202,18 @@ TEST_P(PvGuestTest, MulticallRingsOnlyWhenTheDeviceCouldDependOnTheCalls) {
   const uint32_t words[3] = {1, 2, 3};
   ASSERT_TRUE(bus.WriteBlock(gpu::Bar::k1, 0x300000, words, sizeof words).ok());
   ASSERT_TRUE(bus.FillBlock(gpu::Bar::k3, 0x310000, 0, 4096).ok());
+  // A register store behind them joins the queue (in order) instead of ringing.
+  bus.Write(gpu::Bar::k0, gf100::pbus::kPraminBase, gpu::Width::k32, 0x30);
   EXPECT_EQ(pv.counters().doorbells, 0u);
   EXPECT_TRUE(pv.pending());
+  EXPECT_NE(vm->Read(gpu::Bar::k0, gf100::pbus::kPraminBase, gpu::Width::k32), 0x30u);
   EXPECT_EQ(vm->vgpu().pv()->tables().spaces(), 0u) << "nothing applied yet";
   // A read of the device: the queue goes first, and the read sees what it stored.
   EXPECT_EQ(bus.Read(gpu::Bar::k1, 0x300004, gpu::Width::k32), 2u);
   EXPECT_EQ(pv.counters().doorbells, 1u);
-  EXPECT_EQ(pv.counters().calls, 4u);
+  EXPECT_EQ(pv.counters().calls, 5u);
   EXPECT_EQ(vm->vgpu().pv()->tables().spaces(), 1u);
+  EXPECT_EQ(bus.Read(gpu::Bar::k0, gf100::pbus::kPraminBase, gpu::Width::k32), 0x30u);
   // Unaligned or bulk stores trap, after the queue.
   ASSERT_TRUE(pv.Flush(kPd).ok());
   const std::vector<uint8_t> bulk(64 * 1024, 7);
