@@ -194,11 +194,11 @@ TEST_F(PvHostTest, ABatchIsAppliedInOrderUntilACallIsRefused) {
   EXPECT_EQ(vm->Read(gpu::Bar::k0, gf100::pbus::kPraminWindow, gpu::Width::k32), 0xbeefu);
 }
 
-// BAR_WRITE and BAR_FILL: stores through the apertures carried by the call area, translated and
-// checked as trapped stores are (BAR1 without VM mode here: the aperture is the VM's VRAM), all or
-// nothing per call: a store reaching a registered table, VRAM past the VM's or past the BAR is
-// refused whole with NOT_MAPPED.
-TEST_F(PvHostTest, ApertureStoresAreCallsCheckedAsTrappedStoresAre) {
+// BAR_WRITE and BAR_FILL: stores through the apertures (and BAR0) carried by the call area,
+// translated and checked as trapped stores are (BAR1 without VM mode here: the aperture is the VM's
+// VRAM), all or nothing per call: a store reaching a registered table, VRAM past the VM's or past
+// the BAR is refused whole with NOT_MAPPED.
+TEST_F(PvHostTest, BarStoresAreCallsCheckedAsTrappedStoresAre) {
   FvTestVm* vm = AddVm(FvMode::kPvMulticall, "vm");
   ASSERT_NE(vm, nullptr);
   RegisterArea(vm);
@@ -235,6 +235,20 @@ TEST_F(PvHostTest, ApertureStoresAreCallsCheckedAsTrappedStoresAre) {
     EXPECT_EQ(Reg(vm, pv::kRegBatchStatus), uint32_t(CallResult::kNotMapped)) << offset;
   }
   EXPECT_EQ(vm->vgpu().pv()->tables().counters().refused, 3u);
+  // BAR0: register writes applied in order as trapped ones (the PRAMIN base here); a PRAMIN store
+  // into the registered directory refused whole.
+  pv::BatchBuilder r(kAreaPages * 4096);
+  const uint32_t pramin = uint32_t((kPd - 0x10000) >> gf100::pbus::kPraminBaseShift);
+  r.BarWrite(0, gf100::pbus::kPraminBase,
+             std::span(reinterpret_cast<const uint8_t*>(&pramin), sizeof pramin));
+  r.BarWrite(0, gf100::pbus::kPraminWindow + 0x10000 - 8,
+             data);  // 8 bytes before the directory, 8 in
+  Ring(vm, r.Finish());
+  EXPECT_EQ(Reg(vm, pv::kRegBatchStatus), uint32_t(CallResult::kNotMapped));
+  EXPECT_EQ(Reg(vm, pv::kRegBatchDone), 1u);
+  EXPECT_EQ(Reg(vm, gf100::pbus::kPraminBase), pramin);
+  EXPECT_EQ(Machine64(base + kPd - 8), 0u) << "nothing of a refused store is stored";
+  EXPECT_EQ(vm->vgpu().pv()->tables().counters().refused, 4u);
 }
 
 // A hostile guest rewrites a queued aperture store's offset, length and BAR while it rings: each

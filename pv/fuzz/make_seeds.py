@@ -40,6 +40,14 @@ def flush(space):
     return op(6, struct.pack("<Q", space))
 
 
+def bar_write(bar, offset, data):
+    return op(7, struct.pack("<QII", offset, bar, len(data)) + data + b"\0" * ((-len(data)) % 8))
+
+
+def bar_fill(bar, offset, length, pattern):
+    return op(8, struct.pack("<QIIII", offset, bar, length, pattern, 0))
+
+
 def batch(*ops):
     body = b"".join(ops)
     return struct.pack("<IHHIIIIQ", MAGIC, 1, 0, len(ops), 32 + len(body), 0, 0, 0) + body
@@ -65,6 +73,9 @@ SEEDS = {
                             write(0x200000, 0x180000, 34, [pte(0x300000 + i * 4096)
                                                            for i in range(256)]),
                             flush(0x200000)),
+    "bar_stores": batch(bar_fill(3, 0x10000, 4096, 0), bar_write(3, 0x10200, bytes(range(12))),
+                        bar_write(0, 0x1700, struct.pack("<I", 0x10)),
+                        bar_fill(1, 0x1000, 0x1000, 0x01010101)),
     "naive_one_op": batch(flush(PD)),
     "bad_kind": batch(attach(PD, 0, 2)),
     "foreign_vram": batch(write(PD, 0x140000, 0, [pte(1 << 39)])),

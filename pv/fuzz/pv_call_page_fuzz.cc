@@ -45,6 +45,12 @@ void Rebuild(const pv::DecodedBatch& d, std::span<const uint8_t> batch) {
       case pv::Op::kFlush:
         b.Flush(c.space);
         break;
+      case pv::Op::kBarWrite:
+        b.BarWrite(c.bar, c.first, batch.subspan(c.entries_offset, c.count));
+        break;
+      case pv::Op::kBarFill:
+        b.BarFill(c.bar, c.first, c.count, uint32_t(c.value));
+        break;
     }
   }
   std::span<const uint8_t> again = b.Finish();
