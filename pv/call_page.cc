@@ -174,27 +174,30 @@ uint32_t BatchBuilder::Flush(uint64_t space) {
   return at;
 }
 
-uint32_t BatchBuilder::BarWrite(uint32_t bar, uint64_t offset, std::span<const uint8_t> data) {
-  const uint32_t bytes = uint32_t(data.size());
-  const uint32_t at = Begin(Op::kBarWrite, OpBytes(Op::kBarWrite, bytes));
+uint32_t BatchBuilder::BeginBarStore(Op op, uint32_t length, uint32_t bar, uint64_t offset,
+                                     uint32_t bytes) {
+  const uint32_t at = Begin(op, length);
   Put64(offset);
   Put32(bar);
   Put32(bytes);
-  const size_t start = bytes_.size();
-  bytes_.resize(start + (bytes + 7) / 8 * 8, 0);
-  if (bytes != 0) std::memcpy(bytes_.data() + start, data.data(), bytes);
   entries_ += BarStoreEntries(bytes);
   return at;
 }
 
+uint32_t BatchBuilder::BarWrite(uint32_t bar, uint64_t offset, std::span<const uint8_t> data) {
+  const uint32_t bytes = uint32_t(data.size());
+  const uint32_t at =
+      BeginBarStore(Op::kBarWrite, OpBytes(Op::kBarWrite, bytes), bar, offset, bytes);
+  const size_t start = bytes_.size();
+  bytes_.resize(start + (bytes + 7) / 8 * 8, 0);
+  if (bytes != 0) std::memcpy(bytes_.data() + start, data.data(), bytes);
+  return at;
+}
+
 uint32_t BatchBuilder::BarFill(uint32_t bar, uint64_t offset, uint32_t bytes, uint32_t pattern) {
-  const uint32_t at = Begin(Op::kBarFill, kBarFillBytes);
-  Put64(offset);
-  Put32(bar);
-  Put32(bytes);
+  const uint32_t at = BeginBarStore(Op::kBarFill, kBarFillBytes, bar, offset, bytes);
   Put32(pattern);
   Put32(0);
-  entries_ += BarStoreEntries(bytes);
   return at;
 }
 

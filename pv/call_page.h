@@ -66,6 +66,8 @@ class BatchBuilder {
 
  private:
   uint32_t Begin(Op op, uint32_t length);
+  // BAR_WRITE's and BAR_FILL's common fields.
+  uint32_t BeginBarStore(Op op, uint32_t length, uint32_t bar, uint64_t offset, uint32_t bytes);
   void Put64(uint64_t v);
   void Put32(uint32_t v);
 
