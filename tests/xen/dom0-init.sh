@@ -376,37 +376,50 @@ stop_dms
 [ -n "$DM_MODE" ] && show_dm_logs gpuvm-guest
 fi
 
-# ---- fv guests, concurrently --------------------------------------------------------------------
-# FV_GUESTS HVM guests in full virtualization (FV_MODE), each with its own VRAM slice of
-# FV_VRAM_MIB, running FV_TESTS at the same time.
-if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
+# ---- fv and pv guests -----------------------------------------------------------------------
+# vgpu_phase PREFIX COUNT DM_MODE VM_OPTIONS TESTS TIMEOUT: COUNT HVM guests PREFIX1.. at once, each
+# with gpuvm-dm in DM_MODE (fv or pv) registered as PREFIXi@VM_OPTIONS (the mode and VRAM slice
+# travel in the VM name), each running TESTS.
+vgpu_phase() {
+  prefix=$1 count=$2 dm_mode=$3 vm_options=$4 tests=$5 timeout=$6
   if [ -z "${agg_pid:-}" ]; then
     export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
     gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
     agg_pid=$!
     wait_for_aggregator
   fi
-  fv_list=""
+  list=""
   i=1
-  while [ $i -le "$FV_GUESTS" ]; do
-    create_guest "gpuvm-fv$i" "$FV_TESTS"
-    start_dm "gpuvm-fv$i" "$guest_domid" fv "fv$i@$FV_MODE,$FV_VRAM_MIB"
-    fv_list="$fv_list gpuvm-fv$i:$guest_domid"
+  while [ $i -le "$count" ]; do
+    create_guest "gpuvm-$prefix$i" "$tests"
+    start_dm "gpuvm-$prefix$i" "$guest_domid" "$dm_mode" "$prefix$i@$vm_options"
+    list="$list gpuvm-$prefix$i:$guest_domid"
     i=$((i + 1))
   done
-  run_guests "$FV_BOOT_TIMEOUT" $fv_list
-  sessions_expected=$((${sessions_expected:-0} + FV_GUESTS))
-  for g in $fv_list; do
+  run_guests "$timeout" $list
+  sessions_expected=$((${sessions_expected:-0} + count))
+  for g in $list; do
     summary="$summary ${g%%:*}=[$(guest_result "${g%%:*}")]"
     xl destroy "${g#*:}" 2>/dev/null
   done
   stop_dms
-  for g in $fv_list; do show_dm_logs "${g%%:*}"; done
-  # Each device model's trap counters and remapped ranges, for the summary.
-  for g in $fv_list; do
-    say "gpuvm-dm of ${g%%:*}: $(grep -h -e 'BAR0 r=' -e 'BAR remap:' "/tmp/dm-${g%%:*}.log" |
-      sed 's/^gpuvm-dm: domain [0-9]*: //' | tr '\n' ' ')"
+  for g in $list; do show_dm_logs "${g%%:*}"; done
+  # Each device model's trap counters and remapped ranges (pv: its calls and doorbells), for the
+  # summary.
+  for g in $list; do
+    say "gpuvm-dm of ${g%%:*}: $(grep -h -e 'BAR0 r=' -e 'BAR remap:' -e 'gpuvm-counters: pv_' \
+      "/tmp/dm-${g%%:*}.log" | sed 's/^gpuvm-dm: domain [0-9]*: //' | tr '\n' ' ')"
   done
+}
+
+# FV_GUESTS guests in full virtualization (FV_MODE), each with its own VRAM slice of FV_VRAM_MIB,
+# running FV_TESTS at the same time; then PV_GUESTS para-virtual ones (PV_MODE: the page tables
+# written by validated calls, docs/PARAVIRT.md) running PV_TESTS.
+if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
+  vgpu_phase fv "$FV_GUESTS" fv "$FV_MODE,$FV_VRAM_MIB" "$FV_TESTS" "$FV_BOOT_TIMEOUT"
+fi
+if [ -n "$DM_MODE" ] && [ "${PV_GUESTS:-0}" -gt 0 ]; then
+  vgpu_phase pv "$PV_GUESTS" pv "$PV_MODE,$PV_VRAM_MIB" "$PV_TESTS" "$FV_BOOT_TIMEOUT"
 fi
 
 if [ -n "$DM_MODE" ]; then
