@@ -96,27 +96,21 @@ std::string PrometheusText(const sched::DispatcherStats& stats,
       return true;
     };
   };
+  const auto described = [](auto get) {
+    return [get](const VmDescription& d, const sched::VmStats*, double* out) {
+      *out = double(get(d));
+      return true;
+    };
+  };
   const PerVm per_vm[] = {
       {"gpuvm_vm_vram_bytes", "gauge", "VRAM the VM sees.",
-       [](const VmDescription& d, const sched::VmStats*, double* out) {
-         *out = double(d.vram_bytes);
-         return true;
-       }},
+       described([](const VmDescription& d) { return d.vram_bytes; })},
       {"gpuvm_vm_vram_used_bytes", "gauge", "VRAM the VM holds now (fv's dynamic VRAM grows).",
-       [](const VmDescription& d, const sched::VmStats*, double* out) {
-         *out = double(d.vram_used_bytes);
-         return true;
-       }},
+       described([](const VmDescription& d) { return d.vram_used_bytes; })},
       {"gpuvm_vm_channels", "gauge", "GPU channels the VM may use.",
-       [](const VmDescription& d, const sched::VmStats*, double* out) {
-         *out = double(d.channels);
-         return true;
-       }},
+       described([](const VmDescription& d) { return d.channels; })},
       {"gpuvm_vm_traps_total", "counter", "BAR accesses of the VM that trapped (reads + writes).",
-       [](const VmDescription& d, const sched::VmStats*, double* out) {
-         *out = double(d.traps);
-         return true;
-       }},
+       described([](const VmDescription& d) { return d.traps; })},
       {"gpuvm_vm_share_ratio", "gauge", "The VM's configured share of GPU time (0 = none set).",
        scheduled([](const sched::VmStats& v) { return v.share_percent / 100; })},
       {"gpuvm_vm_gpu_seconds_total", "counter", "GPU time the VM's submissions used.",
