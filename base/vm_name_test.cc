@@ -62,11 +62,21 @@ TEST(VmNameTest, ParsesNameAndOptions) {
   EXPECT_EQ(VmBaseName("plain"), "plain");
 }
 
+// A text a parser must refuse, and a piece of the sentence that says why.
+struct Refusal {
+  const char* text;
+  const char* says;
+};
+
+template <typename T>
+void ExpectRefused(const Result<T>& r, const Refusal& c) {
+  ASSERT_FALSE(r.ok()) << c.text;
+  EXPECT_NE(r.status().message().find(c.says), std::string::npos)
+      << c.text << ": " << r.status().message();
+}
+
 TEST(VmNameTest, RefusesMalformedNamesSayingWhat) {
-  const struct {
-    const char* text;
-    const char* says;
-  } cases[] = {
+  const Refusal cases[] = {
       {"a@300@optimized", "'@' twice"},  // what gpuvm-vm --name 'a@300' used to make
       {"a b@lazy", "has ' '"},
       {"@lazy", "cannot be empty"},
@@ -91,12 +101,10 @@ TEST(VmNameTest, RefusesMalformedNamesSayingWhat) {
       {"a@x_y", "has '_'"},
       {"abcdefghijklmnopqrstuvwxy@optimized", "fit in 31"},
   };
-  for (const auto& c : cases) {
-    Result<VmNameParts> p = ParseVmName(c.text);
-    ASSERT_FALSE(p.ok()) << c.text;
-    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(p.status().message().find(c.says), std::string::npos)
-        << c.text << ": " << p.status().message();
+  for (const Refusal& c : cases) {
+    const Result<VmNameParts> p = ParseVmName(c.text);
+    ExpectRefused(p, c);
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << c.text;
   }
 }
 
@@ -135,10 +143,7 @@ TEST(ShareTest, OneSyntaxWithTheSameMessages) {
   EXPECT_EQ(*ParseSharePercent("12.5"), 12.5);
   EXPECT_EQ(*ParseSharePercent("40%"), 40);
   EXPECT_DOUBLE_EQ(*ParseSharePercent("33.333"), 33.333);
-  const struct {
-    const char* text;
-    const char* says;
-  } bad[] = {
+  const Refusal bad[] = {
       {"-5", "share '-5' is negative; shares are 0-100%"},
       {"-0", "is negative"},
       {"100.001", "share '100.001' is above 100%"},
@@ -155,12 +160,7 @@ TEST(ShareTest, OneSyntaxWithTheSameMessages) {
       {".5", "is not a percentage"},
       {"1000", "is not a percentage"},
   };
-  for (const auto& b : bad) {
-    Result<double> r = ParseSharePercent(b.text);
-    ASSERT_FALSE(r.ok()) << b.text;
-    EXPECT_NE(r.status().message().find(b.says), std::string::npos)
-        << b.text << ": " << r.status().message();
-  }
+  for (const Refusal& b : bad) ExpectRefused(ParseSharePercent(b.text), b);
   EXPECT_EQ(FormatSharePercent(25), "25");
   EXPECT_EQ(FormatSharePercent(12.5), "12.5");
   EXPECT_EQ(FormatSharePercent(100.0 / 3), "33.333");

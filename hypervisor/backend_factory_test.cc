@@ -105,13 +105,35 @@ TEST(LocalBackendTest, AnUnknownDomainWithNoDaemonIsAnError) {
 
 // gpuvm-dm --domain-fd: the launcher's domain arrives once; asking for another id is refused, and
 // the received domain stays usable.
-TEST(LocalBackendTest, TheLaunchersDomainIsReceivedOnceAndMustBeTheOneAskedFor) {
-  auto domain = local::LocalDomain::Create({.domid = 4, .ram_bytes = kRamBytes, .vcpus = 1});
-  ASSERT_TRUE(domain.ok());
+// A new local domain sent over a socket pair, as gpuvm-vm hands it to the programs it starts:
+// `theirs` is the receiving end. domain is null (and the test failed) when any step went wrong.
+struct SentDomain {
+  std::unique_ptr<local::LocalDomain> domain;
+  os::UniqueFd ours, theirs;
+};
+SentDomain SendNewDomain(DomainId domid, uint32_t vcpus) {
+  SentDomain sent;
+  auto domain =
+      local::LocalDomain::Create({.domid = domid, .ram_bytes = kRamBytes, .vcpus = vcpus});
   int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
-  os::UniqueFd ours(sockets[0]), theirs(sockets[1]);
-  ASSERT_TRUE((*domain)->SendTo(ours.get()).ok());
+  if (!domain.ok() || ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
+    ADD_FAILURE() << "no domain or no socket pair";
+    return sent;
+  }
+  sent.ours = os::UniqueFd(sockets[0]);
+  sent.theirs = os::UniqueFd(sockets[1]);
+  if (Status s = (*domain)->SendTo(sent.ours.get()); !s.ok()) {
+    ADD_FAILURE() << s.ToString();
+    return sent;
+  }
+  sent.domain = std::move(*domain);
+  return sent;
+}
+
+TEST(LocalBackendTest, TheLaunchersDomainIsReceivedOnceAndMustBeTheOneAskedFor) {
+  const SentDomain sent = SendNewDomain(4, 1);
+  ASSERT_NE(sent.domain, nullptr);
+  const os::UniqueFd& theirs = sent.theirs;
   BackendOptions options;
   options.local_domain_fd = theirs.get();
   auto backend = OpenBackend(BackendKind::kLocal, options);
@@ -178,13 +200,10 @@ TEST(GuestFromEnvironment, NeedsTheLaunchersDescriptorAndOpensItsDomain) {
     EXPECT_EQ(OpenGuestIoFromEnvironment().status().code(), StatusCode::kInvalidArgument) << bad;
   }
 
-  auto domain = local::LocalDomain::Create({.domid = 2, .ram_bytes = kRamBytes, .vcpus = 3});
-  ASSERT_TRUE(domain.ok());
-  int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
-  os::UniqueFd ours(sockets[0]), theirs(sockets[1]);
-  ASSERT_TRUE((*domain)->SendTo(ours.get()).ok());
-  ASSERT_TRUE(::pwrite((*domain)->ram_fd(), "vm", 2, 0x5000) == 2);
+  const SentDomain sent = SendNewDomain(2, 3);
+  ASSERT_NE(sent.domain, nullptr);
+  const os::UniqueFd& theirs = sent.theirs;
+  ASSERT_TRUE(::pwrite(sent.domain->ram_fd(), "vm", 2, 0x5000) == 2);
   ASSERT_EQ(::setenv(kLocalVmFdVariable, std::to_string(theirs.get()).c_str(), 1), 0);
   auto guest = OpenGuestIoFromEnvironment();
   ::unsetenv(kLocalVmFdVariable);

@@ -88,16 +88,23 @@ TEST(IpcCodec, MessagesWithADescriptorNeedExactlyOne) {
   EXPECT_TRUE(Encode({2, VmAccept{1, kAcceptWantsGuestMemory | kAcceptFastLane, 0}}).ok());
 }
 
-// Takes a valid encoding, lets `mutate` damage it, and expects Decode to refuse.
-void ExpectRefused(const Message& m, const std::function<void(std::vector<uint8_t>&)>& mutate,
-                   const char* what) {
-  auto bytes = Encode(m);
-  ASSERT_TRUE(bytes.ok()) << what;
-  mutate(*bytes);
-  auto decoded = Decode(*bytes, DescriptorCount(m.body));
-  EXPECT_FALSE(decoded.ok()) << what;
-  if (!decoded.ok()) {
-    EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << what;
+// One way to damage a valid encoding, and what the damage is.
+struct Damage {
+  std::function<void(std::vector<uint8_t>&)> mutate;
+  const char* what;
+};
+
+// For each damage: takes a valid encoding of `m`, damages it, and expects Decode to refuse.
+void ExpectRefused(const Message& m, const std::vector<Damage>& damages) {
+  for (const auto& [mutate, what] : damages) {
+    auto bytes = Encode(m);
+    ASSERT_TRUE(bytes.ok()) << what;
+    mutate(*bytes);
+    auto decoded = Decode(*bytes, DescriptorCount(m.body));
+    EXPECT_FALSE(decoded.ok()) << what;
+    if (!decoded.ok()) {
+      EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << what;
+    }
   }
 }
 
@@ -105,20 +112,15 @@ void Put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(&b[at],
 
 TEST(IpcCodec, RefusesDamagedHeaders) {
   const Message read{4, MmioRead{Bar::kBar0, 4, 0, 0x100}};
-  ExpectRefused(
-      read, [](auto& b) { b[0] ^= 1; }, "magic");
-  ExpectRefused(
-      read, [](auto& b) { b[6] = 1; }, "flags");
-  ExpectRefused(
-      read, [](auto& b) { Put32(b, 12, 31); }, "length field");
-  ExpectRefused(
-      read, [](auto& b) { b.pop_back(); }, "short packet");
-  ExpectRefused(
-      read, [](auto& b) { b.push_back(0); }, "long packet");
-  ExpectRefused(
-      read, [](auto& b) { b[4] = 0x99; }, "unknown type");
-  ExpectRefused(
-      read, [](auto& b) { b[4] = 0x13; }, "type with another payload length");
+  ExpectRefused(read, {
+                          {[](auto& b) { b[0] ^= 1; }, "magic"},
+                          {[](auto& b) { b[6] = 1; }, "flags"},
+                          {[](auto& b) { Put32(b, 12, 31); }, "length field"},
+                          {[](auto& b) { b.pop_back(); }, "short packet"},
+                          {[](auto& b) { b.push_back(0); }, "long packet"},
+                          {[](auto& b) { b[4] = 0x99; }, "unknown type"},
+                          {[](auto& b) { b[4] = 0x13; }, "type with another payload length"},
+                      });
   EXPECT_FALSE(Decode(std::vector<uint8_t>(3, 0), 0).ok());
   EXPECT_FALSE(Decode(std::vector<uint8_t>(kMaxMessageSize + 1, 0), 0).ok());
   EXPECT_FALSE(Decode({}, 0).ok());
@@ -126,20 +128,15 @@ TEST(IpcCodec, RefusesDamagedHeaders) {
 
 TEST(IpcCodec, RefusesBadAccesses) {
   const Message read{4, MmioRead{Bar::kBar0, 4, 0, 0x100}};
-  ExpectRefused(
-      read, [](auto& b) { b[16] = 2; }, "BAR2 does not exist");
-  ExpectRefused(
-      read, [](auto& b) { b[17] = 3; }, "size 3");
-  ExpectRefused(
-      read, [](auto& b) { b[17] = 16; }, "size 16");
-  ExpectRefused(
-      read, [](auto& b) { b[18] = 1; }, "reserved");
-  ExpectRefused(
-      read, [](auto& b) { b[24] = 0x02; }, "unaligned BAR0 access");
-  ExpectRefused(
-      read, [](auto& b) { b[31] = 0x80; }, "offset beyond any BAR");
-  ExpectRefused(
-      read, [](auto& b) { Put32(b, 8, 0); }, "request with sequence 0");
+  ExpectRefused(read, {
+                          {[](auto& b) { b[16] = 2; }, "BAR2 does not exist"},
+                          {[](auto& b) { b[17] = 3; }, "size 3"},
+                          {[](auto& b) { b[17] = 16; }, "size 16"},
+                          {[](auto& b) { b[18] = 1; }, "reserved"},
+                          {[](auto& b) { b[24] = 0x02; }, "unaligned BAR0 access"},
+                          {[](auto& b) { b[31] = 0x80; }, "offset beyond any BAR"},
+                          {[](auto& b) { Put32(b, 8, 0); }, "request with sequence 0"},
+                      });
   // Unaligned is fine in the apertures.
   EXPECT_TRUE(Encode({4, MmioRead{Bar::kBar1, 8, 0, 0x1003}}).ok());
   EXPECT_FALSE(Encode({4, MmioRead{Bar::kBar0, 8, 0, 0x1004}}).ok());
@@ -148,8 +145,7 @@ TEST(IpcCodec, RefusesBadAccesses) {
   EXPECT_TRUE(Encode({0, Interrupt{true}}).ok()) << "notifications use seq 0";
   EXPECT_FALSE(Encode({5, Interrupt{true}}).ok());
   const Message irq{0, Interrupt{false}};
-  ExpectRefused(
-      irq, [](auto& b) { b[16] = 2; }, "interrupt level 2");
+  ExpectRefused(irq, {{[](auto& b) { b[16] = 2; }, "interrupt level 2"}});
 }
 
 TEST(IpcCodec, RefusesBadBlocks) {
@@ -187,22 +183,16 @@ TEST(IpcCodec, RefusesBadNamesSizesAndEnums) {
   const Message config{2, VmConfig{7, VmMode::kPassThrough, Backend::kLocal, 1, 1 << 20, 1 << 24,
                                    1 << 27, 1 << 26, "vm"}};
   // name field at payload offset 40 -> packet offset 56
-  ExpectRefused(
-      config, [](auto& b) { b[60] = 'x'; }, "junk after the terminating NUL");
-  ExpectRefused(
-      config, [](auto& b) { std::memset(&b[56], 'a', 32); }, "no terminator");
-  ExpectRefused(
-      config, [](auto& b) { b[56] = 0x07; }, "unprintable");
-  ExpectRefused(
-      config, [](auto& b) { b[18] = 9; }, "unknown mode");
-  ExpectRefused(
-      config, [](auto& b) { b[19] = 0; }, "unknown backend");
-  ExpectRefused(
-      config, [](auto& b) { Put32(b, 20, 0); }, "zero vCPUs");
-  ExpectRefused(
-      config, [](auto& b) { b[24] = 1; }, "RAM not whole pages");
-  ExpectRefused(
-      config, [](auto& b) { b[32] = 1; }, "BAR0 size not a power of two");
+  ExpectRefused(config, {
+                            {[](auto& b) { b[60] = 'x'; }, "junk after the terminating NUL"},
+                            {[](auto& b) { std::memset(&b[56], 'a', 32); }, "no terminator"},
+                            {[](auto& b) { b[56] = 0x07; }, "unprintable"},
+                            {[](auto& b) { b[18] = 9; }, "unknown mode"},
+                            {[](auto& b) { b[19] = 0; }, "unknown backend"},
+                            {[](auto& b) { Put32(b, 20, 0); }, "zero vCPUs"},
+                            {[](auto& b) { b[24] = 1; }, "RAM not whole pages"},
+                            {[](auto& b) { b[32] = 1; }, "BAR0 size not a power of two"},
+                        });
   VmConfig long_name = std::get<VmConfig>(config.body);
   long_name.name = std::string(kNameSize, 'n');
   EXPECT_FALSE(Encode({2, long_name}).ok());
@@ -214,18 +204,15 @@ TEST(IpcCodec, RefusesBadNamesSizesAndEnums) {
 
 TEST(IpcCodec, RefusesBadErrors) {
   const Message error{7, Error{StatusCode::kNotFound, "abc"}};
-  ExpectRefused(
-      error, [](auto& b) { b[20] = 4; }, "text length disagrees");
-  ExpectRefused(
-      error, [](auto& b) { Put32(b, 16, 0); }, "OK is not an error");
-  ExpectRefused(
-      error, [](auto& b) { Put32(b, 16, 999); }, "unknown code");
-  ExpectRefused(
-      error, [](auto& b) { b[24] = 0x01; }, "unprintable text");
+  ExpectRefused(error, {
+                           {[](auto& b) { b[20] = 4; }, "text length disagrees"},
+                           {[](auto& b) { Put32(b, 16, 0); }, "OK is not an error"},
+                           {[](auto& b) { Put32(b, 16, 999); }, "unknown code"},
+                           {[](auto& b) { b[24] = 0x01; }, "unprintable text"},
+                       });
   EXPECT_FALSE(Encode({7, Error{StatusCode::kNotFound, std::string(kMaxErrorText + 1, 'e')}}).ok());
   const Message teardown{8, Teardown{TeardownReason::kNormal}};
-  ExpectRefused(
-      teardown, [](auto& b) { b[16] = 9; }, "unknown teardown reason");
+  ExpectRefused(teardown, {{[](auto& b) { b[16] = 9; }, "unknown teardown reason"}});
 }
 
 TEST(IpcCodec, AuthCarriesExactlyOneToken) {
@@ -235,15 +222,13 @@ TEST(IpcCodec, AuthCarriesExactlyOneToken) {
   EXPECT_EQ(bytes->size(), kHeaderSize + kVmTokenSize);
   const VmToken token = TestToken();
   EXPECT_TRUE(std::equal(token.begin(), token.end(), bytes->begin() + kHeaderSize));
-  ExpectRefused(
-      auth, [](auto& b) { b.pop_back(); }, "a token one byte short");
-  ExpectRefused(
-      auth, [](auto& b) { b.push_back(0); }, "a token one byte long");
-  ExpectRefused(
-      auth, [](auto& b) { Put32(b, 8, 0); }, "AUTH with sequence 0");
+  ExpectRefused(auth, {
+                          {[](auto& b) { b.pop_back(); }, "a token one byte short"},
+                          {[](auto& b) { b.push_back(0); }, "a token one byte long"},
+                          {[](auto& b) { Put32(b, 8, 0); }, "AUTH with sequence 0"},
+                      });
   EXPECT_FALSE(Decode(*bytes, 1).ok()) << "AUTH carries no descriptor";
-  ExpectRefused(
-      {1, AuthAck{}}, [](auto& b) { b.push_back(0); }, "AUTH_ACK is empty");
+  ExpectRefused({1, AuthAck{}}, {{[](auto& b) { b.push_back(0); }, "AUTH_ACK is empty"}});
 }
 
 TEST(IpcCodec, TokensAsTextRoundTripAndRefuseEverythingElse) {

@@ -18,8 +18,7 @@ SchedulerOptions NoHolds() {
 
 TEST(SchedBandTest, CreditIsGpuTimeOwedAndOverVmsYield) {
   SchedulerDriver d(PolicyKind::kBand, NoHolds());
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
+  d.AddEvenPair();
   ASSERT_EQ(d.SubmitAt(0ms, 1, 10), Decision::Dispatch(1, 10));
   d.SubmitAt(0ms, 1, 11);  // older than VM 2's work
   d.SubmitAt(0ms, 2, 20);
@@ -45,11 +44,16 @@ TEST(SchedBandTest, UnequalSharesSplitGpuTimeByShare) {
   EXPECT_EQ(d.Vm(2).credit, 9ms);
 }
 
+// VM 1 with a half share and VM 3 best-effort (share 0).
+void AddShareAndBestEffort(SchedulerDriver& d) {
+  d.AddVm(1, 50);
+  d.AddVm(3, 0);
+}
+
 // VM 1 loops short kernels, VM 2 has a long one queued. After VM 1's kernel VM 1 has nothing queued
 // for a moment; VM 1 is owed more than VM 2, so the GPU is held for it (Gdev's time buffering).
 void ShortLoopMeetsLongKernel(SchedulerDriver& d) {
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
+  d.AddEvenPair();
   ASSERT_EQ(d.SubmitAt(0ms, 2, 20), Decision::Dispatch(2, 20));
   d.SubmitAt(0ms, 1, 10);
   ASSERT_EQ(d.CompleteAt(10ms, 20, 10ms), Decision::Dispatch(1, 10));
@@ -96,10 +100,7 @@ TEST(SchedBandTest, CreditsAreResetAtTheThreshold) {
   SchedulerOptions options = NoHolds();
   options.band.threshold = 20ms;
   SchedulerDriver d(PolicyKind::kBand, options);
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
-  d.SubmitAt(0ms, 1, 10);
-  d.SubmitAt(0ms, 2, 20);
+  d.EvenPairEachSubmitsOne();
   d.CompleteAt(100ms, 10, 100ms);
   EXPECT_EQ(d.Vm(1).credit, -20ms);
   EXPECT_EQ(d.Vm(2).credit, 20ms);
@@ -128,8 +129,7 @@ TEST(SchedBandTest, SchedulerTimeChargingCanBeTurnedOff) {
   SchedulerOptions options = NoHolds();
   options.band.charge_scheduler_time = false;
   SchedulerDriver d(PolicyKind::kBand, options);
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
+  d.AddEvenPair();
   d.clock.set_read_cost(10us);
   d.SubmitAt(0ms, 1, 10);
   d.SubmitAt(0ms, 2, 20);
@@ -141,8 +141,7 @@ TEST(SchedBandTest, SchedulerTimeChargingCanBeTurnedOff) {
 
 TEST(SchedBandTest, BestEffortVmsRunOnlyWhenNoVmWithAShareWaits) {
   SchedulerDriver d(PolicyKind::kBand, NoHolds());
-  d.AddVm(1, 50);
-  d.AddVm(3, 0);
+  AddShareAndBestEffort(d);
   ASSERT_EQ(d.SubmitAt(0ms, 1, 10), Decision::Dispatch(1, 10));
   d.SubmitAt(0ms, 3, 30);  // older
   d.SubmitAt(0ms, 1, 11);
@@ -153,10 +152,7 @@ TEST(SchedBandTest, BestEffortVmsRunOnlyWhenNoVmWithAShareWaits) {
 
 TEST(SchedBandTest, VmLeavingDropsWhatItWasOwed) {
   SchedulerDriver d(PolicyKind::kBand, NoHolds());
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
-  d.SubmitAt(0ms, 1, 10);
-  d.SubmitAt(0ms, 2, 20);
+  d.EvenPairEachSubmitsOne();
   d.CompleteAt(10ms, 10, 10ms);  // VM 2 is owed 5 ms, VM 2 runs
   d.CompleteAt(11ms, 20, 1ms);   // VM 2 still owed 4.5 ms, then goes quiet
   EXPECT_EQ(d.Vm(2).credit, 4500us);
@@ -169,33 +165,20 @@ TEST(SchedBandTest, StaysNonPreemptiveWhenAskedTo) {
   SchedulerOptions options = NoHolds();
   options.band.preempt_at_slices = false;
   SchedulerDriver d(PolicyKind::kBand, options);
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
-  d.SubmitAt(0ms, 1, 10);
-  d.SubmitAt(0ms, 2, 20);
+  d.EvenPairEachSubmitsOne();
   for (int i = 1; i <= 50; ++i) {
-    d.clock.AdvanceTo(At(std::chrono::milliseconds(i)));
-    Result<Decision> r = d.scheduler->OnSliceEnd(10, 1ms);
-    ASSERT_TRUE(r.ok());
-    ASSERT_EQ(*r, Decision::Continue());
+    ASSERT_EQ(d.SliceEndAt(std::chrono::milliseconds(i), 10, 1ms), Decision::Continue());
   }
   EXPECT_EQ(d.Vm(1).credit, -25ms);
 }
 
 TEST(SchedBandTest, PreemptsBestEffortWorkAtOnceForAVmWithAShare) {
   SchedulerDriver d(PolicyKind::kBand, NoHolds());
-  d.AddVm(1, 50);
-  d.AddVm(3, 0);
+  AddShareAndBestEffort(d);
   ASSERT_EQ(d.SubmitAt(0ms, 3, 30), Decision::Dispatch(3, 30));
-  d.clock.AdvanceTo(At(1ms));
-  Result<Decision> r = d.scheduler->OnSliceEnd(30, 1ms);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, Decision::Continue());  // nobody else waits
+  EXPECT_EQ(d.SliceEndAt(1ms, 30, 1ms), Decision::Continue());  // nobody else waits
   d.SubmitAt(1500us, 1, 10);
-  d.clock.AdvanceTo(At(2ms));
-  r = d.scheduler->OnSliceEnd(30, 1ms);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, Decision::Preempt());
+  EXPECT_EQ(d.SliceEndAt(2ms, 30, 1ms), Decision::Preempt());
   Result<Decision> next = d.scheduler->OnGpuIdle();
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(*next, Decision::Dispatch(1, 10));

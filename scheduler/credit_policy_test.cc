@@ -13,8 +13,7 @@ using Action = Decision::Action;
 // Two VMs 50/50, period 30 ms. VM 1 overruns its credit with a 40 ms run; then both queue work, VM
 // 1's first. Leaves VM 1 at -25 ms and VM 2 with credit; B1 (VM 2) is running.
 void Overrun(SchedulerDriver& d) {
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
+  d.AddEvenPair();
   ASSERT_EQ(d.SubmitAt(0ms, 1, 10), Decision::Dispatch(1, 10));
   d.SubmitAt(0ms, 2, 20);
   // At 30 ms both are active and each gets 15 ms (VM 1's 30 ms from t=0, when it was alone, is
@@ -49,10 +48,7 @@ TEST(SchedCreditTest, StrictVariantWaitsForTheNextPeriods) {
 
 TEST(SchedCreditTest, DebtIsClippedToOnePeriodsWorth) {
   SchedulerDriver d(PolicyKind::kCredit);
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
-  d.SubmitAt(0ms, 1, 10);
-  d.SubmitAt(0ms, 2, 20);
+  d.EvenPairEachSubmitsOne();
   EXPECT_EQ(d.CompleteAt(200ms, 10, 200ms), Decision::Dispatch(2, 20));
   d.SubmitAt(200ms, 1, 11);
   // One period later the 200 ms overrun is forgotten down to one period's allotment (15 ms):
@@ -63,8 +59,7 @@ TEST(SchedCreditTest, DebtIsClippedToOnePeriodsWorth) {
 
 TEST(SchedCreditTest, IdleVmsNeitherBankCreditNorKeepDebt) {
   SchedulerDriver d(PolicyKind::kCredit);
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
+  d.AddEvenPair();
   d.SubmitAt(0ms, 1, 10);
   d.CompleteAt(5ms, 10, 5ms);
   d.SubmitAt(100ms, 2, 20);  // several periods later: VM 1 has been idle for more than one

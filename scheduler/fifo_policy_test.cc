@@ -31,10 +31,7 @@ TEST(SchedFifoTest, DispatchesInArrivalOrderWhateverTheSharesAndLengths) {
 
 TEST(SchedFifoTest, NeverHolds) {
   SchedulerDriver d(PolicyKind::kFifo);
-  d.AddVm(1, 50);
-  d.AddVm(2, 50);
-  d.SubmitAt(0ms, 1, 10);
-  d.SubmitAt(0ms, 2, 20);
+  d.EvenPairEachSubmitsOne();
   EXPECT_EQ(d.CompleteAt(1ms, 10, 1ms), Decision::Dispatch(2, 20));
   EXPECT_EQ(d.scheduler->Stats().holds, 0u);
 }

@@ -23,6 +23,17 @@ class SchedulerDriver {
   }
 
   void AddVm(VmId vm, double share) { ASSERT_TRUE(scheduler->AddVm(vm, share).ok()); }
+  // The opening most policy tests share: VMs 1 and 2 with even shares (50/50).
+  void AddEvenPair() {
+    AddVm(1, 50);
+    AddVm(2, 50);
+  }
+  // The even pair, each with one submission queued at t=0: VM 1's (handle 10) before VM 2's (20).
+  void EvenPairEachSubmitsOne() {
+    AddEvenPair();
+    SubmitAt(Duration(0), 1, 10);
+    SubmitAt(Duration(0), 2, 20);
+  }
   // Moves the clock to `t` (from the start) first.
   Decision SubmitAt(Duration t, VmId vm, SubmissionHandle h) {
     clock.AdvanceTo(TimePoint(t));
@@ -34,6 +45,13 @@ class SchedulerDriver {
   Decision CompleteAt(Duration t, SubmissionHandle h, Duration ran) {
     clock.AdvanceTo(TimePoint(t));
     Result<Decision> d = scheduler->OnComplete(h, ran);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? *d : Decision::Nothing();
+  }
+  // The running submission's slice ended at `t` after `ran` of GPU time (BAND's preemption point).
+  Decision SliceEndAt(Duration t, SubmissionHandle h, Duration ran) {
+    clock.AdvanceTo(TimePoint(t));
+    Result<Decision> d = scheduler->OnSliceEnd(h, ran);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     return d.ok() ? *d : Decision::Nothing();
   }
