@@ -1,5 +1,6 @@
 #include "gpu/sim/compute/program.h"
 
+#include <array>
 #include <cstring>
 #include <map>
 
@@ -16,26 +17,76 @@ constexpr bool IsRn(uint8_t mod) {
                                        round == static_cast<uint8_t>(isa::Rounding::kRn));
 }
 
-// Picks the handler for a type among (U32, S32, U64, S64, F32, F64) variants; kCount where none
-// applies.
-Handler ByType(Type t, Handler u32, Handler s32, Handler u64, Handler s64, Handler f32,
-               Handler f64) {
-  switch (t) {
-    case Type::kU32:
-      return u32;
-    case Type::kS32:
-      return s32;
-    case Type::kU64:
-      return u64;
-    case Type::kS64:
-      return s64;
-    case Type::kF32:
-      return f32;
-    case Type::kF64:
-      return f64;
-    default:
-      return Handler::kCount;
+using H = Handler;
+
+// An opcode whose handler depends on its type alone: one handler per type it comes in, in the
+// order of isa::Type from U32 to F64 (U32, S32, U64, S64, F32, F64); kCount where it has none.
+struct TypedOp {
+  Opcode op;
+  std::array<Handler, 6> by_type;
+};
+constexpr TypedOp kTypedOps[] = {
+    {Opcode::kAdd, {H::kAddI32, H::kAddI32, H::kAddI64, H::kAddI64, H::kAddF32, H::kAddF64}},
+    {Opcode::kSub, {H::kSubI32, H::kSubI32, H::kSubI64, H::kSubI64, H::kSubF32, H::kSubF64}},
+    {Opcode::kMul, {H::kMulI32, H::kMulI32, H::kMulI64, H::kMulI64, H::kMulF32, H::kMulF64}},
+    {Opcode::kMulHi,
+     {H::kMulHiU32, H::kMulHiS32, H::kMulHiU64, H::kMulHiS64, H::kCount, H::kCount}},
+    {Opcode::kMad, {H::kMadI32, H::kMadI32, H::kMadI64, H::kMadI64, H::kFmaF32, H::kFmaF64}},
+    {Opcode::kFma, {H::kMadI32, H::kMadI32, H::kMadI64, H::kMadI64, H::kFmaF32, H::kFmaF64}},
+    {Opcode::kDiv, {H::kDivU32, H::kDivS32, H::kDivU64, H::kDivS64, H::kDivF32, H::kDivF64}},
+    {Opcode::kRem, {H::kRemU32, H::kRemS32, H::kRemU64, H::kRemS64, H::kCount, H::kCount}},
+    {Opcode::kMin, {H::kMinU32, H::kMinS32, H::kMinU64, H::kMinS64, H::kMinF32, H::kMinF64}},
+    {Opcode::kMax, {H::kMaxU32, H::kMaxS32, H::kMaxU64, H::kMaxS64, H::kMaxF32, H::kMaxF64}},
+    {Opcode::kAbs, {H::kCount, H::kAbsS32, H::kCount, H::kAbsS64, H::kAbsF32, H::kAbsF64}},
+    {Opcode::kNeg, {H::kCount, H::kNegS32, H::kCount, H::kNegS64, H::kNegF32, H::kNegF64}},
+    {Opcode::kShr, {H::kShrU32, H::kShrS32, H::kShrU64, H::kShrS64, H::kCount, H::kCount}},
+    {Opcode::kBfe, {H::kBfeU32, H::kBfeS32, H::kBfeU64, H::kBfeS64, H::kCount, H::kCount}},
+    {Opcode::kSetp, {H::kSetpU32, H::kSetpS32, H::kSetpU64, H::kSetpS64, H::kSetpF32, H::kSetpF64}},
+};
+
+// An opcode whose handler depends only on its width (the type's register rows: 1 or 2).
+struct WidthOp {
+  Opcode op;
+  Handler rows1, rows2;
+};
+constexpr WidthOp kWidthOps[] = {
+    {Opcode::kAnd, H::kAnd32, H::kAnd64},
+    {Opcode::kOr, H::kOr32, H::kOr64},
+    {Opcode::kXor, H::kXor32, H::kXor64},
+    {Opcode::kNot, H::kNot32, H::kNot64},
+    {Opcode::kPopc, H::kPopc32, H::kPopc64},
+    {Opcode::kClz, H::kClz32, H::kClz64},
+    {Opcode::kBrev, H::kBrev32, H::kBrev64},
+    {Opcode::kSqrt, H::kSqrtF32, H::kSqrtF64},
+    {Opcode::kRcp, H::kRcpF32, H::kRcpF64},
+    {Opcode::kRsqrt, H::kRsqrtF32, H::kRsqrtF64},
+    {Opcode::kEx2, H::kEx2F32, H::kEx2F64},
+    {Opcode::kLg2, H::kLg2F32, H::kLg2F64},
+    {Opcode::kSin, H::kSinF32, H::kSinF64},
+    {Opcode::kCos, H::kCosF32, H::kCosF64},
+    {Opcode::kTanh, H::kTanhF32, H::kTanhF64},
+    {Opcode::kShl, H::kShl32, H::kShl64},
+    {Opcode::kMov, H::kMov32, H::kMov64},
+    {Opcode::kSel, H::kSel32, H::kSel64},
+    {Opcode::kBfi, H::kBfi32, H::kBfi64},
+    {Opcode::kCopysign, H::kCopysignF32, H::kCopysignF64},
+    {Opcode::kTestp, H::kTestpF32, H::kTestpF64},
+};
+
+// The handler of `op` for type `t` from the tables above; kCount where there is none (the caller
+// reports it).
+Handler ByType(Opcode op, Type t) {
+  const auto i = static_cast<size_t>(t) - static_cast<size_t>(Type::kU32);
+  for (const TypedOp& row : kTypedOps) {
+    if (row.op == op) return i < row.by_type.size() ? row.by_type[i] : Handler::kCount;
   }
+  return Handler::kCount;
+}
+Handler ByWidth(Opcode op, int rows) {
+  for (const WidthOp& row : kWidthOps) {
+    if (row.op == op) return rows == 2 ? row.rows2 : row.rows1;
+  }
+  return Handler::kCount;
 }
 
 AccessKind KindOf(Type t, bool wide_reg) {
@@ -137,17 +188,18 @@ class Lowering {
     const Type t = inst.type;
     const int rows = isa::TypeRows(t);
     const bool float_rn = IsRn(inst.mod);
+    // The float slow path (rounding modes, .sat, .ftz): the handler, with the op in aux.
     auto slow_float = [&]() {
-      op.h = Handler::kFloatSlow;
       op.aux = static_cast<uint32_t>(inst.op) | static_cast<uint32_t>(t) << 8 |
                static_cast<uint32_t>(inst.mod) << 16;
+      return Handler::kFloatSlow;
     };
-    // d = f(a, b|imm) with a handler per type.
-    auto binary = [&](Handler h) {
+    // d = f(a, b|imm); an immediate b takes `b_rows` rows (the type's, or 1 where b is 32-bit).
+    auto binary = [&](Handler h, int b_rows) {
       op.h = h;
       op.d = Dst(inst.d);
       op.a = Src(inst.a);
-      op.b = SrcOrImm(inst, inst.b, rows, &op);
+      op.b = SrcOrImm(inst, inst.b, b_rows, &op);
     };
     auto unary = [&](Handler h) {
       op.h = h;
@@ -160,12 +212,12 @@ class Lowering {
         op.h = Handler::kNop;
         break;
       case Opcode::kMov:
-        op.h = rows == 2 ? Handler::kMov64 : Handler::kMov32;
+        op.h = ByWidth(inst.op, rows);
         op.d = Dst(inst.d);
         op.a = SrcOrImm(inst, inst.a, rows, &op);
         break;
       case Opcode::kSel:
-        binary(rows == 2 ? Handler::kSel64 : Handler::kSel32);
+        binary(ByWidth(inst.op, rows), rows);
         op.c = inst.c;
         op.aux = (inst.mod & 1) ? kFullMask : 0;
         break;
@@ -179,146 +231,83 @@ class Lowering {
           program_->reads_local_window = true;
         break;
       case Opcode::kPack:
-        op.h = Handler::kPack;
-        op.d = Dst(inst.d);
-        op.a = Src(inst.a);
-        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        binary(Handler::kPack, 1);
         break;
       case Opcode::kHi32:
         unary(Handler::kHi32);
         break;
       case Opcode::kAdd:
-      case Opcode::kSub: {
-        bool add = inst.op == Opcode::kAdd;
-        if (isa::IsFloat(t) && !float_rn) {
-          slow_float();
-          op.d = Dst(inst.d);
-          op.a = Src(inst.a);
-          op.b = SrcOrImm(inst, inst.b, rows, &op);
-        } else if (t == Type::kS32 && (inst.mod & isa::kModSat)) {
-          binary(add ? Handler::kAddSatS32 : Handler::kSubSatS32);
-        } else {
-          binary(add ? ByType(t, Handler::kAddI32, Handler::kAddI32, Handler::kAddI64,
-                              Handler::kAddI64, Handler::kAddF32, Handler::kAddF64)
-                     : ByType(t, Handler::kSubI32, Handler::kSubI32, Handler::kSubI64,
-                              Handler::kSubI64, Handler::kSubF32, Handler::kSubF64));
-        }
-        break;
-      }
+      case Opcode::kSub:
       case Opcode::kMul:
+      case Opcode::kDiv:
         if (isa::IsFloat(t) && !float_rn) {
-          slow_float();
-          op.d = Dst(inst.d);
-          op.a = Src(inst.a);
-          op.b = SrcOrImm(inst, inst.b, rows, &op);
+          binary(slow_float(), rows);
+        } else if (t == Type::kS32 && (inst.mod & isa::kModSat) && inst.op == Opcode::kAdd) {
+          binary(Handler::kAddSatS32, rows);
+        } else if (t == Type::kS32 && (inst.mod & isa::kModSat) && inst.op == Opcode::kSub) {
+          binary(Handler::kSubSatS32, rows);
         } else {
-          binary(ByType(t, Handler::kMulI32, Handler::kMulI32, Handler::kMulI64, Handler::kMulI64,
-                        Handler::kMulF32, Handler::kMulF64));
+          binary(ByType(inst.op, t), rows);
         }
-        break;
-      case Opcode::kMulHi:
-        binary(ByType(t, Handler::kMulHiU32, Handler::kMulHiS32, Handler::kMulHiU64,
-                      Handler::kMulHiS64, Handler::kCount, Handler::kCount));
         break;
       case Opcode::kMulWide:
-        op.h = t == Type::kS32 ? Handler::kMulWideS32 : Handler::kMulWideU32;
-        op.d = Dst(inst.d);
-        op.a = Src(inst.a);
-        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        binary(t == Type::kS32 ? Handler::kMulWideS32 : Handler::kMulWideU32, 1);
         break;
       case Opcode::kMadWide:
-        op.h = t == Type::kS32 ? Handler::kMadWideS32 : Handler::kMadWideU32;
-        op.d = Dst(inst.d);
-        op.a = Src(inst.a);
-        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        binary(t == Type::kS32 ? Handler::kMadWideS32 : Handler::kMadWideU32, 1);
         op.c = Src(inst.c);
         break;
       case Opcode::kMad:
       case Opcode::kFma:
         if (isa::IsFloat(t) && !float_rn) {
-          slow_float();
+          binary(slow_float(), rows);
           op.aux = (op.aux & ~0xffu) | static_cast<uint32_t>(Opcode::kFma);
         } else {
-          op.h = ByType(t, Handler::kMadI32, Handler::kMadI32, Handler::kMadI64, Handler::kMadI64,
-                        Handler::kFmaF32, Handler::kFmaF64);
+          binary(ByType(inst.op, t), rows);
         }
-        op.d = Dst(inst.d);
-        op.a = Src(inst.a);
-        op.b = SrcOrImm(inst, inst.b, rows, &op);
         op.c = Src(inst.c);
         break;
-      case Opcode::kDiv:
-        if (isa::IsFloat(t) && !float_rn) {
-          slow_float();
-          op.d = Dst(inst.d);
-          op.a = Src(inst.a);
-          op.b = SrcOrImm(inst, inst.b, rows, &op);
-        } else {
-          binary(ByType(t, Handler::kDivU32, Handler::kDivS32, Handler::kDivU64, Handler::kDivS64,
-                        Handler::kDivF32, Handler::kDivF64));
-        }
-        break;
+      case Opcode::kMulHi:
       case Opcode::kRem:
-        binary(ByType(t, Handler::kRemU32, Handler::kRemS32, Handler::kRemU64, Handler::kRemS64,
-                      Handler::kCount, Handler::kCount));
-        break;
       case Opcode::kMin:
-        binary(ByType(t, Handler::kMinU32, Handler::kMinS32, Handler::kMinU64, Handler::kMinS64,
-                      Handler::kMinF32, Handler::kMinF64));
-        break;
       case Opcode::kMax:
-        binary(ByType(t, Handler::kMaxU32, Handler::kMaxS32, Handler::kMaxU64, Handler::kMaxS64,
-                      Handler::kMaxF32, Handler::kMaxF64));
+        binary(ByType(inst.op, t), rows);
         break;
       case Opcode::kAbs:
-        unary(ByType(t, Handler::kCount, Handler::kAbsS32, Handler::kCount, Handler::kAbsS64,
-                     Handler::kAbsF32, Handler::kAbsF64));
-        break;
       case Opcode::kNeg:
-        unary(ByType(t, Handler::kCount, Handler::kNegS32, Handler::kCount, Handler::kNegS64,
-                     Handler::kNegF32, Handler::kNegF64));
+        unary(ByType(inst.op, t));
         break;
       case Opcode::kAnd:
-        binary(rows == 2 ? Handler::kAnd64 : Handler::kAnd32);
-        break;
       case Opcode::kOr:
-        binary(rows == 2 ? Handler::kOr64 : Handler::kOr32);
-        break;
       case Opcode::kXor:
-        binary(rows == 2 ? Handler::kXor64 : Handler::kXor32);
+        binary(ByWidth(inst.op, rows), rows);
         break;
       case Opcode::kNot:
-        unary(rows == 2 ? Handler::kNot64 : Handler::kNot32);
+      case Opcode::kPopc:
+      case Opcode::kClz:
+      case Opcode::kBrev:
+      case Opcode::kRsqrt:
+      case Opcode::kEx2:
+      case Opcode::kLg2:
+      case Opcode::kSin:
+      case Opcode::kCos:
+      case Opcode::kTanh:
+        unary(ByWidth(inst.op, rows));
+        break;
+      case Opcode::kSqrt:
+      case Opcode::kRcp:
+        unary(float_rn ? ByWidth(inst.op, rows) : slow_float());
         break;
       case Opcode::kShl:
       case Opcode::kShr:
-        op.h = inst.op == Opcode::kShl
-                   ? (rows == 2 ? Handler::kShl64 : Handler::kShl32)
-                   : ByType(t, Handler::kShrU32, Handler::kShrS32, Handler::kShrU64,
-                            Handler::kShrS64, Handler::kCount, Handler::kCount);
-        op.d = Dst(inst.d);
-        op.a = Src(inst.a);
-        op.b = SrcOrImm(inst, inst.b, 1, &op);
-        break;
-      case Opcode::kPopc:
-        unary(rows == 2 ? Handler::kPopc64 : Handler::kPopc32);
-        break;
-      case Opcode::kClz:
-        unary(rows == 2 ? Handler::kClz64 : Handler::kClz32);
-        break;
-      case Opcode::kBrev:
-        unary(rows == 2 ? Handler::kBrev64 : Handler::kBrev32);
+        binary(inst.op == Opcode::kShl ? ByWidth(inst.op, rows) : ByType(inst.op, t), 1);
         break;
       case Opcode::kBfe:
-        op.h = ByType(t, Handler::kBfeU32, Handler::kBfeS32, Handler::kBfeU64, Handler::kBfeS64,
-                      Handler::kCount, Handler::kCount);
-        op.d = Dst(inst.d);
-        op.a = Src(inst.a);
-        op.b = SrcOrImm(inst, inst.b, 1, &op);
+        binary(ByType(inst.op, t), 1);
         op.c = Src(inst.c);
         break;
       case Opcode::kBfi:
-        op.h = rows == 2 ? Handler::kBfi64 : Handler::kBfi32;
+        op.h = ByWidth(inst.op, rows);
         op.d = Dst(inst.d);
         op.a = Src(inst.a);
         op.b = Src(inst.b);
@@ -334,50 +323,20 @@ class Lowering {
         op.c = SrcOrImm(inst, inst.c, 1, &op);
         op.aux = inst.mod;
         break;
-      case Opcode::kSqrt:
-      case Opcode::kRcp:
-        if (!float_rn) {
-          slow_float();
-          op.d = Dst(inst.d);
-          op.a = Src(inst.a);
-          break;
-        }
-        unary(inst.op == Opcode::kSqrt ? (rows == 2 ? Handler::kSqrtF64 : Handler::kSqrtF32)
-                                       : (rows == 2 ? Handler::kRcpF64 : Handler::kRcpF32));
-        break;
-      case Opcode::kRsqrt:
-        unary(rows == 2 ? Handler::kRsqrtF64 : Handler::kRsqrtF32);
-        break;
-      case Opcode::kEx2:
-        unary(rows == 2 ? Handler::kEx2F64 : Handler::kEx2F32);
-        break;
-      case Opcode::kLg2:
-        unary(rows == 2 ? Handler::kLg2F64 : Handler::kLg2F32);
-        break;
-      case Opcode::kSin:
-        unary(rows == 2 ? Handler::kSinF64 : Handler::kSinF32);
-        break;
-      case Opcode::kCos:
-        unary(rows == 2 ? Handler::kCosF64 : Handler::kCosF32);
-        break;
-      case Opcode::kTanh:
-        unary(rows == 2 ? Handler::kTanhF64 : Handler::kTanhF32);
-        break;
       case Opcode::kCopysign:
-        op.h = rows == 2 ? Handler::kCopysignF64 : Handler::kCopysignF32;
+        op.h = ByWidth(inst.op, rows);
         op.d = Dst(inst.d);
         op.a = Src(inst.a);
         op.b = Src(inst.b);
         break;
       case Opcode::kTestp:
-        op.h = rows == 2 ? Handler::kTestpF64 : Handler::kTestpF32;
+        op.h = ByWidth(inst.op, rows);
         op.d = inst.d;
         op.a = Src(inst.a);
         op.aux = inst.mod;
         break;
       case Opcode::kSetp:
-        op.h = ByType(t, Handler::kSetpU32, Handler::kSetpS32, Handler::kSetpU64, Handler::kSetpS64,
-                      Handler::kSetpF32, Handler::kSetpF64);
+        op.h = ByType(inst.op, t);
         op.d = inst.d;
         op.a = Src(inst.a);
         op.b = SrcOrImm(inst, inst.b, rows, &op);
