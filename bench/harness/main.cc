@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,38 @@ void PrintList() {
   }
 }
 
+// The warm-up rounds (each record to `on_warmup`, if any), then o.runs measured rounds over the
+// benchmarks and modes. A measured round rotates which mode goes first, so drift in the machine's
+// load falls on every mode alike; each of its records is appended to `results` and then handed to
+// `on_record` with its run index.
+void RunRounds(
+    Runner& runner, const Options& o, std::ofstream& results,
+    const std::function<void(const std::string&, const std::string&, const RunRecord&)>& on_warmup,
+    const std::function<void(int, const std::string&, const std::string&, const RunRecord&)>&
+        on_record) {
+  for (int w = 0; w < o.warmup; ++w) {
+    for (const std::string& bench : o.benchmarks) {
+      for (const std::string& m : o.modes) {
+        for (const RunRecord& r : runner.RunOnce(bench, *FindMode(m), -1 - w)) {
+          if (on_warmup) on_warmup(bench, m, r);
+        }
+      }
+    }
+  }
+  for (int run = 0; run < o.runs; ++run) {
+    for (const std::string& bench : o.benchmarks) {
+      for (size_t i = 0; i < o.modes.size(); ++i) {
+        const std::string& m = o.modes[(i + run) % o.modes.size()];
+        for (const RunRecord& r : runner.RunOnce(bench, *FindMode(m), run)) {
+          results << r.ToJson().Serialize() << "\n";
+          results.flush();
+          on_record(run, bench, m, r);
+        }
+      }
+    }
+  }
+}
+
 // --scale: for each VM count, a Runner (its own aggregator) does the warm-up and the runs as
 // --vms K would; one table at the end. Returns the exit status.
 int RunScale(const Options& options, const Paths& paths, const std::string& rev,
@@ -81,30 +114,17 @@ int RunScale(const Options& options, const Paths& paths, const std::string& rev,
       std::fprintf(stderr, "gpuvm-bench: %s\n", prepared.ToString().c_str());
       return 1;
     }
-    for (int w = 0; w < o.warmup; ++w) {
-      for (const std::string& bench : o.benchmarks) {
-        for (const std::string& m : o.modes) (void)runner.RunOnce(bench, *FindMode(m), -1 - w);
-      }
-    }
-    for (int run = 0; run < o.runs; ++run) {
-      for (const std::string& bench : o.benchmarks) {
-        for (size_t i = 0; i < o.modes.size(); ++i) {
-          const std::string& m = o.modes[(i + run) % o.modes.size()];
-          for (const RunRecord& r : runner.RunOnce(bench, *FindMode(m), run)) {
-            results << r.ToJson().Serialize() << "\n";
-            results.flush();
-            if (!r.correct) ++failures;
-            if (!options.quiet) {
-              std::printf("  %d VMs run %d/%d %-7s %-13s vm %d  %8.4f s  %s\n", k, run + 1, o.runs,
-                          bench.c_str(), m.c_str(), r.vm, r.seconds,
-                          r.correct ? "ok" : ("FAILED: " + r.error).c_str());
-              std::fflush(stdout);
-            }
-            all.push_back(r);
-          }
-        }
-      }
-    }
+    RunRounds(runner, o, results, nullptr,
+              [&](int run, const std::string& bench, const std::string& m, const RunRecord& r) {
+                if (!r.correct) ++failures;
+                if (!options.quiet) {
+                  std::printf("  %d VMs run %d/%d %-7s %-13s vm %d  %8.4f s  %s\n", k, run + 1,
+                              o.runs, bench.c_str(), m.c_str(), r.vm, r.seconds,
+                              r.correct ? "ok" : ("FAILED: " + r.error).c_str());
+                  std::fflush(stdout);
+                }
+                all.push_back(r);
+              });
   }
   std::printf("\n%s", RenderScale(all, options.benchmarks, options.modes, options.scale).c_str());
   return failures > 0 ? 1 : 0;
@@ -193,39 +213,24 @@ int Main(int argc, char** argv) {
                 load[0], ::sysconf(_SC_NPROCESSORS_ONLN));
   if (!options.quiet) std::printf("%s\n", header);
 
-  for (int w = 0; w < options.warmup; ++w) {
-    for (const std::string& bench : options.benchmarks) {
-      for (const std::string& m : options.modes) {
-        for (const RunRecord& r : runner.RunOnce(bench, *FindMode(m), -1 - w)) {
-          if (!r.correct) {
-            std::fprintf(stderr, "gpuvm-bench: warm-up %s %s failed: %s\n", bench.c_str(),
-                         m.c_str(), r.error.c_str());
-          }
-        }
-      }
-    }
-  }
-
   Summary summary;
-  for (int run = 0; run < options.runs; ++run) {
-    for (const std::string& bench : options.benchmarks) {
-      // Rotate which mode goes first, so drift in the machine's load falls on every mode alike.
-      for (size_t k = 0; k < options.modes.size(); ++k) {
-        const std::string& m = options.modes[(k + run) % options.modes.size()];
-        for (const RunRecord& r : runner.RunOnce(bench, *FindMode(m), run)) {
-          results << r.ToJson().Serialize() << "\n";
-          results.flush();
-          summary.Add(r);
-          if (!options.quiet) {
-            std::printf("  run %d/%d %-7s %-7s vm %d  %8.4f s  %s\n", run + 1, options.runs,
-                        bench.c_str(), m.c_str(), r.vm, r.seconds,
-                        r.correct ? "ok" : ("FAILED: " + r.error).c_str());
-            std::fflush(stdout);
-          }
+  RunRounds(
+      runner, options, results,
+      [](const std::string& bench, const std::string& m, const RunRecord& r) {
+        if (!r.correct) {
+          std::fprintf(stderr, "gpuvm-bench: warm-up %s %s failed: %s\n", bench.c_str(), m.c_str(),
+                       r.error.c_str());
         }
-      }
-    }
-  }
+      },
+      [&](int run, const std::string& bench, const std::string& m, const RunRecord& r) {
+        summary.Add(r);
+        if (!options.quiet) {
+          std::printf("  run %d/%d %-7s %-7s vm %d  %8.4f s  %s\n", run + 1, options.runs,
+                      bench.c_str(), m.c_str(), r.vm, r.seconds,
+                      r.correct ? "ok" : ("FAILED: " + r.error).c_str());
+          std::fflush(stdout);
+        }
+      });
   if (!results) {
     std::fprintf(stderr, "gpuvm-bench: writing %s failed\n", results_path.c_str());
   }

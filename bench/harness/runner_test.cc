@@ -171,14 +171,15 @@ void ExpectWellFormed(const Json& j) {
 }
 
 struct BenchResults {
+  TempDir dir;  // --out
   BenchRun run;
   std::vector<Json> lines;  // results.jsonl
 };
 
-// Runs gpuvm-bench with `args` and `--out <dir>`, expects `exit_status` and `records` well-formed
-// objects in results.jsonl. Call it in ASSERT_NO_FATAL_FAILURE.
-void RunAndRead(const TempDir& dir, const std::string& args, size_t records, BenchResults* out,
-                int exit_status = 0) {
+// Runs gpuvm-bench with `args` and `--out <out->dir>`, expects `exit_status` and `records`
+// well-formed objects in results.jsonl. Call it in ASSERT_NO_FATAL_FAILURE.
+void RunAndRead(BenchResults* out, const std::string& args, size_t records, int exit_status = 0) {
+  const TempDir& dir = out->dir;
   out->run = RunBench(args + " --out " + dir.path());
   ASSERT_EQ(out->run.exit_status, exit_status) << out->run.output;
   out->lines = ReadResults(dir.path() + "/results.jsonl");
@@ -187,10 +188,9 @@ void RunAndRead(const TempDir& dir, const std::string& args, size_t records, Ben
 }
 
 TEST(BenchHarnessEndToEnd, NativeRunsAppendOneObjectPerRun) {
-  TempDir dir;
   BenchResults res;
   ASSERT_NO_FATAL_FAILURE(RunAndRead(
-      dir, "--bench nop,madd --mode native --runs 2 --warmup 0 --size test --api driver", 4, &res));
+      &res, "--bench nop,madd --mode native --runs 2 --warmup 0 --size test --api driver", 4));
   const std::string& output = res.run.output;
   EXPECT_NE(output.find("median seconds per run"), std::string::npos) << output;
   EXPECT_NE(output.find("phases, median seconds: native"), std::string::npos) << output;
@@ -208,15 +208,13 @@ TEST(BenchHarnessEndToEnd, NativeRunsAppendOneObjectPerRun) {
   EXPECT_EQ(madd, 2);
   // Appends, never truncates.
   ASSERT_NO_FATAL_FAILURE(
-      RunAndRead(dir, "--bench nop --runs 1 --warmup 0 --size test --quiet", 5, &res));
+      RunAndRead(&res, "--bench nop --runs 1 --warmup 0 --size test --quiet", 5));
 }
 
 TEST(BenchHarnessEndToEnd, SeveralAtOnceGiveARecordEach) {
-  TempDir dir;
   BenchResults res;
   ASSERT_NO_FATAL_FAILURE(RunAndRead(
-      dir, "--bench nop,loop --vms 3 --runs 1 --warmup 0 --size test --api driver --quiet", 6,
-      &res));
+      &res, "--bench nop,loop --vms 3 --runs 1 --warmup 0 --size test --api driver --quiet", 6));
   int vm_sum = 0;
   for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("vms")->number(), 3);
@@ -267,7 +265,7 @@ TEST(BenchHarnessEndToEnd, AFailingProgramIsRecordedAsIncorrect) {
   std::filesystem::permissions(programs + "/gpuvm-suite-madd", std::filesystem::perms::owner_all);
   BenchResults res;
   ASSERT_NO_FATAL_FAILURE(RunAndRead(
-      dir, "--bench nop,madd --runs 1 --warmup 0 --size test --programs " + programs, 2, &res, 1));
+      &res, "--bench nop,madd --runs 1 --warmup 0 --size test --programs " + programs, 2, 1));
   const BenchRun& r = res.run;
   EXPECT_NE(r.output.find("nop native: 1 of 1 failed; first: wrong result: x"), std::string::npos)
       << r.output;
@@ -288,26 +286,24 @@ TEST(BenchHarnessEndToEnd, AFailingProgramIsRecordedAsIncorrect) {
 
 TEST(BenchHarnessEndToEnd, RuntimeApiProgramsBuiltByNvcc) {
   if (!GPUVM_BENCH_HAVE_RT) GTEST_SKIP() << "nvcc is absent: no runtime-API programs were built";
-  TempDir dir;
   BenchResults res;
   ASSERT_NO_FATAL_FAILURE(RunAndRead(
-      dir, "--bench lud,srad2 --api runtime --runs 1 --warmup 0 --size test --quiet", 2, &res));
+      &res, "--bench lud,srad2 --api runtime --runs 1 --warmup 0 --size test --quiet", 2));
   for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("api")->string(), "runtime");
     EXPECT_TRUE(j.Find("correct")->bool_value()) << j.Serialize();
   }
   // Benchmarks without a runtime-API build are refused by name, not run with the wrong API.
-  const BenchRun nop = RunBench("--bench nop --api runtime --out " + dir.path());
+  const BenchRun nop = RunBench("--bench nop --api runtime --out " + res.dir.path());
   EXPECT_EQ(nop.exit_status, 2);
   EXPECT_NE(nop.output.find("no runtime-API program for nop"), std::string::npos) << nop.output;
 }
 
 TEST(BenchHarnessEndToEnd, PassThroughRecordsTrapsPerBar) {
   if (!GPUVM_BENCH_HAVE_VMS) GTEST_SKIP() << "this build has no gpuvm-vm/gpuvm-dm/aggregator";
-  TempDir dir;
   BenchResults res;
   ASSERT_NO_FATAL_FAILURE(RunAndRead(
-      dir, "--bench nop --mode native,pt --runs 1 --warmup 0 --size test --api driver", 2, &res));
+      &res, "--bench nop --mode native,pt --runs 1 --warmup 0 --size test --api driver", 2));
   const std::string& output = res.run.output;
   EXPECT_NE(output.find("pt/nat"), std::string::npos) << output;
   EXPECT_NE(output.find("traps per BAR per run (median, gpuvm-dm's counters): pt"),
@@ -327,11 +323,10 @@ TEST(BenchHarnessEndToEnd, PassThroughRecordsTrapsPerBar) {
 
 TEST(BenchHarnessEndToEnd, FullVirtualizationRunsSeveralVmsWithCounters) {
   if (!GPUVM_BENCH_HAVE_VMS) GTEST_SKIP() << "this build has no gpuvm-vm/gpuvm-dm/aggregator";
-  TempDir dir;
   BenchResults res;
   ASSERT_NO_FATAL_FAILURE(RunAndRead(
-      dir, "--bench madd --mode fv-optimized --vms 2 --runs 1 --warmup 0 --size test --api driver",
-      2, &res));
+      &res, "--bench madd --mode fv-optimized --vms 2 --runs 1 --warmup 0 --size test --api driver",
+      2));
   for (const Json& j : res.lines) {
     EXPECT_EQ(j.Find("mode")->string(), "fv-optimized");
     EXPECT_EQ(j.Find("vms")->number(), 2);

@@ -78,6 +78,63 @@ class SimDeviceTest : public ::testing::Test {
     driver_ = std::make_unique<TestDriver>(device_.get(), kVramSize);
   }
 
+  // A new device with one VM that maps a page for semaphores (at `sem`, physical `sem_phys`); vm is
+  // null when the device could not be made.
+  struct SemaphoreVm {
+    Vm* vm = nullptr;
+    uint64_t sem = 0;
+    uint64_t sem_phys = 0;
+  };
+  SemaphoreVm CreateDeviceWithSemaphoreVm() {
+    CreateDevice();
+    SemaphoreVm s;
+    if (driver_ == nullptr) return s;
+    s.vm = driver_->CreateVm();
+    s.sem = s.vm->AllocMapped(0x1000, &s.sem_phys);
+    s.vm->Flush();
+    return s;
+  }
+
+  // Flags of a mapping of host memory (SYSRAM, snooped).
+  static MapFlags Sysram() {
+    MapFlags flags;
+    flags.target = gf100::vm::Target::kSysramSnooped;
+    return flags;
+  }
+  // `bytes` of new address space in `vm` mapped to the registered host buffer from `offset` on.
+  static uint64_t MapHost(Vm* vm, uint64_t offset, uint64_t bytes) {
+    const uint64_t va = vm->AllocVa(bytes);
+    vm->Map(va, kHostBus + offset, bytes, Sysram());
+    return va;
+  }
+
+  // A new device and VM for copies between VRAM and host memory: 0x4000 bytes of VRAM (vram_va,
+  // vram_phys), `host_bytes` of the host buffer from `host_offset` on (sys_va), which starts with
+  // `data`, a 0x4000-byte Pattern(seed); channel 1 of the VM has PCOPY bound. vm is null when the
+  // device could not be made.
+  struct SysramCopySetup {
+    Vm* vm = nullptr;
+    Channel* ch = nullptr;
+    uint64_t vram_va = 0;
+    uint64_t vram_phys = 0;
+    uint64_t sys_va = 0;
+    std::vector<uint8_t> data;
+  };
+  SysramCopySetup CreateSysramCopySetup(uint64_t host_offset, uint64_t host_bytes, uint8_t seed) {
+    CreateDevice();
+    SysramCopySetup s;
+    if (driver_ == nullptr) return s;
+    s.vm = driver_->CreateVm();
+    s.vram_va = s.vm->AllocMapped(0x4000, &s.vram_phys);
+    s.sys_va = MapHost(s.vm, host_offset, host_bytes);
+    s.vm->Flush();
+    s.data = Pattern(0x4000, seed);
+    std::memcpy(host_buffer_ + host_offset, s.data.data(), s.data.size());
+    s.ch = driver_->CreateChannel(1, s.vm);
+    Bind(s.ch, kCopySubc, gf100::kClassCopy);
+    return s;
+  }
+
   // Binds `subc` of `ch` to `cls`.
   static void Bind(Channel* ch, uint32_t subc, uint32_t cls) {
     ch->Inc(subc, host::kSetObject, {cls});
@@ -452,20 +509,8 @@ TEST_F(SimDeviceTest, M2mfPushAndCopyWithQuery) {
 }
 
 TEST_F(SimDeviceTest, SysramDmaBothWays) {
-  CreateDevice();
-  Vm* vm = driver_->CreateVm();
-  uint64_t vram_phys;
-  const uint64_t vram_va = vm->AllocMapped(0x4000, &vram_phys);
-  const uint64_t sys_va = vm->AllocVa(0x9000);
-  MapFlags sys;
-  sys.target = gf100::vm::Target::kSysramSnooped;
-  vm->Map(sys_va, kHostBus + 0x10000, 0x9000, sys);
-  vm->Flush();
-  const std::vector<uint8_t> data = Pattern(0x4000, 1);
-  std::memcpy(host_buffer_ + 0x10000, data.data(), data.size());
-
-  Channel* ch = driver_->CreateChannel(1, vm);
-  Bind(ch, kCopySubc, gf100::kClassCopy);
+  auto [vm, ch, vram_va, vram_phys, sys_va, data] = CreateSysramCopySetup(0x10000, 0x9000, 1);
+  ASSERT_NE(vm, nullptr);
   PcopyLinear(ch, sys_va, vram_va, 0x4000);           // SYSRAM -> VRAM
   PcopyLinear(ch, vram_va, sys_va + 0x4000, 0x4000);  // VRAM -> SYSRAM
   Release(ch, sys_va + 0x8000, 0x77);                 // a semaphore in host memory
@@ -479,7 +524,7 @@ TEST_F(SimDeviceTest, SysramDmaBothWays) {
   EXPECT_EQ(sem, 0x77u);
 
   // A SYSRAM PTE outside every registered range faults instead of touching host memory.
-  vm->Map(sys_va, 0x7000000000ull, 0x1000, sys);
+  vm->Map(sys_va, 0x7000000000ull, 0x1000, Sysram());
   vm->Flush();
   PcopyLinear(ch, sys_va, vram_va, 0x100);
   ch->Submit();
@@ -517,19 +562,8 @@ class StallingHostMemory final : public gpu::HostMemory {
 TEST_F(SimDeviceTest, AStalledSliceIsNotChargedAsBusyTime) {
   StallingHostMemory stalling(&host_);
   host_memory_ = &stalling;
-  CreateDevice();
-  Vm* vm = driver_->CreateVm();
-  uint64_t vram_phys;
-  const uint64_t vram_va = vm->AllocMapped(0x4000, &vram_phys);
-  const uint64_t sys_va = vm->AllocVa(0x4000);
-  MapFlags sys;
-  sys.target = gf100::vm::Target::kSysramSnooped;
-  vm->Map(sys_va, kHostBus, 0x4000, sys);
-  vm->Flush();
-  const std::vector<uint8_t> data = Pattern(0x4000, 3);
-  std::memcpy(host_buffer_, data.data(), data.size());
-  Channel* ch = driver_->CreateChannel(1, vm);
-  Bind(ch, kCopySubc, gf100::kClassCopy);
+  auto [vm, ch, vram_va, vram_phys, sys_va, data] = CreateSysramCopySetup(0, 0x4000, 3);
+  ASSERT_NE(vm, nullptr);
   PcopyLinear(ch, sys_va, vram_va, 0x4000);
   stalling.Arm(std::chrono::milliseconds(400));
   ch->Submit();
@@ -595,11 +629,8 @@ TEST_F(SimDeviceTest, EngineFaultsOnReadOnlyAndSupervisorPages) {
 }
 
 TEST_F(SimDeviceTest, TwoChannelsInterleaveThroughSemaphores) {
-  CreateDevice();
-  Vm* vm = driver_->CreateVm();
-  uint64_t sem_phys;
-  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
-  vm->Flush();
+  auto [vm, sem, sem_phys] = CreateDeviceWithSemaphoreVm();
+  ASSERT_NE(vm, nullptr);
   const uint64_t x = sem, y = sem + 0x10, log = sem + 0x100;
   Channel* a = driver_->CreateChannel(5, vm);
   Channel* b = driver_->CreateChannel(9, vm);
@@ -627,11 +658,8 @@ TEST_F(SimDeviceTest, TwoChannelsInterleaveThroughSemaphores) {
 // Also what the aggregator's dispatcher learns from on_channel_drained: a channel is reported
 // when it has finished everything submitted to it, never while it waits on a semaphore.
 TEST_F(SimDeviceTest, AcquireBlocksOnlyItsChannelUntilTheCpuReleases) {
-  CreateDevice();
-  Vm* vm = driver_->CreateVm();
-  uint64_t sem_phys;
-  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
-  vm->Flush();
+  auto [vm, sem, sem_phys] = CreateDeviceWithSemaphoreVm();
+  ASSERT_NE(vm, nullptr);
   Channel* a = driver_->CreateChannel(0, vm);
   Channel* b = driver_->CreateChannel(1, vm);
   Acquire(a, sem, 7);
@@ -685,11 +713,8 @@ TEST_F(SimDeviceTest, TimeSlicesAlternateBetweenBusyChannels) {
 }
 
 TEST_F(SimDeviceTest, MalformedHeaderKillsOnlyItsChannel) {
-  CreateDevice();
-  Vm* vm = driver_->CreateVm();
-  uint64_t sem_phys;
-  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
-  vm->Flush();
+  auto [vm, sem, sem_phys] = CreateDeviceWithSemaphoreVm();
+  ASSERT_NE(vm, nullptr);
   driver_->EnableInterrupts();
   Channel* bad = driver_->CreateChannel(0, vm);
   Channel* good = driver_->CreateChannel(1, vm);
@@ -909,11 +934,8 @@ TEST_F(SimDeviceTest, ConcurrentMmioWhileChannelsRun) {
 }
 
 TEST_F(SimDeviceTest, NonStallInterruptAndPfifoDisable) {
-  CreateDevice();
-  Vm* vm = driver_->CreateVm();
-  uint64_t sem_phys;
-  const uint64_t sem = vm->AllocMapped(0x1000, &sem_phys);
-  vm->Flush();
+  auto [vm, sem, sem_phys] = CreateDeviceWithSemaphoreVm();
+  ASSERT_NE(vm, nullptr);
   driver_->EnableInterrupts();
   Channel* ch = driver_->CreateChannel(0, vm);
   device_->WriteReg(gf100::pmc::kEnable, 0);  // PFIFO off: nothing runs

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -74,9 +75,67 @@ class RuntimeDriverApi : public ::testing::Test {
     EXPECT_CU(cuModuleLoadData(&m, image_.data()));
     return m;
   }
+  // `name` from the test module (loaded on first use, kept in module_); null, and a failed test,
+  // when the module has no such function.
+  CUfunction TestFunction(const char* name) {
+    if (module_ == nullptr) module_ = LoadTestModule();
+    CUfunction f = nullptr;
+    EXPECT_CU(cuModuleGetFunction(&f, module_, name));
+    return f;
+  }
+
+  // One attribute read through `get` (cuDeviceGetAttribute, cuFuncGetAttribute); a failed call
+  // fails the test and reads as -1, which no attribute checked here can be.
+  template <typename Attr, typename Of>
+  static int Attribute(CUresult (*get)(int*, Attr, Of), Attr attr, Of of) {
+    int v = -1;
+    EXPECT_CU(get(&v, attr, of));
+    return v;
+  }
+  // What every attribute getter refuses with CUDA_ERROR_INVALID_VALUE: the `unknown` attribute
+  // numbers, and no place for the result (asked for the `known` attribute).
+  template <typename Attr, typename Of>
+  static void ExpectRefusals(CUresult (*get)(int*, Attr, Of), Of of, Attr known,
+                             std::initializer_list<int> unknown) {
+    int v = 0;
+    for (int a : unknown) EXPECT_EQ(get(&v, Attr(a), of), CUDA_ERROR_INVALID_VALUE) << a;
+    EXPECT_EQ(get(nullptr, known, of), CUDA_ERROR_INVALID_VALUE);
+  }
+
+  // Device buffers for the vadd kernels: copies of `a` and `b`, and one as large for the sum.
+  template <typename T>
+  std::array<CUdeviceptr, 3> VaddBuffers(const std::vector<T>& a, const std::vector<T>& b) {
+    const size_t bytes = a.size() * sizeof(T);
+    std::array<CUdeviceptr, 3> d{};
+    for (CUdeviceptr& p : d) {
+      EXPECT_CU(cuMemAlloc(&p, bytes));
+    }
+    EXPECT_CU(cuMemcpyHtoD(d[0], a.data(), bytes));
+    EXPECT_CU(cuMemcpyHtoD(d[1], b.data(), bytes));
+    return d;
+  }
+
+  // A buffer of `n` (a multiple of 256) words set to 1, then vadd launched `times` on `s` with the
+  // buffer as a, b and c: each launch doubles every word, so the words tell how many launches ran
+  // before a read. `before` (if any) is recorded on `s` just before the first launch.
+  CUdeviceptr LaunchDoublings(CUstream s, uint32_t n, int times, CUevent before = nullptr) {
+    CUfunction vadd = TestFunction("vadd");
+    CUdeviceptr d = 0;
+    EXPECT_CU(cuMemAlloc(&d, n * 4));
+    EXPECT_CU(cuMemsetD32(d, 1, n));
+    void* params[] = {&d, &d, &d, &n};
+    if (before != nullptr) {
+      EXPECT_CU(cuEventRecord(before, s));
+    }
+    for (int i = 0; i < times; ++i) {
+      EXPECT_CU(cuLaunchKernel(vadd, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
+    }
+    return d;
+  }
 
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
   std::vector<uint8_t> image_;
 };
 
@@ -99,19 +158,11 @@ TEST_F(RuntimeDriverApi, Devices) {
   size_t total = 0;
   ASSERT_CU(cuDeviceTotalMem(&total, dev_));
   EXPECT_GE(total, 64u << 20);
-  int v = 0;
-  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev_));
-  EXPECT_EQ(v, 32);
-  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev_));
-  EXPECT_EQ(v, 1024);
-  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, dev_));
-  EXPECT_EQ(v, 65535);
-  ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_));
-  EXPECT_GT(v, 0);
-  EXPECT_EQ(cuDeviceGetAttribute(&v, CUdevice_attribute(0), dev_), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuDeviceGetAttribute(&v, CUdevice_attribute(100000), dev_), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev_),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Attribute(cuDeviceGetAttribute, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev_), 32);
+  EXPECT_EQ(Attribute(cuDeviceGetAttribute, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev_), 1024);
+  EXPECT_EQ(Attribute(cuDeviceGetAttribute, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, dev_), 65535);
+  EXPECT_GT(Attribute(cuDeviceGetAttribute, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), 0);
+  ExpectRefusals(cuDeviceGetAttribute, dev_, CU_DEVICE_ATTRIBUTE_WARP_SIZE, {0, 100000});
   int major = 0, minor = 0;
   ASSERT_CU(cuDeviceComputeCapability(&major, &minor, dev_));
   EXPECT_EQ(major, 7);
@@ -377,12 +428,8 @@ TEST_F(RuntimeDriverApi, ModuleAndLaunch) {
     a[i] = i;
     b[i] = 3 * i + 1;
   }
-  CUdeviceptr da, db, dc;
-  ASSERT_CU(cuMemAlloc(&da, n * 4));
-  ASSERT_CU(cuMemAlloc(&db, n * 4));
-  ASSERT_CU(cuMemAlloc(&dc, n * 4));
-  ASSERT_CU(cuMemcpyHtoD(da, a.data(), n * 4));
-  ASSERT_CU(cuMemcpyHtoD(db, b.data(), n * 4));
+  auto [da, db, dc] = VaddBuffers(a, b);
+  ASSERT_FALSE(HasFailure());
   uint32_t count = n;
   void* params[] = {&da, &db, &dc, &count};
   ASSERT_CU(cuLaunchKernel(vadd, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
@@ -475,24 +522,16 @@ TEST_F(RuntimeDriverApi, LaunchConfigurationErrors) {
 }
 
 TEST_F(RuntimeDriverApi, FunctionAttributes) {
-  CUmodule m = LoadTestModule();
-  CUfunction fill, vadd;
-  ASSERT_CU(cuModuleGetFunction(&fill, m, "fill_from_global"));
-  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  CUfunction fill = TestFunction("fill_from_global");
+  CUfunction vadd = TestFunction("vadd");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fill), 256);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, vadd), 1024);
+  EXPECT_GE(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd), 16);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, vadd), 4);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, vadd), 0);
+  ExpectRefusals(cuFuncGetAttribute, vadd, CU_FUNC_ATTRIBUTE_NUM_REGS, {99});
   int v = 0;
-  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fill));
-  EXPECT_EQ(v, 256);
-  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, vadd));
-  EXPECT_EQ(v, 1024);
-  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd));
-  EXPECT_GE(v, 16);
-  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, vadd));
-  EXPECT_EQ(v, 4);
-  ASSERT_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, vadd));
-  EXPECT_EQ(v, 0);
-  EXPECT_EQ(cuFuncGetAttribute(&v, CUfunction_attribute(99), vadd), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuFuncGetAttribute(nullptr, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd),
-            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
 }
 
@@ -598,12 +637,8 @@ TEST_F(RuntimeDriverApi, FatBinaryFromNvcc) {
     a[i] = float(i) * 0.5f;
     b[i] = float(n - i);
   }
-  CUdeviceptr da, db, dc;
-  ASSERT_CU(cuMemAlloc(&da, n * 4));
-  ASSERT_CU(cuMemAlloc(&db, n * 4));
-  ASSERT_CU(cuMemAlloc(&dc, n * 4));
-  ASSERT_CU(cuMemcpyHtoD(da, a.data(), n * 4));
-  ASSERT_CU(cuMemcpyHtoD(db, b.data(), n * 4));
+  auto [da, db, dc] = VaddBuffers(a, b);
+  ASSERT_FALSE(HasFailure());
   int count = n;
   void* params[] = {&da, &db, &dc, &count};
   ASSERT_CU(cuLaunchKernel(vadd, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
@@ -612,9 +647,8 @@ TEST_F(RuntimeDriverApi, FatBinaryFromNvcc) {
 }
 
 TEST_F(RuntimeDriverApi, KernelFaultIsStickyAndContextLocal) {
-  CUmodule m = LoadTestModule();
-  CUfunction poke;
-  ASSERT_CU(cuModuleGetFunction(&poke, m, "poke"));
+  CUfunction poke = TestFunction("poke");
+  ASSERT_NE(poke, nullptr);
   CUdeviceptr good;
   ASSERT_CU(cuMemAlloc(&good, 4096));
   uint64_t bad_address = 0x10;  // never mapped
@@ -694,19 +728,8 @@ TEST_F(RuntimeDriverApi, StreamsAndEvents) {
   EXPECT_EQ(cuEventCreate(&never, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
   EXPECT_CU(cuEventQuery(never));  // never recorded: complete
 
-  CUmodule m = LoadTestModule();
-  CUfunction vadd;
-  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
-  const uint32_t n = 1 << 16;
-  CUdeviceptr d;
-  ASSERT_CU(cuMemAlloc(&d, n * 4));
-  ASSERT_CU(cuMemsetD32(d, 1, n));
-  uint32_t count = n;
-  void* params[] = {&d, &d, &d, &count};
-  ASSERT_CU(cuEventRecord(start, s));
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_CU(cuLaunchKernel(vadd, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
-  }
+  CUdeviceptr d = LaunchDoublings(s, 1 << 16, 4, start);
+  ASSERT_FALSE(HasFailure());
   ASSERT_CU(cuEventRecord(stop, s));
   ASSERT_CU(cuEventRecord(untimed, s));
   // The null stream waits for `stop` on the GPU before reading the result.
@@ -754,20 +777,11 @@ TEST_F(RuntimeDriverApi, NewStreamsAreIdle) {
 }
 
 TEST_F(RuntimeDriverApi, LegacyNullStreamOrdersBlockingStreams) {
-  CUmodule m = LoadTestModule();
-  CUfunction vadd;
-  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
   const uint32_t n = 1 << 18;
-  CUdeviceptr d;
-  ASSERT_CU(cuMemAlloc(&d, n * 4));
-  ASSERT_CU(cuMemsetD32(d, 1, n));
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
-  uint32_t count = n;
-  void* params[] = {&d, &d, &d, &count};
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_CU(cuLaunchKernel(vadd, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
-  }
+  CUdeviceptr d = LaunchDoublings(s, n, 3);
+  ASSERT_FALSE(HasFailure());
   // A synchronous copy on the null stream must see the blocking stream's work.
   std::vector<uint32_t> out(n);
   ASSERT_CU(cuMemcpyDtoH(out.data(), d, n * 4));
@@ -797,9 +811,8 @@ TEST_F(RuntimeDriverApi, PointerAttributes) {
 }
 
 TEST_F(RuntimeDriverApi, ThreadsShareContexts) {
-  CUmodule m = LoadTestModule();
-  CUfunction vadd;
-  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  CUfunction vadd = TestFunction("vadd");
+  ASSERT_NE(vadd, nullptr);
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
@@ -830,9 +843,8 @@ TEST_F(RuntimeDriverApi, ThreadsShareContexts) {
 // order against) and frees memory (a context-wide wait) while other threads do the same. Every
 // result is checked. Small enough for make test.
 TEST_F(RuntimeDriverApi, StressThreadsStreamsKernelsAndCopies) {
-  CUmodule m = LoadTestModule();
-  CUfunction vadd;
-  ASSERT_CU(cuModuleGetFunction(&vadd, m, "vadd"));
+  CUfunction vadd = TestFunction("vadd");
+  ASSERT_NE(vadd, nullptr);
   CUstream shared;
   ASSERT_CU(cuStreamCreate(&shared, CU_STREAM_NON_BLOCKING));
   constexpr uint32_t kThreads = 4;
@@ -897,7 +909,7 @@ TEST_F(RuntimeDriverApi, StressThreadsStreamsKernelsAndCopies) {
   }
   for (auto& th : threads) th.join();
   ASSERT_CU(cuStreamDestroy(shared));
-  ASSERT_CU(cuModuleUnload(m));
+  ASSERT_CU(cuModuleUnload(module_));
 }
 
 }  // namespace
