@@ -108,21 +108,16 @@ TEST(FvReservedVramTest, AllocatesFreesAndCoalesces) {
 
 // ---- shadow page tables on the software GPU ------------------------------------------------
 
-class FvShadowTest : public ::testing::Test {
+class FvShadowTest : public testing::UnthreadedSimTest {
  protected:
   void SetUp() override {
-    auto gpu = SimGpu::Create(testing::UnthreadedSim(256 * kMiB));
-    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-    gpu_ = std::move(*gpu);
-    vram_ = std::make_unique<VramAccess>(gpu_.get());
+    ASSERT_NO_FATAL_FAILURE(MakeSim(256 * kMiB));
     reserved_ = std::make_unique<ReservedVram>(kMiB, 32 * kMiB);
   }
   void GuestWrite64(uint64_t guest_address, uint64_t value) {
     vram_->Write64(kLayout.vram_base + guest_address, value);
   }
 
-  std::unique_ptr<SimGpu> gpu_;
-  std::unique_ptr<VramAccess> vram_;
   std::unique_ptr<ReservedVram> reserved_;
 };
 

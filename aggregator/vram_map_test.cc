@@ -31,13 +31,10 @@ namespace vm = gf100::vm;
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kChunk = VramMap::kChunk;
 
-class VramMapTest : public ::testing::Test {
+class VramMapTest : public testing::UnthreadedSimTest {
  protected:
   void SetUp() override {
-    auto gpu = SimGpu::Create(testing::UnthreadedSim(16 * kMiB));
-    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-    gpu_ = std::move(*gpu);
-    vram_ = std::make_unique<VramAccess>(gpu_.get());
+    ASSERT_NO_FATAL_FAILURE(MakeSim(16 * kMiB));
     pool_ = std::make_unique<ReservedVram>(8 * kMiB, 16 * kMiB);  // 8 MiB = 64 chunks
     // Whatever a previous owner left in the pool.
     std::memset(gpu_->vram_mapping().data() + 8 * kMiB, 0xa5, 8 * kMiB);
@@ -55,8 +52,6 @@ class VramMapTest : public ::testing::Test {
     return true;
   }
 
-  std::unique_ptr<SimGpu> gpu_;
-  std::unique_ptr<VramAccess> vram_;
   std::unique_ptr<ReservedVram> pool_;
 };
 

@@ -192,14 +192,23 @@ TEST_F(GuestDriverSysfsBusTest, AccessesOutsideABarOrUnalignedAreDropped) {
 
 class GuestDriverSysfsBusBlockTest
     : public GuestDriverSysfsBusTest,
-      public ::testing::WithParamInterface<SysfsBusOptions::BlockTransfer> {};
+      public ::testing::WithParamInterface<SysfsBusOptions::BlockTransfer> {
+ protected:
+  // The bus with the block transfer under test, in bus_.
+  void OpenBus() {
+    SysfsBusOptions o = Options();
+    o.block_transfer = GetParam();
+    auto bus = SysfsBus::Create(o);
+    ASSERT_TRUE(bus.ok()) << bus.status().ToString();
+    bus_ = std::move(*bus);
+  }
+
+  std::unique_ptr<SysfsBus> bus_;
+};
 
 TEST_P(GuestDriverSysfsBusBlockTest, BlocksOfAnyLengthAndOffset) {
-  SysfsBusOptions o = Options();
-  o.block_transfer = GetParam();
-  auto bus = SysfsBus::Create(o);
-  ASSERT_TRUE(bus.ok()) << bus.status().ToString();
-  SysfsBus& b = **bus;
+  ASSERT_NO_FATAL_FAILURE(OpenBus());
+  SysfsBus& b = *bus_;
   uint8_t seed = 1;
   for (uint64_t length : {1ull, 7ull, 8ull, 9ull, 63ull, 4096ull, 4097ull, 12345ull}) {
     for (uint64_t offset : {0ull, 1ull, 4095ull, 8ull}) {
@@ -233,11 +242,8 @@ TEST_P(GuestDriverSysfsBusBlockTest, BlocksOfAnyLengthAndOffset) {
 }
 
 TEST_P(GuestDriverSysfsBusBlockTest, BadBlocksAreRefused) {
-  SysfsBusOptions o = Options();
-  o.block_transfer = GetParam();
-  auto bus = SysfsBus::Create(o);
-  ASSERT_TRUE(bus.ok()) << bus.status().ToString();
-  SysfsBus& b = **bus;
+  ASSERT_NO_FATAL_FAILURE(OpenBus());
+  SysfsBus& b = *bus_;
   uint8_t buf[16] = {};
   EXPECT_EQ(b.WriteBlock(Bar::k0, 0, buf, 16).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(b.ReadBlock(Bar::k0, 0, buf, 16).code(), StatusCode::kInvalidArgument);

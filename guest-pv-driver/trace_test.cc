@@ -131,6 +131,13 @@ class GuestDriverTraceTest : public ::testing::Test {
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     driver_ = std::move(*d);
   }
+  // The driver and one context (ctx_).
+  void CreateDriverAndContext() {
+    ASSERT_NO_FATAL_FAILURE(CreateDriver());
+    auto ctx = driver_->CreateContext();
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    ctx_ = std::move(*ctx);
+  }
   size_t Mark() {
     std::lock_guard lock(mu_);
     return trace_.size();
@@ -242,10 +249,7 @@ TEST_F(GuestDriverTraceTest, Init) {
 }
 
 TEST_F(GuestDriverTraceTest, ChannelCreationAndTeardown) {
-  CreateDriver();
-  auto ctx = driver_->CreateContext();
-  ASSERT_TRUE(ctx.ok());
-  ctx_ = std::move(*ctx);
+  ASSERT_NO_FATAL_FAILURE(CreateDriverAndContext());
   const uint64_t ctx_pd = ctx_->impl()->space()->directory().vram;
 
   const size_t mark = Mark();
@@ -309,10 +313,7 @@ TEST_F(GuestDriverTraceTest, ChannelCreationAndTeardown) {
 }
 
 TEST_F(GuestDriverTraceTest, MappingIsPteStoresPlusOneFlush) {
-  CreateDriver();
-  auto ctx = driver_->CreateContext();
-  ASSERT_TRUE(ctx.ok());
-  ctx_ = std::move(*ctx);
+  ASSERT_NO_FATAL_FAILURE(CreateDriverAndContext());
   const uint64_t pd = ctx_->impl()->space()->directory().vram;
   // The small-page table of the heap exists (the report page and rings live there): one PTE block.
   size_t mark = Mark();
@@ -341,10 +342,7 @@ TEST_F(GuestDriverTraceTest, MappingIsPteStoresPlusOneFlush) {
 }
 
 TEST_F(GuestDriverTraceTest, ASubmissionIsOneBar1Write) {
-  CreateDriver();
-  auto ctx = driver_->CreateContext();
-  ASSERT_TRUE(ctx.ok());
-  ctx_ = std::move(*ctx);
+  ASSERT_NO_FATAL_FAILURE(CreateDriverAndContext());
   auto a = ctx_->AllocDevice(1 << 20);
   ASSERT_TRUE(a.ok());
   Channel* ch = ctx_->default_channel();

@@ -82,15 +82,7 @@ class ServerLoop {
 };
 
 template <typename Backend>
-class HypervisorBackendTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto env = Backend::Open();
-    if (!env.ok()) GTEST_SKIP() << Backend::kName << " backend: " << env.status().ToString();
-    env_ = std::move(*env);
-  }
-  std::unique_ptr<BackendEnv> env_;
-};
+class HypervisorBackendTest : public BackendTest<Backend> {};
 
 using Backends = ::testing::Types<LocalBackend, XenBackend>;
 TYPED_TEST_SUITE(HypervisorBackendTest, Backends, BackendName);

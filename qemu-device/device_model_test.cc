@@ -554,13 +554,9 @@ class DeviceModelThread {
 };
 
 template <typename Backend>
-class DeviceModelOnBackend : public ::testing::Test {
+class DeviceModelOnBackend : public hv::testing::BackendTest<Backend> {
  protected:
-  void SetUp() override {
-    auto env = Backend::Open();
-    if (!env.ok()) GTEST_SKIP() << Backend::kName << " backend: " << env.status().ToString();
-    env_ = std::move(*env);
-  }
+  using hv::testing::BackendTest<Backend>::env_;
   // Everything a test needs, or a skip.
   void Start() {
     GPUVM_ASSIGN_OR_SKIP(server_, env_->CreateIoreqServer());
@@ -590,7 +586,6 @@ class DeviceModelOnBackend : public ::testing::Test {
     ConfigWrite(kPciCommand, 2, kCommandMemory);
   }
 
-  std::unique_ptr<hv::testing::BackendEnv> env_;
   FakeAggregator aggregator_;
   std::unique_ptr<hv::IoreqServer> server_;
   std::unique_ptr<hv::GuestMemory> memory_;

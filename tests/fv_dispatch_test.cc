@@ -38,6 +38,25 @@ bool WaitUntilDispatched(sched::Dispatcher& dispatcher) {
   }
 }
 
+// A FIFO dispatcher (BAND would also charge its own CPU time) over `sink`, polling every `poll`.
+Result<std::unique_ptr<sched::Dispatcher>> FifoDispatcher(sched::Clock* clock, FvEngineSink* sink,
+                                                          sched::Duration poll) {
+  sched::DispatcherOptions options;
+  options.poll_interval = poll;
+  options.scheduler.policy = sched::PolicyKind::kFifo;
+  return sched::Dispatcher::Create(clock, sink, options);
+}
+
+// Puts `dispatcher` between the world's VMs and the GPU, as the aggregator does: the host's queue
+// becomes a DispatchedSubmissionQueue over `sink`, which calls `register_vms` as the control
+// service's Reconcile would.
+void RouteThroughDispatcher(FvTestWorld& world, sched::Dispatcher* dispatcher, FvEngineSink* sink,
+                            std::function<void()> register_vms) {
+  std::lock_guard lock(world.lock());
+  world.host().SetQueue(std::make_unique<DispatchedSubmissionQueue>(&world.host(), dispatcher, sink,
+                                                                    std::move(register_vms)));
+}
+
 // Copies in, back, and checks: PCOPY work the device accounts to the channel.
 std::string CopyWorkload(guest::Bus* bus, uint32_t seed) {
   auto driver = guest::Driver::Create(bus);
@@ -63,10 +82,7 @@ TEST(FvDispatchTest, TwoVmsThroughTheDispatcherAreChargedDeviceTime) {
   ASSERT_TRUE(world.ok()) << world.status().ToString();
   sched::MonotonicClock clock;
   FvEngineSink sink;
-  sched::DispatcherOptions options;
-  options.poll_interval = std::chrono::microseconds(100);
-  options.scheduler.policy = sched::PolicyKind::kFifo;  // BAND would also charge its own CPU time
-  auto dispatcher = sched::Dispatcher::Create(&clock, &sink, options);
+  auto dispatcher = FifoDispatcher(&clock, &sink, std::chrono::microseconds(100));
   ASSERT_TRUE(dispatcher.ok()) << dispatcher.status().ToString();
   std::vector<FvTestVm*> vms;
   for (int i = 0; i < 2; ++i) {
@@ -76,16 +92,12 @@ TEST(FvDispatchTest, TwoVmsThroughTheDispatcherAreChargedDeviceTime) {
     vms.push_back(*vm);
   }
   std::atomic<int> registered{0};
-  {
-    std::lock_guard lock((*world)->lock());
-    (*world)->host().SetQueue(std::make_unique<DispatchedSubmissionQueue>(
-        &(*world)->host(), dispatcher->get(), &sink, [&] {
-          // What the control service's Reconcile does: every VM gets its share.
-          for (sched::VmId id : {1u, 2u}) {  // FvTestWorld numbers its VMs from 1
-            if ((*dispatcher)->AddVm(id, 50).ok()) ++registered;
-          }
-        }));
-  }
+  RouteThroughDispatcher(**world, dispatcher->get(), &sink, [&] {
+    // What the control service's Reconcile does: every VM gets its share.
+    for (sched::VmId id : {1u, 2u}) {  // FvTestWorld numbers its VMs from 1
+      if ((*dispatcher)->AddVm(id, 50).ok()) ++registered;
+    }
+  });
   std::vector<std::string> errors(vms.size());
   std::vector<std::thread> guests;
   for (size_t i = 0; i < vms.size(); ++i) {
@@ -131,10 +143,7 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   ASSERT_TRUE(world.ok()) << world.status().ToString();
   sched::MonotonicClock clock;
   FvEngineSink sink;
-  sched::DispatcherOptions options;
-  options.poll_interval = std::chrono::seconds(1);
-  options.scheduler.policy = sched::PolicyKind::kFifo;
-  auto dispatcher = sched::Dispatcher::Create(&clock, &sink, options);
+  auto dispatcher = FifoDispatcher(&clock, &sink, std::chrono::seconds(1));
   ASSERT_TRUE(dispatcher.ok()) << dispatcher.status().ToString();
   std::atomic<int> wakes{0};
   sink.SetWake([&] {
@@ -144,11 +153,8 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   auto vm = (*world)->AddVm(
       {.mode = FvMode::kOptimized, .vram_bytes = 32 * kMiB, .channels = 4, .vm_id = 0, .name = ""});
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
-  {
-    std::lock_guard lock((*world)->lock());
-    (*world)->host().SetQueue(std::make_unique<DispatchedSubmissionQueue>(
-        &(*world)->host(), dispatcher->get(), &sink, [&] { (void)(*dispatcher)->AddVm(1, 100); }));
-  }
+  RouteThroughDispatcher(**world, dispatcher->get(), &sink,
+                         [&] { (void)(*dispatcher)->AddVm(1, 100); });
   EXPECT_EQ(CopyWorkload(*vm, 7), "") << (*world)->log();
   ASSERT_TRUE(WaitUntilDispatched(**dispatcher));
   const sched::DispatcherStats stats = (*dispatcher)->Stats();

@@ -176,6 +176,20 @@ void Workload(guest::Bus* bus, uint32_t seed, std::atomic<int>* failures, std::s
   }
 }
 
+// Runs Workload on each of `vms` at once, VM i (from 0) with seed (i + `first`) * `step`, and
+// returns how many failed (each failure is reported).
+int RunWorkloadsAtOnce(const std::vector<FvTestVm*>& vms, uint32_t first, uint32_t step) {
+  std::atomic<int> failures{0};
+  std::vector<std::string> why(vms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < vms.size(); ++i) {
+    threads.emplace_back(Workload, vms[i], uint32_t(i + first) * step, &failures, &why[i]);
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < vms.size(); ++i) EXPECT_TRUE(why[i].empty()) << i << ": " << why[i];
+  return failures;
+}
+
 TEST_P(FvGuestTest, OneVmRunsTheUnmodifiedDriver) {
   FvTestVm* vm = AddVm(128 * kMiB);
   std::atomic<int> failures{0};
@@ -193,15 +207,7 @@ TEST_P(FvGuestTest, OneVmRunsTheUnmodifiedDriver) {
 TEST_P(FvGuestTest, FourVmsOfDifferentSizesAtOnce) {
   std::vector<FvTestVm*> vms = {AddVm(64 * kMiB), AddVm(96 * kMiB), AddVm(128 * kMiB),
                                 AddVm(32 * kMiB, 4)};
-  std::atomic<int> failures{0};
-  std::vector<std::string> why(vms.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < vms.size(); ++i) {
-    threads.emplace_back(Workload, vms[i], uint32_t(i + 1) * 0x1111, &failures, &why[i]);
-  }
-  for (auto& t : threads) t.join();
-  for (size_t i = 0; i < vms.size(); ++i) EXPECT_TRUE(why[i].empty()) << i << ": " << why[i];
-  EXPECT_EQ(failures, 0) << log();
+  EXPECT_EQ(RunWorkloadsAtOnce(vms, 1, 0x1111), 0) << log();
   ExpectDisjoint(vms);
 }
 
@@ -213,15 +219,7 @@ TEST_P(FvGuestTest, OverCommittedVramWorksWhileWhatIsTouchedFits) {
   std::vector<FvTestVm*> vms = {AddVm(64 * kMiB, 4), AddVm(64 * kMiB, 4), AddVm(64 * kMiB, 4),
                                 AddVm(64 * kMiB, 4)};
   EXPECT_GT(4 * 64 * kMiB, pool);
-  std::atomic<int> failures{0};
-  std::vector<std::string> why(vms.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < vms.size(); ++i) {
-    threads.emplace_back(Workload, vms[i], uint32_t(i + 7) * 0x1357, &failures, &why[i]);
-  }
-  for (auto& t : threads) t.join();
-  for (size_t i = 0; i < vms.size(); ++i) EXPECT_TRUE(why[i].empty()) << i << ": " << why[i];
-  EXPECT_EQ(failures, 0) << log();
+  EXPECT_EQ(RunWorkloadsAtOnce(vms, 7, 0x1357), 0) << log();
   uint64_t assigned = 0;
   for (FvTestVm* vm : vms) {
     assigned += vm->vgpu().vram_map()->assigned_bytes();

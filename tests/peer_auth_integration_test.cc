@@ -32,8 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include "hypervisor/local/hv_client.h"
 #include "base/os.h"
+#include "hypervisor/local/hv_client.h"
 #include "ipc/channel.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 #include "tests/vm_process_fixture.h"
@@ -123,6 +123,19 @@ Result<ipc::Message> Next(ipc::Channel& c) {
 // After an ERROR: the aggregator hung up.
 bool HungUp(ipc::Channel& c) {
   return c.Receive(30'000).status().code() == StatusCode::kUnavailable;
+}
+
+// The next message is an ERROR whose text says `says`; its code, when given, is `code`.
+void ExpectError(ipc::Channel& c, std::string_view says,
+                 std::optional<StatusCode> code = std::nullopt) {
+  Result<ipc::Message> m = Next(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const auto* e = std::get_if<ipc::Error>(&m->body);
+  ASSERT_NE(e, nullptr) << ipc::MessageTypeName(ipc::TypeOf(m->body));
+  if (code) {
+    EXPECT_EQ(e->code, *code);
+  }
+  EXPECT_NE(e->text.find(says), std::string::npos) << e->text;
 }
 
 class PeerAuthTest : public gpuvm::process_testing::AggregatorProcessTest {
@@ -278,22 +291,13 @@ TEST_F(PeerAuthTest, ADeviceModelWithoutItsVmsTokenIsRefused) {
     ASSERT_TRUE(c.Send({2, FvConfig(30, "rogue")}).ok());
     Result<ipc::Message> ack = Next(c);
     ASSERT_TRUE(ack.ok() && std::holds_alternative<ipc::HelloAck>(ack->body));
-    Result<ipc::Message> m = Next(c);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    const auto* e = std::get_if<ipc::Error>(&m->body);
-    ASSERT_NE(e, nullptr);
-    EXPECT_EQ(e->code, StatusCode::kPermissionDenied);
-    EXPECT_NE(e->text.find("VM_CONFIG before AUTH"), std::string::npos) << e->text;
+    ASSERT_NO_FATAL_FAILURE(ExpectError(c, "VM_CONFIG before AUTH", StatusCode::kPermissionDenied));
     EXPECT_TRUE(HungUp(c));
   }
   {  // An old device model.
     ipc::Channel c = Open();
     ASSERT_TRUE(c.Send({1, ipc::Hello{1, 4, "gpuvm-dm"}}).ok());
-    Result<ipc::Message> m = Next(c);
-    ASSERT_TRUE(m.ok());
-    const auto* e = std::get_if<ipc::Error>(&m->body);
-    ASSERT_NE(e, nullptr);
-    EXPECT_NE(e->text.find("upgrade gpuvm-dm"), std::string::npos) << e->text;
+    ASSERT_NO_FATAL_FAILURE(ExpectError(c, "upgrade gpuvm-dm"));
   }
   {  // Another domain's token.
     const ipc::VmToken token = Token(31);
@@ -302,11 +306,7 @@ TEST_F(PeerAuthTest, ADeviceModelWithoutItsVmsTokenIsRefused) {
     ASSERT_TRUE(c.Send({2, ipc::Auth{token}}).ok());
     ASSERT_TRUE(c.Send({3, FvConfig(32, "rogue")}).ok());
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(Next(c).ok());
-    Result<ipc::Message> m = Next(c);
-    ASSERT_TRUE(m.ok());
-    const auto* e = std::get_if<ipc::Error>(&m->body);
-    ASSERT_NE(e, nullptr);
-    EXPECT_NE(e->text.find("issued for domain 31, not 32"), std::string::npos) << e->text;
+    ASSERT_NO_FATAL_FAILURE(ExpectError(c, "issued for domain 31, not 32"));
   }
   // The real gpuvm-dm, handed a wrong token instead of its VM's: the VM does not start, and the
   // reason is on gpuvm-vm's stderr (its device model's message).
@@ -368,12 +368,7 @@ TEST_F(PeerAuthTest, SquattingDeviceModelsCannotHoldChannels) {
         << ipc::MessageTypeName(ipc::TypeOf(accept->body));
   }
   for (ipc::Channel& c : squatters) {
-    Result<ipc::Message> m = Next(c);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    const auto* e = std::get_if<ipc::Error>(&m->body);
-    ASSERT_NE(e, nullptr);
-    EXPECT_EQ(e->code, StatusCode::kDeadlineExceeded);
-    EXPECT_NE(e->text.find("no handshake"), std::string::npos) << e->text;
+    ASSERT_NO_FATAL_FAILURE(ExpectError(c, "no handshake", StatusCode::kDeadlineExceeded));
     EXPECT_TRUE(HungUp(c));
   }
   list = List();

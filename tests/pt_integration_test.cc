@@ -57,6 +57,21 @@ class PtIntegrationTest : public gpuvm::process_testing::AggregatorProcessTest {
   }
 
   // Starts a VM that holds the GPU (launching empty kernels) and waits until it has run one.
+  // Starts a holding VM, SIGKILLs its `which` process ("guest" or "dm") mid-run and returns the
+  // holder once it has exited (a fatal failure when either step goes wrong).
+  Process KillMidRun(const char* which) {
+    std::string pids;
+    Process holder = StartHolder("victim", &pids);
+    const pid_t victim = PidOf(pids, which);
+    if (victim <= 0) {
+      ADD_FAILURE() << "no " << which << " pid in " << ReadFile(pids);
+      return holder;
+    }
+    ::kill(victim, SIGKILL);
+    if (!holder.Wait(std::chrono::seconds(60))) ADD_FAILURE() << holder.Logs();
+    return holder;
+  }
+
   Process StartHolder(const std::string& name, std::string* pid_file) {
     const std::string ready = dir_ + "/" + name + ".ready";
     *pid_file = dir_ + "/" + name + ".pids";
@@ -113,24 +128,16 @@ TEST_F(PtIntegrationTest, SecondPtVmIsRefusedWithAClearError) {
 }
 
 TEST_F(PtIntegrationTest, KillingTheGuestMidRunLeavesTheAggregatorServing) {
-  std::string pids;
-  Process holder = StartHolder("victim", &pids);
-  const pid_t guest = PidOf(pids, "guest");
-  ASSERT_GT(guest, 0) << ReadFile(pids);
-  ::kill(guest, SIGKILL);
-  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  Process holder = KillMidRun("guest");
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(holder.exit_code(), 128 + SIGKILL) << holder.Logs();
   Process next = RunVm({"case", "madd"}, "next");  // no retry: the launcher waited for teardown
   EXPECT_EQ(next.exit_code(), 0) << next.Logs();
 }
 
 TEST_F(PtIntegrationTest, KillingTheDeviceModelMidRunLeavesTheAggregatorServing) {
-  std::string pids;
-  Process holder = StartHolder("victim", &pids);
-  const pid_t dm = PidOf(pids, "dm");
-  ASSERT_GT(dm, 0) << ReadFile(pids);
-  ::kill(dm, SIGKILL);
-  ASSERT_TRUE(holder.Wait(std::chrono::seconds(60))) << holder.Logs();
+  Process holder = KillMidRun("dm");
+  ASSERT_FALSE(HasFailure());
   EXPECT_NE(holder.exit_code(), 0);
   EXPECT_NE(holder.err().find("device model died"), std::string::npos) << holder.Logs();
   Process next = RunVmWhenFree({"case", "madd"}, "next");

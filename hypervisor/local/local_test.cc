@@ -125,24 +125,58 @@ TEST(LocalDomain, ADeviceModelInAnotherProcessServesTheGuest) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// Sends `sig` to `pid` after `delay`, from a thread of its own (the caller joins it).
+std::thread SignalAfter(pid_t pid, std::chrono::milliseconds delay, int sig) {
+  return std::thread([=] {
+    std::this_thread::sleep_for(delay);
+    ::kill(pid, sig);
+  });
+}
+
+// A domain with its ioreq server (the device model's side), the MMIO page at `mmio` mapped to it
+// (none when 0), and a guest side whose accesses give up after `timeout`. guest is null (and the
+// test has failed) when any part could not be made.
+struct IoBed {
+  std::unique_ptr<LocalDomain> d;
+  std::unique_ptr<LocalIoreqServer> server;
+  std::unique_ptr<LocalGuestIo> guest;
+};
+IoBed NewIoBed(std::chrono::milliseconds timeout, uint64_t mmio = 0) {
+  IoBed bed;
+  bed.d = NewDomain();
+  if (bed.d == nullptr) return bed;
+  auto server = LocalIoreqServer::Create(*bed.d);
+  if (!server.ok()) {
+    ADD_FAILURE() << server.status().ToString();
+    return bed;
+  }
+  bed.server = std::move(*server);
+  if (mmio != 0) {
+    EXPECT_TRUE(bed.server->MapMmioRange(mmio, mmio + 0xfff).ok());
+  }
+  auto guest = LocalGuestIo::Create(*bed.d, timeout);
+  if (!guest.ok()) {
+    ADD_FAILURE() << guest.status().ToString();
+    return bed;
+  }
+  bed.guest = std::move(*guest);
+  return bed;
+}
+
 TEST(LocalGuestIo, ASilentDeviceModelTimesOutAndItsLateAnswerIsDiscarded) {
-  auto d = NewDomain();
-  auto server = LocalIoreqServer::Create(*d);
-  ASSERT_TRUE(server.ok());
-  ASSERT_TRUE((*server)->MapMmioRange(0x1000000, 0x1000fff).ok());
-  auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(50));
-  ASSERT_TRUE(guest.ok());
-  EXPECT_EQ((*guest)->Read(0, 0x1000000, 4).status().code(), StatusCode::kDeadlineExceeded);
+  auto [d, server, guest] = NewIoBed(std::chrono::milliseconds(50), 0x1000000);
+  ASSERT_NE(guest, nullptr);
+  EXPECT_EQ(guest->Read(0, 0x1000000, 4).status().code(), StatusCode::kDeadlineExceeded);
   // The server answers late; the guest's next access throws that answer away and gets its own.
-  auto late = (*server)->Poll();
+  auto late = server->Poll();
   ASSERT_TRUE(late.ok() && late->has_value());
   std::thread server_thread([&] {
-    ASSERT_TRUE((*server)->Complete(**late, 111).ok());
-    auto next = WaitForIoreq(**server, std::chrono::seconds(5));
+    ASSERT_TRUE(server->Complete(**late, 111).ok());
+    auto next = WaitForIoreq(*server, std::chrono::seconds(5));
     ASSERT_TRUE(next.ok() && next->has_value());
-    ASSERT_TRUE((*server)->Complete(**next, 222).ok());
+    ASSERT_TRUE(server->Complete(**next, 222).ok());
   });
-  auto value = (*guest)->Read(0, 0x1000004, 4);
+  auto value = guest->Read(0, 0x1000004, 4);
   server_thread.join();
   ASSERT_TRUE(value.ok()) << value.status().ToString();
   EXPECT_EQ(*value, 222u);
@@ -171,10 +205,7 @@ TEST(LocalGuestIo, AStoppedDeviceModelIsWaitedForAndADeadOneEndsTheWaitAtOnce) {
 
   // Stopped for longer than the note's 200 ms: the access waits, and is answered after the SIGCONT.
   ASSERT_EQ(::kill(child, SIGSTOP), 0);
-  std::thread resume([child] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-    ::kill(child, SIGCONT);
-  });
+  std::thread resume = SignalAfter(child, std::chrono::milliseconds(800), SIGCONT);
   Result<uint64_t> late = (*guest)->Read(0, 0xf0000020, 4);
   resume.join();
   ASSERT_TRUE(late.ok()) << late.status().ToString();
@@ -190,10 +221,7 @@ TEST(LocalGuestIo, AStoppedDeviceModelIsWaitedForAndADeadOneEndsTheWaitAtOnce) {
   // Killed while the access waits (stopped first, so the access cannot be answered before): the
   // wait ends with Unavailable, naming the device model — no timer involved.
   ASSERT_EQ(::kill(child, SIGSTOP), 0);
-  std::thread killer([child] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    ::kill(child, SIGKILL);
-  });
+  std::thread killer = SignalAfter(child, std::chrono::milliseconds(200), SIGKILL);
   Result<uint64_t> dead = (*guest)->Read(0, 0xf0000030, 4);
   killer.join();
   EXPECT_EQ(dead.status().code(), StatusCode::kUnavailable) << dead.status().ToString();
@@ -226,59 +254,51 @@ TEST(LocalIoreqServer, AGuestRemarkingItsSlotReadyGetsNothingTwice) {
 }
 
 TEST(LocalIoreqServer, WhileTheServerBusyPollsGuestsSkipTheDoorbellAndNothingIsLost) {
-  auto d = NewDomain();
-  auto server = LocalIoreqServer::Create(*d);
-  ASSERT_TRUE(server.ok());
-  ASSERT_TRUE((*server)->MapMmioRange(0x1000000, 0x1000fff).ok());
-  auto guest = LocalGuestIo::Create(*d, std::chrono::seconds(5));
-  ASSERT_TRUE(guest.ok());
+  auto [d, server, guest] = NewIoBed(std::chrono::seconds(5), 0x1000000);
+  ASSERT_NE(guest, nullptr);
   auto doorbell_rung = [&] {
-    pollfd p{(*server)->wait_fd(), POLLIN, 0};
+    pollfd p{server->wait_fd(), POLLIN, 0};
     return ::poll(&p, 1, 0) == 1;
   };
-  (*server)->BeginBusyPoll();
-  std::thread quiet([&] { EXPECT_TRUE((*guest)->Write(0, 0x1000000, 4, 5).ok()); });
+  server->BeginBusyPoll();
+  std::thread quiet([&] { EXPECT_TRUE(guest->Write(0, 0x1000000, 4, 5).ok()); });
   std::optional<IoRequest> got;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!got && std::chrono::steady_clock::now() < give_up) {
-    auto r = (*server)->Poll();
+    auto r = server->Poll();
     ASSERT_TRUE(r.ok());
     got = *r;
   }
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->data, 5u);
   EXPECT_FALSE(doorbell_rung()) << "the guest saw the server polling and did not ring";
-  ASSERT_TRUE((*server)->Complete(*got, 0).ok());
+  ASSERT_TRUE(server->Complete(*got, 0).ok());
   quiet.join();
-  (*server)->EndBusyPoll();
+  server->EndBusyPoll();
   // Polling over: the guest rings again, and a sleeping server wakes for it.
-  std::thread rung([&] { EXPECT_TRUE((*guest)->Write(0, 0x1000004, 4, 6).ok()); });
-  auto next = WaitForIoreq(**server, std::chrono::seconds(5));
+  std::thread rung([&] { EXPECT_TRUE(guest->Write(0, 0x1000004, 4, 6).ok()); });
+  auto next = WaitForIoreq(*server, std::chrono::seconds(5));
   ASSERT_TRUE(next.ok() && next->has_value());
   EXPECT_EQ((*next)->data, 6u);
-  ASSERT_TRUE((*server)->Complete(**next, 0).ok());
+  ASSERT_TRUE(server->Complete(**next, 0).ok());
   rung.join();
 }
 
 TEST(LocalIoreqServer, AScribbledControlPageOnlyConfusesTheGuestsOwnRouting) {
-  auto d = NewDomain();
-  auto server = LocalIoreqServer::Create(*d);
-  ASSERT_TRUE(server.ok());
-  ASSERT_TRUE((*server)->MapMmioRange(0x2000000, 0x2000fff).ok());
-  auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
-  ASSERT_TRUE(guest.ok());
+  auto [d, server, guest] = NewIoBed(std::chrono::milliseconds(200), 0x2000000);
+  ASSERT_NE(guest, nullptr);
   auto region = os::SharedMapping::Map(d->ioreq_fd(), 0, kIoreqRegionPages * kPageSize, true);
   ASSERT_TRUE(region.ok());
   auto* control = reinterpret_cast<LocalControlPage*>(region->data() + kControlPage * kPageSize);
   control->mmio_range_count = 0xffffffff;  // clamped by the reader
   control->pci_device_count = 0xffffffff;
-  EXPECT_FALSE((*guest)->IsPciClaimed(Sbdf{0, 0, 9, 0}));
+  EXPECT_FALSE(guest->IsPciClaimed(Sbdf{0, 0, 9, 0}));
   control->routing_seq = 1;  // a writer that never finishes: the reader gives up, "unclaimed"
-  EXPECT_FALSE((*guest)->IsMmioClaimed(0x2000000, 4));
+  EXPECT_FALSE(guest->IsMmioClaimed(0x2000000, 4));
   // The server republishes from its own copy, healing the page.
-  ASSERT_TRUE((*server)->MapMmioRange(0x3000000, 0x3000fff).ok());
-  EXPECT_TRUE((*guest)->IsMmioClaimed(0x2000000, 4));
-  EXPECT_TRUE((*guest)->IsMmioClaimed(0x3000ffc, 4));
+  ASSERT_TRUE(server->MapMmioRange(0x3000000, 0x3000fff).ok());
+  EXPECT_TRUE(guest->IsMmioClaimed(0x2000000, 4));
+  EXPECT_TRUE(guest->IsMmioClaimed(0x3000ffc, 4));
 }
 
 // --- the daemon
@@ -498,53 +518,48 @@ TEST(LocalGrants, AForgedEntryCannotReachBeyondTheGrantersRam) {
 // --- memory ranges (BAR remap): accesses inside one reach the backing without a request
 
 TEST(LocalMemoryRanges, AccessesInsideARangeReachTheBackingWithoutTrapping) {
-  auto d = NewDomain();
-  auto server = LocalIoreqServer::Create(*d);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  auto guest = LocalGuestIo::Create(*d, std::chrono::milliseconds(200));
-  ASSERT_TRUE(guest.ok());
+  auto [d, server, guest] = NewIoBed(std::chrono::milliseconds(200));
+  ASSERT_NE(guest, nullptr);
   auto backing = os::CreateSealedMemfd("backing", 4 * kPageSize);
   ASSERT_TRUE(backing.ok());
   auto bytes = os::SharedMapping::Map(backing->get(), 0, 4 * kPageSize, true);
   ASSERT_TRUE(bytes.ok());
   os::StoreShared(*reinterpret_cast<uint32_t*>(bytes->data() + 0x2008), 0xcafef00du);
   constexpr uint64_t kBase = 0xe0000000;
-  ASSERT_TRUE((*server)->MapMmioRange(kBase, kBase + 0x3fff).ok());
+  ASSERT_TRUE(server->MapMmioRange(kBase, kBase + 0x3fff).ok());
   ASSERT_TRUE(
-      (*server)->MapMemoryRange(kBase + 0x1000, kBase + 0x2fff, {backing->get(), 0x1000}).ok());
+      server->MapMemoryRange(kBase + 0x1000, kBase + 0x2fff, {backing->get(), 0x1000}).ok());
   // Reads and writes inside the range: straight to the memfd, no request for the server.
-  auto value = (*guest)->Read(0, kBase + 0x2008, 4);  // backing offset 0x2008
+  auto value = guest->Read(0, kBase + 0x2008, 4);  // backing offset 0x2008
   ASSERT_TRUE(value.ok());
   EXPECT_EQ(*value, 0xcafef00du);
-  ASSERT_TRUE((*guest)->Write(0, kBase + 0x1010, 8, 0x1122334455667788ull).ok());
+  ASSERT_TRUE(guest->Write(0, kBase + 0x1010, 8, 0x1122334455667788ull).ok());
   EXPECT_EQ(*reinterpret_cast<uint64_t*>(bytes->data() + 0x1010), 0x1122334455667788ull);
-  EXPECT_EQ((*guest)->memory_accesses(), 2u);
-  auto waiting = (*server)->Poll();
+  EXPECT_EQ(guest->memory_accesses(), 2u);
+  auto waiting = server->Poll();
   ASSERT_TRUE(waiting.ok());
   EXPECT_FALSE(waiting->has_value());
   // An access reaching past the range, and one outside it, trap as before.
   uint8_t buffer[16];
-  EXPECT_FALSE((*guest)->AccessMemory(kBase + 0x2ff8, buffer, 16, false));
-  EXPECT_FALSE((*guest)->AccessMemory(kBase, buffer, 4, false));
+  EXPECT_FALSE(guest->AccessMemory(kBase + 0x2ff8, buffer, 16, false));
+  EXPECT_FALSE(guest->AccessMemory(kBase, buffer, 4, false));
   // Overlaps and unsealed backings are refused; unmapping makes the pages trap again.
-  EXPECT_EQ((*server)->MapMemoryRange(kBase + 0x2000, kBase + 0x3fff, {backing->get(), 0}).code(),
+  EXPECT_EQ(server->MapMemoryRange(kBase + 0x2000, kBase + 0x3fff, {backing->get(), 0}).code(),
             StatusCode::kAlreadyExists);
   os::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(unsealed.get(), 4 * kPageSize), 0);
-  EXPECT_EQ((*server)->MapMemoryRange(kBase + 0x3000, kBase + 0x3fff, {unsealed.get(), 0}).code(),
+  EXPECT_EQ(server->MapMemoryRange(kBase + 0x3000, kBase + 0x3fff, {unsealed.get(), 0}).code(),
             StatusCode::kPermissionDenied);
-  EXPECT_EQ(
-      (*server)->MapMemoryRange(kBase + 0x3000, kBase + 0x4fff, {backing->get(), 0x3000}).code(),
-      StatusCode::kOutOfRange);
-  EXPECT_EQ((*server)->UnmapMemoryRange(kBase + 0x1000, kBase + 0x1fff).code(),
-            StatusCode::kNotFound);
-  ASSERT_TRUE((*server)->UnmapMemoryRange(kBase + 0x1000, kBase + 0x2fff).ok());
-  EXPECT_FALSE((*guest)->AccessMemory(kBase + 0x1008, buffer, 4, false));
+  EXPECT_EQ(server->MapMemoryRange(kBase + 0x3000, kBase + 0x4fff, {backing->get(), 0x3000}).code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(server->UnmapMemoryRange(kBase + 0x1000, kBase + 0x1fff).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(server->UnmapMemoryRange(kBase + 0x1000, kBase + 0x2fff).ok());
+  EXPECT_FALSE(guest->AccessMemory(kBase + 0x1008, buffer, 4, false));
   // A server that goes away withdraws its ranges.
-  ASSERT_TRUE((*server)->MapMemoryRange(kBase, kBase + 0xfff, {backing->get(), 0}).ok());
-  EXPECT_TRUE((*guest)->AccessMemory(kBase, buffer, 8, false));
-  server->reset();
-  EXPECT_FALSE((*guest)->AccessMemory(kBase, buffer, 8, false));
+  ASSERT_TRUE(server->MapMemoryRange(kBase, kBase + 0xfff, {backing->get(), 0}).ok());
+  EXPECT_TRUE(guest->AccessMemory(kBase, buffer, 8, false));
+  server.reset();
+  EXPECT_FALSE(guest->AccessMemory(kBase, buffer, 8, false));
 }
 
 // The next program of a VM (a guest side created after the ranges were mapped, when the earlier

@@ -13,6 +13,8 @@
 #ifndef GPUVM_HYPERVISOR_TESTING_BACKEND_ENV_H_
 #define GPUVM_HYPERVISOR_TESTING_BACKEND_ENV_H_
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <span>
 
@@ -59,6 +61,20 @@ struct LocalBackend {
 struct XenBackend {
   static constexpr const char* kName = "xen";
   static Result<std::unique_ptr<BackendEnv>> Open();
+};
+
+// The fixture of a typed suite over the backends: SetUp opens env_, or skips the test where the
+// backend is not available.
+template <typename Backend>
+class BackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto env = Backend::Open();
+    if (!env.ok()) GTEST_SKIP() << Backend::kName << " backend: " << env.status().ToString();
+    env_ = std::move(*env);
+  }
+
+  std::unique_ptr<BackendEnv> env_;
 };
 
 // For TYPED_TEST_SUITE: names instantiations "local" and "xen".

@@ -302,6 +302,15 @@ TEST(JitTranslator, WarpSizeAndDerivedSpecialRegisters) {
          [](uint32_t in, uint32_t) { return in + 64; });
 }
 
+// The sequence nvcc emits for `ret = callee(arg)` with one .b32 parameter and a .b32 result;
+// `guard` (say "@%p1 ") predicates the call and the read of the result.
+std::string Call32(const std::string& callee, const std::string& arg, const std::string& ret,
+                   const std::string& guard = "") {
+  return "{\n.param .b32 param0;\nst.param.b32 [param0], " + arg + ";\n.param .b32 retval0;\n" +
+         guard + "call.uni (retval0), " + callee + ", (param0);\n" + guard + "ld.param.b32 " + ret +
+         ", [retval0];\n}\n";
+}
+
 TEST(JitTranslator, GuardedCallAndDivergentRecursion) {
   const std::string funcs = R"(
 .func (.param .b32 f_ret) f(.param .b32 f_p)
@@ -321,13 +330,8 @@ TEST(JitTranslator, GuardedCallAndDivergentRecursion) {
   mov.u32 %r5, 0;
   @%p1 bra DONE;
   add.s32 %r2, %r1, -1;
-  {
-  .param .b32 param0;
-  st.param.b32 [param0], %r2;
-  .param .b32 retval0;
-  call.uni (retval0), rsum, (param0);
-  ld.param.b32 %r3, [retval0];
-  }
+)" + Call32("rsum", "%r2", "%r3") +
+                            R"(
   add.s32 %r5, %r3, %r1;
 DONE:
   st.param.b32 [rsum_ret], %r5;
@@ -337,27 +341,15 @@ DONE:
   Expect(R"(
     mov.u32 %r3, 7;
     setp.lt.u32 %p1, %r1, 16;
-    {
-    .param .b32 param0;
-    st.param.b32 [param0], %r2;
-    .param .b32 retval0;
-    @%p1 call.uni (retval0), f, (param0);
-    @%p1 ld.param.b32 %r3, [retval0];
-    }
-  )",
+  )" + Call32("f", "%r2", "%r3", "@%p1 "),
          [](uint32_t in, uint32_t t) { return t < 16 ? in + 1000 : 7u; }, funcs);
   // Each lane recurses to its own depth (tid % 23): returns diverge and the saved registers must be
   // the lane's own.
   Expect(R"(
     rem.u32 %r10, %r1, 23;
     mul.lo.u32 %r11, %r2, 3;
-    {
-    .param .b32 param0;
-    st.param.b32 [param0], %r10;
-    .param .b32 retval0;
-    call.uni (retval0), rsum, (param0);
-    ld.param.b32 %r12, [retval0];
-    }
+  )" + Call32("rsum", "%r10", "%r12") +
+             R"(
     add.s32 %r3, %r12, %r11;
   )",
          [](uint32_t in, uint32_t t) {

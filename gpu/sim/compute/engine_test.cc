@@ -32,6 +32,13 @@ constexpr const char* kPrologue = R"(
     ld.const.c0.u32 r6, [rz+16]
 )";
 
+// The job faulted with `kind`, and the message says `says`.
+void ExpectFault(const TestLaunchResult& r, ComputeFault::Kind kind, const char* says) {
+  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
+  EXPECT_EQ(r.fault.kind, kind);
+  EXPECT_NE(r.fault.message.find(says), std::string::npos) << r.fault.message;
+}
+
 class EngineTest : public ::testing::TestWithParam<std::tuple<InterpreterVariant, int>> {
  protected:
   void SetUp() override {
@@ -214,9 +221,7 @@ TEST_P(EngineTest, BarrierDeadlockFaults) {
     exit
   )",
                            {1, 1, 1}, {64, 1, 1});
-  EXPECT_EQ(r.outcome, SliceOutcome::kFaulted);
-  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kBarrierDeadlock);
-  EXPECT_NE(r.fault.message.find("deadlock"), std::string::npos) << r.fault.message;
+  ExpectFault(r, ComputeFault::Kind::kBarrierDeadlock, "deadlock");
 }
 
 TEST_P(EngineTest, AtomicsUnderContention) {
@@ -481,9 +486,7 @@ TEST_P(EngineTest, ReturnToANonInstructionFaults) {
     ret r30
   )",
                            {1, 1, 1}, {32, 1, 1});
-  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
-  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kInvalidCode);
-  EXPECT_NE(r.fault.message.find("ret"), std::string::npos) << r.fault.message;
+  ASSERT_NO_FATAL_FAILURE(ExpectFault(r, ComputeFault::Kind::kInvalidCode, "ret"));
 }
 
 TEST_P(EngineTest, ManyDistinctImmediatesUseTheScratchRow) {
@@ -582,16 +585,12 @@ TEST_P(EngineTest, OutOfRangeSharedLocalAndConstFault) {
 
 TEST_P(EngineTest, TrapFaults) {
   TestLaunchResult r = Run("setp.eq.u32 p0, r0, 5\n@p0 trap\nexit", {1, 1, 1}, {32, 1, 1});
-  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
-  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kTrap);
-  EXPECT_NE(r.fault.message.find("thread (5,0,0)"), std::string::npos) << r.fault.message;
+  ASSERT_NO_FATAL_FAILURE(ExpectFault(r, ComputeFault::Kind::kTrap, "thread (5,0,0)"));
 }
 
 TEST_P(EngineTest, AssertTrapFaultsWithItsOwnKind) {
   TestLaunchResult r = Run("setp.eq.u32 p0, r0, 9\n@p0 trap.assert\nexit", {1, 1, 1}, {32, 1, 1});
-  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
-  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kAssert);
-  EXPECT_NE(r.fault.message.find("thread (9,0,0)"), std::string::npos) << r.fault.message;
+  ASSERT_NO_FATAL_FAILURE(ExpectFault(r, ComputeFault::Kind::kAssert, "thread (9,0,0)"));
   EXPECT_NE(r.fault.message.find("assert"), std::string::npos) << r.fault.message;
 }
 
@@ -655,9 +654,7 @@ TEST_P(EngineTest, FaultInOneBlockStopsTheGrid) {
     exit
   )",
                            {64, 1, 1}, {128, 1, 1});
-  ASSERT_EQ(r.outcome, SliceOutcome::kFaulted);
-  EXPECT_EQ(r.fault.kind, ComputeFault::Kind::kMmu);
-  EXPECT_NE(r.fault.message.find("block (5,0,0)"), std::string::npos) << r.fault.message;
+  ASSERT_NO_FATAL_FAILURE(ExpectFault(r, ComputeFault::Kind::kMmu, "block (5,0,0)"));
 }
 
 // ---- code cache
