@@ -9,21 +9,17 @@
 #include <cstring>
 
 #include "aggregator/pt_gpu.h"
+#include "base/enum_names.h"
 #include "base/vm_name.h"
 
 namespace gpuvm::aggregator {
 namespace {
 
 const char* ModeName(ipc::VmMode mode) {
-  switch (mode) {
-    case ipc::VmMode::kPassThrough:
-      return "pt";
-    case ipc::VmMode::kFullVirtualization:
-      return "fv";
-    case ipc::VmMode::kParaVirtualization:
-      return "pv";
-  }
-  return "?";
+  static constexpr EnumName<ipc::VmMode> kNames[] = {{ipc::VmMode::kPassThrough, "pt"},
+                                                     {ipc::VmMode::kFullVirtualization, "fv"},
+                                                     {ipc::VmMode::kParaVirtualization, "pv"}};
+  return NameOf(kNames, mode, "?");
 }
 
 }  // namespace

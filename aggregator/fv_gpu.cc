@@ -12,25 +12,16 @@
 #include <cstring>
 
 #include "aggregator/fv_gpu_internal.h"
+#include "base/enum_names.h"
 
 namespace gpuvm::aggregator {
 
 const char* FvModeName(FvMode mode) {
-  switch (mode) {
-    case FvMode::kNaive:
-      return "fv-naive";
-    case FvMode::kLazy:
-      return "fv-lazy";
-    case FvMode::kBarRemap:
-      return "fv-bar-remap";
-    case FvMode::kOptimized:
-      return "fv-optimized";
-    case FvMode::kPvNaive:
-      return "pv-naive";
-    case FvMode::kPvMulticall:
-      return "pv-multicall";
-  }
-  return "fv-?";
+  static constexpr EnumName<FvMode> kNames[] = {
+      {FvMode::kNaive, "fv-naive"},        {FvMode::kLazy, "fv-lazy"},
+      {FvMode::kBarRemap, "fv-bar-remap"}, {FvMode::kOptimized, "fv-optimized"},
+      {FvMode::kPvNaive, "pv-naive"},      {FvMode::kPvMulticall, "pv-multicall"}};
+  return NameOf(kNames, mode, "fv-?");
 }
 
 Result<FvMode> ParseFvMode(std::string_view text) {

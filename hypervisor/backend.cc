@@ -2,23 +2,23 @@
 
 #include <string>
 
+#include "base/enum_names.h"
+
 namespace gpuvm::hv {
 
+namespace {
+
+constexpr EnumName<BackendKind> kBackendNames[] = {{BackendKind::kLocal, "local"},
+                                                   {BackendKind::kXen, "xen"}};
+
+}  // namespace
+
 Result<BackendKind> BackendKindFromName(std::string_view name) {
-  if (name == "local") return BackendKind::kLocal;
-  if (name == "xen") return BackendKind::kXen;
+  if (std::optional<BackendKind> kind = ValueNamed(kBackendNames, name)) return *kind;
   return Status::InvalidArgument("hypervisor backend must be local or xen, not '" +
                                  std::string(name) + "'");
 }
 
-const char* BackendName(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kLocal:
-      return "local";
-    case BackendKind::kXen:
-      return "xen";
-  }
-  return "unknown";
-}
+const char* BackendName(BackendKind kind) { return NameOf(kBackendNames, kind, "unknown"); }
 
 }  // namespace gpuvm::hv

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "base/enum_names.h"
 #include "base/hex.h"
 
 namespace gpuvm::hv {
@@ -56,21 +57,13 @@ Result<Sbdf> Sbdf::Parse(std::string_view text) {
 }
 
 std::string_view IoSpaceName(IoSpace space) {
-  switch (space) {
-    case IoSpace::kMmio:
-      return "mmio";
-    case IoSpace::kPciConfig:
-      return "pci-config";
-    case IoSpace::kPort:
-      return "port";
-    case IoSpace::kTimeOffset:
-      return "time-offset";
-    case IoSpace::kInvalidate:
-      return "invalidate";
-    case IoSpace::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
+  static constexpr EnumName<IoSpace> kNames[] = {{IoSpace::kMmio, "mmio"},
+                                                 {IoSpace::kPciConfig, "pci-config"},
+                                                 {IoSpace::kPort, "port"},
+                                                 {IoSpace::kTimeOffset, "time-offset"},
+                                                 {IoSpace::kInvalidate, "invalidate"},
+                                                 {IoSpace::kUnknown, "unknown"}};
+  return NameOf(kNames, space, "unknown");
 }
 
 std::string Describe(const IoRequest& r) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/enum_names.h"
+
 namespace gpuvm::ipc {
 namespace {
 
@@ -254,63 +256,35 @@ MessageType TypeOf(const Body& body) {
 }
 
 std::string_view MessageTypeName(MessageType type) {
-  switch (type) {
-    case MessageType::kHello:
-      return "HELLO";
-    case MessageType::kHelloAck:
-      return "HELLO_ACK";
-    case MessageType::kVmConfig:
-      return "VM_CONFIG";
-    case MessageType::kVmAccept:
-      return "VM_ACCEPT";
-    case MessageType::kGuestMemory:
-      return "GUEST_MEMORY";
-    case MessageType::kGuestMemoryAck:
-      return "GUEST_MEMORY_ACK";
-    case MessageType::kFastLane:
-      return "FAST_LANE";
-    case MessageType::kFastLaneAck:
-      return "FAST_LANE_ACK";
-    case MessageType::kMmioRead:
-      return "MMIO_READ";
-    case MessageType::kMmioReadReply:
-      return "MMIO_READ_REPLY";
-    case MessageType::kMmioWrite:
-      return "MMIO_WRITE";
-    case MessageType::kMmioWriteAck:
-      return "MMIO_WRITE_ACK";
-    case MessageType::kInterrupt:
-      return "INTERRUPT";
-    case MessageType::kBarMap:
-      return "BAR_MAP";
-    case MessageType::kBarUnmap:
-      return "BAR_UNMAP";
-    case MessageType::kBarMapAck:
-      return "BAR_MAP_ACK";
-    case MessageType::kError:
-      return "ERROR";
-    case MessageType::kTeardown:
-      return "TEARDOWN";
-    case MessageType::kTeardownAck:
-      return "TEARDOWN_ACK";
-    case MessageType::kPing:
-      return "PING";
-    case MessageType::kPong:
-      return "PONG";
-    case MessageType::kMmioWriteBlock:
-      return "MMIO_WRITE_BLOCK";
-    case MessageType::kMmioReadBlock:
-      return "MMIO_READ_BLOCK";
-    case MessageType::kMmioReadBlockReply:
-      return "MMIO_READ_BLOCK_REPLY";
-    case MessageType::kMmioWriteFill:
-      return "MMIO_WRITE_FILL";
-    case MessageType::kAuth:
-      return "AUTH";
-    case MessageType::kAuthAck:
-      return "AUTH_ACK";
-  }
-  return "?";
+  static constexpr EnumName<MessageType> kNames[] = {
+      {MessageType::kHello, "HELLO"},
+      {MessageType::kHelloAck, "HELLO_ACK"},
+      {MessageType::kVmConfig, "VM_CONFIG"},
+      {MessageType::kVmAccept, "VM_ACCEPT"},
+      {MessageType::kGuestMemory, "GUEST_MEMORY"},
+      {MessageType::kGuestMemoryAck, "GUEST_MEMORY_ACK"},
+      {MessageType::kFastLane, "FAST_LANE"},
+      {MessageType::kFastLaneAck, "FAST_LANE_ACK"},
+      {MessageType::kMmioRead, "MMIO_READ"},
+      {MessageType::kMmioReadReply, "MMIO_READ_REPLY"},
+      {MessageType::kMmioWrite, "MMIO_WRITE"},
+      {MessageType::kMmioWriteAck, "MMIO_WRITE_ACK"},
+      {MessageType::kInterrupt, "INTERRUPT"},
+      {MessageType::kBarMap, "BAR_MAP"},
+      {MessageType::kBarUnmap, "BAR_UNMAP"},
+      {MessageType::kBarMapAck, "BAR_MAP_ACK"},
+      {MessageType::kError, "ERROR"},
+      {MessageType::kTeardown, "TEARDOWN"},
+      {MessageType::kTeardownAck, "TEARDOWN_ACK"},
+      {MessageType::kPing, "PING"},
+      {MessageType::kPong, "PONG"},
+      {MessageType::kMmioWriteBlock, "MMIO_WRITE_BLOCK"},
+      {MessageType::kMmioReadBlock, "MMIO_READ_BLOCK"},
+      {MessageType::kMmioReadBlockReply, "MMIO_READ_BLOCK_REPLY"},
+      {MessageType::kMmioWriteFill, "MMIO_WRITE_FILL"},
+      {MessageType::kAuth, "AUTH"},
+      {MessageType::kAuthAck, "AUTH_ACK"}};
+  return NameOf(kNames, type, "?");
 }
 
 size_t DescriptorCount(const Body& body) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "ptx/instruction_set.h"
 #include "ptx/instruction_set_internal.h"
 
@@ -259,31 +260,19 @@ void Signature(const Instruction& inst, std::vector<Slot>* out) {
   }
 }
 
-std::string KindName(OperandKind kind) {
-  switch (kind) {
-    case OperandKind::kRegister:
-      return "a register";
-    case OperandKind::kRegisterPair:
-      return "a register pair";
-    case OperandKind::kSink:
-      return "'_'";
-    case OperandKind::kSpecial:
-      return "a special register";
-    case OperandKind::kImmediate:
-      return "an immediate";
-    case OperandKind::kAddress:
-      return "an address";
-    case OperandKind::kSymbol:
-      return "a symbol";
-    case OperandKind::kLabel:
-      return "a label";
-    case OperandKind::kVector:
-      return "a vector";
-    case OperandKind::kNone:
-      break;
-  }
-  return "nothing";
-}
+constexpr EnumName<OperandKind> kOperandKindNames[] = {
+    {OperandKind::kRegister, "a register"},
+    {OperandKind::kRegisterPair, "a register pair"},
+    {OperandKind::kSink, "'_'"},
+    {OperandKind::kSpecial, "a special register"},
+    {OperandKind::kImmediate, "an immediate"},
+    {OperandKind::kAddress, "an address"},
+    {OperandKind::kSymbol, "a symbol"},
+    {OperandKind::kLabel, "a label"},
+    {OperandKind::kVector, "a vector"},
+};
+
+std::string KindName(OperandKind kind) { return NameOf(kOperandKindNames, kind, "nothing"); }
 
 std::string TypeMismatch(const Register& reg, T want, int index) {
   return "operand " + std::to_string(index + 1) + ": register " + reg.name + " has type ." +

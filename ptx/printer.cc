@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "ptx/instruction_set.h"
 
 namespace gpuvm::ptx {
@@ -77,19 +78,11 @@ class Printer {
 
  private:
   static std::string_view LinkageText(Linkage l) {
-    switch (l) {
-      case Linkage::kVisible:
-        return ".visible ";
-      case Linkage::kExtern:
-        return ".extern ";
-      case Linkage::kWeak:
-        return ".weak ";
-      case Linkage::kCommon:
-        return ".common ";
-      case Linkage::kNone:
-        break;
-    }
-    return "";
+    static constexpr EnumName<Linkage> kLinkages[] = {{Linkage::kVisible, ".visible "},
+                                                      {Linkage::kExtern, ".extern "},
+                                                      {Linkage::kWeak, ".weak "},
+                                                      {Linkage::kCommon, ".common "}};
+    return NameOf(kLinkages, l, "");
   }
 
   void VariableDecl(const Variable& v, const std::string* name) {

@@ -1,36 +1,24 @@
 #include "qemu-device/trap_counters.h"
 
+#include "base/enum_names.h"
 namespace gpuvm::dm {
 
-std::string_view RefusalName(Refusal refusal) {
-  switch (refusal) {
-    case Refusal::kWrongDevice:
-      return "wrong-device";
-    case Refusal::kBadSize:
-      return "bad-size";
-    case Refusal::kUnaligned:
-      return "unaligned";
-    case Refusal::kOutsideBars:
-      return "outside-bars";
-    case Refusal::kOutsideConfig:
-      return "outside-config";
-    case Refusal::kBadRepetition:
-      return "bad-rep";
-    case Refusal::kBadPointer:
-      return "bad-pointer";
-    case Refusal::kBufferedRead:
-      return "buffered-read";
-    case Refusal::kUnknownSpace:
-      return "unknown-space";
-    case Refusal::kAggregatorError:
-      return "aggregator-error";
-    case Refusal::kBarConflict:
-      return "bar-conflict";
-    case Refusal::kCount:
-      break;
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<Refusal> kRefusalNames[] = {
+    {Refusal::kWrongDevice, "wrong-device"},     {Refusal::kBadSize, "bad-size"},
+    {Refusal::kUnaligned, "unaligned"},          {Refusal::kOutsideBars, "outside-bars"},
+    {Refusal::kOutsideConfig, "outside-config"}, {Refusal::kBadRepetition, "bad-rep"},
+    {Refusal::kBadPointer, "bad-pointer"},       {Refusal::kBufferedRead, "buffered-read"},
+    {Refusal::kUnknownSpace, "unknown-space"},   {Refusal::kAggregatorError, "aggregator-error"},
+    {Refusal::kBarConflict, "bar-conflict"},
+};
+static_assert(std::size(kRefusalNames) == static_cast<size_t>(Refusal::kCount),
+              "every refusal has a name");
+
+}  // namespace
+
+std::string_view RefusalName(Refusal refusal) { return NameOf(kRefusalNames, refusal, "?"); }
 
 uint64_t TrapCounterValues::refused_total() const {
   uint64_t total = 0;

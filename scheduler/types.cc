@@ -2,24 +2,20 @@
 
 #include <string>
 
+#include "base/enum_names.h"
 namespace gpuvm::sched {
 
-std::string_view PolicyKindName(PolicyKind kind) {
-  switch (kind) {
-    case PolicyKind::kFifo:
-      return "fifo";
-    case PolicyKind::kCredit:
-      return "credit";
-    case PolicyKind::kBand:
-      return "band";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr EnumName<PolicyKind> kPolicyNames[] = {
+    {PolicyKind::kFifo, "fifo"}, {PolicyKind::kCredit, "credit"}, {PolicyKind::kBand, "band"}};
+
+}  // namespace
+
+std::string_view PolicyKindName(PolicyKind kind) { return NameOf(kPolicyNames, kind, "unknown"); }
 
 Result<PolicyKind> ParsePolicyKind(std::string_view name) {
-  for (PolicyKind kind : {PolicyKind::kFifo, PolicyKind::kCredit, PolicyKind::kBand}) {
-    if (name == PolicyKindName(kind)) return kind;
-  }
+  if (std::optional<PolicyKind> kind = ValueNamed(kPolicyNames, name)) return *kind;
   return Status::InvalidArgument("unknown scheduler policy '" + std::string(name) +
                                  "' (expected fifo, credit or band)");
 }

@@ -5,25 +5,19 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/enum_names.h"
 #include "base/json_number.h"
 #include "base/json_string.h"
 
 namespace gpuvm::suite {
 
 const char* PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kInit:
-      return "init";
-    case Phase::kHtoD:
-      return "htod";
-    case Phase::kLaunch:
-      return "launch";
-    case Phase::kDtoH:
-      return "dtoh";
-    case Phase::kClose:
-      return "close";
-  }
-  return "?";
+  static constexpr EnumName<Phase> kNames[] = {{Phase::kInit, "init"},
+                                               {Phase::kHtoD, "htod"},
+                                               {Phase::kLaunch, "launch"},
+                                               {Phase::kDtoH, "dtoh"},
+                                               {Phase::kClose, "close"}};
+  return NameOf(kNames, phase, "?");
 }
 
 Size ParseCommandLine(int argc, char** argv, const char* bench) {

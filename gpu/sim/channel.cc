@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/enum_names.h"
 #include "base/hex.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/ramin.h"
@@ -24,29 +25,18 @@ constexpr uint32_t kFetchWords = 512;
 }  // namespace
 
 const char* ChannelErrorKindName(ChannelError::Kind kind) {
-  switch (kind) {
-    case Kind::kNone:
-      return "none";
-    case Kind::kMmuFault:
-      return "mmu fault";
-    case Kind::kBadInstance:
-      return "bad instance block";
-    case Kind::kIbPutOverflow:
-      return "IB_PUT overflow";
-    case Kind::kIllegalCommand:
-      return "illegal command";
-    case Kind::kIllegalMethod:
-      return "illegal method";
-    case Kind::kEmptySubchannel:
-      return "empty subchannel";
-    case Kind::kIllegalSemaphore:
-      return "illegal semaphore";
-    case Kind::kNoComputeEngine:
-      return "no compute engine";
-    case Kind::kComputeFault:
-      return "compute fault";
-  }
-  return "?";
+  static constexpr EnumName<ChannelError::Kind> kNames[] = {
+      {Kind::kNone, "none"},
+      {Kind::kMmuFault, "mmu fault"},
+      {Kind::kBadInstance, "bad instance block"},
+      {Kind::kIbPutOverflow, "IB_PUT overflow"},
+      {Kind::kIllegalCommand, "illegal command"},
+      {Kind::kIllegalMethod, "illegal method"},
+      {Kind::kEmptySubchannel, "empty subchannel"},
+      {Kind::kIllegalSemaphore, "illegal semaphore"},
+      {Kind::kNoComputeEngine, "no compute engine"},
+      {Kind::kComputeFault, "compute fault"}};
+  return NameOf(kNames, kind, "?");
 }
 
 MpTrapCodes MpTrapCodesFor(ComputeFault::Kind kind) {

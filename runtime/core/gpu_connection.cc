@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/enum_names.h"
 #include "gpu/sim/compute/simt_engine.h"
 #include "guest-pv-driver/native_bus.h"
 #ifdef GPUVM_HAVE_LOCAL_TRAP_BUS
@@ -50,24 +51,16 @@ Result<std::unique_ptr<GpuConnection>> FromEnvironment(Result<std::unique_ptr<Bu
 
 }  // namespace
 
+constexpr EnumName<BusMode> kBusModeNames[] = {
+    {BusMode::kNative, "native"}, {BusMode::kLocal, "local"}, {BusMode::kSysfs, "sysfs"}};
+
 Result<BusMode> ParseBusMode(const std::string& value) {
-  if (value.empty() || value == "native") return BusMode::kNative;
-  if (value == "local") return BusMode::kLocal;
-  if (value == "sysfs") return BusMode::kSysfs;
+  if (value.empty()) return BusMode::kNative;
+  if (std::optional<BusMode> mode = ValueNamed(kBusModeNames, value)) return *mode;
   return Status::InvalidArgument("GPUVM_BUS='" + value + "' is not one of native, local, sysfs");
 }
 
-const char* BusModeName(BusMode mode) {
-  switch (mode) {
-    case BusMode::kNative:
-      return "native";
-    case BusMode::kLocal:
-      return "local";
-    case BusMode::kSysfs:
-      return "sysfs";
-  }
-  return "?";
-}
+const char* BusModeName(BusMode mode) { return NameOf(kBusModeNames, mode, "?"); }
 
 Result<ConnectionOptions> ConnectionOptionsFromEnvironment() {
   ConnectionOptions options;
