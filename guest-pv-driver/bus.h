@@ -18,6 +18,7 @@
 #ifndef GPUVM_GUEST_PV_DRIVER_BUS_H_
 #define GPUVM_GUEST_PV_DRIVER_BUS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -98,6 +99,20 @@ class Bus {
   uint64_t Read64(Bar bar, uint64_t offset) { return Read(bar, offset, Width::k64); }
   void Write64(Bar bar, uint64_t offset, uint64_t v) { Write(bar, offset, Width::k64, v); }
 };
+
+// nouveau's register polls (the runlist, kicks, VM flushes) give up after two seconds
+// (nvkm_msec(device, 2000, ...)); so do the driver's.
+inline constexpr std::chrono::seconds kRegisterPollTimeout{2};
+
+// Reads register `reg` until `done(value)`; false once kRegisterPollTimeout has passed.
+template <typename Pred>
+bool PollReg(Bus* bus, uint32_t reg, Pred done) {
+  const auto deadline = std::chrono::steady_clock::now() + kRegisterPollTimeout;
+  for (;;) {
+    if (done(bus->ReadReg(reg))) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
 
 }  // namespace gpuvm::guest
 

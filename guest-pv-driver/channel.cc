@@ -6,12 +6,14 @@
 #include <optional>
 #include <vector>
 
+#include "base/align.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/driver_impl.h"
+#include "guest-pv-driver/vm_geometry.h"
 
 namespace gpuvm::guest {
 
@@ -25,8 +27,6 @@ namespace userd = gf100::userd;
 
 namespace {
 
-constexpr uint64_t kPage = gf100::vm::kSmallPageSize;
-constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 uint32_t Hi(uint64_t v) { return uint32_t(v >> 32); }
 uint32_t Lo(uint64_t v) { return uint32_t(v); }
 

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#include "base/align.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/driver_impl.h"
+#include "guest-pv-driver/vm_geometry.h"
 
 namespace gpuvm::guest {
 
@@ -14,11 +16,9 @@ namespace vm = gf100::vm;
 
 namespace {
 
-constexpr uint64_t kPage = vm::kSmallPageSize;
 // (our choice) single allocations are capped at 256 GiB: far beyond any VRAM we model, and it keeps
 // every size computation below far from overflow.
 constexpr uint64_t kMaxAllocation = 256ull << 30;
-constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 

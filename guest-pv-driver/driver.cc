@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/hex.h"
 #include "gpu/hw/mmu_fault.h"
 #include "gpu/hw/pbus.h"
@@ -18,6 +19,7 @@
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/driver_impl.h"
+#include "guest-pv-driver/vm_geometry.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,13 +33,10 @@ namespace vm = gf100::vm;
 
 namespace {
 
-constexpr uint64_t kPage = vm::kSmallPageSize;
 constexpr uint32_t kChidMask = pf::kChannels - 1;
 // nouveau ORs 0x01f00000 into PLAYLIST_WR_LEN (gf100_fifo_runlist_commit); its meaning is not
 // documented (gpu/hw/pfifo.h).
 constexpr uint32_t kPlaylistWrLenNouveau = 0x01f00000;
-// nouveau's register polls give up after two seconds (nvkm_msec(device, 2000, ...)).
-constexpr auto kRegisterPollTimeout = std::chrono::seconds(2);
 constexpr uint32_t kAllBits = 0xffffffff;
 
 int64_t NowNs() {
@@ -111,23 +110,12 @@ std::string MpTrapReason(uint32_t warp_error, uint32_t global_error) {
 }
 
 const char* FaultUnitName(uint32_t unit) {
-  switch (gf100::FaultUnit(unit)) {
-    case gf100::FaultUnit::kPgraph:
-      return "PGRAPH";
-    case gf100::FaultUnit::kPeephole:
-      return "PEEPHOLE";
-    case gf100::FaultUnit::kBar1:
-      return "BAR1";
-    case gf100::FaultUnit::kBar3:
-      return "BAR3";
-    case gf100::FaultUnit::kPsubfifo0:
-      return "PFIFO";
-    case gf100::FaultUnit::kPcopy0:
-      return "PCOPY0";
-    case gf100::FaultUnit::kPcopy1:
-      return "PCOPY1";
-  }
-  return "unit ?";
+  using U = gf100::FaultUnit;
+  static constexpr EnumName<U> kNames[] = {{U::kPgraph, "PGRAPH"},   {U::kPeephole, "PEEPHOLE"},
+                                           {U::kBar1, "BAR1"},       {U::kBar3, "BAR3"},
+                                           {U::kPsubfifo0, "PFIFO"}, {U::kPcopy0, "PCOPY0"},
+                                           {U::kPcopy1, "PCOPY1"}};
+  return NameOf(kNames, U(unit), "unit ?");
 }
 
 std::string SubfifoIntrNames(uint32_t intr) {
@@ -149,15 +137,6 @@ std::string SubfifoIntrNames(uint32_t intr) {
     if (intr & b.bit) s += std::string(s.empty() ? "" : "|") + b.name;
   }
   return s.empty() ? Hex(intr) : s;
-}
-
-template <typename Pred>
-bool PollReg(Bus* bus, uint32_t reg, Pred done) {
-  const auto deadline = std::chrono::steady_clock::now() + kRegisterPollTimeout;
-  for (;;) {
-    if (done(bus->ReadReg(reg))) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/align.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
@@ -15,9 +16,6 @@ namespace pbus = gf100::pbus;
 namespace ramin = gf100::ramin;
 
 namespace {
-
-constexpr uint64_t kPage = vm::kSmallPageSize;
-constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 // The PRAMIN window shows 1 MiB from a 64 KiB aligned base.
 constexpr uint64_t kPraminGranule = 1ull << pbus::kPraminBaseShift;

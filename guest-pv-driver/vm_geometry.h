@@ -14,6 +14,9 @@
 
 namespace gpuvm::guest {
 
+// The driver's page: its allocations, mappings and instance objects come in multiples of it.
+inline constexpr uint64_t kPage = gf100::vm::kSmallPageSize;
+
 // PT_SIZE (0..3) for the PDE `index` of a space whose highest address is `limit`.
 inline uint32_t PtSizeFor(uint64_t index, uint64_t limit, int pde_shift) {
   const uint64_t span = 1ull << pde_shift;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "base/align.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
 #include "guest-pv-driver/vm_geometry.h"
@@ -11,25 +12,6 @@
 namespace gpuvm::guest {
 
 namespace vm = gf100::vm;
-
-namespace {
-
-constexpr uint64_t kPage = vm::kSmallPageSize;
-constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
-// nouveau gives the flush handshake two seconds (nvkm_msec(device, 2000, ...)).
-constexpr auto kFlushTimeout = std::chrono::seconds(2);
-
-// Polls register `reg` until `done(value)`; false on timeout.
-template <typename Pred>
-bool PollReg(Bus* bus, uint32_t reg, Pred done) {
-  const auto deadline = std::chrono::steady_clock::now() + kFlushTimeout;
-  for (;;) {
-    if (done(bus->ReadReg(reg))) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-  }
-}
-
-}  // namespace
 
 // ---- NativePageTableWriter
 // ------------------------------------------------------------------------------

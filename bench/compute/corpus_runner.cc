@@ -4,6 +4,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "base/align.h"
 #include "gpu/isa/encoding.h"
 #include "gpu/sim/compute/test_support.h"
 #include "ptx/translator/translator.h"
@@ -23,8 +24,6 @@ constexpr uint64_t kBufferBase = 0x1000'0000;
 constexpr uint32_t kSharedWindow = 0xfe00'0000;
 constexpr uint32_t kLocalWindow = 0xff00'0000;
 constexpr uint64_t kPage = sim::ChannelMemory::kPageSize;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 double CpuSeconds() {
   timespec ts;

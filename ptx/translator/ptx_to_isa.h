@@ -12,13 +12,12 @@
 #include <cstdint>
 #include <optional>
 
+#include "base/align.h"
 #include "gpu/isa/isa.h"
 #include "ptx/ast.h"
 #include "ptx/translator/vcode.h"
 
 namespace gpuvm::ptx::translator {
-
-inline uint64_t AlignUp(uint64_t v, uint64_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
 // f16, f16x2, bf16, bf16x2: formats the translator moves and converts but does not compute on.
 bool IsF16Like(ScalarType t);

@@ -4,6 +4,7 @@
 #include <bitset>
 #include <cstdlib>
 
+#include "base/align.h"
 #include "gpu/isa/opcode_table.h"
 
 namespace gpuvm::ptx::translator {
@@ -48,8 +49,6 @@ const isa::OpcodeInfo& Info(Opcode op) {
 }
 
 bool IsTerminator(const VInst& v) { return Info(v.in.op).Has(isa::kEndsKernel) && v.guard == kPT; }
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Operations whose only effect is their register destination (removable when it is dead).
 bool IsPure(Opcode op) { return Info(op).IsPure(); }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/align.h"
 #include "ptx/parser.h"
 #include "runtime/core/jit_translate.h"
 
@@ -12,8 +13,6 @@ namespace {
 
 constexpr uint64_t kMaxParamBytes = 4096;  // docs/ISA.md: bank 0 holds at most 4 KiB
 constexpr uint64_t kMaxBankBytes = 65536;  // a constant bank
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/align.h"
 #include "gpu/isa/encoding.h"
 #include "gpu/isa/module.h"
 #include "runtime/core/errors.h"
@@ -21,8 +22,6 @@ constexpr uint32_t kPtxTargetArch = 75;
 constexpr uint64_t kCodeAlign = 256;
 // PTX handed to cuModuleLoadData must be NUL-terminated within the parser's module limit.
 constexpr size_t kMaxPtxBytes = 8u << 20;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/align.h"
 #include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfifo.h"
@@ -23,8 +24,6 @@ namespace {
   std::fprintf(stderr, "TestDriver: %s\n", what);
   std::abort();
 }
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 int LargeShift(gpu::Device* device) {
   return (device->ReadReg(vm::kCfg) & vm::kCfgLargePage64K) ? vm::kLargePageShift64K
