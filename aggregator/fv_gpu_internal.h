@@ -1,6 +1,7 @@
 // What the parts of FullVirtGpu (fv_gpu.cc, fv_gpu_registers.cc, fv_gpu_channels.cc,
-// fv_gpu_bars.cc) share: the register namespaces they speak in and the per-VM limits. Internal to
-// those files (the namespace aliases and names below are not for anyone else).
+// fv_gpu_bars.cc) and the FvHost they run on (fv_host.cc) share: the register namespaces they speak
+// in and the per-VM limits. Internal to those files (the namespace aliases and names below are not
+// for anyone else).
 //
 // Threading: constants only.
 #ifndef GPUVM_AGGREGATOR_FV_GPU_INTERNAL_H_
@@ -8,9 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <string>
 
+#include "base/hex.h"
+#include "gpu/device.h"
 #include "gpu/hw/pbus.h"
 #include "gpu/hw/pfb.h"
 #include "gpu/hw/pfifo.h"
@@ -35,12 +36,6 @@ inline constexpr size_t kMaxBarCache = 1u << 16;  // cached aperture translation
 inline constexpr uint32_t kShadowStateMask = pf::kStateRunnable | pf::kStateEngineMask;
 inline constexpr uint32_t kReflectedStateMask =
     pf::kStateLoaded | pf::kStatePending | pf::kStateAcquirePending;
-
-inline std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // Counter slot of a BAR: 0, 1, 2 for BAR0, BAR1, BAR3.
 inline size_t CounterSlot(gpu::Bar bar) {

@@ -3,20 +3,9 @@
 #include <chrono>
 #include <thread>
 
-#include "gpu/hw/pbus.h"
-#include "gpu/hw/pgraph.h"
-#include "gpu/hw/pmc.h"
-#include "gpu/hw/ramin.h"
-#include "gpu/hw/vm.h"
+#include "aggregator/fv_gpu_internal.h"
 
 namespace gpuvm::aggregator {
-
-namespace pf = gf100::pfifo;
-namespace pmc = gf100::pmc;
-namespace pbus = gf100::pbus;
-namespace pgraph = gf100::pgraph;
-namespace ramin = gf100::ramin;
-namespace vm = gf100::vm;
 
 namespace {
 

@@ -12,6 +12,12 @@ namespace gpuvm::runtime::driver_api {
 
 CUresult CheckInit() { return Process::Get().initialized(); }
 
+CUresult CheckInit(bool bad_args) {
+  const CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  return bad_args ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 bool ValidDevice(CUdevice dev) { return dev >= 0 && dev < Process::Get().device_count(); }
 
 CUresult Current(CUctx_st** out, bool check_health) {

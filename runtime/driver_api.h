@@ -31,6 +31,9 @@ using ::gpuvm::runtime::ToCuResult;
 
 // CUDA_SUCCESS once cuInit succeeded.
 CUresult CheckInit();
+// The first check of most entry points: CheckInit's error, else CUDA_ERROR_INVALID_VALUE when
+// `bad_args` (a null out-pointer, a bad length), else CUDA_SUCCESS.
+CUresult CheckInit(bool bad_args);
 
 bool ValidDevice(CUdevice dev);
 

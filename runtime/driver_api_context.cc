@@ -49,9 +49,8 @@ GPUVM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 }
 
 GPUVM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(pctx == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto& stack = ContextStack();
   *pctx = stack.empty() ? nullptr : stack.back();
   return CUDA_SUCCESS;
@@ -111,9 +110,8 @@ GPUVM_EXPORT CUresult cuCtxSynchronize(void) {
 }
 
 GPUVM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(pctx == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   return Process::Get().RetainPrimary(dev, pctx);
 }
@@ -141,9 +139,8 @@ GPUVM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int f
 }
 
 GPUVM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(flags == nullptr || active == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   Process::Get().PrimaryState(flags, active);
   return CUDA_SUCCESS;

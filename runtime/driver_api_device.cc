@@ -9,26 +9,23 @@
 #include "runtime/driver_api.h"
 
 GPUVM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(device == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
   return CUDA_SUCCESS;
 }
 
 GPUVM_EXPORT CUresult cuDeviceGetCount(int* count) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(count == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *count = Process::Get().device_count();
   return CUDA_SUCCESS;
 }
 
 GPUVM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(name == nullptr || len <= 0);
   if (r != CUDA_SUCCESS) return r;
-  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   const std::string& n = Process::Get().facts().name;
   size_t copy = std::min<size_t>(n.size(), size_t(len) - 1);
@@ -38,9 +35,8 @@ GPUVM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 }
 
 GPUVM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(bytes == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *bytes = Process::Get().facts().vram_bytes;
   return CUDA_SUCCESS;
@@ -48,9 +44,8 @@ GPUVM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 
 GPUVM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
   using namespace gpuvm::guest;
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(pi == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   const gpuvm::runtime::DeviceFacts& f = Process::Get().facts();
   int v = 0;
@@ -189,9 +184,8 @@ GPUVM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, C
 }
 
 GPUVM_EXPORT CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(major == nullptr || minor == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *major = Process::Get().facts().cc_major;
   *minor = Process::Get().facts().cc_minor;

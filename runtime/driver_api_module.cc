@@ -120,9 +120,8 @@ GPUVM_EXPORT CUresult cuModuleUnload(CUmodule module) {
 }
 
 GPUVM_EXPORT CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule module, const char* name) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(hfunc == nullptr || name == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!Process::Get().IsLive(module, Process::Kind::kModule)) return CUDA_ERROR_INVALID_HANDLE;
   for (auto& f : module->functions) {
     if (f->kernel->name == name) {
@@ -135,9 +134,8 @@ GPUVM_EXPORT CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule module, co
 
 GPUVM_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule module,
                                            const char* name) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(name == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!Process::Get().IsLive(module, Process::Kind::kModule)) return CUDA_ERROR_INVALID_HANDLE;
   const auto& vars = module->compiled.variables;
   for (size_t i = 0; i < vars.size(); ++i) {
@@ -151,9 +149,8 @@ GPUVM_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUm
 
 GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction f) {
   using namespace gpuvm::guest;
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(pi == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!Process::Get().IsLive(f, Process::Kind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
   const gpuvm::isa::KernelHeader& h = f->header;
   switch (attrib) {

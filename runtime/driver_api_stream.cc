@@ -143,9 +143,8 @@ GPUVM_EXPORT CUresult cuEventSynchronize(CUevent e) {
 }
 
 GPUVM_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
-  CUresult r = CheckInit();
+  CUresult r = CheckInit(ms == nullptr);
   if (r != CUDA_SUCCESS) return r;
-  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Process& p = Process::Get();
   if (!p.IsLive(start, Process::Kind::kEvent) || !p.IsLive(end, Process::Kind::kEvent)) {
     return CUDA_ERROR_INVALID_HANDLE;

@@ -159,6 +159,24 @@ class SocketPingPong {
   pid_t child_ = -1;
 };
 
+// Forks a process serving a fake aggregator (it takes any token) that listens on `path` before the
+// fork, so a device model can connect at once; returns its pid. `*server` is the parent's copy of
+// the listener: keep it alive until the child is gone (destroying it signals the stop eventfd they
+// share).
+pid_t StartFakeAggregator(const std::string& path,
+                          std::unique_ptr<dm::testing::FakeAggregatorServer>* server) {
+  auto created = dm::testing::FakeAggregatorServer::Create(path);
+  if (!created.ok()) Die(created.status().ToString());
+  *server = std::move(*created);
+  const pid_t child = ::fork();
+  if (child < 0) Die("fork");
+  if (child == 0) {
+    (*server)->Serve();
+    ::_exit(0);
+  }
+  return child;
+}
+
 // Forks a process serving the real gpuvm-aggregator (the software GPU, threaded, no compute
 // engine) on `path`; returns its pid once it listens, with a token for domain `domid`'s device
 // model (what its control socket would issue). Everything is built in the child, so the GPU's
@@ -206,15 +224,7 @@ class AggregatorCall {
     if (real) {
       child_ = StartRealAggregator(path, 1, &token);
     } else {
-      auto server = dm::testing::FakeAggregatorServer::Create(path);
-      if (!server.ok()) Die(server.status().ToString());
-      server_ = std::move(*server);
-      child_ = ::fork();
-      if (child_ < 0) Die("fork");
-      if (child_ == 0) {
-        server_->Serve();
-        ::_exit(0);
-      }
+      child_ = StartFakeAggregator(path, &server_);
     }
     dm::IpcConnectOptions options;
     options.path = path;
@@ -327,15 +337,7 @@ class TrapRig {
       if (which == Aggregator::kReal) {
         aggregator_pid_ = StartRealAggregator(path, domid, &token);
       } else {
-        auto server = dm::testing::FakeAggregatorServer::Create(path);
-        if (!server.ok()) Die(server.status().ToString());
-        aggregator_ = std::move(*server);
-        aggregator_pid_ = ::fork();
-        if (aggregator_pid_ < 0) Die("fork");
-        if (aggregator_pid_ == 0) {
-          aggregator_->Serve();
-          ::_exit(0);
-        }
+        aggregator_pid_ = StartFakeAggregator(path, &aggregator_);
       }
     }
     dm_pid_ = ::fork();

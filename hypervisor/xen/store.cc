@@ -22,8 +22,7 @@ class XenStore : public Store {
     GPUVM_RETURN_IF_ERROR(ValidateStorePath(path));
     const std::string p(path);
     unsigned int length = 0;
-    std::unique_ptr<char, FreeDeleter> value(
-        static_cast<char*>(xs_read(h_.get(), XBT_NULL, p.c_str(), &length)));
+    std::unique_ptr<char, FreeDeleter> value = ReadNode(p, &length);
     if (!value) return Failed("read", p, errno);
     return std::string(value.get(), length);
   }
@@ -42,9 +41,7 @@ class XenStore : public Store {
     const std::string p(path);
     // xs_rm succeeds on a missing node; the port promises NotFound.
     unsigned int length = 0;
-    std::unique_ptr<char, FreeDeleter> exists(
-        static_cast<char*>(xs_read(h_.get(), XBT_NULL, p.c_str(), &length)));
-    if (!exists) return Failed("remove", p, errno);
+    if (!ReadNode(p, &length)) return Failed("remove", p, errno);
     if (!xs_rm(h_.get(), XBT_NULL, p.c_str())) return Failed("remove", p, errno);
     return Status::Ok();
   }
@@ -81,6 +78,12 @@ class XenStore : public Store {
   }
 
  private:
+  // The node's value (malloc'd by libxenstore), or null with errno set.
+  std::unique_ptr<char, FreeDeleter> ReadNode(const std::string& path, unsigned int* length) {
+    return std::unique_ptr<char, FreeDeleter>(
+        static_cast<char*>(xs_read(h_.get(), XBT_NULL, path.c_str(), length)));
+  }
+
   static Status Failed(const char* what, const std::string& path, int err) {
     if (err == ENOENT) return Status::NotFound(path + " does not exist");
     if (err == EACCES || err == EPERM)
