@@ -108,50 +108,39 @@ class PhysicalMemory {
 // Word access to shared memory. Aligned words use relaxed atomics so a concurrent writer never
 // produces a torn value and the compiler never invents or elides accesses; unaligned ones fall back
 // to memcpy.
-inline uint32_t Load32(const uint8_t* p) {
-  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) {
-    return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_RELAXED);
+template <typename T>
+inline T LoadWord(const uint8_t* p) {
+  if ((reinterpret_cast<uintptr_t>(p) & (sizeof(T) - 1)) == 0) {
+    return __atomic_load_n(reinterpret_cast<const T*>(p), __ATOMIC_RELAXED);
   }
-  uint32_t v;
-  std::memcpy(&v, p, 4);
+  T v;
+  std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline uint64_t Load64(const uint8_t* p) {
-  if ((reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-    return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_RELAXED);
-  }
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline void Store32(uint8_t* p, uint32_t v) {
-  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) {
-    __atomic_store_n(reinterpret_cast<uint32_t*>(p), v, __ATOMIC_RELAXED);
+template <typename T>
+inline void StoreWord(uint8_t* p, T v) {
+  if ((reinterpret_cast<uintptr_t>(p) & (sizeof(T) - 1)) == 0) {
+    __atomic_store_n(reinterpret_cast<T*>(p), v, __ATOMIC_RELAXED);
   } else {
-    std::memcpy(p, &v, 4);
+    std::memcpy(p, &v, sizeof v);
   }
 }
-inline void Store64(uint8_t* p, uint64_t v) {
-  if ((reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-    __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELAXED);
-  } else {
-    std::memcpy(p, &v, 8);
-  }
-}
-// A load/store of 1, 2, 4 or 8 bytes (little-endian, like the GPU and x86).
+inline uint32_t Load32(const uint8_t* p) { return LoadWord<uint32_t>(p); }
+inline uint64_t Load64(const uint8_t* p) { return LoadWord<uint64_t>(p); }
+inline void Store32(uint8_t* p, uint32_t v) { StoreWord(p, v); }
+inline void Store64(uint8_t* p, uint64_t v) { StoreWord(p, v); }
+
+// A load/store of 1, 2, 4 or 8 bytes (little-endian, like the GPU and x86); other sizes are copied.
 inline uint64_t LoadN(const uint8_t* p, unsigned n) {
   switch (n) {
     case 1:
-      return __atomic_load_n(p, __ATOMIC_RELAXED);
+      return LoadWord<uint8_t>(p);
     case 2:
-      if ((reinterpret_cast<uintptr_t>(p) & 1) == 0) {
-        return __atomic_load_n(reinterpret_cast<const uint16_t*>(p), __ATOMIC_RELAXED);
-      }
-      break;
+      return LoadWord<uint16_t>(p);
     case 4:
-      return Load32(p);
+      return LoadWord<uint32_t>(p);
     case 8:
-      return Load64(p);
+      return LoadWord<uint64_t>(p);
   }
   uint64_t v = 0;
   std::memcpy(&v, p, n);
@@ -160,20 +149,13 @@ inline uint64_t LoadN(const uint8_t* p, unsigned n) {
 inline void StoreN(uint8_t* p, unsigned n, uint64_t v) {
   switch (n) {
     case 1:
-      __atomic_store_n(p, uint8_t(v), __ATOMIC_RELAXED);
-      return;
+      return StoreWord(p, uint8_t(v));
     case 2:
-      if ((reinterpret_cast<uintptr_t>(p) & 1) == 0) {
-        __atomic_store_n(reinterpret_cast<uint16_t*>(p), uint16_t(v), __ATOMIC_RELAXED);
-        return;
-      }
-      break;
+      return StoreWord(p, uint16_t(v));
     case 4:
-      Store32(p, uint32_t(v));
-      return;
+      return StoreWord(p, uint32_t(v));
     case 8:
-      Store64(p, v);
-      return;
+      return StoreWord(p, v);
   }
   std::memcpy(p, &v, n);
 }
