@@ -7,25 +7,19 @@
 //
 // Threading: any thread; each function's "said it" flag is an atomic.
 #include <atomic>
-#include <cstdio>
+
+#include "runtime/abi/not_supported_stub.h"
 
 namespace {
 
 constexpr int kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
 
 int NotSupported(const char* name, std::atomic<bool>* said) {
-  if (!said->exchange(true, std::memory_order_relaxed)) {
-    std::fprintf(stderr, "gpuvm: %s is not supported (CUDA_ERROR_NOT_SUPPORTED)\n", name);
-  }
+  gpuvm::runtime::SayNotSupportedOnce(name, "CUDA_ERROR_NOT_SUPPORTED", said);
   return kNotSupported;
 }
 
 }  // namespace
 
-#define GPUVM_NOT_SUPPORTED(name)                                \
-  extern "C" __attribute__((visibility("default"))) int name() { \
-    static std::atomic<bool> said{false};                        \
-    return NotSupported(#name, &said);                           \
-  }
 #include "runtime/abi/libcuda_not_supported.def"
 #undef GPUVM_NOT_SUPPORTED

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -408,12 +409,32 @@ std::vector<Figures> RunPass(int iterations) {
   TrapRig via_aggregator(2, TrapRig::Aggregator::kFake);
   TrapRig via_real(3, TrapRig::Aggregator::kReal);
   TrapRig via_real_sleeping(5, TrapRig::Aggregator::kReal, /*busy_poll=*/false);
-  constexpr int kCases = 8;
+  // Cases 0-3 take one sample each (slots 0-3); cases 4-7 a rig's write and read (slots 4-11).
+  constexpr int kSingleCases = 4;
+  const std::function<double()> single[kSingleCases] = {
+      [&] { return ping_pong.RoundTripMicros(); },
+      [&] { return socket_ping_pong.RoundTripMicros(); },
+      [&] { return aggregator_call.ReadMicros(); },
+      [&] { return real_aggregator_call.ReadMicros(); }};
+  constexpr int kRigCases = 4;
+  TrapRig* const rigs[kRigCases] = {&dm_only, &via_aggregator, &via_real, &via_real_sleeping};
+  constexpr int kCases = kSingleCases + kRigCases;
   const int per_round = std::max(1, iterations / kRounds);
-  // samples: 0 eventfd floor, 1 socket floor, 2 IPC call (fake), 3 IPC call (real),
-  // 4/5 dm-only write/read, 6/7 fake aggregator write/read, 8/9 real aggregator write/read,
-  // 10/11 the same without busy polling
-  std::vector<std::vector<double>> samples(12);
+  // What each slot of `samples` measures, in the order of the report.
+  static constexpr const char* kSlotNames[] = {"eventfd ping-pong (floor)",
+                                               "unix seqpacket ping-pong",
+                                               "aggregator call alone (fake)",
+                                               "aggregator call alone (real)",
+                                               "trap, dm only, write",
+                                               "trap, dm only, read",
+                                               "trap via fake aggregator, write",
+                                               "trap via fake aggregator, read",
+                                               "trap via gpuvm-aggregator, write",
+                                               "trap via gpuvm-aggregator, read",
+                                               "same, no busy poll, write",
+                                               "same, no busy poll, read"};
+  static_assert(std::size(kSlotNames) == kSingleCases + 2 * kRigCases);
+  std::vector<std::vector<double>> samples(std::size(kSlotNames));
   for (int round = -1; round < kRounds; ++round) {  // round -1 warms everything up
     for (int c = 0; c < kCases; ++c) {
       const int which = (c + round + kRounds) % kCases;  // rotate who goes first
@@ -423,46 +444,21 @@ std::vector<Figures> RunPass(int iterations) {
         auto add = [&](int slot, double us) {
           if (keep) samples[slot].push_back(us);
         };
-        switch (which) {
-          case 0:
-            add(0, ping_pong.RoundTripMicros());
-            break;
-          case 1:
-            add(1, socket_ping_pong.RoundTripMicros());
-            break;
-          case 2:
-            add(2, aggregator_call.ReadMicros());
-            break;
-          case 3:
-            add(3, real_aggregator_call.ReadMicros());
-            break;
-          default: {
-            TrapRig& rig = which == 4   ? dm_only
-                           : which == 5 ? via_aggregator
-                           : which == 6 ? via_real
-                                        : via_real_sleeping;
-            const int slot = 4 + 2 * (which - 4);
-            add(slot, rig.WriteMicros(value));
-            add(slot + 1, rig.ReadMicros());
-          }
+        if (which < kSingleCases) {
+          add(which, single[which]());
+        } else {
+          TrapRig& rig = *rigs[which - kSingleCases];
+          const int slot = kSingleCases + 2 * (which - kSingleCases);
+          add(slot, rig.WriteMicros(value));
+          add(slot + 1, rig.ReadMicros());
         }
       }
     }
   }
-  std::vector<Figures> all = {
-      Summarize("eventfd ping-pong (floor)", samples[0]),
-      Summarize("unix seqpacket ping-pong", samples[1]),
-      Summarize("aggregator call alone (fake)", samples[2]),
-      Summarize("aggregator call alone (real)", samples[3]),
-      Summarize("trap, dm only, write", samples[4]),
-      Summarize("trap, dm only, read", samples[5]),
-      Summarize("trap via fake aggregator, write", samples[6]),
-      Summarize("trap via fake aggregator, read", samples[7]),
-      Summarize("trap via gpuvm-aggregator, write", samples[8]),
-      Summarize("trap via gpuvm-aggregator, read", samples[9]),
-      Summarize("same, no busy poll, write", samples[10]),
-      Summarize("same, no busy poll, read", samples[11]),
-  };
+  std::vector<Figures> all;
+  for (size_t slot = 0; slot < samples.size(); ++slot) {
+    all.push_back(Summarize(kSlotNames[slot], samples[slot]));
+  }
   return all;
 }
 

@@ -5,8 +5,8 @@
 //
 // Threading: any thread; each function's "said it" flag is an atomic.
 #include <atomic>
-#include <cstdio>
 
+#include "runtime/abi/not_supported_stub.h"
 #include "runtime/include/cuda_runtime_api.h"
 
 namespace gpuvm::cudart {
@@ -16,18 +16,11 @@ cudaError_t RecordLastError(cudaError_t e);  // cudart.cc
 namespace {
 
 int NotSupported(const char* name, std::atomic<bool>* said) {
-  if (!said->exchange(true, std::memory_order_relaxed)) {
-    std::fprintf(stderr, "gpuvm: %s is not supported (cudaErrorNotSupported)\n", name);
-  }
+  gpuvm::runtime::SayNotSupportedOnce(name, "cudaErrorNotSupported", said);
   return gpuvm::cudart::RecordLastError(cudaErrorNotSupported);
 }
 
 }  // namespace
 
-#define GPUVM_NOT_SUPPORTED(name)                                \
-  extern "C" __attribute__((visibility("default"))) int name() { \
-    static std::atomic<bool> said{false};                        \
-    return NotSupported(#name, &said);                           \
-  }
 #include "runtime/abi/libcudart_not_supported.def"
 #undef GPUVM_NOT_SUPPORTED
