@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/share.h"
+#include "base/testing/refusals.h"
 
 namespace gpuvm {
 namespace {
@@ -62,18 +63,7 @@ TEST(VmNameTest, ParsesNameAndOptions) {
   EXPECT_EQ(VmBaseName("plain"), "plain");
 }
 
-// A text a parser must refuse, and a piece of the sentence that says why.
-struct Refusal {
-  const char* text;
-  const char* says;
-};
-
-template <typename T>
-void ExpectRefused(const Result<T>& r, const Refusal& c) {
-  ASSERT_FALSE(r.ok()) << c.text;
-  EXPECT_NE(r.status().message().find(c.says), std::string::npos)
-      << c.text << ": " << r.status().message();
-}
+using testing::Refusal;
 
 TEST(VmNameTest, RefusesMalformedNamesSayingWhat) {
   const Refusal cases[] = {
@@ -101,11 +91,7 @@ TEST(VmNameTest, RefusesMalformedNamesSayingWhat) {
       {"a@x_y", "has '_'"},
       {"abcdefghijklmnopqrstuvwxy@optimized", "fit in 31"},
   };
-  for (const Refusal& c : cases) {
-    const Result<VmNameParts> p = ParseVmName(c.text);
-    ExpectRefused(p, c);
-    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << c.text;
-  }
+  testing::ExpectRefusals(ParseVmName, cases, StatusCode::kInvalidArgument);
 }
 
 TEST(VmNameTest, FormatsWhatParsesBackAndRefusesWhatDoesNotFit) {
@@ -160,7 +146,7 @@ TEST(ShareTest, OneSyntaxWithTheSameMessages) {
       {".5", "is not a percentage"},
       {"1000", "is not a percentage"},
   };
-  for (const Refusal& b : bad) ExpectRefused(ParseSharePercent(b.text), b);
+  testing::ExpectRefusals(ParseSharePercent, bad);
   EXPECT_EQ(FormatSharePercent(25), "25");
   EXPECT_EQ(FormatSharePercent(12.5), "12.5");
   EXPECT_EQ(FormatSharePercent(100.0 / 3), "33.333");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/testing/refusals.h"
+
 namespace gpuvm::control {
 namespace {
 
@@ -25,13 +27,17 @@ TEST(ControlProtocolTest, RefusesGarbageWithAClearMessage) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << text;
     return r.ok() ? std::string() : r.status().message();
   };
-  EXPECT_NE(error("lst").find("unknown command 'lst'"), std::string::npos);
-  EXPECT_NE(error("set-share 1 -5").find("negative"), std::string::npos);
-  EXPECT_NE(error("set-share 1 101").find("above 100%"), std::string::npos);
-  EXPECT_NE(error("set-share 1 abc").find("not a percentage"), std::string::npos);
-  EXPECT_NE(error("set-share 1").find("takes 2 arguments"), std::string::npos);
-  EXPECT_NE(error("set-scheduler rr").find("choose fifo, credit or band"), std::string::npos);
-  EXPECT_NE(error("vm-token 0").find("not a guest's domain id"), std::string::npos);
+  testing::ExpectRefusals(ParseRequest,
+                          {
+                              {"lst", "unknown command 'lst'"},
+                              {"set-share 1 -5", "negative"},
+                              {"set-share 1 101", "above 100%"},
+                              {"set-share 1 abc", "not a percentage"},
+                              {"set-share 1", "takes 2 arguments"},
+                              {"set-scheduler rr", "choose fifo, credit or band"},
+                              {"vm-token 0", "not a guest's domain id"},
+                          },
+                          StatusCode::kInvalidArgument);
   for (std::string_view bad : {"vm-token", "vm-token 32752", "vm-token 65536", "vm-token 07",
                                "vm-token -1", "vm-token x", "vm-token 7 8"}) {
     error(bad);

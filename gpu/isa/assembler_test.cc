@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "base/testing/refusals.h"
 #include "gpu/isa/disassembler.h"
 #include "gpu/isa/random_kernel.h"
 
@@ -41,18 +42,15 @@ TEST(IsaAssembler, ParsesFieldsAndFitsCounts) {
 }
 
 TEST(IsaAssembler, ErrorsNameTheLine) {
-  auto error = [](const char* text) {
-    Result<Kernel> k = AssembleKernel(text);
-    EXPECT_FALSE(k.ok()) << text;
-    return k.ok() ? std::string() : k.status().message();
-  };
-  EXPECT_NE(error("exit\nfrobnicate r1\n").find("line 2"), std::string::npos);
-  EXPECT_NE(error("add.u32 r1, r2\nexit").find("operands"), std::string::npos);
-  EXPECT_NE(error("bra nowhere").find("unknown label"), std::string::npos);
-  EXPECT_NE(error("add.f32 r1, r2, 3\nexit").find("immediate"), std::string::npos);
-  EXPECT_NE(error("ld.const.u32 r1, [r2]\nexit").find(".cN"), std::string::npos);
-  EXPECT_NE(error(".regs 2\nadd.u32 r1, r2, r3\nexit").find("registers"), std::string::npos);
-  EXPECT_NE(error("add.u32 r1, r2, r3").find("last instruction"), std::string::npos);
+  testing::ExpectRefusals(AssembleKernel, {
+                                              {"exit\nfrobnicate r1\n", "line 2"},
+                                              {"add.u32 r1, r2\nexit", "operands"},
+                                              {"bra nowhere", "unknown label"},
+                                              {"add.f32 r1, r2, 3\nexit", "immediate"},
+                                              {"ld.const.u32 r1, [r2]\nexit", ".cN"},
+                                              {".regs 2\nadd.u32 r1, r2, r3\nexit", "registers"},
+                                              {"add.u32 r1, r2, r3", "last instruction"},
+                                          });
 }
 
 TEST(IsaAssembler, DisassemblyRoundTripsRandomKernels) {
