@@ -56,15 +56,12 @@ TEST(IsaAssembler, ErrorsNameTheLine) {
 TEST(IsaAssembler, DisassemblyRoundTripsRandomKernels) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 300; ++round) {
-    Kernel k = RandomValidKernel(rng, 30);
-    Result<std::vector<uint8_t>> bytes = EncodeKernel(k);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    Result<Kernel> decoded = DecodeKernel(*bytes);
-    ASSERT_TRUE(decoded.ok());
-    std::string text = DisassembleKernel(*decoded);
+    const EncodedRandomKernel e = EncodeRandomKernel(rng, 30);
+    ASSERT_EQ(e.error, "");
+    std::string text = DisassembleKernel(e.decoded);
     Result<std::vector<uint8_t>> again = Assemble(text);
     ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
-    EXPECT_EQ(*again, *bytes) << text;
+    EXPECT_EQ(*again, e.bytes) << text;
   }
 }
 

@@ -268,18 +268,17 @@ TEST(IsaEncoding, RandomWordsDecodeCanonically) {
 TEST(IsaEncoding, RandomValidKernelsRoundTrip) {
   std::mt19937_64 rng(99);
   for (int round = 0; round < 200; ++round) {
-    Kernel k = RandomValidKernel(rng, 40);
-    Result<std::vector<uint8_t>> bytes = EncodeKernel(k);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    Result<Kernel> back = DecodeKernel(*bytes);
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
-    ASSERT_EQ(back->code.size(), k.code.size());
+    const EncodedRandomKernel e = EncodeRandomKernel(rng, 40);
+    ASSERT_EQ(e.error, "");
+    const Kernel& k = e.kernel;
+    const Kernel& back = e.decoded;
+    ASSERT_EQ(back.code.size(), k.code.size());
     for (size_t i = 0; i < k.code.size(); ++i) {
       Instruction expected = k.code[i];
       if (expected.op == Opcode::kBra || expected.op == Opcode::kCall) {
-        expected.imm = back->code[i].imm;  // filled by the encoder
+        expected.imm = back.code[i].imm;  // filled by the encoder
       }
-      EXPECT_EQ(back->code[i], expected) << "instruction " << i;
+      EXPECT_EQ(back.code[i], expected) << "instruction " << i;
     }
   }
 }

@@ -7,6 +7,9 @@
 
 #include <random>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gpu/isa/encoding.h"
 #include "gpu/isa/opcode_table.h"
@@ -122,6 +125,32 @@ inline Kernel RandomValidKernel(std::mt19937_64& rng, int length) {
   exit.op = Opcode::kExit;
   k.code.push_back(exit);
   return k;
+}
+
+// A random valid kernel of `length` instructions, its encoding, and that decoded again: where the
+// round-trip tests start. `error` says which step refused (empty when both worked).
+struct EncodedRandomKernel {
+  Kernel kernel;
+  std::vector<uint8_t> bytes;
+  Kernel decoded;
+  std::string error;
+};
+inline EncodedRandomKernel EncodeRandomKernel(std::mt19937_64& rng, int length) {
+  EncodedRandomKernel e;
+  e.kernel = RandomValidKernel(rng, length);
+  Result<std::vector<uint8_t>> bytes = EncodeKernel(e.kernel);
+  if (!bytes.ok()) {
+    e.error = "encode: " + bytes.status().ToString();
+    return e;
+  }
+  e.bytes = std::move(*bytes);
+  Result<Kernel> decoded = DecodeKernel(e.bytes);
+  if (!decoded.ok()) {
+    e.error = "decode: " + decoded.status().ToString();
+    return e;
+  }
+  e.decoded = std::move(*decoded);
+  return e;
 }
 
 }  // namespace gpuvm::isa
