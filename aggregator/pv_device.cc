@@ -82,6 +82,10 @@ void PvDevice::Register(uint32_t pages, std::span<uint8_t> ram) {
   area_ = std::move(*area);
   area_status_ = 0;
   ++counters_.area_registrations;
+  // A registration is a new driver instance (the guest driver registers once, when it starts): what
+  // the previous one (the VM's last program) left attached is released, so the new one can attach
+  // the same directories again; what a bound channel still uses stays guarded.
+  tables_.ReleaseUnused();
 }
 
 void PvDevice::Ring(uint32_t length, std::span<uint8_t> ram, const VmMemoryLayout& layout) {

@@ -389,6 +389,23 @@ CallResult PvTables::WriteBarTable(Space& space, const pv::Call& call,
   return CallResult::kOk;
 }
 
+size_t PvTables::ReleaseUnused() {
+  std::vector<uint64_t> unused;
+  for (const auto& [pd, space] : spaces_) {
+    const bool in_use = space.kind == pv::SpaceKind::kChannel && hooks_.directory_in_use &&
+                        hooks_.directory_in_use(pd);
+    if (!in_use) unused.push_back(pd);
+  }
+  for (uint64_t pd : unused) {
+    pv::Call call;
+    call.op = pv::Op::kDetach;
+    call.space = pd;
+    (void)Detach(call);  // cannot be refused: the space exists and nothing binds it
+  }
+  counters_.spaces_released_for_new_driver += unused.size();
+  return unused.size();
+}
+
 void PvTables::ReleaseAll() {
   for (const auto& [pd, space] : spaces_) {
     if (space.kind == pv::SpaceKind::kChannel) FlushDirectory(pd);

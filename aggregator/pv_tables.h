@@ -39,6 +39,8 @@ struct PvTableCounters {
   uint64_t tables_registered = 0;  // tables (and channel directories) registered, in all
   uint64_t tables_released = 0;    // ... and unregistered again
   uint64_t tlb_flushes = 0;        // the host's flushes: FLUSH calls and releases
+  // Spaces a new driver instance's registration released (ReleaseUnused): left by the last program.
+  uint64_t spaces_released_for_new_driver = 0;
 };
 
 class PvTables {
@@ -74,6 +76,11 @@ class PvTables {
   bool Registered(uint64_t address, uint64_t length) const;
   // Unregisters everything (the TLB of every channel directory flushed first): the VM is going.
   void ReleaseAll();
+  // A new driver instance in the VM registered its call area (a new program): every space the
+  // last one left attached is detached as DETACH would, except channel directories a bound channel
+  // still uses (they stay registered, with their tables, until that channel goes). Returns the
+  // spaces released.
+  size_t ReleaseUnused();
 
   size_t spaces() const { return spaces_.size(); }
   size_t registered_objects() const { return objects_.size(); }

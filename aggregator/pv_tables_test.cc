@@ -269,6 +269,30 @@ TEST_F(PvTablesTest, FlushDetachAndBusy) {
   EXPECT_EQ(tables_->spaces(), 0u);
 }
 
+// A new driver instance (the VM's next program) registers its area: the spaces the last one left
+// attached go, so it can attach the same directories again; one a bound channel uses stays.
+TEST_F(PvTablesTest, ANewDriverInstanceReleasesWhatNoBoundChannelUses) {
+  MakeSpace();  // kPd with a small table
+  constexpr uint64_t kOtherPd = 0x300000, kBarPd = 0x40000;
+  ASSERT_EQ(Attach(kOtherPd), CallResult::kOk);
+  ASSERT_EQ(Attach(kBarPd, SpaceKind::kBar1, 0xfff), CallResult::kOk);
+  EXPECT_EQ(Attach(kOtherPd), CallResult::kConflict) << "attached twice by one driver";
+  busy_ = kPd;  // a channel of the old program is still bound to kPd
+  EXPECT_EQ(tables_->ReleaseUnused(), 2u);
+  EXPECT_EQ(tables_->spaces(), 1u);
+  EXPECT_NE(tables_->ChannelDirectory(kPd), 0u) << "a bound channel's directory stays guarded";
+  EXPECT_TRUE(tables_->Registered(kSmall, 8)) << "and so do its tables";
+  EXPECT_FALSE(tables_->Registered(kOtherPd, 8));
+  EXPECT_EQ(Attach(kOtherPd), CallResult::kOk);
+  EXPECT_EQ(Attach(kBarPd, SpaceKind::kBar1, 0xfff), CallResult::kOk);
+  EXPECT_EQ(Attach(kPd), CallResult::kConflict) << "still attached: its channel is bound";
+  busy_ = ~0ull;
+  EXPECT_EQ(tables_->ReleaseUnused(), 3u);
+  EXPECT_EQ(tables_->spaces(), 0u);
+  EXPECT_EQ(tables_->registered_objects(), 0u);
+  EXPECT_EQ(tables_->counters().spaces_released_for_new_driver, 5u);
+}
+
 TEST_F(PvTablesTest, BarSpacesGetTheGuestsOwnEntriesNeverInARegisteredTable) {
   constexpr uint64_t kBarPd = 0x40000, kBarPt = 0x20000;
   const uint64_t before = Machine64(kBarPd);

@@ -74,6 +74,28 @@ TEST_F(PvIntegrationTest, NopAndMaddInBothModesWithTheirCallsAndDoorbells) {
   EXPECT_NE(counters.find("(batches refused 0)"), std::string::npos) << counters;
 }
 
+// Two programs one after another in one pv VM (what the Xen test bed's guest does): each is a new
+// driver instance that attaches the same directories at the same addresses; the registration of
+// its call area releases what the last program left attached (aggregator/pv_tables.h).
+TEST_F(PvIntegrationTest, TwoProgramsInARowInOneVm) {
+  const std::string guest = GPUVM_GUEST_BIN;
+  for (const std::string mode : {"pv-naive", "pv-multicall"}) {
+    SCOPED_TRACE(mode);
+    std::vector<std::string> argv =
+        VmCommand({"--mode", mode, "--name", "twice-" + mode, "--vram-mib", "64"}, {});
+    argv.back() = "/bin/sh";  // the guest: a script running two programs
+    argv.push_back("-c");
+    argv.push_back(guest + " nop 3 && " + guest + " case madd");
+    Process twice = Process::Start(argv, dir_ + "/twice-" + mode);
+    ASSERT_TRUE(twice.Wait(std::chrono::seconds(180))) << twice.Logs();
+    EXPECT_EQ(twice.exit_code(), 0) << twice.Logs();
+    EXPECT_NE(twice.out().find("PASSED nop x3"), std::string::npos) << twice.Logs();
+    EXPECT_NE(twice.out().find("PASSED madd"), std::string::npos) << twice.Logs();
+  }
+  EXPECT_EQ(AggregatorLog().find("para-virtual call refused"), std::string::npos)
+      << AggregatorLog();
+}
+
 TEST_F(PvIntegrationTest, PvAndFvVmsAtOnceAllCorrect) {
   struct Vm {
     const char* mode;
