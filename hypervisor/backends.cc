@@ -1,16 +1,15 @@
 // The factory's dom0 half (gpuvm_hv_backends): the only code that knows both backends.
 #include "hypervisor/backend.h"
-#include "hypervisor/local/backend.h"
-#include "hypervisor/xen/xen_backend.h"
+#include "hypervisor/backend_constructors.h"
 
 namespace gpuvm::hv {
 
 std::unique_ptr<Backend> OpenBackend(BackendKind kind, const BackendOptions& options) {
   switch (kind) {
     case BackendKind::kLocal:
-      return local::NewBackend(options);
+      return NewLocalBackend(options);
     case BackendKind::kXen:
-      return xen::NewBackend();
+      return NewXenBackend();
   }
   return nullptr;
 }

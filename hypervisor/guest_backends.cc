@@ -4,7 +4,7 @@
 #include <string>
 
 #include "hypervisor/backend.h"
-#include "hypervisor/local/backend.h"
+#include "hypervisor/backend_constructors.h"
 
 namespace gpuvm::hv {
 
@@ -21,7 +21,7 @@ Result<std::unique_ptr<GuestIo>> OpenGuestIoFromEnvironment(const GuestIoOptions
     return Status::InvalidArgument(std::string("$") + kLocalVmFdVariable + "='" + value +
                                    "' is not a descriptor");
   }
-  return local::ReceiveGuestIo(static_cast<int>(fd), options);
+  return ReceiveLocalGuestIo(static_cast<int>(fd), options);
 }
 
 }  // namespace gpuvm::hv

@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "hypervisor/backend_constructors.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/event_channels.h"
 #include "hypervisor/local/grants.h"
@@ -141,3 +142,15 @@ Result<std::unique_ptr<GuestIo>> ReceiveGuestIo(int socket, const GuestIoOptions
 }
 
 }  // namespace gpuvm::hv::local
+
+namespace gpuvm::hv {
+
+std::unique_ptr<Backend> NewLocalBackend(const BackendOptions& options) {
+  return local::NewBackend(options);
+}
+
+Result<std::unique_ptr<GuestIo>> ReceiveLocalGuestIo(int socket, const GuestIoOptions& options) {
+  return local::ReceiveGuestIo(socket, options);
+}
+
+}  // namespace gpuvm::hv

@@ -1,6 +1,7 @@
 // The Xen backend behind the port's factory (hypervisor/backend.h): each call opens what it needs
 // through this folder's entry points (xen_backend.h), so the Backend itself holds nothing and opens
 // anywhere; without Xen its calls answer Unavailable.
+#include "hypervisor/backend_constructors.h"
 #include "hypervisor/xen/xen_backend.h"
 
 namespace gpuvm::hv::xen {
@@ -42,3 +43,9 @@ class XenBackend final : public Backend {
 std::unique_ptr<Backend> NewBackend() { return std::make_unique<XenBackend>(); }
 
 }  // namespace gpuvm::hv::xen
+
+namespace gpuvm::hv {
+
+std::unique_ptr<Backend> NewXenBackend() { return xen::NewBackend(); }
+
+}  // namespace gpuvm::hv
