@@ -33,14 +33,14 @@ std::string VmLabels(const VmDescription& vm) {
          "\",mode=\"" + PrometheusLabelValue(vm.mode) + "\"";
 }
 
-const sched::VmStats* Find(const sched::SchedulerStats& s, uint32_t id) {
-  for (const sched::VmStats& v : s.vms) {
+}  // namespace
+
+const sched::VmStats* FindVmStats(const sched::SchedulerStats& stats, uint32_t id) {
+  for (const sched::VmStats& v : stats.vms) {
     if (v.vm == id) return &v;
   }
   return nullptr;
 }
-
-}  // namespace
 
 std::string PrometheusLabelValue(std::string_view value) {
   std::string out;
@@ -127,14 +127,14 @@ std::string PrometheusText(const sched::DispatcherStats& stats,
     w.Family(m.name, m.type, m.help);
     for (const VmDescription& vm : vms) {
       double value = 0;
-      if (m.value(vm, Find(s, vm.id), &value)) w.Sample(m.name, VmLabels(vm), value);
+      if (m.value(vm, FindVmStats(s, vm.id), &value)) w.Sample(m.name, VmLabels(vm), value);
     }
   }
   // Usage over the scheduler's windows, one series per window.
   w.Family("gpuvm_vm_gpu_usage_ratio", "gauge",
            "Fraction of wall-clock time the VM used the GPU within the window.");
   for (const VmDescription& vm : vms) {
-    const sched::VmStats* v = Find(s, vm.id);
+    const sched::VmStats* v = FindVmStats(s, vm.id);
     if (v == nullptr) continue;
     const std::pair<const char*, double> windows[] = {
         {"100ms", v->usage_100ms}, {"500ms", v->usage_500ms}, {"10s", v->usage_10s}};

@@ -19,6 +19,10 @@ namespace gpuvm::control {
 std::string PrometheusText(const sched::DispatcherStats& stats,
                            const std::vector<VmDescription>& vms);
 
+// The scheduler's figures of VM `id`, or null when the scheduler does not know it (also `stats`
+// and `list` use this).
+const sched::VmStats* FindVmStats(const sched::SchedulerStats& stats, uint32_t id);
+
 // A label value as the format wants it: backslash, double quote and newline escaped.
 std::string PrometheusLabelValue(std::string_view value);
 

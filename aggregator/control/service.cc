@@ -12,13 +12,6 @@
 namespace gpuvm::control {
 namespace {
 
-const sched::VmStats* FindStats(const sched::SchedulerStats& stats, uint32_t vm) {
-  for (const sched::VmStats& s : stats.vms) {
-    if (s.vm == vm) return &s;
-  }
-  return nullptr;
-}
-
 std::string Ns(sched::Duration d) { return std::to_string(d.count()); }
 
 }  // namespace
@@ -109,7 +102,7 @@ ListReply ControlService::List(const std::vector<VmDescription>& vms) const {
   for (const VmDescription& vm : vms) {
     VmRow row;
     static_cast<VmIdentity&>(row) = vm;
-    if (const sched::VmStats* s = FindStats(stats.scheduler, vm.id)) {
+    if (const sched::VmStats* s = FindVmStats(stats.scheduler, vm.id)) {
       row.scheduled = true;
       row.share_percent = s->share_percent;
       row.usage_100ms = s->usage_100ms;
@@ -152,7 +145,7 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
            std::to_string(vm.refused[i].second);
     }
     j += "}";
-    const sched::VmStats* v = FindStats(s, vm.id);
+    const sched::VmStats* v = FindVmStats(s, vm.id);
     j += ",\"scheduled\":" + std::string(v != nullptr ? "true" : "false");
     if (v != nullptr) {
       j += ",\"share\":" + JsonNumber(v->share_percent) +
