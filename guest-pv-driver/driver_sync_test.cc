@@ -130,11 +130,9 @@ class StallingBus final : public ForwardingBus {
 // probe of PMC_BOOT_0 sits in; and a GPU that is gone ends even an unlimited wait, with
 // Unavailable.
 TEST_F(GuestDriverTest, WaitsDoNotCountAStalledBus) {
-  driver_.reset();
-  StallingBus bus(gpu_->bus());
-  auto driver = Driver::Create(&bus);
-  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
-  driver_ = std::move(*driver);
+  StallingBus* stalling = RestartDriverOn<StallingBus>();
+  ASSERT_NE(stalling, nullptr);
+  StallingBus& bus = *stalling;
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();
   auto ev = ctx->CreateEvent();
@@ -167,8 +165,6 @@ TEST_F(GuestDriverTest, WaitsDoNotCountAStalledBus) {
   bus.gone = false;
   __atomic_store_n(semaphore, 6u, __ATOMIC_RELEASE);
   ASSERT_TRUE(ch->Wait(*g, std::chrono::seconds(10)).ok());
-  ctx.reset();
-  driver_.reset();  // before the bus it uses
 }
 
 TEST_F(GuestDriverTest, AContextWithAHungChannelStillTearsDown) {
@@ -548,19 +544,11 @@ class QueueingBus final : public ForwardingBus {
 // default timeout), not a shorter drain limit: another VM holding the GPU for a few seconds (up to
 // the aggregator's max_run, 5 s by default) must not make cuCtxCreate fail here.
 TEST_F(GuestDriverTest, AContextCreatedWhileTheGpuIsBusyWaitsItsTurn) {
-  driver_.reset();
-  QueueingBus bus(gpu_->bus());
-  auto driver = Driver::Create(&bus);
-  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
-  driver_ = std::move(*driver);
-  // The driver goes before the bus it uses, also when an assertion ends the test early.
-  struct DriverFirst {
-    std::unique_ptr<Driver>& driver;
-    ~DriverFirst() { driver.reset(); }
-  } driver_first{driver_};
+  QueueingBus* bus = RestartDriverOn<QueueingBus>();
+  ASSERT_NE(bus, nullptr);
   ContextOptions o;
   o.default_timeout = std::chrono::seconds(30);
-  bus.HoldNextDoorbell(milliseconds(6500));
+  bus->HoldNextDoorbell(milliseconds(6500));
   const auto start = std::chrono::steady_clock::now();
   auto ctx = driver_->CreateContext(o);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
@@ -574,7 +562,6 @@ TEST_F(GuestDriverTest, AContextCreatedWhileTheGpuIsBusyWaitsItsTurn) {
   uint32_t v = 0;
   ASSERT_TRUE(ch->CopyDeviceToHost(&v, a->va, 4).ok());
   EXPECT_EQ(v, 9u);
-  ctx->reset();
 }
 
 TEST_F(GuestDriverTest, BadContextOptions) {

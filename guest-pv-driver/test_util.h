@@ -182,6 +182,22 @@ class ForwardingBus : public Bus {
 class GuestDriverTest : public GpuFixture {
  protected:
   void SetUp() override { StartGpu(nullptr, {}, kVram); }
+  // Restarts the driver on a B (a ForwardingBus that stalls, delays, ...) around the GPU's bus. The
+  // fixture owns it, so it outlives the driver however the test ends. Null (and a failure) when the
+  // driver does not start.
+  template <typename B>
+  B* RestartDriverOn() {
+    driver_.reset();
+    auto bus = std::make_unique<B>(gpu_->bus());
+    B* raw = bus.get();
+    wrapper_ = std::move(bus);
+    auto driver = Driver::Create(raw);
+    EXPECT_TRUE(driver.ok()) << driver.status().ToString();
+    if (!driver.ok()) return nullptr;
+    driver_ = std::move(*driver);
+    return raw;
+  }
+  std::unique_ptr<ForwardingBus> wrapper_;  // TearDown ends the driver before this goes
   void TearDown() override {
     driver_.reset();
     if (gpu_ != nullptr) {

@@ -258,9 +258,19 @@ TEST(JitTranslator, ThirtyTwoBitAddressesWrapAtFourGiB) {
 }
 
 // WARP_SZ and the special registers without an ISA register of their own (lower_operands.cc):
-// the clock halves agree with the 64-bit clocks (the high word may tick between the two reads),
-// %aggr_smem_size is %total_smem_size, and the rest read 0.
+// the clock halves agree with the 64-bit clocks (read just before: a low half may have moved on by
+// less than 2^28 ns, a high half by at most 1), %aggr_smem_size is %total_smem_size, and the rest
+// read 0.
 TEST(JitTranslator, WarpSizeAndDerivedSpecialRegisters) {
+  // Adds `penalty` to %r3 unless `half` (read after `wide`) is within `slack` above its half of it.
+  const auto half_check = [](const std::string& wide, const std::string& half, bool high,
+                             uint32_t slack, uint32_t penalty) {
+    return "mov.u64 %rd6, " + wide + ";\nmov.u32 %r6, " + half + ";\n" +
+           (high ? "shr.u64 %rd6, %rd6, 32;\n" : "") +
+           "cvt.u32.u64 %r7, %rd6;\nsub.s32 %r6, %r6, %r7;\nsetp.gt.u32 %p1, %r6, " +
+           std::to_string(slack) + ";\nselp.u32 %r4, " + std::to_string(penalty) +
+           ", 0, %p1;\nadd.s32 %r3, %r3, %r4;\n";
+  };
   Expect(R"(
     mov.u32 %r3, WARP_SZ;
     add.s32 %r3, %r3, %r2;
@@ -281,24 +291,9 @@ TEST(JitTranslator, WarpSizeAndDerivedSpecialRegisters) {
     mov.u32 %r5, %total_smem_size;
     sub.s32 %r4, %r4, %r5;
     add.s32 %r3, %r3, %r4;
-    mov.u64 %rd6, %globaltimer;
-    mov.u32 %r6, %globaltimer_hi;
-    shr.u64 %rd7, %rd6, 32;
-    cvt.u32.u64 %r7, %rd7;
-    sub.s32 %r6, %r6, %r7;
-    setp.gt.u32 %p1, %r6, 1;
-    selp.u32 %r4, 1000, 0, %p1;
-    add.s32 %r3, %r3, %r4;
-    mov.u64 %rd6, %clock64;
-    mov.u32 %r6, %clock_hi;
-    shr.u64 %rd7, %rd6, 32;
-    cvt.u32.u64 %r7, %rd7;
-    sub.s32 %r6, %r6, %r7;
-    setp.gt.u32 %p1, %r6, 1;
-    selp.u32 %r4, 2000, 0, %p1;
-    add.s32 %r3, %r3, %r4;
-    mov.u32 %r6, %globaltimer_lo;
-  )",
+  )" + half_check("%globaltimer", "%globaltimer_hi", true, 1, 1000) +
+             half_check("%globaltimer", "%globaltimer_lo", false, 1u << 28, 2000) +
+             half_check("%clock64", "%clock_hi", true, 1, 4000),
          [](uint32_t in, uint32_t) { return in + 64; });
 }
 
