@@ -158,6 +158,25 @@ TEST_F(VramBackingTest, BackedPagesAreTheFilesUntilRestoredZeroedAndCutOff) {
   EXPECT_EQ(FileByte(64 * kKiB + 8), 0x66);
 }
 
+// The engine threads must not take a page fault per page of a VM's chunk: Back brings the whole
+// range in at once, so a file that had nothing there has every page of it afterwards, before
+// anyone touched the view.
+TEST_F(VramBackingTest, BackPopulatesTheWholeRangeAtOnce) {
+  const int holes = memfd_create("vm-vram-holes", MFD_CLOEXEC);
+  ASSERT_GE(holes, 0);
+  ASSERT_EQ(ftruncate(holes, 512 * kKiB), 0);
+  ASSERT_EQ(lseek(holes, 0, SEEK_DATA), -1);  // nothing allocated yet
+  ASSERT_TRUE(vram_->Back(256 * kKiB, 128 * kKiB, holes, 128 * kKiB).ok());
+  EXPECT_EQ(lseek(holes, 0, SEEK_DATA), off_t(128 * kKiB));
+  EXPECT_EQ(lseek(holes, off_t(128 * kKiB), SEEK_HOLE), off_t(256 * kKiB));
+  std::vector<unsigned char> resident(128 * kKiB / 4096);
+  ASSERT_EQ(mincore(vram_->data() + 256 * kKiB, 128 * kKiB, resident.data()), 0);
+  for (size_t i = 0; i < resident.size(); ++i) EXPECT_TRUE(resident[i] & 1) << "page " << i;
+  EXPECT_EQ(View(256 * kKiB), 0);
+  ASSERT_TRUE(vram_->Restore(256 * kKiB, 128 * kKiB).ok());
+  close(holes);
+}
+
 TEST_F(VramBackingTest, BadRangesAreRefusedAndAFailedBackLeavesVramsOwnMemory) {
   EXPECT_EQ(vram_->Back(4096 + 1, 4096, file_, 0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(vram_->Back(0, 4095, file_, 0).code(), StatusCode::kInvalidArgument);
