@@ -123,12 +123,12 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
                                health_.message());
   }
   // Every VM's name is checked (base/vm_name.h): a malformed one is refused, never cut or guessed.
-  GPUVM_ASSIGN_OR_RETURN(VmNameParts name, ParseVmName(config.name));
-  if (config.mode == ipc::VmMode::kPassThrough &&
-      (!name.mode.empty() || name.vram_mib || name.channels)) {
-    return Status::InvalidArgument("VM name '" + config.name + "': MODE, MiB and chN are fv " +
-                                   "and pv options; a " + ModeName(config.mode) +
-                                   " VM's name takes only shareP");
+  // The codec checks a VM_CONFIG off the wire; in-process callers come through here too.
+  GPUVM_RETURN_IF_ERROR(CheckVmName(config.name));
+  if (config.mode == ipc::VmMode::kPassThrough && (config.variant != ipc::VgpuVariant::kDefault ||
+                                                   config.vram_mib != 0 || config.channels != 0)) {
+    return Status::InvalidArgument("VM '" + config.name + "': a variant, VRAM size and channel " +
+                                   "count are fv and pv options; a pt VM has the whole GPU");
   }
   (void)ReapQuarantine();
   // pv VMs are fv VMs whose page tables are written by calls (docs/PARAVIRT.md): same host.
@@ -179,31 +179,55 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
   return raw;
 }
 
-Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options,
-                                  ipc::VmMode vm_mode) {
-  GPUVM_ASSIGN_OR_RETURN(VmNameParts parts, ParseVmName(name));
-  const bool pv = vm_mode == ipc::VmMode::kParaVirtualization;
+Result<FvVmOptions> FvVmOptionsFromConfig(const ipc::VmConfig& config,
+                                          const AggregatorOptions& options) {
+  GPUVM_RETURN_IF_ERROR(CheckVmName(config.name));
+  const bool pv = config.mode == ipc::VmMode::kParaVirtualization;
   FvVmOptions o;
   o.mode = pv ? FvMode::kPvMulticall : options.fv_mode;
   o.vram_bytes = options.fv.default_vram_bytes;
   o.channels = options.fv.default_channels;
-  o.name = name;
-  if (!parts.mode.empty()) {
-    Result<FvMode> mode = pv ? ParsePvMode(parts.mode) : ParseFvMode(parts.mode);
-    if (!mode.ok()) return mode.status().WithContext("VM name '" + name + "'");
-    o.mode = *mode;
+  o.name = config.name;
+  using V = ipc::VgpuVariant;
+  switch (config.variant) {
+    case V::kDefault:
+      break;
+    case V::kFvNaive:
+      o.mode = FvMode::kNaive;
+      break;
+    case V::kFvLazy:
+      o.mode = FvMode::kLazy;
+      break;
+    case V::kFvBarRemap:
+      o.mode = FvMode::kBarRemap;
+      break;
+    case V::kFvOptimized:
+      o.mode = FvMode::kOptimized;
+      break;
+    case V::kPvNaive:
+      o.mode = FvMode::kPvNaive;
+      break;
+    case V::kPvMulticall:
+      o.mode = FvMode::kPvMulticall;
+      break;
+    default:
+      return Status::InvalidArgument("VM '" + config.name + "': unknown variant");
   }
-  if (parts.vram_mib) o.vram_bytes = *parts.vram_mib << 20;
-  if (parts.channels) {
-    if (*parts.channels > FvHost::kChannels) {
-      return Status::InvalidArgument("VM name '" + name + "': channels must be 1 to " +
+  if (IsPvMode(o.mode) != pv) {
+    return Status::InvalidArgument("VM '" + config.name + "': variant '" +
+                                   ipc::VgpuVariantName(config.variant) + "' is not one of a " +
+                                   ModeName(config.mode) + " VM's");
+  }
+  if (config.vram_mib != 0) o.vram_bytes = uint64_t(config.vram_mib) << 20;
+  if (config.channels != 0) {
+    if (config.channels > FvHost::kChannels) {
+      return Status::InvalidArgument("VM '" + config.name + "': channels must be 1 to " +
                                      std::to_string(FvHost::kChannels) + ", not " +
-                                     std::to_string(*parts.channels));
+                                     std::to_string(config.channels));
     }
-    o.channels = *parts.channels;
+    o.channels = config.channels;
   }
-  // shareP is the scheduler's (aggregator/control/service.h reads it from the name); the parse
-  // above already refused a malformed one.
+  // The share is the scheduler's (aggregator/control/service.h reads it from the VM's config).
   return o;
 }
 
@@ -226,7 +250,7 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
         "fv needs the GPU to reach guest RAM (SYSRAM page tables, pushbuffers), and this one "
         "cannot (no IOMMU mapping of guest memory)");
   }
-  GPUVM_ASSIGN_OR_RETURN(FvVmOptions fv, ParseFvVmName(config.name, options_, config.mode));
+  GPUVM_ASSIGN_OR_RETURN(FvVmOptions fv, FvVmOptionsFromConfig(config, options_));
   if (fv_host_ == nullptr) {
     GPUVM_ASSIGN_OR_RETURN(fv_host_, FvHost::Create(gpu_.get(), options_.fv));
     if (options_.log) fv_host_->SetLog(options_.log);

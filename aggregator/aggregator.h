@@ -83,8 +83,7 @@ struct AggregatorOptions {
   size_t max_vms = 64;
   bool allow_pt_without_dma = false;
   // Full virtualization: the partitioning and the mode of VMs that do not choose one. A VM chooses
-  // in its name (until VM_CONFIG carries it): "NAME@MODE[,MiB][,chN][,shareP]", e.g.
-  // "a@lazy,256,ch8" (base/vm_name.h; every VM's name is checked at admission).
+  // in VM_CONFIG's typed fields (variant, VRAM MiB, channels; docs/IPC.md).
   FvOptions fv;
   FvMode fv_mode = FvMode::kNaive;
   // Where fv's notes on hostile guests go (owner thread); empty: nowhere.
@@ -98,11 +97,12 @@ struct AggregatorOptions {
   std::shared_ptr<hv::Backend> hypervisor;
 };
 
-// The fv choices a VM's name carries after '@' (see AggregatorOptions); InvalidArgument for a
-// malformed name, an unknown mode or more than 128 channels. For a pv VM (`vm_mode`) MODE is a pv
-// mode (naive, multicall; multicall when not given).
-Result<FvVmOptions> ParseFvVmName(const std::string& name, const AggregatorOptions& options,
-                                  ipc::VmMode vm_mode = ipc::VmMode::kFullVirtualization);
+// The fv (or pv) virtual GPU a VM_CONFIG asks for: its variant, VRAM and channels, the
+// aggregator's defaults where it leaves them 0 (a pv VM's default variant is multicall).
+// InvalidArgument for a malformed name or a variant of another mode (the codec already refuses
+// both on the wire; this guards in-process callers).
+Result<FvVmOptions> FvVmOptionsFromConfig(const ipc::VmConfig& config,
+                                          const AggregatorOptions& options);
 
 // Quarantine probes: can a gone VM's guest still run (and reach what was mapped into it)?
 // Local: a local VM's RAM is one memfd whose open file description the launcher, the device model

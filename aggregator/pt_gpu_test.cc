@@ -144,27 +144,34 @@ TEST_F(AggregatorPtTest, ASecondPtVmIsRefusedWithTheOwnerNamed) {
   EXPECT_TRUE(aggregator_->AdmitVm(PtConfig(2)).ok()) << "the GPU is free again";
 }
 
-// Names are checked at admission (base/vm_name.h) — a device model other than gpuvm-dm may send
-// anything printable — and refused with the reason, never cut or half-read.
-TEST_F(AggregatorPtTest, MalformedNamesAreRefusedSayingWhy) {
+// Names and the typed options are checked at admission too (base/vm_name.h, docs/IPC.md): the codec
+// refuses them on the wire, and in-process callers come through AdmitVm. Refused with the reason,
+// never cut or half-read.
+TEST_F(AggregatorPtTest, MalformedConfigurationsAreRefusedSayingWhy) {
+  using V = ipc::VgpuVariant;
   const struct {
     ipc::VmMode mode;
     const char* name;
+    V variant;
+    uint16_t channels;
     const char* says;
   } cases[] = {
-      {ipc::VmMode::kFullVirtualization, "a@300@optimized", "'@' twice: a NAME cannot contain '@'"},
-      {ipc::VmMode::kFullVirtualization, "a@lazy,x.1", "unknown option 'x.1'"},
-      {ipc::VmMode::kFullVirtualization, "a@ch200", "channels must be 1 to 128"},
-      {ipc::VmMode::kFullVirtualization, "a@fast", "unknown fv mode 'fast'"},
-      {ipc::VmMode::kFullVirtualization, "a@share12.5.5", "is not a percentage"},
-      {ipc::VmMode::kPassThrough, "guest one", "has ' ' at 6"},
-      {ipc::VmMode::kPassThrough, "", "cannot be empty"},
-      {ipc::VmMode::kPassThrough, "p@lazy", "a pt VM's name takes only shareP"},
+      {ipc::VmMode::kFullVirtualization, "a@300", V::kDefault, 0, "has '@' at 2"},
+      {ipc::VmMode::kFullVirtualization, "a,b", V::kDefault, 0, "has ','"},
+      {ipc::VmMode::kFullVirtualization, "a", V::kDefault, 200, "channels must be 1 to 128"},
+      {ipc::VmMode::kFullVirtualization, "a", V::kPvNaive, 0, "is not one of a fv VM's"},
+      {ipc::VmMode::kParaVirtualization, "a", V::kFvLazy, 0, "is not one of a pv VM's"},
+      {ipc::VmMode::kPassThrough, "guest one", V::kDefault, 0, "has ' ' at 6"},
+      {ipc::VmMode::kPassThrough, "", V::kDefault, 0, "cannot be empty"},
+      {ipc::VmMode::kPassThrough, "p", V::kFvLazy, 0, "a pt VM has the whole GPU"},
+      {ipc::VmMode::kPassThrough, "p", V::kDefault, 4, "a pt VM has the whole GPU"},
   };
   for (const auto& c : cases) {
     ipc::VmConfig config = PtConfig(1);
     config.mode = c.mode;
     config.name = c.name;
+    config.variant = c.variant;
+    config.channels = c.channels;
     Result<VmControlBlock*> vm = aggregator_->AdmitVm(config);
     ASSERT_FALSE(vm.ok()) << c.name;
     EXPECT_EQ(vm.status().code(), StatusCode::kInvalidArgument) << c.name;
@@ -173,17 +180,25 @@ TEST_F(AggregatorPtTest, MalformedNamesAreRefusedSayingWhy) {
     EXPECT_EQ(aggregator_->vm_count(), 0u);
   }
   ipc::VmConfig share = PtConfig(1);
-  share.name = "p@share12.5";  // a pt VM's share travels in its name too
+  share.share_milli = 12500;  // a pt VM may ask for a share
   EXPECT_TRUE(aggregator_->AdmitVm(share).ok());
 }
 
+ipc::VmConfig FvConfig(uint16_t domid, ipc::VmMode mode, const char* name, ipc::VgpuVariant variant,
+                       uint32_t vram_mib, uint16_t channels = 0) {
+  ipc::VmConfig c = PtConfig(domid);
+  c.mode = mode;
+  c.name = name;
+  c.variant = variant;
+  c.vram_mib = vram_mib;
+  c.channels = channels;
+  return c;
+}
+
 TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
-  ipc::VmConfig a = PtConfig(1);
-  a.mode = ipc::VmMode::kFullVirtualization;
-  a.name = "a@lazy,8";
-  ipc::VmConfig b = PtConfig(2);
-  b.mode = ipc::VmMode::kFullVirtualization;
-  b.name = "b@naive,8,ch4";
+  using V = ipc::VgpuVariant;
+  const ipc::VmConfig a = FvConfig(1, ipc::VmMode::kFullVirtualization, "a", V::kFvLazy, 8);
+  const ipc::VmConfig b = FvConfig(2, ipc::VmMode::kFullVirtualization, "b", V::kFvNaive, 8, 4);
   auto first = aggregator_->AdmitVm(a);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   auto second = aggregator_->AdmitVm(b);
@@ -192,12 +207,8 @@ TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
   EXPECT_NE((*second)->vgpu->DescribeCounters().find("fv-naive"), std::string::npos);
   // A VM larger than the 16 MiB the GPU has for VMs is refused (dynamic VRAM over-commits, but
   // not past that); a pt VM needs the whole GPU.
-  ipc::VmConfig c = PtConfig(3);
-  c.mode = ipc::VmMode::kFullVirtualization;
-  c.name = "c@32";
+  ipc::VmConfig c = FvConfig(3, ipc::VmMode::kFullVirtualization, "c", V::kDefault, 32);
   EXPECT_EQ(aggregator_->AdmitVm(c).status().code(), StatusCode::kResourceExhausted);
-  c.name = "c@no-such-mode";
-  EXPECT_EQ(aggregator_->AdmitVm(c).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(aggregator_->AdmitVm(PtConfig(4)).status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(aggregator_->RemoveVm((*first)->id).ok());
   ASSERT_TRUE(aggregator_->RemoveVm((*second)->id).ok());
@@ -207,10 +218,9 @@ TEST_F(AggregatorPtTest, FvVmsShareTheGpuAndExcludePt) {
 }
 
 TEST_F(AggregatorPtTest, ParaVirtualVmsShareTheGpuWithFvVmsAndNotWithPt) {
-  ipc::VmConfig config = PtConfig(1);
-  config.mode = ipc::VmMode::kParaVirtualization;
-  config.name = "p@4";
-  auto multicall = aggregator_->AdmitVm(config);
+  using V = ipc::VgpuVariant;
+  auto multicall =
+      aggregator_->AdmitVm(FvConfig(1, ipc::VmMode::kParaVirtualization, "p", V::kDefault, 4));
   ASSERT_TRUE(multicall.ok()) << multicall.status().ToString();
   auto* pv = dynamic_cast<FullVirtGpu*>((*multicall)->vgpu.get());
   ASSERT_NE(pv, nullptr);
@@ -218,16 +228,12 @@ TEST_F(AggregatorPtTest, ParaVirtualVmsShareTheGpuWithFvVmsAndNotWithPt) {
   EXPECT_EQ(pv->fv_mode(), FvMode::kPvMulticall);  // the default
   ASSERT_NE(pv->pv(), nullptr);
   EXPECT_EQ(pv->vram_map()->policy(), VramPolicy::kStatic);  // the GPU walks its tables
-  config = PtConfig(2);
-  config.mode = ipc::VmMode::kParaVirtualization;
-  config.name = "q@naive,4";
-  auto naive = aggregator_->AdmitVm(config);
+  auto naive =
+      aggregator_->AdmitVm(FvConfig(2, ipc::VmMode::kParaVirtualization, "q", V::kPvNaive, 4));
   ASSERT_TRUE(naive.ok()) << naive.status().ToString();
   EXPECT_EQ(static_cast<FullVirtGpu*>((*naive)->vgpu.get())->fv_mode(), FvMode::kPvNaive);
-  // fv's mode words are not pv's; an fv VM beside them is fine; pt is not.
-  config = PtConfig(3);
-  config.mode = ipc::VmMode::kParaVirtualization;
-  config.name = "r@lazy,4";
+  // fv's variants are not pv's; an fv VM beside them is fine; pt is not.
+  ipc::VmConfig config = FvConfig(3, ipc::VmMode::kParaVirtualization, "r", V::kFvLazy, 4);
   EXPECT_EQ(aggregator_->AdmitVm(config).status().code(), StatusCode::kInvalidArgument);
   config.mode = ipc::VmMode::kFullVirtualization;
   EXPECT_TRUE(aggregator_->AdmitVm(config).ok());
@@ -253,9 +259,9 @@ TEST_F(AggregatorPtTest, GuestMemoryMustBeTheAnnouncedSealedMemfd) {
                                        One(UniqueFd(raw)))
                    .ok());
   // A Xen domain for a local VM.
-  EXPECT_EQ(aggregator_->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kXenDomain, 1ull << 20}, {})
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      aggregator_->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kXenDomain, 1ull << 20}, {}).code(),
+      StatusCode::kInvalidArgument);
   // The real thing, once.
   ASSERT_TRUE(aggregator_
                   ->AttachGuestMemory(cb, {ipc::GuestMemoryKind::kLocalMemfd, 1ull << 20},
@@ -298,10 +304,10 @@ TEST_F(AggregatorPtTest, DmaLandsInGuestRamAndTheNextVmFindsNothing) {
   constexpr uint64_t kGuestPage = 0x123000;  // a guest-physical address
   auto vm = aggregator_->AdmitVm(PtConfig(1, kRam));
   ASSERT_TRUE(vm.ok());
-  ASSERT_TRUE(aggregator_
-                  ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam},
-                                      One(MakeRam(kRam)))
-                  .ok());
+  ASSERT_TRUE(
+      aggregator_
+          ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam}, One(MakeRam(kRam)))
+          .ok());
   uint64_t secret_vram = 0;
   {
     VgpuDevice through_vm((*vm)->vgpu.get(), sim_->device().pci());

@@ -132,6 +132,9 @@ Session::Output Session::OnMessage(const ipc::Message& m, std::vector<os::Unique
                 (hello->max_version < ipc::kAuthProtocolVersion
                      ? " (version 5 authenticates device models with their VM's token: "
                        "upgrade gpuvm-dm)"
+                 : hello->max_version < ipc::kTypedConfigProtocolVersion
+                     ? " (version 6 carries a VM's mode, VRAM, channels and share as typed "
+                       "fields, no longer in its name: upgrade gpuvm-dm)"
                      : "")),
             false);
         return out;

@@ -158,8 +158,8 @@ TEST_F(AggregatorSessionTest, NoCommonVersionIsRefused) {
   EXPECT_TRUE(closed);
 }
 
-TEST_F(AggregatorSessionTest, DeviceModelsThatCannotAuthenticateAreToldToUpgrade) {
-  for (const uint16_t max : {1, 2, 4}) {
+TEST_F(AggregatorSessionTest, OldDeviceModelsAreToldToUpgrade) {
+  for (const uint16_t max : {1, 2, 4, 5}) {
     Session s(aggregator_.get(), "test");
     bool closed = false;
     ipc::Message m = Call(s, ipc::Hello{1, max, "old gpuvm-dm"}, {}, &closed);
@@ -173,7 +173,7 @@ TEST_F(AggregatorSessionTest, DeviceModelsThatCannotAuthenticateAreToldToUpgrade
 
 TEST_F(AggregatorSessionTest, NegotiatesTheHighestCommonVersion) {
   for (auto [min, max, want] :
-       {std::tuple{5, 5, 5}, std::tuple{1, 5, 5}, std::tuple{5, 9, int{ipc::kProtocolVersion}}}) {
+       {std::tuple{6, 6, 6}, std::tuple{1, 6, 6}, std::tuple{5, 9, int{ipc::kProtocolVersion}}}) {
     Session s(aggregator_.get(), "test");
     ipc::Message m = Call(s, ipc::Hello{uint16_t(min), uint16_t(max), "x"});
     ASSERT_TRUE(std::holds_alternative<ipc::HelloAck>(m.body));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/enum_names.h"
+#include "base/vm_name.h"
 
 namespace gpuvm::ipc {
 namespace {
@@ -107,7 +108,7 @@ struct TypeInfo {
 constexpr TypeInfo kTypes[] = {
     {MessageType::kHello, Kind::kRequest, 40},
     {MessageType::kHelloAck, Kind::kReply, 8},
-    {MessageType::kVmConfig, Kind::kRequest, 72},
+    {MessageType::kVmConfig, Kind::kRequest, 88},
     {MessageType::kVmAccept, Kind::kReply, 16},
     {MessageType::kGuestMemory, Kind::kRequest, 16},
     {MessageType::kGuestMemoryAck, Kind::kReply, 0},
@@ -182,7 +183,77 @@ Status CheckRange(Bar bar, uint64_t offset, uint64_t length) {
   return Status::Ok();
 }
 
+constexpr EnumName<VgpuVariant> kVariantWords[] = {
+    {VgpuVariant::kDefault, "default"},       {VgpuVariant::kFvNaive, "naive"},
+    {VgpuVariant::kFvLazy, "lazy"},           {VgpuVariant::kFvBarRemap, "bar-remap"},
+    {VgpuVariant::kFvOptimized, "optimized"}, {VgpuVariant::kPvNaive, "naive"},
+    {VgpuVariant::kPvMulticall, "multicall"},
+};
+
+bool IsFvVariant(VgpuVariant v) {
+  return v >= VgpuVariant::kFvNaive && v <= VgpuVariant::kFvOptimized;
+}
+bool IsPvVariant(VgpuVariant v) {
+  return v == VgpuVariant::kPvNaive || v == VgpuVariant::kPvMulticall;
+}
+
+// VM_CONFIG's typed fields (version 6): each within its range and meaningful for the VM's mode.
+Status CheckTypedConfig(const VmConfig& b) {
+  if (static_cast<uint8_t>(b.variant) > static_cast<uint8_t>(VgpuVariant::kPvMulticall)) {
+    return Bad("unknown vGPU variant");
+  }
+  if (b.mode == VmMode::kPassThrough &&
+      (b.variant != VgpuVariant::kDefault || b.vram_mib != 0 || b.channels != 0)) {
+    return Bad("a pt VM has the whole GPU: no variant, VRAM size or channel count");
+  }
+  if (b.mode == VmMode::kFullVirtualization && b.variant != VgpuVariant::kDefault &&
+      !IsFvVariant(b.variant)) {
+    return Bad("an fv VM's variant must be naive, lazy, bar-remap or optimized");
+  }
+  if (b.mode == VmMode::kParaVirtualization && b.variant != VgpuVariant::kDefault &&
+      !IsPvVariant(b.variant)) {
+    return Bad("a pv VM's variant must be naive or multicall");
+  }
+  if (b.vram_mib > kMaxVramMib) return Bad("VRAM size past 1 TiB");
+  if (b.channels > kMaxVmChannels) return Bad("more channels than the GPU has (128)");
+  if (b.share_milli != kNoShare && b.share_milli > kMaxShareMilli) {
+    return Bad("a share is 0 to 100 percent");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+const char* VgpuVariantName(VgpuVariant variant) {
+  return NameOf(kVariantWords, variant, "unknown");
+}
+
+std::string VmModeLabel(VmMode mode, VgpuVariant variant) {
+  const char* base = mode == VmMode::kPassThrough          ? "pt"
+                     : mode == VmMode::kFullVirtualization ? "fv"
+                     : mode == VmMode::kParaVirtualization ? "pv"
+                                                           : "unknown";
+  if (variant == VgpuVariant::kDefault) return base;
+  return std::string(base) + "-" + VgpuVariantName(variant);
+}
+
+Result<VgpuVariant> ParseVgpuVariant(VmMode mode, std::string_view word) {
+  if (mode == VmMode::kFullVirtualization) {
+    if (word == "naive") return VgpuVariant::kFvNaive;
+    if (word == "lazy") return VgpuVariant::kFvLazy;
+    if (word == "bar-remap" || word == "remap") return VgpuVariant::kFvBarRemap;
+    if (word == "optimized" || word == "opt") return VgpuVariant::kFvOptimized;
+    return Status::InvalidArgument("unknown fv variant '" + std::string(word) +
+                                   "' (naive, lazy, bar-remap, optimized)");
+  }
+  if (mode == VmMode::kParaVirtualization) {
+    if (word == "naive") return VgpuVariant::kPvNaive;
+    if (word == "multicall" || word == "mc") return VgpuVariant::kPvMulticall;
+    return Status::InvalidArgument("unknown pv variant '" + std::string(word) +
+                                   "' (naive, multicall)");
+  }
+  return Status::InvalidArgument("a pt VM has no variant (got '" + std::string(word) + "')");
+}
 
 std::string FormatVmToken(const VmToken& token) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -335,6 +406,8 @@ Status Validate(const Message& message) {
             return Bad("BAR sizes must be powers of two from 4 KiB to 1 TiB");
           }
           if (b.name.size() >= kNameSize || !Printable(b.name)) return Bad("bad VM name");
+          if (Status name = CheckVmName(b.name); !name.ok()) return Bad(name.message());
+          if (Status typed = CheckTypedConfig(b); !typed.ok()) return typed;
         } else if constexpr (std::is_same_v<T, VmAccept>) {
           if (b.flags & ~(kAcceptWantsGuestMemory | kAcceptFastLane)) {
             return Bad("unknown accept flags");
@@ -418,6 +491,12 @@ Result<std::vector<uint8_t>> Encode(const Message& message) {
           w.U64(b.bar1_size);
           w.U64(b.bar3_size);
           w.Name(b.name);
+          w.U8(static_cast<uint8_t>(b.variant));
+          w.U8(0);
+          w.U16(b.channels);
+          w.U32(b.vram_mib);
+          w.U32(b.share_milli);
+          w.U32(0);
         } else if constexpr (std::is_same_v<T, VmAccept>) {
           w.U32(b.vm_id);
           w.U32(b.flags);
@@ -542,6 +621,12 @@ Result<Message> Decode(std::span<const uint8_t> bytes, size_t descriptors) {
       b.bar1_size = r.U64();
       b.bar3_size = r.U64();
       names_ok &= r.Name(&b.name);
+      b.variant = static_cast<VgpuVariant>(r.U8());
+      reserved_zero &= r.Zeros(1);
+      b.channels = r.U16();
+      b.vram_mib = r.U32();
+      b.share_milli = r.U32();
+      reserved_zero &= r.Zeros(4);
       message.body = b;
       break;
     }

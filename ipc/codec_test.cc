@@ -22,6 +22,10 @@ std::vector<Message> OneOfEach() {
       {1, HelloAck{1}},
       {2, VmConfig{7, VmMode::kPassThrough, Backend::kXen, 4, 256ull << 20, 16ull << 20,
                    128ull << 20, 64ull << 20, "guest-7"}},
+      {2, VmConfig{8, VmMode::kFullVirtualization, Backend::kLocal, 2, 64ull << 20, 16ull << 20,
+                   128ull << 20, 64ull << 20, "web", VgpuVariant::kFvLazy, 256, 8, 12500}},
+      {2, VmConfig{9, VmMode::kParaVirtualization, Backend::kLocal, 1, 64ull << 20, 16ull << 20,
+                   128ull << 20, 64ull << 20, "p", VgpuVariant::kPvNaive, 0, 0, kNoShare}},
       {2, VmAccept{3, kAcceptWantsGuestMemory, 1ull << 30}},
       {3, GuestMemory{GuestMemoryKind::kXenDomain, 256ull << 20}},
       {3, GuestMemoryAck{}},
@@ -200,6 +204,50 @@ TEST(IpcCodec, RefusesBadNamesSizesAndEnums) {
   EXPECT_FALSE(Encode({1, VmAccept{1, 0x80, 0}}).ok()) << "unknown flags";
   EXPECT_FALSE(Encode({1, BarMap{Bar::kBar1, 0x100, 0x1000, 0}}).ok()) << "not page aligned";
   EXPECT_FALSE(Encode({1, BarMap{Bar::kBar1, 0, 0, 0}}).ok()) << "empty";
+}
+
+// Version 6: the VM's options are typed fields after the name (payload +72), each checked against
+// its range and the VM's mode; the name is only a name.
+TEST(IpcCodec, RefusesBadTypedConfiguration) {
+  const Message fv{2, VmConfig{7, VmMode::kFullVirtualization, Backend::kLocal, 1, 1 << 20, 1 << 24,
+                               1 << 27, 1 << 26, "vm", VgpuVariant::kFvOptimized, 96, 4, 50000}};
+  // variant at packet offset 88, reserved 89, channels 90, VRAM MiB 92, share 96, reserved 100.
+  ExpectRefused(fv, {
+                        {[](auto& b) { b[88] = 7; }, "unknown variant"},
+                        {[](auto& b) { b[88] = 5; }, "a pv variant for an fv VM"},
+                        {[](auto& b) { b[89] = 1; }, "reserved byte"},
+                        {[](auto& b) { b[90] = 129; }, "129 channels"},
+                        {[](auto& b) { Put32(b, 92, (1u << 20) + 1); }, "VRAM past 1 TiB"},
+                        {[](auto& b) { Put32(b, 96, 100001); }, "share past 100 percent"},
+                        {[](auto& b) { b[100] = 1; }, "reserved word"},
+                        {[](auto& b) { b[57] = '@'; }, "options in the name"},
+                    });
+  VmConfig pv = std::get<VmConfig>(fv.body);
+  pv.mode = VmMode::kParaVirtualization;
+  EXPECT_FALSE(Encode({2, pv}).ok()) << "an fv variant for a pv VM";
+  pv.variant = VgpuVariant::kPvMulticall;
+  EXPECT_TRUE(Encode({2, pv}).ok());
+  VmConfig pt = std::get<VmConfig>(fv.body);
+  pt.mode = VmMode::kPassThrough;
+  pt.variant = VgpuVariant::kDefault;
+  EXPECT_FALSE(Encode({2, pt}).ok()) << "a pt VM with VRAM and channels";
+  pt.vram_mib = 0;
+  pt.channels = 0;
+  EXPECT_TRUE(Encode({2, pt}).ok()) << "a pt VM may carry a share";
+  pt.name = "a@lazy";
+  EXPECT_FALSE(Encode({2, pt}).ok()) << "options in the name";
+}
+
+TEST(IpcCodec, VariantWordsParseForTheirModeOnly) {
+  EXPECT_EQ(*ParseVgpuVariant(VmMode::kFullVirtualization, "opt"), VgpuVariant::kFvOptimized);
+  EXPECT_EQ(*ParseVgpuVariant(VmMode::kFullVirtualization, "bar-remap"), VgpuVariant::kFvBarRemap);
+  EXPECT_EQ(*ParseVgpuVariant(VmMode::kParaVirtualization, "mc"), VgpuVariant::kPvMulticall);
+  EXPECT_EQ(*ParseVgpuVariant(VmMode::kParaVirtualization, "naive"), VgpuVariant::kPvNaive);
+  EXPECT_FALSE(ParseVgpuVariant(VmMode::kParaVirtualization, "lazy").ok());
+  EXPECT_FALSE(ParseVgpuVariant(VmMode::kPassThrough, "naive").ok());
+  EXPECT_EQ(VmModeLabel(VmMode::kFullVirtualization, VgpuVariant::kFvBarRemap), "fv-bar-remap");
+  EXPECT_EQ(VmModeLabel(VmMode::kParaVirtualization, VgpuVariant::kPvMulticall), "pv-multicall");
+  EXPECT_EQ(VmModeLabel(VmMode::kPassThrough, VgpuVariant::kDefault), "pt");
 }
 
 TEST(IpcCodec, RefusesBadErrors) {

@@ -28,13 +28,18 @@ inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
 // version 5 adds AUTH: a device model proves with the VM's one-time token that the launcher or the
 // toolstack started it (docs/SECURITY.md) before VM_CONFIG. A peer offers a range in HELLO and the
 // aggregator picks the highest both speak; both ends refuse anything below version 5, so a device
-// model that cannot authenticate is told "no common protocol version" instead of being served.
-inline constexpr uint16_t kProtocolVersion = 5;
-inline constexpr uint16_t kMinProtocolVersion = 5;
-inline constexpr uint16_t kBlockProtocolVersion = 2;      // the first version with block messages
-inline constexpr uint16_t kPageBlockProtocolVersion = 3;  // the first with page-sized blocks
-inline constexpr uint16_t kFillProtocolVersion = 4;       // the first with MMIO_WRITE_FILL
-inline constexpr uint16_t kAuthProtocolVersion = 5;       // the first with AUTH (required)
+// model that cannot authenticate is told "no common protocol version" instead of being served;
+// version 6 types the VM's configuration: VM_CONFIG carries the fv/pv variant, VRAM, channel count
+// and GPU share as fields, and the name is only a name (versions 1-5 sent them inside the name as
+// NAME@MODE,MiB,chN,shareP). Both ends refuse anything below version 6: an older device model
+// would send options the aggregator no longer reads from names, so it is told so at HELLO.
+inline constexpr uint16_t kProtocolVersion = 6;
+inline constexpr uint16_t kMinProtocolVersion = 6;
+inline constexpr uint16_t kBlockProtocolVersion = 2;        // the first version with block messages
+inline constexpr uint16_t kPageBlockProtocolVersion = 3;    // the first with page-sized blocks
+inline constexpr uint16_t kFillProtocolVersion = 4;         // the first with MMIO_WRITE_FILL
+inline constexpr uint16_t kAuthProtocolVersion = 5;         // the first with AUTH (required)
+inline constexpr uint16_t kTypedConfigProtocolVersion = 6;  // the first with typed VM_CONFIG
 inline constexpr size_t kHeaderSize = 16;
 // A block message carrying a page: header, the fixed part (16 bytes), 4096 data bytes.
 inline constexpr size_t kMaxMessageSize = 4096 + 32;
@@ -84,6 +89,30 @@ enum class MessageType : uint16_t {
 enum class Bar : uint8_t { kBar0 = 0, kBar1 = 1, kBar3 = 3 };
 enum class VmMode : uint8_t { kPassThrough = 1, kFullVirtualization = 2, kParaVirtualization = 3 };
 enum class Backend : uint8_t { kLocal = 1, kXen = 2 };
+// Which fv or pv flavour of the virtual GPU a VM wants (docs/FULL-VIRTUALIZATION.md,
+// docs/PARAVIRT.md); kDefault: the aggregator's default (fv: its --fv-mode; pv: multicall). A pt
+// VM sends kDefault; an fv VM one of the fv variants, a pv VM one of the pv ones.
+enum class VgpuVariant : uint8_t {
+  kDefault = 0,
+  kFvNaive = 1,
+  kFvLazy = 2,
+  kFvBarRemap = 3,
+  kFvOptimized = 4,
+  kPvNaive = 5,
+  kPvMulticall = 6,
+};
+// "naive", "lazy", "bar-remap", "optimized" (fv), "naive", "multicall" (pv), "default".
+const char* VgpuVariantName(VgpuVariant variant);
+// The long form a VM's mode shows as in lists: "pt", "fv", "fv-lazy", "pv-multicall", ...
+std::string VmModeLabel(VmMode mode, VgpuVariant variant);
+// Parses a variant word for `mode` (fv: naive, lazy, bar-remap|remap, optimized|opt; pv: naive,
+// multicall|mc); InvalidArgument naming the words `mode` takes (pt takes none).
+Result<VgpuVariant> ParseVgpuVariant(VmMode mode, std::string_view word);
+// A share in VM_CONFIG: thousandths of a percent (0..100000), or none.
+inline constexpr uint32_t kNoShare = 0xffffffffu;
+inline constexpr uint32_t kMaxShareMilli = 100000;
+inline constexpr uint32_t kMaxVramMib = 1u << 20;  // 1 TiB: no VM asks for more
+inline constexpr uint16_t kMaxVmChannels = 128;    // the GPU's channels
 enum class GuestMemoryKind : uint8_t { kLocalMemfd = 1, kXenDomain = 2 };
 enum class TeardownReason : uint32_t {
   kNormal = 0,          // the VM shut down
@@ -129,7 +158,15 @@ struct VmConfig {
   uint64_t bar0_size = 0;        // powers of two >= 4 KiB
   uint64_t bar1_size = 0;
   uint64_t bar3_size = 0;
-  std::string name;  // <= kNameSize - 1 printable ASCII
+  std::string name;  // NAME only: 1..31 of [A-Za-z0-9._-] (base/vm_name.h)
+  // Since version 6. fv and pv only (a pt VM sends kDefault and zeros): the variant, the VRAM the
+  // VM sees in MiB (0: the aggregator's default; <= kMaxVramMib), its channel count (0: default;
+  // <= kMaxVmChannels). Any mode: its GPU share in thousandths of a percent, or kNoShare (the
+  // operator's --vm-share or the scheduler's default applies).
+  VgpuVariant variant = VgpuVariant::kDefault;
+  uint32_t vram_mib = 0;
+  uint16_t channels = 0;
+  uint32_t share_milli = kNoShare;
   friend bool operator==(const VmConfig&, const VmConfig&) = default;
 };
 struct VmAccept {

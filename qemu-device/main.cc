@@ -7,8 +7,11 @@
 // --token-fd/--token-file: where the VM's one-time token is (an inherited pipe from gpuvm-vm, or a
 // file only its owner reads, from the toolstack; docs/SECURITY.md): the aggregator admits no
 // device model without it.
-// options: --sbdf ssss:bb:dd.f  --name NAME[@OPTIONS] (base/vm_name.h: 1-31 characters, NAME of
-//          [A-Za-z0-9._-]; default "vm")  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
+// options: --sbdf ssss:bb:dd.f  --name NAME (base/vm_name.h: 1-31 characters of [A-Za-z0-9._-];
+//          default "vm")  --mode pt|fv|pv  --bar1-mib N  --bar3-mib N
+//          the virtual GPU (VM_CONFIG's typed fields, docs/IPC.md; fv and pv only but --share):
+//          --variant naive|lazy|bar-remap|optimized (fv) or naive|multicall (pv)  --vram-mib N
+//          (1..1048576)  --channels N (1..128)  --share PERCENT (0-100, at most 3 decimals)
 //          --domain-fd FD (local: receive the domain over this inherited socket instead of the
 //          daemon)  --guest-ram-mib N (the RAM announced to the aggregator; default: every frame)
 //          --reply-timeout-ms N (give up on a reply after N ms; default: wait while the
@@ -25,6 +28,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/share.h"
 #include "base/vm_name.h"
 #include "hypervisor/backend.h"
 #include "pv/protocol.h"
@@ -50,15 +54,29 @@ struct Options {
   // reports — for a Xen HVM guest that runs up to its special pages below 4 GiB, across the MMIO
   // hole, so the Xen test bed passes the configured RAM size instead.
   uint64_t guest_ram_bytes = 0;
+  std::string variant;  // resolved once --mode is known
 };
 
+// A decimal number in [1, max], nothing else.
+Result<uint64_t> CountOption(const std::string& flag, const std::string& value, uint64_t max) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || value[0] == '-' || *end != '\0' || v == 0 || v > max) {
+    return Status::InvalidArgument(flag + " wants a number from 1 to " + std::to_string(max) +
+                                   ", not '" + value + "'");
+  }
+  return uint64_t(v);
+}
+
 void Usage() {
-  std::fprintf(stderr,
-               "usage: gpuvm-dm --backend local|xen --domid N --token-fd FD|--token-file PATH\n"
-               "                [--hv SOCKET] [--domain-fd FD]\n"
-               "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
-               "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n"
-               "                [--guest-ram-mib N] [--reply-timeout-ms N]\n");
+  std::fprintf(
+      stderr,
+      "usage: gpuvm-dm --backend local|xen --domid N --token-fd FD|--token-file PATH\n"
+      "                [--hv SOCKET] [--domain-fd FD]\n"
+      "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
+      "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n"
+      "                [--guest-ram-mib N] [--reply-timeout-ms N]\n"
+      "                [--variant WORD] [--vram-mib N] [--channels N] [--share PERCENT]\n");
 }
 
 Result<Options> ParseArgs(int argc, char** argv) {
@@ -87,9 +105,20 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--sbdf") {
       GPUVM_ASSIGN_OR_RETURN(o.device.sbdf, hv::Sbdf::Parse(value));
     } else if (flag == "--name") {
-      // NAME[@options] (base/vm_name.h), refused here rather than by the aggregator.
-      GPUVM_RETURN_IF_ERROR(ParseVmName(value).status().WithContext("--name"));
+      // NAME only (base/vm_name.h), refused here rather than by the aggregator.
+      GPUVM_RETURN_IF_ERROR(CheckVmName(value).WithContext("--name"));
       o.aggregator.vm.name = value;
+    } else if (flag == "--variant") {
+      o.variant = value;
+    } else if (flag == "--vram-mib") {
+      GPUVM_ASSIGN_OR_RETURN(const uint64_t mib, CountOption(flag, value, ipc::kMaxVramMib));
+      o.aggregator.vm.vram_mib = uint32_t(mib);
+    } else if (flag == "--channels") {
+      GPUVM_ASSIGN_OR_RETURN(const uint64_t n, CountOption(flag, value, ipc::kMaxVmChannels));
+      o.aggregator.vm.channels = uint16_t(n);
+    } else if (flag == "--share") {
+      GPUVM_ASSIGN_OR_RETURN(const double percent, ParseSharePercent(value));
+      o.aggregator.vm.share_milli = uint32_t(percent * 1000 + 0.5);
     } else if (flag == "--mode") {
       o.device.pv_window = value == "pv";
       if (value == "pt") {
@@ -115,6 +144,14 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else {
       return Status::InvalidArgument("unknown flag " + flag);
     }
+  }
+  ipc::VmConfig& vm = o.aggregator.vm;
+  if (!o.variant.empty()) {
+    GPUVM_ASSIGN_OR_RETURN(vm.variant, ipc::ParseVgpuVariant(vm.mode, o.variant));
+  }
+  if (vm.mode == ipc::VmMode::kPassThrough && (vm.vram_mib != 0 || vm.channels != 0)) {
+    return Status::InvalidArgument(
+        "--vram-mib and --channels are fv and pv options: a pt VM has the whole GPU");
   }
   if (!hv::BackendKindFromName(o.backend).ok()) {
     return Status::InvalidArgument("--backend must be local or xen");

@@ -186,7 +186,10 @@ TEST_F(AggregatorServerTest, AVanishedDeviceModelLeavesTheGpuToTheNextVm) {
     // A device model that writes a secret into VRAM and dies without TEARDOWN: its socket closes.
     auto channel = ipc::Channel::Connect(path_);
     ASSERT_TRUE(channel.ok());
-    ASSERT_TRUE(channel->Send(ipc::Message{1, ipc::Hello{5, 5, "doomed"}}).ok());
+    ASSERT_TRUE(channel
+                    ->Send(ipc::Message{
+                        1, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "doomed"}})
+                    .ok());
     ASSERT_TRUE(channel->Receive(5000).ok());
     ASSERT_TRUE(channel->Send(ipc::Message{2, ipc::Auth{Token(1)}}).ok());
     ASSERT_TRUE(channel->Receive(5000).ok());
@@ -324,7 +327,10 @@ TEST_F(AggregatorServerTest, OtherUsersAreRefusedWithTheReason) {
 TEST_F(AggregatorServerTest, AnAdmittedDeviceModelThatGoesSilentIsDroppedAtTheDeadline) {
   auto channel = ipc::Channel::Connect(path_);
   ASSERT_TRUE(channel.ok());
-  ASSERT_TRUE(channel->Send(ipc::Message{1, ipc::Hello{5, 5, "squatter"}}).ok());
+  ASSERT_TRUE(channel
+                  ->Send(ipc::Message{
+                      1, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "squatter"}})
+                  .ok());
   ASSERT_TRUE(channel->Send(ipc::Message{2, ipc::Auth{Token(1)}}).ok());
   ASSERT_TRUE(channel->Send(ipc::Message{3, Options(1).vm}).ok());
   for (int i = 0; i < 3; ++i) {

@@ -133,7 +133,8 @@ TEST_F(ControlIntegrationTest, AnFvVmStartsWithTheShareInItsConfiguration) {
       StartHolder("guest", {"--mode", "fv-lazy", "--vram-mib", "64", "--share", "15"}));
   CtlResult list = Ctl({"list"});
   ASSERT_EQ(list.code, 0) << list.err;
-  EXPECT_NE(list.out.find("guest@lazy,64,share15"), std::string::npos) << list.out;
+  // The name is only the name; the mode, VRAM and share travelled as VM_CONFIG's typed fields.
+  EXPECT_NE(list.out.find("guest           fv-lazy       64 MiB"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("15.0%"), std::string::npos) << "the VM's own share\n" << list.out;
   CtlResult set = Ctl({"set-share", "guest", "25"});
   EXPECT_EQ(set.code, 0) << set.err;
@@ -188,7 +189,7 @@ TEST_F(ControlIntegrationTest, SharesAndNamesAreReadTheSameByEveryTool) {
   ASSERT_NO_FATAL_FAILURE(StartHolder("web", {"--share", "12.5"}));
   CtlResult list = Ctl({"list"});
   ASSERT_EQ(list.code, 0) << list.err;
-  EXPECT_NE(list.out.find("web@share12.5"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("web "), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("12.5%"), std::string::npos) << "the VM's own share\n" << list.out;
   EXPECT_EQ(Ctl({"set-share", "web", "33.333"}).code, 0);
   EXPECT_NE(Ctl({"list"}).out.find("33.3%"), std::string::npos);
@@ -210,11 +211,22 @@ TEST_F(ControlIntegrationTest, SharesAndNamesAreReadTheSameByEveryTool) {
   CtlResult r = run(vm_with({"--mode", "fv-optimized", "--name", "a@300"}), "at");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--name: VM name 'a@300' has '@' at 2"), std::string::npos) << r.err;
-  // A 25-character name with its options does not fit: refused, not cut to 21 characters.
-  r = run(vm_with({"--mode", "fv-lazy", "--vram-mib", "128", "--name", std::string(25, 'x')}),
+  // A 32-character name is refused, not cut.
+  r = run(vm_with({"--mode", "fv-lazy", "--vram-mib", "128", "--name", std::string(32, 'x')}),
           "long");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("use a name of at most 22 characters"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is 32 characters; at most 31"), std::string::npos) << r.err;
+  // The device model checks its typed options as well.
+  r = run({GPUVM_DM_BIN, "--backend", "local", "--domid", "5", "--aggregator", socket_, "--mode",
+           "pv", "--variant", "lazy", "--token-file", "/nonexistent"},
+          "variant");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown pv variant 'lazy' (naive, multicall)"), std::string::npos) << r.err;
+  r = run({GPUVM_DM_BIN, "--backend", "local", "--domid", "5", "--aggregator", socket_, "--mode",
+           "fv", "--channels", "129", "--token-file", "/nonexistent"},
+          "channels");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--channels wants a number from 1 to 128"), std::string::npos) << r.err;
   r = run(vm_with({"--share", "12.5.5"}), "share");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--share: share '12.5.5' is not a percentage"), std::string::npos) << r.err;
@@ -223,7 +235,7 @@ TEST_F(ControlIntegrationTest, SharesAndNamesAreReadTheSameByEveryTool) {
           "dm");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--name: VM name 'a b' has ' ' at 2"), std::string::npos) << r.err;
-  r = Ctl({"set-share", "a@300@opt", "5"});
+  r = Ctl({"set-share", "a@opt", "5"});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("is neither an id nor a VM name"), std::string::npos) << r.err;
   r = run({GPUVM_AGGREGATOR_BIN, "--socket", socket_ + "-second", "--vm-share", "a b=5"}, "agg");

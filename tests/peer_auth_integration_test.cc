@@ -287,7 +287,8 @@ TEST_F(PeerAuthTest, ADeviceModelWithoutItsVmsTokenIsRefused) {
   ASSERT_NO_FATAL_FAILURE(Start());
   {  // No AUTH at all: straight to VM_CONFIG, as a device model before version 5 would.
     ipc::Channel c = Open();
-    ASSERT_TRUE(c.Send({1, ipc::Hello{5, 5, "rogue"}}).ok());
+    ASSERT_TRUE(
+        c.Send({1, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "rogue"}}).ok());
     ASSERT_TRUE(c.Send({2, FvConfig(30, "rogue")}).ok());
     Result<ipc::Message> ack = Next(c);
     ASSERT_TRUE(ack.ok() && std::holds_alternative<ipc::HelloAck>(ack->body));
@@ -302,7 +303,8 @@ TEST_F(PeerAuthTest, ADeviceModelWithoutItsVmsTokenIsRefused) {
   {  // Another domain's token.
     const ipc::VmToken token = Token(31);
     ipc::Channel c = Open();
-    ASSERT_TRUE(c.Send({1, ipc::Hello{5, 5, "rogue"}}).ok());
+    ASSERT_TRUE(
+        c.Send({1, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "rogue"}}).ok());
     ASSERT_TRUE(c.Send({2, ipc::Auth{token}}).ok());
     ASSERT_TRUE(c.Send({3, FvConfig(32, "rogue")}).ok());
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(Next(c).ok());
@@ -334,7 +336,9 @@ TEST_F(PeerAuthTest, SquattingDeviceModelsCannotHoldChannels) {
   std::vector<ipc::Channel> squatters;
   for (uint16_t i = 0; i < 8; ++i) {
     squatters.push_back(Open());
-    ASSERT_TRUE(squatters.back().Send({1, ipc::Hello{5, 5, "squatter"}}).ok());
+    ASSERT_TRUE(squatters.back()
+                    .Send({1, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "squatter"}})
+                    .ok());
     ASSERT_TRUE(squatters.back().Send({2, FvConfig(40 + i, "squat" + std::to_string(i))}).ok());
   }
   for (ipc::Channel& c : squatters) {
@@ -358,7 +362,8 @@ TEST_F(PeerAuthTest, SquattingDeviceModelsCannotHoldChannels) {
   for (uint16_t i = 0; i < 7; ++i) {
     squatters.push_back(Open());
     ipc::Channel& c = squatters.back();
-    ASSERT_TRUE(c.Send({1, ipc::Hello{5, 5, "squatter"}}).ok());
+    ASSERT_TRUE(
+        c.Send({1, ipc::Hello{ipc::kProtocolVersion, ipc::kProtocolVersion, "squatter"}}).ok());
     ASSERT_TRUE(c.Send({2, ipc::Auth{tokens[i]}}).ok());
     ASSERT_TRUE(c.Send({3, FvConfig(50 + i, "held" + std::to_string(i))}).ok());
     for (int reply = 0; reply < 2; ++reply) ASSERT_TRUE(Next(c).ok());

@@ -51,7 +51,7 @@ TEST_F(RefusalFloodTest, TheLogStaysBoundedAndTheCountersHaveEveryRefusal) {
   ASSERT_TRUE(ctl.Wait(30s)) << ctl.Logs();
   ASSERT_EQ(ctl.exit_code(), 0) << ctl.Logs();
   const std::string stats = ctl.out();
-  EXPECT_NE(stats.find("\"name\":\"flood@naive\""), std::string::npos) << stats;
+  EXPECT_NE(stats.find("\"name\":\"flood\",\"mode\":\"fv-naive\""), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"refused\":{\"mmio\":0,\"registers\":" + std::to_string(kActs) +
                        ",\"memory\":0,\"channels\":0,\"playlists\":" + std::to_string(kActs)),
             std::string::npos)

@@ -107,7 +107,8 @@ class StallIntegrationTest : public gpuvm::process_testing::AggregatorProcessTes
     EXPECT_EQ(c.exit_code(), 0) << c.Logs();
     return c.out();
   }
-  // The number after "key": in the JSON object of the VM whose name starts with `vm`.
+  // The number after "key": in the JSON object of the VM whose name starts with `vm` (end it with
+  // a quote for the whole name).
   static int64_t VmField(const std::string& json, const std::string& vm, const std::string& key) {
     const size_t at = json.find("\"name\":\"" + vm);
     if (at == std::string::npos) return -1;
@@ -172,7 +173,7 @@ TEST_F(StallIntegrationTest, StoppedProcessesResumeAndNobodyIsChargedThePause) {
   ASSERT_GE(kernel_s, std::chrono::duration<double>(kPause).count())
       << "the aggregator's stop did not overlap the long kernel";
   const std::string stats = Ctl({"stats", "--json"});
-  const int64_t gpu_ns = VmField(stats, "long@", "gpu_time_ns");
+  const int64_t gpu_ns = VmField(stats, "long\"", "gpu_time_ns");
   ASSERT_GT(gpu_ns, 0) << stats;
   // The kernel had the GPU for at most kernel_s minus the pause (the engine stopped with the
   // aggregator); 2 s of slack for whatever else the VM ran.

@@ -23,6 +23,9 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
       VmDescription d;
       d.id = id;
       d.name = vm->config.name;
+      if (vm->config.share_milli != ipc::kNoShare) {
+        d.requested_share = vm->config.share_milli / 1000.0;
+      }
       const ipc::VmMode mode = vm->vgpu ? vm->vgpu->mode() : vm->config.mode;
       d.mode = mode == ipc::VmMode::kPassThrough          ? "pt"
                : mode == ipc::VmMode::kFullVirtualization ? "fv"
@@ -38,8 +41,9 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
         d.channels = fv->partition().channels;
         if (const aggregator::VramMap* map = fv->vram_map())
           d.vram_used_bytes = map->assigned_bytes();
-        // A pv VM says which pv mode (a doorbell per call or per batch; docs/PARAVIRT.md).
-        if (mode == ipc::VmMode::kParaVirtualization) d.mode = FvModeName(fv->fv_mode());
+        // Which flavour: fv-naive ... fv-optimized, pv-naive or pv-multicall (the aggregator's
+        // default filled in where the VM's configuration left it to us).
+        d.mode = FvModeName(fv->fv_mode());
       }
       const aggregator::RefusalCounts refused = vm->refusals();
       for (size_t k = 0; k < refused.size(); ++k) {
@@ -98,8 +102,8 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
       return Status::InvalidArgument("--vm-share wants NAME=PERCENT, not '" + std::string(value) +
                                      "'");
     }
-    // NAME as VMs are named (a plain NAME matches any options after its '@').
-    GPUVM_RETURN_IF_ERROR(ParseVmName(value.substr(0, eq)).status().WithContext("--vm-share"));
+    // NAME as VMs are named (base/vm_name.h).
+    GPUVM_RETURN_IF_ERROR(CheckVmName(value.substr(0, eq)).WithContext("--vm-share"));
     GPUVM_ASSIGN_OR_RETURN(double percent, ParseSharePercent(value.substr(eq + 1)));
     double sum = percent;
     for (const auto& [name, share] : options->shares) {

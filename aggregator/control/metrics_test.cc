@@ -26,8 +26,8 @@ TEST(ControlMetricsTest, EveryFamilyIsDeclaredAndEveryVmLabelled) {
   stats.scheduler.vms = {v};
   VmDescription a;  // scheduled
   a.id = 2;
-  a.name = "web@opt";
-  a.mode = "fv";
+  a.name = "web";
+  a.mode = "fv-optimized";
   a.vram_bytes = 128ull << 20;
   a.vram_used_bytes = 2ull << 20;
   a.channels = 16;
@@ -42,7 +42,7 @@ TEST(ControlMetricsTest, EveryFamilyIsDeclaredAndEveryVmLabelled) {
   EXPECT_TRUE(Has(text, "gpuvm_scheduler_policy{policy=\"credit\"} 1")) << text;
   EXPECT_TRUE(Has(text, "gpuvm_dispatcher_started_total 7")) << text;
   EXPECT_TRUE(Has(text, "gpuvm_vms 2")) << text;
-  const std::string labels = "{id=\"2\",vm=\"web@opt\",mode=\"fv\"";
+  const std::string labels = "{id=\"2\",vm=\"web\",mode=\"fv-optimized\"";
   EXPECT_TRUE(Has(text, "gpuvm_vm_gpu_seconds_total" + labels + "} 1.5")) << text;
   EXPECT_TRUE(Has(text, "gpuvm_vm_share_ratio" + labels + "} 0.25")) << text;
   EXPECT_TRUE(Has(text, "gpuvm_vm_traps_total" + labels + "} 12345")) << text;

@@ -152,8 +152,8 @@ Result<Request> ParseRequest(std::string_view text) {
     bool id = vm.size() <= 10;
     for (char c : vm) id &= IsAsciiDigit(c);
     if (!id) {
-      // A name as VMs are named (base/vm_name.h): NAME, or NAME@options as `list` shows it.
-      Status name = ParseVmName(vm).status();
+      // A name as VMs are named (base/vm_name.h).
+      Status name = CheckVmName(vm);
       if (!name.ok()) {
         return Status::InvalidArgument("VM " + QuoteForMessage(vm) +
                                        " is neither an id nor a VM name: " + name.message());

@@ -13,7 +13,7 @@ TEST(ControlProtocolTest, ParsesEveryCommand) {
   EXPECT_EQ(*ParseRequest("stats"), Request(StatsRequest{}));
   EXPECT_EQ(*ParseRequest("set-share 3 25"), Request(SetShareRequest{"3", 25}));
   EXPECT_EQ(*ParseRequest("set-share vm-a 12.5%"), Request(SetShareRequest{"vm-a", 12.5}));
-  EXPECT_EQ(*ParseRequest("set-share a@lazy,256 0"), Request(SetShareRequest{"a@lazy,256", 0}));
+  EXPECT_EQ(*ParseRequest("set-share a.b_c-9 0"), Request(SetShareRequest{"a.b_c-9", 0}));
   EXPECT_EQ(*ParseRequest("set-scheduler credit"),
             Request(SetSchedulerRequest{sched::PolicyKind::kCredit}));
   EXPECT_EQ(*ParseRequest("vm-token 7"), Request(VmTokenRequest{7}));
@@ -84,14 +84,11 @@ TEST(ControlProtocolTest, SharesAndNamesAreReadLikeEverywhereElse) {
   };
   EXPECT_EQ(error("set-share 1 -5"), "share '-5' is negative; shares are 0-100%");
   EXPECT_EQ(error("set-share 1 100.001"), "share '100.001' is above 100%");
-  EXPECT_NE(
-      error("set-share a@300@opt 5").find("is neither an id nor a VM name: VM name 'a@300@opt'"),
-      std::string::npos);
+  EXPECT_NE(error("set-share a@opt 5").find("is neither an id nor a VM name: VM name 'a@opt'"),
+            std::string::npos);
   EXPECT_NE(error("set-share " + std::string(32, 'n') + " 5").find("32 characters"),
             std::string::npos);
   EXPECT_NE(error("set-share a,b 5").find("has ','"), std::string::npos);
-  EXPECT_EQ(*ParseRequest("set-share web@opt,share12.5 5"),
-            Request(SetShareRequest{"web@opt,share12.5", 5}));
 }
 
 TEST(ControlProtocolTest, RequestsRoundTrip) {

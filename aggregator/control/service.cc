@@ -24,19 +24,10 @@ void ControlService::Log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
 
-std::optional<double> ShareInName(std::string_view name) {
-  Result<VmNameParts> parts = ParseVmName(name);
-  if (!parts.ok()) return std::nullopt;
-  return parts->share;
-}
-
-double ControlService::ConfiguredShare(const std::string& name) const {
+double ControlService::ConfiguredShare(const VmDescription& vm) const {
   // The operator's --vm-share first, then what the VM's configuration asks for, then the default.
-  if (auto it = options_.shares.find(name); it != options_.shares.end()) return it->second;
-  if (auto it = options_.shares.find(std::string(VmBaseName(name))); it != options_.shares.end()) {
-    return it->second;
-  }
-  if (std::optional<double> share = ShareInName(name)) return *share;
+  if (auto it = options_.shares.find(vm.name); it != options_.shares.end()) return it->second;
+  if (vm.requested_share) return *vm.requested_share;
   return options_.default_share;
 }
 
@@ -46,7 +37,7 @@ void ControlService::Reconcile() {
   for (const VmDescription& vm : vms) {
     present.insert(vm.id);
     if (known_.contains(vm.id)) continue;
-    const double share = ConfiguredShare(vm.name);
+    const double share = ConfiguredShare(vm);
     Status added = dispatcher_->AddVm(vm.id, share);
     if (added.code() == StatusCode::kAlreadyExists) {
       // Someone else (the fv submission path) registered it already: fine.
@@ -81,12 +72,10 @@ Result<uint32_t> ControlService::ResolveVm(const std::vector<VmDescription>& vms
     }
     return Status::NotFound("no VM with id " + std::string(ref));
   }
-  std::vector<uint32_t> exact, base;
+  std::vector<uint32_t> found;
   for (const VmDescription& vm : vms) {
-    if (vm.name == ref) exact.push_back(vm.id);
-    if (VmBaseName(vm.name) == ref) base.push_back(vm.id);
+    if (vm.name == ref) found.push_back(vm.id);
   }
-  const std::vector<uint32_t>& found = exact.empty() ? base : exact;
   if (found.empty()) return Status::NotFound("no VM named '" + std::string(ref) + "'");
   if (found.size() > 1) {
     return Status::InvalidArgument(std::to_string(found.size()) + " VMs are named '" +

@@ -6,12 +6,12 @@
 //  Reconcile()
 //    makes the dispatcher know exactly those VMs: a new VM gets the share its operator configured
 //    for its name (ServiceOptions::shares, --vm-share), else the share its own configuration asks
-//    for (`shareP` in its name, NAME@MODE[,MiB][,chN][,shareP], base/vm_name.h: ShareInName),
-//    else the default; a VM whose configured share would push the sum past 100 % starts best
-//    effort (0) and the reason is logged. A VM that left is removed.
-//  - set-share resolves the VM by id or by name (the NAME before '@' also matches, as fv names
-//    carry options after '@'), then changes its share live; shares summing past 100 %, negative
-//    values, unknown VMs and ambiguous names are refused with a clear error and change nothing.
+//    for (VM_CONFIG's share field, docs/IPC.md: VmDescription::requested_share), else the
+//    default; a VM whose configured share would push the sum past 100 % starts best effort (0)
+//    and the reason is logged. A VM that left is removed.
+//  - set-share resolves the VM by id or by name, then changes its share live; shares summing
+//    past 100 %, negative values, unknown VMs and ambiguous names are refused with a clear error
+//    and change nothing.
 //  - set-scheduler switches the policy live; list and stats report.
 //  - vm-token issues a one-time token for a domain's device model (docs/SECURITY.md); the log
 //    says for which domain, never the token.
@@ -40,6 +40,8 @@ struct VmDescription : VmIdentity {
   // What the aggregator refused of the VM, per kind, in a fixed order (aggregator/refusals.h:
   // "mmio", "registers", ...); `stats` shows them as the VM's "refused" object.
   std::vector<std::pair<std::string, uint64_t>> refused = {};
+  // The share (percent) the VM's own configuration asks for, if any.
+  std::optional<double> requested_share = std::nullopt;
 };
 
 class VmDirectory {
@@ -55,7 +57,7 @@ class VmDirectory {
 };
 
 struct ServiceOptions {
-  // Share (percent) by VM name (or the part of the name before '@').
+  // Share (percent) by VM name.
   std::map<std::string, double> shares;
   double default_share = 0;
   std::function<void(const std::string&)> log;  // notes for the aggregator's log; may be empty
@@ -74,7 +76,7 @@ class ControlService {
 
  private:
   Result<uint32_t> ResolveVm(const std::vector<VmDescription>& vms, std::string_view ref) const;
-  double ConfiguredShare(const std::string& name) const;
+  double ConfiguredShare(const VmDescription& vm) const;
   ListReply List(const std::vector<VmDescription>& vms) const;
   std::string StatsJson(const std::vector<VmDescription>& vms) const;
   void Log(const std::string& line) const;
@@ -84,10 +86,6 @@ class ControlService {
   const ServiceOptions options_;
   std::set<uint32_t> known_;  // VMs this service added to the dispatcher
 };
-
-// The share a VM's name asks for (`shareP` after '@', base/vm_name.h); nullopt if none or if the
-// name is malformed (the aggregator refuses such a name at admission).
-std::optional<double> ShareInName(std::string_view name);
 
 }  // namespace gpuvm::control
 

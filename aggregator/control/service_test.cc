@@ -52,13 +52,14 @@ TEST(ControlServiceTest, ListsVmsWithConfiguredShares) {
   options.shares = {{"a", 30}, {"b", 50}};
   options.default_share = 5;
   Fixture f(options);
-  f.directory.vms = {{1, "a@lazy,256", "fv", 256 << 20, 8},
+  f.directory.vms = {{1, "a", "fv-lazy", 256 << 20, 8},
                      {2, "b", "fv", 512 << 20, 16},
                      {3, "c", "fv", 64 << 20, 4}};
   ListReply list = f.List();
   EXPECT_EQ(list.policy, sched::PolicyKind::kBand);
   ASSERT_EQ(list.vms.size(), 3u);
-  EXPECT_EQ(list.vms[0].name, "a@lazy,256");
+  EXPECT_EQ(list.vms[0].name, "a");
+  EXPECT_EQ(list.vms[0].mode, "fv-lazy");
   EXPECT_EQ(list.vms[0].share_percent, 30);
   EXPECT_EQ(list.vms[0].channels, 8u);
   EXPECT_EQ(list.vms[1].share_percent, 50);
@@ -67,25 +68,20 @@ TEST(ControlServiceTest, ListsVmsWithConfiguredShares) {
 }
 
 TEST(ControlServiceTest, AVmsOwnConfigurationGivesItsShareUnlessTheOperatorSetOne) {
-  EXPECT_EQ(ShareInName("a@lazy,256,share25"), 25.0);
-  EXPECT_EQ(ShareInName("a@share12.5,ch8"), 12.5);
-  EXPECT_EQ(ShareInName("a@lazy"), std::nullopt);
-  EXPECT_EQ(ShareInName("share25"), std::nullopt);  // no '@': a plain name
-  EXPECT_EQ(ShareInName("a@share-5"), std::nullopt);
-  EXPECT_EQ(ShareInName("a@share101"), std::nullopt);
-  EXPECT_EQ(ShareInName("a@share1e2"), std::nullopt);
   ServiceOptions options;
   options.shares = {{"b", 40}};
   options.default_share = 5;
   Fixture f(options);
-  f.directory.vms = {{1, "a@lazy,share25", "fv", 0, 0},
-                     {2, "b@lazy,share10", "fv", 0, 0},
-                     {3, "c@lazy,share", "fv", 0, 0}};
+  VmDescription a{{1, "a", "fv-lazy", 0, 0}}, b{{2, "b", "fv-lazy", 0, 0}},
+      c{{3, "share25", "fv-lazy", 0, 0}};
+  a.requested_share = 25;  // VM_CONFIG's share field
+  b.requested_share = 10;
+  f.directory.vms = {a, b, c};  // c's name says share25, and a name is only a name
   ListReply list = f.List();
   ASSERT_EQ(list.vms.size(), 3u);
   EXPECT_EQ(list.vms[0].share_percent, 25);  // its configuration
   EXPECT_EQ(list.vms[1].share_percent, 40);  // the operator's --vm-share wins
-  EXPECT_EQ(list.vms[2].share_percent, 5);   // no number: the default
+  EXPECT_EQ(list.vms[2].share_percent, 5);   // none asked for: the default
 }
 
 TEST(ControlServiceTest, AConfiguredShareThatDoesNotFitStartsBestEffort) {
@@ -103,9 +99,9 @@ TEST(ControlServiceTest, AConfiguredShareThatDoesNotFitStartsBestEffort) {
 
 TEST(ControlServiceTest, SetShareByIdOrNameIsLive) {
   Fixture f;
-  f.directory.vms = {{4, "a@lazy", "fv", 0, 0}, {9, "b", "fv", 0, 0}};
+  f.directory.vms = {{4, "a", "fv-lazy", 0, 0}, {9, "b", "fv", 0, 0}};
   EXPECT_TRUE(f.Run("set-share 4 40").status.ok());
-  EXPECT_TRUE(f.Run("set-share a 45").status.ok());  // base name
+  EXPECT_TRUE(f.Run("set-share a 45").status.ok());
   EXPECT_TRUE(f.Run("set-share b 55%").status.ok());
   ListReply list = f.List();
   EXPECT_EQ(list.vms[0].share_percent, 45);
@@ -114,7 +110,7 @@ TEST(ControlServiceTest, SetShareByIdOrNameIsLive) {
 
 TEST(ControlServiceTest, InvalidRequestsChangeNothing) {
   Fixture f;
-  f.directory.vms = {{1, "a", "fv", 0, 0}, {2, "b", "fv", 0, 0}, {3, "b@x", "fv", 0, 0}};
+  f.directory.vms = {{1, "a", "fv", 0, 0}, {2, "b", "fv", 0, 0}, {3, "c", "fv", 0, 0}};
   ASSERT_TRUE(f.Run("set-share 1 60").status.ok());
   ASSERT_TRUE(f.Run("set-share 2 30").status.ok());
   const ListReply before = f.List();
@@ -133,11 +129,11 @@ TEST(ControlServiceTest, InvalidRequestsChangeNothing) {
 
 TEST(ControlServiceTest, AmbiguousNamesNeedAnId) {
   Fixture f;
-  f.directory.vms = {{1, "b@lazy", "fv", 0, 0}, {2, "b@naive", "fv", 0, 0}};
+  f.directory.vms = {{1, "b", "fv-lazy", 0, 0}, {2, "b", "fv-naive", 0, 0}};
   Reply r = f.Run("set-share b 10");
   EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status.message().find("use the id"), std::string::npos);
-  EXPECT_TRUE(f.Run("set-share b@lazy 10").status.ok());  // the full name is exact
+  EXPECT_TRUE(f.Run("set-share 1 10").status.ok());
 }
 
 TEST(ControlServiceTest, SetSchedulerIsLive) {

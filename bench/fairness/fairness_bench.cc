@@ -60,7 +60,6 @@
 
 #include "aggregator/control/protocol.h"
 #include "aggregator/control/service.h"
-#include "base/vm_name.h"
 #include "scheduler/dispatcher.h"
 #include "scheduler/sim/fairness.h"
 #include "scheduler/sim/simulator.h"
@@ -562,9 +561,8 @@ Result<Measured> RunFv(
         if (reply.ok() && reply->status.ok()) {
           if (Result<control::ListReply> list = control::ParseList(reply->body); list.ok()) {
             for (const control::VmRow& v : list->vms) {
-              const std::string base(VmBaseName(v.name));
               for (size_t k = 0; k < vms.size(); ++k) {
-                if (base == "vm" + std::to_string(k + 1)) index_of[v.id] = k;
+                if (v.name == "vm" + std::to_string(k + 1)) index_of[v.id] = k;
               }
             }
           }

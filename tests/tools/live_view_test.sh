@@ -64,8 +64,8 @@ def scrape(path):
 fam1, first = scrape(sys.argv[1])
 fam2, second = scrape(sys.argv[2])
 stats = json.load(open(sys.argv[3]))
-vm = next(v for v in stats["vms"] if v["name"].startswith("busy@"))
-labels = (("id", str(vm["id"])), ("mode", "fv"), ("vm", vm["name"]))
+vm = next(v for v in stats["vms"] if v["name"] == "busy")
+labels = (("id", str(vm["id"])), ("mode", "fv-optimized"), ("vm", vm["name"]))
 
 def value(samples, name, extra=()):
     return samples[(name, tuple(sorted(labels + extra)))]
@@ -103,9 +103,9 @@ tmux capture-pane -p -t "$session" > "$work/capture"
 cp "$work/capture" "$build/tests/top-capture.txt" 2>/dev/null || true
 grep -q "gpuvm-ctl top" "$work/capture" || fail "no top frame on the screen"
 grep -q "rates over" "$work/capture" || fail "no frame with rates"
-line=$(grep -E '^ *[0-9]+  busy@' "$work/capture" || true)
+line=$(grep -E '^ *[0-9]+  busy ' "$work/capture" || true)
 [[ -n $line ]] || fail "the VM 'busy' is not on the screen"
-[[ $line == *" fv "* ]] || fail "the VM's mode is not shown: $line"
+[[ $line == *" fv-optimized "* ]] || fail "the VM's mode is not shown: $line"
 # Its trap rate: the hold guest submits kernels all the time, so its IB_PUT writes trap.
 traps=$(awk '{print $(NF-1)}' <<< "$line")
 [[ $traps =~ ^[0-9]+$ && $traps -gt 0 ]] || fail "no live trap rate for the VM: $line"

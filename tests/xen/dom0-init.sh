@@ -213,33 +213,37 @@ EOF
   done
 }
 
-# start_dm NAME DOMID MODE VMNAME: gpuvm-dm as the second IOREQ server of guest NAME, claiming
-# DM_SBDF, registered with the aggregator as VMNAME (fv modes travel in it: NAME@MODE,MiB). Its
+# start_dm NAME DOMID MODE VMNAME [OPTION...]: gpuvm-dm as the second IOREQ server of guest NAME,
+# claiming DM_SBDF, registered with the aggregator as VMNAME with the typed VM options that follow
+# (--variant, --vram-mib; docs/IPC.md VM_CONFIG). Its
 # VM's one-time token (docs/SECURITY.md) comes from the aggregator's control socket into a file
 # only root reads — never a command line — and the file goes once gpuvm-dm has read it.
 dm_pids=""
 start_dm() {
-  token="/run/gpuvm/dm-$2.token"
+  dm_guest=$1 dm_domid=$2 dm_mode=$3 dm_name=$4
+  shift 4
+  token="/run/gpuvm/dm-$dm_domid.token"
   mkdir -p -m 0700 /run/gpuvm
-  (umask 077 && gpuvm-ctl vm-token "$2" >"$token") || fail "no VM token for $1 (domain $2)"
-  gpuvm-dm --backend xen --domid "$2" --mode "$3" --sbdf "$DM_SBDF" --name "$4" \
-    --token-file "$token" \
-    --guest-ram-mib "$GUEST_MEMORY_MB" --reply-timeout-ms 120000 >"/tmp/dm-$1.log" 2>&1 &
+  (umask 077 && gpuvm-ctl vm-token "$dm_domid" >"$token") ||
+    fail "no VM token for $dm_guest (domain $dm_domid)"
+  gpuvm-dm --backend xen --domid "$dm_domid" --mode "$dm_mode" --sbdf "$DM_SBDF" \
+    --name "$dm_name" "$@" --token-file "$token" \
+    --guest-ram-mib "$GUEST_MEMORY_MB" --reply-timeout-ms 120000 >"/tmp/dm-$dm_guest.log" 2>&1 &
   dm_pid=$!
   dm_pids="$dm_pids $dm_pid"
   # The slot is claimed before the guest runs: hvmloader must find the device when it scans.
   tries=0
-  until grep -q ', xen at ' "/tmp/dm-$1.log" 2>/dev/null; do
+  until grep -q ', xen at ' "/tmp/dm-$dm_guest.log" 2>/dev/null; do
     if ! kill -0 $dm_pid 2>/dev/null; then
       wait $dm_pid
-      fail "gpuvm-dm for $1 exited at start (status $?)"
+      fail "gpuvm-dm for $dm_guest exited at start (status $?)"
     fi
     tries=$((tries + 1))
-    [ $tries -gt 120 ] && fail "gpuvm-dm for $1 did not report ready"
+    [ $tries -gt 120 ] && fail "gpuvm-dm for $dm_guest did not report ready"
     sleep 1
   done
   rm -f "$token"
-  say "gpuvm-dm attached for $1 (pid $dm_pid): $(tail -n 1 "/tmp/dm-$1.log")"
+  say "gpuvm-dm attached for $dm_guest (pid $dm_pid): $(tail -n 1 "/tmp/dm-$dm_guest.log")"
 }
 # Stops every gpuvm-dm; each prints its trap counters as it goes.
 stop_dms() {
@@ -377,11 +381,11 @@ stop_dms
 fi
 
 # ---- fv and pv guests -----------------------------------------------------------------------
-# vgpu_phase PREFIX COUNT DM_MODE VM_OPTIONS TESTS TIMEOUT: COUNT HVM guests PREFIX1.. at once, each
-# with gpuvm-dm in DM_MODE (fv or pv) registered as PREFIXi@VM_OPTIONS (the mode and VRAM slice
-# travel in the VM name), each running TESTS.
+# vgpu_phase PREFIX COUNT DM_MODE VARIANT VRAM_MIB TESTS TIMEOUT: COUNT HVM guests PREFIX1.. at
+# once, each with gpuvm-dm in DM_MODE (fv or pv) registered as PREFIXi with that variant and VRAM
+# slice (VM_CONFIG's typed fields), each running TESTS.
 vgpu_phase() {
-  prefix=$1 count=$2 dm_mode=$3 vm_options=$4 tests=$5 timeout=$6
+  prefix=$1 count=$2 dm_mode=$3 variant=$4 vram_mib=$5 tests=$6 timeout=$7
   if [ -z "${agg_pid:-}" ]; then
     export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
     gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
@@ -392,7 +396,8 @@ vgpu_phase() {
   i=1
   while [ $i -le "$count" ]; do
     create_guest "gpuvm-$prefix$i" "$tests"
-    start_dm "gpuvm-$prefix$i" "$guest_domid" "$dm_mode" "$prefix$i@$vm_options"
+    start_dm "gpuvm-$prefix$i" "$guest_domid" "$dm_mode" "$prefix$i" \
+      --variant "$variant" --vram-mib "$vram_mib"
     list="$list gpuvm-$prefix$i:$guest_domid"
     i=$((i + 1))
   done
@@ -416,10 +421,10 @@ vgpu_phase() {
 # running FV_TESTS at the same time; then PV_GUESTS para-virtual ones (PV_MODE: the page tables
 # written by validated calls, docs/PARAVIRT.md) running PV_TESTS.
 if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
-  vgpu_phase fv "$FV_GUESTS" fv "$FV_MODE,$FV_VRAM_MIB" "$FV_TESTS" "$FV_BOOT_TIMEOUT"
+  vgpu_phase fv "$FV_GUESTS" fv "$FV_MODE" "$FV_VRAM_MIB" "$FV_TESTS" "$FV_BOOT_TIMEOUT"
 fi
 if [ -n "$DM_MODE" ] && [ "${PV_GUESTS:-0}" -gt 0 ]; then
-  vgpu_phase pv "$PV_GUESTS" pv "$PV_MODE,$PV_VRAM_MIB" "$PV_TESTS" "$FV_BOOT_TIMEOUT"
+  vgpu_phase pv "$PV_GUESTS" pv "$PV_MODE" "$PV_VRAM_MIB" "$PV_TESTS" "$FV_BOOT_TIMEOUT"
 fi
 
 if [ -n "$DM_MODE" ]; then

@@ -107,12 +107,12 @@ Result<control::Reply> Call(const std::string& socket, const control::Request& r
 
 std::string RenderList(const control::ListReply& list) {
   std::string out = "scheduler: " + std::string(sched::PolicyKindName(list.policy)) + "\n";
-  out += Pad("ID", 4, true) + "  " + Pad("NAME", 16) + Pad("MODE", 6) + Pad("VRAM", 10) +
+  out += Pad("ID", 4, true) + "  " + Pad("NAME", 16) + Pad("MODE", 14) + Pad("VRAM", 10) +
          Pad("CHANNELS", 10) + Pad("SHARE", 9) + Pad("GPU 100ms", 11) + Pad("500ms", 8) +
          Pad("10s", 8) + Pad("QUEUED", 8) + Pad("GPU TIME", 14) + "STANDING\n";
   for (const control::VmRow& v : list.vms) {
     out += Pad(std::to_string(v.id), 4, true) + "  " + Pad(v.name.empty() ? "-" : v.name, 16) +
-           Pad(v.mode, 6) + Pad(Bytes(v.vram_bytes), 10) +
+           Pad(v.mode, 14) + Pad(Bytes(v.vram_bytes), 10) +
            Pad(v.channels ? std::to_string(v.channels) : "-", 10);
     if (!v.scheduled) {
       out += "(not scheduled)\n";
@@ -134,7 +134,7 @@ std::string RenderTop(const control::ListReply& now, const control::ListReply* b
                     (before != nullptr ? "   rates over " + Format("%.1f s", seconds)
                                        : "   (rates from the next frame)") +
                     "\n";
-  out += Pad("ID", 4, true) + "  " + Pad("NAME", 16) + Pad("MODE", 10) + Pad("SHARE", 8) +
+  out += Pad("ID", 4, true) + "  " + Pad("NAME", 16) + Pad("MODE", 14) + Pad("SHARE", 8) +
          Pad("GPU now", 9) + Pad("100ms", 8) + Pad("500ms", 8) + Pad("10s", 8) + Pad("QUEUED", 8) +
          Pad("VRAM used/assigned", 20) + Pad("TRAPS/s", 10) + "STANDING\n";
   for (const control::VmRow& v : now.vms) {
@@ -152,7 +152,7 @@ std::string RenderTop(const control::ListReply& now, const control::ListReply* b
                                   ? Format("%.0f", double(v.traps - was->traps) / seconds)
                                   : "-";
     out += Pad(std::to_string(v.id), 4, true) + "  " + Pad(v.name.empty() ? "-" : v.name, 16) +
-           Pad(v.mode, 10);
+           Pad(v.mode, 14);
     if (v.scheduled) {
       out += Pad(Format("%.1f%%", v.share_percent), 8) + Pad(gpu_now, 9) +
              Pad(Format("%.1f%%", v.usage_100ms * 100), 8) +

@@ -146,7 +146,7 @@ int Reap(pid_t pid, std::chrono::milliseconds timeout) {
 
 std::string Usage() {
   return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized|pv-naive|\n"
-         "                pv-multicall] [--vram-mib N]\n"
+         "                pv-multicall] [--vram-mib N] [--channels N]\n"
          "                [--share PERCENT] [--aggregator SOCKET] [--ram-mib N] [--vcpus N]\n"
          "                [--domid N] [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
          "                -- PROGRAM [ARGS...]\n"
@@ -182,6 +182,9 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     } else if (flag == "--vram-mib") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
       o.vram_mib = mib;
+    } else if (flag == "--channels") {
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 128));
+      o.channels = static_cast<uint32_t>(n);
     } else if (flag == "--share") {
       Result<double> share = ParseSharePercent(value);  // the syntax of every share (base/share.h)
       if (!share.ok()) return share.status().WithContext("--share");
@@ -210,9 +213,12 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
   }
   o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.argv.empty()) return Status::InvalidArgument("no program to run");
-  // The name and its options must fit VM_CONFIG: say so now rather than when the VM starts (the
-  // longest default name is vm32751).
-  GPUVM_RETURN_IF_ERROR(DeviceModelName(o, 0x7fef).status());
+  if ((o.vram_mib != 0 || o.channels != 0) && DeviceModelMode(o) != "fv" &&
+      DeviceModelMode(o) != "pv") {
+    return Status::InvalidArgument(std::string(o.vram_mib != 0 ? "--vram-mib" : "--channels") +
+                                   " is for fv and pv VMs (a " + o.mode +
+                                   " VM sees the whole GPU)");
+  }
   return o;
 }
 
@@ -222,38 +228,26 @@ std::string DeviceModelMode(const VmOptions& options) {
   return options.mode;
 }
 
-Result<std::string> DeviceModelName(const VmOptions& options, uint16_t domid) {
-  VmNameParts parts;
-  parts.name = options.name.empty() ? "vm" + std::to_string(domid) : options.name;
-  // The short mode words leave the name more of the 31 characters (ParseFvMode takes both).
-  if (options.mode == "fv-naive") parts.mode = "naive";
-  if (options.mode == "fv-lazy") parts.mode = "lazy";
-  if (options.mode == "fv-bar-remap") parts.mode = "remap";
-  if (options.mode == "fv-optimized") parts.mode = "opt";
-  // pv's modes (ParsePvMode): VM_CONFIG says pv, the name which one.
-  if (options.mode == "pv-naive") parts.mode = "naive";
-  if (options.mode == "pv-multicall") parts.mode = "mc";
-  if (options.vram_mib != 0) {
-    if (DeviceModelMode(options) != "fv" && DeviceModelMode(options) != "pv") {
-      return Status::InvalidArgument("--vram-mib is for fv and pv VMs (a " + options.mode +
-                                     " VM sees the whole GPU)");
-    }
-    parts.vram_mib = options.vram_mib;
+std::vector<std::string> DeviceModelVmArgs(const VmOptions& options, uint16_t domid) {
+  std::vector<std::string> args = {
+      "--mode", DeviceModelMode(options), "--name",
+      options.name.empty() ? "vm" + std::to_string(domid) : options.name};
+  // fv-lazy -> --mode fv --variant lazy; pv-multicall -> --mode pv --variant multicall.
+  if (const size_t dash = options.mode.find('-'); dash != std::string::npos) {
+    args.insert(args.end(), {"--variant", options.mode.substr(dash + 1)});
   }
-  parts.share = options.share;
-  Result<std::string> name = FormatVmName(parts);
-  if (!name.ok()) return name.status().WithContext("--name");
-  return name;
+  if (options.vram_mib != 0)
+    args.insert(args.end(), {"--vram-mib", std::to_string(options.vram_mib)});
+  if (options.channels != 0)
+    args.insert(args.end(), {"--channels", std::to_string(options.channels)});
+  if (options.share) args.insert(args.end(), {"--share", FormatSharePercent(*options.share)});
+  return args;
 }
 
 Result<int> RunVm(const VmOptions& options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to run");
   const uint16_t domid =
       options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
-  // fv sub-modes, the VM's VRAM and its share travel in the name until VM_CONFIG carries them
-  // (base/vm_name.h): "NAME@MODE[,MiB][,shareP]"; a name too long for them is refused, not cut.
-  GPUVM_ASSIGN_OR_RETURN(std::string name, DeviceModelName(options, domid));
-  const std::string dm_mode = DeviceModelMode(options);
   std::string dm_path = options.dm_path;
   if (dm_path.empty()) {
     const char* env = std::getenv("GPUVM_DM");
@@ -276,10 +270,10 @@ Result<int> RunVm(const VmOptions& options) {
   // 2. Its device model.
   GPUVM_ASSIGN_OR_RETURN(UniqueFd token, FetchVmToken(options.aggregator, domid));
   GPUVM_ASSIGN_OR_RETURN(Handoff dm_handoff, MakeHandoff());
-  std::vector<std::string> dm_args = {
-      dm_path,       "--backend", "local",      "--domid", std::to_string(domid),
-      "--domain-fd", "3",         "--token-fd", "4",       "--mode",
-      dm_mode,       "--name",    name};
+  std::vector<std::string> dm_args = {dm_path,   "--backend",           "local",
+                                      "--domid", std::to_string(domid), "--domain-fd",
+                                      "3",       "--token-fd",          "4"};
+  for (std::string& arg : DeviceModelVmArgs(options, domid)) dm_args.push_back(std::move(arg));
   if (!options.aggregator.empty()) {
     dm_args.push_back("--aggregator");
     dm_args.push_back(options.aggregator);

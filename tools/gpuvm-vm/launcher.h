@@ -36,9 +36,10 @@ namespace gpuvm::vm {
 
 struct VmOptions {
   std::string mode = "pt";          // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
-                                    // become --mode fv and options in the name ("NAME@lazy,256"),
-                                    // pv-naive|pv-multicall --mode pv ("NAME@naive", "NAME@mc")
-  uint64_t vram_mib = 0;            // fv: the VM's VRAM (0: the aggregator's default)
+                                    // become --mode fv --variant lazy (...), pv-naive|pv-multicall
+                                    // --mode pv --variant naive|multicall
+  uint64_t vram_mib = 0;            // fv/pv: the VM's VRAM (0: the aggregator's default)
+  uint32_t channels = 0;            // fv/pv: its channel count (0: the aggregator's default)
   std::optional<double> share;      // the VM's GPU share in percent (base/share.h); none: not given
   std::string aggregator;           // socket; empty: $GPUVM_AGGREGATOR or the default
   uint64_t ram_bytes = 1ull << 30;  // guest RAM (a lazily backed memfd)
@@ -55,14 +56,13 @@ struct VmOptions {
 // (our choice) Guest RAM stays below the 32-bit BAR0 at 0xf0000000, like a PC's PCI hole.
 inline constexpr uint64_t kMaxRamBytes = 3ull << 30;
 
-// Parses gpuvm-vm's command line (see main.cc). A name that is not 1-31 of [A-Za-z0-9._-], or that
-// with the options it carries (mode, VRAM, share) does not fit VM_CONFIG's 31 characters, is
-// refused here with the reason.
+// Parses gpuvm-vm's command line (see main.cc). A name that is not 1-31 of [A-Za-z0-9._-] or an
+// option its mode does not take is refused here with the reason.
 Result<VmOptions> ParseArgs(const std::vector<std::string>& args);
-// What gpuvm-dm is given: --mode (pt, fv or pv) and --name, the VM's name with its options
-// ("web@lazy,256,share12.5", base/vm_name.h; "vm<domid>" when no name was given).
+// What gpuvm-dm is given about the VM: --mode (pt, fv or pv), --name ("vm<domid>" when no name
+// was given) and the typed options VM_CONFIG carries (--variant, --vram-mib, --channels, --share).
 std::string DeviceModelMode(const VmOptions& options);
-Result<std::string> DeviceModelName(const VmOptions& options, uint16_t domid);
+std::vector<std::string> DeviceModelVmArgs(const VmOptions& options, uint16_t domid);
 std::string Usage();
 
 // Runs the VM. Returns the guest program's exit status (128 + signal when a signal ended it), or an

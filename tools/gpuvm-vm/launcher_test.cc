@@ -50,37 +50,47 @@ TEST(GpuvmVmArgsTest, AVmsShareIsPartOfItsConfiguration) {
             std::string::npos);
 }
 
-// What gpuvm-dm is told: the mode, and the name with the options it carries (base/vm_name.h).
-TEST(GpuvmVmArgsTest, TheDeviceModelGetsTheNameWithItsOptions) {
+// What gpuvm-dm is told: the mode, the name, and the VM's options as options of their own
+// (VM_CONFIG carries them as typed fields, docs/IPC.md).
+TEST(GpuvmVmArgsTest, TheDeviceModelGetsTheNameAndTypedOptions) {
+  using Args = std::vector<std::string>;
   const struct {
-    std::vector<std::string> args;
-    const char* mode;
-    const char* name;
+    Args args;
+    Args dm;
   } cases[] = {
-      {{"--name", "web", "p"}, "pt", "web"},
-      {{"--name", "web", "--share", "30", "p"}, "pt", "web@share30"},
-      {{"--mode", "fv", "--name", "a", "p"}, "fv", "a"},
-      {{"--mode", "fv-naive", "--name", "a", "p"}, "fv", "a@naive"},
-      {{"--mode", "fv-lazy", "--name", "a", "--vram-mib", "256", "p"}, "fv", "a@lazy,256"},
-      {{"--mode", "fv-bar-remap", "--name", "a", "p"}, "fv", "a@remap"},
-      {{"--mode", "fv-optimized", "--name", "a", "--share", "12.5", "p"}, "fv", "a@opt,share12.5"},
-      {{"--mode", "fv", "--share", "33.333", "p"}, "fv", "vm7@share33.333"},
-      {{"--mode", "pv-naive", "--name", "a", "p"}, "pv", "a@naive"},
-      {{"--mode", "pv-multicall", "--name", "a", "--vram-mib", "64", "p"}, "pv", "a@mc,64"},
-      {{"--mode", "pv", "--name", "a", "p"}, "pv", "a"},
+      {{"--name", "web", "p"}, {"--mode", "pt", "--name", "web"}},
+      {{"--name", "web", "--share", "30", "p"}, {"--mode", "pt", "--name", "web", "--share", "30"}},
+      {{"--mode", "fv", "--name", "a", "p"}, {"--mode", "fv", "--name", "a"}},
+      {{"--mode", "fv-naive", "--name", "a", "p"},
+       {"--mode", "fv", "--name", "a", "--variant", "naive"}},
+      {{"--mode", "fv-lazy", "--name", "a", "--vram-mib", "256", "--channels", "8", "p"},
+       {"--mode", "fv", "--name", "a", "--variant", "lazy", "--vram-mib", "256", "--channels",
+        "8"}},
+      {{"--mode", "fv-bar-remap", "--name", "a", "p"},
+       {"--mode", "fv", "--name", "a", "--variant", "bar-remap"}},
+      {{"--mode", "fv-optimized", "--name", "a", "--share", "12.5", "p"},
+       {"--mode", "fv", "--name", "a", "--variant", "optimized", "--share", "12.5"}},
+      {{"--mode", "fv", "--share", "33.333", "p"},
+       {"--mode", "fv", "--name", "vm7", "--share", "33.333"}},
+      {{"--mode", "pv-naive", "--name", "a", "p"},
+       {"--mode", "pv", "--name", "a", "--variant", "naive"}},
+      {{"--mode", "pv-multicall", "--name", "a", "--vram-mib", "64", "p"},
+       {"--mode", "pv", "--name", "a", "--variant", "multicall", "--vram-mib", "64"}},
+      {{"--mode", "pv", "--name", "a", "p"}, {"--mode", "pv", "--name", "a"}},
+      // The longest name with every option: nothing has to fit one 31-character field any more.
+      {{"--mode", "fv-optimized", "--name", std::string(31, 'n'), "--vram-mib", "128", "--share",
+        "12.5", "p"},
+       {"--mode", "fv", "--name", std::string(31, 'n'), "--variant", "optimized", "--vram-mib",
+        "128", "--share", "12.5"}},
   };
   for (const auto& c : cases) {
     Result<VmOptions> o = ParseArgs(c.args);
     ASSERT_TRUE(o.ok()) << testing::PrintToString(c.args) << ": " << o.status().ToString();
-    EXPECT_EQ(DeviceModelMode(*o), c.mode);
-    Result<std::string> name = DeviceModelName(*o, 7);
-    ASSERT_TRUE(name.ok()) << name.status().ToString();
-    EXPECT_EQ(*name, c.name);
+    EXPECT_EQ(DeviceModelVmArgs(*o, 7), c.dm) << testing::PrintToString(c.args);
   }
 }
 
-// Names are refused, never cut: a 25- and a 31-character name with "@opt..." options used to end up
-// as the same 21-character name.
+// Names are refused, never cut; options have flags of their own.
 TEST(GpuvmVmArgsTest, NamesAreRefusedWithTheReasonNeverCut) {
   const struct {
     std::vector<std::string> args;
@@ -90,11 +100,8 @@ TEST(GpuvmVmArgsTest, NamesAreRefusedWithTheReasonNeverCut) {
       {{"--name", "a,b", "p"}, "has ','"},
       {{"--name", "guest one", "p"}, "has ' ' at 6"},
       {{"--name", std::string(32, 'n'), "p"}, "is 32 characters; at most 31"},
-      {{"--name", std::string(25, 'n'), "--mode", "fv-lazy", "--vram-mib", "128", "p"},
-       "use a name of at most 22 characters"},
-      {{"--name", std::string(31, 'n'), "--mode", "fv-optimized", "p"},
-       "use a name of at most 27 characters"},
       {{"--vram-mib", "64", "p"}, "--vram-mib is for fv and pv VMs"},
+      {{"--channels", "4", "p"}, "--channels is for fv and pv VMs"},
   };
   for (const auto& c : cases) {
     Result<VmOptions> o = ParseArgs(c.args);
@@ -103,9 +110,6 @@ TEST(GpuvmVmArgsTest, NamesAreRefusedWithTheReasonNeverCut) {
     EXPECT_NE(o.status().message().find(c.says), std::string::npos) << o.status().message();
   }
   EXPECT_TRUE(ParseArgs({"--name", std::string(31, 'n'), "p"}).ok());
-  EXPECT_TRUE(
-      ParseArgs({"--name", std::string(22, 'n'), "--mode", "fv-lazy", "--vram-mib", "128", "p"})
-          .ok());
 }
 
 TEST(GpuvmVmArgsTest, TheProgramMayFollowWithoutDashes) {
@@ -133,6 +137,8 @@ TEST(GpuvmVmArgsTest, RefusesBadValues) {
       {"--share", "-5", "--", "p"},
       {"--share", "1e2", "--", "p"},
       {"--name", "a@lazy", "--", "p"},
+      {"--mode", "fv", "--channels", "129", "--", "p"},
+      {"--mode", "fv", "--channels", "0", "--", "p"},
       {"--ram-mib"},
   };
   for (const auto& args : bad) {

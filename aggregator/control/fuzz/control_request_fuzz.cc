@@ -18,8 +18,7 @@ using namespace gpuvm;
 class ThreeVms final : public control::VmDirectory {
  public:
   std::vector<control::VmDescription> Vms() override {
-    return {
-        {1, "a", "fv", 1 << 28, 8}, {2, "b@lazy,256", "fv", 1 << 28, 8}, {3, "c", "pt", 0, 128}};
+    return {{1, "a", "fv", 1 << 28, 8}, {2, "b", "fv-lazy", 1 << 28, 8}, {3, "c", "pt", 0, 128}};
   }
 };
 
