@@ -281,6 +281,7 @@ TEST_F(PvdrmLocalTest, ManyThreadsManyFilesEachGetTheirOwnAnswers) {
   auto backend = StartBackend(device);
   auto frontend = ConnectAndOpen(device);
   ASSERT_NE(frontend, nullptr);
+  EXPECT_EQ(frontend->Call(0, GetParam{}).status().code(), StatusCode::kInvalidArgument);
   constexpr int kThreads = 6;
   constexpr int kCalls = 300;  // far more than the ring's 32 slots
   std::atomic<int> wrong{0};
@@ -588,6 +589,87 @@ TEST_F(PvdrmLocalTest, TheFrontendSeesTheBackendGoAndFailsItsCalls) {
   EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(frontend->Close().ok());
   EXPECT_EQ(*toolstack_->Read(Key(FrontendDir(device), kStateKey)), StateValue(XenbusStateClosed));
+}
+
+// A backend written by hand that lies in its responses: the frontend breaks its connection, fails
+// the call, tells the backend why and goes Closing.
+TEST_F(PvdrmLocalTest, AFrontendBreaksOnABackendThatLies) {
+  struct Lie {
+    const char* what;
+    uint32_t devid;
+    std::function<void(pvdrm_sring&, const pvdrm_request&)> answer;
+    const char* said;
+  };
+  const std::vector<Lie> lies = {
+      {"an id nobody asked about", 5,
+       [](pvdrm_sring& ring, const pvdrm_request& request) {
+         pvdrm_response r{};
+         r.id = request.id + 1000;
+         r.op = request.op;
+         std::memcpy(&ring.ring[0].rsp, &r, sizeof(r));
+         os::StoreShared(ring.rsp_prod, RING_IDX{1});
+       },
+       "not outstanding"},
+      {"a producer past the requests", 6,
+       [](pvdrm_sring& ring, const pvdrm_request&) { os::StoreShared(ring.rsp_prod, RING_IDX{7}); },
+       "past our requests"},
+      {"a status that is no errno", 7,
+       [](pvdrm_sring& ring, const pvdrm_request& request) {
+         pvdrm_response r{};
+         r.id = request.id;
+         r.op = request.op;
+         r.status = 12;
+         std::memcpy(&ring.ring[0].rsp, &r, sizeof(r));
+         os::StoreShared(ring.rsp_prod, RING_IDX{1});
+       },
+       "negative errno"},
+  };
+  for (const Lie& lie : lies) {
+    SCOPED_TRACE(lie.what);
+    const DeviceAddress device{kGood, 0, lie.devid};
+    ASSERT_TRUE(AnnounceDevice(*toolstack_, device).ok());
+    const std::string back = BackendDir(device);
+    const std::string front = FrontendDir(device);
+    std::unique_ptr<hv::Store> store = Store(hv::kControlDomain);
+    std::unique_ptr<hv::EventChannels> channels = Channels(hv::kControlDomain);
+    ASSERT_TRUE(store->Write(Key(back, kVersionKey), "1").ok());
+    ASSERT_TRUE(WriteState(*store, back, XenbusStateInitWait).ok());
+    Result<std::unique_ptr<FrontendConnection>> frontend = Status::Internal("not yet");
+    std::thread connecting([&] { frontend = Connect(device); });
+    AwaitKey(*toolstack_, Key(front, kStateKey), StateValue(XenbusStateInitialised));
+    const grant_ref_t ref =
+        static_cast<grant_ref_t>(*ReadNumber(*store, Key(front, kRingRefKey), 0xffffffff));
+    auto ring = mapper_->Map(kGood, std::span<const grant_ref_t>(&ref, 1), hv::Access::kReadWrite);
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    auto port = channels->BindInterdomain(
+        kGood,
+        static_cast<hv::EvtchnPort>(*ReadNumber(*store, Key(front, kEventChannelKey), 0xffffffff)));
+    ASSERT_TRUE(port.ok()) << port.status().ToString();
+    ASSERT_TRUE(WriteState(*store, back, XenbusStateConnected).ok());
+    connecting.join();
+    ASSERT_TRUE(frontend.ok()) << frontend.status().ToString();
+
+    Result<Response> answer = Status::Internal("not yet");
+    std::thread caller([&] { answer = (*frontend)->Call(1, FileOpen{}); });
+    auto& sring = *reinterpret_cast<pvdrm_sring*>((*ring)->bytes().data());
+    while (os::LoadShared(sring.req_prod) != 1) std::this_thread::yield();
+    pvdrm_request request;
+    std::memcpy(&request, &sring.ring[0].req, sizeof(request));
+    lie.answer(sring, request);
+    ASSERT_TRUE(channels->Notify(*port).ok());
+    caller.join();
+    EXPECT_EQ(answer.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(answer.status().message().find(lie.said), std::string::npos)
+        << answer.status().ToString();
+    EXPECT_EQ((*frontend)->Call(1, FileOpen{}).status().code(), StatusCode::kUnavailable);
+    AwaitKey(*toolstack_, Key(front, kStateKey), StateValue(XenbusStateClosing));
+    EXPECT_NE(store->Read(Key(front, kErrorKey))->find(lie.said), std::string::npos);
+    // The (hand-written) backend lets go; the frontend then closes for good.
+    ring->reset();
+    ASSERT_TRUE(WriteState(*store, back, XenbusStateClosed).ok());
+    EXPECT_TRUE((*frontend)->Close().ok());
+    EXPECT_EQ(*toolstack_->Read(Key(front, kStateKey)), StateValue(XenbusStateClosed));
+  }
 }
 
 TEST_F(PvdrmLocalTest, AFrontendWithoutABackendGivesUpAtItsDeadline) {

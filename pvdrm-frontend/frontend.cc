@@ -155,6 +155,7 @@ Status FrontendConnection::health() const {
 }
 
 Result<Response> FrontendConnection::Call(uint32_t file, const RequestBody& body) {
+  if (file == 0) return Status::InvalidArgument("pvdrm file 0 does not exist (files start at 1)");
   std::unique_lock lock(mu_);
   auto usable = [&]() -> Status {
     if (closed_) return Status::Unavailable("pvdrm connection closed");
@@ -192,6 +193,13 @@ void FrontendConnection::BreakLocked(const std::string& why) {
   cv_.notify_all();
 }
 
+void FrontendConnection::BlameBackendLocked(const std::string& why) {
+  BreakLocked(why);
+  // Ask the backend to let go (it unmaps, goes Closing); Close() finishes the handshake.
+  (void)store_->Write(Key(front_dir_, kErrorKey), why.substr(0, 256));
+  (void)WriteState(*store_, front_dir_, XenbusStateClosing);
+}
+
 void FrontendConnection::DrainResponsesLocked() {
   if (!broken_.empty()) return;
   for (;;) {
@@ -199,9 +207,9 @@ void FrontendConnection::DrainResponsesLocked() {
     // The backend may answer only what we asked: between rsp_cons and req_prod_pvt.
     if (RING_RESPONSE_PROD_OVERFLOW(&front_, rp) ||
         rp - front_.rsp_cons > front_.req_prod_pvt - front_.rsp_cons) {
-      BreakLocked("backend's response producer " + std::to_string(rp) +
-                  " is past our requests (consumed " + std::to_string(front_.rsp_cons) + ", sent " +
-                  std::to_string(front_.req_prod_pvt) + ")");
+      BlameBackendLocked("backend's response producer " + std::to_string(rp) +
+                         " is past our requests (consumed " + std::to_string(front_.rsp_cons) +
+                         ", sent " + std::to_string(front_.req_prod_pvt) + ")");
       return;
     }
     while (front_.rsp_cons != rp) {
@@ -210,13 +218,13 @@ void FrontendConnection::DrainResponsesLocked() {
       ++front_.rsp_cons;
       auto it = outstanding_.find(copy.id);
       if (it == outstanding_.end() || it->second.done) {
-        BreakLocked("backend answered request " + std::to_string(copy.id) +
-                    ", which is not outstanding");
+        BlameBackendLocked("backend answered request " + std::to_string(copy.id) +
+                           ", which is not outstanding");
         return;
       }
       Result<Response> response = DecodeResponse(copy, it->second.op);
       if (!response.ok()) {
-        BreakLocked(response.status().ToString());
+        BlameBackendLocked(response.status().ToString());
         return;
       }
       it->second.result = std::move(response);

@@ -12,7 +12,8 @@
 //
 // The backend is trusted no further than needed: a response to no outstanding request, a producer
 // index past what we asked for, or a non-canonical response breaks the connection (every call
-// fails with Unavailable naming why), as does the backend going Closing/Closed or vanishing.
+// fails with Unavailable naming why; the frontend writes `error` and goes Closing), as does the
+// backend going Closing/Closed or vanishing.
 //
 // Threading: Call() from any thread. Connect/Close and the destructor from the owner thread. The
 // GrantSharer stays the caller's (it must outlive the connection and is used only in Connect and
@@ -88,6 +89,8 @@ class FrontendConnection {
   void ReactToBackendLocked();
   // Fails every outstanding and later call with `why`; the first reason sticks.
   void BreakLocked(const std::string& why);
+  // BreakLocked for a backend that lied: also tells it why and goes Closing.
+  void BlameBackendLocked(const std::string& why);
   Status Abandon(const Status& why);
 
   hv::GrantSharer& sharer_;
