@@ -117,6 +117,22 @@ Status Vram::Back(uint64_t address, uint64_t length, int fd, uint64_t offset) {
   return Status::FromErrno(err, "mmap(VRAM backing)");
 }
 
+void Vram::Prefault(uint64_t address) {
+  if (!rebindable_ || address >= size_) return;
+  const uint64_t block = address / kPrefaultBlock;
+  std::atomic<uint64_t>& word = tried_[block / 64];
+  const uint64_t bit = 1ull << (block % 64);
+  if (word.load(std::memory_order_relaxed) & bit) return;
+  if (word.fetch_or(bit, std::memory_order_relaxed) & bit) return;  // another thread took it
+  const uint64_t begin = block * kPrefaultBlock;
+  const uint64_t length = std::min(kPrefaultBlock, size_ - begin);
+  // A failure (an old kernel without MADV_POPULATE_READ, memory pressure) only means the pages
+  // fault in one by one, as before.
+  if (madvise(base_ + begin, length, MADV_POPULATE_READ) == 0) {
+    prefaulted_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 Status Vram::Restore(uint64_t address, uint64_t length) {
   GPUVM_RETURN_IF_ERROR(CheckRange(address, length));
   void* at = base_ + address;

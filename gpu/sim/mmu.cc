@@ -142,11 +142,14 @@ bool Mmu::Walk(const AddressSpace& space, uint64_t va, PageTranslation* out,
   // virtual address names; we keep every kind linear. A page outside VRAM or outside reachable host
   // memory, or with the unused target 1, is (our choice) "not present": we never touch bytes we do
   // not own.
-  uint8_t* page = memory_->Resolve(vm::pte::TargetOf(pte), physical, vm::kSmallPageSize);
+  const vm::Target target = vm::pte::TargetOf(pte);
+  uint8_t* page = memory_->Resolve(target, physical, vm::kSmallPageSize);
   if (page == nullptr) {
     *reason = FaultReason::kPageNotPresent;
     return false;
   }
+  // VRAM is simply there on a real board; ours comes in a large page at a time (Vram::Prefault).
+  if (target == vm::Target::kVram) memory_->vram()->Prefault(physical);
   out->page = page;
   out->read_only = (pte & vm::pte::kReadOnly) != 0;
   out->supervisor_only = (pte & vm::pte::kSupervisorOnly) != 0;

@@ -2,6 +2,7 @@
 #include "gpu/sim/mmu.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,25 @@ TEST_F(SimMmuTest, SmallLargeAndSysramPages) {
   EXPECT_EQ(Tr(0x3010), vram_->At(0x400010, 1));
   EXPECT_EQ(Tr(0x40000 + 0x1f004), vram_->At(0x600000 + 0x1f004, 1));
   EXPECT_EQ(Tr(0x5008), host_buffer_ + 0x1008);
+}
+
+// A translation that reaches VRAM brings in the large page around it at once (Vram::Prefault):
+// the engine threads take no page fault per 4 KiB there. Once per block; SYSRAM is left alone.
+TEST_F(SimMmuTest, AWalkToVramPrefaultsItsLargePageOnce) {
+  const uint64_t block = 0xa00000;  // 128 KiB aligned, nothing has touched it
+  ASSERT_NE(lseek(vram_->fd(), off_t(block), SEEK_DATA), off_t(block));
+  SetSmallPte(0x7000, vm::pte::Make(block + 0x3000));
+  SetSmallPte(0x8000, vm::pte::Make(block + 0x9000));  // the same block
+  SetSmallPte(0x5000, vm::pte::Make(0x80001000, {false, false, vm::Target::kSysramSnooped, 0}));
+  const uint64_t before = vram_->prefaulted_blocks();
+  ASSERT_NE(Tr(0x7000), nullptr);
+  EXPECT_EQ(vram_->prefaulted_blocks(), before + 1);
+  // The whole block is in the file now, not only the page translated.
+  EXPECT_EQ(lseek(vram_->fd(), off_t(block), SEEK_DATA), off_t(block));
+  EXPECT_GE(lseek(vram_->fd(), off_t(block), SEEK_HOLE), off_t(block + Vram::kPrefaultBlock));
+  ASSERT_NE(Tr(0x8000), nullptr);
+  ASSERT_NE(Tr(0x5000), nullptr);
+  EXPECT_EQ(vram_->prefaulted_blocks(), before + 1);
 }
 
 TEST_F(SimMmuTest, FaultReasons) {
