@@ -170,6 +170,16 @@ int Main(int argc, char** argv) {
                  control_plane.status().ToString().c_str());
     return 1;
   }
+  if (options->control.metrics_listen) {
+    // Like a bad option: the operator asked for an endpoint this host cannot give (port in use, an
+    // address not of this host), so the aggregator does not start without it.
+    const Status listening = (*control_plane)->ServeMetrics(*options->control.metrics_listen);
+    if (!listening.ok()) {
+      std::fprintf(stderr, "gpuvm-aggregator: --metrics-listen: %s\n",
+                   listening.ToString().c_str());
+      return 2;
+    }
+  }
   g_server = server->get();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -130,6 +130,10 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                            ParseWhole(flag, value, 1, 3'600'000, "milliseconds"));
     return true;
   }
+  if (flag == "--metrics-listen") {
+    GPUVM_ASSIGN_OR_RETURN(options->metrics_listen, ParseListenAddress(value));
+    return true;
+  }
   if (flag == "--default-share") {
     GPUVM_ASSIGN_OR_RETURN(options->default_share, ParseSharePercent(value));
     return true;
@@ -142,6 +146,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                                                            FILE* log) {
   std::unique_ptr<ControlPlane> p(new ControlPlane());
   p->server_ = &server;
+  p->log_ = log;
   p->sink_ =
       std::make_unique<aggregator::FvEngineSink>(std::chrono::milliseconds(options.max_run_ms));
   sched::DispatcherOptions dispatch;
@@ -205,6 +210,24 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
     std::fflush(log);
   }
   return p;
+}
+
+Status ControlPlane::ServeMetrics(const ListenAddress& address) {
+  ControlService* service = service_.get();
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> http,
+                         MetricsHttpServer::Create(address, [service] {
+                           // As `gpuvm-ctl metrics` asks: on the server thread, where the VM
+                           // directory may be read.
+                           return service->Execute(MetricsRequest{}).body;
+                         }));
+  MetricsHttpServer* watched = http.get();
+  GPUVM_RETURN_IF_ERROR(server_->AddWatch(watched->fd(), [watched] { watched->Serve(); }));
+  metrics_http_ = std::move(http);
+  if (log_ != nullptr) {
+    std::fprintf(log_, "gpuvm-aggregator: metrics on %s\n", metrics_http_->url().c_str());
+    std::fflush(log_);
+  }
+  return Status::Ok();
 }
 
 ControlPlane::~ControlPlane() {

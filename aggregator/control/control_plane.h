@@ -17,10 +17,12 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "aggregator/control/control_server.h"
+#include "aggregator/control/metrics_http_server.h"
 #include "aggregator/control/service.h"
 #include "aggregator/fv_dispatch.h"
 #include "aggregator/server.h"
@@ -44,13 +46,17 @@ struct ControlOptions {
   // --max-run-ms: how long one submission may keep the engine from other VMs before the dispatcher
   // moves on (FvEngineSink's max_run; counted in time the aggregator ran, not wall time).
   int64_t max_run_ms = 5000;
+  // --metrics-listen ADDR:PORT: serve `GET /metrics` over HTTP there (metrics_http_server.h); off
+  // when unset. Only parsed here: ControlPlane::ServeMetrics binds it.
+  std::optional<ListenAddress> metrics_listen;
 };
 
 // The control flags gpuvm-aggregator takes, for its usage text.
 inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
-    "                        [--trace-completions FILE] [--band-hold-us US] [--max-run-ms MS]";
+    "                        [--trace-completions FILE] [--band-hold-us US] [--max-run-ms MS]\n"
+    "                        [--metrics-listen ADDR:PORT]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.
@@ -68,11 +74,18 @@ class ControlPlane {
   ControlService& service() { return *service_; }
   const std::string& socket_path() const { return control_server_->path(); }
 
+  // Serves the metrics over HTTP on `address` (the server thread answers, like the control
+  // socket; logs "metrics on http://ADDR:PORT/metrics" with the bound port). Before the server's
+  // Run(); an error (port in use, an address not of this host) leaves nothing listening.
+  Status ServeMetrics(const ListenAddress& address);
+  MetricsHttpServer* metrics_http() { return metrics_http_.get(); }
+
  private:
   class AggregatorDirectory;
   ControlPlane() = default;
 
   aggregator::AggregatorServer* server_ = nullptr;
+  FILE* log_ = nullptr;
   sched::MonotonicClock clock_;
   FILE* trace_ = nullptr;  // --trace-completions (written on the dispatch thread)
   std::unique_ptr<aggregator::FvEngineSink> sink_;
@@ -80,6 +93,7 @@ class ControlPlane {
   std::unique_ptr<AggregatorDirectory> directory_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<ControlServer> control_server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
 };
 
 }  // namespace gpuvm::control

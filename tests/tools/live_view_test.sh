@@ -6,7 +6,12 @@
 #            (GPU use this interval, traps/s) and the scheduler's windows.
 #   metrics  `gpuvm-ctl metrics` parsed by Prometheus' own parser (Debian's python3-prometheus-client):
 #            every family typed, the VM's series labelled, and its figures agreeing with `stats`.
-#   live_view_test.sh top|metrics <build dir> <guest program>
+#   http     the same figures scraped over HTTP (`--metrics-listen 127.0.0.1:0`, the port from the
+#            log line "metrics on http://...") with urllib, while hostile clients (garbage, an
+#            oversize head, silent and half-sent connections, more than the connection cap) each
+#            lose only their own connection; HEAD, 404 and 405; and a second aggregator on the same
+#            port fails to start with exit code 2.
+#   live_view_test.sh top|metrics|http <build dir> <guest program>
 # Exits 77 (CTest: skipped) without tmux or the parser.
 set -euo pipefail
 what=$1
@@ -15,10 +20,10 @@ guest=$3
 python=/usr/bin/python3  # Debian's, where python3-prometheus-client installs
 case $what in
   top) command -v tmux > /dev/null || { echo "SKIP: tmux not found"; exit 77; } ;;
-  metrics)
+  metrics|http)
     "$python" -c 'import prometheus_client.parser' 2> /dev/null ||
       { echo "SKIP: $python cannot import prometheus_client (python3-prometheus-client)"; exit 77; } ;;
-  *) echo "usage: live_view_test.sh top|metrics BUILD GUEST"; exit 2 ;;
+  *) echo "usage: live_view_test.sh top|metrics|http BUILD GUEST"; exit 2 ;;
 esac
 work=$(mktemp -d /tmp/gpuvm-top-XXXXXX)
 socket="@gpuvm-top-test-$$"
@@ -33,7 +38,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [[ -f $work/capture ]] && cat "$work/capture"; exit 1; }
 
-"$build/aggregator/gpuvm-aggregator" --socket "$socket" --vram-mib 256 2> "$work/aggregator.log" &
+aggregator=$build/aggregator/gpuvm-aggregator
+listen=()
+[[ $what == http ]] && listen=(--metrics-listen 127.0.0.1:0)
+"$aggregator" --socket "$socket" --vram-mib 256 "${listen[@]}" 2> "$work/aggregator.log" &
 agg_pid=$!
 for _ in $(seq 200); do grep -q serving "$work/aggregator.log" 2>/dev/null && break; sleep 0.05; done
 "$build/tools/gpuvm-vm/gpuvm-vm" --aggregator "$socket" --mode fv-optimized --name busy -- \
@@ -43,12 +51,78 @@ for _ in $(seq 600); do [[ -f $work/ready ]] && break; sleep 0.05; done
 [[ -f $work/ready ]] || { cat "$work/vm.err"; fail "the VM did not start"; }
 
 ctl=$build/tools/gpuvm-ctl/gpuvm-ctl
-if [[ $what == metrics ]]; then
+if [[ $what == http ]]; then
+  url=$(sed -n 's|.*metrics on \(http://[^ ]*\)$|\1|p' "$work/aggregator.log")
+  [[ $url == http://127.0.0.1:*/metrics ]] || fail "no 'metrics on http://...' line: $(cat "$work/aggregator.log")"
+  # Hostile clients first, then two scrapes with all of them still connected.
+  "$python" - "$url" "$work/metrics1" "$work/metrics2" <<'PY' || fail "scraping $url"
+import socket, sys, time, urllib.error, urllib.parse, urllib.request
+url, out1, out2 = sys.argv[1:]
+where = urllib.parse.urlsplit(url)
+address = (where.hostname, where.port)
+
+def exchange(data):
+    with socket.create_connection(address, timeout=10) as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+        return got
+
+assert exchange(b"\x16\x03\x01\x02\x00garbage\r\n").startswith(b"HTTP/1.1 400 "), "garbage"
+assert exchange(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000).startswith(b"HTTP/1.1 431 "), \
+    "oversize head"
+half = socket.create_connection(address)
+half.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never finished
+# More silent connections than the endpoint holds (16): the oldest are closed for the newest.
+silent = [socket.create_connection(address) for _ in range(40)]
+
+def scrape(path):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200, r.status
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers
+        assert r.headers["Connection"] == "close", r.headers
+        body = r.read()
+        assert int(r.headers["Content-Length"]) == len(body)
+        open(path, "wb").write(body)
+
+scrape(out1)
+head = urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10)
+assert head.status == 200 and head.read() == b"" and int(head.headers["Content-Length"]) > 0
+for request, code in ((urllib.request.Request(url, data=b"x"), 405),
+                      (url.replace("/metrics", "/"), 404)):
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        raise AssertionError("no %d" % code)
+    except urllib.error.HTTPError as e:
+        assert e.code == code, (e.code, code)
+time.sleep(0.5)
+scrape(out2)
+# The oldest silent connections were closed by the endpoint; the newest are still held.
+silent[0].settimeout(10)
+assert silent[0].recv(1) == b"", "the oldest silent connection was not closed"
+print("scraped %s twice beside hostile clients" % url)
+PY
+  kill -0 "$agg_pid" 2>/dev/null || fail "the aggregator died"
+  "$ctl" --socket "$socket-control" stats --json > "$work/stats.json"
+  # The same port again: the second aggregator refuses to start, exit code 2, and says why.
+  port=${url##*:}; port=${port%%/*}
+  rc=0
+  "$aggregator" --socket "$socket-2" --metrics-listen "127.0.0.1:$port" 2> "$work/second.log" || rc=$?
+  [[ $rc == 2 ]] || fail "a second aggregator on port $port exited $rc: $(cat "$work/second.log")"
+  grep -q -- "--metrics-listen: .*127.0.0.1:$port" "$work/second.log" ||
+    fail "no clear message: $(cat "$work/second.log")"
+  rc=0
+  "$aggregator" --socket "$socket-2" --metrics-listen localhost:9464 2> "$work/second.log" || rc=$?
+  [[ $rc == 2 ]] || fail "--metrics-listen localhost:9464 exited $rc"
+elif [[ $what == metrics ]]; then
   # Two scrapes a moment apart, as Prometheus would: counters only grow.
   "$ctl" --socket "$socket-control" metrics > "$work/metrics1" || fail "gpuvm-ctl metrics"
   sleep 0.5
   "$ctl" --socket "$socket-control" metrics > "$work/metrics2" || fail "gpuvm-ctl metrics"
   "$ctl" --socket "$socket-control" stats --json > "$work/stats.json"
+fi
+if [[ $what == metrics || $what == http ]]; then
   "$python" - "$work/metrics1" "$work/metrics2" "$work/stats.json" <<'PY' || fail "the scrape"
 import json, sys
 from prometheus_client.parser import text_string_to_metric_families
@@ -79,6 +153,9 @@ assert value(second, "gpuvm_vm_vram_bytes") == vm["vram_bytes"]
 assert value(second, "gpuvm_vm_channels") == vm["channels"]
 assert value(second, "gpuvm_vm_traps_total") > 0
 assert value(second, "gpuvm_vm_traps_total") >= value(first, "gpuvm_vm_traps_total")
+# stats came after the second scrape: its counters are at least the scrape's.
+assert value(second, "gpuvm_vm_traps_total") <= vm["traps"], (vm["traps"],)
+assert value(second, "gpuvm_vm_submissions_total") <= vm["completed"], (vm["completed"],)
 assert value(second, "gpuvm_vm_submissions_total") > value(first, "gpuvm_vm_submissions_total"), \
     "a busy VM completed nothing between two scrapes"
 assert value(second, "gpuvm_vm_gpu_seconds_total") > 0
@@ -91,7 +168,7 @@ print("scraped %d families, %d samples; VM %s: %d traps, %.3f GPU s" % (
     len(fam2), len(second), vm["name"], value(second, "gpuvm_vm_traps_total"),
     value(second, "gpuvm_vm_gpu_seconds_total")))
 PY
-  echo "PASS: gpuvm-ctl metrics parses as Prometheus text and agrees with stats"
+  echo "PASS: the $what scrape parses as Prometheus text and agrees with stats"
   exit 0
 fi
 
