@@ -178,6 +178,9 @@ void MetricsHttpServer::Accept() {
 void MetricsHttpServer::Read(Client& c) {
   const int fd = c.fd.get();
   bool closed = false;
+  // The verdict only changes when a line is completed or the limit passed: a client trickling its
+  // head a byte at a time costs one judgement of it per line, not per byte.
+  bool judge = false;
   // Never more than one byte past the limit: that is enough to refuse.
   while (c.received.size() <= kMaxHttpHeadBytes) {
     char buffer[4096];
@@ -190,8 +193,10 @@ void MetricsHttpServer::Read(Client& c) {
       break;
     }
     c.received.append(buffer, static_cast<size_t>(got));
+    judge |= std::memchr(buffer, '\n', static_cast<size_t>(got)) != nullptr;
   }
-  const HttpVerdict verdict = ReadHttpRequest(c.received);
+  judge |= c.received.size() > kMaxHttpHeadBytes;
+  const HttpVerdict verdict = judge ? ReadHttpRequest(c.received) : HttpVerdict{};
   if (verdict.kind == HttpVerdict::Kind::kNeedMore) {
     if (closed) Close(fd);  // gone before its request was whole: nothing to answer
     return;

@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary bytes as what a client of the metrics endpoint sent
-// (http_request.h), whole and cut at every length a wakeup could have seen. Checked: nothing
-// crashes; a verdict is one of the statuses the endpoint answers; nothing but GET or HEAD of
-// /metrics is served; once a prefix is decided, every longer input gets the same verdict (so what
-// arrives later cannot change an answer already sent); and past the head limit nothing waits.
+// (http_request.h), whole and cut at up to 16 lengths (as reads could have split it). Checked:
+// nothing crashes; a verdict is one of the statuses the endpoint answers; nothing but GET or HEAD
+// of /metrics is served; once a prefix is decided, every longer input gets the same verdict (so
+// what arrives later cannot change an answer already sent); and past the head limit nothing waits.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
