@@ -18,6 +18,12 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
       {"nn", "Rodinia nearest neighbour: distances + argmin"},
       {"srad", "Rodinia SRAD on a structured image"},
       {"srad2", "SRAD with random inputs"},
+      {"gdev", "compat: Gdev-style driver API (cuParamSet*, cuLaunchGrid), nvcc's PTX", true},
+      {"rtapi", "compat: device query, events, async copies on a stream", true},
+      {"shneg", "compat: nvcc -O3 shared addressing below the base (32-bit wrap)", true},
+      {"warpsz", "compat: WARP_SZ in inline PTX, warpSize, warp shuffles", true},
+      {"longk", "compat: one kernel running ~90 s (test size ~1.5 s)", true},
+      {"churn", "compat: per iteration malloc, small copies, a kernel, free", true},
   };
   return *benchmarks;
 }

@@ -20,9 +20,13 @@ namespace gpuvm::bench {
 struct BenchmarkSpec {
   std::string_view name;  // "madd"; the programs are gpuvm-suite-<name>[-rt]
   std::string_view what;  // one line for --list
+  // A program of the CUDA compatibility corpus (bench/compat/): run when named or by `--bench
+  // compat`, not by `--bench all` (the GPUvm suite; longk alone runs 90 s per mode).
+  bool compat = false;
 };
 
-// The suite in the paper's order (docs/GPUVM-RESULTS.md, Table 4.2).
+// The suite in the paper's order (docs/GPUVM-RESULTS.md, Table 4.2), then the compatibility
+// corpus.
 const std::vector<BenchmarkSpec>& Benchmarks();
 const BenchmarkSpec* FindBenchmark(std::string_view name);
 

@@ -9,7 +9,7 @@
 namespace gpuvm::bench {
 
 std::string Usage() {
-  return "usage: gpuvm-bench [--bench LIST|all] [--mode LIST] [--runs N] [--warmup N]\n"
+  return "usage: gpuvm-bench [--bench LIST|all|compat] [--mode LIST] [--runs N] [--warmup N]\n"
          "                   [--size test|bench] [--vms K | --scale K,...] [--api "
          "auto|driver|runtime]\n"
          "                   [--out DIR] [--programs DIR] [--timeout SECONDS] [--list] [--quiet]\n"
@@ -19,7 +19,8 @@ std::string Usage() {
          "native, the phase breakdown and the traps per BAR; appends one JSON object per run\n"
          "(and per VM) to DIR/results.jsonl. Exit 1 if any run failed or computed a wrong result.\n"
          "\n"
-         "  --bench LIST    comma-separated benchmarks (default: all; --list shows them)\n"
+         "  --bench LIST    comma-separated benchmarks (default: all, the GPUvm suite; compat:\n"
+         "                  the CUDA compatibility corpus; --list shows them)\n"
          "  --mode LIST     comma-separated modes (default: native; --list shows them)\n"
          "  --runs N        measured runs per benchmark and mode (default 5)\n"
          "  --warmup N      unrecorded runs first (default 1)\n"
@@ -142,18 +143,19 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
     }
   }
 
-  // Benchmarks: "all", or known names; kept in the catalog's order, each once.
-  const bool all = std::find(benchmarks.begin(), benchmarks.end(), "all") != benchmarks.end();
+  // Benchmarks: "all" (the suite), "compat" (the compatibility corpus), or known names; kept in
+  // the catalog's order, each once.
+  auto named = [&](std::string_view name) {
+    return std::find(benchmarks.begin(), benchmarks.end(), name) != benchmarks.end();
+  };
   for (const std::string& name : benchmarks) {
-    if (name != "all" && FindBenchmark(name) == nullptr) {
+    if (name != "all" && name != "compat" && FindBenchmark(name) == nullptr) {
       return Status::InvalidArgument("unknown benchmark '" + name + "' (the suite: " + Names(true) +
                                      ")");
     }
   }
   for (const BenchmarkSpec& b : Benchmarks()) {
-    if (all || std::find(benchmarks.begin(), benchmarks.end(), b.name) != benchmarks.end()) {
-      o.benchmarks.emplace_back(b.name);
-    }
+    if (named(b.compat ? "compat" : "all") || named(b.name)) o.benchmarks.emplace_back(b.name);
   }
 
   for (const std::string& name : modes) {

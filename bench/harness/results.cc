@@ -26,6 +26,7 @@ Json RunRecord::ToJson() const {
   Json counter_object = Json::Object();
   for (const auto& [name, value] : counters) counter_object.Set(name, Json::Number(value));
   j.Set("counters", std::move(counter_object));
+  if (iterations > 0) j.Set("iterations", Json::Number(iterations));
   j.Set("correct", Json::Bool(correct));
   j.Set("error", Json::String(error));
   j.Set("exit_status", Json::Number(exit_status));
@@ -86,6 +87,14 @@ Status ApplyProgramResult(std::string_view text, RunRecord* record) {
     }
     phase_seconds[i] = p->number();
   }
+  double iterations = 0;
+  if (const Json* it = j.Find("iterations"); it != nullptr) {
+    if (it->type() != Json::Type::kNumber || !std::isfinite(it->number()) || it->number() < 1 ||
+        it->number() > 1e12 || it->number() != std::floor(it->number())) {
+      return Status::InvalidArgument("the program's result has an implausible \"iterations\"");
+    }
+    iterations = it->number();
+  }
   if (correct->bool_value() && !error->string().empty()) {
     return Status::InvalidArgument("the program's result is correct but carries an error");
   }
@@ -95,6 +104,7 @@ Status ApplyProgramResult(std::string_view text, RunRecord* record) {
   record->correct = correct->bool_value();
   record->seconds = seconds->number();
   record->phases = phase_seconds;
+  record->iterations = iterations;
   if (!correct->bool_value()) {
     record->error = error->string().empty() ? "the program reported a wrong result"
                                             : error->string().substr(0, kMaxText);
@@ -133,6 +143,30 @@ std::map<std::string, double> ParseCounters(std::string_view vm_stderr) {
     for (auto it = std::sregex_iterator(rest.begin(), rest.end(), kPair);
          it != std::sregex_iterator(); ++it) {
       counters[(*it)[1].str()] = ToNumber((*it)[2].str());
+    }
+  }
+  return counters;
+}
+
+std::map<std::string, double> ParseSessionCounters(std::string_view log,
+                                                   const std::string& vm_name) {
+  std::map<std::string, double> counters;
+  static const std::regex kScans(R"(scans (\d+) \(tables (\d+))");
+  static const std::regex kFlushes(R"(TLB flushes (\d+))");
+  static const std::regex kEntries(R"(shadow entries written (\d+))");
+  // gpuvm-vm names the VM "<name>@<mode tag>" ('churn-0@opt').
+  const std::string quoted = "'" + vm_name + "'", tagged = "'" + vm_name + "@";
+  std::istringstream lines{std::string(log)};
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() > 4096) continue;
+    if (line.find(quoted) == std::string::npos && line.find(tagged) == std::string::npos) continue;
+    std::smatch m;
+    if (!std::regex_search(line, m, kScans)) continue;
+    counters["scans"] = ToNumber(m[1].str());
+    counters["tables_scanned"] = ToNumber(m[2].str());
+    if (std::regex_search(line, m, kFlushes)) counters["tlb_flushes"] = ToNumber(m[1].str());
+    if (std::regex_search(line, m, kEntries)) {
+      counters["shadow_entries_written"] = ToNumber(m[1].str());
     }
   }
   return counters;

@@ -33,6 +33,7 @@ struct RunRecord {
       0;  // the process as the harness saw it (in a VM: VM start and teardown too)
   std::array<double, kPhaseCount> phases{};
   std::map<std::string, double> counters;  // empty in native mode
+  double iterations = 0;  // the program's repeated steps when it reports them (churn), else 0
   bool correct = false;
   std::string error;     // empty when correct
   int exit_status = -1;  // the program's (or gpuvm-vm's) exit status; 128 + signal if killed
@@ -55,6 +56,15 @@ Status ApplyProgramResult(std::string_view text, RunRecord* record);
 // bar1_*, bar3_*, config_reads, config_writes, refused (the total), refused_<reason>, and the
 // hook's names as given.
 std::map<std::string, double> ParseCounters(std::string_view vm_stderr);
+
+// The fv counters in the aggregator's end-of-session line for the VM named `vm_name` (as given to
+// gpuvm-vm --name; the aggregator shows it with gpuvm-vm's "@<mode>" tag)
+// (FullVirtGpu::DescribeCounters: "... TLB flushes N, scans N (tables N, ...), shadow entries
+// written N ...") in `log`, the part of the aggregator's log written during the run: scans,
+// tables_scanned, tlb_flushes, shadow_entries_written. Empty when there is no such line (other
+// modes; the line not written yet). The last line for the VM wins.
+std::map<std::string, double> ParseSessionCounters(std::string_view log,
+                                                   const std::string& vm_name);
 
 // "2025-01-31T12:34:56Z".
 std::string UtcTimestamp();

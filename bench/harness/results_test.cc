@@ -32,6 +32,48 @@ TEST(BenchHarnessResults, TakesThePhasesAndTheVerdict) {
   EXPECT_TRUE(r.error.empty());
 }
 
+TEST(BenchHarnessResults, IterationsAreOptionalAndChecked) {
+  RunRecord r = MaddRecord();
+  ASSERT_TRUE(ApplyProgramResult(kGood, &r).ok());
+  EXPECT_EQ(r.iterations, 0);
+  EXPECT_EQ(r.ToJson().Find("iterations"), nullptr);
+  std::string text = kGood;
+  text.insert(text.size() - 1, ",\"iterations\":20");
+  ASSERT_TRUE(ApplyProgramResult(text, &r).ok());
+  EXPECT_EQ(r.iterations, 20);
+  ASSERT_NE(r.ToJson().Find("iterations"), nullptr);
+  for (const char* bad : {"0", "-3", "2.5", "\"20\"", "1e300"}) {
+    std::string t = kGood;
+    t.insert(t.size() - 1, std::string(",\"iterations\":") + bad);
+    RunRecord b = MaddRecord();
+    const Status s = ApplyProgramResult(t, &b);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("iterations"), std::string::npos) << bad;
+  }
+}
+
+TEST(BenchHarnessResults, SessionCountersComeFromTheVmsOwnLine) {
+  const std::string log =
+      "gpuvm-aggregator: VM 1 'churn-0' (local domain 7, fv): session ended (normal); ...\n"
+      "gpuvm-aggregator: VM 1 'churn-0@opt' (local domain 7, fv): fv-optimized, VRAM 64 MiB "
+      "dynamic "
+      "(512 KiB assigned), channels 16..31; traps BAR0/1/3 1/2/3 (PRAMIN 0, USER 5), TLB flushes "
+      "28, scans 12 (tables 40, unchanged 3), shadow entries written 4096, rejected 0\n"
+      "gpuvm-aggregator: VM 2 'churn-00' (local domain 8, fv): fv-optimized, TLB flushes 1, scans "
+      "99 (tables 99, unchanged 0), shadow entries written 1\n";
+  std::map<std::string, double> c = ParseSessionCounters(log, "churn-0");
+  EXPECT_EQ(c["scans"], 12);
+  EXPECT_EQ(c["tables_scanned"], 40);
+  EXPECT_EQ(c["tlb_flushes"], 28);
+  EXPECT_EQ(c["shadow_entries_written"], 4096);
+  EXPECT_TRUE(ParseSessionCounters(log, "churn-1").empty());
+  EXPECT_EQ(
+      ParseSessionCounters("x: VM 3 'nop-1' (local): fv-naive, TLB flushes 2, scans 5 (tables 6",
+                           "nop-1")["scans"],
+      5);
+  EXPECT_TRUE(ParseSessionCounters("scans 3 (tables 4", "x").empty());
+}
+
 TEST(BenchHarnessResults, AWrongResultKeepsTheProgramsReason) {
   std::string text = kGood;
   text.replace(text.find("\"correct\":true"), 14, "\"correct\":false");

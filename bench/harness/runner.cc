@@ -60,8 +60,11 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
-std::string ReadWholeFile(const std::string& path, size_t limit) {
+// Up to `limit` bytes of `path` from byte `from` on.
+std::string ReadWholeFile(const std::string& path, size_t limit, uint64_t from = 0) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  if (from != 0) in.seekg(static_cast<std::streamoff>(from));
   if (!in) return "";
   std::string out(limit, '\0');
   in.read(out.data(), static_cast<std::streamsize>(limit));
@@ -70,6 +73,11 @@ std::string ReadWholeFile(const std::string& path, size_t limit) {
 }
 
 bool Executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+uint64_t FileSize(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  return in ? static_cast<uint64_t>(in.tellg()) : 0;
+}
 
 }  // namespace
 
@@ -338,7 +346,25 @@ std::vector<RunRecord> Runner::RunOnce(const std::string& bench, const ModeSpec&
     specs.push_back(std::move(spec));
   }
 
+  // The aggregator logs each fv/pv VM's shadow counters (page-table scans, ...) when its session
+  // ends, just after the VM's processes exit: the part of its log written from now on has them.
+  const std::string aggregator_log = scratch_ + "/aggregator.log";
+  const uint64_t log_start = mode.in_vm ? FileSize(aggregator_log) : 0;
   const std::vector<ProcessOutcome> outcomes = RunProcesses(specs, options_.timeout_s);
+  std::string session_log;
+  const bool shadowed = mode.vm_mode.rfind("fv", 0) == 0 || mode.vm_mode.rfind("pv", 0) == 0;
+  if (shadowed) {
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    for (;;) {
+      session_log = ReadWholeFile(aggregator_log, 1 << 20, log_start);
+      bool all = true;
+      for (int vm = 0; vm < options_.vms; ++vm) {
+        all &= !ParseSessionCounters(session_log, bench + "-" + std::to_string(vm)).empty();
+      }
+      if (all || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   for (int vm = 0; vm < options_.vms; ++vm) {
     const ProcessOutcome& o = outcomes[vm];
     RunRecord r = base;
@@ -358,6 +384,10 @@ std::vector<RunRecord> Runner::RunOnce(const std::string& bench, const ModeSpec&
       }
     }
     if (mode.in_vm) r.counters = ParseCounters(ReadWholeFile(specs[vm].stderr_path, 1 << 20));
+    for (const auto& [name, value] :
+         ParseSessionCounters(session_log, bench + "-" + std::to_string(vm))) {
+      r.counters[name] = value;
+    }
     const std::string err_tail = TailOfFile(specs[vm].stderr_path, 300);
     if (!o.started) {
       r.correct = false;

@@ -27,6 +27,14 @@ void Summary::Add(const RunRecord& record) {
   cell.seconds.push_back(record.seconds);
   for (int i = 0; i < kPhaseCount; ++i) cell.phases[i].push_back(record.phases[i]);
   for (const auto& [name, value] : record.counters) cell.counters[name].push_back(value);
+  if (record.iterations > 0 && !record.counters.empty()) {
+    double traps = 0;
+    for (const auto& [name, value] : record.counters) {
+      if (name.rfind("bar", 0) == 0) traps += value;
+      cell.per_iteration[name].push_back(value / record.iterations);
+    }
+    cell.per_iteration["traps"].push_back(traps / record.iterations);
+  }
 }
 
 const Summary::Cell* Summary::Find(const std::string& bench, const std::string& mode) const {
@@ -214,7 +222,36 @@ std::string Summary::Render(const std::string& header, const std::vector<std::st
     }
   }
 
-  // 5. Failures.
+  // 5. Per iteration, for the programs that count their iterations: traps (every BAR access,
+  // elements) and page-table scans, the whole run (init and close too) divided by the iterations.
+  bool iterated = false;
+  for (const auto& [key, cell] : cells_) iterated |= !cell.per_iteration.empty();
+  if (iterated) {
+    static const std::vector<std::pair<std::string, std::string>> kColumns = {
+        {"traps", "traps"},
+        {"mmio_exits", "exits"},
+        {"scans", "scans"},
+        {"tables_scanned", "tables"},
+        {"tlb_flushes", "TLB flushes"}};
+    out += "\nper iteration (median; the whole run divided by the program's iterations)\n" +
+           PadRight("bench", kName) + PadRight("mode", 14);
+    for (const auto& [key, title] : kColumns) out += Pad(title, kCol);
+    out += "\n";
+    for (const std::string& b : benchmarks) {
+      for (const std::string& m : modes) {
+        const Cell* c = Find(b, m);
+        if (c == nullptr || c->per_iteration.empty()) continue;
+        out += PadRight(b, kName) + PadRight(m, 14);
+        for (const auto& [key, title] : kColumns) {
+          const auto it = c->per_iteration.find(key);
+          out += Pad(it == c->per_iteration.end() ? "-" : Printf("%.1f", Median(it->second)), kCol);
+        }
+        out += "\n";
+      }
+    }
+  }
+
+  // 6. Failures.
   if (failures_ > 0) {
     out += "\nfailed runs ('!' above: medians are of the correct runs only)\n";
     for (const std::string& b : benchmarks) {

@@ -36,6 +36,9 @@ class Summary {
     std::vector<double> seconds;
     std::array<std::vector<double>, kPhaseCount> phases;
     std::map<std::string, std::vector<double>> counters;
+    // Programs that report iterations (churn): each counter of a run divided by them, and
+    // "traps" (every BAR access summed) per iteration.
+    std::map<std::string, std::vector<double>> per_iteration;
     int runs = 0, failed = 0;
     std::string first_error;
   };

@@ -80,6 +80,30 @@ TEST(BenchHarnessSummary, ParaVirtualCallsAndDoorbellsBesideExitsAndTraps) {
   EXPECT_EQ(plain.Render("h", {"nop"}, {"pt"}).find("para-virtual calls"), std::string::npos);
 }
 
+TEST(BenchHarnessSummary, CountersPerIterationForProgramsThatCountThem) {
+  Summary s;
+  RunRecord r = Record("churn", "fv-optimized", 1.0);
+  r.iterations = 20;
+  r.counters = {{"bar0_reads", 100}, {"bar1_writes", 300}, {"scans", 40}, {"mmio_exits", 60}};
+  s.Add(r);
+  RunRecord plain = Record("nop", "fv-optimized", 1.0);
+  plain.counters = {{"bar0_reads", 7}};
+  s.Add(plain);
+  const std::string table = s.Render("h", {"nop", "churn"}, {"fv-optimized"});
+  const size_t at = table.find("per iteration");
+  ASSERT_NE(at, std::string::npos) << table;
+  const std::string section = table.substr(at);
+  const std::string row = section.substr(section.find("\nchurn") + 1);
+  // traps (100 + 300) / 20, exits 60 / 20, scans 40 / 20.
+  EXPECT_NE(row.find("20.0"), std::string::npos) << row;
+  EXPECT_NE(row.find("3.0"), std::string::npos) << row;
+  EXPECT_NE(row.find("2.0"), std::string::npos) << row;
+  EXPECT_EQ(section.find("\nnop"), std::string::npos) << section;
+  Summary none;
+  none.Add(plain);
+  EXPECT_EQ(none.Render("h", {"nop"}, {"fv-optimized"}).find("per iteration"), std::string::npos);
+}
+
 TEST(BenchHarnessSummary, FailuresAreCountedShownAndKeptOutOfTheMedians) {
   Summary s;
   s.Add(Record("nn", "native", 1.0));

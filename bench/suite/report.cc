@@ -98,7 +98,9 @@ std::string Report::Json() const {
     out += std::string(i ? "," : "") + "\"" + PhaseName(static_cast<Phase>(i)) + "\":";
     AppendJsonNumber(out, seconds_[i]);
   }
-  out += "},\"error\":" + JsonString(error_) + "}";
+  out += "},\"error\":" + JsonString(error_);
+  if (iterations_ > 0) out += ",\"iterations\":" + std::to_string(iterations_);
+  out += "}";
   return out;
 }
 

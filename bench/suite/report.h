@@ -14,7 +14,8 @@
 // file named by $GPUVM_BENCH_RESULT when it is set — the harness reads the file, a person reads
 // stdout. The object: {"bench", "api" ("driver"|"runtime"), "size" ("test"|"bench"), "problem"
 // (a human description of the scale), "correct", "seconds" (sum of the phases), "phases" {init,
-// htod, launch, dtoh, close}, "error" (empty when none)}.
+// htod, launch, dtoh, close}, "error" (empty when none), and "iterations" when the program set
+// it}.
 //
 // This file is plain C++17 without project dependencies: nvcc compiles it into the runtime-API
 // programs too.
@@ -58,6 +59,9 @@ class Report {
   // The verdict of a result check: "" when right, else what is wrong (recorded as a failure).
   void Verify(const std::string& problem);
   bool failed() const { return !error_.empty(); }
+  // A program made of repeated steps says how many (> 0): the report then carries "iterations",
+  // and gpuvm-bench shows its counters per iteration too.
+  void SetIterations(long long iterations) { iterations_ = iterations; }
 
   // Ends timing, prints the result line (and writes $GPUVM_BENCH_RESULT) with `correct` = no
   // failure recorded, then "PASSED <bench>" or "FAILED <bench>: <error>". Returns the process exit
@@ -75,6 +79,7 @@ class Report {
   int current_ = -1;
   Clock::time_point since_{};
   std::string error_;
+  long long iterations_ = 0;
 };
 
 // A JSON string literal (quotes included) for `text`, escaping what JSON requires.
