@@ -109,10 +109,10 @@ Status Channel::Impl::Init() {
   // A new channel is idle to its user (CUDA: cuStreamQuery on a fresh stream is CUDA_SUCCESS), so
   // the setup must have run before the channel is handed out. It also means a channel that PFIFO
   // never runs fails here, with a clear error, instead of at its first use. The setup waits its
-  // turn like any work (the context's default timeout, not the teardown drain's shorter limit):
-  // under a hypervisor, another VM's kernel may hold the GPU for seconds (up to the aggregator's
-  // max_run) before the setup runs.
-  return WaitSequence(setup.sequence, o.default_timeout);
+  // turn like any work, not the teardown drain's shorter limit: under a hypervisor, another VM's
+  // kernel may hold the GPU for seconds (up to the aggregator's max_run) before the setup runs.
+  // Bounded all the same (setup_timeout): a channel that never runs must not hang its creator.
+  return WaitSequence(setup.sequence, std::min(o.setup_timeout, o.default_timeout));
 }
 
 Channel::Impl::~Impl() {

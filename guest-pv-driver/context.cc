@@ -51,8 +51,8 @@ Result<std::unique_ptr<Context>> Context::Impl::Create(Driver::Impl* driver,
   if (options.bar1_copy_threshold > kBar1MapMax) {
     return Status::InvalidArgument("the BAR1 copy threshold is at most 8 MiB");
   }
-  if (options.default_timeout.count() <= 0) {
-    return Status::InvalidArgument("the default timeout must be positive");
+  if (options.default_timeout.count() <= 0 || options.setup_timeout.count() <= 0) {
+    return Status::InvalidArgument("the wait limits must be positive");
   }
   if (options.copy_engine != CopyEngine::kPcopy && options.copy_engine != CopyEngine::kM2mf) {
     return Status::InvalidArgument("unknown copy engine");

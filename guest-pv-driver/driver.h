@@ -21,7 +21,8 @@
 // (MMU fault, channel/pushbuffer error, compute trap) found by the driver's interrupt decoding is
 // recorded as a GpuFault on the context that owns the channel; from then on every call on that
 // context returns kAborted with the fault's description (as a CUDA context is unusable after a
-// fault). Waits that run out of time return kDeadlineExceeded; the context stays usable.
+// fault). Synchronous calls wait without limit by default (ContextOptions::default_timeout); waits
+// given a timeout that runs out return kDeadlineExceeded, and the context stays usable.
 //
 // Threading and lifetime:
 //   - Driver, Context, Channel and Event methods are all thread-safe. A Channel serializes its own
@@ -108,8 +109,18 @@ struct ContextOptions {
   // Synchronous host<->VRAM copies up to this size go through a BAR1 mapping of the device memory
   // instead of DMA (Gdev: 4 KiB). 0 disables the BAR1 path.
   uint64_t bar1_copy_threshold = 4096;
-  // Timeout of waits made inside synchronous calls (copies, Synchronize without argument).
-  std::chrono::nanoseconds default_timeout = std::chrono::seconds(60);
+  // Limit of the waits made inside synchronous calls (copies, Synchronize and Wait without a
+  // timeout, event waits of the runtime). kWaitForever (the default), as CUDA: a kernel may run
+  // for minutes and the call waits until it ends. A wait still ends early with the context's fault
+  // (decoded from the device's interrupts while waiting) and with kUnavailable when the GPU is
+  // gone (in a VM: PMC_BOOT_0 reads all-ones, probed every second of waiting). Tests lower it to
+  // see kDeadlineExceeded. docs/GUEST-DRIVER.md, "Waits".
+  std::chrono::nanoseconds default_timeout = kWaitForever;
+  // Waits the driver makes for itself and must bound: a new channel's setup (the first work a
+  // channel runs; a channel PFIFO never schedules fails cuCtxCreate / cuStreamCreate here instead
+  // of hanging them). Long enough to wait out another VM's kernel under a hypervisor (the
+  // aggregator's max_run is 5 s). Teardown drains are bounded separately (kChannelDrainWait, 5 s).
+  std::chrono::nanoseconds setup_timeout = std::chrono::seconds(60);
 };
 
 struct DeviceInfo {

@@ -191,6 +191,46 @@ TEST_F(GuestDriverTest, AContextWithAHungChannelStillTearsDown) {
   EXPECT_TRUE(fresh->Synchronize().ok());
 }
 
+// CUDA waits for work as long as it runs: synchronous calls have no limit by default
+// (ContextOptions::default_timeout), only the waits the driver bounds for itself do. With those
+// lowered to 100 ms, a channel held for 1.2 s (an event nobody releases until then, as a long
+// kernel would) still completes every synchronous wait: Channel::Wait, Synchronize, a copy behind
+// the work, Event::Wait.
+TEST_F(GuestDriverTest, SynchronousWaitsOutlastTheBoundedLimits) {
+  ContextOptions o;
+  o.setup_timeout = milliseconds(100);
+  EXPECT_EQ(o.default_timeout, kWaitForever);
+  auto ctx = NewContext(o);
+  Channel* ch = ctx->default_channel();
+  auto a = ctx->AllocDevice(4096);
+  auto gate = ctx->CreateEvent();
+  auto done = ctx->CreateEvent();
+  ASSERT_TRUE(a.ok() && gate.ok() && done.ok());
+  (*gate)->impl()->Recorded(11);
+  ASSERT_TRUE(ch->WaitEvent(*gate).ok());
+  auto f = ch->Memset32Async(a->va, 77, 1);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(ch->Record(*done).ok());
+  auto* semaphore = reinterpret_cast<uint32_t*>((*gate)->impl()->slot().host);
+  std::thread release([semaphore] {
+    std::this_thread::sleep_for(milliseconds(1200));
+    __atomic_store_n(semaphore, 11u, __ATOMIC_RELEASE);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Status event_wait;
+  std::thread event_waiter([&] { event_wait = (*done)->Wait(o.default_timeout); });
+  uint32_t v = 0;
+  const Status copied = ch->CopyDeviceToHost(&v, a->va, 4);  // waits for the memset first
+  EXPECT_TRUE(copied.ok()) << copied.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(1000));
+  EXPECT_EQ(v, 77u);
+  EXPECT_TRUE(ch->Wait(*f).ok());
+  EXPECT_TRUE(ctx->Synchronize().ok());
+  event_waiter.join();
+  release.join();
+  EXPECT_TRUE(event_wait.ok()) << event_wait.ToString();
+}
+
 TEST_F(GuestDriverTest, EventsCompleteInOrderWithTimestamps) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();

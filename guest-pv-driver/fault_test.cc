@@ -216,6 +216,35 @@ TEST_P(GuestDriverFaultTest, FaultedContextsTearDownAndTheDeviceGoesOn) {
   EXPECT_EQ(driver_->ServiceInterrupts(), 0u) << "every error was acknowledged";
 }
 
+// Waits without limit (the synchronous calls' default) still end with the fault: a channel blocked
+// for good, its waiters in Channel::Wait and Context::Synchronize without a timeout, and a fault
+// on another channel of the context 300 ms later.
+TEST_P(GuestDriverFaultTest, AFaultEndsWaitsThatHaveNoLimit) {
+  auto ctx = NewContext();
+  ASSERT_EQ(ctx->options().default_timeout, kWaitForever);
+  auto blocked = ctx->CreateChannel();
+  auto ev = ctx->CreateEvent();
+  auto dst = ctx->AllocDevice(4096);
+  ASSERT_TRUE(blocked.ok() && ev.ok() && dst.ok());
+  (*ev)->impl()->Recorded(4);
+  ASSERT_TRUE((*blocked)->WaitEvent(*ev).ok());
+  auto f = (*blocked)->Memset32Async(dst->va, 1, 1);
+  ASSERT_TRUE(f.ok());
+  Status waited, synchronized;
+  std::thread waiter([&] { waited = (*blocked)->Wait(*f); });
+  std::thread synchronizer([&] { synchronized = ctx->Synchronize(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto raw = ctx->default_channel()->impl()->SubmitForTesting(RawCopy(dst->va, 0x2000000000, 4));
+  ASSERT_TRUE(raw.ok());
+  waiter.join();
+  synchronizer.join();
+  EXPECT_EQ(waited.code(), StatusCode::kAborted) << waited.ToString();
+  EXPECT_EQ(synchronized.code(), StatusCode::kAborted) << synchronized.ToString();
+  ASSERT_TRUE(ctx->fault().has_value());
+  EXPECT_EQ(ctx->fault()->kind, GpuFault::Kind::kMmuFault);
+  __atomic_store_n(reinterpret_cast<uint32_t*>((*ev)->impl()->slot().host), 4u, __ATOMIC_RELEASE);
+}
+
 TEST_P(GuestDriverFaultTest, FaultsWakeWaitersBlockedOnOtherFences) {
   // A channel blocked on a semaphore that never comes, and a fault on another channel of the same
   // context: the blocked waiter returns the fault instead of timing out.
