@@ -30,7 +30,7 @@ bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 AllocRecord::~AllocRecord() {
   if (in_bar1) driver_->ReleaseBar1(bar1);
   if (vram != 0) driver_->vram()->Free(vram);
-  if (va != 0) context_->ReleaseVa(va, large);
+  if (va != 0) context_->ReleaseVa(map_va(), large);
   dma.reset();
 }
 
@@ -162,10 +162,18 @@ Status Context::Impl::MapRecord(AllocRecord* r) {
     vm::pte::Flags flags;
     flags.target = vm::Target::kSysramSnooped;  // cached host memory, as nouveau maps GART
     for (size_t i = 0; i < ptes.size(); ++i) {
-      ptes[i] = vm::pte::Make(r->dma->PageBusAddress(i * kPage), flags);
+      uint64_t bus = 0;
+      if (i == 0 && r->borrows[0]) {
+        bus = r->borrowed_bus[0];
+      } else if (i + 1 == ptes.size() && r->borrows[1]) {
+        bus = r->borrowed_bus[1];
+      } else {
+        bus = r->dma->PageBusAddress((i - r->dma_first_page) * kPage);
+      }
+      ptes[i] = vm::pte::Make(bus, flags);
     }
   }
-  Status s = space_->Map(r->va, ptes, r->large);
+  Status s = space_->Map(r->map_va(), ptes, r->large);
   if (s.ok()) s = space_->Flush();
   if (!s.ok()) (void)UnmapRecord(r);
   return s;
@@ -173,7 +181,7 @@ Status Context::Impl::MapRecord(AllocRecord* r) {
 
 Status Context::Impl::UnmapRecord(AllocRecord* r) {
   const uint64_t page = r->large ? space_->large_page_size() : kPage;
-  Status s = space_->Unmap(r->va, r->mapped / page, r->large);
+  Status s = space_->Unmap(r->map_va(), r->mapped / page, r->large);
   Status f = idle_teardown_.load(std::memory_order_acquire) ? Status::Ok() : space_->Flush();
   if (r->in_bar1) driver_->UnmapBar1(r->bar1, r->mapped);
   return s.ok() ? f : s;
@@ -220,34 +228,84 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocPinned(uint64_t size, b
 Result<std::shared_ptr<AllocRecord>> Context::Impl::Register(void* host, uint64_t size) {
   const auto addr = reinterpret_cast<uintptr_t>(host);
   if (host == nullptr || size == 0) return Status::InvalidArgument("null or empty host range");
-  if ((addr & (kPage - 1)) || (size & (kPage - 1))) {
-    return Status::InvalidArgument(
-        "registered host memory must be 4 KiB aligned in start and size");
-  }
-  if (size > kMaxAllocation || addr + size < addr) {
+  if (size > kMaxAllocation || addr + size < addr || addr + size > UINTPTR_MAX - kPage) {
     return Status::InvalidArgument("registered host range too large");
   }
-  if (LookupHost(host, 0) != nullptr || LookupHost(static_cast<uint8_t*>(host) + size - 1, 0)) {
-    return Status::AlreadyExists("host range overlaps memory already known to the context");
-  }
-  {
-    std::lock_guard lock(alloc_mu_);
-    auto it = host_index_.lower_bound(addr);
-    if (it != host_index_.end() && it->first < addr + size) {
-      return Status::AlreadyExists("host range overlaps memory already known to the context");
-    }
-  }
+  // CUDA registers any range: the pages covering it are mapped, and the device address of the
+  // caller's first byte is its offset into the first of them.
+  const uintptr_t first_page = addr & ~uintptr_t(kPage - 1);
+  const uintptr_t end_page = AlignUp(uint64_t(addr + size), kPage);
+  const uint64_t pages = (end_page - first_page) / kPage;
+  const uintptr_t last_page = end_page - kPage;
   auto r = std::make_shared<AllocRecord>(driver_, this);
   r->kind = MemoryKind::kRegisteredHost;
   r->size = size;
-  r->mapped = size;
+  r->mapped = end_page - first_page;
+  r->map_offset = addr - first_page;
   r->host = static_cast<uint8_t*>(host);
-  GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->MapDma(r->host, r->mapped));
-  GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, false));
+  {
+    // Bytes registered twice are refused (CUDA: HOST_MEMORY_ALREADY_REGISTERED). A page at either
+    // end that a neighbouring registration already maps is shared: its mapping is borrowed, never
+    // made again (a bus may move a page it maps, a second mapping would undo the first).
+    std::lock_guard lock(alloc_mu_);
+    auto it = host_index_.upper_bound(addr + size - 1);
+    if (it != host_index_.begin()) {
+      --it;
+      auto a = allocs_.find(it->second);
+      if (a != allocs_.end() && it->first + a->second->size > addr) {
+        return Status::AlreadyExists("host range overlaps memory already known to the context");
+      }
+    }
+    for (int end = 0; end < 2; ++end) {
+      const uintptr_t page = end == 0 ? first_page : last_page;
+      if (end == 1 && last_page == first_page) {
+        r->borrows[1] = r->borrows[0];
+        r->borrowed_bus[1] = r->borrowed_bus[0];
+        break;
+      }
+      auto shared = boundary_pages_.find(page);
+      if (shared == boundary_pages_.end()) continue;
+      std::shared_ptr<DmaMapping> mapping = shared->second.mapping.lock();
+      if (mapping == nullptr) {
+        boundary_pages_.erase(shared);
+        continue;
+      }
+      r->borrows[end] = true;
+      r->borrowed_bus[end] = mapping->PageBusAddress(shared->second.offset);
+      r->borrowed.push_back(std::move(mapping));
+    }
+  }
+  const uint64_t own_first = r->borrows[0] ? 1 : 0;
+  const uint64_t own_end = r->borrows[1] ? pages - 1 : pages;
+  r->dma_first_page = own_first;
+  if (own_end > own_first) {
+    GPUVM_ASSIGN_OR_RETURN(
+        r->dma, driver_->bus()->MapDma(reinterpret_cast<void*>(first_page + own_first * kPage),
+                                       (own_end - own_first) * kPage));
+  }
+  GPUVM_ASSIGN_OR_RETURN(const uint64_t base, ReserveVa(r->mapped, false));
+  r->va = base + r->map_offset;
   GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
   std::lock_guard lock(alloc_mu_);
+  // Another thread may have registered an overlapping range meanwhile: the later one loses.
+  auto it = host_index_.upper_bound(addr + size - 1);
+  if (it != host_index_.begin()) {
+    --it;
+    auto a = allocs_.find(it->second);
+    if (a != allocs_.end() && it->first + a->second->size > addr) {
+      (void)UnmapRecord(r.get());
+      return Status::AlreadyExists("host range overlaps memory already known to the context");
+    }
+  }
   allocs_[r->va] = r;
   host_index_[addr] = r->va;
+  for (const uintptr_t page : {first_page, last_page}) {
+    if (boundary_pages_.count(page) != 0 && !boundary_pages_[page].mapping.expired()) continue;
+    if (r->dma == nullptr) continue;
+    const uint64_t own_begin = first_page + r->dma_first_page * kPage;
+    if (page < own_begin || page >= own_begin + r->dma->length()) continue;
+    boundary_pages_[page] = {r->dma, page - own_begin};
+  }
   return r;
 }
 
@@ -283,7 +341,7 @@ Status Context::Impl::Free(uint64_t va, bool internal) {
 void Context::Impl::Retire(std::shared_ptr<AllocRecord> record) {
   if (!abandoning() || record == nullptr || record->is_vram())
     return;  // released with the last ref
-  ReleaseVa(record->va, record->large);
+  ReleaseVa(record->map_va(), record->large);
   record->va = 0;  // the space dies with the context; the record outlives it in the quarantine
   driver_->Quarantine(std::move(record));
 }

@@ -276,8 +276,11 @@ class Context {
   Result<Allocation> AllocDevice(uint64_t size);
   // Pinned host memory (zero-filled, 4 KiB aligned) mapped into the context as SYSRAM.
   Result<Allocation> AllocHost(uint64_t size);
-  // Makes the caller's [host, host + size) reachable: host and size 4 KiB aligned. Allocation::va
-  // is the GPU address of `host`.
+  // Makes the caller's [host, host + size) reachable, at any address and size: the 4 KiB pages
+  // covering it are mapped; Allocation::va is the GPU address of `host` itself. Bytes already
+  // registered (or pinned) in this context give kAlreadyExists; neighbouring registrations may
+  // share a page (the later one reuses the earlier one's mapping of it).
+  // Free(va) with that va unregisters it.
   Result<Allocation> RegisterHost(void* host, uint64_t size);
   // Frees any allocation by its va (the first byte); kNotFound for anything else. Waits for the
   // context's channels to go idle first (the GPU may still use the memory), as cuMemFree does.

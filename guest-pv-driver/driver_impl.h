@@ -191,7 +191,18 @@ class AllocRecord {
   bool large = false;
   uint64_t vram = 0;        // VRAM kinds
   uint8_t* host = nullptr;  // host kinds (kHost: memory owned by `dma`)
-  std::unique_ptr<DmaMapping> dma;
+  std::shared_ptr<DmaMapping> dma;
+  // Registered host memory at any address: `va` and `host` are the caller's first byte, mapped at
+  // `map_offset` into the first of the covering pages (map_va()). A first or last page another
+  // registration of the context already maps is not mapped again: its PTE takes that mapping's bus
+  // address, and `borrowed` keeps that mapping alive while this record uses it. `dma` then covers
+  // only the pages from `dma_first_page` on (null when every page is borrowed).
+  uint64_t map_offset = 0;
+  uint64_t dma_first_page = 0;
+  std::vector<std::shared_ptr<DmaMapping>> borrowed;
+  std::array<bool, 2> borrows{};           // whether the first / last page is borrowed
+  std::array<uint64_t, 2> borrowed_bus{};  // and then its bus address
+  uint64_t map_va() const { return va - map_offset; }
   // BAR1 window for small copies, and whether Free has run (both guarded by
   // Context::Impl::alloc_mu_; a freed record is never mapped into BAR1 again).
   uint64_t bar1 = 0;
@@ -297,6 +308,13 @@ class Context::Impl {
   std::mutex alloc_mu_;
   std::map<uint64_t, std::shared_ptr<AllocRecord>> allocs_;  // by va; guarded by alloc_mu_
   std::map<uintptr_t, uint64_t> host_index_;                 // host address -> va
+  // Host pages at the ends of registrations (by page address, guarded by alloc_mu_): the mapping
+  // that holds each and the page's offset in it, for a neighbouring registration sharing the page.
+  struct SharedPage {
+    std::weak_ptr<DmaMapping> mapping;
+    uint64_t offset = 0;
+  };
+  std::map<uintptr_t, SharedPage> boundary_pages_;
   std::mutex va_mu_;
   RangeAllocator small_heap_, large_heap_;  // guarded by va_mu_
   std::atomic<uint64_t> code_epoch_{0};

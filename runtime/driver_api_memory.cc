@@ -175,13 +175,12 @@ GPUVM_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned int f
                          CU_MEMHOSTREGISTER_READ_ONLY)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  // The driver maps whole pages; CUDA (since 4.1) accepts any range and pins the pages around it.
-  uint64_t begin = reinterpret_cast<uintptr_t>(p);
-  if (begin % gpuvm::guest::kPageSize != 0 || bytes % gpuvm::guest::kPageSize != 0) {
-    return CUDA_ERROR_INVALID_VALUE;  // (documented limitation, docs/RUNTIME.md)
-  }
-  if (ctx->gctx->FindHost(p).ok()) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  // Any range, as CUDA (since 4.1): the driver maps the pages around it, and bytes registered
+  // twice are refused.
   auto a = ctx->gctx->RegisterHost(p, bytes);
+  if (!a.ok() && a.status().code() == gpuvm::StatusCode::kAlreadyExists) {
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
   if (!a.ok()) return ContextError(ctx, a.status());
   return CUDA_SUCCESS;
 }

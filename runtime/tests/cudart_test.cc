@@ -164,8 +164,8 @@ TEST_F(RuntimeCudart, AttributesFlagsCacheConfigAndHostRegistration) {
   EXPECT_EQ(cudaProfilerStart(), cudaSuccess);
   EXPECT_EQ(cudaProfilerStop(), cudaSuccess);
 
-  // Registered host memory is a copy source and destination like pinned memory. (Whole pages: the
-  // driver's documented limit, docs/RUNTIME.md.)
+  // Registered host memory is a copy source and destination like pinned memory (any range: see
+  // RuntimeDriverApi.HostRegister for unaligned ones).
   const size_t bytes = 4096;
   struct PageFree {
     void operator()(uint32_t* p) const { std::free(p); }

@@ -408,6 +408,30 @@ TEST_F(RuntimeDriverApi, HostRegister) {
   EXPECT_EQ(cuMemHostRegister(nullptr, bytes, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemHostRegister(mem, 0, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemHostRegister(mem, bytes, 0x100), CUDA_ERROR_INVALID_VALUE);
+
+  // Any address and size (CUDA 4.1 on): two neighbours sharing a page, the device pointer of the
+  // exact byte, overlapping bytes refused.
+  uint8_t* bytes8 = static_cast<uint8_t*>(mem);
+  ASSERT_CU(cuMemHostRegister(bytes8 + 10, 5000, 0));
+  ASSERT_CU(cuMemHostRegister(bytes8 + 5010, 100, 0));
+  EXPECT_EQ(cuMemHostRegister(bytes8 + 5000, 20, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  CUdeviceptr first, second;
+  ASSERT_CU(cuMemHostGetDevicePointer(&first, bytes8 + 10, 0));
+  ASSERT_CU(cuMemHostGetDevicePointer(&second, bytes8 + 5010, 0));
+  EXPECT_EQ(first % 4096, (reinterpret_cast<uintptr_t>(bytes8) + 10) % 4096);
+  CUdeviceptr inside;
+  ASSERT_CU(cuMemHostGetDevicePointer(&inside, bytes8 + 4999, 0));
+  EXPECT_EQ(inside, first + 4989);
+  for (int i = 0; i < 5110; ++i) bytes8[10 + i] = uint8_t(i * 7);
+  ASSERT_CU(cuMemcpyDtoD(d, first, 5000));        // the GPU reads both registrations
+  ASSERT_CU(cuMemcpyDtoD(d + 5000, second, 100));
+  std::vector<uint8_t> seen(5100);
+  ASSERT_CU(cuMemcpyDtoH(seen.data(), d, seen.size()));
+  for (int i = 0; i < 5100; ++i) ASSERT_EQ(seen[i], uint8_t(i * 7)) << i;
+  ASSERT_CU(cuMemHostUnregister(bytes8 + 10));
+  ASSERT_CU(cuMemcpyDtoD(second, d, 100));  // the shared page still reaches the GPU for the other
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(bytes8[5010 + i], uint8_t(i * 7)) << i;
+  ASSERT_CU(cuMemHostUnregister(bytes8 + 5010));
   ASSERT_CU(cuMemFree(d));
   munmap(mem, bytes);
 }
