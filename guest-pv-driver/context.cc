@@ -237,6 +237,9 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::Register(void* host, uint64_
   const uintptr_t end_page = AlignUp(uint64_t(addr + size), kPage);
   const uint64_t pages = (end_page - first_page) / kPage;
   const uintptr_t last_page = end_page - kPage;
+  // One registration at a time: two neighbours registered at once must not both map their shared
+  // page (each would find the other's not yet recorded).
+  std::lock_guard registering(register_mu_);
   auto r = std::make_shared<AllocRecord>(driver_, this);
   r->kind = MemoryKind::kRegisteredHost;
   r->size = size;
@@ -287,16 +290,6 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::Register(void* host, uint64_
   r->va = base + r->map_offset;
   GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
   std::lock_guard lock(alloc_mu_);
-  // Another thread may have registered an overlapping range meanwhile: the later one loses.
-  auto it = host_index_.upper_bound(addr + size - 1);
-  if (it != host_index_.begin()) {
-    --it;
-    auto a = allocs_.find(it->second);
-    if (a != allocs_.end() && it->first + a->second->size > addr) {
-      (void)UnmapRecord(r.get());
-      return Status::AlreadyExists("host range overlaps memory already known to the context");
-    }
-  }
   allocs_[r->va] = r;
   host_index_[addr] = r->va;
   for (const uintptr_t page : {first_page, last_page}) {

@@ -9,6 +9,7 @@
 //   Event::Impl    a report slot and the sequence of its latest Record.
 //
 // Locks (acquire in this order; never call the Bus's interrupt path while holding one):
+//   Context::Impl::register_mu_ (Register only) -> alloc_mu_ / va_mu_ and what follows them.
 //   Channel::Impl::staging_mu_ -> Channel::Impl::mu_ -> Context::Impl::alloc_mu_ ->
 //   Context::Impl::va_mu_ / slot_mu_
 //   -> Driver::Impl::fifo_mu_ / bar1_mu_ -> VmSpace / InstMem / VramHeap locks -> TLB flush lock.
@@ -315,6 +316,7 @@ class Context::Impl {
     uint64_t offset = 0;
   };
   std::map<uintptr_t, SharedPage> boundary_pages_;
+  std::mutex register_mu_;  // serializes Register (taken before alloc_mu_)
   std::mutex va_mu_;
   RangeAllocator small_heap_, large_heap_;  // guarded by va_mu_
   std::atomic<uint64_t> code_epoch_{0};

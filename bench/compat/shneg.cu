@@ -14,12 +14,18 @@ namespace {
 
 constexpr int kRow = 16, kThreads = 64;
 
-__global__ void row_before(const int* in, int* out) {
-  __shared__ int sh[kThreads * kRow];
+// Each thread's row of the block's part of `in` into shared memory; returns the thread's index.
+__device__ int LoadRows(const int* in, int* sh) {
   const int tid = threadIdx.x;
   const int* block_in = in + blockIdx.x * kThreads * kRow;
   for (int k = 0; k < kRow; ++k) sh[tid * kRow + k] = block_in[tid * kRow + k];
   __syncthreads();
+  return tid;
+}
+
+__global__ void row_before(const int* in, int* out) {
+  __shared__ int sh[kThreads * kRow];
+  const int tid = LoadRows(in, sh);
   int acc = 0;
   if (tid > 0) {
 #pragma unroll
@@ -33,10 +39,7 @@ __global__ void row_before(const int* in, int* out) {
 
 __global__ void row_at_offset(const int* in, int* out, int off) {
   __shared__ int sh[kThreads * kRow];
-  const int tid = threadIdx.x;
-  const int* block_in = in + blockIdx.x * kThreads * kRow;
-  for (int k = 0; k < kRow; ++k) sh[tid * kRow + k] = block_in[tid * kRow + k];
-  __syncthreads();
+  const int tid = LoadRows(in, sh);
   int acc = 0;
   if (tid * 16 >= off) {
 #pragma unroll
