@@ -296,15 +296,73 @@ Result<Fence> Channel::Impl::CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_
   return Submit(pb);
 }
 
+Result<Fence> Channel::Impl::Copy2DAsync(const Copy2D& c) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (c.height == 0 || c.width == 0) {
+    return Fence{chid_, last_sequence_.load(std::memory_order_acquire)};
+  }
+  if (c.height > 1 && (c.src_pitch < c.width || c.dst_pitch < c.width)) {
+    return Status::InvalidArgument("a 2D copy's pitches must be at least its width");
+  }
+  // The span of each side: every row lies inside one allocation (checked, overflow included).
+  auto span = [&](uint64_t pitch) -> Result<uint64_t> {
+    const uint64_t rows = c.height - 1;
+    if (rows != 0 && pitch > (UINT64_MAX - c.width) / rows) {
+      return Status::OutOfRange("a 2D copy's span overflows");
+    }
+    return pitch * rows + c.width;
+  };
+  GPUVM_ASSIGN_OR_RETURN(const uint64_t dst_span, span(c.dst_pitch));
+  GPUVM_ASSIGN_OR_RETURN(const uint64_t src_span, span(c.src_pitch));
+  GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(c.dst_va, dst_span, false));
+  GPUVM_ASSIGN_OR_RETURN(auto src, ctx_->Lookup(c.src_va, src_span, false));
+  std::lock_guard lock(mu_);
+  PushBuffer pb;
+  const bool pcopy = ctx_->options().copy_engine == CopyEngine::kPcopy;
+  const bool pitched = c.src_pitch <= UINT32_MAX && c.dst_pitch <= UINT32_MAX &&
+                       c.width <= kCopyChunk && c.height <= UINT32_MAX;
+  if (!pitched) {
+    // Rows too wide or pitches beyond the engines' 32-bit fields: a copy per row.
+    for (uint64_t row = 0; row < c.height; ++row) {
+      EmitCopy(pb, c.dst_va + row * c.dst_pitch, c.src_va + row * c.src_pitch, c.width);
+    }
+    return Submit(pb);
+  }
+  // Bands of rows of at most kCopyChunk bytes, like EmitCopy's chunks.
+  const uint64_t band = std::max<uint64_t>(1, kCopyChunk / c.width);
+  for (uint64_t row = 0; row < c.height; row += band) {
+    const uint32_t lines = uint32_t(std::min(band, c.height - row));
+    const uint64_t s = c.src_va + row * c.src_pitch;
+    const uint64_t d = c.dst_va + row * c.dst_pitch;
+    const uint32_t pin = uint32_t(c.src_pitch), pout = uint32_t(c.dst_pitch);
+    if (pcopy) {
+      pb.Inc(kSubcCopy, copy::kOffsetInUpper,
+             {Hi(s), Lo(s), Hi(d), Lo(d), pin, pout, uint32_t(c.width), lines});
+      pb.Method(kSubcCopy, copy::kLaunchDma,
+                kCopyNonPipelined | copy::kSrcPitch | copy::kDstPitch | copy::kMultiLine);
+    } else {
+      pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(d), Lo(d)});
+      pb.Inc(kSubcM2mf, m2mf::kOffsetInHigh, {Hi(s), Lo(s), pin, pout, uint32_t(c.width), lines});
+      pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecLinearIn | m2mf::kExecLinearOut);
+    }
+  }
+  return Submit(pb);
+}
+
 Result<Fence> Channel::Impl::Memset(uint64_t dst_va, uint32_t pattern, uint64_t bytes) {
   GPUVM_RETURN_IF_ERROR(CheckUsable());
   GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(dst_va, bytes, false));
   std::lock_guard lock(mu_);
   if (bytes == 0) return Fence{chid_, last_sequence_.load(std::memory_order_acquire)};
+  PushBuffer pb;
+  EmitMemset(pb, dst_va, pattern, bytes);
+  return Submit(pb);
+}
+
+void Channel::Impl::EmitMemset(PushBuffer& pb, uint64_t dst_va, uint32_t pattern, uint64_t bytes) {
   // M2MF only, so the push and the copies that replicate it run on one engine, in order.
   const uint64_t push = std::min(bytes, kMemsetPush);
   std::vector<uint32_t> words((push + 3) / 4, pattern);
-  PushBuffer pb;
   pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(dst_va), Lo(dst_va)});
   pb.Inc(kSubcM2mf, m2mf::kLineLengthIn, {uint32_t(push), 1});
   pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecPush | m2mf::kExecLinearOut);
@@ -325,6 +383,35 @@ Result<Fence> Channel::Impl::Memset(uint64_t dst_va, uint32_t pattern, uint64_t 
     pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(out), Lo(out)});
     pb.Inc(kSubcM2mf, m2mf::kOffsetInHigh, {Hi(dst_va), Lo(dst_va), 0, 0, uint32_t(rest), 1});
     pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecLinearIn | m2mf::kExecLinearOut);
+  }
+}
+
+Result<Fence> Channel::Impl::Memset2D(uint64_t dst_va, uint64_t pitch, uint32_t pattern,
+                                      uint64_t width, uint64_t height) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (width == 0 || height == 0) {
+    return Fence{chid_, last_sequence_.load(std::memory_order_acquire)};
+  }
+  if (height > 1 && pitch < width) {
+    return Status::InvalidArgument("a 2D memset's pitch must be at least its width");
+  }
+  if (height > 1 && pitch > (UINT64_MAX - width) / (height - 1)) {
+    return Status::OutOfRange("a 2D memset's span overflows");
+  }
+  GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(dst_va, pitch * (height - 1) + width, false));
+  std::lock_guard lock(mu_);
+  PushBuffer pb;
+  EmitMemset(pb, dst_va, pattern, width);
+  if (height > 1 && pitch <= UINT32_MAX && width <= UINT32_MAX && height <= UINT32_MAX) {
+    // Every further row copies the first (PITCH_IN 0), on M2MF like the first row's writes.
+    const uint64_t out = dst_va + pitch;
+    pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(out), Lo(out)});
+    pb.Inc(kSubcM2mf, m2mf::kOffsetInHigh,
+           {Hi(dst_va), Lo(dst_va), 0, uint32_t(pitch), uint32_t(width), uint32_t(height - 1)});
+    pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecLinearIn | m2mf::kExecLinearOut);
+  } else {
+    for (uint64_t row = 1; row < height; ++row)
+      EmitMemset(pb, dst_va + row * pitch, pattern, width);
   }
   return Submit(pb);
 }
@@ -611,6 +698,11 @@ Context* Channel::context() const { return impl_->context()->owner(); }
 
 Result<Fence> Channel::CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_t bytes) {
   return impl_->CopyAsync(dst_va, src_va, bytes);
+}
+Result<Fence> Channel::Copy2DAsync(const Copy2D& copy) { return impl_->Copy2DAsync(copy); }
+Result<Fence> Channel::Memset2DAsync(uint64_t dst_va, uint64_t pitch, uint32_t pattern,
+                                     uint64_t width, uint64_t height) {
+  return impl_->Memset2D(dst_va, pitch, pattern, width, height);
 }
 
 Result<Fence> Channel::Memset8Async(uint64_t dst_va, uint8_t value, uint64_t count) {

@@ -645,4 +645,15 @@ Result<bool> Event::Query() { return impl_->Query(); }
 Status Event::Wait(std::chrono::nanoseconds timeout) { return impl_->Wait(timeout); }
 Result<uint64_t> Event::TimestampNs() { return impl_->TimestampNs(); }
 
+uint32_t Event::ArmForHost() {
+  const uint32_t target = impl_->NextSequence();
+  impl_->Recorded(target);
+  return target;
+}
+
+void Event::ReleaseFromHost(uint32_t target) {
+  // The payload a semaphore release would write (the GPU's acquire compares >= this).
+  __atomic_store_n(reinterpret_cast<uint32_t*>(impl_->slot().host), target, __ATOMIC_RELEASE);
+}
+
 }  // namespace gpuvm::guest

@@ -74,6 +74,13 @@ inline constexpr uint32_t kMaxLocalBytesPerThread = 16 << 10;  // docs/ISA.md
 inline constexpr uint32_t kConstBanks = 16;
 inline constexpr std::chrono::nanoseconds kWaitForever = std::chrono::nanoseconds::max();
 
+// A pitched 2D copy between two vas of one context (Channel::Copy2DAsync).
+struct Copy2D {
+  uint64_t dst_va = 0, dst_pitch = 0;
+  uint64_t src_va = 0, src_pitch = 0;
+  uint64_t width = 0, height = 0;  // bytes per row, rows
+};
+
 enum class CopyEngine : uint8_t {
   kPcopy,  // GF100_DMA_COPY (0x90b5), the copy engine; nouveau's and Gdev's choice for big copies
   kM2mf,   // FERMI_MEMORY_TO_MEMORY_FORMAT_A (0x9039), part of PGRAPH
@@ -329,8 +336,17 @@ class Channel {
   // ---- asynchronous work: queued and kicked at once (one IB_PUT write); returns its fence ----
   // dst and src are vas of this context (device, pinned host or registered host memory).
   Result<Fence> CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_t bytes);
+  // `height` rows of `width` bytes, rows `src_pitch` / `dst_pitch` bytes apart (pitch >= width
+  // when height > 1); each side's span (pitch * (height - 1) + width) inside one allocation. The
+  // copy engines' pitched multi-line copies: one submission.
+  Result<Fence> Copy2DAsync(const Copy2D& copy);
   Result<Fence> Memset8Async(uint64_t dst_va, uint8_t value, uint64_t count);
   Result<Fence> Memset32Async(uint64_t dst_va, uint32_t value, uint64_t count);  // dst 4-aligned
+  // `height` rows of `width` bytes filled with the 32-bit `pattern` (as Memset32Async; a byte
+  // value repeated four times for a byte memset), rows `pitch` apart (>= width when height > 1),
+  // the span inside one allocation; one submission (M2MF: the first row, then copies of it).
+  Result<Fence> Memset2DAsync(uint64_t dst_va, uint64_t pitch, uint32_t pattern, uint64_t width,
+                              uint64_t height);
   Result<Fence> Launch(const LaunchParams& params);
   // The event completes when everything submitted to this channel before it has completed.
   Result<Fence> Record(Event* event);
@@ -372,6 +388,14 @@ class Event {
   // GPU time (ns, device clock) at which the latest recorded event completed. kFailedPrecondition
   // when never recorded, kUnavailable while still pending.
   Result<uint64_t> TimestampNs();
+
+  // The CPU as the event's producer (host functions on a stream): ArmForHost makes the event
+  // pending with a new target the GPU never writes — Channel::WaitEvent then holds that channel's
+  // later work — and ReleaseFromHost(target) completes it from the CPU. Targets are released in the
+  // order they were armed. An armed target must be released (else the waiting channel hangs until
+  // its context's bounded teardown).
+  uint32_t ArmForHost();
+  void ReleaseFromHost(uint32_t target);
 
   class Impl;
   Impl* impl() { return impl_.get(); }

@@ -345,6 +345,9 @@ class Channel::Impl {
   uint64_t instance_vram() const { return inst_.vram; }
 
   Result<Fence> CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_t bytes);
+  Result<Fence> Copy2DAsync(const Copy2D& copy);
+  Result<Fence> Memset2D(uint64_t dst_va, uint64_t pitch, uint32_t pattern, uint64_t width,
+                         uint64_t height);
   Result<Fence> Memset(uint64_t dst_va, uint32_t pattern, uint64_t bytes);
   Result<Fence> Launch(const LaunchParams& params);
   Result<Fence> Record(Event::Impl* event);
@@ -388,6 +391,7 @@ class Channel::Impl {
   void Reclaim();  // mu_ held
   // Copy commands for [src, src + bytes) -> [dst, ...), appended to `pb`.
   void EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes);
+  void EmitMemset(PushBuffer& pb, uint64_t dst_va, uint32_t pattern, uint64_t bytes);
   Status CheckUsable() const;
   // The bounce buffer, grown so a copy of `bytes` fits in one half, up to
   // ContextOptions::staging_bytes (staging_mu_ and mu_ held).

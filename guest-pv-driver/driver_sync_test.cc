@@ -231,6 +231,35 @@ TEST_F(GuestDriverTest, SynchronousWaitsOutlastTheBoundedLimits) {
   EXPECT_TRUE(event_wait.ok()) << event_wait.ToString();
 }
 
+// The CPU as an event's producer: work behind an armed event waits on the GPU until the CPU
+// releases it (what host functions on a stream are built on).
+TEST_F(GuestDriverTest, AnEventArmedForTheHostHoldsTheChannelUntilReleased) {
+  auto ctx = NewContext();
+  Channel* ch = ctx->default_channel();
+  auto gate = ctx->CreateEvent();
+  auto a = ctx->AllocDevice(4096);
+  ASSERT_TRUE(gate.ok() && a.ok());
+  const uint32_t first = (*gate)->ArmForHost();
+  EXPECT_FALSE(*(*gate)->Query());
+  ASSERT_TRUE(ch->WaitEvent(*gate).ok());
+  auto f = ch->Memset32Async(a->va, 8, 1);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(ch->Wait(*f, milliseconds(200)).code(), StatusCode::kDeadlineExceeded);
+  (*gate)->ReleaseFromHost(first);
+  EXPECT_TRUE(ch->Wait(*f).ok());
+  EXPECT_TRUE(*(*gate)->Query());
+  const uint32_t second = (*gate)->ArmForHost();
+  EXPECT_NE(second, first);
+  ASSERT_TRUE(ch->WaitEvent(*gate).ok());
+  auto g = ch->Memset32Async(a->va, 9, 1);
+  ASSERT_TRUE(g.ok());
+  (*gate)->ReleaseFromHost(second);
+  EXPECT_TRUE(ch->Wait(*g).ok());
+  uint32_t v = 0;
+  ASSERT_TRUE(ch->CopyDeviceToHost(&v, a->va, 4).ok());
+  EXPECT_EQ(v, 9u);
+}
+
 TEST_F(GuestDriverTest, EventsCompleteInOrderWithTimestamps) {
   auto ctx = NewContext();
   Channel* ch = ctx->default_channel();

@@ -26,6 +26,7 @@ using ::gpuvm::runtime::ContextError;
 using ::gpuvm::runtime::ContextHealth;
 using ::gpuvm::runtime::ContextStack;
 using ::gpuvm::runtime::Process;
+using ::gpuvm::runtime::ReleaseHostCallbacks;
 using ::gpuvm::runtime::ResolveStream;
 using ::gpuvm::runtime::ToCuResult;
 
@@ -89,6 +90,7 @@ using gpuvm::runtime::driver_api::InPinnedHost;
 using gpuvm::runtime::driver_api::InRange;
 using gpuvm::runtime::driver_api::Ordered;
 using gpuvm::runtime::driver_api::Process;
+using gpuvm::runtime::driver_api::ReleaseHostCallbacks;
 using gpuvm::runtime::driver_api::ResolveStream;
 using gpuvm::runtime::driver_api::Status;
 using gpuvm::runtime::driver_api::StatusCode;

@@ -266,3 +266,247 @@ GPUVM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n
 GPUVM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
   return Memset(dst, v, n, 4, s, true);
 }
+
+// ---- pitched memory, 2D and 3D copies and memsets ----
+
+namespace {
+
+// Rows of cuMemAllocPitch start this far apart at least (our choice: 256 bytes, so rows of any
+// element size start aligned for every access width).
+constexpr size_t kPitchAlignment = 256;
+
+// One side of a 2D copy, resolved: GPU-addressable (device memory, or pinned/registered host
+// memory of the context: `va`), or pageable host memory (`host`), first byte of the first row.
+struct Side {
+  bool gpu = false;
+  uint64_t va = 0;
+  uint8_t* host = nullptr;
+  size_t pitch = 0;
+};
+
+// `span` bytes from the side's first byte (pitch * (height - 1) + width), overflow checked.
+bool Span(size_t pitch, size_t width, size_t height, uint64_t* span) {
+  if (height > 1 && pitch > (std::numeric_limits<uint64_t>::max() - width) / (height - 1)) {
+    return false;
+  }
+  *span = uint64_t(pitch) * (height - 1) + width;
+  return true;
+}
+
+CUresult Resolve(CUctx_st* ctx, CUmemorytype type, const void* host, CUdeviceptr device,
+                 CUarray array, size_t x, size_t y, size_t pitch, size_t width, size_t height,
+                 Side* out) {
+  if (type == CU_MEMORYTYPE_ARRAY || array != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (height > 1 && pitch < width) return CUDA_ERROR_INVALID_VALUE;
+  if (y != 0 && pitch > std::numeric_limits<uint64_t>::max() / y) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t offset = uint64_t(y) * pitch + x;
+  if (offset < x) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t span;
+  if (!Span(pitch, width, height, &span)) return CUDA_ERROR_INVALID_VALUE;
+  out->pitch = pitch;
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    // No unified addressing: a pointer of the context's device memory, else host memory.
+    type = ctx->gctx->Find(device).ok() ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    host = reinterpret_cast<const void*>(device);
+  }
+  if (type == CU_MEMORYTYPE_DEVICE) {
+    if (device + offset < device || !InRange(ctx, device + offset, span)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    out->gpu = true;
+    out->va = device + offset;
+    return CUDA_SUCCESS;
+  }
+  if (type != CU_MEMORYTYPE_HOST || host == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  out->host = const_cast<uint8_t*>(static_cast<const uint8_t*>(host)) + offset;
+  out->gpu = InPinnedHost(ctx, out->host, span, &out->va);
+  return CUDA_SUCCESS;
+}
+
+// One 2D copy (cuMemcpy2D's description) on `handle`'s stream. Between GPU-addressable sides it is
+// one pitched copy on the copy engine; with pageable host memory on a side it is synchronous,
+// staged row by row (one staged copy when the rows are contiguous on both sides).
+CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream handle, bool async) {
+  if (c == nullptr) return CheckInit(true);
+  const size_t width = c->WidthInBytes, height = c->Height;
+  uint64_t bytes = 0;
+  if (height != 0 && width > std::numeric_limits<uint64_t>::max() / height) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  bytes = uint64_t(width) * height;
+  Side src, dst;
+  CUresult resolved = CUDA_SUCCESS;
+  CUresult r = OnStream(
+      handle, bytes,
+      [&](CUctx_st* ctx) {
+        resolved = Resolve(ctx, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray,
+                           c->srcXInBytes, c->srcY, c->srcPitch, width, height, &src);
+        if (resolved == CUDA_SUCCESS) {
+          resolved = Resolve(ctx, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
+                             c->dstXInBytes, c->dstY, c->dstPitch, width, height, &dst);
+        }
+        return resolved == CUDA_SUCCESS;
+      },
+      [&](CUctx_st* ctx, CUstream_st* s) -> CUresult {
+        gpuvm::guest::Channel* ch = s->channel;
+        if (src.gpu && dst.gpu) {
+          return Queued(ctx, s,
+                        ch->Copy2DAsync({dst.va, dst.pitch, src.va, src.pitch, width, height}),
+                        async);
+        }
+        const bool packed = (height == 1 || (src.pitch == width && dst.pitch == width));
+        const size_t rows = packed ? 1 : height;
+        const size_t row_bytes = packed ? bytes : width;
+        if (!src.gpu && !dst.gpu) {
+          // Host to host: after the stream's earlier work, as a copy on the stream would be.
+          Status st = ch->Synchronize();
+          if (!st.ok()) return ContextError(ctx, st);
+          for (size_t row = 0; row < rows; ++row) {
+            std::memmove(dst.host + row * dst.pitch, src.host + row * src.pitch, row_bytes);
+          }
+          return CUDA_SUCCESS;
+        }
+        for (size_t row = 0; row < rows; ++row) {
+          Status st = !src.gpu ? ch->CopyHostToDevice(dst.va + row * dst.pitch,
+                                                      src.host + row * src.pitch, row_bytes)
+                               : ch->CopyDeviceToHost(dst.host + row * dst.pitch,
+                                                      src.va + row * src.pitch, row_bytes);
+          if (!st.ok()) return ContextError(ctx, st);
+        }
+        return CUDA_SUCCESS;
+      });
+  return r == CUDA_ERROR_INVALID_VALUE && resolved != CUDA_SUCCESS ? resolved : r;
+}
+
+// A 3D copy as one 2D copy per slice (each checked and queued like cuMemcpy2D).
+CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream handle, bool async) {
+  if (c == nullptr) return CheckInit(true);
+  if (c->srcLOD != 0 || c->dstLOD != 0 || c->reserved0 != nullptr || c->reserved1 != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t z = 0; z < c->Depth; ++z) {
+    CUDA_MEMCPY2D slice{};
+    const size_t src_z = c->srcZ + z, dst_z = c->dstZ + z;
+    // Rows of slice z start at (z * height + y) * pitch: fold the slice into the row index.
+    if ((c->srcHeight != 0 && src_z > std::numeric_limits<size_t>::max() / c->srcHeight) ||
+        (c->dstHeight != 0 && dst_z > std::numeric_limits<size_t>::max() / c->dstHeight)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    slice.srcXInBytes = c->srcXInBytes;
+    slice.srcY = src_z * c->srcHeight + c->srcY;
+    slice.srcMemoryType = c->srcMemoryType;
+    slice.srcHost = c->srcHost;
+    slice.srcDevice = c->srcDevice;
+    slice.srcArray = c->srcArray;
+    slice.srcPitch = c->srcPitch;
+    slice.dstXInBytes = c->dstXInBytes;
+    slice.dstY = dst_z * c->dstHeight + c->dstY;
+    slice.dstMemoryType = c->dstMemoryType;
+    slice.dstHost = c->dstHost;
+    slice.dstDevice = c->dstDevice;
+    slice.dstArray = c->dstArray;
+    slice.dstPitch = c->dstPitch;
+    slice.WidthInBytes = c->WidthInBytes;
+    slice.Height = c->Height;
+    if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const CUresult r = Copy2D(&slice, handle, async);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return c->Depth == 0 ? CheckInit() : CUDA_SUCCESS;
+}
+
+// cuMemsetD2D8/32: `height` rows of `width` elements of `element` bytes, `pattern` repeated.
+CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint32_t pattern, size_t width, size_t height,
+                  unsigned element, CUstream handle, bool async) {
+  if (height != 0 && width > std::numeric_limits<uint64_t>::max() / element / height) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint64_t row = uint64_t(width) * element;
+  return OnStream(
+      handle, row * height,
+      [&](CUctx_st* ctx) {
+        uint64_t span;
+        return (height <= 1 || pitch >= row) && Span(pitch, row, height, &span) &&
+               (element != 4 || (dst % 4 == 0 && pitch % 4 == 0)) && InRange(ctx, dst, span);
+      },
+      [&](CUctx_st* ctx, CUstream_st* s) {
+        return Queued(ctx, s, s->channel->Memset2DAsync(dst, pitch, pattern, row, height), async);
+      });
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
+                                         size_t height, unsigned int element_bytes) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+      (element_bytes != 4 && element_bytes != 8 && element_bytes != 16)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (width > std::numeric_limits<size_t>::max() - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
+  const size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  if (height > std::numeric_limits<size_t>::max() / row) return CUDA_ERROR_OUT_OF_MEMORY;
+  r = cuMemAlloc_v2(dptr, row * height);
+  if (r == CUDA_SUCCESS) *pitch = row;
+  return r;
+}
+
+GPUVM_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) { return Copy2D(c, nullptr, false); }
+GPUVM_EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* c) { return cuMemcpy2D_v2(c); }
+// No alignment constraints apply to our copy engines: Unaligned is the same copy.
+GPUVM_EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* c) {
+  return Copy2D(c, nullptr, false);
+}
+GPUVM_EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return cuMemcpy2DUnaligned_v2(c);
+}
+GPUVM_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream s) {
+  return Copy2D(c, s, true);
+}
+GPUVM_EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream s) {
+  return cuMemcpy2DAsync_v2(c, s);
+}
+GPUVM_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* c) { return Copy3D(c, nullptr, false); }
+GPUVM_EXPORT CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* c) { return cuMemcpy3D_v2(c); }
+GPUVM_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* c, CUstream s) {
+  return Copy3D(c, s, true);
+}
+GPUVM_EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream s) {
+  return cuMemcpy3DAsync_v2(c, s);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dst, size_t pitch, unsigned char v, size_t width,
+                                      size_t height) {
+  return Memset2D(dst, pitch, v * 0x01010101u, width, height, 1, nullptr, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned char v,
+                                           size_t width, size_t height) {
+  return cuMemsetD2D8_v2(dst, pitch, v, width, height);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width,
+                                       size_t height) {
+  return Memset2D(dst, pitch, v, width, height, 4, nullptr, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned int v,
+                                            size_t width, size_t height) {
+  return cuMemsetD2D32_v2(dst, pitch, v, width, height);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v,
+                                        size_t width, size_t height, CUstream s) {
+  return Memset2D(dst, pitch, v * 0x01010101u, width, height, 1, s, true);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned char v,
+                                             size_t width, size_t height, CUstream s) {
+  return cuMemsetD2D8Async(dst, pitch, v, width, height, s);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int v,
+                                         size_t width, size_t height, CUstream s) {
+  return Memset2D(dst, pitch, v, width, height, 4, s, true);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned int v,
+                                              size_t width, size_t height, CUstream s) {
+  return cuMemsetD2D32Async(dst, pitch, v, width, height, s);
+}

@@ -33,6 +33,7 @@ GPUVM_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   if (!Process::Get().IsLive(s, Process::Kind::kStream)) return CUDA_ERROR_INVALID_HANDLE;
   CUctx_st* ctx = s->ctx;
   Untrack(ctx, ctx->streams, s);
+  ReleaseHostCallbacks(s);
   // CUDA returns at once and lets queued work finish; the driver waits (bounded) for it instead.
   Status st = ctx->gctx->DestroyChannel(s->channel);
   (void)ctx->gctx->DestroyEvent(s->order_event);
@@ -163,4 +164,59 @@ GPUVM_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent en
   }
   *ms = float(double(int64_t(*t1 - *t0)) / 1e6);
   return CUDA_SUCCESS;
+}
+
+// ---- host functions ----
+
+namespace {
+
+// Queues `fn(status)` on the stream (host_callbacks.h), after the legacy ordering of its work.
+CUresult EnqueueHostFunction(CUstream handle, gpuvm::runtime::HostCallbacks::Function fn) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
+  std::lock_guard lock(s->callbacks_mu);
+  if (s->callbacks == nullptr) {
+    auto gate = ctx->gctx->CreateEvent();
+    if (!gate.ok()) return ContextError(ctx, gate.status(), CUDA_ERROR_OUT_OF_MEMORY);
+    s->callbacks =
+        std::make_unique<gpuvm::runtime::HostCallbacks>(ctx->gctx.get(), s->channel, *gate);
+  }
+  return ContextError(ctx, s->callbacks->Enqueue(std::move(fn)));
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* user_data) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return EnqueueHostFunction(handle, [fn, user_data](const Status& status) {
+    // CUDA: a host function is not run when the stream's earlier work failed to finish.
+    if (status.code() != StatusCode::kDeadlineExceeded) fn(user_data);
+  });
+}
+GPUVM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream handle, CUhostFn fn, void* user_data) {
+  return cuLaunchHostFunc(handle, fn, user_data);
+}
+
+GPUVM_EXPORT CUresult cuStreamAddCallback(CUstream handle, CUstreamCallback callback,
+                                          void* user_data, unsigned int flags) {
+  if (callback == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // The callback is told the stream's state: the context's error when its work failed.
+  CUctx_st* ctx = nullptr;
+  if (Current(&ctx, /*check_health=*/false) != CUDA_SUCCESS) ctx = nullptr;
+  return EnqueueHostFunction(handle, [callback, user_data, handle, ctx](const Status& status) {
+    CUresult result = CUDA_SUCCESS;
+    if (status.code() == StatusCode::kDeadlineExceeded) {
+      result = CUDA_ERROR_LAUNCH_TIMEOUT;
+    } else if (!status.ok()) {
+      result = ctx != nullptr ? ContextError(ctx, status) : CUDA_ERROR_LAUNCH_FAILED;
+    }
+    callback(handle, result, user_data);
+  });
+}
+GPUVM_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream handle, CUstreamCallback callback,
+                                               void* user_data, unsigned int flags) {
+  return cuStreamAddCallback(handle, callback, user_data, flags);
 }

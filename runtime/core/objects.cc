@@ -120,6 +120,7 @@ void DestroyChildren(CUctx_st* ctx) {
   }
   for (CUstream_st* s : streams) {
     p.Unregister(s);
+    ReleaseHostCallbacks(s);
     (void)ctx->gctx->DestroyChannel(s->channel);
     delete s;
   }
@@ -135,6 +136,7 @@ void DestroyChildren(CUctx_st* ctx) {
 void Process::DestroyContext(CUctx_st* ctx) {
   Unregister(ctx);
   DestroyChildren(ctx);
+  if (ctx->default_stream) ReleaseHostCallbacks(ctx->default_stream.get());
   ctx->default_stream.reset();
   ctx->gctx.reset();
   // Forget it in this thread's stack; other threads find it dead through the registry.
@@ -146,8 +148,18 @@ void Process::DestroyContext(CUctx_st* ctx) {
 void Process::ResetContext(CUctx_st* ctx) {
   std::lock_guard<std::mutex> lock(revive_mu_);
   DestroyChildren(ctx);
+  if (ctx->default_stream) ReleaseHostCallbacks(ctx->default_stream.get());
   ctx->default_stream.reset();
   ctx->gctx.reset();
+}
+
+void ReleaseHostCallbacks(CUstream_st* stream) {
+  std::unique_ptr<HostCallbacks> callbacks;
+  {
+    std::lock_guard lock(stream->callbacks_mu);
+    callbacks.swap(stream->callbacks);
+  }
+  callbacks.reset();  // runs what is queued, joins the worker
 }
 
 Status Process::ReviveContext(CUctx_st* ctx) {

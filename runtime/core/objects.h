@@ -30,6 +30,7 @@
 #include "gpu/isa/isa.h"
 #include "guest-pv-driver/driver.h"
 #include "runtime/core/gpu_connection.h"
+#include "runtime/core/host_callbacks.h"
 #include "runtime/core/module_image.h"
 #include "runtime/include/cuda.h"
 
@@ -40,6 +41,10 @@ struct CUstream_st {
   bool is_default = false;
   // Internal marker for ordering against the legacy null stream (objects.cc, OrderForLegacy).
   gpuvm::guest::Event* order_event = nullptr;
+  // Host functions queued on the stream (host_callbacks.h); made on first use (under
+  // callbacks_mu), and gone before the channel is destroyed (ReleaseHostCallbacks).
+  std::mutex callbacks_mu;
+  std::unique_ptr<gpuvm::runtime::HostCallbacks> callbacks;
 };
 
 struct CUevent_st {
@@ -182,6 +187,9 @@ CUstream_st* ResolveStream(CUctx_st* ctx, CUstream handle);
 // Legacy null-stream semantics: work about to go to `stream` first waits (on the GPU) for pending
 // work of the streams it must not overtake.
 Status OrderForLegacy(CUstream_st* stream);
+// Runs what is still queued of the stream's host functions and stops its worker: before its channel
+// is destroyed.
+void ReleaseHostCallbacks(CUstream_st* stream);
 
 // ---- modules ----
 // Loads a module from `image`. `length` is the image size when known (cuModuleLoad), or 0 when the

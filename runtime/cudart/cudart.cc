@@ -866,3 +866,205 @@ GPUVM_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
 GPUVM_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   return cudaEventRecord(event, stream);
 }
+
+// =====================================================================================================
+// Pitched memory, 2D/3D copies and memsets, occupancy, host functions on streams: the driver's
+// functions under the runtime's names and argument shapes.
+
+namespace {
+
+// The driver's memory types for a runtime copy `kind` (cudaMemcpyDefault: asked of the pointers).
+bool MemoryTypes(cudaMemcpyKind kind, const void* dst, const void* src, CUmemorytype* dst_type,
+                 CUmemorytype* src_type) {
+  if (kind == cudaMemcpyDefault) {
+    const bool d = IsDevicePointer(dst), s = IsDevicePointer(src);
+    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      *src_type = CU_MEMORYTYPE_HOST, *dst_type = CU_MEMORYTYPE_HOST;
+      return true;
+    case cudaMemcpyHostToDevice:
+      *src_type = CU_MEMORYTYPE_HOST, *dst_type = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case cudaMemcpyDeviceToHost:
+      *src_type = CU_MEMORYTYPE_DEVICE, *dst_type = CU_MEMORYTYPE_HOST;
+      return true;
+    case cudaMemcpyDeviceToDevice:
+      *src_type = CU_MEMORYTYPE_DEVICE, *dst_type = CU_MEMORYTYPE_DEVICE;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Fills one side of a driver copy description from a runtime pointer of memory type `type`.
+template <typename HostPtr>
+void SetSide(CUmemorytype type, void* ptr, CUmemorytype* out_type, HostPtr* host,
+             CUdeviceptr* device) {
+  *out_type = type;
+  if (type == CU_MEMORYTYPE_DEVICE) {
+    *device = CUdeviceptr(ptr);
+  } else {
+    *host = static_cast<HostPtr>(ptr);
+  }
+}
+
+cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                   size_t height, cudaMemcpyKind kind, cudaStream_t stream, bool async) {
+  ENSURE_CONTEXT();
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (dst == nullptr || src == nullptr) return Record(cudaErrorInvalidValue);
+  CUmemorytype dst_type, src_type;
+  if (!MemoryTypes(kind, dst, src, &dst_type, &src_type)) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  if (height > 1 && (dpitch < width || spitch < width)) return Record(cudaErrorInvalidPitchValue);
+  CUDA_MEMCPY2D c{};
+  SetSide(src_type, const_cast<void*>(src), &c.srcMemoryType, &c.srcHost, &c.srcDevice);
+  SetSide(dst_type, dst, &c.dstMemoryType, &c.dstHost, &c.dstDevice);
+  c.srcPitch = spitch;
+  c.dstPitch = dpitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  return Rec(async ? cuMemcpy2DAsync_v2(&c, stream) : cuMemcpy2D_v2(&c));
+}
+
+cudaError_t Copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool async) {
+  ENSURE_CONTEXT();
+  if (p == nullptr) return Record(cudaErrorInvalidValue);
+  if (p->srcArray != nullptr || p->dstArray != nullptr) return Record(cudaErrorNotSupported);
+  if (p->extent.width == 0 || p->extent.height == 0 || p->extent.depth == 0) return cudaSuccess;
+  if (p->srcPtr.ptr == nullptr || p->dstPtr.ptr == nullptr) return Record(cudaErrorInvalidValue);
+  CUmemorytype dst_type, src_type;
+  if (!MemoryTypes(p->kind, p->dstPtr.ptr, p->srcPtr.ptr, &dst_type, &src_type)) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  // Without arrays, positions and the extent's width are in bytes; a pitched pointer's ysize is
+  // the height of its slices.
+  CUDA_MEMCPY3D c{};
+  SetSide(src_type, p->srcPtr.ptr, &c.srcMemoryType, &c.srcHost, &c.srcDevice);
+  SetSide(dst_type, p->dstPtr.ptr, &c.dstMemoryType, &c.dstHost, &c.dstDevice);
+  c.srcXInBytes = p->srcPos.x, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
+  c.dstXInBytes = p->dstPos.x, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
+  c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
+  c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
+  c.WidthInBytes = p->extent.width, c.Height = p->extent.height, c.Depth = p->extent.depth;
+  return Rec(async ? cuMemcpy3DAsync_v2(&c, stream) : cuMemcpy3D_v2(&c));
+}
+
+// The function of kernel `func` (its host stub) in the current context.
+cudaError_t FunctionOf(const void* func, CUfunction* f) {
+  KernelRecord* k = FindKernel(func);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  return Rec(FunctionFor(k, f));
+}
+
+// cudaStreamAddCallback's callback behind the driver's (same numbering of the status).
+struct StreamCallback {
+  cudaStreamCallback_t callback;
+  void* user_data;
+  cudaStream_t stream;
+};
+void CUDAAPI CallStreamCallback(CUstream, CUresult status, void* data) {
+  std::unique_ptr<StreamCallback> c(static_cast<StreamCallback*>(data));
+  c->callback(c->stream, FromCu(status), c->user_data);
+}
+
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  if (ptr == nullptr || pitch == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUdeviceptr d = 0;
+  const cudaError_t e = Rec(cuMemAllocPitch_v2(&d, pitch, width, height, 4));
+  if (e == cudaSuccess) *ptr = reinterpret_cast<void*>(d);
+  return e;
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                      size_t width, size_t height, cudaMemcpyKind kind) {
+  return Copy2D(dst, dpitch, src, spitch, width, height, kind, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                           size_t width, size_t height, cudaMemcpyKind kind) {
+  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                           size_t width, size_t height, cudaMemcpyKind kind,
+                                           cudaStream_t stream) {
+  return Copy2D(dst, dpitch, src, spitch, width, height, kind, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src,
+                                                size_t spitch, size_t width, size_t height,
+                                                cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) {
+  return Copy3D(p, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy3D_ptds(const cudaMemcpy3DParms* p) { return cudaMemcpy3D(p); }
+GPUVM_EXPORT cudaError_t cudaMemcpy3DAsync(const cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return Copy3D(p, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return cudaMemcpy3DAsync(p, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width,
+                                      size_t height) {
+  return InContext(cuMemsetD2D8_v2, CUdeviceptr(ptr), pitch, static_cast<unsigned char>(value),
+                   width, height);
+}
+GPUVM_EXPORT cudaError_t cudaMemset2D_ptds(void* ptr, size_t pitch, int value, size_t width,
+                                           size_t height) {
+  return cudaMemset2D(ptr, pitch, value, width, height);
+}
+GPUVM_EXPORT cudaError_t cudaMemset2DAsync(void* ptr, size_t pitch, int value, size_t width,
+                                           size_t height, cudaStream_t stream) {
+  return InContext(cuMemsetD2D8Async, CUdeviceptr(ptr), pitch, static_cast<unsigned char>(value),
+                   width, height, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemset2DAsync_ptsz(void* ptr, size_t pitch, int value, size_t width,
+                                                size_t height, cudaStream_t stream) {
+  return cudaMemset2DAsync(ptr, pitch, value, width, height, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* num_blocks, const void* func, int block_size, size_t dynamic_shared, unsigned int flags) {
+  if (num_blocks == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUfunction f;
+  const cudaError_t e = FunctionOf(func, &f);
+  if (e != cudaSuccess) return e;
+  return Rec(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(num_blocks, f, block_size,
+                                                                  dynamic_shared, flags));
+}
+GPUVM_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks,
+                                                                       const void* func,
+                                                                       int block_size,
+                                                                       size_t dynamic_shared) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(num_blocks, func, block_size,
+                                                                dynamic_shared, 0);
+}
+
+GPUVM_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
+  return InContext(cuLaunchHostFunc, stream, fn, data);
+}
+GPUVM_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* data) {
+  return cudaLaunchHostFunc(stream, fn, data);
+}
+GPUVM_EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                               void* data, unsigned int flags) {
+  if (callback == nullptr || flags != 0) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  auto* c = new StreamCallback{callback, data, stream};
+  const CUresult r = cuStreamAddCallback(stream, CallStreamCallback, c, 0);
+  if (r != CUDA_SUCCESS) delete c;  // never queued: never called
+  return Rec(r);
+}
+GPUVM_EXPORT cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream,
+                                                    cudaStreamCallback_t callback, void* data,
+                                                    unsigned int flags) {
+  return cudaStreamAddCallback(stream, callback, data, flags);
+}

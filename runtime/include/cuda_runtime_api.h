@@ -445,6 +445,43 @@ cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src, si
 cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
                                            size_t offset, enum cudaMemcpyKind kind);
 cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol);
+/* Pitched memory, 2D and 3D copies and memsets (rows aligned to 256 bytes; no arrays: a 3D copy
+ * naming one answers cudaErrorNotSupported). */
+typedef struct cudaArray* cudaArray_t;
+struct cudaPos {
+  size_t x, y, z;
+};
+struct cudaPitchedPtr {
+  void* ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;
+};
+struct cudaExtent {
+  size_t width, height, depth;
+};
+struct cudaMemcpy3DParms {
+  cudaArray_t srcArray;
+  struct cudaPos srcPos;
+  struct cudaPitchedPtr srcPtr;
+  cudaArray_t dstArray;
+  struct cudaPos dstPos;
+  struct cudaPitchedPtr dstPtr;
+  struct cudaExtent extent;
+  enum cudaMemcpyKind kind;
+};
+cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height);
+cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                        size_t width, size_t height, enum cudaMemcpyKind kind,
+                                        cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width,
+                                   size_t height);
+cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width,
+                                        size_t height, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms* p);
+cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
 
 /* ---- streams and events ---- */
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream);
@@ -461,12 +498,25 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event);
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event);
 cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+typedef void(CUDARTAPI* cudaHostFn_t)(void* userData);
+typedef void(CUDARTAPI* cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status,
+                                              void* userData);
+cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData);
+cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                            void* userData, unsigned int flags);
 
 /* ---- execution ---- */
 cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                        size_t sharedMem, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func);
 cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache cacheConfig);
+#define cudaOccupancyDefault 0x00
+#define cudaOccupancyDisableCachingOverride 0x01
+cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func,
+                                                                    int blockSize,
+                                                                    size_t dynamicSMemSize);
+cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
 struct cudaChannelFormatDesc CUDARTAPI cudaCreateChannelDesc(int x, int y, int z, int w,
                                                              enum cudaChannelFormatKind f);
 

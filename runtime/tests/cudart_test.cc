@@ -190,6 +190,99 @@ TEST_F(RuntimeCudart, AttributesFlagsCacheConfigAndHostRegistration) {
   (void)cudaGetLastError();
 }
 
+// The runtime's pitched memory and 2D/3D copies (each kind, cudaMemcpyDefault too), 2D memsets,
+// occupancy of a registered kernel, and host functions / callbacks on streams, over the driver's.
+TEST_F(RuntimeCudart, PitchedCopiesOccupancyAndHostFunctions) {
+  const size_t width = 50, height = 6;
+  void* d = nullptr;
+  size_t pitch = 0;
+  ASSERT_EQ(cudaMallocPitch(&d, &pitch, width, height), cudaSuccess);
+  EXPECT_EQ(pitch, 256u);
+  std::vector<uint8_t> src(64 * height);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 3 + 1);
+  ASSERT_EQ(cudaMemset2D(d, pitch, 0x11, pitch, height), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2D(d, pitch, src.data(), 64, width, height, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  void* d2 = nullptr;
+  size_t pitch2 = 0;
+  ASSERT_EQ(cudaMallocPitch(&d2, &pitch2, width, height), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2D(d2, pitch2, d, pitch, width, height, cudaMemcpyDefault), cudaSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<uint8_t> back(width * height, 0);
+  ASSERT_EQ(
+      cudaMemcpy2DAsync(back.data(), width, d2, pitch2, width, height, cudaMemcpyDeviceToHost, s),
+      cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  for (size_t y = 0; y < height; ++y) {
+    ASSERT_EQ(std::memcmp(&back[y * width], &src[y * 64], width), 0) << y;
+  }
+  std::vector<uint8_t> row(pitch, 0);
+  ASSERT_EQ(cudaMemcpy(row.data(), d, pitch, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(row[width], 0x11);  // beyond the window: the memset's
+  EXPECT_EQ(cudaMemcpy2D(d, width - 1, src.data(), 64, width, height, cudaMemcpyHostToDevice),
+            cudaErrorInvalidPitchValue);
+  EXPECT_EQ(cudaMemcpy2D(d, pitch, src.data(), 64, width, height, cudaMemcpyKind(9)),
+            cudaErrorInvalidMemcpyDirection);
+  // 3D: two slices of 3 rows from the host into d (slices `height / 2` rows apart) and back.
+  cudaMemcpy3DParms p{};
+  p.srcPtr = {src.data(), 64, 64, 3};
+  p.dstPtr = {d, pitch, width, 3};
+  p.extent = {width, 3, 2};
+  p.kind = cudaMemcpyHostToDevice;
+  ASSERT_EQ(cudaMemcpy3D(&p), cudaSuccess);
+  std::vector<uint8_t> box(width * 3 * 2, 0);
+  cudaMemcpy3DParms q{};
+  q.srcPtr = {d, pitch, width, 3};
+  q.dstPtr = {box.data(), width, width, 3};
+  q.extent = {width, 3, 2};
+  q.kind = cudaMemcpyDeviceToHost;
+  ASSERT_EQ(cudaMemcpy3DAsync(&q, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  for (size_t y = 0; y < 6; ++y) {
+    ASSERT_EQ(std::memcmp(&box[y * width], &src[y * 64], width), 0) << y;
+  }
+  q.srcArray = reinterpret_cast<cudaArray_t>(&q);
+  EXPECT_EQ(cudaMemcpy3D(&q), cudaErrorNotSupported);
+
+  int blocks = -1;
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &blocks, reinterpret_cast<const void*>(&vadd_stub), 256, 0),
+            cudaSuccess);
+  EXPECT_EQ(blocks, 6);
+  EXPECT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &blocks, reinterpret_cast<const void*>(&unregistered_stub), 256, 0),
+            cudaErrorInvalidDeviceFunction);
+
+  struct Calls {
+    std::vector<int> order;
+    cudaError_t status = cudaErrorUnknown;
+    cudaStream_t stream = nullptr;
+  } calls;
+  ASSERT_EQ(cudaLaunchHostFunc(
+                s, [](void* c) { static_cast<Calls*>(c)->order.push_back(1); }, &calls),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamAddCallback(
+                s,
+                [](cudaStream_t stream, cudaError_t status, void* c) {
+                  auto* calls = static_cast<Calls*>(c);
+                  calls->order.push_back(2);
+                  calls->status = status;
+                  calls->stream = stream;
+                },
+                &calls, 0),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(calls.order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(calls.status, cudaSuccess);
+  EXPECT_EQ(calls.stream, s);
+  EXPECT_EQ(cudaStreamAddCallback(s, nullptr, &calls, 0), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  ASSERT_EQ(cudaFree(d2), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
 TEST_F(RuntimeCudart, ErrorStrings) {
   EXPECT_STREQ(cudaGetErrorName(cudaErrorIllegalAddress), "cudaErrorIllegalAddress");
   EXPECT_STREQ(cudaGetErrorString(cudaErrorIllegalAddress),

@@ -423,7 +423,7 @@ TEST_F(RuntimeDriverApi, HostRegister) {
   ASSERT_CU(cuMemHostGetDevicePointer(&inside, bytes8 + 4999, 0));
   EXPECT_EQ(inside, first + 4989);
   for (int i = 0; i < 5110; ++i) bytes8[10 + i] = uint8_t(i * 7);
-  ASSERT_CU(cuMemcpyDtoD(d, first, 5000));        // the GPU reads both registrations
+  ASSERT_CU(cuMemcpyDtoD(d, first, 5000));  // the GPU reads both registrations
   ASSERT_CU(cuMemcpyDtoD(d + 5000, second, 100));
   std::vector<uint8_t> seen(5100);
   ASSERT_CU(cuMemcpyDtoH(seen.data(), d, seen.size()));

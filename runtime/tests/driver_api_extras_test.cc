@@ -1,0 +1,436 @@
+// The driver API functions beyond the first-contact set, as a program sees them (linked with
+// libcuda.so.1 and our cuda.h only): pitched allocations, 2D and 3D copies between every kind of
+// memory and 2D memsets (RuntimePitched); occupancy from the device's limits and the kernel's
+// registers and shared memory (RuntimeOccupancy); host functions and callbacks on streams, in order
+// with the stream's work (RuntimeHostFunctions).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "runtime/include/cuda.h"
+#include "runtime/tests/test_kernels.h"
+
+namespace {
+
+#define ASSERT_CU(expr) ASSERT_EQ((expr), CUDA_SUCCESS) << #expr
+#define EXPECT_CU(expr) EXPECT_EQ((expr), CUDA_SUCCESS) << #expr
+
+class RuntimeExtras : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_CU(cuInit(0));
+    ASSERT_CU(cuDeviceGet(&dev_, 0));
+    ASSERT_CU(cuCtxCreate(&ctx_, nullptr, 0, dev_));
+    image_ = gpuvm::runtime::testing::TestModuleImage();
+    ASSERT_CU(cuModuleLoadData(&module_, image_.data()));
+    ASSERT_CU(cuModuleGetFunction(&vadd_, module_, "vadd"));
+    ASSERT_CU(cuModuleGetFunction(&poke_, module_, "poke"));
+  }
+  void TearDown() override {
+    if (ctx_) {
+      EXPECT_CU(cuCtxDestroy(ctx_));
+    }
+  }
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUfunction vadd_ = nullptr, poke_ = nullptr;
+  std::vector<uint8_t> image_;
+};
+
+// ---- pitched memory, 2D and 3D copies, 2D memsets ----
+
+using RuntimePitched = RuntimeExtras;
+
+// A host image: byte (x, y) = x * 7 + y * 13 + seed, rows `pitch` apart.
+std::vector<uint8_t> Image(size_t pitch, size_t height, uint8_t seed) {
+  std::vector<uint8_t> v(pitch * height);
+  for (size_t y = 0; y < height; ++y) {
+    for (size_t x = 0; x < pitch; ++x) v[y * pitch + x] = uint8_t(x * 7 + y * 13 + seed);
+  }
+  return v;
+}
+
+TEST_F(RuntimePitched, AllocPitchAlignsRows) {
+  CUdeviceptr d;
+  size_t pitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&d, &pitch, 100, 7, 4));
+  EXPECT_EQ(pitch, 256u);
+  EXPECT_EQ(d % 256, 0u);
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuMemAllocPitch(&d, &pitch, 256, 3, 16));
+  EXPECT_EQ(pitch, 256u);
+  ASSERT_CU(cuMemFree(d));
+  EXPECT_EQ(cuMemAllocPitch(&d, &pitch, 100, 7, 3), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocPitch(&d, nullptr, 100, 7, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocPitch(&d, &pitch, 0, 7, 4), CUDA_ERROR_INVALID_VALUE);
+}
+
+// A 100 x 7 window at (3, 2) of a pageable host image goes to a pitched device buffer, on to a
+// second one through the copy engine, back to pageable memory, to pinned memory on a stream and to
+// host memory again; every byte of every destination is checked, those outside the window too.
+TEST_F(RuntimePitched, TwoDimensionalCopiesBetweenEveryKindOfMemory) {
+  const size_t width = 100, height = 7, src_pitch = 120, host_rows = 10;
+  std::vector<uint8_t> src = Image(src_pitch, host_rows, 1);
+  CUdeviceptr d1, d2;
+  size_t p1, p2;
+  ASSERT_CU(cuMemAllocPitch(&d1, &p1, width, height, 4));
+  ASSERT_CU(cuMemAllocPitch(&d2, &p2, width + 300, height + 1, 4));
+  ASSERT_CU(cuMemsetD8(d2, 0xee, p2 * (height + 1)));
+
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = src.data();
+  c.srcXInBytes = 3;
+  c.srcY = 2;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = d1;
+  c.dstPitch = p1;
+  c.WidthInBytes = width;
+  c.Height = height;
+  ASSERT_CU(cuMemcpy2D(&c));  // pageable -> device: staged rows
+
+  CUDA_MEMCPY2D dd{};
+  dd.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  dd.srcDevice = d1;
+  dd.srcPitch = p1;
+  dd.dstMemoryType = CU_MEMORYTYPE_UNIFIED;  // a device pointer of the context
+  dd.dstDevice = d2;
+  dd.dstXInBytes = 10;
+  dd.dstY = 1;
+  dd.dstPitch = p2;
+  dd.WidthInBytes = width;
+  dd.Height = height;
+  ASSERT_CU(cuMemcpy2DUnaligned(&dd));  // device -> device: one pitched copy
+
+  // The whole of d2 back: the window at (10, 1), 0xee around it.
+  std::vector<uint8_t> all(p2 * (height + 1), 0);
+  ASSERT_CU(cuMemcpyDtoH(all.data(), d2, all.size()));
+  for (size_t y = 0; y < height + 1; ++y) {
+    for (size_t x = 0; x < p2; ++x) {
+      const bool inside = y >= 1 && y < 1 + height && x >= 10 && x < 10 + width;
+      const uint8_t want = inside ? src[(y - 1 + 2) * src_pitch + (x - 10 + 3)] : 0xee;
+      ASSERT_EQ(all[y * p2 + x], want) << x << "," << y;
+    }
+  }
+
+  // device -> pageable host, into a larger image whose other bytes must stay.
+  const size_t dst_pitch = 150;
+  std::vector<uint8_t> back(dst_pitch * height, 0x55);
+  CUDA_MEMCPY2D dh{};
+  dh.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  dh.srcDevice = d1;
+  dh.srcPitch = p1;
+  dh.dstMemoryType = CU_MEMORYTYPE_HOST;
+  dh.dstHost = back.data();
+  dh.dstPitch = dst_pitch;
+  dh.WidthInBytes = width;
+  dh.Height = height;
+  ASSERT_CU(cuMemcpy2D(&dh));
+  for (size_t y = 0; y < height; ++y) {
+    for (size_t x = 0; x < dst_pitch; ++x) {
+      const uint8_t want = x < width ? src[(y + 2) * src_pitch + x + 3] : 0x55;
+      ASSERT_EQ(back[y * dst_pitch + x], want) << x << "," << y;
+    }
+  }
+
+  // device -> pinned host on a stream (one DMA), then pinned -> pageable host (host to host).
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemAllocHost(&pinned, p1 * height));
+  std::memset(pinned, 0, p1 * height);
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  CUDA_MEMCPY2D dp = dh;
+  dp.dstHost = pinned;
+  dp.dstPitch = p1;
+  ASSERT_CU(cuMemcpy2DAsync(&dp, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  std::vector<uint8_t> packed(width * height, 0);
+  CUDA_MEMCPY2D hh{};
+  hh.srcMemoryType = CU_MEMORYTYPE_HOST;
+  hh.srcHost = pinned;
+  hh.srcPitch = p1;
+  hh.dstMemoryType = CU_MEMORYTYPE_HOST;
+  hh.dstHost = packed.data();
+  hh.dstPitch = width;
+  hh.WidthInBytes = width;
+  hh.Height = height;
+  ASSERT_CU(cuMemcpy2DAsync(&hh, s));
+  for (size_t y = 0; y < height; ++y) {
+    ASSERT_EQ(std::memcmp(&packed[y * width], &src[(y + 2) * src_pitch + 3], width), 0) << y;
+  }
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFreeHost(pinned));
+
+  // Refusals: pitch below the width, a window past the allocation, arrays, no description.
+  CUDA_MEMCPY2D bad = c;
+  bad.dstPitch = width - 1;
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = c;
+  bad.Height = height + 1;
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = c;
+  bad.dstY = ~size_t(0) / 2;
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = c;
+  bad.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemcpy2D(nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(d1));
+  ASSERT_CU(cuMemFree(d2));
+}
+
+TEST_F(RuntimePitched, TwoDimensionalMemsets) {
+  CUdeviceptr d;
+  size_t pitch;
+  const size_t rows = 9;
+  ASSERT_CU(cuMemAllocPitch(&d, &pitch, 300, rows, 4));
+  ASSERT_CU(cuMemsetD8(d, 0, pitch * rows));
+  ASSERT_CU(cuMemsetD2D8(d + 1, pitch, 0xab, 299, rows));
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  ASSERT_CU(cuMemsetD2D32Async(d + 4 * pitch, pitch, 0x01020304u, 10, 3, s));  // rows 4..6
+  ASSERT_CU(cuStreamSynchronize(s));
+  std::vector<uint8_t> all(pitch * rows);
+  ASSERT_CU(cuMemcpyDtoH(all.data(), d, all.size()));
+  for (size_t y = 0; y < rows; ++y) {
+    for (size_t x = 0; x < pitch; ++x) {
+      uint8_t want = (x >= 1 && x < 300) ? 0xab : 0;
+      if (y >= 4 && y < 7 && x < 40) want = uint8_t(0x04 - x % 4);  // little-endian 0x01020304
+      ASSERT_EQ(all[y * pitch + x], want) << x << "," << y;
+    }
+  }
+  EXPECT_EQ(cuMemsetD2D32(d + 1, pitch, 1, 4, 2), CUDA_ERROR_INVALID_VALUE);  // unaligned
+  EXPECT_EQ(cuMemsetD2D8(d, 100, 1, 200, 2), CUDA_ERROR_INVALID_VALUE);       // pitch < width
+  EXPECT_EQ(cuMemsetD2D8(d, pitch, 1, pitch, rows + 1), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(d));
+}
+
+// A 5 x 4 x 3 box out of a 9 x 6 x 4 host volume into a pitched device volume and back.
+TEST_F(RuntimePitched, ThreeDimensionalCopies) {
+  const size_t w = 9, h = 6, depth = 4;
+  std::vector<uint8_t> volume(w * h * depth);
+  for (size_t i = 0; i < volume.size(); ++i) volume[i] = uint8_t(i * 31 + 5);
+  CUdeviceptr d;
+  size_t pitch;
+  const size_t dev_h = 5;  // slice height on the device
+  ASSERT_CU(cuMemAllocPitch(&d, &pitch, 8, dev_h * 3, 4));
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = volume.data();
+  c.srcXInBytes = 2, c.srcY = 1, c.srcZ = 1;
+  c.srcPitch = w, c.srcHeight = h;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = d;
+  c.dstPitch = pitch, c.dstHeight = dev_h;
+  c.WidthInBytes = 5, c.Height = 4, c.Depth = 3;
+  ASSERT_CU(cuMemcpy3D(&c));
+  std::vector<uint8_t> box(5 * 4 * 3, 0);
+  CUDA_MEMCPY3D b{};
+  b.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  b.srcDevice = d;
+  b.srcPitch = pitch, b.srcHeight = dev_h;
+  b.dstMemoryType = CU_MEMORYTYPE_HOST;
+  b.dstHost = box.data();
+  b.dstPitch = 5, b.dstHeight = 4;
+  b.WidthInBytes = 5, b.Height = 4, b.Depth = 3;
+  ASSERT_CU(cuMemcpy3DAsync(&b, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  for (size_t z = 0; z < 3; ++z) {
+    for (size_t y = 0; y < 4; ++y) {
+      for (size_t x = 0; x < 5; ++x) {
+        ASSERT_EQ(box[(z * 4 + y) * 5 + x], volume[((z + 1) * h + y + 1) * w + x + 2])
+            << x << "," << y << "," << z;
+      }
+    }
+  }
+  CUDA_MEMCPY3D bad = c;
+  bad.Depth = 4;  // past the device volume
+  EXPECT_EQ(cuMemcpy3D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = c;
+  bad.srcLOD = 1;
+  EXPECT_EQ(cuMemcpy3D(&bad), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(d));
+}
+
+// ---- occupancy ----
+
+using RuntimeOccupancy = RuntimeExtras;
+
+TEST_F(RuntimeOccupancy, BlocksPerMultiprocessorFollowTheDeviceLimits) {
+  // The device: 1536 threads, 8 blocks, 32768 registers and 48 KiB shared memory per SM; vadd
+  // uses few registers and no shared memory, so threads and blocks are the limits.
+  int regs = -1, sms = 0;
+  ASSERT_CU(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd_));
+  ASSERT_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_));
+  ASSERT_GT(regs, 0);
+  ASSERT_LT(regs, 20);
+  int n = -1;
+  ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, vadd_, 32, 0));
+  EXPECT_EQ(n, 8);  // blocks per SM
+  ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, vadd_, 256, 0));
+  EXPECT_EQ(n, 6);  // 1536 / 256
+  ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, vadd_, 1000, 0));
+  EXPECT_EQ(n, 1);  // 32 warps of 48
+  ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, vadd_, 100, 20 << 10));
+  EXPECT_EQ(n, 2);  // 48 KiB / 20 KiB of shared memory
+  ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, vadd_, 100, 49 << 10,
+                                                                 CU_OCCUPANCY_DEFAULT));
+  EXPECT_EQ(n, 0);  // does not fit at all
+  ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, vadd_, 2048, 0));
+  EXPECT_EQ(n, 0);  // above the kernel's limit
+  EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(nullptr, vadd_, 32, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, vadd_, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<CUfunction>(&n), 32, 0),
+      CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, vadd_, 32, 0, 0x10),
+            CUDA_ERROR_INVALID_VALUE);
+}
+
+size_t FortyBytesPerThread(int block) { return size_t(block) * 40; }
+
+TEST_F(RuntimeOccupancy, PotentialBlockSizeFillsTheMultiprocessor) {
+  int sms = 0, grid = -1, block = -1;
+  ASSERT_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_));
+  // The first size from the top with 1536 resident threads: 2 blocks of 768.
+  ASSERT_CU(cuOccupancyMaxPotentialBlockSize(&grid, &block, vadd_, nullptr, 0, 0));
+  EXPECT_EQ(block, 768);
+  EXPECT_EQ(grid, 2 * sms);
+  // At most 500 threads: 4 blocks of 384 beat 3 of 500.
+  ASSERT_CU(cuOccupancyMaxPotentialBlockSize(&grid, &block, vadd_, nullptr, 0, 500));
+  EXPECT_EQ(block, 384);
+  EXPECT_EQ(grid, 4 * sms);
+  // Shared memory growing with the block (40 bytes a thread): 2 blocks of 608 (23.75 KiB each,
+  // 1216 threads) hold the most; 640 fits once, 576 twice (1152), 384 three times (1152).
+  ASSERT_CU(cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, vadd_, FortyBytesPerThread, 0,
+                                                      0, CU_OCCUPANCY_DEFAULT));
+  EXPECT_EQ(block, 608);
+  EXPECT_EQ(grid, 2 * sms);
+  EXPECT_EQ(cuOccupancyMaxPotentialBlockSize(nullptr, &block, vadd_, nullptr, 0, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuOccupancyMaxPotentialBlockSize(&grid, &block, vadd_, nullptr, 0, -1),
+            CUDA_ERROR_INVALID_VALUE);
+}
+
+// ---- host functions on streams ----
+
+using RuntimeHostFunctions = RuntimeExtras;
+
+struct Trace {
+  std::atomic<int> next{0};
+  int order[8] = {};
+  uint32_t seen[8] = {};
+  const uint32_t* watch = nullptr;  // pinned memory the stream's earlier work wrote
+  uint32_t* publish = nullptr;      // pinned memory the stream's later work reads
+};
+
+void CUDAAPI Step(void* data) {
+  auto* t = static_cast<Trace*>(data);
+  const int i = t->next.fetch_add(1);
+  t->order[i] = i;
+  t->seen[i] = __atomic_load_n(t->watch, __ATOMIC_ACQUIRE);
+  if (i == 0) {
+    // Slow: the stream's later work must still wait for it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    __atomic_store_n(t->publish, 777u, __ATOMIC_RELEASE);
+  }
+}
+
+// Work, a host function, more work, another host function: each function runs after the work
+// queued before it (it sees its results) and the work queued after it waits for it (it reads what
+// the first function wrote, 200 ms late). Destroying the stream leaves nothing behind.
+TEST_F(RuntimeHostFunctions, RunInOrderWithTheStreamsWork) {
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemAllocHost(&pinned, 4096));
+  auto* words = static_cast<uint32_t*>(pinned);
+  words[0] = 0, words[1] = 0;
+  Trace t;
+  t.watch = &words[0];
+  t.publish = &words[1];
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 256 * 4));
+  ASSERT_CU(cuMemsetD32Async(d, 5, 256, s));
+  uint32_t n = 256;
+  void* params[] = {&d, &d, &d, &n};
+  ASSERT_CU(cuLaunchKernel(vadd_, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr));  // 10
+  ASSERT_CU(cuMemcpyDtoHAsync(&words[0], d, 4, s));
+  ASSERT_CU(cuLaunchHostFunc(s, Step, &t));
+  ASSERT_CU(cuMemcpyHtoDAsync(d + 4, &words[1], 4, s));  // what Step published
+  ASSERT_CU(cuLaunchKernel(vadd_, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr));  // doubles
+  ASSERT_CU(cuMemcpyDtoHAsync(&words[0], d, 4, s));
+  ASSERT_CU(cuLaunchHostFunc(s, Step, &t));
+  ASSERT_CU(cuStreamSynchronize(s));  // includes the host functions
+  EXPECT_EQ(t.next.load(), 2);
+  EXPECT_EQ(t.seen[0], 10u);
+  EXPECT_EQ(t.seen[1], 20u);
+  uint32_t second = 0;
+  ASSERT_CU(cuMemcpyDtoH(&second, d + 4, 4));
+  EXPECT_EQ(second, 777u * 2);
+  EXPECT_EQ(cuLaunchHostFunc(s, nullptr, &t), CUDA_ERROR_INVALID_VALUE);
+  // Queued and not yet run when the stream goes: it still runs, once.
+  ASSERT_CU(cuLaunchKernel(vadd_, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr));
+  ASSERT_CU(cuLaunchHostFunc(s, Step, &t));
+  ASSERT_CU(cuStreamDestroy(s));
+  EXPECT_EQ(t.next.load(), 3);
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuMemFreeHost(pinned));
+}
+
+struct Seen {
+  std::atomic<int> calls{0};
+  CUresult status = CUresult(-1);
+  CUstream stream = nullptr;
+};
+
+void CUDAAPI Note(CUstream stream, CUresult status, void* data) {
+  auto* s = static_cast<Seen*>(data);
+  s->status = status;
+  s->stream = stream;
+  s->calls.fetch_add(1);
+}
+
+// Callbacks hear how the stream's work went: success on the null stream; after a kernel that
+// faults, the fault's code (or the call itself refuses when the fault was already known).
+TEST_F(RuntimeHostFunctions, CallbacksGetTheStreamsStatus) {
+  Seen ok;
+  ASSERT_CU(cuStreamAddCallback(nullptr, Note, &ok, 0));
+  ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(ok.calls.load(), 1);
+  EXPECT_EQ(ok.status, CUDA_SUCCESS);
+  EXPECT_EQ(ok.stream, nullptr);
+  EXPECT_EQ(cuStreamAddCallback(nullptr, Note, &ok, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamAddCallback(nullptr, nullptr, &ok, 0), CUDA_ERROR_INVALID_VALUE);
+
+  Seen faulted;
+  uint64_t bad = 0x2000000000;
+  void* params[] = {&bad};
+  ASSERT_CU(cuLaunchKernel(poke_, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+  const CUresult queued = cuStreamAddCallback(nullptr, Note, &faulted, 0);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  if (queued == CUDA_SUCCESS) {
+    // The fault ends the synchronize at once; the callback follows on the library's thread.
+    for (int i = 0; i < 1000 && faulted.calls.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(faulted.calls.load(), 1);
+    EXPECT_EQ(faulted.status, CUDA_ERROR_ILLEGAL_ADDRESS);
+  } else {
+    EXPECT_EQ(queued, CUDA_ERROR_ILLEGAL_ADDRESS);
+    EXPECT_EQ(faulted.calls.load(), 0);
+  }
+  EXPECT_CU(cuCtxDestroy(ctx_));
+  ctx_ = nullptr;
+  EXPECT_LE(faulted.calls.load(), 1);
+}
+
+}  // namespace
