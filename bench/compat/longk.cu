@@ -73,20 +73,21 @@ void Run(Size size, Report& report) {
   uint32_t* d_out = nullptr;
   CHECK_CUDA(report, cudaMalloc(&d_out, n * sizeof(uint32_t)));
 
-  // Calibration: grow a probe until it takes 50 ms, then scale to the target.
+  // Calibration: grow a probe until it takes 1/100 of the target (at least 50 ms; a longer probe
+  // is less at the mercy of the machine's load), then scale to the target.
   report.Enter(Phase::kLaunch);
+  const double target = TargetSeconds(size);
   long long probe = 2000;
   double probe_s = 0;
   for (;;) {
     Launch(report, d_out, 7, probe, &probe_s);
     if (report.failed()) return;
-    if (probe_s >= 0.05 || probe > (1ll << 40)) break;
+    if (probe_s >= std::max(0.05, target / 100) || probe > (1ll << 40)) break;
     probe *= 4;
   }
   CHECK_CUDA(report, cudaMemcpy(out.data(), d_out, n * sizeof(uint32_t), cudaMemcpyDeviceToHost));
   Check(report, out, 7, probe);
   if (report.failed()) return;
-  const double target = TargetSeconds(size);
   const long long iters =
       std::max<long long>(probe, static_cast<long long>(double(probe) * target / probe_s));
   double seconds = 0;
