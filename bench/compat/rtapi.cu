@@ -1,8 +1,10 @@
 // compat-rtapi: the runtime API as CUDA's samples and their helper headers use it — device query
 // (cudaGetDeviceCount, cudaSetDevice, cudaGetDeviceProperties, cudaDeviceGetAttribute), pinned
 // buffers, a stream with cudaMemcpyAsync both ways around a kernel, events timing the stream,
-// cudaDeviceSynchronize, and every call checked. The kernel is a y = a*x + y over integers (exact
-// on any device), repeated `reps` times on the stream; the host checks every element.
+// cudaDeviceSynchronize, and every call checked; also the occupancy API's block size, a host
+// function on the stream (cudaLaunchHostFunc) and a 2D copy of a window (cudaMemcpy2DAsync). The
+// kernel is a y = a*x + y over integers (exact on any device), repeated `reps` times on the
+// stream; the host checks every element.
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +17,16 @@ __global__ void axpy(int n, int a, const int* x, int* y) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
     y[i] = a * x[i] + y[i];
   }
+}
+
+// What a host function on the stream saw of the first result.
+struct HostCheck {
+  const int* y;
+  int seen;
+};
+void CUDART_CB SeeFirst(void* data) {
+  auto* check = static_cast<HostCheck*>(data);
+  check->seen = check->y[0];
 }
 
 struct Scale {
@@ -71,6 +83,13 @@ void Run(Size size, Report& report) {
   CHECK_CUDA(report, cudaMemcpyAsync(d_x, h_x, bytes, cudaMemcpyHostToDevice, stream));
   CHECK_CUDA(report, cudaMemcpyAsync(d_y, h_y, bytes, cudaMemcpyHostToDevice, stream));
   report.Enter(Phase::kLaunch);
+  // The block size the samples ask the occupancy API for (NVIDIA's header template over
+  // cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags), then launch with a fixed 256.
+  int min_grid = 0, best_block = 0;
+  CHECK_CUDA(report, cudaOccupancyMaxPotentialBlockSize(&min_grid, &best_block, axpy, 0, 0));
+  CHECK_VALUE(report, best_block >= warp && best_block <= max_threads && min_grid >= sms,
+              "cudaOccupancyMaxPotentialBlockSize: block " + std::to_string(best_block) +
+                  ", grid " + std::to_string(min_grid));
   const int threads = 256;
   const int blocks = std::min((s.n + threads - 1) / threads, sms * 8);
   for (int r = 0; r < s.reps; ++r) {
@@ -79,6 +98,13 @@ void Run(Size size, Report& report) {
   }
   report.Enter(Phase::kDtoH);
   CHECK_CUDA(report, cudaMemcpyAsync(h_y, d_y, bytes, cudaMemcpyDeviceToHost, stream));
+  // A host function after the copy: it sees the copied result (the stream's earlier work is done).
+  HostCheck check{h_y, -1};
+  CHECK_CUDA(report, cudaLaunchHostFunc(stream, SeeFirst, &check));
+  // A 16 x 8 window of y, viewed as rows of 64 ints, into a packed host array.
+  int window[8][16];
+  CHECK_CUDA(report, cudaMemcpy2DAsync(window, sizeof window[0], d_y + 64 + 3, 64 * sizeof(int),
+                                       sizeof window[0], 8, cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(report, cudaEventRecord(stop, stream));
   CHECK_CUDA(report, cudaEventSynchronize(stop));
   CHECK_CUDA(report, cudaDeviceSynchronize());
@@ -100,6 +126,13 @@ void Run(Size size, Report& report) {
   for (int i = 0; i < s.n; ++i) {
     const int want = (i * 13) % 997 + a_sum * ((i * 7) % 1009 - 500);
     CHECK_VALUE(report, h_y[i] == want, Mismatch("y", i, h_y[i], want));
+  }
+  CHECK_VALUE(report, check.seen == h_y[0], Mismatch("host function's y", 0, check.seen, h_y[0]));
+  for (int r = 0; r < 8; ++r) {
+    for (int c = 0; c < 16; ++c) {
+      const int i = 64 + 3 + r * 64 + c;
+      CHECK_VALUE(report, window[r][c] == h_y[i], Mismatch("window", i, window[r][c], h_y[i]));
+    }
   }
   CHECK_CUDA(report, cudaFreeHost(h_x));
   CHECK_CUDA(report, cudaFreeHost(h_y));
