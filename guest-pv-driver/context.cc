@@ -100,6 +100,11 @@ Context::Impl::~Impl() {
     std::lock_guard lock(alloc_mu_);
     allocs.swap(allocs_);
     host_index_.clear();
+    // Recycled allocations are mapped like live ones and go the same way.
+    for (auto& [key, record] : recycled_) allocs[record->va] = std::move(record);
+    recycled_.clear();
+    driver_->recycled_vram.fetch_sub(recycled_bytes_, std::memory_order_relaxed);
+    recycled_bytes_ = 0;
   }
   for (auto& [va, record] : allocs) {
     if (record->in_bar1) driver_->UnmapBar1(record->bar1, record->mapped);
@@ -191,14 +196,34 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocVram(uint64_t size, Mem
                                                               bool internal) {
   if (size == 0) return Status::InvalidArgument("allocation of 0 bytes");
   if (size > kMaxAllocation) return Status::ResourceExhausted("allocation larger than 256 GiB");
+  const bool large = size >= kLargePageThreshold;
+  const uint64_t page = large ? space_->large_page_size() : kPage;
+  const uint64_t mapped = AlignUp(size, page);
+  if (kind == MemoryKind::kDevice && !internal) {
+    // A recycled allocation of this mapped size: already mapped, no page-table traffic.
+    std::lock_guard lock(alloc_mu_);
+    auto it = recycled_.find({large, mapped});
+    if (it != recycled_.end()) {
+      std::shared_ptr<AllocRecord> r = std::move(it->second);
+      recycled_.erase(it);
+      recycled_bytes_ -= mapped;
+      driver_->recycled_vram.fetch_sub(mapped, std::memory_order_relaxed);
+      r->size = size;
+      r->freed = false;
+      allocs_[r->va] = r;
+      return r;
+    }
+  }
   auto r = std::make_shared<AllocRecord>(driver_, this);
   r->kind = kind;
   r->internal = internal;
   r->size = size;
-  r->large = size >= kLargePageThreshold;
-  const uint64_t page = r->large ? space_->large_page_size() : kPage;
-  r->mapped = AlignUp(size, page);
-  GPUVM_ASSIGN_OR_RETURN(r->vram, driver_->vram()->Allocate(r->mapped, page));
+  r->large = large;
+  r->mapped = mapped;
+  Result<uint64_t> vram = driver_->vram()->Allocate(r->mapped, page);
+  if (!vram.ok() && DrainRecycled()) vram = driver_->vram()->Allocate(r->mapped, page);
+  if (!vram.ok()) return vram.status();
+  r->vram = *vram;
   GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, r->large));
   GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
   std::lock_guard lock(alloc_mu_);
@@ -324,11 +349,33 @@ Status Context::Impl::Free(uint64_t va, bool internal) {
     allocs_.erase(it);
     if (r->host != nullptr) host_index_.erase(reinterpret_cast<uintptr_t>(r->host));
     r->freed = true;  // from here on in_bar1 cannot change
+    if (r->kind == MemoryKind::kDevice && !internal && !abandoning() &&
+        r->mapped <= kRecycleMaxMapped && recycled_bytes_ + r->mapped <= options_.recycle_bytes) {
+      recycled_bytes_ += r->mapped;
+      driver_->recycled_vram.fetch_add(r->mapped, std::memory_order_relaxed);
+      recycled_.emplace(std::pair{r->large, r->mapped}, std::move(r));
+      return Status::Ok();
+    }
   }
   Status s = UnmapRecord(r.get());
   if (r->kind == MemoryKind::kCode) BumpCodeEpoch();
   Retire(std::move(r));
   return s;  // the memory itself goes with the last reference
+}
+
+bool Context::Impl::DrainRecycled() {
+  std::multimap<std::pair<bool, uint64_t>, std::shared_ptr<AllocRecord>> drained;
+  {
+    std::lock_guard lock(alloc_mu_);
+    drained.swap(recycled_);
+    driver_->recycled_vram.fetch_sub(recycled_bytes_, std::memory_order_relaxed);
+    recycled_bytes_ = 0;
+  }
+  for (auto& [key, record] : drained) {
+    (void)UnmapRecord(record.get());
+    Retire(std::move(record));
+  }
+  return !drained.empty();
 }
 
 void Context::Impl::Retire(std::shared_ptr<AllocRecord> record) {

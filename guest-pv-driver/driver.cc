@@ -678,7 +678,9 @@ Result<std::unique_ptr<Context>> Driver::CreateContext(const ContextOptions& opt
   return Context::Impl::Create(impl_.get(), options);
 }
 
-uint64_t Driver::vram_free() const { return impl_->vram()->free_bytes(); }
+uint64_t Driver::vram_free() const {
+  return impl_->vram()->free_bytes() + impl_->recycled_vram.load(std::memory_order_relaxed);
+}
 BusCounters Driver::bus_counters() const { return impl_->counters(); }
 ParaVirtualCounters Driver::para_virtual_counters() const { return impl_->pv_counters(); }
 size_t Driver::ServiceInterrupts() { return impl_->ServiceInterrupts(); }

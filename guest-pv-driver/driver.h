@@ -116,6 +116,12 @@ struct ContextOptions {
   // Synchronous host<->VRAM copies up to this size go through a BAR1 mapping of the device memory
   // instead of DMA (Gdev: 4 KiB). 0 disables the BAR1 path.
   uint64_t bar1_copy_threshold = 4096;
+  // Device memory freed by the program stays mapped, up to this many bytes per context (each
+  // allocation at most 4 MiB), for the next allocation of the same size: a cudaMalloc/cudaFree per
+  // iteration then writes no page table and flushes no TLB (under fv each is a trapped flush and a
+  // shadow scan). As with CUDA's own sub-allocation, a kernel that uses a freed pointer may then
+  // reach memory instead of faulting. 0 unmaps every free at once.
+  uint64_t recycle_bytes = 32ull << 20;
   // Limit of the waits made inside synchronous calls (copies, Synchronize and Wait without a
   // timeout, event waits of the runtime). kWaitForever (the default), as CUDA: a kernel may run
   // for minutes and the call waits until it ends. A wait still ends early with the context's fault

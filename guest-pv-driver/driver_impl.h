@@ -114,6 +114,9 @@ class Driver::Impl {
   bool interrupts_enabled() const { return interrupts_; }
 
   std::atomic<int> live_contexts{0};
+  // VRAM the contexts keep in their recycled allocations (Context::Impl::recycled_): reclaimable,
+  // so vram_free() counts it as free.
+  std::atomic<uint64_t> recycled_vram{0};
   // Host memory of a context destroyed while its channels had not drained: the device may still be
   // in the middle of a time slice reading it, so it is released only with the driver.
   void Quarantine(std::shared_ptr<AllocRecord> record);
@@ -316,6 +319,19 @@ class Context::Impl {
     uint64_t offset = 0;
   };
   std::map<uintptr_t, SharedPage> boundary_pages_;
+  // Device allocations freed by the program, still mapped, kept for the next AllocDevice of the
+  // same mapped size (by (large, mapped); guarded by alloc_mu_). Freeing and allocating the same
+  // sizes again — a cudaMalloc/cudaFree per iteration — then writes no page-table entry and needs
+  // no TLB flush, which under full virtualization is a trapped flush and a shadow scan each. The
+  // memory stays this context's (contents undefined, as cuMemAlloc's are); at most
+  // ContextOptions::recycle_bytes, each at most kRecycleMaxMapped; given back when the VRAM
+  // allocator runs dry, and at teardown. The driver counts them as free (vram_free): they are
+  // reclaimable.
+  static constexpr uint64_t kRecycleMaxMapped = 4ull << 20;
+  std::multimap<std::pair<bool, uint64_t>, std::shared_ptr<AllocRecord>> recycled_;
+  uint64_t recycled_bytes_ = 0;
+  // Unmaps and retires every recycled allocation (outside alloc_mu_). True if there was any.
+  bool DrainRecycled();
   std::mutex register_mu_;  // serializes Register (taken before alloc_mu_)
   std::mutex va_mu_;
   RangeAllocator small_heap_, large_heap_;  // guarded by va_mu_

@@ -115,7 +115,9 @@ TEST_F(GuestDriverTest, WorksWithoutInterrupts) {
 // -----------------------------------------------------------------------------------
 
 TEST_F(GuestDriverTest, DeviceMemoryIsMappedWithSmallOrLargePages) {
-  auto ctx = NewContext();
+  ContextOptions o;
+  o.recycle_bytes = 0;  // every free unmaps at once
+  auto ctx = NewContext(o);
   VmSpace* space = ctx->impl()->space();
   auto small = ctx->AllocDevice(12345);
   auto large = ctx->AllocDevice(3 << 20);
@@ -194,6 +196,50 @@ TEST_F(GuestDriverTest, VramComesBackAfterFreesAndContexts) {
   }
   EXPECT_EQ(driver_->vram_free(), before);
   EXPECT_EQ(driver_->impl()->instmem()->bar3_free(), bar3_before);
+}
+
+// cudaMalloc/cudaFree of the same sizes in a loop: a freed device allocation stays mapped for the
+// next one of its size (no page-table write, no TLB flush), counts as free VRAM, is bounded, and
+// goes back to the VRAM allocator when it runs dry and with the context.
+TEST_F(GuestDriverTest, FreedDeviceMemoryIsRecycledBoundedAndReclaimed) {
+  const uint64_t before = driver_->vram_free();
+  auto ctx = NewContext();
+  const uint64_t with_context = driver_->vram_free();
+  auto a = ctx->AllocDevice((1 << 20) + 1000);  // large pages: 1 MiB + 128 KiB mapped
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(ctx->Free(a->va).ok());
+  EXPECT_EQ(driver_->vram_free(), with_context) << "recycled memory counts as free";
+  EXPECT_EQ(ctx->Free(a->va).code(), StatusCode::kNotFound) << "freed is freed";
+  const BusCounters bus = driver_->bus_counters();
+  auto b = ctx->AllocDevice((1 << 20) + 5000);  // the same mapped size
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->va, a->va);
+  EXPECT_EQ((driver_->bus_counters() - bus).total(), 0u) << "no page-table traffic";
+  ASSERT_TRUE(ctx->default_channel()->Memset32Async(b->va, 7, 1000).ok());
+  uint32_t word = 0;
+  ASSERT_TRUE(ctx->default_channel()->CopyDeviceToHost(&word, b->va + 400, 4).ok());
+  EXPECT_EQ(word, 7u);
+  ASSERT_TRUE(ctx->Free(b->va).ok());
+  // Many sizes: the cache keeps at most its budget; everything is still free VRAM.
+  std::vector<uint64_t> vas;
+  for (int i = 0; i < 12; ++i) {
+    auto c = ctx->AllocDevice(4 << 20);
+    ASSERT_TRUE(c.ok());
+    vas.push_back(c->va);
+  }
+  for (uint64_t va : vas) ASSERT_TRUE(ctx->Free(va).ok());
+  EXPECT_EQ(driver_->vram_free(), with_context);
+  // An allocation only the recycled memory makes room for: the cache is given back first.
+  const uint64_t unallocated = driver_->impl()->vram()->free_bytes();
+  ASSERT_LT(unallocated, driver_->vram_free()) << "something is recycled";
+  const uint64_t want = (driver_->vram_free() - (8ull << 20)) & ~((128ull << 10) - 1);
+  ASSERT_GT(want, unallocated);
+  auto big = ctx->AllocDevice(want);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  ASSERT_TRUE(ctx->Free(big->va).ok());
+  ctx.reset();
+  EXPECT_EQ(driver_->vram_free(), before);
+  EXPECT_EQ(driver_->impl()->vram()->free_bytes(), before) << "nothing is kept past the context";
 }
 
 TEST_F(GuestDriverTest, AFreedInstanceObjectsBar3RangeServesTheNextObjectItsOwnVram) {

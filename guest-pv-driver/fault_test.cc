@@ -95,7 +95,9 @@ TEST_P(GuestDriverFaultTest, MmuFaultOnAnUnmappedAddress) {
 }
 
 TEST_P(GuestDriverFaultTest, MmuFaultOnAFreedPageIsAWriteFault) {
-  auto ctx = NewContext();
+  ContextOptions o;
+  o.recycle_bytes = 0;  // every free unmaps at once
+  auto ctx = NewContext(o);
   auto keep = ctx->AllocDevice(4096);
   auto gone = ctx->AllocDevice(4096);
   ASSERT_TRUE(keep.ok() && gone.ok());

@@ -322,12 +322,15 @@ TEST_F(GuestDriverTraceTest, MappingIsPteStoresPlusOneFlush) {
   Trace t;
   t.Block(Bar::k3, {}, 8, "PTE").Flush(pd, "context");
   t.Check(Recorded(), mark);
-  // Unmapping: the same shape.
+  // Freed, it is kept mapped for the next allocation of its size (Context::Impl::recycled_): no
+  // access at all, and the next AllocDevice of that size gets it back without one either.
   mark = Mark();
   ASSERT_TRUE(ctx_->Free(a->va).ok());
-  Trace u;
-  u.Block(Bar::k3, {}, 8, "PTE cleared").Flush(pd, "context");
-  u.Check(Recorded(), mark);
+  EXPECT_EQ(Recorded().size(), mark) << "a recycled free touches no page table";
+  auto again = ctx_->AllocDevice(4000);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->va, a->va);
+  EXPECT_EQ(Recorded().size(), mark) << "a recycled allocation touches no page table";
   // A large allocation in a fresh PDE: its large-page table (an 8 KiB instance object), the PDE,
   // 32 PTEs in one block, one flush.
   mark = Mark();
@@ -339,6 +342,15 @@ TEST_F(GuestDriverTraceTest, MappingIsPteStoresPlusOneFlush) {
       .Block(Bar::k3, {}, (4u << 20) / (128 << 10) * 8, "32 large-page PTEs")
       .Flush(pd, "context");
   b.Check(Recorded(), mark);
+  // Unmapping what is too large to keep: the same shape as mapping.
+  auto huge = ctx_->AllocDevice(8 << 20);
+  ASSERT_TRUE(huge.ok());
+  mark = Mark();
+  ASSERT_TRUE(ctx_->Free(huge->va).ok());
+  Trace u;
+  u.Block(Bar::k3, {}, (8u << 20) / (128 << 10) * 8, "64 large-page PTEs cleared")
+      .Flush(pd, "context");
+  u.Check(Recorded(), mark);
 }
 
 TEST_F(GuestDriverTraceTest, ASubmissionIsOneBar1Write) {
