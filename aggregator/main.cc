@@ -28,6 +28,7 @@
 #include "aggregator/control/control_plane.h"
 #include "aggregator/gpu_spec.h"
 #include "aggregator/server.h"
+#include "base/flag_number.h"
 #include "hypervisor/backend.h"
 #include "ipc/channel.h"
 
@@ -48,27 +49,17 @@ struct Options {
 };
 
 void Usage() {
-  std::fprintf(stderr,
-               "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
-               "                        [--compute-workers N] [--sim-vram-file PATH]\n"
-               "                        [--handshake-timeout-ms N]\n"
-               "                        [--allow-pt-without-dma] [--quiet]\n"
-               "                        %s\n"
-               "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
-               "                        [--fv-channels N] [--fv-reserved-mib N]\n"
-               "                        [--fv-vram-policy dynamic|static]\n",
-               control::kControlFlagsUsage);
-}
-
-Result<uint64_t> Number(const std::string& flag, const std::string& value, uint64_t min,
-                        uint64_t max) {
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v < min || v > max) {
-    return Status::InvalidArgument(flag + " wants a number from " + std::to_string(min) + " to " +
-                                   std::to_string(max) + ", not '" + value + "'");
-  }
-  return static_cast<uint64_t>(v);
+  std::fprintf(
+      stderr,
+      "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
+      "                        [--compute-workers N] [--sim-vram-file PATH]\n"
+      "                        [--handshake-timeout-ms N]\n"
+      "                        [--allow-pt-without-dma] [--quiet]\n"
+      "                        %s\n"
+      "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
+      "                        [--fv-channels N] [--fv-reserved-mib N]\n"
+      "                        [--fv-vram-policy dynamic|static]\n",
+      control::kControlFlagsUsage);
 }
 
 Result<Options> ParseArgs(int argc, char** argv) {
@@ -94,8 +85,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") return Status::InvalidArgument("help");
     if (i + 1 >= argc) return Status::InvalidArgument("missing value for " + flag);
     const std::string value = argv[++i];
-    GPUVM_ASSIGN_OR_RETURN(bool control_flag,
-                           control::ConsumeControlFlag(flag, value, &o.control));
+    GPUVM_ASSIGN_OR_RETURN(bool control_flag, control::ConsumeControlFlag(flag, value, &o.control));
     if (control_flag) continue;
     if (flag == "--gpu") {
       GPUVM_ASSIGN_OR_RETURN(o.gpu, ParseGpuSpec(value));
@@ -103,27 +93,27 @@ Result<Options> ParseArgs(int argc, char** argv) {
       if (value.empty()) return Status::InvalidArgument("--socket wants a path");
       o.server.path = value;
     } else if (flag == "--vram-mib") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 64, 64 << 10));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, ParseFlagNumber(flag, value, 64, 64 << 10));
       o.sim.vram_bytes = mib << 20;
     } else if (flag == "--sim-vram-file") {
       if (value.empty()) return Status::InvalidArgument("--sim-vram-file wants a path");
       o.sim.vram_file = value;
     } else if (flag == "--compute-workers") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 0, 256));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, ParseFlagNumber(flag, value, 0, 256));
       o.sim.compute_workers = static_cast<int>(n);
     } else if (flag == "--handshake-timeout-ms") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t ms, Number(flag, value, 1, 3600 * 1000));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t ms, ParseFlagNumber(flag, value, 1, 3600 * 1000));
       o.server.handshake_timeout = std::chrono::milliseconds(ms);
     } else if (flag == "--fv-mode") {
       GPUVM_ASSIGN_OR_RETURN(o.aggregator.fv_mode, ParseFvMode(value));
     } else if (flag == "--fv-vram-mib") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, ParseFlagNumber(flag, value, 1, 64 << 10));
       o.aggregator.fv.default_vram_bytes = mib << 20;
     } else if (flag == "--fv-channels") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 128));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, ParseFlagNumber(flag, value, 1, 128));
       o.aggregator.fv.default_channels = uint32_t(n);
     } else if (flag == "--fv-reserved-mib") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 4, 4 << 10));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, ParseFlagNumber(flag, value, 4, 4 << 10));
       o.aggregator.fv.reserved_bytes = mib << 20;
     } else if (flag == "--fv-vram-policy") {
       GPUVM_ASSIGN_OR_RETURN(o.aggregator.fv.vram_policy, ParseVramPolicy(value));

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/flag_number.h"
 #include "base/share.h"
 #include "base/vm_name.h"
 #include "hypervisor/backend.h"
@@ -56,17 +57,6 @@ struct Options {
   uint64_t guest_ram_bytes = 0;
   std::string variant;  // resolved once --mode is known
 };
-
-// A decimal number in [1, max], nothing else.
-Result<uint64_t> CountOption(const std::string& flag, const std::string& value, uint64_t max) {
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
-  if (value.empty() || value[0] == '-' || *end != '\0' || v == 0 || v > max) {
-    return Status::InvalidArgument(flag + " wants a number from 1 to " + std::to_string(max) +
-                                   ", not '" + value + "'");
-  }
-  return uint64_t(v);
-}
 
 void Usage() {
   std::fprintf(
@@ -111,10 +101,11 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--variant") {
       o.variant = value;
     } else if (flag == "--vram-mib") {
-      GPUVM_ASSIGN_OR_RETURN(const uint64_t mib, CountOption(flag, value, ipc::kMaxVramMib));
+      GPUVM_ASSIGN_OR_RETURN(const uint64_t mib, ParseFlagNumber(flag, value, 1, ipc::kMaxVramMib));
       o.aggregator.vm.vram_mib = uint32_t(mib);
     } else if (flag == "--channels") {
-      GPUVM_ASSIGN_OR_RETURN(const uint64_t n, CountOption(flag, value, ipc::kMaxVmChannels));
+      GPUVM_ASSIGN_OR_RETURN(const uint64_t n,
+                             ParseFlagNumber(flag, value, 1, ipc::kMaxVmChannels));
       o.aggregator.vm.channels = uint16_t(n);
     } else if (flag == "--share") {
       GPUVM_ASSIGN_OR_RETURN(const double percent, ParseSharePercent(value));

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "aggregator/control/client.h"
+#include "base/flag_number.h"
 #include "base/os.h"
 #include "base/share.h"
 #include "base/vm_name.h"
@@ -56,18 +57,6 @@ volatile sig_atomic_t g_interrupted = 0;
 void ForwardSignal(int signal) {
   g_interrupted = signal;
   if (g_guest_pid > 0) ::kill(g_guest_pid, signal);
-}
-
-Result<uint64_t> Number(const std::string& flag, const std::string& value, uint64_t min,
-                        uint64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
-    return Status::InvalidArgument(flag + " wants a number from " + std::to_string(min) + " to " +
-                                   std::to_string(max) + ", not '" + value + "'");
-  }
-  return static_cast<uint64_t>(v);
 }
 
 // A socket pair whose second end the child inherits (no close-on-exec) at a fixed number.
@@ -180,10 +169,10 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
       }
       o.mode = value;
     } else if (flag == "--vram-mib") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 1, 64 << 10));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, ParseFlagNumber(flag, value, 1, 64 << 10));
       o.vram_mib = mib;
     } else if (flag == "--channels") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 128));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, ParseFlagNumber(flag, value, 1, 128));
       o.channels = static_cast<uint32_t>(n);
     } else if (flag == "--share") {
       Result<double> share = ParseSharePercent(value);  // the syntax of every share (base/share.h)
@@ -192,13 +181,14 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     } else if (flag == "--aggregator") {
       o.aggregator = value;
     } else if (flag == "--ram-mib") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, Number(flag, value, 16, kMaxRamBytes >> 20));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t mib, ParseFlagNumber(flag, value, 16, kMaxRamBytes >> 20));
       o.ram_bytes = mib << 20;
     } else if (flag == "--vcpus") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, hv::local::kMaxLocalVcpus));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n,
+                             ParseFlagNumber(flag, value, 1, hv::local::kMaxLocalVcpus));
       o.vcpus = static_cast<uint32_t>(n);
     } else if (flag == "--domid") {
-      GPUVM_ASSIGN_OR_RETURN(uint64_t n, Number(flag, value, 1, 0x7fef));
+      GPUVM_ASSIGN_OR_RETURN(uint64_t n, ParseFlagNumber(flag, value, 1, 0x7fef));
       o.domid = static_cast<uint16_t>(n);
     } else if (flag == "--name") {
       GPUVM_RETURN_IF_ERROR(CheckVmName(value).WithContext("--name"));
