@@ -188,30 +188,10 @@ Result<FvVmOptions> FvVmOptionsFromConfig(const ipc::VmConfig& config,
   o.vram_bytes = options.fv.default_vram_bytes;
   o.channels = options.fv.default_channels;
   o.name = config.name;
-  using V = ipc::VgpuVariant;
-  switch (config.variant) {
-    case V::kDefault:
-      break;
-    case V::kFvNaive:
-      o.mode = FvMode::kNaive;
-      break;
-    case V::kFvLazy:
-      o.mode = FvMode::kLazy;
-      break;
-    case V::kFvBarRemap:
-      o.mode = FvMode::kBarRemap;
-      break;
-    case V::kFvOptimized:
-      o.mode = FvMode::kOptimized;
-      break;
-    case V::kPvNaive:
-      o.mode = FvMode::kPvNaive;
-      break;
-    case V::kPvMulticall:
-      o.mode = FvMode::kPvMulticall;
-      break;
-    default:
-      return Status::InvalidArgument("VM '" + config.name + "': unknown variant");
+  if (config.variant != ipc::VgpuVariant::kDefault) {
+    const std::optional<FvMode> mode = FvModeOf(config.variant);
+    if (!mode) return Status::InvalidArgument("VM '" + config.name + "': unknown variant");
+    o.mode = *mode;
   }
   if (IsPvMode(o.mode) != pv) {
     return Status::InvalidArgument("VM '" + config.name + "': variant '" +

@@ -26,19 +26,34 @@ const char* FvModeName(FvMode mode) {
 
 Result<FvMode> ParseFvMode(std::string_view text) {
   if (text.starts_with("fv-")) text.remove_prefix(3);
-  if (text == "naive" || text == "fv") return FvMode::kNaive;
-  if (text == "lazy") return FvMode::kLazy;
-  if (text == "bar-remap" || text == "remap") return FvMode::kBarRemap;
-  if (text == "optimized" || text == "opt") return FvMode::kOptimized;
-  return Status::InvalidArgument("unknown fv mode '" + std::string(text) +
-                                 "' (naive, lazy, bar-remap, optimized)");
+  if (text == "fv") return FvMode::kNaive;
+  Result<ipc::VgpuVariant> variant = ipc::ParseVgpuVariant(ipc::VmMode::kFullVirtualization, text);
+  if (!variant.ok()) {
+    return Status::InvalidArgument("unknown fv mode '" + std::string(text) +
+                                   "' (naive, lazy, bar-remap, optimized)");
+  }
+  return *FvModeOf(*variant);
 }
 
-Result<FvMode> ParsePvMode(std::string_view text) {
-  if (text.starts_with("pv-")) text.remove_prefix(3);
-  if (text == "naive") return FvMode::kPvNaive;
-  if (text == "multicall" || text == "mc") return FvMode::kPvMulticall;
-  return Status::InvalidArgument("unknown pv mode '" + std::string(text) + "' (naive, multicall)");
+std::optional<FvMode> FvModeOf(ipc::VgpuVariant variant) {
+  using V = ipc::VgpuVariant;
+  switch (variant) {
+    case V::kFvNaive:
+      return FvMode::kNaive;
+    case V::kFvLazy:
+      return FvMode::kLazy;
+    case V::kFvBarRemap:
+      return FvMode::kBarRemap;
+    case V::kFvOptimized:
+      return FvMode::kOptimized;
+    case V::kPvNaive:
+      return FvMode::kPvNaive;
+    case V::kPvMulticall:
+      return FvMode::kPvMulticall;
+    case V::kDefault:
+      break;
+  }
+  return std::nullopt;
 }
 
 Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmBars& bars,

@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,6 +49,7 @@
 #include "aggregator/shadow_page_table.h"
 #include "aggregator/virtual_gpu.h"
 #include "base/rate_limited_log.h"
+#include "ipc/protocol.h"
 
 namespace gpuvm::aggregator {
 
@@ -56,10 +58,12 @@ namespace gpuvm::aggregator {
 // slice; channels, submissions and interrupts as in fv.
 enum class FvMode : uint8_t { kNaive, kLazy, kBarRemap, kOptimized, kPvNaive, kPvMulticall };
 const char* FvModeName(FvMode mode);
-// "naive", "lazy", "bar-remap", "optimized" (with or without an "fv-" prefix; "opt" too).
+// "naive", "lazy", "bar-remap", "optimized" (with or without an "fv-" prefix; "opt" and "remap"
+// too: VM_CONFIG's fv variant words, ipc::ParseVgpuVariant).
 Result<FvMode> ParseFvMode(std::string_view text);
-// "naive", "multicall" (with or without a "pv-" prefix; "mc" too).
-Result<FvMode> ParsePvMode(std::string_view text);
+// The mode a VM_CONFIG variant names; nullopt for kDefault (the aggregator's choice) and unknown
+// values.
+std::optional<FvMode> FvModeOf(ipc::VgpuVariant variant);
 inline bool IsPvMode(FvMode mode) {
   return mode == FvMode::kPvNaive || mode == FvMode::kPvMulticall;
 }

@@ -228,15 +228,6 @@ const char* VgpuVariantName(VgpuVariant variant) {
   return NameOf(kVariantWords, variant, "unknown");
 }
 
-std::string VmModeLabel(VmMode mode, VgpuVariant variant) {
-  const char* base = mode == VmMode::kPassThrough          ? "pt"
-                     : mode == VmMode::kFullVirtualization ? "fv"
-                     : mode == VmMode::kParaVirtualization ? "pv"
-                                                           : "unknown";
-  if (variant == VgpuVariant::kDefault) return base;
-  return std::string(base) + "-" + VgpuVariantName(variant);
-}
-
 Result<VgpuVariant> ParseVgpuVariant(VmMode mode, std::string_view word) {
   if (mode == VmMode::kFullVirtualization) {
     if (word == "naive") return VgpuVariant::kFvNaive;

@@ -103,8 +103,6 @@ enum class VgpuVariant : uint8_t {
 };
 // "naive", "lazy", "bar-remap", "optimized" (fv), "naive", "multicall" (pv), "default".
 const char* VgpuVariantName(VgpuVariant variant);
-// The long form a VM's mode shows as in lists: "pt", "fv", "fv-lazy", "pv-multicall", ...
-std::string VmModeLabel(VmMode mode, VgpuVariant variant);
 // Parses a variant word for `mode` (fv: naive, lazy, bar-remap|remap, optimized|opt; pv: naive,
 // multicall|mc); InvalidArgument naming the words `mode` takes (pt takes none).
 Result<VgpuVariant> ParseVgpuVariant(VmMode mode, std::string_view word);
