@@ -143,12 +143,15 @@ bool Channel::Impl::Done(uint32_t sequence) const {
 }
 
 void Channel::Impl::Reclaim() {
-  while (!inflight_.empty() && Done(inflight_.front().sequence)) inflight_.pop_front();
+  while (!inflight_.empty() && Done(inflight_.front().sequence)) {
+    ib_in_use_ -= inflight_.front().ib_count;
+    inflight_.pop_front();
+  }
 }
 
 Status Channel::Impl::CheckUsable() const { return ctx_->status(); }
 
-Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
+Result<Fence> Channel::Impl::Submit(PushBuffer& pb, std::span<const CommandSegment> segments) {
   GPUVM_RETURN_IF_ERROR(CheckUsable());
   // Page-table updates (and stores) still queued go now; one the device refused fails this
   // submission, the first that could have used it.
@@ -163,8 +166,14 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
     return Status::InvalidArgument("a submission of " + std::to_string(bytes) +
                                    " bytes does not fit the pushbuffer");
   }
-  // Room: one IB entry and `bytes` contiguous bytes of pushbuffer; reclaimed by fences, waiting for
-  // the oldest submission when full.
+  // Room: one IB entry per segment plus one, and `bytes` contiguous bytes of pushbuffer; reclaimed
+  // by fences, waiting for the oldest submission when full. One IB slot always stays empty (PUT ==
+  // GET means an empty ring).
+  const uint32_t ib_count = uint32_t(segments.size()) + 1;
+  if (ib_count > ib_entries_ - 1) {
+    return Status::InvalidArgument(std::to_string(segments.size()) +
+                                   " segments do not fit the IB ring");
+  }
   uint64_t offset = 0;
   for (;;) {
     Reclaim();
@@ -172,7 +181,7 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
     if (inflight_.empty()) {
       offset = pb_head_ + bytes <= pb_size_ ? pb_head_ : 0;
       fits = true;
-    } else if (inflight_.size() < ib_entries_ - 1) {
+    } else if (ib_in_use_ + ib_count <= ib_entries_ - 1) {
       const uint64_t tail = inflight_.front().pb_begin;
       if (pb_head_ > tail) {  // not wrapped: free space after head, and before tail
         if (pb_head_ + bytes <= pb_size_) {
@@ -193,10 +202,15 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb) {
   }
   uint8_t* ring = ring_->host;
   std::memcpy(ring + pb_base_ + offset, pb.words().data(), bytes);
-  const uint64_t entry = gp::EncodeIbEntry(ring_->va + pb_base_ + offset, uint32_t(pb.size()));
-  std::memcpy(ring + uint64_t(ib_put_) * gp::kIbEntrySize, &entry, sizeof(entry));
-  ib_put_ = (ib_put_ + 1) & (ib_entries_ - 1);
-  inflight_.push_back({sequence, offset, offset + bytes});
+  auto push_entry = [&](uint64_t va, uint32_t words) {
+    const uint64_t entry = gp::EncodeIbEntry(va, words);
+    std::memcpy(ring + uint64_t(ib_put_) * gp::kIbEntrySize, &entry, sizeof(entry));
+    ib_put_ = (ib_put_ + 1) & (ib_entries_ - 1);
+  };
+  for (const CommandSegment& segment : segments) push_entry(segment.va, segment.words);
+  push_entry(ring_->va + pb_base_ + offset, uint32_t(pb.size()));
+  ib_in_use_ += ib_count;
+  inflight_.push_back({sequence, offset, offset + bytes, ib_count});
   pb_head_ = offset + bytes;
   next_sequence_ = sequence + 1;
   last_sequence_.store(sequence, std::memory_order_release);
@@ -294,6 +308,23 @@ Result<Fence> Channel::Impl::CopyAsync(uint64_t dst_va, uint64_t src_va, uint64_
   PushBuffer pb;
   EmitCopy(pb, dst_va, src_va, bytes);
   return Submit(pb);
+}
+
+Result<Fence> Channel::Impl::SubmitSegments(std::span<const CommandSegment> segments) {
+  GPUVM_RETURN_IF_ERROR(CheckUsable());
+  if (segments.empty()) return Status::InvalidArgument("no command segments");
+  for (const CommandSegment& segment : segments) {
+    if (segment.words == 0 || segment.words > gp::kIbLengthMask || segment.va % 4 != 0) {
+      return Status::InvalidArgument("a command segment needs 1 to " +
+                                     std::to_string(gp::kIbLengthMask) +
+                                     " words at a 4-byte aligned address");
+    }
+    // Inside one allocation of this context (what a DRM pushbuffer's object is); user memory only.
+    GPUVM_RETURN_IF_ERROR(ctx_->Lookup(segment.va, uint64_t{segment.words} * 4, false).status());
+  }
+  std::lock_guard lock(mu_);
+  PushBuffer pb;  // just the fence
+  return Submit(pb, segments);
 }
 
 Result<Fence> Channel::Impl::Copy2DAsync(const Copy2D& c) {
@@ -716,6 +747,9 @@ Result<Fence> Channel::Memset32Async(uint64_t dst_va, uint32_t value, uint64_t c
 }
 
 Result<Fence> Channel::Launch(const LaunchParams& params) { return impl_->Launch(params); }
+Result<Fence> Channel::SubmitSegments(std::span<const CommandSegment> segments) {
+  return impl_->SubmitSegments(segments);
+}
 
 Result<Fence> Channel::Record(Event* event) {
   if (event == nullptr) return Status::InvalidArgument("null event");

@@ -220,6 +220,13 @@ struct Fence {
   friend bool operator==(const Fence&, const Fence&) = default;
 };
 
+// Commands the caller wrote into memory of the channel's context, run as one IB entry (a DRM
+// pushbuffer's push: user space builds the methods, the kernel points the GPU at them).
+struct CommandSegment {
+  uint64_t va = 0;     // first word; 4-byte aligned
+  uint32_t words = 0;  // 1 .. gp::kIbLengthMask (gpu/hw/gpfifo.h)
+};
+
 // A constant bank binding beyond bank 0 (docs/ISA.md: bank 1 module constants, bank 2 addresses of
 // module globals). The bank's memory is read by the kernel when the launch starts.
 struct ConstBankBinding {
@@ -359,6 +366,13 @@ class Channel {
   // Work submitted to this channel after this call waits on the GPU until `event` completes (its
   // latest Record). An event never recorded is complete.
   Status WaitEvent(const Event* event);
+
+  // Runs `segments` (1 .. ContextOptions::ib_entries - 2 of them) in order, then the channel's own
+  // fence: one IB entry each, one IB_PUT write for all. Each segment must lie inside one
+  // allocation of this context (kInvalidArgument / kNotFound otherwise); the words themselves are
+  // not read — the GPU runs them inside this context's address space, so wrong ones can only fault
+  // this context.
+  Result<Fence> SubmitSegments(std::span<const CommandSegment> segments);
 
   // ---- synchronous copies between host memory (any) and a va (any kind) ----
   // Ordered after all earlier work of this channel; they return when the bytes have arrived.

@@ -366,6 +366,7 @@ class Channel::Impl {
                          uint64_t height);
   Result<Fence> Memset(uint64_t dst_va, uint32_t pattern, uint64_t bytes);
   Result<Fence> Launch(const LaunchParams& params);
+  Result<Fence> SubmitSegments(std::span<const CommandSegment> segments);
   Result<Fence> Record(Event::Impl* event);
   Status WaitEvent(Event::Impl* event);
   Status CopyHostToDevice(uint64_t dst_va, const void* src, uint64_t bytes);
@@ -396,11 +397,13 @@ class Channel::Impl {
     uint32_t sequence;
     uint64_t pb_begin;
     uint64_t pb_end;
+    uint32_t ib_count;  // IB entries it used (its segments, then its own commands)
   };
   explicit Impl(Context::Impl* context) : ctx_(context), drv_(context->driver()) {}
   Status Init();
   // Appends the fence release, copies the words into the rings and writes IB_PUT (mu_ held).
-  Result<Fence> Submit(PushBuffer& pb);
+  // `segments` (already checked) get IB entries of their own before `pb`'s.
+  Result<Fence> Submit(PushBuffer& pb, std::span<const CommandSegment> segments = {});
   // No lock needed. `clock`: the wait's clock (null: a fresh one).
   Status WaitSequence(uint32_t sequence, std::chrono::nanoseconds timeout,
                       WaitClock* clock = nullptr);
@@ -427,7 +430,8 @@ class Channel::Impl {
   std::shared_ptr<AllocRecord> ring_;  // [IB entries | pushbuffer]
   uint32_t ib_entries_ = 0;
   uint32_t ib_put_ = 0;
-  uint64_t pb_base_ = 0;  // offset of the pushbuffer in ring_
+  uint32_t ib_in_use_ = 0;  // IB entries of the submissions in inflight_
+  uint64_t pb_base_ = 0;    // offset of the pushbuffer in ring_
   uint64_t pb_size_ = 0;
   uint64_t pb_head_ = 0;
   std::deque<Inflight> inflight_;

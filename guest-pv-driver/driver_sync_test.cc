@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/hw/classes.h"
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/pmc.h"
 #include "gpu/hw/ramin.h"
@@ -646,6 +647,86 @@ TEST_F(GuestDriverTest, BadContextOptions) {
   o = {};
   o.copy_engine = CopyEngine(7);
   EXPECT_EQ(driver_->CreateContext(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Commands written by the caller into its own memory (a DRM pushbuffer) run as IB entries of their
+// own before the channel's fence: each segment releases a semaphore into pinned memory. A small IB
+// ring is lapped many times by submissions of several entries each, so the ring's room is counted
+// in entries, not submissions.
+TEST_F(GuestDriverTest, CallerWrittenSegmentsRunInOrderAndLapTheIbRing) {
+  ContextOptions o;
+  o.ib_entries = 16;
+  auto ctx = NewContext(o);
+  Channel* ch = ctx->default_channel();
+  auto commands = ctx->AllocHost(64 << 10);
+  auto results = ctx->AllocHost(4096);
+  ASSERT_TRUE(commands.ok() && results.ok());
+  auto* words = static_cast<uint32_t*>(commands->host);
+  // Segment k (8 words at word 8*k): release `value` into results word k.
+  auto write_segment = [&](uint32_t k, uint32_t value) {
+    PushBuffer pb;
+    const uint64_t target = results->va + 4 * k;
+    pb.Inc(0, gf100::host::kSemaphoreA,
+           {uint32_t(target >> 32), uint32_t(target), value,
+            gf100::host::kSemOpRelease | gf100::host::kSemReleaseSize4});
+    EXPECT_LE(pb.size(), 8u);
+    std::memcpy(words + 8 * k, pb.words().data(), pb.size() * 4);
+    return CommandSegment{commands->va + 32 * k, uint32_t(pb.size())};
+  };
+  const auto* out = static_cast<const uint32_t*>(results->host);
+  // A gate first: the channel waits (semaphore acquire) until the CPU opens it, so nothing is
+  // consumed while 40 submissions of 5 segments (6 IB entries each) queue behind it on another
+  // thread. The 16-entry ring holds two of them at a time: the channel must wait for room counted
+  // in entries, not in submissions, or it overwrites entries the GPU has not read yet.
+  auto* gate = static_cast<uint32_t*>(results->host) + 512;
+  {
+    PushBuffer pb;
+    const uint64_t target = results->va + 4 * 512;
+    pb.Inc(0, gf100::host::kSemaphoreA,
+           {uint32_t(target >> 32), uint32_t(target), 1, gf100::host::kSemOpAcquire});
+    std::memcpy(words + 8 * 1000, pb.words().data(), pb.size() * 4);
+    const CommandSegment wait{commands->va + 32 * 1000, uint32_t(pb.size())};
+    ASSERT_TRUE(ch->SubmitSegments({&wait, 1}).ok());
+  }
+  Fence last{};
+  std::atomic<bool> queued{false};
+  std::thread producer([&] {
+    for (uint32_t round = 0; round < 40; ++round) {
+      std::vector<CommandSegment> segments;
+      for (uint32_t i = 0; i < 5; ++i) {
+        const uint32_t k = round * 5 + i;
+        segments.push_back(write_segment(k, 1000 + k));
+      }
+      auto fence = ch->SubmitSegments(segments);
+      EXPECT_TRUE(fence.ok()) << fence.status().ToString();
+      if (fence.ok()) last = *fence;
+    }
+    queued = true;
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(queued.load());  // blocked for room behind the gate
+  __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+  producer.join();
+  ASSERT_TRUE(ch->Wait(last).ok());
+  for (uint32_t k = 0; k < 200; ++k) ASSERT_EQ(out[k], 1000 + k) << "segment " << k;
+  EXPECT_EQ(last.sequence, ch->last_fence().sequence);
+
+  // Refused: nothing, too many for the ring, misaligned, empty, outside every allocation, crossing
+  // the allocation's end.
+  EXPECT_EQ(ch->SubmitSegments({}).status().code(), StatusCode::kInvalidArgument);
+  std::vector<CommandSegment> many(15, CommandSegment{commands->va, 1});
+  EXPECT_EQ(ch->SubmitSegments(many).status().code(), StatusCode::kInvalidArgument);
+  const CommandSegment misaligned{commands->va + 2, 4};
+  EXPECT_EQ(ch->SubmitSegments({&misaligned, 1}).status().code(), StatusCode::kInvalidArgument);
+  const CommandSegment empty{commands->va, 0};
+  EXPECT_EQ(ch->SubmitSegments({&empty, 1}).status().code(), StatusCode::kInvalidArgument);
+  const CommandSegment nowhere{results->va + (1ull << 30), 4};
+  EXPECT_FALSE(ch->SubmitSegments({&nowhere, 1}).ok());
+  const CommandSegment crossing{commands->va + (64 << 10) - 8, 4};
+  EXPECT_FALSE(ch->SubmitSegments({&crossing, 1}).ok());
+  // None of them reached the GPU: the channel is still usable and its fence unchanged.
+  EXPECT_EQ(ch->last_fence().sequence, last.sequence);
+  EXPECT_TRUE(ctx->status().ok());
 }
 
 }  // namespace
