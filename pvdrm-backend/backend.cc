@@ -21,6 +21,11 @@ class BackendConnection::Pages : public GuestPages {
   Pages(hv::GrantMapper& mapper, hv::DomainId granter) : mapper_(mapper), granter_(granter) {}
 
   Result<std::unique_ptr<hv::GuestMapping>> Map(const PageList& list, hv::Access access) override {
+    GPUVM_ASSIGN_OR_RETURN(const std::vector<grant_ref_t> refs, Entries(list));
+    return mapper_.Map(granter_, refs, access);
+  }
+
+  Result<std::vector<uint32_t>> Entries(const PageList& list) override {
     if (list.nr_pages == 0 || list.indirect.size() != IndirectPagesFor(list.nr_pages)) {
       return Status::InvalidArgument("no pages listed");
     }
@@ -33,9 +38,9 @@ class BackendConnection::Pages : public GuestPages {
       indirect.resize(bytes.size());
       for (size_t i = 0; i < bytes.size(); ++i) indirect[i] = os::LoadShared(bytes[i]);
     }
-    const std::vector<grant_ref_t> refs = RefsOfIndirectPages(list, indirect);
-    if (refs.size() != list.nr_pages) return Status::Internal("indirect pages too short");
-    return mapper_.Map(granter_, refs, access);
+    std::vector<grant_ref_t> entries = RefsOfIndirectPages(list, indirect);
+    if (entries.size() != list.nr_pages) return Status::Internal("indirect pages too short");
+    return entries;
   }
 
  private:

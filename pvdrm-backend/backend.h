@@ -28,6 +28,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "hypervisor/event_channels.h"
 #include "hypervisor/grants.h"
@@ -47,6 +48,9 @@ class GuestPages {
   // InvalidArgument for an empty list.
   virtual Result<std::unique_ptr<hv::GuestMapping>> Map(const PageList& list,
                                                         hv::Access access) = 0;
+  // The list's entries themselves, read once out of its indirect pages: for GEM_NEW they are guest
+  // frame numbers, not grant references (docs/PVDRM.md). Errors as Map.
+  virtual Result<std::vector<uint32_t>> Entries(const PageList& list) = 0;
 };
 
 // The port the GPU layer implements. Called on the Run() thread only.

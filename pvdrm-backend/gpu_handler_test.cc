@@ -1,0 +1,259 @@
+// PVDRM's GPU layer against the software GF100 (through the guest driver's native Bus): requests as
+// the backend's connection hands them over, guest pages from a memfd standing for the guest's RAM.
+// A guest builds real pushbuffers (PCOPY copies, semaphores) in its own GART objects; the handler
+// runs them, keeps files apart, and refuses what a hostile frontend may send.
+#include "pvdrm-backend/gpu_handler.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "gpu/hw/classes.h"
+#include "guest-pv-driver/native_bus.h"
+#include "guest-pv-driver/pushbuf.h"
+
+namespace gpuvm::pvdrm {
+namespace {
+
+constexpr uint64_t kRamFrames = 4096;  // 16 MiB of guest RAM
+constexpr uint32_t kSubcCopy = 4;
+
+// Page lists without a grant table: indirect[0] names one of the test's lists.
+class TestPages final : public GuestPages {
+ public:
+  struct Entry {
+    std::vector<uint32_t> entries;  // GEM_NEW: frames
+    std::vector<uint8_t> data;      // GEM_PUSHBUF: the arrays
+  };
+  PageList Add(Entry entry, uint32_t nr_pages) {
+    const grant_ref_t key = next_++;
+    lists_[key] = std::move(entry);
+    PageList list;
+    list.nr_pages = nr_pages;
+    list.indirect.assign(IndirectPagesFor(nr_pages), 0);
+    list.indirect[0] = key;
+    return list;
+  }
+  std::vector<uint8_t>& data(const PageList& list) { return lists_.at(list.indirect[0]).data; }
+
+  Result<std::unique_ptr<hv::GuestMapping>> Map(const PageList& list, hv::Access) override {
+    auto it = lists_.find(list.indirect.empty() ? 0 : list.indirect[0]);
+    if (it == lists_.end()) return Status::PermissionDenied("not granted");
+    class View final : public hv::GuestMapping {
+     public:
+      explicit View(std::vector<uint8_t>& d) : d_(d) {}
+      std::span<uint8_t> bytes() override { return d_; }
+
+     private:
+      std::vector<uint8_t>& d_;
+    };
+    return std::unique_ptr<hv::GuestMapping>(new View(it->second.data));
+  }
+  Result<std::vector<uint32_t>> Entries(const PageList& list) override {
+    auto it = lists_.find(list.indirect.empty() ? 0 : list.indirect[0]);
+    if (it == lists_.end()) return Status::PermissionDenied("not granted");
+    return it->second.entries;
+  }
+
+ private:
+  grant_ref_t next_ = 1;
+  std::map<grant_ref_t, Entry> lists_;
+};
+
+class GpuHandlerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto gpu = guest::NativeGpu::Create();
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    gpu_ = std::move(*gpu);
+    auto driver = guest::Driver::Create(gpu_->bus());
+    ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+    driver_ = std::move(*driver);
+    const int fd = memfd_create("guest-ram", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, kRamFrames * 4096), 0);
+    void* view = mmap(nullptr, kRamFrames * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(view, MAP_FAILED);
+    ram_ = static_cast<uint8_t*>(view);
+    auto frames = MemfdGuestFrames::Create(os::UniqueFd(fd), kRamFrames);
+    ASSERT_TRUE(frames.ok());
+    frames_ = std::move(*frames);
+    GpuHandlerOptions options;
+    options.cpu_prep_timeout = std::chrono::milliseconds(2000);
+    handler_ = std::make_unique<GpuRequestHandler>(*driver_, *frames_, options);
+  }
+  void TearDown() override {
+    handler_.reset();
+    if (ram_ != nullptr) munmap(ram_, kRamFrames * 4096);
+  }
+
+  Response Call(uint32_t file, RequestBody body) {
+    Request request;
+    request.id = ++id_;
+    request.file = file;
+    request.body = std::move(body);
+    return handler_->Handle(request, pages_);
+  }
+  void Open(uint32_t file) { ASSERT_EQ(Call(file, FileOpen{}).status, 0); }
+  int AllocChannel(uint32_t file) {
+    Response r = Call(file, ChannelAlloc{});
+    EXPECT_EQ(r.status, 0);
+    return r.status == 0 ? std::get<drm_nouveau_channel_alloc>(r.body).channel : -1;
+  }
+  // A GART object over `frames` (the guest's pages, in that order); returns its info.
+  drm_nouveau_gem_info NewGart(uint32_t file, std::vector<uint32_t> frames,
+                               int32_t* status = nullptr) {
+    GemNew g;
+    g.arg.info.size = frames.size() * 4096;
+    g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
+    const uint32_t n = uint32_t(frames.size());
+    g.pages = pages_.Add({std::move(frames), {}}, n);
+    Response r = Call(file, g);
+    if (status != nullptr) *status = r.status;
+    return r.status == 0 ? std::get<drm_nouveau_gem_info>(r.body) : drm_nouveau_gem_info{};
+  }
+  drm_nouveau_gem_info NewVram(uint32_t file, uint64_t size) {
+    GemNew g;
+    g.arg.info.size = size;
+    g.arg.info.domain = NOUVEAU_GEM_DOMAIN_VRAM;
+    Response r = Call(file, g);
+    EXPECT_EQ(r.status, 0);
+    return r.status == 0 ? std::get<drm_nouveau_gem_info>(r.body) : drm_nouveau_gem_info{};
+  }
+  // The guest's own view of byte `offset` of an object over `frames`.
+  uint8_t* At(const std::vector<uint32_t>& frames, uint64_t offset) {
+    return ram_ + uint64_t{frames[offset / 4096]} * 4096 + offset % 4096;
+  }
+  // Writes `pb` into the object over `frames` at `offset` through the guest's view.
+  void WriteWords(const std::vector<uint32_t>& frames, uint64_t offset,
+                  const guest::PushBuffer& pb) {
+    for (size_t i = 0; i < pb.size(); ++i) {
+      std::memcpy(At(frames, offset + 4 * i), &pb.words()[i], 4);
+    }
+  }
+  // GEM_PUSHBUF of one push (`words` at `offset` of buffers[0]) listing `handles`.
+  Response Pushbuf(uint32_t file, int channel, std::vector<uint32_t> handles, uint64_t offset,
+                   uint64_t bytes, PageList* data_out = nullptr) {
+    PushbufArrays arrays;
+    for (uint32_t h : handles) {
+      drm_nouveau_gem_pushbuf_bo bo{};
+      bo.handle = h;
+      bo.read_domains = NOUVEAU_GEM_DOMAIN_GART | NOUVEAU_GEM_DOMAIN_VRAM;
+      arrays.buffers.push_back(bo);
+    }
+    drm_nouveau_gem_pushbuf_push push{};
+    push.bo_index = 0;
+    push.offset = offset;
+    push.length = bytes;
+    arrays.push.push_back(push);
+    GemPushbuf p;
+    p.arg.channel = uint32_t(channel);
+    p.arg.nr_buffers = uint32_t(arrays.buffers.size());
+    p.arg.nr_push = 1;
+    const PushbufLayout layout = LayoutPushbuf(p.arg.nr_buffers, 0, 1);
+    std::vector<uint8_t> data(layout.pages * 4096);
+    WritePushbufArrays(arrays, data);
+    p.data = pages_.Add({{}, std::move(data)}, layout.pages);
+    if (data_out != nullptr) *data_out = p.data;
+    return Call(file, p);
+  }
+  static guest::PushBuffer CopyCommands(uint64_t dst, uint64_t src, uint32_t bytes) {
+    guest::PushBuffer pb;
+    pb.Method(kSubcCopy, gf100::host::kSetObject, gf100::kClassCopy);
+    pb.Inc(
+        kSubcCopy, gf100::copy::kOffsetInUpper,
+        {uint32_t(src >> 32), uint32_t(src), uint32_t(dst >> 32), uint32_t(dst), 0, 0, bytes, 1});
+    pb.Method(kSubcCopy, gf100::copy::kLaunchDma,
+              2 | gf100::copy::kSrcPitch | gf100::copy::kDstPitch);  // non-pipelined
+    return pb;
+  }
+  static std::vector<uint32_t> Frames(uint32_t first, uint32_t count, bool reversed = false) {
+    std::vector<uint32_t> f;
+    for (uint32_t i = 0; i < count; ++i) f.push_back(reversed ? first + count - 1 - i : first + i);
+    return f;
+  }
+
+  std::unique_ptr<guest::NativeGpu> gpu_;
+  std::unique_ptr<guest::Driver> driver_;
+  std::unique_ptr<MemfdGuestFrames> frames_;
+  std::unique_ptr<GpuRequestHandler> handler_;
+  TestPages pages_;
+  uint8_t* ram_ = nullptr;
+  uint64_t id_ = 0;
+};
+
+TEST_F(GpuHandlerTest, GetParamDescribesTheGpuAndTheGuestsGart) {
+  Open(1);
+  auto param = [&](uint64_t which) {
+    GetParam g;
+    g.arg.param = which;
+    return Call(1, g);
+  };
+  Response chipset = param(NOUVEAU_GETPARAM_CHIPSET_ID);
+  ASSERT_EQ(chipset.status, 0);
+  EXPECT_EQ(std::get<drm_nouveau_getparam>(chipset.body).value, 0xc0u);
+  EXPECT_EQ(std::get<drm_nouveau_getparam>(param(NOUVEAU_GETPARAM_PCI_VENDOR).body).value, 0x10deu);
+  EXPECT_EQ(std::get<drm_nouveau_getparam>(param(NOUVEAU_GETPARAM_FB_SIZE).body).value,
+            driver_->info().vram_bytes);
+  EXPECT_EQ(std::get<drm_nouveau_getparam>(param(NOUVEAU_GETPARAM_AGP_SIZE).body).value,
+            kRamFrames * 4096);
+  EXPECT_EQ(param(999).status, -EINVAL);
+  EXPECT_EQ(param(NOUVEAU_GETPARAM_GRAPH_UNITS).status, -EINVAL);  // not offered
+}
+
+// Guest data in GART pages (listed out of order) goes to VRAM and back into other GART pages by a
+// pushbuffer the guest wrote into a third GART object; CPU_PREP waits for it; every listed object
+// learns its GPU address through `presumed`.
+TEST_F(GpuHandlerTest, APushbufferTheGuestWroteCopiesThroughVram) {
+  Open(1);
+  const int channel = AllocChannel(1);
+  constexpr uint32_t kBytes = 3 * 4096 + 100;
+  const auto src_frames = Frames(100, 4, /*reversed=*/true);
+  const auto dst_frames = Frames(200, 4);
+  const auto pb_frames = Frames(300, 1);
+  const drm_nouveau_gem_info src = NewGart(1, src_frames);
+  const drm_nouveau_gem_info dst = NewGart(1, dst_frames);
+  const drm_nouveau_gem_info push = NewGart(1, pb_frames);
+  const drm_nouveau_gem_info vram = NewVram(1, 64 << 10);
+  ASSERT_NE(src.handle, 0u);
+  ASSERT_NE(dst.handle, 0u);
+  ASSERT_NE(vram.handle, 0u);
+  EXPECT_EQ(vram.domain, uint32_t(NOUVEAU_GEM_DOMAIN_VRAM));
+  EXPECT_EQ(src.domain, uint32_t(NOUVEAU_GEM_DOMAIN_GART));
+  for (uint32_t i = 0; i < kBytes; ++i) *At(src_frames, i) = uint8_t(i * 7 + 3);
+
+  // One push: GART -> VRAM, then VRAM -> GART (the copy engine runs them in order).
+  const guest::PushBuffer pb = CopyCommands(vram.offset, src.offset, kBytes);
+  const guest::PushBuffer back = CopyCommands(dst.offset, vram.offset, kBytes);
+  WriteWords(pb_frames, 0, pb);
+  WriteWords(pb_frames, pb.size() * 4, back);
+  PageList data;
+  Response r = Pushbuf(1, channel, {push.handle, src.handle, vram.handle, dst.handle}, 0,
+                       (pb.size() + back.size()) * 4, &data);
+  ASSERT_EQ(r.status, 0);
+  const auto& out = std::get<drm_nouveau_gem_pushbuf>(r.body);
+  EXPECT_EQ(out.gart_available, kRamFrames * 4096);
+  EXPECT_GT(out.vram_available, 0u);
+
+  GemCpuPrep prep;
+  prep.arg.handle = dst.handle;
+  ASSERT_EQ(Call(1, prep).status, 0);
+  for (uint32_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(*At(dst_frames, i), uint8_t(i * 7 + 3)) << "byte " << i;
+  }
+  // presumed written back into the caller's array, as the kernel does.
+  drm_nouveau_gem_pushbuf_bo bo{};
+  std::memcpy(&bo, pages_.data(data).data() + 2 * sizeof(bo), sizeof(bo));
+  EXPECT_EQ(bo.presumed.valid, 1u);
+  EXPECT_EQ(bo.presumed.offset, vram.offset);
+  EXPECT_EQ(bo.presumed.domain, uint32_t(NOUVEAU_GEM_DOMAIN_VRAM));
+  EXPECT_EQ(handler_->stats().pushbufs, 1u);
+}
+
+}  // namespace
+}  // namespace gpuvm::pvdrm
