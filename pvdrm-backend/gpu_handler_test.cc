@@ -255,5 +255,183 @@ TEST_F(GpuHandlerTest, APushbufferTheGuestWroteCopiesThroughVram) {
   EXPECT_EQ(handler_->stats().pushbufs, 1u);
 }
 
+// What a hostile frontend may name: another file's handles and channels, freed handles, pushes
+// outside their object or misaligned, relocations, frames past its RAM, an object listed twice —
+// each refused with the ioctl's errno, and the victim file keeps working.
+TEST_F(GpuHandlerTest, FilesAreApartAndBadRequestsAreRefused) {
+  Open(1);
+  Open(2);
+  const int channel1 = AllocChannel(1);
+  const auto pb_frames = Frames(10, 1);
+  const drm_nouveau_gem_info obj1 = NewGart(1, pb_frames);
+  const drm_nouveau_gem_info vram1 = NewVram(1, 4096);
+  ASSERT_NE(obj1.handle, 0u);
+
+  // File 2 names file 1's handle: handles are per file.
+  GemInfo info;
+  info.arg.handle = vram1.handle;
+  EXPECT_EQ(Call(2, info).status, -ENOENT);
+  GemCpuPrep prep;
+  prep.arg.handle = obj1.handle;
+  EXPECT_EQ(Call(2, prep).status, -ENOENT);
+  // ... and file 1's channel: channels are per file.
+  EXPECT_EQ(Pushbuf(2, channel1, {obj1.handle}, 0, 16).status, -ENOENT);
+
+  // Pushes outside the object, misaligned, empty; relocations; a handle listed twice.
+  EXPECT_EQ(Pushbuf(1, channel1, {obj1.handle}, 4096, 4).status, -EINVAL);
+  EXPECT_EQ(Pushbuf(1, channel1, {obj1.handle}, 4000, 100).status, -EINVAL);
+  EXPECT_EQ(Pushbuf(1, channel1, {obj1.handle}, 2, 8).status, -EINVAL);
+  EXPECT_EQ(Pushbuf(1, channel1, {obj1.handle}, 0, 6).status, -EINVAL);
+  EXPECT_EQ(Pushbuf(1, channel1, {obj1.handle}, 0, 0).status, -EINVAL);
+  EXPECT_EQ(Pushbuf(1, channel1, {obj1.handle, obj1.handle}, 0, 4).status, -EINVAL);
+  EXPECT_EQ(Pushbuf(1, 77, {obj1.handle}, 0, 4).status, -ENOENT);
+  {
+    GemPushbuf p;
+    p.arg.channel = uint32_t(channel1);
+    p.arg.nr_relocs = 1;
+    p.arg.nr_buffers = 1;
+    const PushbufLayout layout = LayoutPushbuf(1, 1, 0);
+    p.data = pages_.Add({{}, std::vector<uint8_t>(layout.pages * 4096)}, layout.pages);
+    EXPECT_EQ(Call(1, p).status, -EINVAL);
+  }
+  // Frames past the guest's RAM; a GART object without its pages; tiling; an odd alignment.
+  int32_t status = 0;
+  NewGart(1, {1, uint32_t(kRamFrames)}, &status);
+  EXPECT_EQ(status, -EFAULT);
+  {
+    GemNew g;
+    g.arg.info.size = 4096;
+    g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
+    EXPECT_EQ(Call(1, g).status, -EINVAL);
+    g.arg.info.domain = NOUVEAU_GEM_DOMAIN_VRAM;
+    g.arg.info.tile_flags = 0xfe00;
+    EXPECT_EQ(Call(1, g).status, -EINVAL);
+    g.arg.info.tile_flags = 0;
+    g.arg.align = 3;
+    EXPECT_EQ(Call(1, g).status, -EINVAL);
+  }
+  // A closed handle is gone; closing twice is -ENOENT.
+  GemClose close;
+  close.arg.handle = vram1.handle;
+  EXPECT_EQ(Call(1, close).status, 0);
+  info.arg.handle = vram1.handle;
+  EXPECT_EQ(Call(1, info).status, -ENOENT);
+  EXPECT_EQ(Call(1, close).status, -ENOENT);
+  // Grobjs: known Fermi classes only, unique handles, freed once.
+  GrobjAlloc grobj;
+  grobj.arg.channel = channel1;
+  grobj.arg.handle = 0xbeef;
+  grobj.arg.oclass = int(gf100::kClass3d);
+  EXPECT_EQ(Call(1, grobj).status, -EINVAL);
+  grobj.arg.oclass = int(gf100::kClassCompute);
+  EXPECT_EQ(Call(1, grobj).status, 0);
+  EXPECT_EQ(Call(1, grobj).status, -EEXIST);
+  GpuobjFree gfree;
+  gfree.arg.channel = channel1;
+  gfree.arg.handle = 0xbeef;
+  EXPECT_EQ(Call(2, gfree).status, -ENOENT);
+  EXPECT_EQ(Call(1, gfree).status, 0);
+  EXPECT_EQ(Call(1, gfree).status, -ENOENT);
+  EXPECT_EQ(Call(1, NotifierobjAlloc{}).status, -ENODEV);
+
+  // After all that, file 1 still copies.
+  const auto src_frames = Frames(20, 1);
+  const auto dst_frames = Frames(30, 1);
+  const drm_nouveau_gem_info src = NewGart(1, src_frames);
+  const drm_nouveau_gem_info dst = NewGart(1, dst_frames);
+  std::memset(At(src_frames, 0), 0x5a, 4096);
+  const guest::PushBuffer pb = CopyCommands(dst.offset, src.offset, 4096);
+  WriteWords(pb_frames, 0, pb);
+  ASSERT_EQ(Pushbuf(1, channel1, {obj1.handle, src.handle, dst.handle}, 0, pb.size() * 4).status,
+            0);
+  prep.arg.handle = dst.handle;
+  ASSERT_EQ(Call(1, prep).status, 0);
+  EXPECT_EQ(*At(dst_frames, 4095), 0x5a);
+}
+
+// CPU_PREP follows the object's fence: a pushbuffer held at a semaphore the guest opens later keeps
+// its objects busy (NOWAIT: -EBUSY; a wait: -EBUSY after the bound), then idle.
+TEST_F(GpuHandlerTest, CpuPrepWaitsForTheLastSubmissionNamingTheObject) {
+  Open(1);
+  const int channel = AllocChannel(1);
+  const auto pb_frames = Frames(40, 1);
+  const auto gate_frames = Frames(41, 1);
+  const drm_nouveau_gem_info push = NewGart(1, pb_frames);
+  const drm_nouveau_gem_info gate = NewGart(1, gate_frames);
+  const drm_nouveau_gem_info idle = NewGart(1, Frames(42, 1));
+  guest::PushBuffer pb;
+  pb.Inc(0, gf100::host::kSemaphoreA,
+         {uint32_t(gate.offset >> 32), uint32_t(gate.offset), 1, gf100::host::kSemOpAcquire});
+  WriteWords(pb_frames, 0, pb);
+  ASSERT_EQ(Pushbuf(1, channel, {push.handle, gate.handle}, 0, pb.size() * 4).status, 0);
+  GemCpuPrep prep;
+  prep.arg.handle = gate.handle;
+  prep.arg.flags = NOUVEAU_GEM_CPU_PREP_NOWAIT;
+  EXPECT_EQ(Call(1, prep).status, -EBUSY);
+  prep.arg.flags = 0;
+  EXPECT_EQ(Call(1, prep).status, -EBUSY);  // the 2 s bound of this test's handler
+  prep.arg.handle = idle.handle;            // never named by a pushbuf
+  prep.arg.flags = NOUVEAU_GEM_CPU_PREP_NOWAIT;
+  EXPECT_EQ(Call(1, prep).status, 0);
+  __atomic_store_n(reinterpret_cast<uint32_t*>(At(gate_frames, 0)), 1u, __ATOMIC_RELEASE);
+  prep.arg.handle = gate.handle;
+  prep.arg.flags = 0;
+  EXPECT_EQ(Call(1, prep).status, 0);
+  prep.arg.flags = NOUVEAU_GEM_CPU_PREP_NOWAIT;
+  EXPECT_EQ(Call(1, prep).status, 0);
+}
+
+// A pushbuffer that writes where its file has nothing mapped faults that file's context: its later
+// calls fail with -EIO, another file of the same guest copies on, and closing the faulted file
+// gives everything back.
+TEST_F(GpuHandlerTest, AFaultingPushbufferCostsOnlyItsOwnFile) {
+  const uint64_t vram_before = driver_->vram_free();
+  Open(1);
+  Open(2);
+  const int bad_channel = AllocChannel(1);
+  const auto bad_frames = Frames(50, 1);
+  const drm_nouveau_gem_info bad = NewGart(1, bad_frames);
+  const drm_nouveau_gem_info file2_vram = NewVram(2, 8192);
+  // Release a semaphore at an address file 1 never mapped.
+  constexpr uint64_t kNowhere = 20ull << 30;
+  guest::PushBuffer pb;
+  pb.Inc(0, gf100::host::kSemaphoreA,
+         {uint32_t(kNowhere >> 32), uint32_t(kNowhere), 7,
+          gf100::host::kSemOpRelease | gf100::host::kSemReleaseSize4});
+  WriteWords(bad_frames, 0, pb);
+  ASSERT_EQ(Pushbuf(1, bad_channel, {bad.handle}, 0, pb.size() * 4).status, 0);
+  GemCpuPrep prep;
+  prep.arg.handle = bad.handle;
+  EXPECT_NE(Call(1, prep).status, 0);
+  GetParam g;
+  g.arg.param = NOUVEAU_GETPARAM_CHIPSET_ID;
+  EXPECT_EQ(Call(1, g).status, -EIO);
+
+  const int channel2 = AllocChannel(2);
+  const auto pb2 = Frames(60, 1), src2 = Frames(61, 1), dst2 = Frames(62, 1);
+  const drm_nouveau_gem_info p2 = NewGart(2, pb2);
+  const drm_nouveau_gem_info s2 = NewGart(2, src2);
+  const drm_nouveau_gem_info d2 = NewGart(2, dst2);
+  std::memset(At(src2, 0), 0x33, 4096);
+  guest::PushBuffer copy = CopyCommands(file2_vram.offset, s2.offset, 4096);
+  const guest::PushBuffer copy_back = CopyCommands(d2.offset, file2_vram.offset, 4096);
+  WriteWords(pb2, 0, copy);
+  WriteWords(pb2, copy.size() * 4, copy_back);
+  ASSERT_EQ(Pushbuf(2, channel2, {p2.handle, s2.handle, file2_vram.handle, d2.handle}, 0,
+                    (copy.size() + copy_back.size()) * 4)
+                .status,
+            0);
+  prep.arg.handle = d2.handle;
+  ASSERT_EQ(Call(2, prep).status, 0);
+  EXPECT_EQ(*At(dst2, 100), 0x33);
+
+  EXPECT_EQ(Call(1, FileClose{}).status, 0);
+  EXPECT_EQ(handler_->stats().files, 1u);
+  handler_->OnDisconnect();  // the frontend went away: everything of every file
+  EXPECT_EQ(handler_->stats().files, 0u);
+  EXPECT_EQ(handler_->stats().objects, 0u);
+  EXPECT_EQ(driver_->vram_free(), vram_before);
+}
+
 }  // namespace
 }  // namespace gpuvm::pvdrm
