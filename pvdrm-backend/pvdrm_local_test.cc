@@ -43,11 +43,14 @@ class TestHandler : public RequestHandler {
             drm_nouveau_gem_info info = b.arg.info;
             info.handle = next_handle_++;
             if (b.pages.nr_pages != 0) {
-              std::unique_ptr<hv::GuestMapping> m = MapOrFail(pages, b.pages, r);
-              if (m == nullptr) return;
-              // The first byte of every page, summed: proves which guest pages arrived.
+              // GEM_NEW lists guest frames: their numbers, summed, prove which arrived.
+              Result<std::vector<uint32_t>> frames = pages.Entries(b.pages);
+              if (!frames.ok()) {
+                r.status = -EFAULT;
+                return;
+              }
               uint64_t sum = 0;
-              for (uint32_t i = 0; i < b.pages.nr_pages; ++i) sum += m->bytes()[i * kPageBytes];
+              for (const uint32_t frame : *frames) sum += frame;
               info.map_handle = sum;
             }
             r.body = info;
@@ -167,7 +170,8 @@ TYPED_TEST(PvdrmOnBackend, HandshakeConnectsBothEndsAndCallsGetTheirAnswers) {
   EXPECT_EQ(*toolstack->Read(Key(FrontendDir(device), kStateKey)),
             StateValue(XenbusStateConnected));
   EXPECT_EQ(*toolstack->Read(Key(BackendDir(device), kStateKey)), StateValue(XenbusStateConnected));
-  EXPECT_EQ(*toolstack->Read(Key(FrontendDir(device), kVersionKey)), "1");
+  EXPECT_EQ(*toolstack->Read(Key(FrontendDir(device), kVersionKey)),
+            std::to_string(kProtocolVersion));
 
   Result<Response> open = (*frontend)->Call(5, FileOpen{});
   ASSERT_TRUE(open.ok()) << open.status().ToString();
@@ -319,6 +323,20 @@ TEST_F(PvdrmLocalTest, ManyThreadsManyFilesEachGetTheirOwnAnswers) {
   EXPECT_EQ(backend->connection_->stats().malformed, 0u);
 }
 
+// An indirect page listing `entries` (GEM_NEW's guest frames), shared read-only with `peer`.
+PageList ShareEntries(hv::GrantSharer& sharer, hv::DomainId peer, std::span<const uint32_t> entries,
+                      std::vector<std::unique_ptr<hv::SharedPages>>& keep) {
+  auto indirect = sharer.Share(peer, 1, hv::Access::kReadOnly);
+  EXPECT_TRUE(indirect.ok()) << indirect.status().ToString();
+  if (!indirect.ok()) return {};
+  std::memcpy((*indirect)->bytes().data(), entries.data(), entries.size() * sizeof(uint32_t));
+  PageList list;
+  list.nr_pages = static_cast<uint32_t>(entries.size());
+  list.indirect = {(*indirect)->refs()[0]};
+  keep.push_back(std::move(*indirect));
+  return list;
+}
+
 // Shares `contents` (whole pages) with `peer`, and an indirect page listing them; returns the
 // PageList and keeps the shares alive in `keep`.
 PageList SharePages(hv::GrantSharer& sharer, hv::DomainId peer, std::span<const uint8_t> contents,
@@ -350,19 +368,16 @@ TEST_F(PvdrmLocalTest, GemPagesAndPushbufArraysTravelInGrantedPageLists) {
   GemNew gem;
   gem.arg.info.size = 3 * kPageBytes;
   gem.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
-  std::vector<uint8_t> contents(3 * kPageBytes);
-  contents[0] = 10;
-  contents[kPageBytes] = 20;
-  contents[2 * kPageBytes] = 40;
-  gem.pages = SharePages(*sharers_[kGood], 0, contents, keep);
+  const uint32_t frames[] = {10, 20, 40};
+  gem.pages = ShareEntries(*sharers_[kGood], 0, frames, keep);
   Result<Response> made = frontend->Call(1, gem);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   ASSERT_EQ(made->status, 0);
   EXPECT_EQ(std::get<drm_nouveau_gem_info>(made->body).map_handle, 70u);
   EXPECT_NE(std::get<drm_nouveau_gem_info>(made->body).handle, 0u);
 
-  // A page list naming a grant that does not exist: the handler's mapping fails, the call fails,
-  // the connection carries on.
+  // A page list whose indirect page is a grant that does not exist: reading it fails, the call
+  // fails, the connection carries on.
   GemNew bad = gem;
   bad.pages.indirect = {60000};
   Result<Response> refused = frontend->Call(1, bad);
@@ -417,7 +432,7 @@ class RawFrontend {
             .ok());
     ASSERT_TRUE(store_->Write(Key(dir, kEventChannelKey), std::to_string(port_)).ok());
     ASSERT_TRUE(store_->Write(Key(dir, kProtocolKey), XEN_IO_PROTO_ABI_NATIVE).ok());
-    ASSERT_TRUE(store_->Write(Key(dir, kVersionKey), "1").ok());
+    ASSERT_TRUE(store_->Write(Key(dir, kVersionKey), std::to_string(kProtocolVersion)).ok());
     ASSERT_TRUE(WriteState(*store_, dir, XenbusStateInitialised).ok());
   }
   // Puts `count` requests (built by `fill`) in the ring, pushes and rings the doorbell.
@@ -545,7 +560,7 @@ TEST_F(PvdrmLocalTest, HostileFrontendsAreDisconnectedWhileAGoodOneKeepsWorking)
     ASSERT_TRUE(store->Write(Key(dir, kRingRefKey), "0x10").ok());
     ASSERT_TRUE(store->Write(Key(dir, kEventChannelKey), "1").ok());
     ASSERT_TRUE(store->Write(Key(dir, kProtocolKey), XEN_IO_PROTO_ABI_NATIVE).ok());
-    ASSERT_TRUE(store->Write(Key(dir, kVersionKey), "1").ok());
+    ASSERT_TRUE(store->Write(Key(dir, kVersionKey), std::to_string(kProtocolVersion)).ok());
     ASSERT_TRUE(WriteState(*store, dir, XenbusStateInitialised).ok());
     AwaitKey(*toolstack_, Key(BackendDir(device), kStateKey), StateValue(XenbusStateClosing));
     EXPECT_NE(toolstack_->Read(Key(BackendDir(device), kErrorKey))->find("decimal"),
@@ -632,7 +647,7 @@ TEST_F(PvdrmLocalTest, AFrontendBreaksOnABackendThatLies) {
     const std::string front = FrontendDir(device);
     std::unique_ptr<hv::Store> store = Store(hv::kControlDomain);
     std::unique_ptr<hv::EventChannels> channels = Channels(hv::kControlDomain);
-    ASSERT_TRUE(store->Write(Key(back, kVersionKey), "1").ok());
+    ASSERT_TRUE(store->Write(Key(back, kVersionKey), std::to_string(kProtocolVersion)).ok());
     ASSERT_TRUE(WriteState(*store, back, XenbusStateInitWait).ok());
     Result<std::unique_ptr<FrontendConnection>> frontend = Status::Internal("not yet");
     std::thread connecting([&] { frontend = Connect(device); });

@@ -1,4 +1,4 @@
-// PVDRM's wire format, protocol version 1 (docs/PVDRM.md): what a guest's frontend and its dom0
+// PVDRM's wire format, protocol version 2 (docs/PVDRM.md): what a guest's frontend and its dom0
 // backend put in the one shared ring page and in the granted page lists beside it.
 //
 // The ring is Xen's own: DEFINE_RING_TYPES from <xen/io/ring.h> over one request and one response
@@ -54,7 +54,8 @@
 
 namespace gpuvm::pvdrm {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: GEM_NEW's page list carries guest frame numbers (version 1: grant references).
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kPageBytes = 4096;
 
 // Operations. Our own ones in 0x00xx; DRM core ioctls as 0x0100 | their number; nouveau's as
@@ -90,6 +91,8 @@ struct pvdrm_page_list {
 };
 
 // GEM_NEW: the ioctl's struct, then the object's guest pages (GART objects; VRAM ones have none).
+// Their entries are guest frame numbers, not grant references: the GPU reaches them by
+// guest-physical address, which the aggregator confines to the VM's own RAM (docs/PVDRM.md).
 struct pvdrm_gem_new {
   struct drm_nouveau_gem_new gem;
   struct pvdrm_page_list pages;
