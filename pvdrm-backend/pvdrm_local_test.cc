@@ -21,6 +21,7 @@
 #include "hypervisor/testing/backend_env.h"
 #include "pvdrm-backend/backend.h"
 #include "pvdrm-frontend/frontend.h"
+#include "pvdrm-frontend/page_lists.h"
 
 namespace gpuvm::pvdrm {
 namespace {
@@ -323,53 +324,18 @@ TEST_F(PvdrmLocalTest, ManyThreadsManyFilesEachGetTheirOwnAnswers) {
   EXPECT_EQ(backend->connection_->stats().malformed, 0u);
 }
 
-// An indirect page listing `entries` (GEM_NEW's guest frames), shared read-only with `peer`.
-PageList ShareEntries(hv::GrantSharer& sharer, hv::DomainId peer, std::span<const uint32_t> entries,
-                      std::vector<std::unique_ptr<hv::SharedPages>>& keep) {
-  auto indirect = sharer.Share(peer, 1, hv::Access::kReadOnly);
-  EXPECT_TRUE(indirect.ok()) << indirect.status().ToString();
-  if (!indirect.ok()) return {};
-  std::memcpy((*indirect)->bytes().data(), entries.data(), entries.size() * sizeof(uint32_t));
-  PageList list;
-  list.nr_pages = static_cast<uint32_t>(entries.size());
-  list.indirect = {(*indirect)->refs()[0]};
-  keep.push_back(std::move(*indirect));
-  return list;
-}
-
-// Shares `contents` (whole pages) with `peer`, and an indirect page listing them; returns the
-// PageList and keeps the shares alive in `keep`.
-PageList SharePages(hv::GrantSharer& sharer, hv::DomainId peer, std::span<const uint8_t> contents,
-                    std::vector<std::unique_ptr<hv::SharedPages>>& keep) {
-  const auto pages = static_cast<uint32_t>(contents.size() / kPageBytes);
-  auto data = sharer.Share(peer, pages, hv::Access::kReadWrite);
-  EXPECT_TRUE(data.ok()) << data.status().ToString();
-  if (!data.ok()) return {};
-  std::memcpy((*data)->bytes().data(), contents.data(), pages * kPageBytes);
-  auto indirect = sharer.Share(peer, 1, hv::Access::kReadOnly);
-  EXPECT_TRUE(indirect.ok()) << indirect.status().ToString();
-  if (!indirect.ok()) return {};
-  std::memcpy((*indirect)->bytes().data(), (*data)->refs().data(), pages * sizeof(grant_ref_t));
-  PageList list;
-  list.nr_pages = pages;
-  list.indirect = {(*indirect)->refs()[0]};
-  keep.push_back(std::move(*data));
-  keep.push_back(std::move(*indirect));
-  return list;
-}
-
 TEST_F(PvdrmLocalTest, GemPagesAndPushbufArraysTravelInGrantedPageLists) {
   const DeviceAddress device{kGood, 0, 0};
   auto backend = StartBackend(device);
   auto frontend = ConnectAndOpen(device);
   ASSERT_NE(frontend, nullptr);
-  std::vector<std::unique_ptr<hv::SharedPages>> keep;
-
   GemNew gem;
   gem.arg.info.size = 3 * kPageBytes;
   gem.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
   const uint32_t frames[] = {10, 20, 40};
-  gem.pages = ShareEntries(*sharers_[kGood], 0, frames, keep);
+  Result<SharedPageList> listed = ShareEntryList(*sharers_[kGood], 0, frames);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  gem.pages = listed->list;
   Result<Response> made = frontend->Call(1, gem);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   ASSERT_EQ(made->status, 0);
@@ -392,13 +358,14 @@ TEST_F(PvdrmLocalTest, GemPagesAndPushbufArraysTravelInGrantedPageLists) {
     arrays.push[i].length = 100 * (i + 1);
   }
   const PushbufLayout layout = LayoutPushbuf(2, 0, 3);
-  std::vector<uint8_t> data(layout.pages * kPageBytes);
-  WritePushbufArrays(arrays, data);
+  Result<SharedPageList> data = ShareDataPages(*sharers_[kGood], 0, layout.pages);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  WritePushbufArrays(arrays, data->data->bytes());
   GemPushbuf pushbuf;
   pushbuf.arg.channel = 1;
   pushbuf.arg.nr_buffers = 2;
   pushbuf.arg.nr_push = 3;
-  pushbuf.data = SharePages(*sharers_[kGood], 0, data, keep);
+  pushbuf.data = data->list;
   Result<Response> pushed = frontend->Call(1, pushbuf);
   ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
   ASSERT_EQ(pushed->status, 0);

@@ -139,7 +139,8 @@ class AggregatorProcessTest : public ::testing::Test {
       if (HasFailure()) std::fprintf(stderr, "aggregator log:\n%s", aggregator_.err().c_str());
     }
     std::error_code ignored;
-    if (!HasFailure()) std::filesystem::remove_all(dir_, ignored);  // logs stay when it failed
+    if (!HasFailure() && std::getenv("GPUVM_KEEP_LOGS") == nullptr)
+      std::filesystem::remove_all(dir_, ignored);  // logs stay when it failed
   }
 
   // gpuvm-vm against our aggregator with `vm_flags` (after --ram-mib 256), running the guest
