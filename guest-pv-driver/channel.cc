@@ -55,9 +55,16 @@ Result<std::unique_ptr<Channel>> Channel::Impl::Create(Context::Impl* context) {
 }
 
 Status Channel::Impl::Init() {
-  GPUVM_ASSIGN_OR_RETURN(chid_, drv_->AllocateChannelId());
-  have_chid_ = true;
-  GPUVM_ASSIGN_OR_RETURN(inst_, drv_->instmem()->Allocate(ramin::kSize));
+  DrmDevice* drm = drv_->drm();
+  if (drm != nullptr) {
+    // The kernel makes the channel (its instance block, RAMFC, ring and place on the runlist).
+    GPUVM_ASSIGN_OR_RETURN(drm_channel_, drm->ChannelAlloc(ctx_->drm_file()));
+    chid_ = uint32_t(drm_channel_);
+  } else {
+    GPUVM_ASSIGN_OR_RETURN(chid_, drv_->AllocateChannelId());
+    have_chid_ = true;
+    GPUVM_ASSIGN_OR_RETURN(inst_, drv_->instmem()->Allocate(ramin::kSize));
+  }
   const ContextOptions& o = ctx_->options();
   ib_entries_ = o.ib_entries;
   pb_base_ = AlignUp(uint64_t(ib_entries_) * gp::kIbEntrySize, kPage);
@@ -69,6 +76,10 @@ Status Channel::Impl::Init() {
   next_sequence_ = fence_.Payload() + 1;
   GPUVM_ASSIGN_OR_RETURN(query_, ctx_->AllocateSlot());
   GPUVM_ASSIGN_OR_RETURN(cb_, ctx_->AllocVram(kMaxParamBytes, MemoryKind::kDevice, true));
+  if (drm != nullptr) {
+    enabled_ = true;
+    return Setup();
+  }
 
   // USERD starts zeroed (GET/PUT 0), through its BAR1 mapping.
   Bus* bus = drv_->bus();
@@ -92,7 +103,11 @@ Status Channel::Impl::Init() {
 
   GPUVM_RETURN_IF_ERROR(drv_->EnableChannel(chid_, inst_.vram, this));
   enabled_ = true;
+  return Setup();
+}
 
+Status Channel::Impl::Setup() {
+  const ContextOptions& o = ctx_->options();
   // Objects on their subchannels, and compute's generic-address windows.
   PushBuffer pb;
   pb.Method(kSubcCompute, host::kSetObject, gf100::kClassCompute);
@@ -121,8 +136,9 @@ Channel::Impl::~Impl() {
       (void)Synchronize(
           std::min<std::chrono::nanoseconds>(ctx_->options().default_timeout, kChannelDrainWait));
     }
-    (void)drv_->DisableChannel(chid_);
+    if (drm_channel_ < 0) (void)drv_->DisableChannel(chid_);
   }
+  if (drm_channel_ >= 0) (void)drv_->drm()->ChannelFree(ctx_->drm_file(), drm_channel_);
   for (auto* r : {&ring_, &cb_, &temp_, &staging_}) {
     if (*r != nullptr) (void)ctx_->Free((*r)->va, /*internal=*/true);
     r->reset();
@@ -131,7 +147,7 @@ Channel::Impl::~Impl() {
   // slot then stays reserved until the context goes.
   if (fence_.host != nullptr && Done(last_sequence_.load())) ctx_->FreeSlot(fence_);
   if (query_.host != nullptr) ctx_->FreeSlot(query_);
-  drv_->instmem()->Free(inst_);
+  if (drv_->instmem() != nullptr) drv_->instmem()->Free(inst_);
   if (have_chid_) drv_->ReleaseChannelId(chid_);
 }
 
@@ -155,7 +171,7 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb, std::span<const CommandSegme
   GPUVM_RETURN_IF_ERROR(CheckUsable());
   // Page-table updates (and stores) still queued go now; one the device refused fails this
   // submission, the first that could have used it.
-  GPUVM_RETURN_IF_ERROR(drv_->writer()->Commit());
+  if (drv_->writer() != nullptr) GPUVM_RETURN_IF_ERROR(drv_->writer()->Commit());
   uint32_t sequence = next_sequence_;
   if (sequence == 0) sequence = 1;
   // The fence: a 4-byte semaphore release after everything before it (nouveau's nvc0_fence_emit).
@@ -202,6 +218,24 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb, std::span<const CommandSegme
   }
   uint8_t* ring = ring_->host;
   std::memcpy(ring + pb_base_ + offset, pb.words().data(), bytes);
+  if (DrmDevice* drm = drv_->drm()) {
+    // The kernel writes the IB entries: GEM_PUSHBUF names each segment by its object.
+    std::vector<DrmDevice::Push> pushes;
+    pushes.reserve(segments.size() + 1);
+    for (const CommandSegment& segment : segments) {
+      GPUVM_ASSIGN_OR_RETURN(std::shared_ptr<AllocRecord> r,
+                             ctx_->Lookup(segment.va, uint64_t{segment.words} * 4, false));
+      pushes.push_back({r->gem, segment.va - r->map_va(), uint64_t{segment.words} * 4});
+    }
+    pushes.push_back({ring_->gem, pb_base_ + offset, bytes});
+    GPUVM_RETURN_IF_ERROR(drm->Pushbuf(ctx_->drm_file(), drm_channel_, pushes));
+    ib_in_use_ += ib_count;
+    inflight_.push_back({sequence, offset, offset + bytes, ib_count});
+    pb_head_ = offset + bytes;
+    next_sequence_ = sequence + 1;
+    last_sequence_.store(sequence, std::memory_order_release);
+    return Fence{chid_, sequence};
+  }
   auto push_entry = [&](uint64_t va, uint32_t words) {
     const uint64_t entry = gp::EncodeIbEntry(va, words);
     std::memcpy(ring + uint64_t(ib_put_) * gp::kIbEntrySize, &entry, sizeof(entry));
@@ -229,7 +263,7 @@ Status Channel::Impl::WaitSequence(uint32_t sequence, std::chrono::nanoseconds t
     if (Done(sequence)) return ctx_->status();
     GPUVM_RETURN_IF_ERROR(ctx_->status());
     drv_->MaybeService();
-    GPUVM_RETURN_IF_ERROR(ctx_->status());
+    GPUVM_RETURN_IF_ERROR(ctx_->PollDrm());
     // Stalls of this process or of the path to the GPU do not count (WaitClock).
     GPUVM_ASSIGN_OR_RETURN(const bool expired, clock->Expired(timeout));
     if (expired) {
@@ -249,7 +283,7 @@ Result<bool> Channel::Impl::IsDone(Fence fence) {
   GPUVM_RETURN_IF_ERROR(ctx_->status());
   if (fence.sequence == 0 || Done(fence.sequence)) return true;
   drv_->MaybeService();
-  GPUVM_RETURN_IF_ERROR(ctx_->status());
+  GPUVM_RETURN_IF_ERROR(ctx_->PollDrm());
   return false;
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/align.h"
@@ -28,6 +30,11 @@ bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 // ----------------------------------------------------------------------------------------
 
 AllocRecord::~AllocRecord() {
+  if (driver_->drm() != nullptr) {  // the object was closed at Free, or goes with the file
+    driver_->drm_vram_used.fetch_sub(drm_vram_bytes, std::memory_order_relaxed);
+    dma.reset();
+    return;
+  }
   if (in_bar1) driver_->ReleaseBar1(bar1);
   if (vram != 0) driver_->vram()->Free(vram);
   if (va != 0) context_->ReleaseVa(map_va(), large);
@@ -67,6 +74,14 @@ Result<std::unique_ptr<Context>> Context::Impl::Create(Driver::Impl* driver,
 }
 
 Status Context::Impl::Init() {
+  if (DrmDevice* drm = driver_->drm()) {
+    // The kernel keeps the address space: a DRM file is one.
+    GPUVM_ASSIGN_OR_RETURN(drm_file_, drm->OpenFile());
+    GPUVM_ASSIGN_OR_RETURN(report_page_, AllocPinned(kReportPageBytes, /*internal=*/true));
+    slot_used_.assign(kReportPageBytes / kReportSlotBytes, false);
+    GPUVM_ASSIGN_OR_RETURN(default_channel_, CreateChannel());
+    return Status::Ok();
+  }
   const int shift = driver_->large_page_shift();
   GPUVM_ASSIGN_OR_RETURN(
       space_, VmSpace::Create(driver_->instmem(), driver_->writer(), vm::kVaLimit - 1, shift));
@@ -116,7 +131,33 @@ Context::Impl::~Impl() {
   allocs.clear();
   if (report_page_ != nullptr) Retire(std::move(report_page_));
   space_.reset();
+  // DRM: closing the file frees every object of it in the kernel.
+  if (drm_file_ != 0) driver_->drm()->CloseFile(drm_file_);
   driver_->live_contexts.fetch_sub(1);
+}
+
+Status Context::Impl::PollDrm() {
+  DrmDevice* drm = driver_->drm();
+  if (drm == nullptr || report_page_ == nullptr) return Status::Ok();
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = drm_polled_ns_.load(std::memory_order_relaxed);
+  if (now - last < std::chrono::nanoseconds(kDrmHealthInterval).count() ||
+      !drm_polled_ns_.compare_exchange_strong(last, now)) {
+    return status();
+  }
+  const Status health = drm->Health(drm_file_, report_page_->gem);
+  if (health.code() == StatusCode::kAborted) {
+    GpuFault fault;
+    fault.kind = GpuFault::Kind::kCommandError;
+    fault.message = "the kernel driver stopped this context after a GPU error (" +
+                    std::string(health.message()) + ")";
+    SetFault(fault);
+  } else if (health.code() == StatusCode::kUnavailable) {
+    return health;
+  }
+  return status();
 }
 
 // ---- faults
@@ -185,6 +226,11 @@ Status Context::Impl::MapRecord(AllocRecord* r) {
 }
 
 Status Context::Impl::UnmapRecord(AllocRecord* r) {
+  if (DrmDevice* drm = driver_->drm()) {
+    const uint32_t handle = std::exchange(r->gem, 0);
+    if (handle == 0) return Status::Ok();
+    return drm->Close(drm_file_, handle);
+  }
   const uint64_t page = r->large ? space_->large_page_size() : kPage;
   Status s = space_->Unmap(r->map_va(), r->mapped / page, r->large);
   Status f = idle_teardown_.load(std::memory_order_acquire) ? Status::Ok() : space_->Flush();
@@ -197,7 +243,7 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocVram(uint64_t size, Mem
   if (size == 0) return Status::InvalidArgument("allocation of 0 bytes");
   if (size > kMaxAllocation) return Status::ResourceExhausted("allocation larger than 256 GiB");
   const bool large = size >= kLargePageThreshold;
-  const uint64_t page = large ? space_->large_page_size() : kPage;
+  const uint64_t page = large ? uint64_t{1} << driver_->large_page_shift() : kPage;
   const uint64_t mapped = AlignUp(size, page);
   if (kind == MemoryKind::kDevice && !internal) {
     // A recycled allocation of this mapped size: already mapped, no page-table traffic.
@@ -220,6 +266,18 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocVram(uint64_t size, Mem
   r->size = size;
   r->large = large;
   r->mapped = mapped;
+  if (DrmDevice* drm = driver_->drm()) {
+    Result<DrmDevice::Object> object = drm->NewVram(drm_file_, mapped, page);
+    if (!object.ok() && DrainRecycled()) object = drm->NewVram(drm_file_, mapped, page);
+    if (!object.ok()) return object.status();
+    r->gem = object->handle;
+    r->va = object->va;
+    r->drm_vram_bytes = mapped;
+    driver_->drm_vram_used.fetch_add(mapped, std::memory_order_relaxed);
+    std::lock_guard lock(alloc_mu_);
+    allocs_[r->va] = r;
+    return r;
+  }
   Result<uint64_t> vram = driver_->vram()->Allocate(r->mapped, page);
   if (!vram.ok() && DrainRecycled()) vram = driver_->vram()->Allocate(r->mapped, page);
   if (!vram.ok()) return vram.status();
@@ -239,11 +297,19 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocPinned(uint64_t size, b
   r->internal = internal;
   r->size = size;
   r->mapped = AlignUp(size, kPage);
-  // The mapping owns the memory (the bus puts it where its DMA reaches: a VM's RAM).
-  GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->AllocDma(r->mapped));
-  r->host = r->dma->host();
-  GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, false));
-  GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
+  if (DrmDevice* drm = driver_->drm()) {
+    GPUVM_ASSIGN_OR_RETURN(DrmDevice::Object object, drm->NewGart(drm_file_, r->mapped));
+    r->gem = object.handle;
+    r->va = object.va;
+    r->host = object.host;
+    r->drm_backing = std::move(object.backing);
+  } else {
+    // The mapping owns the memory (the bus puts it where its DMA reaches: a VM's RAM).
+    GPUVM_ASSIGN_OR_RETURN(r->dma, driver_->bus()->AllocDma(r->mapped));
+    r->host = r->dma->host();
+    GPUVM_ASSIGN_OR_RETURN(r->va, ReserveVa(r->mapped, false));
+    GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
+  }
   std::lock_guard lock(alloc_mu_);
   allocs_[r->va] = r;
   host_index_[reinterpret_cast<uintptr_t>(r->host)] = r->va;
@@ -302,6 +368,22 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::Register(void* host, uint64_
       r->borrowed_bus[end] = mapping->PageBusAddress(shared->second.offset);
       r->borrowed.push_back(std::move(mapping));
     }
+  }
+  if (DrmDevice* drm = driver_->drm()) {
+    // The kernel maps the whole pages (a page two registrations share is wrapped twice: the
+    // memory's owner keeps one frame for it).
+    GPUVM_ASSIGN_OR_RETURN(
+        DrmDevice::Object object,
+        drm->WrapHost(drm_file_, reinterpret_cast<void*>(first_page), end_page - first_page));
+    r->gem = object.handle;
+    r->va = object.va + r->map_offset;
+    r->drm_backing = std::move(object.backing);
+    r->borrows = {false, false};
+    r->borrowed.clear();
+    std::lock_guard lock(alloc_mu_);
+    allocs_[r->va] = r;
+    host_index_[addr] = r->va;
+    return r;
   }
   const uint64_t own_first = r->borrows[0] ? 1 : 0;
   const uint64_t own_end = r->borrows[1] ? pages - 1 : pages;
@@ -420,6 +502,7 @@ std::shared_ptr<AllocRecord> Context::Impl::LookupHost(const void* host, uint64_
 }
 
 uint64_t Context::Impl::EnsureBar1(AllocRecord* r) {
+  if (driver_->drm() != nullptr) return 0;  // user space has no BAR1 of its own
   if (!r->is_vram() || r->mapped > kBar1MapMax) return 0;
   std::lock_guard lock(alloc_mu_);
   if (r->freed) return 0;
@@ -583,7 +666,7 @@ Result<bool> Event::Impl::Query() {
   GPUVM_RETURN_IF_ERROR(ctx_->status());
   if (Complete()) return true;
   ctx_->driver()->MaybeService();
-  GPUVM_RETURN_IF_ERROR(ctx_->status());
+  GPUVM_RETURN_IF_ERROR(ctx_->PollDrm());
   return false;
 }
 
@@ -594,7 +677,7 @@ Status Event::Impl::Wait(std::chrono::nanoseconds timeout) {
     if (Complete()) return ctx_->status();
     GPUVM_RETURN_IF_ERROR(ctx_->status());
     ctx_->driver()->MaybeService();
-    GPUVM_RETURN_IF_ERROR(ctx_->status());
+    GPUVM_RETURN_IF_ERROR(ctx_->PollDrm());
     GPUVM_ASSIGN_OR_RETURN(const bool expired, clock.Expired(timeout));
     if (expired) {
       ctx_->driver()->ServiceInterrupts();

@@ -139,6 +139,34 @@ std::string SubfifoIntrNames(uint32_t intr) {
   return s.empty() ? Hex(intr) : s;
 }
 
+// DRM mode's stand-in for a Bus: the driver touches no register there; anything that still tried
+// would read all-ones (a master abort) and change nothing.
+class NoBus final : public Bus {
+ public:
+  const gpu::PciIdentity& pci() const override { return pci_; }
+  uint64_t Read(Bar, uint64_t, Width) override { return ~uint64_t{0}; }
+  void Write(Bar, uint64_t, Width, uint64_t) override {}
+  Status ReadBlock(Bar, uint64_t, void*, uint64_t) override { return Unavailable(); }
+  Status WriteBlock(Bar, uint64_t, const void*, uint64_t) override { return Unavailable(); }
+  Result<std::unique_ptr<DmaMapping>> MapDma(void*, uint64_t) override { return Unavailable(); }
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t) override { return Unavailable(); }
+  Status SetInterruptHandler(std::function<void(bool)>) override { return Unavailable(); }
+
+ private:
+  static Status Unavailable() { return Status::Unavailable("a DRM driver has no bus of its own"); }
+  gpu::PciIdentity pci_;
+};
+
+std::string DeviceName(uint16_t device_id) {
+  return device_id == gf100::pci::kDeviceId ? "Quadro 6000"
+                                            : "GF100 (10de:" + Hex(device_id).substr(2) + ")";
+}
+
+NoBus* TheNoBus() {
+  static NoBus* bus = new NoBus();  // never destroyed: drivers may outlive static destruction
+  return bus;
+}
+
 }  // namespace
 
 // ---- Backoff
@@ -152,7 +180,8 @@ void WaitClock::Step() {
 
 Result<std::chrono::nanoseconds> WaitClock::Tick() {
   Step();
-  if (driver_->bus()->remote() && waited_ - probed_at_ >= kProbeEvery) {
+  if (driver_->drm() == nullptr && driver_->bus()->remote() &&
+      waited_ - probed_at_ >= kProbeEvery) {
     probed_at_ = waited_;
     // Blocks while the path to the GPU is stalled: that step is capped like any other.
     const uint32_t boot0 = driver_->bus()->ReadReg(pmc::kBoot0);
@@ -234,6 +263,31 @@ Result<std::unique_ptr<Driver::Impl>> Driver::Impl::Create(Bus* bus, const Drive
   return impl;
 }
 
+Result<std::unique_ptr<Driver::Impl>> Driver::Impl::CreateOnDrm(DrmDevice* drm,
+                                                                const DriverOptions& options) {
+  if (drm == nullptr) return Status::InvalidArgument("no DRM device");
+  std::unique_ptr<Impl> impl(new Impl(TheNoBus(), options, nullptr));
+  impl->drm_ = drm;
+  GPUVM_RETURN_IF_ERROR(impl->InitOnDrm());
+  return impl;
+}
+
+Status Driver::Impl::InitOnDrm() {
+  GPUVM_ASSIGN_OR_RETURN(const DrmDevice::Identity id, drm_->Identify());
+  if (id.chipset != pmc::kChipsetGf100) {
+    return Status::FailedPrecondition("the DRM device is chipset " + Hex(id.chipset) +
+                                      ", not GF100 (0xc0)");
+  }
+  info_.pci.vendor_id = id.pci_vendor;
+  info_.pci.device_id = id.pci_device;
+  info_.chipset = id.chipset;
+  info_.vram_bytes = id.vram_bytes;
+  info_.name = DeviceName(id.pci_device);
+  info_.large_page_bytes = uint64_t{1} << large_page_shift_;
+  info_.channels = pf::kChannels;
+  return Status::Ok();
+}
+
 Driver::Impl::Impl(Bus* bus, const DriverOptions& options, std::unique_ptr<PvCalls> pv)
     : pv_(std::move(pv)),
       pv_bus_(pv_ ? std::make_unique<PvSyncBus>(bus, pv_.get()) : nullptr),
@@ -259,9 +313,7 @@ Status Driver::Impl::Probe() {
     return Status::FailedPrecondition("PMC_BOOT_0 " + Hex(info_.boot0) + " names chipset " +
                                       Hex(info_.chipset) + ", not GF100 (0xc0)");
   }
-  info_.name = pci.device_id == gf100::pci::kDeviceId
-                   ? "Quadro 6000"
-                   : "GF100 (10de:" + Hex(pci.device_id).substr(2) + ")";
+  info_.name = DeviceName(pci.device_id);
   info_.channels = pf::kChannels;
 
   // Engines on: PFIFO, PGRAPH (M2MF, compute) and both copy engines.
@@ -520,6 +572,7 @@ Status Driver::Impl::DisableChannel(uint32_t chid) {
 // ---------------------------------------------------------------------------------------------
 
 void Driver::Impl::MaybeService() {
+  if (drm_ != nullptr) return;  // no registers: contexts ask the kernel (Context::Impl::PollDrm)
   if (interrupts_) {
     if (irq_pending_.load(std::memory_order_acquire)) ServiceInterrupts();
     return;
@@ -531,6 +584,7 @@ void Driver::Impl::MaybeService() {
 }
 
 size_t Driver::Impl::ServiceInterrupts() {
+  if (drm_ != nullptr) return 0;
   std::lock_guard lock(irq_mu_);
   last_service_ns_.store(NowNs(), std::memory_order_relaxed);
   size_t decoded = 0;
@@ -672,6 +726,11 @@ Result<std::unique_ptr<Driver>> Driver::Create(Bus* bus, const DriverOptions& op
   return std::unique_ptr<Driver>(new Driver(std::move(impl)));
 }
 
+Result<std::unique_ptr<Driver>> Driver::CreateOnDrm(DrmDevice* drm, const DriverOptions& options) {
+  GPUVM_ASSIGN_OR_RETURN(auto impl, Impl::CreateOnDrm(drm, options));
+  return std::unique_ptr<Driver>(new Driver(std::move(impl)));
+}
+
 const DeviceInfo& Driver::info() const { return impl_->info(); }
 
 Result<std::unique_ptr<Context>> Driver::CreateContext(const ContextOptions& options) {
@@ -679,10 +738,17 @@ Result<std::unique_ptr<Context>> Driver::CreateContext(const ContextOptions& opt
 }
 
 uint64_t Driver::vram_free() const {
-  return impl_->vram()->free_bytes() + impl_->recycled_vram.load(std::memory_order_relaxed);
+  const uint64_t recycled = impl_->recycled_vram.load(std::memory_order_relaxed);
+  if (impl_->drm() != nullptr) {
+    const uint64_t used = impl_->drm_vram_used.load(std::memory_order_relaxed);
+    const uint64_t size = impl_->info().vram_bytes;
+    return (used > size ? 0 : size - used) + recycled;
+  }
+  return impl_->vram()->free_bytes() + recycled;
 }
 BusCounters Driver::bus_counters() const { return impl_->counters(); }
 ParaVirtualCounters Driver::para_virtual_counters() const { return impl_->pv_counters(); }
 size_t Driver::ServiceInterrupts() { return impl_->ServiceInterrupts(); }
+void Driver::PollErrors() { impl_->MaybeService(); }
 
 }  // namespace gpuvm::guest

@@ -53,6 +53,7 @@
 #include "base/status.h"
 #include "gpu/device.h"
 #include "guest-pv-driver/bus.h"
+#include "guest-pv-driver/drm_device.h"
 #include "guest-pv-driver/page_table_writer.h"
 
 namespace gpuvm::guest {
@@ -255,6 +256,13 @@ class Driver {
   // says GF100, enables PFIFO/PGRAPH/PCOPY, sizes VRAM from PFB, sets up BAR3 (instance memory)
   // through PRAMIN, BAR1 and the USER area, PFIFO interrupts. kFailedPrecondition for another chip.
   static Result<std::unique_ptr<Driver>> Create(Bus* bus, const DriverOptions& options = {});
+  // The driver as DRM user space (drm_device.h): a kernel driver behind `drm` (which must outlive
+  // the driver) owns the GPU; each Context is one DRM file, memory comes from the kernel's objects,
+  // submissions are GEM_PUSHBUF calls. Everything above (contexts, channels, copies, launches,
+  // fences, events) behaves as on a Bus, except: no BAR1 path for small copies (they are staged),
+  // and a GPU fault is known only as "the kernel stopped this context" (no fault address).
+  static Result<std::unique_ptr<Driver>> CreateOnDrm(DrmDevice* drm,
+                                                     const DriverOptions& options = {});
   ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
@@ -271,6 +279,9 @@ class Driver {
   // Reads and decodes pending GPU errors now (a wait does this by itself). Faults are recorded on
   // the contexts owning the channels. Returns how many errors were decoded.
   size_t ServiceInterrupts();
+  // The cheap form a server polls with: decodes only when the interrupt line is up or (without
+  // one) once per DriverOptions::error_poll_interval.
+  void PollErrors();
 
   class Impl;
   Impl* impl() { return impl_.get(); }

@@ -62,6 +62,9 @@ inline constexpr uint64_t kReportPageBytes = 64 << 10;
 // teardown). A channel's setup at creation waits the context's default timeout instead: it queues
 // behind other VMs' work like any submission.
 inline constexpr auto kChannelDrainWait = std::chrono::seconds(5);
+// DRM mode: how often a wait asks the kernel whether its context still runs (a stopped context's
+// fence never arrives; this is how a wait learns of it).
+inline constexpr auto kDrmHealthInterval = std::chrono::milliseconds(2);
 // Device allocations up to this size are mapped whole into BAR1 on their first small copy.
 inline constexpr uint64_t kBar1MapMax = 8ull << 20;
 // nouveau's gf100 fifo kick: write the channel id to 0x2634, then wait for bit 20 to clear.
@@ -73,7 +76,14 @@ class WaitClock;
 class Driver::Impl {
  public:
   static Result<std::unique_ptr<Impl>> Create(Bus* bus, const DriverOptions& options);
+  static Result<std::unique_ptr<Impl>> CreateOnDrm(DrmDevice* drm, const DriverOptions& options);
   ~Impl();
+
+  // Non-null when the driver is DRM user space (Driver::CreateOnDrm): then there is no Bus to
+  // speak of (bus() reads all-ones), no VRAM heap, instance memory, BAR1 nor PFIFO of ours.
+  DrmDevice* drm() const { return drm_; }
+  // DRM mode: VRAM held by this driver's objects (vram_free is the device's size minus it).
+  std::atomic<uint64_t> drm_vram_used{0};
 
   Bus* bus() { return &bus_; }
   const DriverOptions& options() const { return options_; }
@@ -134,6 +144,9 @@ class Driver::Impl {
   void DecodeSubfifo();
   void DecodeGraphTrap();
   void Attribute(uint64_t inst_vram, int chid, GpuFault fault);
+  Status InitOnDrm();
+
+  DrmDevice* drm_ = nullptr;
 
   // Para-virtual calls (before bus_: everything the driver does goes through pv_bus_ to them).
   std::unique_ptr<PvCalls> pv_;
@@ -196,6 +209,11 @@ class AllocRecord {
   uint64_t vram = 0;        // VRAM kinds
   uint8_t* host = nullptr;  // host kinds (kHost: memory owned by `dma`)
   std::shared_ptr<DmaMapping> dma;
+  // DRM mode: the object's handle in the context's file (0: none, or closed), and what keeps a
+  // host-visible object's memory alive.
+  uint32_t gem = 0;
+  std::shared_ptr<void> drm_backing;
+  uint64_t drm_vram_bytes = 0;  // counted in Driver::Impl::drm_vram_used while the record lives
   // Registered host memory at any address: `va` and `host` are the caller's first byte, mapped at
   // `map_offset` into the first of the covering pages (map_va()). A first or last page another
   // registration of the context already maps is not mapped again: its PTE takes that mapping's bus
@@ -242,6 +260,13 @@ class Context::Impl {
   VmSpace* space() { return space_.get(); }
   const ContextOptions& options() const { return options_; }
   Context* owner() { return owner_; }
+
+  // ---- DRM mode ----
+  uint32_t drm_file() const { return drm_file_; }
+  // Asks the kernel (throttled to one call per kDrmHealthInterval) whether this context still
+  // runs; a context it stopped gets a fault (kAborted from then on), a device that is gone
+  // Unavailable. OK at once outside DRM mode.
+  Status PollDrm();
 
   // ---- faults ----
   void SetFault(const GpuFault& fault);
@@ -299,6 +324,8 @@ class Context::Impl {
   const ContextOptions options_;
   Context* owner_ = nullptr;
   std::unique_ptr<VmSpace> space_;
+  uint32_t drm_file_ = 0;  // DRM mode: the context's file (0 until opened)
+  std::atomic<int64_t> drm_polled_ns_{0};
 
   mutable std::mutex fault_mu_;
   std::optional<GpuFault> fault_;  // guarded by fault_mu_
@@ -401,6 +428,8 @@ class Channel::Impl {
   };
   explicit Impl(Context::Impl* context) : ctx_(context), drv_(context->driver()) {}
   Status Init();
+  // Binds the objects and windows every channel starts with, and waits for that to run.
+  Status Setup();
   // Appends the fence release, copies the words into the rings and writes IB_PUT (mu_ held).
   // `segments` (already checked) get IB entries of their own before `pb`'s.
   Result<Fence> Submit(PushBuffer& pb, std::span<const CommandSegment> segments = {});
@@ -420,6 +449,7 @@ class Channel::Impl {
   Driver::Impl* const drv_;
   uint32_t chid_ = 0;
   bool have_chid_ = false;
+  int32_t drm_channel_ = -1;  // DRM mode: the file's channel (chid_ is then its id)
   bool enabled_ = false;
   InstObject inst_;
 

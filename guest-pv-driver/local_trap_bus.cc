@@ -61,11 +61,12 @@ Result<std::shared_ptr<LocalVmGuest>> LocalVmGuest::Create(std::unique_ptr<hv::G
   const uint64_t ram_bytes = vm->io_->ram_bytes();
   const uint64_t frames = ram_bytes / kPage;
   const uint64_t reserved = (options.reserved_low_bytes + kPage - 1) / kPage;
-  if (frames <= reserved + 16) {
+  const uint64_t reserved_high = (options.reserved_high_bytes + kPage - 1) / kPage;
+  if (frames <= reserved + reserved_high + 16) {
     return Status::InvalidArgument("guest RAM too small for a GPU driver's DMA buffers");
   }
   GPUVM_ASSIGN_OR_RETURN(vm->ram_, os::SharedMapping::Map(vm->io_->ram_fd(), 0, ram_bytes, true));
-  vm->free_frames_[reserved] = frames - reserved;
+  vm->free_frames_[reserved] = frames - reserved - reserved_high;
   for (uint32_t v = 0; v < vm->io_->vcpu_count(); ++v) {
     auto vcpu = std::make_unique<Vcpu>();
     GPUVM_ASSIGN_OR_RETURN(std::vector<uint64_t> bounce, vm->AllocateFrames(1));

@@ -69,6 +69,9 @@ struct LocalVmGuestOptions {
   // (our choice) Guest RAM below this is never handed out for DMA, like a PC's first MiB, so a
   // zero bus address in a page-table entry is always a bug.
   uint64_t reserved_low_bytes = 1ull << 20;
+  // Guest RAM at the top kept out of DMA allocations: what the VM sets aside for other uses (PVDRM:
+  // the pages it shares with its backend, and its backend's own pool). 0: none.
+  uint64_t reserved_high_bytes = 0;
 };
 
 class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
@@ -89,6 +92,12 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   // Frames not handed out (for tests and diagnostics).
   uint64_t free_frames() const;
 
+  // Guest RAM as DMA memory without a GPU of ours (PVDRM's frontend names these frames to its
+  // backend): MapDma moves [host, host + length) into frames of guest RAM (see LocalTrapBus);
+  // AllocDma is zeroed memory that is guest RAM from the start. Bus addresses are guest-physical.
+  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
+
  private:
   friend class LocalTrapBus;
   friend class LocalVmGuestTest;  // local_trap_bus_test.cc: the DMA paths without a device model
@@ -104,11 +113,8 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   // Writes `length` bytes at guest-physical `gpa` through the RAM file (pwrite); false if that
   // failed part-way (the caller then copies the whole range through ram_) or the range is not RAM.
   bool WriteFrames(uint64_t gpa, const uint8_t* src, uint64_t length);
-  Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
-  // Zeroed memory that is guest RAM from the start: free frames (punched to zero as they are taken;
-  // freed ones keep their bytes until then) mapped at new addresses, a run of consecutive frames
-  // per mmap. Nothing is copied.
-  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
+  // AllocDma: free frames (punched to zero as they are taken; freed ones keep their bytes until
+  // then) mapped at new addresses, a run of consecutive frames per mmap. Nothing is copied.
   // `discard`: the bytes die with the mapping (AllocDma memory): the pages are released whatever
   // their count and get no private copy back; the caller unmaps them.
   void UnmapDma(uintptr_t first_page, uint64_t pages, bool discard = false);

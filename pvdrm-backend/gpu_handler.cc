@@ -166,7 +166,9 @@ Response GpuRequestHandler::Handle(const Request& request, GuestPages& pages) {
 Response GpuRequestHandler::Serve(File& file, const Request& request, GuestPages& pages) {
   Response r;
   auto fail = [&r](int32_t status) { r.status = status; };
-  // A faulted context (a bad pushbuffer of this file) fails every later call of the file.
+  // A faulted context (a bad pushbuffer of this file) fails every later call of the file. Nothing
+  // else may be waiting on the GPU to decode its errors: look (throttled by the driver).
+  driver_.PollErrors();
   if (!file.context->status().ok() && !std::holds_alternative<GemClose>(request.body) &&
       !std::holds_alternative<ChannelFree>(request.body)) {
     fail(-EIO);

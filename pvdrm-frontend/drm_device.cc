@@ -1,0 +1,221 @@
+#include "pvdrm-frontend/drm_device.h"
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pvdrm-frontend/page_lists.h"
+
+namespace gpuvm::pvdrm {
+namespace {
+constexpr uint64_t kPage = 4096;
+class VmDma final : public GuestDma {
+ public:
+  explicit VmDma(std::shared_ptr<guest::LocalVmGuest> vm) : vm_(std::move(vm)) {}
+  Result<std::unique_ptr<guest::DmaMapping>> Alloc(uint64_t length) override {
+    return vm_->AllocDma(length);
+  }
+  Result<std::unique_ptr<guest::DmaMapping>> Wrap(void* host, uint64_t length) override {
+    return vm_->MapDma(host, length);
+  }
+
+ private:
+  std::shared_ptr<guest::LocalVmGuest> vm_;
+};
+
+}  // namespace
+
+std::unique_ptr<GuestDma> LocalVmGuestDma(std::shared_ptr<guest::LocalVmGuest> vm) {
+  return std::make_unique<VmDma>(std::move(vm));
+}
+
+Status StatusFromErrno(int32_t status, const char* what) {
+  const std::string message = std::string(what) + ": " + std::strerror(-status);
+  switch (-status) {
+    case 0:
+      return Status::Ok();
+    case EIO:
+      return Status::Aborted(message);
+    case ENOENT:
+    case EBADF:
+      return Status::NotFound(message);
+    case ENOMEM:
+    case ENOSPC:
+    case EMFILE:
+      return Status::ResourceExhausted(message);
+    case EBUSY:
+      return Status::DeadlineExceeded(message);
+    case EINVAL:
+    case EFAULT:
+      return Status::InvalidArgument(message);
+    case EEXIST:
+      return Status::AlreadyExists(message);
+    case ENODEV:
+    case EPIPE:
+      return Status::Unavailable(message);
+    default:
+      return Status::Internal(message);
+  }
+}
+
+Result<Response> PvdrmDevice::Call(uint32_t file, const RequestBody& body, const char* what) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  GPUVM_ASSIGN_OR_RETURN(Response response, connection_.Call(file, body));
+  if (response.status < 0) return StatusFromErrno(response.status, what);
+  return response;
+}
+
+Result<guest::DrmDevice::Identity> PvdrmDevice::Identify() {
+  GPUVM_ASSIGN_OR_RETURN(const uint32_t file, OpenFile());
+  Identity id;
+  Status status;
+  auto param = [&](uint64_t which) -> uint64_t {
+    GetParam g;
+    g.arg.param = which;
+    Result<Response> r = Call(file, g, "GETPARAM");
+    if (!r.ok()) {
+      if (status.ok()) status = r.status();
+      return 0;
+    }
+    return std::get<drm_nouveau_getparam>(r->body).value;
+  };
+  id.chipset = uint32_t(param(NOUVEAU_GETPARAM_CHIPSET_ID));
+  id.pci_vendor = uint16_t(param(NOUVEAU_GETPARAM_PCI_VENDOR));
+  id.pci_device = uint16_t(param(NOUVEAU_GETPARAM_PCI_DEVICE));
+  id.vram_bytes = param(NOUVEAU_GETPARAM_FB_SIZE);
+  CloseFile(file);
+  GPUVM_RETURN_IF_ERROR(status);
+  return id;
+}
+
+Result<uint32_t> PvdrmDevice::OpenFile() {
+  const uint32_t file = next_file_.fetch_add(1);
+  if (file == 0) return Status::ResourceExhausted("DRM file numbers ran out");
+  GPUVM_RETURN_IF_ERROR(Call(file, FileOpen{}, "FILE_OPEN").status());
+  return file;
+}
+
+void PvdrmDevice::CloseFile(uint32_t file) { (void)Call(file, FileClose{}, "FILE_CLOSE"); }
+
+Result<int32_t> PvdrmDevice::ChannelAlloc(uint32_t file) {
+  GPUVM_ASSIGN_OR_RETURN(Response r, Call(file, ::gpuvm::pvdrm::ChannelAlloc{}, "CHANNEL_ALLOC"));
+  return std::get<drm_nouveau_channel_alloc>(r.body).channel;
+}
+
+Status PvdrmDevice::ChannelFree(uint32_t file, int32_t channel) {
+  ::gpuvm::pvdrm::ChannelFree free;
+  free.arg.channel = channel;
+  return Call(file, free, "CHANNEL_FREE").status();
+}
+
+Result<guest::DrmDevice::Object> PvdrmDevice::NewVram(uint32_t file, uint64_t size,
+                                                      uint64_t align) {
+  GemNew g;
+  g.arg.info.size = size;
+  g.arg.info.domain = NOUVEAU_GEM_DOMAIN_VRAM;
+  if (align > UINT32_MAX) return Status::InvalidArgument("alignment too large");
+  g.arg.align = uint32_t(align);
+  GPUVM_ASSIGN_OR_RETURN(Response r, Call(file, g, "GEM_NEW"));
+  const auto& info = std::get<drm_nouveau_gem_info>(r.body);
+  Object object;
+  object.handle = info.handle;
+  object.va = info.offset;
+  object.size = info.size;
+  return object;
+}
+
+Result<guest::DrmDevice::Object> PvdrmDevice::NewOverFrames(
+    uint32_t file, std::unique_ptr<guest::DmaMapping> mapping) {
+  const uint64_t pages = mapping->length() / kPage;
+  if (pages > kMaxListedPages) {
+    return Status::ResourceExhausted("a GART object is at most " +
+                                     std::to_string(kMaxListedPages * kPage >> 20) + " MiB");
+  }
+  std::vector<uint32_t> frames(pages);
+  for (uint64_t i = 0; i < pages; ++i) {
+    frames[i] = uint32_t(mapping->PageBusAddress(i * kPage) / kPage);
+  }
+  GemNew g;
+  g.arg.info.size = mapping->length();
+  g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
+  Result<Response> r = Status::Internal("not called");
+  {
+    std::lock_guard lock(sharer_mu_);
+    // The list is read once by the backend, during the call; then it is revoked.
+    GPUVM_ASSIGN_OR_RETURN(SharedPageList list, ShareEntryList(sharer_, backend_, frames));
+    g.pages = list.list;
+    r = Call(file, g, "GEM_NEW");
+  }
+  GPUVM_RETURN_IF_ERROR(r.status());
+  const auto& info = std::get<drm_nouveau_gem_info>(r->body);
+  Object object;
+  object.handle = info.handle;
+  object.va = info.offset;
+  object.size = info.size;
+  object.host = mapping->host();
+  object.backing = std::shared_ptr<guest::DmaMapping>(std::move(mapping));
+  return object;
+}
+
+Result<guest::DrmDevice::Object> PvdrmDevice::NewGart(uint32_t file, uint64_t size) {
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::DmaMapping> mapping, dma_.Alloc(size));
+  return NewOverFrames(file, std::move(mapping));
+}
+
+Result<guest::DrmDevice::Object> PvdrmDevice::WrapHost(uint32_t file, void* host, uint64_t size) {
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::DmaMapping> mapping, dma_.Wrap(host, size));
+  return NewOverFrames(file, std::move(mapping));
+}
+
+Status PvdrmDevice::Close(uint32_t file, uint32_t handle) {
+  GemClose c;
+  c.arg.handle = handle;
+  return Call(file, c, "GEM_CLOSE").status();
+}
+
+Status PvdrmDevice::Pushbuf(uint32_t file, int32_t channel, std::span<const Push> pushes) {
+  if (pushes.empty() || pushes.size() > NOUVEAU_GEM_MAX_PUSH) {
+    return Status::InvalidArgument("a pushbuf has 1 to 512 pushes");
+  }
+  PushbufArrays arrays;
+  std::map<uint32_t, uint32_t> index;  // handle -> bo index
+  for (const Push& push : pushes) {
+    auto [it, added] = index.emplace(push.handle, uint32_t(arrays.buffers.size()));
+    if (added) {
+      drm_nouveau_gem_pushbuf_bo bo{};
+      bo.handle = push.handle;
+      bo.read_domains = NOUVEAU_GEM_DOMAIN_GART | NOUVEAU_GEM_DOMAIN_VRAM;
+      arrays.buffers.push_back(bo);
+    }
+    drm_nouveau_gem_pushbuf_push p{};
+    p.bo_index = it->second;
+    p.offset = push.offset;
+    p.length = push.bytes;
+    arrays.push.push_back(p);
+  }
+  const PushbufLayout layout =
+      LayoutPushbuf(uint32_t(arrays.buffers.size()), 0, uint32_t(arrays.push.size()));
+  GemPushbuf submit;
+  submit.arg.channel = uint32_t(channel);
+  submit.arg.nr_buffers = uint32_t(arrays.buffers.size());
+  submit.arg.nr_push = uint32_t(arrays.push.size());
+  std::lock_guard lock(sharer_mu_);
+  GPUVM_ASSIGN_OR_RETURN(SharedPageList data, ShareDataPages(sharer_, backend_, layout.pages));
+  WritePushbufArrays(arrays, data.data->bytes());
+  submit.data = data.list;
+  return Call(file, submit, "GEM_PUSHBUF").status();
+}
+
+Status PvdrmDevice::Health(uint32_t file, uint32_t handle) {
+  GemCpuPrep prep;
+  prep.arg.handle = handle;
+  prep.arg.flags = NOUVEAU_GEM_CPU_PREP_NOWAIT;
+  const Status s = Call(file, prep, "GEM_CPU_PREP").status();
+  if (s.code() == StatusCode::kDeadlineExceeded) return Status::Ok();  // busy, alive
+  return s;
+}
+
+}  // namespace gpuvm::pvdrm

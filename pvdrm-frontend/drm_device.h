@@ -1,0 +1,81 @@
+// PVDRM's user-space frontend as the guest driver's DRM port (guest-pv-driver/drm_device.h): each
+// call becomes one request on the ring (docs/PVDRM.md). What a kernel frontend would do with the
+// guest's memory it does here with the guest's RAM directly: GART objects are guest frames (from a
+// GuestDma), listed by frame number in GEM_NEW; GEM_PUSHBUF's arrays travel in pages shared for the
+// call.
+//
+// Threading: every method from any thread (the connection's Call is thread-safe; the grant sharer,
+// which is not, is used under one lock).
+#ifndef GPUVM_PVDRM_FRONTEND_DRM_DEVICE_H_
+#define GPUVM_PVDRM_FRONTEND_DRM_DEVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "guest-pv-driver/bus.h"
+#include "guest-pv-driver/drm_device.h"
+#include "guest-pv-driver/local_trap_bus.h"
+#include "hypervisor/grants.h"
+#include "pvdrm-frontend/frontend.h"
+
+namespace gpuvm::pvdrm {
+
+// Guest RAM as memory the GPU reaches: the bus addresses of its pages are guest-physical.
+class GuestDma {
+ public:
+  virtual ~GuestDma() = default;
+  // Zeroed guest RAM of `length` bytes (whole pages).
+  virtual Result<std::unique_ptr<guest::DmaMapping>> Alloc(uint64_t length) = 0;
+  // The caller's [host, host + length) (page-aligned, whole pages) made guest RAM.
+  virtual Result<std::unique_ptr<guest::DmaMapping>> Wrap(void* host, uint64_t length) = 0;
+};
+
+// A local VM's RAM (guest-pv-driver/local_trap_bus.h's LocalVmGuest) as GuestDma.
+std::unique_ptr<GuestDma> LocalVmGuestDma(std::shared_ptr<guest::LocalVmGuest> vm);
+
+// The ioctl's errno as a Status (-EIO: kAborted, the file's context is dead; -ENOENT: kNotFound;
+// -ENOMEM/-ENOSPC: kResourceExhausted; -EBUSY: kDeadlineExceeded; ...).
+Status StatusFromErrno(int32_t status, const char* what);
+
+class PvdrmDevice final : public guest::DrmDevice {
+ public:
+  // All three must outlive the device; `backend` is the backend's domain (grants go to it).
+  PvdrmDevice(FrontendConnection& connection, hv::GrantSharer& sharer, GuestDma& dma,
+              hv::DomainId backend)
+      : connection_(connection), sharer_(sharer), dma_(dma), backend_(backend) {}
+
+  Result<Identity> Identify() override;
+  Result<uint32_t> OpenFile() override;
+  void CloseFile(uint32_t file) override;
+  Result<int32_t> ChannelAlloc(uint32_t file) override;
+  Status ChannelFree(uint32_t file, int32_t channel) override;
+  Result<Object> NewVram(uint32_t file, uint64_t size, uint64_t align) override;
+  Result<Object> NewGart(uint32_t file, uint64_t size) override;
+  Result<Object> WrapHost(uint32_t file, void* host, uint64_t size) override;
+  Status Close(uint32_t file, uint32_t handle) override;
+  Status Pushbuf(uint32_t file, int32_t channel, std::span<const Push> pushes) override;
+  Status Health(uint32_t file, uint32_t handle) override;
+
+  // Ring requests made so far (gpuvm-bench's figure).
+  uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+
+ private:
+  // One request; a negative status becomes the Status.
+  Result<Response> Call(uint32_t file, const RequestBody& body, const char* what);
+  // GEM_NEW of a GART object over `mapping`'s frames.
+  Result<Object> NewOverFrames(uint32_t file, std::unique_ptr<guest::DmaMapping> mapping);
+
+  FrontendConnection& connection_;
+  hv::GrantSharer& sharer_;
+  GuestDma& dma_;
+  const hv::DomainId backend_;
+  std::mutex sharer_mu_;
+  std::atomic<uint32_t> next_file_{1};
+  std::atomic<uint64_t> requests_{0};
+};
+
+}  // namespace gpuvm::pvdrm
+
+#endif  // GPUVM_PVDRM_FRONTEND_DRM_DEVICE_H_
