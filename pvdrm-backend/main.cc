@@ -3,11 +3,13 @@
 //   gpuvm-pvdrm-backend --backend local --hv SOCKET --domid N --token-fd FD|--token-file PATH
 //                       --pool FIRST:COUNT [--devid N] [--aggregator SOCKET] [--name NAME]
 //                       [--vram-mib N] [--channels N] [--share PERCENT] [--session pv|fv]
+//                       [--announce]
 //
 // It opens the guest's aggregator session as that VM's device model would (HELLO, AUTH with the
 // VM's one-time token, VM_CONFIG, GUEST_MEMORY), runs the guest driver on it (SessionBus: no trap,
-// page tables by para-virtual calls in a pv session), announces the vgpu-drm device in the store
-// (the toolstack's part, which xl plays on Xen) and serves its ring with GpuRequestHandler until
+// page tables by para-virtual calls in a pv session), with --announce writes the vgpu-drm device's
+// keys in the store itself (the toolstack's part: gpuvm-vm and xl do it otherwise) and serves its
+// ring with GpuRequestHandler until
 // the frontend goes, the aggregator ends the session, or SIGTERM/SIGINT. --pool: guest frames the
 // guest set aside for its backend's own DMA memory (the driver's rings and fences).
 //
@@ -63,6 +65,7 @@ struct Options {
   std::string token_file;
   uint32_t pool_first = 0;
   uint32_t pool_count = 0;
+  bool announce = false;
   dm::IpcConnectOptions aggregator;
 };
 
@@ -72,7 +75,7 @@ void Usage() {
                "                           --token-fd FD|--token-file PATH --pool FIRST:COUNT\n"
                "                           [--devid N] [--aggregator SOCKET] [--name NAME]\n"
                "                           [--vram-mib N] [--channels N] [--share PERCENT]\n"
-               "                           [--session pv|fv]\n");
+               "                           [--session pv|fv] [--announce]\n");
 }
 
 Result<Options> ParseArgs(int argc, char** argv) {
@@ -83,6 +86,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") return Status::InvalidArgument("usage");
+    if (flag == "--announce") {
+      o.announce = true;
+      continue;
+    }
     if (i + 1 >= argc) return Status::InvalidArgument("missing value for " + flag);
     const std::string value = argv[++i];
     if (flag == "--backend") {
@@ -246,8 +253,8 @@ Status Serve(const Options& o, int stop_fd) {
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::Store> store, backend->OpenStore());
   BackendOptions backend_options;
   backend_options.device = {domid, hv::kControlDomain, o.devid};
-  // Locally we play the toolstack's part for our device (on Xen, xl writes these keys).
-  GPUVM_RETURN_IF_ERROR(AnnounceDevice(*store, backend_options.device));
+  // --announce: we play the toolstack's part for our device (gpuvm-vm and xl do it themselves).
+  if (o.announce) GPUVM_RETURN_IF_ERROR(AnnounceDevice(*store, backend_options.device));
   Status result;
   std::unique_ptr<BackendConnection> connection;
   {

@@ -92,7 +92,7 @@ class PvdrmIntegrationTest : public process_testing::AggregatorProcessTest {
         {GPUVM_PVDRM_BACKEND_BIN, "--backend", "local", "--hv", hv_path_, "--domid",
          std::to_string(kGuest), "--token-file", TokenFile(), "--aggregator", socket_, "--pool",
          std::to_string(kBackendPoolFirst) + ":" + std::to_string(kBackendPoolFrames), "--name",
-         "drm1", "--vram-mib", "64"},
+         "drm1", "--vram-mib", "64", "--announce"},
         dir_ + "/backend");
     const auto deadline = process_testing::Clock::now() + 60s;
     while (p.err().find("serving") == std::string::npos) {

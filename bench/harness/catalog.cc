@@ -40,8 +40,8 @@ const std::vector<ModeSpec>& Modes() {
   // through it gpuvm-dm and the aggregator) gets as --mode, so enabling one once the aggregator
   // implements it is deleting its `unavailable` reason. fv-*: shadow page tables and channels
   // (docs/FULL-VIRTUALIZATION.md; fv-bar-remap and fv-optimized are fv-naive and fv-lazy plus BAR
-  // remap); pv-*: para-virtual page-table calls; pvdrm*: a later issue.
-  constexpr std::string_view kNoPvdrm = "PVDRM (a split DRM driver) is not built";
+  // remap); pv-*: para-virtual page-table calls; pvdrm: the split DRM driver (docs/PVDRM.md).
+  constexpr std::string_view kNoPool = "PVDRM's GEM pooling is not built yet";
   static const auto* modes = new std::vector<ModeSpec>{
       {"native", false, "", {}, kMaxVms, ""},
       // One VM owns the whole GPU: the aggregator refuses a second pt VM.
@@ -54,8 +54,8 @@ const std::vector<ModeSpec>& Modes() {
       // batch.
       {"pv-naive", true, "pv-naive", {}, kMaxVms, ""},
       {"pv-multicall", true, "pv-multicall", {}, kMaxVms, ""},
-      {"pvdrm", true, "pvdrm", {}, kMaxVms, kNoPvdrm},
-      {"pvdrm-pool", true, "pvdrm-pool", {}, kMaxVms, kNoPvdrm},
+      {"pvdrm", true, "pvdrm", {}, kMaxVms, ""},
+      {"pvdrm-pool", true, "pvdrm-pool", {}, kMaxVms, kNoPool},
   };
   return *modes;
 }

@@ -12,6 +12,9 @@
 #ifdef GPUVM_HAVE_SYSFS_BUS
 #include "guest-pv-driver/sysfs_bus.h"
 #endif
+#ifdef GPUVM_HAVE_PVDRM
+#include "pvdrm-frontend/local_frontend.h"
+#endif
 
 namespace gpuvm::runtime {
 namespace {
@@ -49,15 +52,32 @@ Result<std::unique_ptr<GpuConnection>> FromEnvironment(Result<std::unique_ptr<Bu
   return Connection<kMode>(std::move(*bus));
 }
 
+#ifdef GPUVM_HAVE_PVDRM
+class PvdrmConnection final : public GpuConnection {
+ public:
+  explicit PvdrmConnection(std::unique_ptr<pvdrm::LocalPvdrmFrontend> frontend)
+      : frontend_(std::move(frontend)) {}
+  BusMode mode() const override { return BusMode::kPvdrm; }
+  guest::Bus* bus() override { return nullptr; }
+  guest::DrmDevice* drm() override { return frontend_->device(); }
+
+ private:
+  std::unique_ptr<pvdrm::LocalPvdrmFrontend> frontend_;
+};
+#endif
+
 }  // namespace
 
-constexpr EnumName<BusMode> kBusModeNames[] = {
-    {BusMode::kNative, "native"}, {BusMode::kLocal, "local"}, {BusMode::kSysfs, "sysfs"}};
+constexpr EnumName<BusMode> kBusModeNames[] = {{BusMode::kNative, "native"},
+                                               {BusMode::kLocal, "local"},
+                                               {BusMode::kSysfs, "sysfs"},
+                                               {BusMode::kPvdrm, "pvdrm"}};
 
 Result<BusMode> ParseBusMode(const std::string& value) {
   if (value.empty()) return BusMode::kNative;
   if (std::optional<BusMode> mode = ValueNamed(kBusModeNames, value)) return *mode;
-  return Status::InvalidArgument("GPUVM_BUS='" + value + "' is not one of native, local, sysfs");
+  return Status::InvalidArgument("GPUVM_BUS='" + value +
+                                 "' is not one of native, local, sysfs, pvdrm");
 }
 
 const char* BusModeName(BusMode mode) { return NameOf(kBusModeNames, mode, "?"); }
@@ -105,6 +125,17 @@ Result<std::unique_ptr<GpuConnection>> OpenGpuConnection(const ConnectionOptions
       return FromEnvironment<BusMode::kSysfs>(guest::SysfsBus::FromEnvironment());
 #else
       return Status::Unimplemented("GPUVM_BUS=sysfs: this build has no sysfs bus");
+#endif
+    }
+    case BusMode::kPvdrm: {
+#ifdef GPUVM_HAVE_PVDRM
+      auto frontend = pvdrm::LocalPvdrmFrontend::FromEnvironment();
+      if (!frontend.ok()) {
+        return Status::Unavailable("GPUVM_BUS=pvdrm: " + frontend.status().ToString());
+      }
+      return std::unique_ptr<GpuConnection>(new PvdrmConnection(std::move(*frontend)));
+#else
+      return Status::Unimplemented("GPUVM_BUS=pvdrm: this build has no PVDRM frontend");
 #endif
     }
   }

@@ -8,6 +8,8 @@
 //                     by gpuvm-vm; guest-pv-driver/local_trap_bus.h).
 //   sysfs             a Bus over /sys/bus/pci/.../resourceN mmaps in a Xen HVM guest
 //                     (guest-pv-driver/sysfs_bus.h; $GPUVM_SYSFS_DEVICE, $GPUVM_SYSFS_BLOCK).
+//   pvdrm             no Bus: the driver is DRM user space (Driver::CreateOnDrm) on PVDRM's
+//                     user-space frontend inside a local VM (pvdrm-frontend/local_frontend.h).
 //
 // A later mode plugs in by adding one case to OpenGpuConnection that builds its Bus; nothing above
 // this unit changes. GPUVM_SIM_VRAM_MB (native only) sizes the software GPU's VRAM (default 1024).
@@ -22,10 +24,11 @@
 
 #include "base/status.h"
 #include "guest-pv-driver/bus.h"
+#include "guest-pv-driver/drm_device.h"
 
 namespace gpuvm::runtime {
 
-enum class BusMode { kNative, kLocal, kSysfs };
+enum class BusMode { kNative, kLocal, kSysfs, kPvdrm };
 
 // Parses a GPUVM_BUS value ("" means native). kInvalidArgument for an unknown name.
 Result<BusMode> ParseBusMode(const std::string& value);
@@ -37,6 +40,8 @@ class GpuConnection {
   virtual ~GpuConnection() = default;
   virtual BusMode mode() const = 0;
   virtual guest::Bus* bus() = 0;
+  // The DRM port instead of a Bus (pvdrm), else null.
+  virtual guest::DrmDevice* drm() { return nullptr; }
 };
 
 struct ConnectionOptions {

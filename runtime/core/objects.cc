@@ -47,7 +47,8 @@ CUresult Process::Init() {
       result = CUDA_ERROR_NO_DEVICE;
     } else {
       connection_ = std::move(*connection);
-      auto driver = guest::Driver::Create(connection_->bus());
+      auto driver = connection_->drm() != nullptr ? guest::Driver::CreateOnDrm(connection_->drm())
+                                                  : guest::Driver::Create(connection_->bus());
       if (!driver.ok()) {
         fprintf(stderr, "gpuvm: the guest driver failed: %s\n", driver.status().ToString().c_str());
         result = CUDA_ERROR_NO_DEVICE;

@@ -26,9 +26,17 @@
 #include "hypervisor/backend.h"
 #include "hypervisor/local/domain.h"
 #include "hypervisor/local/guest_io.h"
+#include "hypervisor/local/hv_client.h"
+#include "hypervisor/local/hv_daemon.h"
+#include "hypervisor/local/store.h"
+#include "pvdrm-frontend/local_frontend.h"
+#include "pvdrm-frontend/protocol/xenbus.h"
 
 #ifndef GPUVM_DM_DEFAULT_PATH
 #define GPUVM_DM_DEFAULT_PATH "gpuvm-dm"
+#endif
+#ifndef GPUVM_PVDRM_BACKEND_DEFAULT_PATH
+#define GPUVM_PVDRM_BACKEND_DEFAULT_PATH "gpuvm-pvdrm-backend"
 #endif
 
 namespace gpuvm::vm {
@@ -47,9 +55,25 @@ std::string DefaultDeviceModelPath() {
   return GPUVM_DM_DEFAULT_PATH;
 }
 
+// The PVDRM backend a pvdrm VM gets: the one beside this program, else this build's.
+std::string DefaultPvdrmBackendPath() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const std::filesystem::path sibling = self.parent_path() / "gpuvm-pvdrm-backend";
+    if (::access(sibling.c_str(), X_OK) == 0) return sibling.string();
+  }
+  return GPUVM_PVDRM_BACKEND_DEFAULT_PATH;
+}
+
 using os::UniqueFd;
 
-constexpr hv::Sbdf kGpuFunction{0, 0, 5, 0};  // gpuvm-dm's default (qemu-device/virtual_gpu.h)
+constexpr hv::Sbdf kGpuFunction{0, 0, 5, 0};
+constexpr uint64_t kPage = 4096;
+// (our choice) The PVDRM backend's own DMA pool in a pvdrm VM's RAM: 16 MiB below the guest's
+// grant frames (both inside the frontend's reserved top of RAM, pvdrm-frontend/local_frontend.h).
+constexpr uint64_t kPvdrmBackendPoolFrames =
+    4096;  // gpuvm-dm's default (qemu-device/virtual_gpu.h)
 
 volatile sig_atomic_t g_guest_pid = 0;
 volatile sig_atomic_t g_interrupted = 0;
@@ -135,12 +159,15 @@ int Reap(pid_t pid, std::chrono::milliseconds timeout) {
 
 std::string Usage() {
   return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized|pv-naive|\n"
-         "                pv-multicall] [--vram-mib N] [--channels N]\n"
+         "                pv-multicall|pvdrm] [--vram-mib N] [--channels N]\n"
          "                [--share PERCENT] [--aggregator SOCKET] [--ram-mib N] [--vcpus N]\n"
-         "                [--domid N] [--name NAME] [--dm PATH] [--pid-file PATH] [--verbose]\n"
-         "                -- PROGRAM [ARGS...]\n"
-         "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local).\n"
-         "--dm (or GPUVM_DM): the device model; default the gpuvm-dm beside gpuvm-vm.\n";
+         "                [--domid N] [--name NAME] [--dm PATH] [--pvdrm-backend PATH]\n"
+         "                [--pid-file PATH] [--verbose] -- PROGRAM [ARGS...]\n"
+         "Runs PROGRAM inside a local VM whose GPU is the aggregator's (GPUVM_BUS=local;\n"
+         "pvdrm: GPUVM_BUS=pvdrm, the program's driver speaks PVDRM to a backend).\n"
+         "--dm (or GPUVM_DM): the device model; default the gpuvm-dm beside gpuvm-vm.\n"
+         "--pvdrm-backend (or GPUVM_PVDRM_BACKEND): a pvdrm VM's backend; default the\n"
+         "gpuvm-pvdrm-backend beside gpuvm-vm.\n";
 }
 
 Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
@@ -162,10 +189,10 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     if (flag == "--mode") {
       if (value != "pt" && value != "fv" && value != "pv" && value != "fv-naive" &&
           value != "fv-lazy" && value != "fv-bar-remap" && value != "fv-optimized" &&
-          value != "pv-naive" && value != "pv-multicall") {
+          value != "pv-naive" && value != "pv-multicall" && value != "pvdrm") {
         return Status::InvalidArgument(
-            "--mode must be pt, fv, fv-naive, fv-lazy, fv-bar-remap, fv-optimized, pv, pv-naive or "
-            "pv-multicall");
+            "--mode must be pt, fv, fv-naive, fv-lazy, fv-bar-remap, fv-optimized, pv, pv-naive, "
+            "pv-multicall or pvdrm");
       }
       o.mode = value;
     } else if (flag == "--vram-mib") {
@@ -195,6 +222,8 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
       o.name = value;
     } else if (flag == "--dm") {
       o.dm_path = value;
+    } else if (flag == "--pvdrm-backend") {
+      o.pvdrm_backend_path = value;
     } else if (flag == "--pid-file") {
       o.pid_file = value;
     } else {
@@ -204,7 +233,7 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
   o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.argv.empty()) return Status::InvalidArgument("no program to run");
   if ((o.vram_mib != 0 || o.channels != 0) && DeviceModelMode(o) != "fv" &&
-      DeviceModelMode(o) != "pv") {
+      DeviceModelMode(o) != "pv" && o.mode != "pvdrm") {
     return Status::InvalidArgument(std::string(o.vram_mib != 0 ? "--vram-mib" : "--channels") +
                                    " is for fv and pv VMs (a " + o.mode +
                                    " VM sees the whole GPU)");
@@ -213,6 +242,7 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
 }
 
 std::string DeviceModelMode(const VmOptions& options) {
+  if (options.mode == "pvdrm") return "pvdrm";
   if (options.mode.rfind("fv", 0) == 0) return "fv";
   if (options.mode.rfind("pv", 0) == 0) return "pv";
   return options.mode;
@@ -238,10 +268,14 @@ Result<int> RunVm(const VmOptions& options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to run");
   const uint16_t domid =
       options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
-  std::string dm_path = options.dm_path;
+  const bool pvdrm = options.mode == "pvdrm";
+  // --dm names the device model; a pvdrm VM has its PVDRM backend instead (--pvdrm-backend).
+  std::string dm_path = pvdrm ? options.pvdrm_backend_path : options.dm_path;
   if (dm_path.empty()) {
-    const char* env = std::getenv("GPUVM_DM");
-    dm_path = env != nullptr && *env != '\0' ? env : DefaultDeviceModelPath();
+    const char* env = std::getenv(pvdrm ? "GPUVM_PVDRM_BACKEND" : "GPUVM_DM");
+    dm_path = env != nullptr && *env != '\0'
+                  ? env
+                  : (pvdrm ? DefaultPvdrmBackendPath() : DefaultDeviceModelPath());
   }
   const auto log = [&](const std::string& line) {
     if (options.verbose) std::fprintf(stderr, "gpuvm-vm: %s\n", line.c_str());
@@ -257,13 +291,60 @@ Result<int> RunVm(const VmOptions& options) {
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::local::LocalGuestIo> io,
                          hv::local::LocalGuestIo::Create(*domain));
 
-  // 2. Its device model.
+  // pvdrm: the VM's own local hypervisor daemon (store, event channels, grants between the guest
+  // and its backend), the domain registered with it, and the vgpu-drm device announced (what xl
+  // does on Xen). The top of guest RAM is the guest's grant pool and, below it, the backend's own.
+  std::unique_ptr<hv::local::LocalHvDaemon> hvd;
+  std::unique_ptr<hv::local::LocalHvClient> hv_control;
+  std::unique_ptr<hv::local::LocalStore> toolstack;
+  const std::string hv_path =
+      "@gpuvm-vm-" + std::to_string(::getpid()) + "-" + std::to_string(domid) + "-hv";
+  const uint64_t frames = domain->frame_count();
+  const uint64_t backend_pool_first = frames - pvdrm::kDefaultGrantFrames - kPvdrmBackendPoolFrames;
+  const pvdrm::DeviceAddress device{domid, hv::kControlDomain, 0};
+  if (pvdrm) {
+    if (frames * kPage < (pvdrm::kDefaultReservedMib << 20) * 2) {
+      return Status::InvalidArgument("a pvdrm VM needs more RAM than twice its reserved " +
+                                     std::to_string(pvdrm::kDefaultReservedMib) + " MiB");
+    }
+    GPUVM_ASSIGN_OR_RETURN(hvd, hv::local::LocalHvDaemon::Create(hv_path));
+    GPUVM_RETURN_IF_ERROR(hvd->Start());
+    GPUVM_ASSIGN_OR_RETURN(hv_control,
+                           hv::local::LocalHvClient::Connect(hv_path, hv::kControlDomain));
+    GPUVM_RETURN_IF_ERROR(hv::local::RegisterDomain(*hv_control, *domain));
+    GPUVM_ASSIGN_OR_RETURN(toolstack, hv::local::LocalStore::Connect(hv_path, hv::kControlDomain));
+    GPUVM_RETURN_IF_ERROR(pvdrm::AnnounceDevice(*toolstack, device));
+  }
+
+  // 2. Its device model (pvdrm: its PVDRM backend).
   GPUVM_ASSIGN_OR_RETURN(UniqueFd token, FetchVmToken(options.aggregator, domid));
   GPUVM_ASSIGN_OR_RETURN(Handoff dm_handoff, MakeHandoff());
   std::vector<std::string> dm_args = {dm_path,   "--backend",           "local",
                                       "--domid", std::to_string(domid), "--domain-fd",
                                       "3",       "--token-fd",          "4"};
-  for (std::string& arg : DeviceModelVmArgs(options, domid)) dm_args.push_back(std::move(arg));
+  if (pvdrm) {
+    dm_args = {dm_path,
+               "--backend",
+               "local",
+               "--hv",
+               hv_path,
+               "--domid",
+               std::to_string(domid),
+               "--token-fd",
+               "4",
+               "--pool",
+               std::to_string(backend_pool_first) + ":" + std::to_string(kPvdrmBackendPoolFrames),
+               "--name",
+               options.name.empty() ? "vm" + std::to_string(domid) : options.name};
+    if (options.vram_mib != 0)
+      dm_args.insert(dm_args.end(), {"--vram-mib", std::to_string(options.vram_mib)});
+    if (options.channels != 0)
+      dm_args.insert(dm_args.end(), {"--channels", std::to_string(options.channels)});
+    if (options.share)
+      dm_args.insert(dm_args.end(), {"--share", FormatSharePercent(*options.share)});
+  } else {
+    for (std::string& arg : DeviceModelVmArgs(options, domid)) dm_args.push_back(std::move(arg));
+  }
   if (!options.aggregator.empty()) {
     dm_args.push_back("--aggregator");
     dm_args.push_back(options.aggregator);
@@ -286,7 +367,7 @@ Result<int> RunVm(const VmOptions& options) {
   }
   dm_handoff.theirs.Reset();
   token.Reset();
-  Status sent = domain->SendTo(dm_handoff.ours.get());
+  Status sent = pvdrm ? Status::Ok() : domain->SendTo(dm_handoff.ours.get());
   if (!sent.ok()) {
     // Most likely it is gone already (it could not start): say so, with how it ended.
     const int status = Reap(dm, std::chrono::seconds(2));
@@ -296,9 +377,15 @@ Result<int> RunVm(const VmOptions& options) {
   }
   log("domain " + std::to_string(domid) + ": gpuvm-dm pid " + std::to_string(dm));
 
-  // Wait until it claims the GPU's function (it has talked to the aggregator by then).
+  // Wait until it claims the GPU's function (it has talked to the aggregator by then); a pvdrm
+  // backend, until it waits for its frontend (InitWait: its session is up).
   const auto deadline = std::chrono::steady_clock::now() + options.dm_start_timeout;
-  while (!io->IsPciClaimed(kGpuFunction)) {
+  auto started = [&] {
+    if (!pvdrm) return io->IsPciClaimed(kGpuFunction);
+    Result<XenbusState> state = pvdrm::ReadState(*toolstack, pvdrm::BackendDir(device));
+    return state.ok() && *state == XenbusStateInitWait;
+  };
+  while (!started()) {
     int status = 0;
     if (::waitpid(dm, &status, WNOHANG) == dm) {
       return Status::Unavailable("the device model exited before the VM started (" +
@@ -337,7 +424,8 @@ Result<int> RunVm(const VmOptions& options) {
   if (guest == 0) {
     ChildSetup(parent, SIGKILL, guest_fd, guest_fd);
     ::setenv(hv::kLocalVmFdVariable, fd_text.c_str(), 1);
-    ::setenv("GPUVM_BUS", "local", 1);
+    ::setenv("GPUVM_BUS", pvdrm ? "pvdrm" : "local", 1);
+    if (pvdrm) ::setenv("GPUVM_PVDRM_HV", hv_path.c_str(), 1);
     ::execvp(guest_argv[0], guest_argv.data());
     std::fprintf(stderr, "gpuvm-vm: cannot run %s: %s\n", guest_argv[0], std::strerror(errno));
     ::_exit(127);

@@ -37,16 +37,20 @@ namespace gpuvm::vm {
 struct VmOptions {
   std::string mode = "pt";          // gpuvm-dm --mode; fv-naive|fv-lazy|fv-bar-remap|fv-optimized
                                     // become --mode fv --variant lazy (...), pv-naive|pv-multicall
-                                    // --mode pv --variant naive|multicall
+                                    // --mode pv --variant naive|multicall; pvdrm: no gpuvm-dm, a
+                                    // PVDRM backend and split driver (docs/PVDRM.md)
   uint64_t vram_mib = 0;            // fv/pv: the VM's VRAM (0: the aggregator's default)
   uint32_t channels = 0;            // fv/pv: its channel count (0: the aggregator's default)
   std::optional<double> share;      // the VM's GPU share in percent (base/share.h); none: not given
   std::string aggregator;           // socket; empty: $GPUVM_AGGREGATOR or the default
   uint64_t ram_bytes = 1ull << 30;  // guest RAM (a lazily backed memfd)
   uint32_t vcpus = 1;
-  uint16_t domid = 0;    // 0: one derived from our pid
-  std::string name;      // empty: "vm<domid>"; else 1-31 of [A-Za-z0-9._-] (base/vm_name.h)
-  std::string dm_path;   // empty: $GPUVM_DM, else the gpuvm-dm this build made
+  uint16_t domid = 0;   // 0: one derived from our pid
+  std::string name;     // empty: "vm<domid>"; else 1-31 of [A-Za-z0-9._-] (base/vm_name.h)
+  std::string dm_path;  // empty: $GPUVM_DM, else the gpuvm-dm this build made
+  // pvdrm: the VM's PVDRM backend instead of gpuvm-dm; empty: $GPUVM_PVDRM_BACKEND, else the
+  // gpuvm-pvdrm-backend beside gpuvm-vm or this build's.
+  std::string pvdrm_backend_path;
   std::string pid_file;  // if set: "dm <pid>\nguest <pid>\n" once both run (tests kill them)
   std::chrono::milliseconds dm_start_timeout = std::chrono::seconds(20);
   bool verbose = false;
