@@ -229,5 +229,33 @@ TEST_F(PvdrmIntegrationTest, AGuestPushbufferCopiesThroughTheAggregatorsGpu) {
   EXPECT_TRUE(WaitForLog("drm1", 5s));
 }
 
+// gpuvm-vm --mode pvdrm: unmodified guest programs (the driver-API suite's gpuvm-pt-guest) run
+// through the split driver — two pvdrm VMs and an fv VM at once, all correct, each pvdrm VM's
+// backend reporting its ring requests, the aggregator listing the pvdrm VMs.
+TEST_F(PvdrmIntegrationTest, PvdrmVmsRunGuestProgramsBesideAnFvVm) {
+  auto pvdrm_vm = [&](const std::string& name, const std::vector<std::string>& guest) {
+    std::vector<std::string> argv = VmCommand(
+        {"--mode", "pvdrm", "--name", name, "--vram-mib", "64", "--pvdrm-backend",
+         GPUVM_PVDRM_BACKEND_BIN},
+        guest);
+    return Process::Start(argv, dir_ + "/" + name);
+  };
+  Process a = pvdrm_vm("drm-madd", {"case", "madd"});
+  Process b = pvdrm_vm("drm-mmul", {"case", "mmul"});
+  Process fv = StartVm({"--mode", "fv-optimized", "--name", "fv-nop", "--vram-mib", "64"},
+                       {"nop", "3"}, "fv-nop");
+  for (Process* p : {&a, &b, &fv}) {
+    ASSERT_TRUE(p->Wait(180s)) << p->Logs();
+    EXPECT_EQ(p->exit_code(), 0) << p->Logs();
+  }
+  EXPECT_NE(a.out().find("PASSED madd"), std::string::npos) << a.Logs();
+  EXPECT_NE(b.out().find("PASSED mmul"), std::string::npos) << b.Logs();
+  EXPECT_NE(fv.out().find("PASSED nop x3"), std::string::npos) << fv.Logs();
+  EXPECT_NE(a.out().find("(gpuvm pvdrm)"), std::string::npos) << a.Logs();
+  EXPECT_GT(Counter(a.err(), "pvdrm_pushbufs"), 2) << a.Logs();
+  EXPECT_GT(Counter(a.err(), "pvdrm_requests"), 10) << a.Logs();
+  EXPECT_NE(AggregatorLog().find("'drm-mmul'"), std::string::npos) << AggregatorLog();
+}
+
 }  // namespace
 }  // namespace gpuvm::pvdrm
