@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -260,6 +261,51 @@ TEST_F(DrmStackTest, AFaultingContextIsStoppedAloneAndItsWaitsLearnIt) {
   std::vector<uint8_t> out(4096);
   ASSERT_TRUE((*good)->default_channel()->CopyDeviceToHost(out.data(), dev->va, 4096).ok());
   EXPECT_EQ(out, in);
+}
+
+// pvdrm-pool: a freed host allocation's object is kept open and serves the next of its size — no
+// GEM_CLOSE, no GEM_NEW — zeroed again; the pool is per file, bounded, and goes with the file.
+TEST_F(DrmStackTest, GemPoolingServesTheNextObjectOfASizeWithoutARoundTrip) {
+  PvdrmDeviceOptions options;
+  options.pool_bytes = 1 << 20;
+  PvdrmDevice pooled(*frontend_, *sharer_, *dma_, hv::kControlDomain, options);
+  auto driver = guest::Driver::CreateOnDrm(&pooled);
+  ASSERT_TRUE(driver.ok());
+  auto ctx = (*driver)->CreateContext();
+  ASSERT_TRUE(ctx.ok());
+  auto first = (*ctx)->AllocHost(64 << 10);
+  ASSERT_TRUE(first.ok());
+  std::memset(first->host, 0x5a, 64 << 10);
+  const uint64_t objects = handler_->stats().objects;
+  ASSERT_TRUE((*ctx)->Free(first->va).ok());
+  EXPECT_EQ(handler_->stats().objects, objects);  // kept open in the pool
+  const uint64_t requests = pooled.requests();
+  auto second = (*ctx)->AllocHost(64 << 10);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(pooled.requests(), requests);  // no round trip
+  EXPECT_EQ(pooled.pool_hits(), 1u);
+  EXPECT_EQ(second->va, first->va);
+  const auto* bytes = static_cast<const uint8_t*>(second->host);
+  EXPECT_EQ(std::count(bytes, bytes + (64 << 10), 0), 64 << 10);  // zeroed again
+  // Bigger than the pool: really closed.
+  auto big = (*ctx)->AllocHost(2 << 20);
+  ASSERT_TRUE(big.ok());
+  const uint64_t before_free = handler_->stats().objects;
+  ASSERT_TRUE((*ctx)->Free(big->va).ok());
+  EXPECT_EQ(handler_->stats().objects, before_free - 1);
+  // The pooled objects work: the GPU writes into the reused one.
+  auto dev = (*ctx)->AllocDevice(4096);
+  ASSERT_TRUE(dev.ok());
+  const auto in = Pattern(4096, 9);
+  ASSERT_TRUE((*ctx)->default_channel()->CopyHostToDevice(dev->va, in.data(), 4096).ok());
+  ASSERT_TRUE((*ctx)->default_channel()->CopyAsync(second->va, dev->va, 4096).ok());
+  ASSERT_TRUE((*ctx)->Synchronize().ok());
+  EXPECT_EQ(std::memcmp(second->host, in.data(), 4096), 0);
+  ctx->reset();
+  for (int i = 0; i < 200 && handler_->stats().files != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(handler_->stats().objects, 0u);  // pooled objects went with the file
 }
 
 }  // namespace

@@ -98,7 +98,30 @@ Result<uint32_t> PvdrmDevice::OpenFile() {
   return file;
 }
 
-void PvdrmDevice::CloseFile(uint32_t file) { (void)Call(file, FileClose{}, "FILE_CLOSE"); }
+void PvdrmDevice::CloseFile(uint32_t file) {
+  {
+    // The file's pooled and live objects go with it (the backend frees them at FILE_CLOSE).
+    std::lock_guard lock(pool_mu_);
+    live_.erase(live_.lower_bound({file, 0}), live_.lower_bound({file + 1, 0}));
+    pool_.erase(pool_.lower_bound({file, 0, 0}), pool_.lower_bound({file + 1, 0, 0}));
+    pooled_bytes_.erase(file);
+  }
+  (void)Call(file, FileClose{}, "FILE_CLOSE");
+}
+
+std::optional<guest::DrmDevice::Object> PvdrmDevice::TakePooled(uint32_t file, uint32_t domain,
+                                                                uint64_t size) {
+  if (options_.pool_bytes == 0) return std::nullopt;
+  std::lock_guard lock(pool_mu_);
+  auto it = pool_.find({file, domain, size});
+  if (it == pool_.end()) return std::nullopt;
+  Object object = std::move(it->second);
+  pool_.erase(it);
+  pooled_bytes_[file] -= size;
+  live_[{file, object.handle}] = {domain, object};
+  pool_hits_.fetch_add(1, std::memory_order_relaxed);
+  return object;
+}
 
 Result<int32_t> PvdrmDevice::ChannelAlloc(uint32_t file) {
   GPUVM_ASSIGN_OR_RETURN(Response r, Call(file, ::gpuvm::pvdrm::ChannelAlloc{}, "CHANNEL_ALLOC"));
@@ -113,6 +136,10 @@ Status PvdrmDevice::ChannelFree(uint32_t file, int32_t channel) {
 
 Result<guest::DrmDevice::Object> PvdrmDevice::NewVram(uint32_t file, uint64_t size,
                                                       uint64_t align) {
+  if (std::optional<Object> pooled = TakePooled(file, NOUVEAU_GEM_DOMAIN_VRAM, size)) {
+    if (align == 0 || pooled->va % align == 0) return *pooled;
+    (void)Close(file, pooled->handle);  // not aligned as asked: really closed
+  }
   GemNew g;
   g.arg.info.size = size;
   g.arg.info.domain = NOUVEAU_GEM_DOMAIN_VRAM;
@@ -123,7 +150,11 @@ Result<guest::DrmDevice::Object> PvdrmDevice::NewVram(uint32_t file, uint64_t si
   Object object;
   object.handle = info.handle;
   object.va = info.offset;
-  object.size = info.size;
+  object.size = size;
+  if (options_.pool_bytes != 0) {
+    std::lock_guard lock(pool_mu_);
+    live_[{file, object.handle}] = {NOUVEAU_GEM_DOMAIN_VRAM, object};
+  }
   return object;
 }
 
@@ -161,8 +192,17 @@ Result<guest::DrmDevice::Object> PvdrmDevice::NewOverFrames(
 }
 
 Result<guest::DrmDevice::Object> PvdrmDevice::NewGart(uint32_t file, uint64_t size) {
+  if (std::optional<Object> pooled = TakePooled(file, NOUVEAU_GEM_DOMAIN_GART, size)) {
+    std::memset(pooled->host, 0, size);  // NewGart's memory is zeroed, pooled or not
+    return *pooled;
+  }
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::DmaMapping> mapping, dma_.Alloc(size));
-  return NewOverFrames(file, std::move(mapping));
+  GPUVM_ASSIGN_OR_RETURN(Object object, NewOverFrames(file, std::move(mapping)));
+  if (options_.pool_bytes != 0) {
+    std::lock_guard lock(pool_mu_);
+    live_[{file, object.handle}] = {NOUVEAU_GEM_DOMAIN_GART, object};
+  }
+  return object;
 }
 
 Result<guest::DrmDevice::Object> PvdrmDevice::WrapHost(uint32_t file, void* host, uint64_t size) {
@@ -171,6 +211,21 @@ Result<guest::DrmDevice::Object> PvdrmDevice::WrapHost(uint32_t file, void* host
 }
 
 Status PvdrmDevice::Close(uint32_t file, uint32_t handle) {
+  if (options_.pool_bytes != 0) {
+    std::lock_guard lock(pool_mu_);
+    auto it = live_.find({file, handle});
+    if (it != live_.end()) {
+      Live live = std::move(it->second);
+      live_.erase(it);
+      uint64_t& pooled = pooled_bytes_[file];
+      if (pooled + live.object.size <= options_.pool_bytes) {
+        pooled += live.object.size;
+        const uint64_t size = live.object.size;
+        pool_.emplace(std::tuple{file, live.domain, size}, std::move(live.object));
+        return Status::Ok();  // kept open: the next object of its size is this one
+      }
+    }
+  }
   GemClose c;
   c.arg.handle = handle;
   return Call(file, c, "GEM_CLOSE").status();

@@ -11,8 +11,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "guest-pv-driver/bus.h"
 #include "guest-pv-driver/drm_device.h"
@@ -39,12 +43,19 @@ std::unique_ptr<GuestDma> LocalVmGuestDma(std::shared_ptr<guest::LocalVmGuest> v
 // -ENOMEM/-ENOSPC: kResourceExhausted; -EBUSY: kDeadlineExceeded; ...).
 Status StatusFromErrno(int32_t status, const char* what);
 
+struct PvdrmDeviceOptions {
+  // GEM pooling (GPUvm's frontend "cache"; mode pvdrm-pool): a closed VRAM or GART object of the
+  // driver's own memory is kept, still open, for the next object of the same domain and size of
+  // that file — no GEM_CLOSE and no GEM_NEW round trip. Up to this many bytes per file; 0: off.
+  uint64_t pool_bytes = 0;
+};
+
 class PvdrmDevice final : public guest::DrmDevice {
  public:
   // All three must outlive the device; `backend` is the backend's domain (grants go to it).
   PvdrmDevice(FrontendConnection& connection, hv::GrantSharer& sharer, GuestDma& dma,
-              hv::DomainId backend)
-      : connection_(connection), sharer_(sharer), dma_(dma), backend_(backend) {}
+              hv::DomainId backend, const PvdrmDeviceOptions& options = {})
+      : connection_(connection), sharer_(sharer), dma_(dma), backend_(backend), options_(options) {}
 
   Result<Identity> Identify() override;
   Result<uint32_t> OpenFile() override;
@@ -58,8 +69,9 @@ class PvdrmDevice final : public guest::DrmDevice {
   Status Pushbuf(uint32_t file, int32_t channel, std::span<const Push> pushes) override;
   Status Health(uint32_t file, uint32_t handle) override;
 
-  // Ring requests made so far (gpuvm-bench's figure).
+  // Ring requests made so far, and objects the pool served (gpuvm-bench's figures).
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  uint64_t pool_hits() const { return pool_hits_.load(std::memory_order_relaxed); }
 
  private:
   // One request; a negative status becomes the Status.
@@ -67,10 +79,25 @@ class PvdrmDevice final : public guest::DrmDevice {
   // GEM_NEW of a GART object over `mapping`'s frames.
   Result<Object> NewOverFrames(uint32_t file, std::unique_ptr<guest::DmaMapping> mapping);
 
+  // The pool: an object of `file` in `domain` of `size` bytes, or nullopt.
+  std::optional<Object> TakePooled(uint32_t file, uint32_t domain, uint64_t size);
+
   FrontendConnection& connection_;
   hv::GrantSharer& sharer_;
   GuestDma& dma_;
   const hv::DomainId backend_;
+  const PvdrmDeviceOptions options_;
+  // Pooling: live objects by (file, handle) with their domain (wrapped caller memory is never
+  // pooled), and the closed ones kept by (file, domain, size).
+  struct Live {
+    uint32_t domain = 0;
+    Object object;
+  };
+  std::mutex pool_mu_;
+  std::map<std::pair<uint32_t, uint32_t>, Live> live_;
+  std::multimap<std::tuple<uint32_t, uint32_t, uint64_t>, Object> pool_;
+  std::map<uint32_t, uint64_t> pooled_bytes_;  // by file
+  std::atomic<uint64_t> pool_hits_{0};
   std::mutex sharer_mu_;
   std::atomic<uint32_t> next_file_{1};
   std::atomic<uint64_t> requests_{0};

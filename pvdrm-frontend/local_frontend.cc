@@ -1,5 +1,7 @@
 #include "pvdrm-frontend/local_frontend.h"
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -21,7 +23,21 @@ Result<uint64_t> EnvNumber(const char* name, uint64_t fallback, uint64_t min, ui
 
 }  // namespace
 
+namespace {
+// The device whose counters go to stderr at exit (the runtime never destroys its frontend: CUDA
+// programs call into it from atexit handlers).
+std::atomic<PvdrmDevice*> g_counted{nullptr};
+void PrintCounters() {
+  if (PvdrmDevice* device = g_counted.load()) {
+    std::fprintf(stderr, "gpuvm-counters: pvdrm_frontend_requests=%llu pvdrm_pool_hits=%llu\n",
+                 (unsigned long long)device->requests(), (unsigned long long)device->pool_hits());
+  }
+}
+}  // namespace
+
 LocalPvdrmFrontend::~LocalPvdrmFrontend() {
+  PvdrmDevice* self = device_.get();
+  g_counted.compare_exchange_strong(self, nullptr);
   device_.reset();
   if (connection_ != nullptr) (void)connection_->Close();
 }
@@ -42,6 +58,7 @@ Result<std::unique_ptr<LocalPvdrmFrontend>> LocalPvdrmFrontend::FromEnvironment(
                          EnvNumber("GPUVM_PVDRM_GRANT_FRAMES", kDefaultGrantFrames, 16, 65536));
   GPUVM_ASSIGN_OR_RETURN(const uint64_t reserved_mib,
                          EnvNumber("GPUVM_PVDRM_RESERVED_MIB", kDefaultReservedMib, 1, 1 << 16));
+  GPUVM_ASSIGN_OR_RETURN(const uint64_t pool_mib, EnvNumber("GPUVM_PVDRM_POOL_MIB", 0, 0, 1 << 16));
   if (reserved_mib * 256 < grant_frames) {
     return Status::InvalidArgument("$GPUVM_PVDRM_RESERVED_MIB must cover the grant frames");
   }
@@ -68,8 +85,12 @@ Result<std::unique_ptr<LocalPvdrmFrontend>> LocalPvdrmFrontend::FromEnvironment(
   GPUVM_ASSIGN_OR_RETURN(
       f->connection_,
       FrontendConnection::Connect(*f->sharer_, std::move(channels), std::move(store), options));
-  f->device_ =
-      std::make_unique<PvdrmDevice>(*f->connection_, *f->sharer_, *f->dma_, hv::kControlDomain);
+  PvdrmDeviceOptions device_options;
+  device_options.pool_bytes = pool_mib << 20;
+  f->device_ = std::make_unique<PvdrmDevice>(*f->connection_, *f->sharer_, *f->dma_,
+                                             hv::kControlDomain, device_options);
+  PvdrmDevice* none = nullptr;
+  if (g_counted.compare_exchange_strong(none, f->device_.get())) std::atexit(PrintCounters);
   return f;
 }
 

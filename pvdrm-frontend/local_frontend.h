@@ -9,6 +9,9 @@
 //   GPUVM_PVDRM_GRANT_FRAMES  frames at the top of RAM shared with the backend (default 256)
 //   GPUVM_PVDRM_RESERVED_MIB  RAM at the top kept out of DMA allocations: the grant frames and the
 //                             backend's own pool below them (default 17)
+//   GPUVM_PVDRM_POOL_MIB      GEM pooling per DRM file (PvdrmDeviceOptions::pool_bytes; default 0,
+//                             off; gpuvm-vm --mode pvdrm-pool sets 64)
+// At exit it prints `gpuvm-counters: pvdrm_frontend_requests=N pvdrm_pool_hits=N` on stderr.
 //
 // Threading: device() may be used from any thread; FromEnvironment and the destructor from one.
 #ifndef GPUVM_PVDRM_FRONTEND_LOCAL_FRONTEND_H_

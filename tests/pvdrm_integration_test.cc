@@ -229,19 +229,20 @@ TEST_F(PvdrmIntegrationTest, AGuestPushbufferCopiesThroughTheAggregatorsGpu) {
   EXPECT_TRUE(WaitForLog("drm1", 5s));
 }
 
-// gpuvm-vm --mode pvdrm: unmodified guest programs (the driver-API suite's gpuvm-pt-guest) run
-// through the split driver — two pvdrm VMs and an fv VM at once, all correct, each pvdrm VM's
-// backend reporting its ring requests, the aggregator listing the pvdrm VMs.
+// gpuvm-vm --mode pvdrm / pvdrm-pool: unmodified guest programs (the driver-API suite's
+// gpuvm-pt-guest) run through the split driver — a pvdrm VM, a pvdrm-pool VM and an fv VM at once,
+// all correct, each pvdrm VM's backend reporting its ring requests, the aggregator listing the
+// pvdrm VMs.
 TEST_F(PvdrmIntegrationTest, PvdrmVmsRunGuestProgramsBesideAnFvVm) {
-  auto pvdrm_vm = [&](const std::string& name, const std::vector<std::string>& guest) {
-    std::vector<std::string> argv = VmCommand(
-        {"--mode", "pvdrm", "--name", name, "--vram-mib", "64", "--pvdrm-backend",
-         GPUVM_PVDRM_BACKEND_BIN},
-        guest);
+  auto pvdrm_vm = [&](const std::string& name, const std::vector<std::string>& guest,
+                      const std::string& mode = "pvdrm") {
+    std::vector<std::string> argv = VmCommand({"--mode", mode, "--name", name, "--vram-mib", "64",
+                                               "--pvdrm-backend", GPUVM_PVDRM_BACKEND_BIN},
+                                              guest);
     return Process::Start(argv, dir_ + "/" + name);
   };
   Process a = pvdrm_vm("drm-madd", {"case", "madd"});
-  Process b = pvdrm_vm("drm-mmul", {"case", "mmul"});
+  Process b = pvdrm_vm("drm-mmul", {"case", "mmul"}, "pvdrm-pool");
   Process fv = StartVm({"--mode", "fv-optimized", "--name", "fv-nop", "--vram-mib", "64"},
                        {"nop", "3"}, "fv-nop");
   for (Process* p : {&a, &b, &fv}) {
@@ -254,6 +255,8 @@ TEST_F(PvdrmIntegrationTest, PvdrmVmsRunGuestProgramsBesideAnFvVm) {
   EXPECT_NE(a.out().find("(gpuvm pvdrm)"), std::string::npos) << a.Logs();
   EXPECT_GT(Counter(a.err(), "pvdrm_pushbufs"), 2) << a.Logs();
   EXPECT_GT(Counter(a.err(), "pvdrm_requests"), 10) << a.Logs();
+  EXPECT_EQ(Counter(b.err(), "pvdrm_frontend_requests"), Counter(b.err(), "pvdrm_requests"))
+      << b.Logs();  // the frontend's count and the backend's agree
   EXPECT_NE(AggregatorLog().find("'drm-mmul'"), std::string::npos) << AggregatorLog();
 }
 

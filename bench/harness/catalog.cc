@@ -41,7 +41,6 @@ const std::vector<ModeSpec>& Modes() {
   // implements it is deleting its `unavailable` reason. fv-*: shadow page tables and channels
   // (docs/FULL-VIRTUALIZATION.md; fv-bar-remap and fv-optimized are fv-naive and fv-lazy plus BAR
   // remap); pv-*: para-virtual page-table calls; pvdrm: the split DRM driver (docs/PVDRM.md).
-  constexpr std::string_view kNoPool = "PVDRM's GEM pooling is not built yet";
   static const auto* modes = new std::vector<ModeSpec>{
       {"native", false, "", {}, kMaxVms, ""},
       // One VM owns the whole GPU: the aggregator refuses a second pt VM.
@@ -55,7 +54,7 @@ const std::vector<ModeSpec>& Modes() {
       {"pv-naive", true, "pv-naive", {}, kMaxVms, ""},
       {"pv-multicall", true, "pv-multicall", {}, kMaxVms, ""},
       {"pvdrm", true, "pvdrm", {}, kMaxVms, ""},
-      {"pvdrm-pool", true, "pvdrm-pool", {}, kMaxVms, kNoPool},
+      {"pvdrm-pool", true, "pvdrm-pool", {}, kMaxVms, ""},
   };
   return *modes;
 }

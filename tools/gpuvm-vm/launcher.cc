@@ -159,7 +159,7 @@ int Reap(pid_t pid, std::chrono::milliseconds timeout) {
 
 std::string Usage() {
   return "usage: gpuvm-vm [--mode pt|fv-naive|fv-lazy|fv-bar-remap|fv-optimized|pv-naive|\n"
-         "                pv-multicall|pvdrm] [--vram-mib N] [--channels N]\n"
+         "                pv-multicall|pvdrm|pvdrm-pool] [--vram-mib N] [--channels N]\n"
          "                [--share PERCENT] [--aggregator SOCKET] [--ram-mib N] [--vcpus N]\n"
          "                [--domid N] [--name NAME] [--dm PATH] [--pvdrm-backend PATH]\n"
          "                [--pid-file PATH] [--verbose] -- PROGRAM [ARGS...]\n"
@@ -189,10 +189,11 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
     if (flag == "--mode") {
       if (value != "pt" && value != "fv" && value != "pv" && value != "fv-naive" &&
           value != "fv-lazy" && value != "fv-bar-remap" && value != "fv-optimized" &&
-          value != "pv-naive" && value != "pv-multicall" && value != "pvdrm") {
+          value != "pv-naive" && value != "pv-multicall" && value != "pvdrm" &&
+          value != "pvdrm-pool") {
         return Status::InvalidArgument(
             "--mode must be pt, fv, fv-naive, fv-lazy, fv-bar-remap, fv-optimized, pv, pv-naive, "
-            "pv-multicall or pvdrm");
+            "pv-multicall, pvdrm or pvdrm-pool");
       }
       o.mode = value;
     } else if (flag == "--vram-mib") {
@@ -233,7 +234,7 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
   o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.argv.empty()) return Status::InvalidArgument("no program to run");
   if ((o.vram_mib != 0 || o.channels != 0) && DeviceModelMode(o) != "fv" &&
-      DeviceModelMode(o) != "pv" && o.mode != "pvdrm") {
+      DeviceModelMode(o) != "pv" && DeviceModelMode(o) != "pvdrm") {
     return Status::InvalidArgument(std::string(o.vram_mib != 0 ? "--vram-mib" : "--channels") +
                                    " is for fv and pv VMs (a " + o.mode +
                                    " VM sees the whole GPU)");
@@ -242,7 +243,7 @@ Result<VmOptions> ParseArgs(const std::vector<std::string>& args) {
 }
 
 std::string DeviceModelMode(const VmOptions& options) {
-  if (options.mode == "pvdrm") return "pvdrm";
+  if (options.mode == "pvdrm" || options.mode == "pvdrm-pool") return "pvdrm";
   if (options.mode.rfind("fv", 0) == 0) return "fv";
   if (options.mode.rfind("pv", 0) == 0) return "pv";
   return options.mode;
@@ -268,7 +269,7 @@ Result<int> RunVm(const VmOptions& options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to run");
   const uint16_t domid =
       options.domid != 0 ? options.domid : static_cast<uint16_t>(1 + ::getpid() % 0x7000);
-  const bool pvdrm = options.mode == "pvdrm";
+  const bool pvdrm = DeviceModelMode(options) == "pvdrm";
   // --dm names the device model; a pvdrm VM has its PVDRM backend instead (--pvdrm-backend).
   std::string dm_path = pvdrm ? options.pvdrm_backend_path : options.dm_path;
   if (dm_path.empty()) {
@@ -426,6 +427,8 @@ Result<int> RunVm(const VmOptions& options) {
     ::setenv(hv::kLocalVmFdVariable, fd_text.c_str(), 1);
     ::setenv("GPUVM_BUS", pvdrm ? "pvdrm" : "local", 1);
     if (pvdrm) ::setenv("GPUVM_PVDRM_HV", hv_path.c_str(), 1);
+    // (our choice) 64 MiB of pooled GEM objects per DRM file in pvdrm-pool.
+    if (options.mode == "pvdrm-pool") ::setenv("GPUVM_PVDRM_POOL_MIB", "64", 1);
     ::execvp(guest_argv[0], guest_argv.data());
     std::fprintf(stderr, "gpuvm-vm: cannot run %s: %s\n", guest_argv[0], std::strerror(errno));
     ::_exit(127);
