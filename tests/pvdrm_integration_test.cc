@@ -6,12 +6,14 @@
 // through the aggregator's GPU, gpuvm-ctl lists the VM, and the backend frees everything and
 // ends its session when the frontend goes.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,6 +260,41 @@ TEST_F(PvdrmIntegrationTest, PvdrmVmsRunGuestProgramsBesideAnFvVm) {
   EXPECT_EQ(Counter(b.err(), "pvdrm_frontend_requests"), Counter(b.err(), "pvdrm_requests"))
       << b.Logs();  // the frontend's count and the backend's agree
   EXPECT_NE(AggregatorLog().find("'drm-mmul'"), std::string::npos) << AggregatorLog();
+}
+
+// The guest dies mid-run (kill -9 of the program holding its GPU work): gpuvm-vm stops the
+// backend, which frees the guest's objects and ends the VM's session; the next pvdrm VM runs.
+TEST_F(PvdrmIntegrationTest, AGuestKilledMidRunIsCleanedUpAndTheNextVmRuns) {
+  const std::string ready = dir_ + "/hold.ready";
+  const std::string pids = dir_ + "/hold.pids";
+  Process holder =
+      Process::Start(VmCommand({"--mode", "pvdrm", "--name", "drm-hold", "--pvdrm-backend",
+                                GPUVM_PVDRM_BACKEND_BIN, "--pid-file", pids},
+                               {"hold", ready}),
+                     dir_ + "/hold");
+  ASSERT_TRUE(WaitForFile(ready, holder, 120s)) << holder.Logs();
+  ASSERT_TRUE(WaitForFile(pids, holder, 10s)) << holder.Logs();
+  std::istringstream in(process_testing::ReadFile(pids));
+  std::string who;
+  pid_t pid = -1, guest = -1;
+  while (in >> who >> pid) {
+    if (who == "guest") guest = pid;
+  }
+  ASSERT_GT(guest, 0);
+  ::kill(guest, SIGKILL);
+  ASSERT_TRUE(holder.Wait(60s)) << holder.Logs();
+  EXPECT_EQ(holder.exit_code(), 128 + SIGKILL) << holder.Logs();
+  EXPECT_TRUE(WaitForLog("'drm-hold'", 10s)) << AggregatorLog();
+  EXPECT_NE(holder.err().find("gpuvm-counters: pvdrm_requests="), std::string::npos)
+      << holder.Logs();  // the backend ended cleanly, with its counters
+
+  Process next = Process::Start(VmCommand({"--mode", "pvdrm", "--name", "drm-next",
+                                           "--pvdrm-backend", GPUVM_PVDRM_BACKEND_BIN},
+                                          {"nop", "2"}),
+                                dir_ + "/next");
+  ASSERT_TRUE(next.Wait(120s)) << next.Logs();
+  EXPECT_EQ(next.exit_code(), 0) << next.Logs();
+  EXPECT_NE(next.out().find("PASSED nop x2"), std::string::npos) << next.Logs();
 }
 
 }  // namespace
