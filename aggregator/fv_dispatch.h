@@ -3,7 +3,7 @@
 // (scheduler/dispatcher.h), and the physical engine port the dispatcher releases them to.
 //
 //   FullVirtGpu ──Submit{vm, channel, ib_put}──▶ DispatchedSubmissionQueue ──▶ Dispatcher (policy)
-//                                                    FvEngineSink::Start ◀──┘   (dispatch thread)
+//                                                    FvEngineSink::Start ◀──┘   (whoever steps)
 //        FvHost::Forward (physical IB_PUT) ◀──────────────┘     Poll: IB_GET == ib_put and the
 //                                                            channel not pending (CHAN_TABLE state)
 //
@@ -38,8 +38,12 @@
 // Detach (or ForgetVm of a VM) nothing more is forwarded for it, and its running submission counts
 // as done at the next poll.
 //
+// A submission that finds the GPU free starts at once on the thread that queued it: Submit steps the
+// dispatcher (PollNow) instead of leaving the start to a wake-up of the dispatch thread.
+//
 // Threading: FvEngineSink::Start/Poll on whichever thread steps the dispatcher (its dispatch
-// thread, or the GPU's engine thread through the drained handler; one at a time), Attach/Detach/
+// thread, the GPU's engine thread through the drained handler, or the owner thread in
+// DispatchedSubmissionQueue::Submit; one at a time), Attach/Detach/
 // Forget from the aggregator's owner thread; one mutex, held while the sink touches the host, and
 // never held while the drained handler is set. The queue: owner thread (as SubmissionQueue says).
 #ifndef GPUVM_AGGREGATOR_FV_DISPATCH_H_

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -240,6 +242,51 @@ TEST_F(GuestDriverTest, FreedDeviceMemoryIsRecycledBoundedAndReclaimed) {
   ctx.reset();
   EXPECT_EQ(driver_->vram_free(), before);
   EXPECT_EQ(driver_->impl()->vram()->free_bytes(), before) << "nothing is kept past the context";
+}
+
+// bench/compat/churn.cu's loop on the driver: per iteration an allocation of one of five sizes
+// (496 B + 0..4 pages), six small host-to-device copies, GPU work on it, six device-to-host copies,
+// the free. Once each size has been seen, an iteration makes no page-table store (BAR3), no TLB
+// flush (BAR0: 0x100c80 polls, 0x100cb8/0x100cbc stores) and no DMA registration: only the copies'
+// BAR1 blocks and one IB_PUT. Counts, not times. (With ContextOptions::recycle_bytes = 0 an
+// iteration costs 6 BAR0 reads, 6 BAR0 writes and 4 BAR3 blocks: the allocation and its BAR1 window
+// mapped, both unmapped, three TLB flushes.)
+TEST_F(GuestDriverTest, AnAllocCopyFreeLoopWritesNoPageTableOnceWarm) {
+  auto ctx = NewContext();
+  Channel* ch = ctx->default_channel();
+  constexpr uint64_t kPieces[] = {4, 12, 32, 64, 128, 256};
+  constexpr uint64_t kBuffer = 496;
+  auto iteration = [&](int it) {
+    std::vector<uint8_t> in = Pattern(kBuffer, it), back(kBuffer, 0);
+    auto d = ctx->AllocDevice(kBuffer + uint64_t(it % 5) * 4096);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    for (uint64_t at = 0; uint64_t n : kPieces) {
+      ASSERT_TRUE(ch->CopyHostToDevice(d->va + at, in.data() + at, n).ok());
+      at += n;
+    }
+    ASSERT_TRUE(ch->Memset8Async(d->va + 100, uint8_t(it), 8).ok());  // the kernel's stand-in
+    for (uint64_t at = kBuffer, p = std::size(kPieces); p-- > 0;) {
+      at -= kPieces[p];
+      ASSERT_TRUE(ch->CopyDeviceToHost(back.data() + at, d->va + at, kPieces[p]).ok());
+    }
+    std::fill(in.begin() + 100, in.begin() + 108, uint8_t(it));
+    EXPECT_EQ(back, in) << "iteration " << it;
+    ASSERT_TRUE(ctx->Free(d->va).ok());
+  };
+  for (int it = 0; it < 5; ++it) iteration(it);  // each size once: mapped, then recycled
+  const BusCounters before = driver_->bus_counters();
+  constexpr int kIterations = 20;
+  for (int it = 5; it < 5 + kIterations; ++it) iteration(it);
+  const BusCounters d = driver_->bus_counters() - before;
+  EXPECT_EQ(d.writes[0], 0u) << "no BAR0 store: no TLB flush";
+  EXPECT_EQ(d.reads[0], 0u) << "no BAR0 read: no TLB flush handshake, no fault decoding";
+  EXPECT_EQ(d.writes[2] + d.block_writes[2], 0u) << "no BAR3 store: no page-table write";
+  EXPECT_EQ(d.reads[2] + d.block_reads[2], 0u);
+  EXPECT_EQ(d.dma_maps, 0u);
+  EXPECT_EQ(d.block_writes[1], 6u * kIterations) << "the small uploads, through BAR1";
+  EXPECT_EQ(d.block_reads[1], 6u * kIterations) << "the small downloads, through BAR1";
+  EXPECT_EQ(d.writes[1], 1u * kIterations) << "one IB_PUT for the GPU work";
+  EXPECT_EQ(d.reads[1], 0u);
 }
 
 TEST_F(GuestDriverTest, AFreedInstanceObjectsBar3RangeServesTheNextObjectItsOwnVram) {

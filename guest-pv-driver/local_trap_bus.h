@@ -8,7 +8,9 @@
 //   Read/Write          one trapped access (GuestIo) at the BAR's guest-physical address
 //   ReadBlock/WriteBlock rep movs through a bounce page of guest RAM: one trap per <= 4 KiB piece
 //                       (Xen issues rep MMIO a page at a time), which the device model splits into
-//                       elements for the aggregator
+//                       elements for the aggregator; 8-byte elements, 4-byte ones where that saves
+//                       a trap for a 4-byte head or tail, bytes for other ragged ends
+//                       (SplitRepTransfer)
 //   WriteRegs           rep movsd of 32-bit elements into BAR0 (the PRAMIN window), a trap per page
 //   FillBlock           rep stos (no buffer: the value is in the ioreq), 8-byte elements, at most
 //                       4096 per trap as Xen clips a rep string instruction: zeroing a 256 KiB
@@ -148,6 +150,18 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   std::thread irq_thread_;
   os::UniqueFd irq_stop_;
 };
+
+// One trapped rep transfer (an ioreq with data_is_ptr): `count` elements of `element` bytes from
+// byte `offset` of the transfer.
+struct RepPiece {
+  uint64_t offset = 0;
+  uint32_t element = 0;
+  uint32_t count = 0;
+};
+// How a rep transfer of `length` bytes at guest-physical `gpa` (at most a page) is issued, in
+// elements of `whole` bytes (8 or 4) where the address allows: the traps it costs, in order.
+// Exposed for tests.
+std::vector<RepPiece> SplitRepTransfer(uint64_t gpa, uint64_t length, uint32_t whole);
 
 struct LocalTrapBusOptions {
   hv::Sbdf sbdf{0, 0, 5, 0};  // where gpuvm-dm puts the GPU (qemu-device/virtual_gpu.h)

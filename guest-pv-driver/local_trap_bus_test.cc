@@ -1,13 +1,15 @@
 // LocalVmGuest's DMA paths (local_trap_bus.h) on a domain with no device model: AllocDma memory is
 // guest RAM from the start, zeroed, and its frames are free again after it (zeroed when taken
-// again); MapDma
-// moves bytes in and gives them back.
+// again); MapDma moves bytes in and gives them back. SplitRepTransfer: the traps (ioreqs) of a
+// block transfer.
 #include "guest-pv-driver/local_trap_bus.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
 #include <cstring>
+#include <tuple>
+#include <vector>
 
 #include "hypervisor/backend.h"
 
@@ -119,4 +121,56 @@ TEST_F(LocalVmGuestTest, MapDmaMovesBytesInAndGivesThemBack) {
   ::munmap(mem, kLength);
 }
 
+}  // namespace gpuvm::guest
+
+namespace gpuvm::guest {
+namespace {
+
+// The traps of a rep transfer (one ioreq per piece): whole 8-byte elements where aligned, one
+// movsd run where a 4-byte head or tail would otherwise cost a trap of its own, bytes for the
+// rest. bench/compat/churn.cu's pieces (4, 12, 32, 64, 128, 256 bytes back to back) cost one trap
+// each.
+TEST(SplitRepTransferTest, PiecesAndTraps) {
+  using Pieces = std::vector<std::tuple<uint64_t, uint32_t, uint32_t>>;
+  auto split = [](uint64_t gpa, uint64_t length, uint32_t whole = 8) {
+    Pieces out;
+    for (const RepPiece& p : SplitRepTransfer(gpa, length, whole)) {
+      out.emplace_back(p.offset, p.element, p.count);
+    }
+    return out;
+  };
+  constexpr uint64_t kBar = 0x1000000000ull;
+  EXPECT_EQ(split(kBar, 4096), (Pieces{{0, 8, 512}}));
+  EXPECT_EQ(split(kBar, 4), (Pieces{{0, 4, 1}}));
+  EXPECT_EQ(split(kBar + 4, 12), (Pieces{{0, 4, 3}})) << "was a byte head and a quadword: 2 traps";
+  EXPECT_EQ(split(kBar, 20), (Pieces{{0, 4, 5}})) << "was 16 + 4 bytes: 2 traps";
+  EXPECT_EQ(split(kBar + 16, 32), (Pieces{{0, 8, 4}}));
+  EXPECT_EQ(split(kBar, 13), (Pieces{{0, 8, 1}, {8, 1, 5}})) << "a byte tail stays bytes";
+  EXPECT_EQ(split(kBar + 4, 4091), (Pieces{{0, 4, 1022}, {4088, 1, 3}}));
+  EXPECT_EQ(split(kBar + 3, 6), (Pieces{{0, 1, 5}, {5, 1, 1}}));
+  EXPECT_EQ(split(kBar + 2, 2), (Pieces{{0, 1, 2}}));
+  EXPECT_EQ(split(kBar + 4, 8, 4), (Pieces{{0, 4, 2}})) << "BAR0's movsd as before";
+  EXPECT_EQ(split(kBar + 2, 8, 4), (Pieces{{0, 1, 2}, {2, 4, 1}, {6, 1, 2}}));
+  int traps = 0;
+  for (uint64_t at = 0; uint64_t n : {4, 12, 32, 64, 128, 256}) {
+    traps += int(SplitRepTransfer(kBar + at, n, 8).size());
+    at += n;
+  }
+  EXPECT_EQ(traps, 6);
+  // Every byte exactly once, in order, in whole elements, for every small shape.
+  for (uint64_t at = 0; at < 16; ++at) {
+    for (uint64_t n = 1; n <= 40; ++n) {
+      uint64_t next = 0;
+      for (const RepPiece& p : SplitRepTransfer(kBar + at, n, 8)) {
+        ASSERT_EQ(p.offset, next) << at << "+" << n;
+        ASSERT_GT(p.count, 0u);
+        ASSERT_EQ((kBar + at + p.offset) % p.element, 0u) << "aligned elements";
+        next += uint64_t(p.element) * p.count;
+      }
+      ASSERT_EQ(next, n);
+    }
+  }
+}
+
+}  // namespace
 }  // namespace gpuvm::guest

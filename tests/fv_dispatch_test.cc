@@ -176,6 +176,54 @@ TEST(FvDispatchTest, TheGpuWakesTheDispatcherWhenAChannelRunsDry) {
   dispatcher->reset();
 }
 
+// A submission that finds the engine free starts on the thread that queued it (the aggregator's,
+// serving the guest's IB_PUT write), not after a wake-up of the dispatch thread: with a dispatcher
+// nobody else steps (driven, no thread), a guest's work still runs — each submission is started by
+// DispatchedSubmissionQueue::Submit and completed by the GPU's drained signal. If it does not (the
+// guest hangs), the test steps the dispatcher itself to let the guest finish, and fails.
+TEST(FvDispatchTest, ASubmissionStartsOnTheThreadThatQueuedIt) {
+  auto world = FvTestWorld::Create({});
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  sched::MonotonicClock clock;
+  FvEngineSink sink;
+  sched::DispatcherOptions options;
+  options.own_thread = false;
+  options.scheduler.policy = sched::PolicyKind::kFifo;
+  auto dispatcher = sched::Dispatcher::Create(&clock, &sink, options);
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status().ToString();
+  sink.SetWake([&] { (void)(*dispatcher)->PollNow(); });  // as the aggregator does
+  auto vm = (*world)->AddVm(
+      {.mode = FvMode::kOptimized, .vram_bytes = 32 * kMiB, .channels = 4, .vm_id = 0, .name = ""});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  RouteThroughDispatcher(**world, dispatcher->get(), &sink,
+                         [&] { (void)(*dispatcher)->AddVm(1, 100); });
+  std::atomic<bool> finished{false};
+  std::string error;
+  std::thread guest([&] {
+    error = CopyWorkload(*vm, 9);
+    finished = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!finished && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool unaided = finished;
+  while (!finished) {  // unstick the guest so that the test ends
+    (*dispatcher)->Step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  guest.join();
+  EXPECT_TRUE(unaided) << "the guest's submissions waited for a dispatcher step";
+  EXPECT_EQ(error, "") << (*world)->log();
+  ASSERT_TRUE(WaitUntilDispatched(**dispatcher));
+  const sched::DispatcherStats stats = (*dispatcher)->Stats();
+  EXPECT_GT(stats.started, 0u);
+  EXPECT_EQ(stats.completed, stats.started);
+  EXPECT_EQ(sink.forwarded(), stats.started);
+  world->reset();
+  dispatcher->reset();
+}
+
 // max_run counts the time the aggregator ran (FvEngineSink::kMaxPollGap): a stopped aggregator's
 // clock jumps between two polls, which must neither time the submission out nor be charged to it;
 // regular polls past max_run do time it out, and it is charged the device's time, not wall time.
