@@ -30,6 +30,8 @@ std::string VmControlBlock::Describe() const {
          std::to_string(config.domid) + ", " + ModeName(config.mode) + ")";
 }
 
+std::string VmControlBlock::LogFields() const { return VmLogFields(id, config.name); }
+
 RefusalCounts VmControlBlock::refusals() const {
   RefusalCounts r = vgpu != nullptr ? vgpu->refusals() : RefusalCounts{};
   r[size_t(Refusal::kMmio)] = counters.refused;
@@ -109,8 +111,9 @@ size_t Aggregator::ReleaseGoneQuarantine() {
       continue;
     }
     const uint64_t bytes = it->vram->assigned_bytes();
-    Log(it->who + ": its guest is gone; " + std::to_string(bytes >> 10) +
-        " KiB of quarantined VRAM back to the pool");
+    Log(LogLevel::kInfo, it->fields,
+        "its guest is gone; " + std::to_string(bytes >> 10) +
+            " KiB of quarantined VRAM back to the pool");
     it = quarantine_.erase(it);  // the VramMap gives its chunks back (a static slice scrubbed)
     ++released;
   }
@@ -140,7 +143,7 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
     return Status::FailedPrecondition(
         "a pt VM needs the whole GPU, and VRAM of " + std::to_string(quarantine_.size()) +
         " dead fv VM(s) is quarantined until their guests are gone (first: " +
-        quarantine_.front().who + ")");
+        quarantine_.front().fields + ")");
   }
   for (const auto& [id, vm] : vms_) {
     if (vm->config.mode == ipc::VmMode::kPassThrough) {
@@ -305,7 +308,7 @@ Status Aggregator::RemoveVm(VmId id) {
                         : vm->vgpu->Detach();
   if (kept != nullptr) {
     Quarantined q;
-    q.who = vm->Describe();
+    q.fields = vm->LogFields();
     if (vm->config.backend == ipc::Backend::kLocal) {
       auto probe = std::make_shared<os::UniqueFd>(std::move(vm->ram_probe));
       // Without a probe (its device model never gave the RAM) there is no telling when the guest
@@ -316,11 +319,11 @@ Status Aggregator::RemoveVm(VmId id) {
       hv::Backend* hypervisor = options_.hypervisor.get();  // outlives the quarantine: ours
       q.gone = [hypervisor, domid] { return DomainGone(hypervisor, domid); };
     }
-    Log(q.who +
-        ": its device model went away while BAR remap ranges of its VRAM may still be "
+    Log(LogLevel::kWarn, q.fields,
+        "its device model went away while BAR remap ranges of its VRAM may still be "
         "mapped into the guest: " +
-        std::to_string(kept->assigned_bytes() >> 10) +
-        " KiB of VRAM quarantined until the guest is gone");
+            std::to_string(kept->assigned_bytes() >> 10) +
+            " KiB of VRAM quarantined until the guest is gone");
     q.vram = std::move(kept);
     quarantine_.push_back(std::move(q));
   }

@@ -44,6 +44,7 @@
 #include "aggregator/physical_gpu.h"
 #include "aggregator/virtual_gpu.h"
 #include "aggregator/vm_tokens.h"
+#include "base/log.h"
 #include "base/os.h"
 #include "hypervisor/backend.h"
 #include "ipc/protocol.h"
@@ -75,6 +76,8 @@ struct VmControlBlock {
 
   // "VM 3 'name' (local domain 5, pt)".
   std::string Describe() const;
+  // What starts its log lines (base/log.h): "vm=3 name=web".
+  std::string LogFields() const;
   // Everything refused of this VM, per kind: the session's refused accesses and its virtual GPU's.
   RefusalCounts refusals() const;
 };
@@ -181,11 +184,12 @@ class Aggregator {
   struct Quarantined {
     std::unique_ptr<VramMap> vram;
     std::function<bool()> gone;  // true once the guest can no longer run
-    std::string who;             // VmControlBlock::Describe()
+    std::string fields;          // VmControlBlock::LogFields()
   };
   std::vector<Quarantined> quarantine_;
-  void Log(const std::string& line) const {
-    if (options_.log) options_.log(line);
+  // A line about the VM whose LogFields() are `fields`.
+  void Log(LogLevel level, const std::string& fields, const std::string& msg) const {
+    if (options_.log) options_.log(LogEvent(level, fields, msg));
   }
   // The last fv VM is gone and nothing is quarantined: the GPU goes back to a known state.
   Status ResetFvHostIfUnused();

@@ -13,6 +13,7 @@
 
 #include "aggregator/fv_gpu_internal.h"
 #include "base/enum_names.h"
+#include "base/log.h"
 
 namespace gpuvm::aggregator {
 
@@ -77,8 +78,9 @@ Result<std::unique_ptr<FullVirtGpu>> FullVirtGpu::Create(FvHost* host, const VmB
                          host->AllocatePartition(options.vram_bytes, options.channels));
   partition.vram_base = map->static_base();
   // (The host, not the VM: a quarantined map outlives its FullVirtGpu, never the host.)
-  map->SetLog([host, who = "fv VM " + std::to_string(options.vm_id) + " '" + options.name +
-                           "': "](const std::string& line) { host->Log(who + line); });
+  map->SetLog([host, fields = VmLogFields(options.vm_id, options.name)](const std::string& line) {
+    host->Log(LogEvent(LogLevel::kInfo, fields, line));
+  });
   return std::unique_ptr<FullVirtGpu>(
       new FullVirtGpu(host, bars, options, partition, std::move(map)));
 }
@@ -90,7 +92,12 @@ FullVirtGpu::FullVirtGpu(FvHost* host, const VmBars& bars, const FvVmOptions& op
       options_(options),
       partition_(partition),
       vram_map_(std::move(vram_map)),
-      guest_log_([this](const std::string& line) { Log(line); }, host->options().guest_log) {
+      // What its guest causes (refusals, faults): warnings.
+      guest_log_(
+          [this](const std::string& line) {
+            host_->Log(LogEvent(LogLevel::kWarn, VmLogFields(options_.vm_id, options_.name), line));
+          },
+          host->options().guest_log) {
   pmc_enable_ = pmc::kEnableResetValue;
   channels_.resize(partition.channels);
   if (IsPvMode(options.mode)) pv_ = MakePvDevice();
@@ -139,7 +146,7 @@ VmMemoryLayout FullVirtGpu::layout() const {
 }
 
 void FullVirtGpu::Log(const std::string& line) {
-  host_->Log("fv VM " + std::to_string(options_.vm_id) + " '" + options_.name + "': " + line);
+  host_->Log(LogEvent(LogLevel::kInfo, VmLogFields(options_.vm_id, options_.name), line));
 }
 
 void FullVirtGpu::LogRefusal(Refusal kind, uint64_t count,

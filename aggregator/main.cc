@@ -29,6 +29,7 @@
 #include "aggregator/gpu_spec.h"
 #include "aggregator/server.h"
 #include "base/flag_number.h"
+#include "base/log.h"
 #include "hypervisor/backend.h"
 #include "ipc/channel.h"
 
@@ -47,6 +48,11 @@ struct Options {
   ServerOptions server;
   control::ControlOptions control;  // the control socket and the GPU scheduler
 };
+
+// Why the aggregator does not start (or stopped): an error line of its log (base/log.h).
+void LogError(const std::string& msg) {
+  WriteLogLine(stderr, "gpuvm-aggregator", LogEvent(LogLevel::kError, {}, msg));
+}
 
 void Usage() {
   std::fprintf(
@@ -68,8 +74,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
   // Opening it needs no Xen: each call answers Unavailable where there is none.
   o.aggregator.hypervisor = hv::OpenBackend(hv::BackendKind::kXen);
   o.aggregator.log = [](const std::string& line) {
-    std::fprintf(stderr, "gpuvm-aggregator: %s\n", line.c_str());
-    std::fflush(stderr);
+    WriteLogLine(stderr, "gpuvm-aggregator", line);
   };
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -128,7 +133,7 @@ int Main(int argc, char** argv) {
   Result<Options> options = ParseArgs(argc, argv);
   if (!options.ok()) {
     if (options.status().message() != "help") {
-      std::fprintf(stderr, "gpuvm-aggregator: %s\n", options.status().ToString().c_str());
+      LogError(options.status().ToString());
     }
     Usage();
     return 2;
@@ -136,28 +141,25 @@ int Main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   Result<std::unique_ptr<PhysicalGpu>> gpu = OpenPhysicalGpu(options->gpu, options->sim);
   if (!gpu.ok()) {
-    std::fprintf(stderr, "gpuvm-aggregator: cannot open the GPU: %s\n",
-                 gpu.status().ToString().c_str());
+    LogError("cannot open the GPU: " + gpu.status().ToString());
     return 1;
   }
   Result<std::unique_ptr<Aggregator>> aggregator =
       Aggregator::Create(std::move(*gpu), options->aggregator);
   if (!aggregator.ok()) {
-    std::fprintf(stderr, "gpuvm-aggregator: %s\n", aggregator.status().ToString().c_str());
+    LogError(aggregator.status().ToString());
     return 1;
   }
   Result<std::unique_ptr<AggregatorServer>> server =
       AggregatorServer::Create(std::move(*aggregator), options->server);
   if (!server.ok()) {
-    std::fprintf(stderr, "gpuvm-aggregator: cannot listen on %s: %s\n",
-                 options->server.path.c_str(), server.status().ToString().c_str());
+    LogError("cannot listen on " + options->server.path + ": " + server.status().ToString());
     return 1;
   }
   Result<std::unique_ptr<control::ControlPlane>> control_plane =
       control::ControlPlane::Create(**server, options->control, options->server.log);
   if (!control_plane.ok()) {
-    std::fprintf(stderr, "gpuvm-aggregator: control socket: %s\n",
-                 control_plane.status().ToString().c_str());
+    LogError("control socket: " + control_plane.status().ToString());
     return 1;
   }
   if (options->control.metrics_listen) {
@@ -165,8 +167,7 @@ int Main(int argc, char** argv) {
     // address not of this host), so the aggregator does not start without it.
     const Status listening = (*control_plane)->ServeMetrics(*options->control.metrics_listen);
     if (!listening.ok()) {
-      std::fprintf(stderr, "gpuvm-aggregator: --metrics-listen: %s\n",
-                   listening.ToString().c_str());
+      LogError("--metrics-listen: " + listening.ToString());
       return 2;
     }
   }
@@ -176,7 +177,7 @@ int Main(int argc, char** argv) {
   const Status served = (*server)->Run();
   g_server = nullptr;
   if (!served.ok()) {
-    std::fprintf(stderr, "gpuvm-aggregator: %s\n", served.ToString().c_str());
+    LogError(served.ToString());
     return 1;
   }
   return 0;

@@ -97,7 +97,7 @@ Status AggregatorServer::Start() {
   GPUVM_RETURN_IF_ERROR(os::StartListening(listen_.get()));
   thread_ = std::thread([this] {
     Status s = Run();
-    if (!s.ok()) Log("server stopped: %s", s.ToString().c_str());
+    if (!s.ok()) Log(LogLevel::kError, {}, "server stopped: " + s.ToString());
   });
   return Status::Ok();
 }
@@ -118,20 +118,13 @@ void AggregatorServer::Stop() {
   if (stop_.valid()) (void)os::SignalEventFd(stop_.get());
 }
 
-void AggregatorServer::Log(const char* format, ...) {
-  if (options_.log == nullptr) return;
-  char line[1024];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof(line), format, args);
-  va_end(args);
-  std::fprintf(options_.log, "gpuvm-aggregator: %s\n", line);
-  std::fflush(options_.log);
+void AggregatorServer::Log(LogLevel level, const std::string& fields, const std::string& msg) {
+  WriteLogLine(options_.log, "gpuvm-aggregator", LogEvent(level, fields, msg));
 }
 
 Status AggregatorServer::Run() {
   GPUVM_RETURN_IF_ERROR(os::StartListening(listen_.get()));  // again after Start(): harmless
-  Log("serving %s on %s", aggregator_->gpu().Describe().c_str(), options_.path.c_str());
+  Log(LogLevel::kInfo, {}, "serving " + aggregator_->gpu().Describe() + " on " + options_.path);
   for (;;) {
     bool handshaking = false;
     for (const auto& [id, c] : connections_) handshaking |= !c->session->established();
@@ -386,17 +379,18 @@ void AggregatorServer::Drop(Connection& c, const std::string& why) {
   }
   const VmCounters& k = summary.counters;
   const Status& reset = c.session->teardown_status();
-  Log("%s: session ended (%s); BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu, %s, "
-      "interrupt changes %llu; %s",
-      summary.vm.c_str(), c.session->close_reason().c_str(), (unsigned long long)k.reads[0],
-      (unsigned long long)k.reads[1], (unsigned long long)k.reads[2],
-      (unsigned long long)k.writes[0], (unsigned long long)k.writes[1],
-      (unsigned long long)k.writes[2], DescribeRefusals(summary.refusals).c_str(),
-      (unsigned long long)k.interrupts,
-      reset.ok()
-          ? ("GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)").c_str()
-          : ("GPU RESET FAILED: " + reset.ToString()).c_str());
-  if (!summary.detail.empty()) Log("%s: %s", summary.vm.c_str(), summary.detail.c_str());
+  char counts[256];
+  std::snprintf(counts, sizeof(counts), "BAR0/1/3 reads %llu/%llu/%llu writes %llu/%llu/%llu",
+                (unsigned long long)k.reads[0], (unsigned long long)k.reads[1],
+                (unsigned long long)k.reads[2], (unsigned long long)k.writes[0],
+                (unsigned long long)k.writes[1], (unsigned long long)k.writes[2]);
+  Log(reset.ok() ? LogLevel::kInfo : LogLevel::kError, summary.log_fields,
+      summary.vm + ": session ended (" + c.session->close_reason() + "); " + counts + ", " +
+          DescribeRefusals(summary.refusals) + ", interrupt changes " +
+          std::to_string(k.interrupts) + "; " +
+          (reset.ok() ? "GPU reset (" + std::to_string(aggregator_->gpu().resets()) + " so far)"
+                      : "GPU RESET FAILED: " + reset.ToString()));
+  if (!summary.detail.empty()) Log(LogLevel::kInfo, summary.log_fields, summary.detail);
 }
 
 void AggregatorServer::ExpireHandshakes() {

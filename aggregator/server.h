@@ -39,8 +39,9 @@
 
 #include "aggregator/aggregator.h"
 #include "aggregator/session.h"
-#include "base/rate_limited_log.h"
+#include "base/log.h"
 #include "base/os.h"
+#include "base/rate_limited_log.h"
 
 namespace gpuvm::aggregator {
 
@@ -107,7 +108,9 @@ class AggregatorServer {
   void LogRefusal(const std::function<std::string()>& line);
   void ReapClosed();
   void ExpireHandshakes();
-  void Log(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  // One line (base/log.h); `fields` start with the VM's (VmControlBlock::LogFields) when it is
+  // about a VM.
+  void Log(LogLevel level, const std::string& fields, const std::string& msg);
 
   std::unique_ptr<Aggregator> aggregator_;
   const ServerOptions options_;
@@ -123,10 +126,9 @@ class AggregatorServer {
   uint64_t evicted_pending_ = 0;
   std::vector<uid_t> allowed_uids_;
   // Refused and dropped peers: ten lines, then one summary a second while they keep coming.
-  RateLimitedLog refusal_log_{[this](const std::string& line) { Log("%s", line.c_str()); },
-                              {.burst = 10,
-                               .interval = std::chrono::seconds(1),
-                               .refill_after = std::chrono::seconds(1)}};
+  RateLimitedLog refusal_log_{
+      [this](const std::string& line) { Log(LogLevel::kWarn, {}, line); },
+      {.burst = 10, .interval = std::chrono::seconds(1), .refill_after = std::chrono::seconds(1)}};
 };
 
 }  // namespace gpuvm::aggregator

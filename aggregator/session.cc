@@ -54,7 +54,11 @@ void Session::Close(std::string reason) {
   close_reason_ = std::move(reason);
   lane_.reset();
   if (vm_ != nullptr) {
-    summary_ = {true, vm_->Describe(), vm_->counters, vm_->vgpu->DescribeCounters(),
+    summary_ = {true,
+                vm_->Describe(),
+                vm_->LogFields(),
+                vm_->counters,
+                vm_->vgpu->DescribeCounters(),
                 vm_->refusals()};
     teardown_status_ = aggregator_->RemoveVm(vm_->id);
     vm_ = nullptr;

@@ -99,7 +99,8 @@ class Session {
   // Who the VM was and what it did, kept when the session closes (for the log).
   struct Summary {
     bool had_vm = false;
-    std::string vm;  // VmControlBlock::Describe()
+    std::string vm;          // VmControlBlock::Describe()
+    std::string log_fields;  // VmControlBlock::LogFields()
     VmCounters counters;
     std::string detail;        // VirtualGpu::DescribeCounters() (fv: traps, scans, shadow entries)
     RefusalCounts refusals{};  // VmControlBlock::refusals()

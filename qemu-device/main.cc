@@ -26,9 +26,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "base/flag_number.h"
+#include "base/log.h"
 #include "base/share.h"
 #include "base/vm_name.h"
 #include "hypervisor/backend.h"
@@ -155,7 +157,25 @@ Result<Options> ParseArgs(int argc, char** argv) {
   return o;
 }
 
-Status Serve(const Options& o) {
+// Log lines about this device model's VM (base/log.h): its name and domain, and its aggregator id
+// once the aggregator has admitted it.
+class VmLog {
+ public:
+  VmLog(const std::string& name, uint32_t domid) : name_(name), domid_(domid) {}
+  void Admitted(uint32_t vm) { vm_ = vm; }
+  void operator()(LogLevel level, const std::string& msg) const {
+    const std::string fields = vm_ ? VmLogFields(*vm_, name_) : "name=" + LogValue(name_);
+    WriteLogLine(stderr, "gpuvm-dm",
+                 LogEvent(level, fields + LogField("domid", std::to_string(domid_)), msg));
+  }
+
+ private:
+  const std::string name_;
+  const uint32_t domid_;
+  std::optional<uint32_t> vm_;
+};
+
+Status Serve(const Options& o, VmLog& log) {
   // The token first: read once, and its descriptor closed at once.
   Result<ipc::VmToken> token = Status::Internal("no token source");
   if (o.token_fd >= 0) {
@@ -177,9 +197,7 @@ Status Serve(const Options& o) {
   GPUVM_ASSIGN_OR_RETURN(const int ram_fd, backend->GuestRamFd(domid));
 
   IpcConnectOptions connect = o.aggregator;
-  connect.note = [domid](const std::string& line) {
-    std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid, line.c_str());
-  };
+  connect.note = [&log](const std::string& line) { log(LogLevel::kWarn, line); };
   connect.token = *token;
   connect.vm.domid = domid;
   connect.vm.backend =
@@ -207,8 +225,9 @@ Status Serve(const Options& o) {
   }
   GPUVM_ASSIGN_OR_RETURN(
       auto dm, DeviceModel::Create(o.device, server.get(), aggregator.get(), memory.get()));
-  std::fprintf(stderr, "gpuvm-dm: domain %u, %s at %s, vm id %u\n", domid, o.backend.c_str(),
-               o.device.sbdf.ToString().c_str(), aggregator->accepted().vm_id);
+  log.Admitted(aggregator->accepted().vm_id);
+  log(LogLevel::kInfo,
+      "serving the virtual GPU at " + o.device.sbdf.ToString() + " (" + o.backend + " backend)");
 
   Status result;
   while (!g_stop) {
@@ -216,23 +235,24 @@ Status Serve(const Options& o) {
     if (!result.ok()) break;
   }
   const TrapCounterValues counters = dm->counters().Snapshot();
-  std::fprintf(stderr, "gpuvm-dm: domain %u: %s\n", domid, counters.ToString().c_str());
-  // The guest's exits (one per ioreq, however many elements a rep moved): gpuvm-bench's hook.
-  std::fprintf(stderr, "gpuvm-counters: mmio_exits=%llu\n", (unsigned long long)dm->mmio_exits());
+  log(LogLevel::kInfo, counters.ToString());
+  // The guest's exits (one per ioreq, however many elements a rep moved): gpuvm-bench's hook
+  // ("gpuvm-counters:" and key=value pairs, anywhere in a line).
+  log(LogLevel::kInfo, "gpuvm-counters: mmio_exits=" + std::to_string(dm->mmio_exits()));
   if (o.device.pv_window) {
     // The para-virtual calls the aggregator applied (its counter registers; our own read, not a
     // guest's) beside the doorbells the guest rang: gpuvm-bench's "gpuvm-counters" hook.
     Result<uint64_t> lo = aggregator->Read(BarIndex::kBar0, pv::kRegCallsLo, 4, 0);
     Result<uint64_t> hi = aggregator->Read(BarIndex::kBar0, pv::kRegCallsHi, 4, 0);
     const unsigned long long calls = lo.ok() && hi.ok() ? (*hi << 32) | *lo : 0;
-    std::fprintf(stderr, "gpuvm-counters: pv_calls=%llu pv_doorbells=%llu\n",
-                 lo.ok() && hi.ok() ? calls : 0ull, (unsigned long long)dm->pv_doorbells());
+    log(LogLevel::kInfo,
+        "gpuvm-counters: pv_calls=" + std::to_string(lo.ok() && hi.ok() ? calls : 0) +
+            " pv_doorbells=" + std::to_string(dm->pv_doorbells()));
   }
   if (counters.bar_maps + counters.bar_maps_refused != 0) {
-    std::fprintf(
-        stderr, "gpuvm-dm: domain %u: BAR remap: %llu ranges mapped, %llu unmapped, %llu refused\n",
-        domid, (unsigned long long)counters.bar_maps, (unsigned long long)counters.bar_unmaps,
-        (unsigned long long)counters.bar_maps_refused);
+    log(LogLevel::kInfo, "BAR remap: " + std::to_string(counters.bar_maps) + " ranges mapped, " +
+                             std::to_string(counters.bar_unmaps) + " unmapped, " +
+                             std::to_string(counters.bar_maps_refused) + " refused");
   }
   // Remapped ranges go before the aggregator hears we are done: it frees the VM's VRAM then.
   dm.reset();
@@ -247,16 +267,18 @@ Status Serve(const Options& o) {
 int main(int argc, char** argv) {
   auto options = gpuvm::dm::ParseArgs(argc, argv);
   if (!options.ok()) {
-    std::fprintf(stderr, "gpuvm-dm: %s\n", options.status().ToString().c_str());
+    gpuvm::WriteLogLine(stderr, "gpuvm-dm",
+                        gpuvm::LogEvent(gpuvm::LogLevel::kError, {}, options.status().ToString()));
     gpuvm::dm::Usage();
     return 2;
   }
   std::signal(SIGINT, gpuvm::dm::OnSignal);
   std::signal(SIGTERM, gpuvm::dm::OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
-  const gpuvm::Status served = gpuvm::dm::Serve(*options);
+  gpuvm::dm::VmLog log(options->aggregator.vm.name, static_cast<uint32_t>(options->domid));
+  const gpuvm::Status served = gpuvm::dm::Serve(*options, log);
   if (!served.ok()) {
-    std::fprintf(stderr, "gpuvm-dm: %s\n", served.ToString().c_str());
+    log(gpuvm::LogLevel::kError, served.ToString());
     return 1;
   }
   return 0;

@@ -89,7 +89,7 @@ TEST(FvRefusalTest, EveryRefusalIsCountedAndTheLogStaysBounded) {
       const size_t at = line.find(what);
       if (at == std::string::npos) continue;
       std::string digits;
-      for (size_t i = line.find("': ") + 3; i < at; ++i) {
+      for (size_t i = line.find(" msg=\"") + 6; i < at; ++i) {
         if (line[i] != ',') digits += line[i];
       }
       summarized[k] += std::stoull(digits);

@@ -5,11 +5,14 @@
 // 4 and 8 VMs of different VRAM sizes at once in each fv mode, all correct (8 VMs declare 704 MiB
 // on a GPU with 464 MiB for VMs: dynamic VRAM over-commits); the same with static slices; a VM
 // larger than the GPU is refused with a clear error while the others run; the next VM cannot read
-// the previous one's VRAM; the aggregator's per-VM counters are logged.
+// the previous one's VRAM; the aggregator's per-VM counters are logged, and every line of the
+// aggregator's and of gpuvm-dm's log about the VM carries its id and name (docs/OPERATOR.md "Logs").
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -78,6 +81,37 @@ TEST_F(FvIntegrationTest, NaiveRunsMaddCorrectly) {
   const std::string log = AggregatorLog();
   EXPECT_NE(log.find("fv-naive, VRAM 128 MiB"), std::string::npos) << log;
   EXPECT_NE(log.find("rejected 0,"), std::string::npos) << log;
+
+  // Logs: the VM's id, from the aggregator's line that names it...
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(" vm=([0-9]+) name=madd "))) << log;
+  const std::string fields = "vm=" + m[1].str() + " name=madd";
+  // ...is on every aggregator line that mentions the VM (its session's end and its counters),
+  // right after the time, level and component; no line carries another VM's id with its name.
+  const std::regex aggregator_line(
+      "^ts=[0-9-]+T[0-9:.]+Z level=(info|warn|error) component=gpuvm-aggregator " + fields +
+      " .*msg=.*");
+  size_t vm_lines = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("'madd'") == std::string::npos && line.find("name=madd") == std::string::npos) {
+      continue;
+    }
+    ++vm_lines;
+    EXPECT_TRUE(std::regex_match(line, aggregator_line)) << line;
+  }
+  EXPECT_GE(vm_lines, 2u) << log;  // "session ended" and the fv counters
+  // gpuvm-dm's lines once the VM is admitted: serving, its trap counters, the bench hook.
+  const std::regex dm_line("^ts=\\S+ level=info component=gpuvm-dm " + fields +
+                           " domid=[0-9]+ msg=.*");
+  size_t dm_lines = 0;
+  std::istringstream err(p.err());
+  for (std::string line; std::getline(err, line);) {
+    if (line.find("component=gpuvm-dm") == std::string::npos) continue;
+    ++dm_lines;
+    EXPECT_TRUE(std::regex_match(line, dm_line)) << line;
+  }
+  EXPECT_GE(dm_lines, 3u) << p.err();
 }
 
 // BAR3 accesses (reads + writes) the VM's gpuvm-dm trapped, from its last line on stderr.

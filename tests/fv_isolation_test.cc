@@ -357,8 +357,8 @@ TEST_F(FvIsolationTest, IbEntriesAndPushbuffersAtUnmappedOrForeignAddressesFault
     });
   }
   EXPECT_EQ(victim_->vgpu().counters().faults, 0u);
-  EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
-  EXPECT_EQ(log().find("'victim': MMU fault"), std::string::npos) << log();
+  EXPECT_NE(log().find("name=attacker msg=\"MMU fault"), std::string::npos) << log();
+  EXPECT_EQ(log().find("name=victim msg=\"MMU fault"), std::string::npos) << log();
   ExpectVictimFine();
 }
 
@@ -439,8 +439,8 @@ TEST_F(FvIsolationTest, KernelsReadingAndWritingBeyondTheirAllocationsFaultOnlyT
   EXPECT_TRUE(fault->write) << fault->message;
   EXPECT_GT(attacker_->vgpu().counters().faults, faults_after_reads);
   EXPECT_EQ(victim_->vgpu().counters().faults, 0u);
-  EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
-  EXPECT_EQ(log().find("'victim': MMU fault"), std::string::npos) << log();
+  EXPECT_NE(log().find("name=attacker msg=\"MMU fault"), std::string::npos) << log();
+  EXPECT_EQ(log().find("name=victim msg=\"MMU fault"), std::string::npos) << log();
   ExpectVictimFine();
 }
 
@@ -519,8 +519,8 @@ TEST_F(FvIsolationTest, ComputeTrapReasonsReachOnlyTheTrappingVm) {
     EXPECT_EQ(*v, 0u) << std::hex << r;
   }
   EXPECT_EQ(victim_->vgpu().counters().faults, 0u) << log();
-  EXPECT_NE(log().find("'attacker': compute trap"), std::string::npos) << log();
-  EXPECT_EQ(log().find("'victim': compute trap"), std::string::npos) << log();
+  EXPECT_NE(log().find("name=attacker msg=\"compute trap"), std::string::npos) << log();
+  EXPECT_EQ(log().find("name=victim msg=\"compute trap"), std::string::npos) << log();
 }
 
 // Dynamic VRAM over-committed: a VM that wants more than is left gets its own error — the PTEs
@@ -563,7 +563,7 @@ TEST_F(FvIsolationTest, AVmNeedingMoreVramThanIsLeftFaultsAloneAndTakesNothingOf
   EXPECT_EQ(fault->kind, guest::GpuFault::Kind::kMmuFault);
   EXPECT_EQ(fault->reason, gf100::kFaultReasonGpuvmOutOfVram) << fault->message;
   EXPECT_NE(fault->message.find("OUT_OF_VRAM"), std::string::npos) << fault->message;
-  EXPECT_NE(log().find("'attacker': MMU fault"), std::string::npos) << log();
+  EXPECT_NE(log().find("name=attacker msg=\"MMU fault"), std::string::npos) << log();
   EXPECT_NE(log().find("reported as out of VRAM"), std::string::npos) << log();
   EXPECT_GT(attacker_->vgpu().counters().out_of_vram_faults, 0u);
   {

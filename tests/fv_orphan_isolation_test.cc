@@ -46,7 +46,8 @@ class FvOrphanIsolationTest : public gpuvm::process_testing::AggregatorProcessTe
     std::string line;
     while (std::getline(log, line)) {
       const size_t at = line.find(" MiB at ");
-      if (line.find("'" + name + "'") == std::string::npos || at == std::string::npos) continue;
+      if (line.find(" name=" + name + " ") == std::string::npos || at == std::string::npos)
+        continue;
       const size_t begin = at + 8;
       return line.substr(begin, line.find_first_of(",; ", begin) - begin);
     }
@@ -124,7 +125,7 @@ TEST_P(FvOrphanIsolationTest, AGuestWhoseDeviceModelDiedCannotReachTheNextVmsVra
 
   if (GetParam() == "static") {
     // B's slice is A's old one: the orphan's file once backed exactly the pages B now uses.
-    ASSERT_TRUE(WaitForLog("'victim'", std::chrono::seconds(30))) << AggregatorLog();
+    ASSERT_TRUE(WaitForLog(" name=victim ", std::chrono::seconds(30))) << AggregatorLog();
     EXPECT_FALSE(a_slice.empty()) << AggregatorLog();
     EXPECT_EQ(SliceOf("victim"), a_slice) << AggregatorLog();
   }

@@ -248,8 +248,10 @@ TEST_F(PeerAuthTest, AnotherUserIsRefusedOnTheControlSocketAndCannotStartAVm) {
   EXPECT_NE(vm.err().find("cannot get the VM's token"), std::string::npos) << vm.Logs();
   EXPECT_NE(vm.err().find("PermissionDenied"), std::string::npos) << vm.Logs();
   EXPECT_EQ(List().find("intruder"), std::string::npos);
-  EXPECT_NE(AggregatorLog().find("control: refused uid " + std::to_string(nobody->uid)),
-            std::string::npos)
+  EXPECT_NE(
+      AggregatorLog().find("level=warn component=gpuvm-aggregator.control msg=\"refused uid " +
+                           std::to_string(nobody->uid)),
+      std::string::npos)
       << AggregatorLog();
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "aggregator/fv_gpu.h"
+#include "base/log.h"
 #include "base/share.h"
 #include "base/vm_name.h"
 #include "gpu/hw/pfifo.h"
@@ -185,8 +186,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   ControlServerOptions socket;
   if (log != nullptr) {
     service.log = [log](const std::string& line) {
-      std::fprintf(log, "gpuvm-aggregator: control: %s\n", line.c_str());
-      std::fflush(log);
+      WriteLogLine(log, "gpuvm-aggregator.control", line);
     };
     socket.log = service.log;
   }
@@ -205,9 +205,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   ControlServer* control = p->control_server_.get();
   GPUVM_RETURN_IF_ERROR(server.AddWatch(control->fd(), [control] { control->Serve(); }));
   if (log != nullptr) {
-    std::fprintf(log, "gpuvm-aggregator: control socket %s, scheduler %s\n", path.c_str(),
-                 std::string(sched::PolicyKindName(options.policy)).c_str());
-    std::fflush(log);
+    WriteLogLine(log, "gpuvm-aggregator",
+                 LogEvent("control socket " + path + ", scheduler " +
+                          std::string(sched::PolicyKindName(options.policy))));
   }
   return p;
 }
@@ -224,8 +224,9 @@ Status ControlPlane::ServeMetrics(const ListenAddress& address) {
   GPUVM_RETURN_IF_ERROR(server_->AddWatch(watched->fd(), [watched] { watched->Serve(); }));
   metrics_http_ = std::move(http);
   if (log_ != nullptr) {
-    std::fprintf(log_, "gpuvm-aggregator: metrics on %s\n", metrics_http_->url().c_str());
-    std::fflush(log_);
+    WriteLogLine(log_, "gpuvm-aggregator",
+                 LogEvent(LogLevel::kInfo, LogField("url", metrics_http_->url()).substr(1),
+                          "metrics on " + metrics_http_->url()));
   }
   return Status::Ok();
 }

@@ -27,8 +27,9 @@
 #include <string>
 
 #include "aggregator/control/service.h"
-#include "base/rate_limited_log.h"
+#include "base/log.h"
 #include "base/os.h"
+#include "base/rate_limited_log.h"
 
 namespace gpuvm::control {
 
@@ -75,12 +76,11 @@ class ControlServer {
   ControlService* const service_;
   const ControlServerOptions options_;
   // Refused peers: ten lines, then one summary a second while they keep coming.
-  RateLimitedLog refusal_log_{[this](const std::string& line) {
-                                if (options_.log) options_.log(line);
-                              },
-                              {.burst = 10,
-                               .interval = std::chrono::seconds(1),
-                               .refill_after = std::chrono::seconds(1)}};
+  RateLimitedLog refusal_log_{
+      [this](const std::string& line) {
+        if (options_.log) options_.log(LogEvent(LogLevel::kWarn, {}, line));
+      },
+      {.burst = 10, .interval = std::chrono::seconds(1), .refill_after = std::chrono::seconds(1)}};
   os::UniqueFd listen_;
   os::UniqueFd epoll_;
   std::map<int, Client> clients_;

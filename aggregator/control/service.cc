@@ -6,6 +6,7 @@
 
 #include "aggregator/control/metrics.h"
 #include "base/json_number.h"
+#include "base/log.h"
 #include "base/share.h"
 #include "base/vm_name.h"
 
@@ -42,11 +43,13 @@ void ControlService::Reconcile() {
     if (added.code() == StatusCode::kAlreadyExists) {
       // Someone else (the fv submission path) registered it already: fine.
     } else if (!added.ok()) {
-      Log("VM " + std::to_string(vm.id) + " '" + vm.name + "': configured share refused (" +
-          added.message() + "); it runs best effort (0%) until set-share");
+      Log(LogEvent(LogLevel::kWarn, VmLogFields(vm.id, vm.name),
+                   "configured share refused (" + added.message() +
+                       "); it runs best effort (0%) until set-share"));
       added = dispatcher_->AddVm(vm.id, 0);
       if (!added.ok() && added.code() != StatusCode::kAlreadyExists) {
-        Log("VM " + std::to_string(vm.id) + ": not scheduled: " + added.ToString());
+        Log(LogEvent(LogLevel::kError, VmLogFields(vm.id, vm.name),
+                     "not scheduled: " + added.ToString()));
         continue;
       }
     }
@@ -175,18 +178,23 @@ Reply ControlService::Execute(const Request& request) {
     if (!vm.ok()) return Reply{vm.status(), ""};
     Status changed = dispatcher_->SetShare(*vm, set->percent);
     if (!changed.ok()) return Reply{changed, ""};
-    Log("share of VM " + std::to_string(*vm) + " set to " + FormatSharePercent(set->percent) + "%");
+    std::string name;
+    for (const VmDescription& d : vms) {
+      if (d.id == *vm) name = d.name;
+    }
+    Log(LogEvent(LogLevel::kInfo, VmLogFields(*vm, name),
+                 "share set to " + FormatSharePercent(set->percent) + "%"));
     return Reply{Status::Ok(), ""};
   }
   if (const auto* token = std::get_if<VmTokenRequest>(&request)) {
     Result<std::string> issued = vms_->IssueVmToken(token->domid);
     if (!issued.ok()) return Reply{issued.status(), ""};
-    Log("VM token issued for domain " + std::to_string(token->domid));
+    Log(LogEvent(LogLevel::kInfo, "domid=" + std::to_string(token->domid), "VM token issued"));
     return Reply{Status::Ok(), *issued + "\n"};
   }
   const auto& set = std::get<SetSchedulerRequest>(request);
   dispatcher_->SetPolicy(set.policy);
-  Log("scheduler set to " + std::string(sched::PolicyKindName(set.policy)));
+  Log(LogEvent("scheduler set to " + std::string(sched::PolicyKindName(set.policy))));
   return Reply{Status::Ok(), ""};
 }
 

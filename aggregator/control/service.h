@@ -60,7 +60,9 @@ struct ServiceOptions {
   // Share (percent) by VM name.
   std::map<std::string, double> shares;
   double default_share = 0;
-  std::function<void(const std::string&)> log;  // notes for the aggregator's log; may be empty
+  // Lines for the aggregator's log, as base/log.h's LogEvent bodies (a VM's start with its
+  // "vm=<id> name=<name>"); may be empty.
+  std::function<void(const std::string&)> log;
 };
 
 class ControlService {

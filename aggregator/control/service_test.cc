@@ -95,6 +95,7 @@ TEST(ControlServiceTest, AConfiguredShareThatDoesNotFitStartsBestEffort) {
   EXPECT_EQ(list.vms[1].share_percent, 0);
   ASSERT_FALSE(f.log.empty());
   EXPECT_NE(f.log[0].find("best effort"), std::string::npos);
+  EXPECT_EQ(f.log[0].find("level=warn vm=2 name=b msg="), 0u) << f.log[0];
 }
 
 TEST(ControlServiceTest, SetShareByIdOrNameIsLive) {
@@ -149,7 +150,7 @@ TEST(ControlServiceTest, VmTokensAreIssuedAndOnlyTheDomainIsLogged) {
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.body, "token-for-12\n");
   ASSERT_FALSE(f.log.empty());
-  EXPECT_EQ(f.log.back(), "VM token issued for domain 12");
+  EXPECT_EQ(f.log.back(), "level=info domid=12 msg=\"VM token issued\"");
   f.directory.issue_tokens = false;
   EXPECT_EQ(f.Run("vm-token 12").status.code(), StatusCode::kUnimplemented);
 }

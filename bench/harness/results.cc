@@ -154,12 +154,12 @@ std::map<std::string, double> ParseSessionCounters(std::string_view log,
   static const std::regex kScans(R"(scans (\d+) \(tables (\d+))");
   static const std::regex kFlushes(R"(TLB flushes (\d+))");
   static const std::regex kEntries(R"(shadow entries written (\d+))");
-  // gpuvm-vm names the VM "<name>@<mode tag>" ('churn-0@opt').
-  const std::string quoted = "'" + vm_name + "'", tagged = "'" + vm_name + "@";
+  // The VM's lines carry its name as a field (base/log.h); a VM name is never quoted there.
+  const std::string field = " name=" + vm_name + " ";
   std::istringstream lines{std::string(log)};
   for (std::string line; std::getline(lines, line);) {
     if (line.size() > 4096) continue;
-    if (line.find(quoted) == std::string::npos && line.find(tagged) == std::string::npos) continue;
+    if (line.find(field) == std::string::npos) continue;
     std::smatch m;
     if (!std::regex_search(line, m, kScans)) continue;
     counters["scans"] = ToNumber(m[1].str());

@@ -54,13 +54,15 @@ TEST(BenchHarnessResults, IterationsAreOptionalAndChecked) {
 
 TEST(BenchHarnessResults, SessionCountersComeFromTheVmsOwnLine) {
   const std::string log =
-      "gpuvm-aggregator: VM 1 'churn-0' (local domain 7, fv): session ended (normal); ...\n"
-      "gpuvm-aggregator: VM 1 'churn-0@opt' (local domain 7, fv): fv-optimized, VRAM 64 MiB "
-      "dynamic "
+      "ts=2026-11-28T01:18:05.123Z level=info component=gpuvm-aggregator vm=1 name=churn-0 "
+      "msg=\"VM 1 'churn-0' (local domain 7, fv): session ended (normal); ...\"\n"
+      "ts=2026-11-28T01:18:05.123Z level=info component=gpuvm-aggregator vm=1 name=churn-0 "
+      "msg=\"fv-optimized, VRAM 64 MiB dynamic "
       "(512 KiB assigned), channels 16..31; traps BAR0/1/3 1/2/3 (PRAMIN 0, USER 5), TLB flushes "
-      "28, scans 12 (tables 40, unchanged 3), shadow entries written 4096, rejected 0\n"
-      "gpuvm-aggregator: VM 2 'churn-00' (local domain 8, fv): fv-optimized, TLB flushes 1, scans "
-      "99 (tables 99, unchanged 0), shadow entries written 1\n";
+      "28, scans 12 (tables 40, unchanged 3), shadow entries written 4096, rejected 0\"\n"
+      "ts=2026-11-28T01:18:05.123Z level=info component=gpuvm-aggregator vm=2 name=churn-00 "
+      "msg=\"fv-optimized, TLB flushes 1, scans 99 (tables 99, unchanged 0), shadow entries "
+      "written 1\"\n";
   std::map<std::string, double> c = ParseSessionCounters(log, "churn-0");
   EXPECT_EQ(c["scans"], 12);
   EXPECT_EQ(c["tables_scanned"], 40);
@@ -68,7 +70,7 @@ TEST(BenchHarnessResults, SessionCountersComeFromTheVmsOwnLine) {
   EXPECT_EQ(c["shadow_entries_written"], 4096);
   EXPECT_TRUE(ParseSessionCounters(log, "churn-1").empty());
   EXPECT_EQ(
-      ParseSessionCounters("x: VM 3 'nop-1' (local): fv-naive, TLB flushes 2, scans 5 (tables 6",
+      ParseSessionCounters("x vm=3 name=nop-1 msg=\"fv-naive, TLB flushes 2, scans 5 (tables 6",
                            "nop-1")["scans"],
       5);
   EXPECT_TRUE(ParseSessionCounters("scans 3 (tables 4", "x").empty());

@@ -52,7 +52,8 @@ for _ in $(seq 600); do [[ -f $work/ready ]] && break; sleep 0.05; done
 
 ctl=$build/tools/gpuvm-ctl/gpuvm-ctl
 if [[ $what == http ]]; then
-  url=$(sed -n 's|.*metrics on \(http://[^ ]*\)$|\1|p' "$work/aggregator.log")
+  # The line's url field (docs/OPERATOR.md "Logs").
+  url=$(sed -n 's|.* component=gpuvm-aggregator url=\(http://[^ ]*\) msg="metrics on .*|\1|p' "$work/aggregator.log")
   [[ $url == http://127.0.0.1:*/metrics ]] || fail "no 'metrics on http://...' line: $(cat "$work/aggregator.log")"
   # Hostile clients first, then two scrapes with all of them still connected.
   "$python" - "$url" "$work/metrics1" "$work/metrics2" <<'PY' || fail "scraping $url"

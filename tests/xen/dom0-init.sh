@@ -351,7 +351,7 @@ done
 # it (a clean-clone run at 8399162: "gpuvm-dm: Unavailable: nothing listens").
 wait_for_aggregator() {
   local waited=0
-  until grep -q '^gpuvm-aggregator: serving' /tmp/aggregator.log 2>/dev/null; do
+  until grep -q 'component=gpuvm-aggregator msg="serving ' /tmp/aggregator.log 2>/dev/null; do
     if ! kill -0 "$agg_pid" 2>/dev/null; then
       wait "$agg_pid"
       fail "gpuvm-aggregator exited at start (status $?)"
@@ -413,7 +413,7 @@ vgpu_phase() {
   # summary.
   for g in $list; do
     say "gpuvm-dm of ${g%%:*}: $(grep -h -e 'BAR0 r=' -e 'BAR remap:' -e 'gpuvm-counters: pv_' \
-      "/tmp/dm-${g%%:*}.log" | sed 's/^gpuvm-dm: domain [0-9]*: //' | tr '\n' ' ')"
+      "/tmp/dm-${g%%:*}.log" | sed 's/^.* msg="//; s/"$//' | tr '\n' ' ')"
   done
 }
 
@@ -444,7 +444,7 @@ if [ -n "$DM_MODE" ]; then
   sed 's/^/AGG| /' /tmp/aggregator.log
   echo "-----"
   # Each fv VM's traps and BAR remap, for the summary.
-  sed -n "s/^gpuvm-aggregator: VM \([0-9]*\) '\([^']*\)' .*: \(fv-[a-z-]*\),.*traps BAR0\/1\/3 \([0-9\/]*\).*\(remap syncs .*\)$/VM \1 '\2' \3: traps BAR0\/1\/3 \4, \5/p" \
+  sed -n "s/^.* vm=\([0-9]*\) name=\([^ ]*\) msg=\"\(fv-[a-z-]*\),.*traps BAR0\/1\/3 \([0-9\/]*\).*\(remap syncs .*\)\"$/VM \1 '\2' \3: traps BAR0\/1\/3 \4, \5/p" \
     /tmp/aggregator.log | while IFS= read -r line; do say "aggregator $line"; done
 fi
 
