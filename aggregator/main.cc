@@ -1,6 +1,7 @@
 // gpuvm-aggregator: the one process that owns the physical GPU (docs/AGGREGATOR.md).
 //
-//   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N] [--compute-workers N]
+//   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--socket-group GROUP] [--vram-mib N]
+//                    [--compute-workers N]
 //                    [--sim-vram-file PATH]
 //                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--quiet]
 //                    [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]
@@ -17,8 +18,10 @@
 // port's Xen backend, chosen here (the only place; elsewhere it is an hv::Backend).
 //
 // Device models (gpuvm-dm, one per VM) connect to PATH ($GPUVM_AGGREGATOR, else
-// @gpuvm-aggregator-<uid>). It serves until SIGINT/SIGTERM, then ends every session (TEARDOWN) and
-// resets the GPU.
+// @gpuvm-aggregator-<uid>). --socket-group GROUP (a name or gid): members of GROUP may use both
+// sockets like the aggregator's user, and filesystem sockets are made GROUP's, mode 0660
+// (docs/SECURITY.md, docs/OPERATOR.md). It serves until SIGINT/SIGTERM, then ends every session
+// (TEARDOWN) and resets the GPU.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -57,7 +60,8 @@ void LogError(const std::string& msg) {
 void Usage() {
   std::fprintf(
       stderr,
-      "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--vram-mib N]\n"
+      "usage: gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--socket-group GROUP]\n"
+      "                        [--vram-mib N]\n"
       "                        [--compute-workers N] [--sim-vram-file PATH]\n"
       "                        [--handshake-timeout-ms N]\n"
       "                        [--allow-pt-without-dma] [--quiet]\n"
@@ -97,6 +101,11 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--socket") {
       if (value.empty()) return Status::InvalidArgument("--socket wants a path");
       o.server.path = value;
+    } else if (flag == "--socket-group") {
+      // Its members operate gpuvm like the aggregator's user (docs/SECURITY.md).
+      Result<gid_t> group = os::LookupGroup(value);
+      if (!group.ok()) return group.status().WithContext("--socket-group");
+      o.server.socket_group = *group;
     } else if (flag == "--vram-mib") {
       GPUVM_ASSIGN_OR_RETURN(uint64_t mib, ParseFlagNumber(flag, value, 64, 64 << 10));
       o.sim.vram_bytes = mib << 20;

@@ -70,6 +70,9 @@ Result<std::unique_ptr<AggregatorServer>> AggregatorServer::Create(
   // after this, and a client that can connect here must find that one too (gpuvm-vm asks it for
   // the VM's token right after).
   GPUVM_ASSIGN_OR_RETURN(s->listen_, os::BindSeqpacket(options.path));
+  if (options.socket_group) {
+    GPUVM_RETURN_IF_ERROR(os::ShareSocketWithGroup(options.path, *options.socket_group));
+  }
   GPUVM_ASSIGN_OR_RETURN(s->stop_, os::CreateEventFd());
   s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
@@ -177,8 +180,9 @@ Status AggregatorServer::Run() {
   return Status::Ok();
 }
 
-bool AggregatorServer::MayConnect(uid_t uid) const {
-  return std::find(allowed_uids_.begin(), allowed_uids_.end(), uid) != allowed_uids_.end();
+bool AggregatorServer::MayConnect(const os::PeerCredentials& peer) const {
+  if (options_.socket_group && os::PeerInGroup(peer, *options_.socket_group)) return true;
+  return std::find(allowed_uids_.begin(), allowed_uids_.end(), peer.uid) != allowed_uids_.end();
 }
 
 void AggregatorServer::LogRefusal(const std::function<std::string()>& line) {
@@ -190,13 +194,14 @@ void AggregatorServer::Accept() {
     os::UniqueFd socket(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!socket.valid()) return;  // nothing more, the peer gave up, or out of descriptors
     Result<os::PeerCredentials> peer = os::PeerCredentialsOf(socket.get());
-    if (!peer.ok() || !MayConnect(peer->uid)) {
+    if (!peer.ok() || !MayConnect(*peer)) {
       ++refused_peers_;
       std::string rule = "this aggregator serves root only";
       if (allowed_uids_.size() != 2 || allowed_uids_[0] != 0) {
         rule = "this aggregator serves uid";
         for (uid_t uid : allowed_uids_) rule += " " + std::to_string(uid);
       }
+      if (options_.socket_group) rule += " and group " + std::to_string(*options_.socket_group);
       const std::string who =
           peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer");
       const Status why =

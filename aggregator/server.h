@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,9 @@ struct ServerOptions {
   std::chrono::milliseconds handshake_timeout = std::chrono::seconds(5);
   // Who may connect; empty: the aggregator's effective uid and root.
   std::vector<uid_t> allowed_uids;
+  // --socket-group: its members may connect too, and a filesystem socket is made theirs (mode
+  // 0660, docs/SECURITY.md); the control socket follows (ControlPlane).
+  std::optional<gid_t> socket_group;
   // At most this many socket messages of one connection per wakeup (the others get their turn).
   int burst = 16;
   FILE* log = stderr;  // one line per session event; nullptr: quiet
@@ -81,6 +85,7 @@ class AggregatorServer {
 
   Aggregator& aggregator() { return *aggregator_; }
   const std::string& path() const { return options_.path; }
+  const std::optional<gid_t>& socket_group() const { return options_.socket_group; }
   // Sessions ever accepted / currently open (read on the owner thread, or after Stop).
   uint64_t sessions_accepted() const { return accepted_; }
   // Connections refused for their credentials, and pending ones pushed out by newer ones.
@@ -103,7 +108,7 @@ class AggregatorServer {
   void DropTelling(Connection& c, const Status& why);
   // Makes room for one more pending connection, if need be by dropping one.
   void EvictPending();
-  bool MayConnect(uid_t uid) const;
+  bool MayConnect(const os::PeerCredentials& peer) const;
   // At most 10 refusal lines a second; true when this one may be logged.
   void LogRefusal(const std::function<std::string()>& line);
   void ReapClosed();

@@ -1,6 +1,7 @@
 #include "base/os.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -263,7 +264,53 @@ Result<PeerCredentials> PeerCredentialsOf(int socket) {
   if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
     return Status::FromErrno(errno, "SO_PEERCRED");
   }
-  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+  PeerCredentials peer{cred.pid, cred.uid, cred.gid, {}};
+  // The supplementary groups: ERANGE says how many there are (a peer can be in up to 65536).
+  socklen_t bytes = 0;
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERGROUPS, nullptr, &bytes) != 0 && errno == ERANGE &&
+      bytes != 0) {
+    peer.groups.resize(bytes / sizeof(gid_t));
+    if (::getsockopt(socket, SOL_SOCKET, SO_PEERGROUPS, peer.groups.data(), &bytes) != 0) {
+      return Status::FromErrno(errno, "SO_PEERGROUPS");
+    }
+    peer.groups.resize(bytes / sizeof(gid_t));
+  }
+  return peer;
+}
+
+bool PeerInGroup(const PeerCredentials& peer, gid_t group) {
+  if (peer.gid == group) return true;
+  for (gid_t g : peer.groups) {
+    if (g == group) return true;
+  }
+  return false;
+}
+
+Result<gid_t> LookupGroup(const std::string& name_or_gid) {
+  if (name_or_gid.empty()) return Status::InvalidArgument("no group named");
+  if (name_or_gid.find_first_not_of("0123456789") == std::string::npos) {
+    if (name_or_gid.size() > 9) return Status::InvalidArgument("group id out of range");
+    return static_cast<gid_t>(std::stoul(name_or_gid));
+  }
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buffer(16384);
+  const int error = ::getgrnam_r(name_or_gid.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (error != 0) return Status::FromErrno(error, "getgrnam_r " + name_or_gid);
+  if (found == nullptr) {
+    return Status::NotFound("no group '" + name_or_gid +
+                            "' (the gpuvm-host package creates 'gpuvm'; addgroup --system NAME)");
+  }
+  return found->gr_gid;
+}
+
+Status ShareSocketWithGroup(const std::string& path, gid_t group) {
+  if (path.empty() || path[0] == '@') return Status::Ok();
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+    return Status::FromErrno(errno, "chown " + path + " to group " + std::to_string(group));
+  }
+  if (::chmod(path.c_str(), 0660) != 0) return Status::FromErrno(errno, "chmod 0660 " + path);
+  return Status::Ok();
 }
 
 std::string DescribePeer(const PeerCredentials& peer) {

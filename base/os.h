@@ -124,13 +124,22 @@ struct ReceivedMessage {
 // behaviour is signalled as DeadlineExceeded when nothing is queued.
 Result<ReceivedMessage> ReceiveWithFds(int socket, size_t max_bytes, bool nonblocking);
 
-// Who is at the other end of a connected unix socket (SO_PEERCRED: as of its connect()).
+// Who is at the other end of a connected unix socket (SO_PEERCRED: as of its connect()), with its
+// supplementary groups (SO_PEERGROUPS, also as of its connect; empty on kernels before 4.13).
 struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;
 };
 Result<PeerCredentials> PeerCredentialsOf(int socket);
+// True when `group` is the peer's primary or one of its supplementary groups.
+bool PeerInGroup(const PeerCredentials& peer, gid_t group);
+// A group by name or number (the operator's --socket-group): NotFound for a name no group has.
+Result<gid_t> LookupGroup(const std::string& name_or_gid);
+// Gives a filesystem socket (not '@': the abstract namespace has no file modes) to `group`, mode
+// 0660: its members may connect, other users may not even try. Call before listening.
+Status ShareSocketWithGroup(const std::string& path, gid_t group);
 // "uid 65534 (pid 4242)".
 std::string DescribePeer(const PeerCredentials& peer);
 

@@ -85,7 +85,9 @@ set(CPACK_STRIP_FILES ON)
 # What an operator edits in /etc survives upgrades: dpkg's conffiles.
 file(WRITE ${CMAKE_BINARY_DIR}/deb/host/conffiles "/etc/gpuvm/aggregator.conf\n")
 file(WRITE ${CMAKE_BINARY_DIR}/deb/guest/conffiles "/etc/ld.so.conf.d/gpuvm.conf\n")
-set(CPACK_DEBIAN_HOST_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/host/conffiles)
+# The host package's postinst creates the `gpuvm` operator group (scripts/deb/).
+set(CPACK_DEBIAN_HOST_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/host/conffiles
+                                            ${CMAKE_SOURCE_DIR}/scripts/deb/gpuvm-host/postinst)
 set(CPACK_DEBIAN_GUEST_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/guest/conffiles)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
 include(CPack)

@@ -11,7 +11,10 @@
 //  - 80 idle connections of our own user (and, as root, another user's connections re-opened as
 //    fast as they are closed) lock out neither the operator (gpuvm-ctl list) nor admission (a real
 //    VM starts and computes correctly);
-//  - a VM that was running before each attack keeps running throughout.
+//  - a VM that was running before each attack keeps running throughout;
+//  - with --socket-group, the sockets are files of that group, mode 0660, and a member of the
+//    group (primary or supplementary) may use them while another user is refused (by the file's
+//    mode, and by the credential check were the file open to all).
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -65,20 +68,21 @@ std::optional<OtherUser> Nobody() {
   GTEST_SKIP() << "needs root, to run a client as another user (uid nobody) against " \
                   "our sockets"
 
-// In a forked child: becomes `who` for good.
-bool BecomeInChild(const OtherUser& who) {
-  return ::setgroups(0, nullptr) == 0 && ::setresgid(who.gid, who.gid, who.gid) == 0 &&
-         ::setresuid(who.uid, who.uid, who.uid) == 0;
+// In a forked child: becomes `who` for good, with `groups` as its supplementary groups.
+bool BecomeInChild(const OtherUser& who, const std::vector<gid_t>& groups = {}) {
+  return ::setgroups(groups.size(), groups.data()) == 0 &&
+         ::setresgid(who.gid, who.gid, who.gid) == 0 && ::setresuid(who.uid, who.uid, who.uid) == 0;
 }
 
-// Runs `body` in a child process as `who`; returns the text it produced.
-std::string InChildAs(const OtherUser& who, const std::function<std::string()>& body) {
+// Runs `body` in a child process as `who` (in `groups`); returns the text it produced.
+std::string InChildAs(const OtherUser& who, const std::function<std::string()>& body,
+                      const std::vector<gid_t>& groups = {}) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return "pipe failed";
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(p[0]);
-    const std::string out = BecomeInChild(who) ? body() : "could not become the other user";
+    const std::string out = BecomeInChild(who, groups) ? body() : "could not become the other user";
     (void)!::write(p[1], out.data(), out.size());
     ::_exit(0);
   }
@@ -93,9 +97,9 @@ std::string InChildAs(const OtherUser& who, const std::function<std::string()>& 
 
 // A program run as `who`, its output in files (opened before it drops root).
 Process StartAs(const OtherUser& who, const std::vector<std::string>& argv,
-                const std::string& log_prefix) {
-  return Process::Start(argv, log_prefix, [&who] {
-    if (!BecomeInChild(who)) ::_exit(126);
+                const std::string& log_prefix, const std::vector<gid_t>& groups = {}) {
+  return Process::Start(argv, log_prefix, [&who, &groups] {
+    if (!BecomeInChild(who, groups)) ::_exit(126);
   });
 }
 
@@ -429,6 +433,90 @@ TEST_F(PeerAuthTest, IdleConnectionsLockOutNeitherTheOperatorNorAdmission) {
   EXPECT_NE(list.out.find("victim"), std::string::npos) << list.out << list.err;
   ASSERT_NO_FATAL_FAILURE(ExpectAVmRunsCorrectly("admitted"));
   ExpectStillRunningThenStop(victim);
+}
+
+// The operator group (docs/SECURITY.md): --socket-group with filesystem sockets.
+TEST_F(PeerAuthTest, TheSocketGroupsMembersOperateAndOthersAreRefused) {
+  // The group: our own primary one (the operator is in the group, as in gpuvm on a host).
+  const gid_t group = ::getegid();
+  const ::group* entry = ::getgrgid(group);
+  const std::string name = entry != nullptr ? entry->gr_name : std::to_string(group);
+  ASSERT_NO_FATAL_FAILURE(StartAggregator("peerauth", {"--vram-mib", "256", "--socket-group", name},
+                                          "aggregator.socket"));
+  const std::string control = socket_ + "-control";
+  for (const std::string& path : {socket_, control}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_TRUE(S_ISSOCK(st.st_mode)) << path;
+    EXPECT_EQ(st.st_mode & 07777, 0660u) << path;
+    EXPECT_EQ(st.st_gid, group) << path;
+  }
+  EXPECT_NE(List().find("ID"), std::string::npos);  // the aggregator's own user still may
+
+  SKIP_UNLESS_ROOT(nobody);
+  // Members: nobody with the group among its supplementary groups, and with it as its primary one.
+  for (const bool primary : {false, true}) {
+    OtherUser member = *nobody;
+    std::vector<gid_t> groups = {group};
+    if (primary) {
+      member.gid = group;
+      groups.clear();
+    }
+    Process ctl = StartAs(member, {GPUVM_CTL_BIN, "--socket", control, "list"},
+                          dir_ + "/member-ctl" + std::to_string(primary), groups);
+    ASSERT_TRUE(ctl.Wait(60s));
+    EXPECT_EQ(ctl.exit_code(), 0) << "primary " << primary << ": " << ctl.Logs();
+    EXPECT_NE(ctl.out().find("ID"), std::string::npos) << ctl.Logs();
+    // A member's device model passes the credential check (with a token it got as an operator).
+    const uint16_t domid = primary ? 21 : 22;
+    const ipc::VmToken token = Token(domid);
+    const std::string socket = socket_;
+    const std::string admitted = InChildAs(
+        member,
+        [&] {
+          gpuvm::dm::IpcConnectOptions o;
+          o.path = socket;
+          o.vm = FvConfig(domid, "member");
+          o.token = token;
+          auto c = gpuvm::dm::IpcAggregatorConnection::Connect(o);
+          return c.ok() ? std::string("admitted") : c.status().ToString();
+        },
+        groups);
+    EXPECT_EQ(admitted, "admitted");
+  }
+
+  // Not a member: the sockets' mode keeps it out...
+  Process outsider =
+      StartAs(*nobody, {GPUVM_CTL_BIN, "--socket", control, "list"}, dir_ + "/outsider-ctl");
+  ASSERT_TRUE(outsider.Wait(60s));
+  EXPECT_NE(outsider.exit_code(), 0) << outsider.Logs();  // (3: it could not connect)
+  EXPECT_NE(outsider.err().find("Permission denied"), std::string::npos) << outsider.Logs();
+  // ...and were they open to everyone, the credential check would still refuse it.
+  ASSERT_EQ(::chmod(control.c_str(), 0666), 0);
+  ASSERT_EQ(::chmod(socket_.c_str(), 0666), 0);
+  Process refused =
+      StartAs(*nobody, {GPUVM_CTL_BIN, "--socket", control, "list"}, dir_ + "/refused-ctl");
+  ASSERT_TRUE(refused.Wait(60s));
+  EXPECT_EQ(refused.exit_code(), 1) << refused.Logs();
+  EXPECT_NE(refused.err().find("refused: PermissionDenied: uid " + std::to_string(nobody->uid) +
+                               " may not control this aggregator: only its user (uid " +
+                               std::to_string(::geteuid()) + "), members of group " +
+                               std::to_string(group) + " or root may"),
+            std::string::npos)
+      << refused.Logs();
+  const ipc::VmToken token = Token(23);
+  const std::string socket = socket_;
+  const std::string result = InChildAs(*nobody, [&] {
+    gpuvm::dm::IpcConnectOptions o;
+    o.path = socket;
+    o.vm = FvConfig(23, "outsider");
+    o.token = token;
+    auto c = gpuvm::dm::IpcAggregatorConnection::Connect(o);
+    return c.ok() ? std::string("admitted") : c.status().ToString();
+  });
+  EXPECT_NE(result.find("uid " + std::to_string(nobody->uid) + " may not connect"),
+            std::string::npos)
+      << result;
 }
 
 }  // namespace

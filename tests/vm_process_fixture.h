@@ -107,15 +107,19 @@ struct Process {
 class AggregatorProcessTest : public ::testing::Test {
  protected:
   // `tag` names the test's socket and log directory; `flags` go to gpuvm-aggregator after its
-  // socket.
-  void StartAggregator(const std::string& tag, const std::vector<std::string>& flags) {
+  // socket. `socket_file`: a filesystem socket of that name in the test's directory instead of
+  // an abstract one.
+  void StartAggregator(const std::string& tag, const std::vector<std::string>& flags,
+                       const std::string& socket_file = "") {
     std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     for (char& c : test) {
       if (c == '/') c = '_';  // parameterized names
     }
     dir_ = ::testing::TempDir() + "gpuvm-" + tag + "-" + std::to_string(::getpid()) + "-" + test;
     ::mkdir(dir_.c_str(), 0755);
-    socket_ = "@gpuvm-" + tag + "-test-" + std::to_string(::getpid()) + "-" + test;
+    socket_ = socket_file.empty()
+                  ? "@gpuvm-" + tag + "-test-" + std::to_string(::getpid()) + "-" + test
+                  : dir_ + "/" + socket_file;
     std::vector<std::string> argv = {GPUVM_AGGREGATOR_BIN, "--socket", socket_};
     argv.insert(argv.end(), flags.begin(), flags.end());
     aggregator_ = Process::Start(argv, dir_ + "/aggregator");

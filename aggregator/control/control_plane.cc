@@ -184,6 +184,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   service.shares = options.shares;
   service.default_share = options.default_share;
   ControlServerOptions socket;
+  socket.group = server.socket_group();
   if (log != nullptr) {
     service.log = [log](const std::string& line) {
       WriteLogLine(log, "gpuvm-aggregator.control", line);

@@ -22,7 +22,9 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Create(const std::string& 
     return Status::InvalidArgument("control server needs a client slot");
   }
   std::unique_ptr<ControlServer> s(new ControlServer(path, service, std::move(options)));
-  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::ListenSeqpacket(path));
+  GPUVM_ASSIGN_OR_RETURN(s->listen_, os::BindSeqpacket(path));
+  if (s->options_.group) GPUVM_RETURN_IF_ERROR(os::ShareSocketWithGroup(path, *s->options_.group));
+  GPUVM_RETURN_IF_ERROR(os::StartListening(s->listen_.get()));
   s->epoll_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!s->epoll_.valid()) return Status::FromErrno(errno, "epoll_create1");
   epoll_event ev{};
@@ -77,12 +79,14 @@ void ControlServer::Accept() {
     os::UniqueFd client(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!client.valid()) return;
     Result<os::PeerCredentials> peer = os::PeerCredentialsOf(client.get());
-    if (!peer.ok() || (peer->uid != ::geteuid() && peer->uid != 0)) {
+    const bool member = peer.ok() && options_.group && os::PeerInGroup(*peer, *options_.group);
+    if (!peer.ok() || (peer->uid != ::geteuid() && peer->uid != 0 && !member)) {
       ++refused_peers_;
       const Status why = Status::PermissionDenied(
           (peer.ok() ? "uid " + std::to_string(peer->uid) : std::string("an unknown peer")) +
           " may not control this aggregator: only its user (uid " + std::to_string(::geteuid()) +
-          ") or root may");
+          (options_.group ? "), members of group " + std::to_string(*options_.group) : ")") +
+          " or root may");
       refusal_log_.Note(0, "refused peers", [&] {
         return "refused " + (peer.ok() ? DescribePeer(*peer) : std::string("a peer")) + ": " +
                why.message();

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "aggregator/control/service.h"
@@ -38,6 +39,9 @@ struct ControlServerOptions {
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(10);
   // Refused peers, at most 10 lines a second; empty: nowhere.
   std::function<void(const std::string&)> log;
+  // Members of this group may control the aggregator too (its user and root always may); a
+  // filesystem socket is made theirs, mode 0660 (docs/SECURITY.md).
+  std::optional<gid_t> group;
 };
 
 class ControlServer {

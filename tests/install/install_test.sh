@@ -57,6 +57,14 @@ exec_start=${exec_start//\/run\/gpuvm\//$root/run/}
 # shellcheck disable=SC1091
 GPUVM_AGGREGATOR_OPTIONS=$(. "$root/etc/gpuvm/aggregator.conf" && echo "$GPUVM_AGGREGATOR_OPTIONS")
 [[ $GPUVM_AGGREGATOR_OPTIONS == *--scheduler* ]] || fail "aggregator.conf sets no options"
+# The conf's operator group is the package's (its postinst adds it; the Xen test bed runs exactly
+# that). A host without the group (no package installed) uses ours instead, which we are in.
+[[ $GPUVM_AGGREGATOR_OPTIONS == *"--socket-group gpuvm"* ]] || fail "aggregator.conf sets no socket group"
+group=gpuvm
+if ! getent group gpuvm > /dev/null; then
+  group=$(id -gn)
+  GPUVM_AGGREGATOR_OPTIONS=${GPUVM_AGGREGATOR_OPTIONS//--socket-group gpuvm/--socket-group $group}
+fi
 socket=$root/run/aggregator
 # shellcheck disable=SC2086
 eval "set -- ${exec_start//\$GPUVM_AGGREGATOR_OPTIONS/}"
@@ -68,6 +76,9 @@ for _ in $(seq 200); do
 done
 grep -q "serving" "$root/aggregator.log" || { cat "$root/aggregator.log"; fail "the installed aggregator did not start"; }
 grep -q "scheduler band" "$root/aggregator.log" || fail "aggregator.conf's options were not applied"
+for s in "$socket" "$socket-control"; do
+  [[ $(stat -c '%a %G' "$s") == "660 $group" ]] || fail "$s is $(stat -c '%a %G' "$s"), not 660 $group"
+done
 set +e
 env -u GPUVM_DM LD_LIBRARY_PATH="$root/usr/lib/gpuvm" LD_DEBUG=libs LD_DEBUG_OUTPUT="$root/ld" \
   "$root/usr/bin/gpuvm-vm" --aggregator "$socket" --mode fv-optimized --verbose --name installed -- \

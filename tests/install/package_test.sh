@@ -29,6 +29,21 @@ dpkg-deb -c "$guest" | grep -q 'usr/bin/' && fail "the guest package carries dom
 dpkg-deb -f "$host" Depends | grep -q libxenforeignmemory || fail "gpuvm-host does not depend on Xen's libraries"
 dpkg-deb -f "$guest" Depends | grep -q libstdc++ || fail "gpuvm-guest has no library dependencies"
 dpkg-deb --ctrl-tarfile "$guest" | tar -xO ./postinst | grep -q ldconfig || fail "gpuvm-guest does not run ldconfig"
+# The host package's postinst makes the gpuvm group when it is missing (run here with stand-ins
+# for getent and addgroup that record what it asks: the test changes no group of this host).
+dpkg-deb --ctrl-tarfile "$host" | tar -tvf - ./postinst | grep -q '^-rwxr-xr-x' ||
+  fail "gpuvm-host has no executable postinst"
+dpkg-deb --ctrl-tarfile "$host" | tar -xO ./postinst > "$out/postinst"
+mkdir "$out/fake"
+printf '#!/bin/sh\nexit 2\n' > "$out/fake/getent"
+printf '#!/bin/sh\necho "$*" >> %s\n' "$out/addgroup.args" > "$out/fake/addgroup"
+chmod +x "$out/fake/getent" "$out/fake/addgroup"
+PATH="$out/fake:$PATH" sh -e "$out/postinst" configure || fail "gpuvm-host's postinst failed"
+[[ $(cat "$out/addgroup.args" 2>/dev/null) == "--system gpuvm" ]] ||
+  fail "gpuvm-host's postinst did not add the system group gpuvm"
+printf '#!/bin/sh\nexit 0\n' > "$out/fake/getent"  # the group exists: nothing more is added
+PATH="$out/fake:$PATH" sh -e "$out/postinst" configure || fail "gpuvm-host's postinst failed"
+[[ $(wc -l < "$out/addgroup.args") == 1 ]] || fail "gpuvm-host's postinst added gpuvm again"
 dpkg-deb -x "$host" "$out/root"
 if readelf -S "$out/root/usr/bin/gpuvm-aggregator" | grep -q debug_info; then fail "binaries are not stripped"; fi
 echo "PASS: $(basename "$host") ($(du -k "$host" | cut -f1) KiB), $(basename "$guest") ($(du -k "$guest" | cut -f1) KiB)"
