@@ -55,8 +55,11 @@ endfunction()
 gpuvm_install_etc(ld.so.conf.d gpuvm.conf guest
   "# gpuvm-guest: gpuvm's libcuda.so.1 and libcudart.so.13\\n\${CMAKE_INSTALL_PREFIX}/${GPUVM_GUEST_LIBDIR}\\n")
 
-# The aggregator's service: its unit in lib/systemd/system, its settings in /etc/gpuvm.
-install(FILES scripts/systemd/gpuvm-aggregator.service DESTINATION lib/systemd/system COMPONENT host)
+# The aggregator's service and the per-domain device model's template unit in lib/systemd/system,
+# the aggregator's settings in /etc/gpuvm; gpuvm-xl (Xen guests with their virtual GPU) in bin.
+install(FILES scripts/systemd/gpuvm-aggregator.service scripts/systemd/gpuvm-dm@.service
+        DESTINATION lib/systemd/system COMPONENT host)
+install(PROGRAMS tools/gpuvm-xl/gpuvm-xl DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT host)
 file(READ scripts/systemd/aggregator.conf _aggregator_conf)
 string(REPLACE "\"" "\\\"" _aggregator_conf "${_aggregator_conf}")
 string(REPLACE "\n" "\\n" _aggregator_conf "${_aggregator_conf}")

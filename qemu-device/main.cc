@@ -16,12 +16,16 @@
 //          daemon)  --guest-ram-mib N (the RAM announced to the aggregator; default: every frame)
 //          --reply-timeout-ms N (give up on a reply after N ms; default: wait while the
 //          aggregator's socket is open — a stopped aggregator is waited for, a dead one is noticed
-//          at once)
+//          at once)  --ready-file PATH (created once the virtual GPU is attached — the
+//          IOREQ server claims its PCI slot — so a toolstack unpauses the guest only then:
+//          gpuvm-xl, docs/OPERATOR.md)
 //
 // It serves the VM's IOREQ server until the aggregator ends the session, the connection breaks, or
 // it gets SIGTERM/SIGINT; then it prints its trap counters and exits (0 after an orderly end).
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -57,7 +61,8 @@ struct Options {
   // reports — for a Xen HVM guest that runs up to its special pages below 4 GiB, across the MMIO
   // hole, so the Xen test bed passes the configured RAM size instead.
   uint64_t guest_ram_bytes = 0;
-  std::string variant;  // resolved once --mode is known
+  std::string variant;     // resolved once --mode is known
+  std::string ready_file;  // --ready-file
 };
 
 void Usage() {
@@ -67,7 +72,7 @@ void Usage() {
       "                [--hv SOCKET] [--domain-fd FD]\n"
       "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
       "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n"
-      "                [--guest-ram-mib N] [--reply-timeout-ms N]\n"
+      "                [--guest-ram-mib N] [--reply-timeout-ms N] [--ready-file PATH]\n"
       "                [--variant WORD] [--vram-mib N] [--channels N] [--share PERCENT]\n");
 }
 
@@ -123,6 +128,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
       } else {
         return Status::InvalidArgument("--mode must be pt, fv or pv");
       }
+    } else if (flag == "--ready-file") {
+      if (value.empty()) return Status::InvalidArgument("--ready-file wants a path");
+      o.ready_file = value;
     } else if (flag == "--bar1-mib") {
       o.device.layout.bar1_size = uint64_t(std::strtoull(value.c_str(), nullptr, 10)) << 20;
     } else if (flag == "--bar3-mib") {
@@ -228,6 +236,15 @@ Status Serve(const Options& o, VmLog& log) {
   log.Admitted(aggregator->accepted().vm_id);
   log(LogLevel::kInfo,
       "serving the virtual GPU at " + o.device.sbdf.ToString() + " (" + o.backend + " backend)");
+  if (!o.ready_file.empty()) {
+    // Empty: only its existence says something. A stale one is replaced; O_EXCL|O_NOFOLLOW: never
+    // written through a symlink someone put there.
+    ::unlink(o.ready_file.c_str());
+    const int fd =
+        ::open(o.ready_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno(errno, "--ready-file " + o.ready_file);
+    ::close(fd);
+  }
 
   Status result;
   while (!g_stop) {

@@ -21,25 +21,32 @@ fail() { echo "FAIL: $*"; exit 1; }
 DESTDIR=$root cmake --install "$build" --prefix /usr > "$root.log" 2>&1 || { cat "$root.log"; fail "cmake --install"; }
 rm -f "$root.log"
 for f in usr/bin/gpuvm-aggregator usr/bin/gpuvm-dm usr/bin/gpuvm-vm usr/bin/gpuvm-ctl \
-         usr/bin/gpuvm-local-hvd usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
+         usr/bin/gpuvm-local-hvd usr/bin/gpuvm-xl usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
          usr/include/gpuvm/cuda.h usr/include/gpuvm/cuda_runtime_api.h \
          usr/share/doc/gpuvm/ARCHITECTURE.md etc/ld.so.conf.d/gpuvm.conf; do
   [[ -e $root/$f ]] || fail "/$f was not installed"
 done
 grep -qx /usr/lib/gpuvm "$root/etc/ld.so.conf.d/gpuvm.conf" || fail "gpuvm.conf does not name /usr/lib/gpuvm"
 for f in "$root"/usr/bin/* "$root"/usr/lib/gpuvm/*; do
+  [[ $(head -c 4 "$f") == $'\x7fELF' ]] || continue  # gpuvm-xl: a shell script
   if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -q "$build"; then
     fail "$f still points into the build tree: $(readelf -d "$f" | grep -E 'R(UN)?PATH')"
   fi
 done
 echo "installed: $(cd "$root" && find . -type f | grep -v share/doc | sort | tr '\n' ' ')"
 
-# The service unit: systemd-analyze verify says nothing about it (it exits 0 even for unknown keys,
-# so any output fails), with the installed binary's path (verify wants the executable to exist).
+# The units — the aggregator's service and the device model's template (verified as the template
+# and as an instance) — : systemd-analyze verify says nothing about them (it exits 0 even for
+# unknown keys, so any output fails), with the installed binaries' paths (verify wants the
+# executables to exist).
 unit=$root/usr/lib/systemd/system/gpuvm-aggregator.service
 if command -v systemd-analyze > /dev/null; then
-  sed "s|/usr/bin/|$root/usr/bin/|" "$unit" > "$root/gpuvm-aggregator.service"
-  said=$(systemd-analyze verify "$root/gpuvm-aggregator.service" 2>&1) || fail "systemd-analyze verify: $said"
+  for u in gpuvm-aggregator.service gpuvm-dm@.service; do
+    sed "s|/usr/bin/|$root/usr/bin/|" "$root/usr/lib/systemd/system/$u" > "$root/$u"
+  done
+  cp "$root/gpuvm-dm@.service" "$root/gpuvm-dm@guest1.service"
+  said=$(systemd-analyze verify "$root/gpuvm-aggregator.service" "$root/gpuvm-dm@.service" \
+    "$root/gpuvm-dm@guest1.service" 2>&1) || fail "systemd-analyze verify: $said"
   [[ -z $said ]] || fail "systemd-analyze verify: $said"
 else
   echo "note: no systemd-analyze; the unit is not verified"

@@ -18,7 +18,8 @@ contains() {  # contains DEB PATH...
   for p in "$@"; do grep -qx "./$p" <<< "$list" || fail "$(basename "$deb") lacks /$p"; done
 }
 contains "$host" usr/bin/gpuvm-aggregator usr/bin/gpuvm-dm usr/bin/gpuvm-vm usr/bin/gpuvm-ctl \
-  usr/share/doc/gpuvm/ARCHITECTURE.md usr/lib/systemd/system/gpuvm-aggregator.service \
+  usr/bin/gpuvm-xl usr/share/doc/gpuvm/ARCHITECTURE.md usr/lib/systemd/system/gpuvm-aggregator.service \
+  usr/lib/systemd/system/gpuvm-dm@.service \
   etc/gpuvm/aggregator.conf
 # The settings an operator edits survive upgrades: dpkg treats them as configuration files.
 dpkg-deb --ctrl-tarfile "$host" | tar -xO ./conffiles | grep -qx /etc/gpuvm/aggregator.conf ||

@@ -233,7 +233,7 @@ start_dm() {
   dm_pids="$dm_pids $dm_pid"
   # The slot is claimed before the guest runs: hvmloader must find the device when it scans.
   tries=0
-  until grep -q ', xen at ' "/tmp/dm-$dm_guest.log" 2>/dev/null; do
+  until grep -q 'msg="serving the virtual GPU at ' "/tmp/dm-$dm_guest.log" 2>/dev/null; do
     if ! kill -0 $dm_pid 2>/dev/null; then
       wait $dm_pid
       fail "gpuvm-dm for $dm_guest exited at start (status $?)"
