@@ -7,8 +7,14 @@
 #                          and the runtime libraries with everything they link (tests/xen/guest-tests)
 #   OUT/dom0-initrd.cpio   dom0: busybox, tests/xen/dom0-init.sh as /init, the Xen tools (xl,
 #                          xenstored, xen-init-dom0, xenconsoled, hvmloader, qemu-system-xen + SeaBIOS),
-#                          the xen-* kernel modules, our dom0 programs (gpuvm-aggregator, gpuvm-dm,
-#                          the backend tests), and the guest's kernel and initramfs
+#                          the xen-* kernel modules, the gpuvm-host package's files as dpkg installs
+#                          them (gpuvm-aggregator, gpuvm-dm, gpuvm-ctl, gpuvm-xl in /usr/bin, its
+#                          /etc/gpuvm, units) with its maintainer scripts in /var/lib/gpuvm/control
+#                          (dom0 runs the postinst), the backend tests, and the guest's kernel and
+#                          initramfs
+#
+# BUILD/packages/gpuvm-host_*.deb must exist (xen-test.sh runs cpack first): the programs that
+# serve the guests are the package's, not the build tree's.
 #
 # dom0's is an uncompressed cpio archive, the guest's a zstd-compressed one (stage.sh says why).
 # OUT/pkgroot must hold the unpacked packages (fetch.sh).
@@ -111,10 +117,38 @@ for m in xen-privcmd xen-evtchn xen-gntdev xen-gntalloc xenfs/xenfs; do
   stage_file "$PKGROOT/lib/modules/$kernel_version/kernel/drivers/xen/$m.ko" "$moddir/$m.ko"
 done
 
-# Our dom0 programs and the backend tests (left out when not built).
+# The gpuvm-host package, unpacked as dpkg -i would (busybox's dpkg cannot take CPack's archives):
+# its files where the package puts them, the libraries its programs need, and its control files
+# for dom0 to run the postinst (the gpuvm group). dpkg-deb -x, then each file staged: ELF files
+# with their libraries.
+host_deb=$(ls -t "$build"/packages/gpuvm-host_*.deb 2>/dev/null | head -n1)
+if [[ -n "$host_deb" ]]; then
+  unpacked="$out/host-deb"
+  rm -rf "$unpacked"
+  dpkg-deb -x "$host_deb" "$unpacked"
+  while IFS= read -r f; do
+    case "$f" in
+      usr/share/doc/*) continue ;;  # docs: not needed in dom0, megabytes of cpio
+    esac
+    if file -b "$unpacked/$f" | grep -q '^ELF'; then
+      stage_binary "$unpacked/$f" "/$f"
+    else
+      stage_file "$unpacked/$f" "/$f"
+    fi
+  done < <(cd "$unpacked" && find . -type f | sed 's|^\./||' | sort)
+  mkdir -p "$STAGE/var/lib/gpuvm"
+  dpkg-deb -e "$host_deb" "$STAGE/var/lib/gpuvm/control"
+  # Accounts for the postinst (busybox addgroup) and the aggregator's group lookup.
+  echo 'root:x:0:0:root:/root:/bin/sh' >"$STAGE/etc/passwd"
+  echo 'root:x:0:' >"$STAGE/etc/group"
+  log "dom0: $(basename "$host_deb") unpacked ($(cd "$unpacked" && find usr/bin -type f | tr '\n' ' '))"
+else
+  log "no $build/packages/gpuvm-host_*.deb: dom0 gets no gpuvm programs (run cpack)"
+fi
+
+# The backend tests (left out when not built).
 mkdir -p "$STAGE/gpuvm/bin"
-dom0_programs=(aggregator/gpuvm-aggregator qemu-device/gpuvm-dm tools/gpuvm-ctl/gpuvm-ctl
-               hypervisor/hv_backend_test qemu-device/dm_device_model_test)
+dom0_programs=(hypervisor/hv_backend_test qemu-device/dm_device_model_test)
 for program in "${dom0_programs[@]}"; do
   if [[ -x "$build/$program" ]]; then
     stage_binary "$build/$program" "/gpuvm/bin/$(basename "$program")"
@@ -131,9 +165,9 @@ done
   [[ -x "$STAGE/gpuvm/bin/hv_backend_test" ]] && tests+=" hv_backend_test:*/xen.*"
   [[ -x "$STAGE/gpuvm/bin/dm_device_model_test" ]] && tests+=" dm_device_model_test:*/xen.*"
   echo "BACKEND_TESTS=\"$tests\""
-  if [[ ! -x "$STAGE/gpuvm/bin/gpuvm-dm" || ! -x "$STAGE/gpuvm/bin/gpuvm-aggregator" ||
-        ! -x "$STAGE/gpuvm/bin/gpuvm-ctl" ]]; then
-    echo 'DM_MODE=""  # gpuvm-dm, gpuvm-aggregator or gpuvm-ctl (VM tokens) not built'
+  if [[ ! -x "$STAGE/usr/bin/gpuvm-dm" || ! -x "$STAGE/usr/bin/gpuvm-aggregator" ||
+        ! -x "$STAGE/usr/bin/gpuvm-ctl" || ! -x "$STAGE/usr/bin/gpuvm-xl" ]]; then
+    echo 'DM_MODE=""  # the gpuvm-host package (gpuvm-dm, gpuvm-aggregator, gpuvm-ctl, gpuvm-xl) is missing'
   fi
   # Overrides for one run, e.g. XEN_TEST_SET="PT_GUEST=0 FV_TESTS=nop" (docs/XEN-TESTBED.md).
   for setting in ${XEN_TEST_SET:-}; do echo "$setting"; done

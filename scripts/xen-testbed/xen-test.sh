@@ -39,6 +39,9 @@ xen_gz=$(ls "$out"/pkgroot/boot/xen-4.17-amd64.gz)
 if [[ ! -f "$xen_image" || "$xen_gz" -nt "$xen_image" ]]; then
   zcat "$xen_gz" >"$xen_image.tmp" && mv "$xen_image.tmp" "$xen_image"
 fi
+# The gpuvm-host package of this build: dom0 installs it and its programs serve the guests.
+(cd "$build" && cpack -G DEB) >"$out/cpack.log" 2>&1 || { cat "$out/cpack.log"; exit 1; }
+log "package: $(ls "$build"/packages/gpuvm-host_*.deb)"
 timeout 900 "$here/mkimages.sh" "$out" "$build"
 log "images ready"
 

@@ -6,6 +6,9 @@
 #   3. starts gpuvm-aggregator and gpuvm-dm (the guest's second IOREQ server, claiming a PCI slot,
 #      authenticated with the VM's token from gpuvm-ctl vm-token),
 #   4. unpauses the guest, which runs its programs and prints GPUVM-GUEST lines on its console,
+#   5. the same for the fv guests, and for the pv guests through `gpuvm-xl create` (XL_PHASES),
+# all with the gpuvm-host package's programs (/usr/bin; its postinst run at boot, the aggregator
+# started as its unit and /etc/gpuvm/aggregator.conf say),
 # and prints the result line the host script checks:
 #   GPUVM-XEN-RESULT: PASS|FAIL <reason>
 # Every step is time-bound. What runs is set by /gpuvm/testbed.conf (written by mkimages.sh).
@@ -21,6 +24,10 @@ BACKEND_TESTS=""            # test binaries (with their gtest filter) run agains
 DM_MODE=""                  # pt|fv: start gpuvm-aggregator + gpuvm-dm for the guest
 DM_SBDF=0000:00:05.0
 AGGREGATOR_ARGS=""
+XL_PHASES=""                # vgpu phases (fv, pv) whose guests boot with gpuvm-xl create
+# gpuvm-xl waits this long for a guest's gpuvm-dm to attach (its default, 120 s, is for real
+# hardware; under TCG attaching maps the guest's memory, which takes minutes when loaded).
+export GPUVM_XL_READY_TIMEOUT=400
 [ -f /gpuvm/testbed.conf ] && . /gpuvm/testbed.conf
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
@@ -116,8 +123,17 @@ xenconsoled --pid-file=/var/run/xenconsoled.pid --log=guest --log-dir=/var/log/x
   fail "xenconsoled"
 run xl-info 60 sh -c 'xl info | grep -E "^(xen_version|xen_caps|virt_caps|total_memory|free_memory|nr_cpus)"'
 
+# The gpuvm-host package was unpacked into this image (mkimages.sh); its postinst runs here, as
+# dpkg would run it: it adds the operator group gpuvm that /etc/gpuvm/aggregator.conf names.
+if [ -f /var/lib/gpuvm/control/postinst ]; then
+  run gpuvm-host-postinst 60 sh /var/lib/gpuvm/control/postinst configure
+  grep -q '^gpuvm:' /etc/group || fail "gpuvm-host's postinst added no group gpuvm"
+  say "gpuvm-host installed: $(for p in gpuvm-aggregator gpuvm-dm gpuvm-ctl gpuvm-xl; do
+    command -v "$p"; done | tr '\n' ' ')group $(grep '^gpuvm:' /etc/group)"
+fi
+
 # Our programs load (libraries, CPU features) before anything depends on them.
-for bin in /gpuvm/bin/*; do
+for bin in /gpuvm/bin/* /usr/bin/gpuvm-aggregator /usr/bin/gpuvm-dm /usr/bin/gpuvm-ctl; do
   [ -x "$bin" ] || continue
   case "$bin" in *_test) "$bin" --gtest_list_tests >/dev/null 2>&1 ;; *) "$bin" --help >/dev/null 2>&1 ;; esac
   rc=$?
@@ -170,7 +186,7 @@ guest_done() { cat $(guest_logs "$1") 2>/dev/null | grep -q '^GPUVM-GUEST-RESULT
 # create_guest NAME TESTS: an HVM guest created paused — so gpuvm-dm can claim its PCI slot before
 # the guest's firmware scans the bus. Its /init runs the guest programs named in TESTS (a comma
 # list, or "all"). Sets guest_domid.
-create_guest() {
+write_guest_cfg() {
   cat >"/tmp/$1.cfg" <<EOF
 type = "hvm"
 name = "$1"
@@ -202,16 +218,53 @@ on_crash = "preserve"
 tsc_mode = "native"
 device_model_args_hvm = [ "-fw_cfg", "name=etc/sercon-port,file=/tmp/sercon-off" ]
 EOF
+}
+create_guest() {
+  write_guest_cfg "$1" "$2"
   create_start=$(uptime_s)
   run "xl-create-$1" "$XL_CREATE_TIMEOUT" xl create -p "/tmp/$1.cfg"
   guest_domid=$(xl domid "$1") || fail "xl domid $1"
   say "guest $1 created paused: domid $guest_domid ($create_start s -> $(uptime_s) s)"
-  # Stream the guest's consoles to ours as they come (the host log keeps everything).
+  follow_consoles "$1"
+}
+# Streams guest NAME's consoles to ours as they come (the host log keeps everything).
+follow_consoles() {
   for log in $(guest_logs "$1"); do
     : >>"$log"
     (tail -n +1 -f "$log" 2>/dev/null | while IFS= read -r line; do echo "GUEST $1| $line"; done) &
   done
 }
+
+# xl_create_guest NAME TESTS VMNAME MODE VARIANT VRAM_MIB: the guest booted as an operator boots one
+# (docs/OPERATOR.md "Xen guests"): its xl config carries gpuvm's settings, and the installed
+# `gpuvm-xl create` creates it paused, starts its gpuvm-dm (no systemd here: in the background,
+# log in /var/log/gpuvm/dm-NAME.log) and unpauses it once gpuvm-dm attached. Sets guest_domid.
+xl_guests=""
+xl_create_guest() {
+  write_guest_cfg "$1" "$2"
+  cat >>"/tmp/$1.cfg" <<EOF
+# gpuvm's virtual GPU (gpuvm-xl takes these lines out before xl reads the file)
+gpuvm_mode = "$4"
+gpuvm_variant = "$5"
+gpuvm_vram_mib = $6
+gpuvm_name = "$3"
+gpuvm_sbdf = "$DM_SBDF"
+gpuvm_dm_options = "--guest-ram-mib $GUEST_MEMORY_MB --reply-timeout-ms 120000"
+EOF
+  create_start=$(uptime_s)
+  run "gpuvm-xl-create-$1" "$XL_CREATE_TIMEOUT" gpuvm-xl create "/tmp/$1.cfg"
+  guest_domid=$(xl domid "$1") || fail "xl domid $1"
+  xl_guests="$xl_guests $1"
+  say "guest $1 booted with gpuvm-xl: domid $guest_domid ($create_start s -> $(uptime_s) s):" \
+    "$(grep 'serving the virtual GPU' "/var/log/gpuvm/dm-$1.log")"
+  follow_consoles "$1"
+}
+is_xl_guest() {
+  case " $xl_guests " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+# Where gpuvm-dm of guest NAME logs.
+dm_log() { if is_xl_guest "$1"; then echo "/var/log/gpuvm/dm-$1.log"; else echo "/tmp/dm-$1.log"; fi; }
 
 # start_dm NAME DOMID MODE VMNAME [OPTION...]: gpuvm-dm as the second IOREQ server of guest NAME,
 # claiming DM_SBDF, registered with the aggregator as VMNAME with the typed VM options that follow
@@ -223,7 +276,7 @@ start_dm() {
   dm_guest=$1 dm_domid=$2 dm_mode=$3 dm_name=$4
   shift 4
   token="/run/gpuvm/dm-$dm_domid.token"
-  mkdir -p -m 0700 /run/gpuvm
+  mkdir -p -m 0755 /run/gpuvm
   (umask 077 && gpuvm-ctl vm-token "$dm_domid" >"$token") ||
     fail "no VM token for $dm_guest (domain $dm_domid)"
   gpuvm-dm --backend xen --domid "$dm_domid" --mode "$dm_mode" --sbdf "$DM_SBDF" \
@@ -258,7 +311,10 @@ run_guests() {
   limit=$1
   shift
   started=$(uptime_s)
-  for g in "$@"; do run "xl-unpause-${g%%:*}" 60 xl unpause "${g#*:}"; done
+  for g in "$@"; do
+    is_xl_guest "${g%%:*}" && continue  # gpuvm-xl unpaused it
+    run "xl-unpause-${g%%:*}" 60 xl unpause "${g#*:}"
+  done
   say "guests unpaused: $*"
   next_sample=60
   for g in "$@"; do eval "missing_${g#*:}=0"; done
@@ -315,7 +371,7 @@ run_guests() {
 show_dm_logs() {
   for name in "$@"; do
     echo "----- gpuvm-dm of $name"
-    sed "s/^/DM $name| /" "/tmp/dm-$name.log" 2>/dev/null
+    sed "s/^/DM $name| /" "$(dm_log "$name")" 2>/dev/null
   done
 }
 
@@ -362,11 +418,25 @@ wait_for_aggregator() {
   done
 }
 
-if [ -n "$DM_MODE" ]; then
-  export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
-  gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
+# The aggregator as gpuvm-aggregator.service starts it (ExecStart: --socket /run/gpuvm/aggregator
+# and /etc/gpuvm/aggregator.conf's options, --socket-group gpuvm among them), then the test bed's
+# own (the software GPU's size and VRAM file, patience under TCG), which come later and so win.
+start_aggregator() {
+  mkdir -p -m 0755 /run/gpuvm
+  GPUVM_AGGREGATOR_OPTIONS=""
+  # shellcheck disable=SC1091
+  [ -f /etc/gpuvm/aggregator.conf ] && . /etc/gpuvm/aggregator.conf
+  export GPUVM_AGGREGATOR=/run/gpuvm/aggregator
+  say "gpuvm-aggregator --socket $GPUVM_AGGREGATOR $GPUVM_AGGREGATOR_OPTIONS $AGGREGATOR_ARGS"
+  gpuvm-aggregator --socket "$GPUVM_AGGREGATOR" $GPUVM_AGGREGATOR_OPTIONS $AGGREGATOR_ARGS \
+    >/tmp/aggregator.log 2>&1 &
   agg_pid=$!
   wait_for_aggregator
+  say "aggregator sockets: $(ls -l /run/gpuvm | awk '/^s/ {print $1, $3, $4, $NF}' | tr '\n' ';')"
+}
+
+if [ -n "$DM_MODE" ]; then
+  start_aggregator
   start_dm gpuvm-guest "$domid" "$DM_MODE" gpuvm-guest
 fi
 run_guests "$GUEST_BOOT_TIMEOUT" "gpuvm-guest:$domid"
@@ -387,17 +457,21 @@ fi
 vgpu_phase() {
   prefix=$1 count=$2 dm_mode=$3 variant=$4 vram_mib=$5 tests=$6 timeout=$7
   if [ -z "${agg_pid:-}" ]; then
-    export GPUVM_AGGREGATOR=@gpuvm-aggregator-testbed
-    gpuvm-aggregator $AGGREGATOR_ARGS >/tmp/aggregator.log 2>&1 &
-    agg_pid=$!
-    wait_for_aggregator
+    start_aggregator
   fi
   list=""
   i=1
   while [ $i -le "$count" ]; do
-    create_guest "gpuvm-$prefix$i" "$tests"
-    start_dm "gpuvm-$prefix$i" "$guest_domid" "$dm_mode" "$prefix$i" \
-      --variant "$variant" --vram-mib "$vram_mib"
+    case " $XL_PHASES " in
+      *" $prefix "*)
+        xl_create_guest "gpuvm-$prefix$i" "$tests" "$prefix$i" "$dm_mode" "$variant" "$vram_mib"
+        ;;
+      *)
+        create_guest "gpuvm-$prefix$i" "$tests"
+        start_dm "gpuvm-$prefix$i" "$guest_domid" "$dm_mode" "$prefix$i" \
+          --variant "$variant" --vram-mib "$vram_mib"
+        ;;
+    esac
     list="$list gpuvm-$prefix$i:$guest_domid"
     i=$((i + 1))
   done
@@ -405,7 +479,13 @@ vgpu_phase() {
   sessions_expected=$((${sessions_expected:-0} + count))
   for g in $list; do
     summary="$summary ${g%%:*}=[$(guest_result "${g%%:*}")]"
-    xl destroy "${g#*:}" 2>/dev/null
+    if is_xl_guest "${g%%:*}"; then
+      # The operator's way down: the domain (gone already if the guest powered off), then its
+      # gpuvm-dm, which prints its counters.
+      run "gpuvm-xl-destroy-${g%%:*}" 120 gpuvm-xl destroy "${g%%:*}"
+    else
+      xl destroy "${g#*:}" 2>/dev/null
+    fi
   done
   stop_dms
   for g in $list; do show_dm_logs "${g%%:*}"; done
@@ -413,7 +493,7 @@ vgpu_phase() {
   # summary.
   for g in $list; do
     say "gpuvm-dm of ${g%%:*}: $(grep -h -e 'BAR0 r=' -e 'BAR remap:' -e 'gpuvm-counters: pv_' \
-      "/tmp/dm-${g%%:*}.log" | sed 's/^.* msg="//; s/"$//' | tr '\n' ' ')"
+      "$(dm_log "${g%%:*}")" | sed 's/^.* msg="//; s/"$//' | tr '\n' ' ')"
   done
 }
 
