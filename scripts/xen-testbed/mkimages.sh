@@ -138,9 +138,13 @@ if [[ -n "$host_deb" ]]; then
   done < <(cd "$unpacked" && find . -type f | sed 's|^\./||' | sort)
   mkdir -p "$STAGE/var/lib/gpuvm"
   dpkg-deb -e "$host_deb" "$STAGE/var/lib/gpuvm/control"
-  # Accounts for the postinst (busybox addgroup) and the aggregator's group lookup.
+  # Accounts for the postinst and the aggregator's group lookup, and the tool the postinst adds
+  # the group with: a Debian dom0 has shadow's groupadd (package passwd), this busybox has no
+  # addgroup, so the host's is staged.
   echo 'root:x:0:0:root:/root:/bin/sh' >"$STAGE/etc/passwd"
   echo 'root:x:0:' >"$STAGE/etc/group"
+  stage_binary /usr/sbin/groupadd /usr/sbin/groupadd
+  [[ -f /etc/login.defs ]] && stage_file /etc/login.defs /etc/login.defs
   log "dom0: $(basename "$host_deb") unpacked ($(cd "$unpacked" && find usr/bin -type f | tr '\n' ' '))"
 else
   log "no $build/packages/gpuvm-host_*.deb: dom0 gets no gpuvm programs (run cpack)"
