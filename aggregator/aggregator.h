@@ -89,7 +89,8 @@ struct AggregatorOptions {
   // in VM_CONFIG's typed fields (variant, VRAM MiB, channels; docs/IPC.md).
   FvOptions fv;
   FvMode fv_mode = FvMode::kNaive;
-  // Where fv's notes on hostile guests go (owner thread); empty: nowhere.
+  // Where the aggregator's and fv's notes on VMs go (owner thread), as base/log.h LogEvent bodies
+  // that start with the VM's "vm=<id> name=<name>"; empty: nowhere.
   std::function<void(const std::string&)> log;
   // The one-time tokens device models authenticate with (vm_tokens.h, docs/SECURITY.md).
   VmTokens::Options tokens;

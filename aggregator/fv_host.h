@@ -128,7 +128,8 @@ class FvHost {
   void PollInterrupts();
   uint64_t unattributed_interrupts() const { return unattributed_; }
 
-  // Optional log of what the host did about hostile input (owner thread).
+  // Optional log of what the host did about hostile input (owner thread): LogEvent bodies
+  // (base/log.h) carrying the VM's id and name (FullVirtGpu writes them).
   void SetLog(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   void Log(const std::string& line) {
     if (log_) log_(line);

@@ -63,7 +63,7 @@ struct ServerOptions {
   std::optional<gid_t> socket_group;
   // At most this many socket messages of one connection per wakeup (the others get their turn).
   int burst = 16;
-  FILE* log = stderr;  // one line per session event; nullptr: quiet
+  FILE* log = stderr;  // one line per session event (base/log.h's format); nullptr: quiet
 };
 
 class AggregatorServer {
