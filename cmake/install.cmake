@@ -1,7 +1,7 @@
 # What `cmake --install` (make install) puts where, and the Debian packages CPack makes of it
 # (make package). Two components, one package each:
-#   host   gpuvm-host: dom0's programs — gpuvm-aggregator, gpuvm-dm, gpuvm-vm, gpuvm-ctl,
-#          gpuvm-local-hvd — in bin/, the aggregator's systemd unit and /etc/gpuvm/aggregator.conf
+#   host   gpuvm-host: dom0's programs — gpuvm-aggregator, gpuvm-dm, gpuvm-pvdrm-backend, gpuvm-vm,
+#          gpuvm-ctl, gpuvm-local-hvd — in bin/, the aggregator's systemd unit and /etc/gpuvm/aggregator.conf
 #          (scripts/systemd/), and the docs.
 #   guest  gpuvm-guest: what a guest's CUDA programs load — libcuda.so.1 and libcudart.so.13 in a
 #          directory of their own (lib/<multiarch>/gpuvm, so they never shadow NVIDIA's by accident),
@@ -13,7 +13,7 @@ include(GNUInstallDirs)
 
 set(GPUVM_GUEST_LIBDIR ${CMAKE_INSTALL_LIBDIR}/gpuvm)
 
-foreach(program gpuvm-aggregator gpuvm-dm gpuvm-vm gpuvm-ctl gpuvm-local-hvd)
+foreach(program gpuvm-aggregator gpuvm-dm gpuvm-pvdrm-backend gpuvm-vm gpuvm-ctl gpuvm-local-hvd)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT host)
   endif()

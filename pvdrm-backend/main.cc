@@ -27,10 +27,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "base/flag_number.h"
+#include "base/log.h"
 #include "base/os.h"
 #include "base/share.h"
 #include "base/vm_name.h"
@@ -161,7 +163,26 @@ Result<Options> ParseArgs(int argc, char** argv) {
   return o;
 }
 
+// Log lines about this backend's VM (base/log.h): its name and domain, and its aggregator id once
+// the aggregator has admitted it.
+class VmLog {
+ public:
+  VmLog(const std::string& name, uint32_t domid) : name_(name), domid_(domid) {}
+  void Admitted(uint32_t vm) { vm_ = vm; }
+  void operator()(LogLevel level, const std::string& msg) const {
+    const std::string fields = vm_ ? VmLogFields(*vm_, name_) : "name=" + LogValue(name_);
+    WriteLogLine(stderr, "gpuvm-pvdrm-backend",
+                 LogEvent(level, fields + LogField("domid", std::to_string(domid_)), msg));
+  }
+
+ private:
+  const std::string name_;
+  const uint32_t domid_;
+  std::optional<uint32_t> vm_;
+};
+
 Status Serve(const Options& o, int stop_fd) {
+  VmLog log(o.aggregator.vm.name, uint32_t(o.domid));
   Result<ipc::VmToken> token = Status::Internal("no token source");
   if (o.token_fd >= 0) {
     token = dm::ReadVmTokenFromFd(o.token_fd);
@@ -186,9 +207,7 @@ Status Serve(const Options& o, int stop_fd) {
                          MemfdGuestFrames::Create(std::move(ram), frames));
 
   dm::IpcConnectOptions connect = o.aggregator;
-  connect.note = [domid](const std::string& line) {
-    std::fprintf(stderr, "gpuvm-pvdrm-backend: domain %u: %s\n", domid, line.c_str());
-  };
+  connect.note = [&log](const std::string& line) { log(LogLevel::kWarn, line); };
   connect.token = *token;
   connect.vm.domid = domid;
   connect.vm.backend = ipc::Backend::kLocal;
@@ -199,6 +218,7 @@ Status Serve(const Options& o, int stop_fd) {
   connect.vm.bar1_size = layout.bar1_size;
   connect.vm.bar3_size = layout.bar3_size;
   GPUVM_ASSIGN_OR_RETURN(auto aggregator, dm::IpcAggregatorConnection::Connect(connect));
+  log.Admitted(aggregator->accepted().vm_id);
   if (aggregator->accepted().flags & ipc::kAcceptWantsGuestMemory) {
     GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd,
                                                       connect.vm.guest_ram_bytes, ram_fd));
@@ -262,8 +282,7 @@ Status Serve(const Options& o, int stop_fd) {
         *mapper, std::move(channels), std::move(store), handler, backend_options);
     if (created.ok()) {
       connection = std::move(*created);
-      std::fprintf(stderr, "gpuvm-pvdrm-backend: domain %u device %u, vm id %u, serving\n", domid,
-                   o.devid, aggregator->accepted().vm_id);
+      log(LogLevel::kInfo, "device " + std::to_string(o.devid) + " serving");
       result = connection->Run(stop_fd);
     } else {
       result = created.status();
@@ -275,8 +294,7 @@ Status Serve(const Options& o, int stop_fd) {
                (unsigned long long)(connection ? connection->stats().requests : 0),
                (unsigned long long)stats.pushbufs, (unsigned long long)stats.pushes);
   if (connection != nullptr && !connection->disconnect_reason().empty()) {
-    std::fprintf(stderr, "gpuvm-pvdrm-backend: domain %u: %s\n", domid,
-                 connection->disconnect_reason().c_str());
+    log(LogLevel::kInfo, "frontend gone: " + connection->disconnect_reason());
   }
   connection.reset();
   handler.OnDisconnect();

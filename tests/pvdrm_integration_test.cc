@@ -259,7 +259,7 @@ TEST_F(PvdrmIntegrationTest, PvdrmVmsRunGuestProgramsBesideAnFvVm) {
   EXPECT_GT(Counter(a.err(), "pvdrm_requests"), 10) << a.Logs();
   EXPECT_EQ(Counter(b.err(), "pvdrm_frontend_requests"), Counter(b.err(), "pvdrm_requests"))
       << b.Logs();  // the frontend's count and the backend's agree
-  EXPECT_NE(AggregatorLog().find("'drm-mmul'"), std::string::npos) << AggregatorLog();
+  EXPECT_NE(AggregatorLog().find("name=drm-mmul "), std::string::npos) << AggregatorLog();
 }
 
 // The guest dies mid-run (kill -9 of the program holding its GPU work): gpuvm-vm stops the
@@ -284,7 +284,7 @@ TEST_F(PvdrmIntegrationTest, AGuestKilledMidRunIsCleanedUpAndTheNextVmRuns) {
   ::kill(guest, SIGKILL);
   ASSERT_TRUE(holder.Wait(60s)) << holder.Logs();
   EXPECT_EQ(holder.exit_code(), 128 + SIGKILL) << holder.Logs();
-  EXPECT_TRUE(WaitForLog("'drm-hold'", 10s)) << AggregatorLog();
+  EXPECT_TRUE(WaitForLog("name=drm-hold ", 10s)) << AggregatorLog();
   EXPECT_NE(holder.err().find("gpuvm-counters: pvdrm_requests="), std::string::npos)
       << holder.Logs();  // the backend ended cleanly, with its counters
 

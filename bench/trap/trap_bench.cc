@@ -20,6 +20,9 @@
 //                            device model (every hop sleeps and wakes): what polling buys, in the
 //                            same run
 //   gpuvm-aggregator call    IpcAggregatorConnection::Read to the real aggregator alone
+//   pvdrm ring round trip    PVDRM's FrontendConnection::Call(GETPARAM) here to a BackendConnection
+//                            in another process over the local hypervisor's ring, grants and event
+//                            channels (docs/PVDRM.md): request seen, answered, response seen
 // For the trap cases, writes and reads of a BAR0 register are timed separately. Output: a table on
 // stdout (median and p99 in microseconds, and the median's ratio to the eventfd ping-pong's) and
 // DIR/trap.json.
@@ -46,6 +49,14 @@
 #include "aggregator/server.h"
 #include "aggregator/sim_gpu.h"
 #include "hypervisor/backend.h"
+#include "hypervisor/local/domain.h"
+#include "hypervisor/local/event_channels.h"
+#include "hypervisor/local/grants.h"
+#include "hypervisor/local/hv_client.h"
+#include "hypervisor/local/hv_daemon.h"
+#include "hypervisor/local/store.h"
+#include "pvdrm-backend/backend.h"
+#include "pvdrm-frontend/frontend.h"
 #include "qemu-device/device_model.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 #include "qemu-device/testing/fake_aggregator.h"
@@ -123,6 +134,111 @@ class PingPong {
   int ping_ = -1;
   int pong_ = -1;
   pid_t child_ = -1;
+};
+
+// PVDRM's ring: a backend process (with the local hypervisor daemon) answering GETPARAM from the
+// request, and the frontend in this process. Created before anything of this process starts a
+// thread (the child is a copy of a single-threaded process); Connect() once the other rigs have
+// forked theirs (the frontend's receiver thread must not be copied into them either).
+class PvdrmRing {
+ public:
+  PvdrmRing() {
+    static constexpr hv::DomainId kGuest = 9;
+    static int rings = 0;
+    path_ = "@gpuvm-trap-bench-hv-" + std::to_string(::getpid()) + "-" + std::to_string(rings++);
+    auto domain = hv::local::LocalDomain::Create({kGuest, 16ull << 20, 1});
+    if (!domain.ok()) Die("pvdrm domain: " + domain.status().ToString());
+    domain_ = std::move(*domain);
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) Die("pipe");
+    child_ = ::fork();
+    if (child_ < 0) Die("fork");
+    if (child_ == 0) {
+      ::close(ready[0]);
+      ServeBackend(ready[1]);
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    if (::read(ready[0], &byte, 1) != 1 || byte != 'r') Die("the pvdrm backend did not start");
+    ::close(ready[0]);
+  }
+  // The frontend (a receiver thread): after every other rig has forked its processes.
+  void Connect() {
+    static constexpr hv::DomainId kGuest = 9;
+    auto sharer = hv::local::LocalGrantSharer::Create(*domain_, domain_->frame_count() - 16, 16);
+    auto channels = hv::local::LocalEventChannels::Connect(path_, kGuest);
+    auto store = hv::local::LocalStore::Connect(path_, kGuest);
+    if (!sharer.ok() || !channels.ok() || !store.ok()) Die("pvdrm frontend's hypervisor port");
+    sharer_ = std::move(*sharer);
+    pvdrm::FrontendOptions options;
+    options.device = {kGuest, hv::kControlDomain, 0};
+    auto frontend = pvdrm::FrontendConnection::Connect(*sharer_, std::move(*channels),
+                                                       std::move(*store), options);
+    if (!frontend.ok()) Die("pvdrm frontend: " + frontend.status().ToString());
+    frontend_ = std::move(*frontend);
+    if (!frontend_->Call(1, pvdrm::FileOpen{}).ok()) Die("pvdrm FILE_OPEN");
+  }
+  ~PvdrmRing() {
+    if (frontend_ != nullptr) (void)frontend_->Close();  // the backend's Run returns
+    frontend_.reset();
+    ::waitpid(child_, nullptr, 0);
+  }
+  double RoundTripMicros() {
+    pvdrm::GetParam g;
+    g.arg.param = ++n_;
+    const auto start = Clock::now();
+    Result<pvdrm::Response> r = frontend_->Call(1, g);
+    const double us = Micros(Clock::now() - start);
+    if (!r.ok() || std::get<drm_nouveau_getparam>(r->body).value != n_ * 3) Die("pvdrm call");
+    return us;
+  }
+
+ private:
+  // Answers from the request itself, so a mixed-up response would show.
+  class Echo final : public pvdrm::RequestHandler {
+   public:
+    pvdrm::Response Handle(const pvdrm::Request& request, pvdrm::GuestPages&) override {
+      pvdrm::Response r;
+      if (const auto* g = std::get_if<pvdrm::GetParam>(&request.body)) {
+        r.body = drm_nouveau_getparam{g->arg.param, g->arg.param * 3};
+      }
+      return r;
+    }
+    void OnDisconnect() override {}
+  };
+
+  void ServeBackend(int ready) {
+    auto daemon = hv::local::LocalHvDaemon::Create(path_);
+    if (!daemon.ok() || !(*daemon)->Start().ok()) ::_exit(1);
+    auto control = hv::local::LocalHvClient::Connect(path_, hv::kControlDomain);
+    if (!control.ok() || !hv::local::RegisterDomain(**control, *domain_).ok()) ::_exit(1);
+    auto store = hv::local::LocalStore::Connect(path_, hv::kControlDomain);
+    auto channels = hv::local::LocalEventChannels::Connect(path_, hv::kControlDomain);
+    if (!store.ok() || !channels.ok()) ::_exit(1);
+    const pvdrm::DeviceAddress device{domain_->domid(), hv::kControlDomain, 0};
+    if (!pvdrm::AnnounceDevice(**store, device).ok()) ::_exit(1);
+    std::shared_ptr<hv::local::LocalHvClient> lookup = std::move(*control);
+    hv::local::LocalGrantMapper mapper(hv::kControlDomain, [lookup](hv::DomainId id) {
+      return hv::local::AttachDomain(*lookup, id);
+    });
+    Echo echo;
+    pvdrm::BackendOptions options;
+    options.device = device;
+    auto connection = pvdrm::BackendConnection::Create(mapper, std::move(*channels),
+                                                       std::move(*store), echo, options);
+    if (!connection.ok()) ::_exit(1);
+    if (::write(ready, "r", 1) != 1) ::_exit(1);
+    ::close(ready);
+    (void)(*connection)->Run(-1);
+  }
+
+  std::string path_;
+  std::unique_ptr<hv::local::LocalDomain> domain_;
+  std::unique_ptr<hv::local::LocalGrantSharer> sharer_;
+  std::unique_ptr<pvdrm::FrontendConnection> frontend_;
+  pid_t child_ = -1;
+  uint64_t n_ = 0;
 };
 
 // The same over a unix SOCK_SEQPACKET socket pair: the floor of the device model <-> aggregator
@@ -203,9 +319,10 @@ pid_t StartRealAggregator(const std::string& path, hv::DomainId domid, ipc::VmTo
     if (!server.ok()) ::_exit(22);
     auto issued = (*server)->aggregator().vm_tokens().Issue(domid);
     if (!issued.ok()) ::_exit(24);
+    // Listening before the token tells the parent to connect (the server listens from Start()).
+    if (!(*server)->Start().ok()) ::_exit(25);
     if (::write(ready[1], issued->data(), issued->size()) != ssize_t(issued->size())) ::_exit(23);
-    (void)(*server)->Run();
-    ::_exit(0);
+    for (;;) ::pause();  // until the parent kills us
   }
   ::close(ready[1]);
   if (::read(ready[0], token->data(), token->size()) != ssize_t(token->size())) {
@@ -219,8 +336,10 @@ pid_t StartRealAggregator(const std::string& path, hv::DomainId domid, ipc::VmTo
 class AggregatorCall {
  public:
   explicit AggregatorCall(bool real = false) {
-    const std::string path =
-        "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid()) + (real ? "-real" : "");
+    // A name per rig: the previous pass's aggregator may still hold its name while it exits.
+    static int rigs = 0;
+    const std::string path = "@gpuvm-trap-bench-ipc-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(rigs++) + (real ? "-real" : "");
     ipc::VmToken token{};  // the fake takes any
     if (real) {
       child_ = StartRealAggregator(path, 1, &token);
@@ -401,6 +520,7 @@ class TrapRig {
 // apples to noise). Rigs are created here, so processes forked for them inherit the caller's CPU
 // affinity.
 std::vector<Figures> RunPass(int iterations) {
+  PvdrmRing pvdrm_ring;  // first: its backend is forked while we have no thread
   PingPong ping_pong;
   SocketPingPong socket_ping_pong;
   AggregatorCall aggregator_call;
@@ -409,13 +529,15 @@ std::vector<Figures> RunPass(int iterations) {
   TrapRig via_aggregator(2, TrapRig::Aggregator::kFake);
   TrapRig via_real(3, TrapRig::Aggregator::kReal);
   TrapRig via_real_sleeping(5, TrapRig::Aggregator::kReal, /*busy_poll=*/false);
-  // Cases 0-3 take one sample each (slots 0-3); cases 4-7 a rig's write and read (slots 4-11).
-  constexpr int kSingleCases = 4;
+  pvdrm_ring.Connect();
+  // Cases 0-4 take one sample each (slots 0-4); cases 5-8 a rig's write and read (slots 5-12).
+  constexpr int kSingleCases = 5;
   const std::function<double()> single[kSingleCases] = {
       [&] { return ping_pong.RoundTripMicros(); },
       [&] { return socket_ping_pong.RoundTripMicros(); },
       [&] { return aggregator_call.ReadMicros(); },
-      [&] { return real_aggregator_call.ReadMicros(); }};
+      [&] { return real_aggregator_call.ReadMicros(); },
+      [&] { return pvdrm_ring.RoundTripMicros(); }};
   constexpr int kRigCases = 4;
   TrapRig* const rigs[kRigCases] = {&dm_only, &via_aggregator, &via_real, &via_real_sleeping};
   constexpr int kCases = kSingleCases + kRigCases;
@@ -425,6 +547,7 @@ std::vector<Figures> RunPass(int iterations) {
                                                "unix seqpacket ping-pong",
                                                "aggregator call alone (fake)",
                                                "aggregator call alone (real)",
+                                               "pvdrm ring round trip",
                                                "trap, dm only, write",
                                                "trap, dm only, read",
                                                "trap via fake aggregator, write",

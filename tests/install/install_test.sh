@@ -21,7 +21,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 DESTDIR=$root cmake --install "$build" --prefix /usr > "$root.log" 2>&1 || { cat "$root.log"; fail "cmake --install"; }
 rm -f "$root.log"
 for f in usr/bin/gpuvm-aggregator usr/bin/gpuvm-dm usr/bin/gpuvm-vm usr/bin/gpuvm-ctl \
-         usr/bin/gpuvm-local-hvd usr/bin/gpuvm-xl usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
+         usr/bin/gpuvm-local-hvd usr/bin/gpuvm-pvdrm-backend usr/bin/gpuvm-xl usr/lib/gpuvm/libcuda.so.1 usr/lib/gpuvm/libcudart.so.13 \
          usr/include/gpuvm/cuda.h usr/include/gpuvm/cuda_runtime_api.h \
          usr/share/doc/gpuvm/ARCHITECTURE.md etc/ld.so.conf.d/gpuvm.conf; do
   [[ -e $root/$f ]] || fail "/$f was not installed"
