@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <utility>
 #include <variant>
 
 #include "base/status.h"
@@ -59,6 +60,23 @@ class AggregatorConnection {
   virtual Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                        uint32_t vcpu) = 0;
 
+  // A posted write (docs/IPC.md, "Posted writes"): sent now, but the device model need not wait
+  // for its acknowledgement before it completes the guest's write. The acknowledgement is collected
+  // by Settle(), which the caller must call before the VM's next access of any kind; every other
+  // call that talks to the aggregator settles first too (so at most one request is ever
+  // outstanding). What a posted write fails with is what Settle() returns. The default performs
+  // the write at once (a connection that cannot post is simply never behind).
+  virtual Status PostWrite(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                           uint32_t vcpu) {
+    const Status written = Write(bar, offset, size, value, vcpu);
+    if (posted_result_.ok()) posted_result_ = written;
+    return Status::Ok();
+  }
+  // Waits for the acknowledgement of the posted write, if one is outstanding, and returns how the
+  // posted writes since the last Settle() ended: Ok, or the first failure (the aggregator's
+  // refusal, or the connection's break). Ok when nothing was posted.
+  virtual Status Settle() { return std::exchange(posted_result_, Status::Ok()); }
+
   // data.size() / size consecutive elements from `offset` upwards (one rep transfer of the guest),
   // in order: exactly what that many Write/Read calls do, which is what these default to. A
   // connection that can move them in fewer messages overrides them. On failure, elements before
@@ -102,6 +120,10 @@ class AggregatorConnection {
   virtual int event_fd() const = 0;
   virtual Result<std::optional<AggregatorEvent>> PollEvent() = 0;
   virtual Status AnswerBarRequest(uint32_t seq, const Status& result) = 0;
+
+ protected:
+  // The first failure of a posted write not yet returned by Settle().
+  Status posted_result_;
 };
 
 }  // namespace gpuvm::dm

@@ -88,6 +88,7 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::Create(const DeviceModelConfig
 }
 
 DeviceModel::~DeviceModel() {
+  SettlePosted();  // the last write is performed (or refused) before the device goes
   for (size_t i = 0; i < remaps_.size(); ++i) DropRemaps(i);
   for (auto& range : mapped_) {
     if (range) (void)server_->UnmapMmioRange(range->first, range->second);
@@ -101,7 +102,17 @@ uint64_t DeviceModel::Refuse(Refusal reason, uint32_t size) {
   return AllOnes(size);
 }
 
+void DeviceModel::SettlePosted() {
+  if (!write_posted_) return;
+  write_posted_ = false;
+  if (!aggregator_->Settle().ok()) counters_.CountRefusal(Refusal::kAggregatorError);
+}
+
 uint64_t DeviceModel::Handle(const hv::IoRequest& r) {
+  // Nothing the guest does next overtakes a posted write: whatever this access is (a read of the
+  // register just written, a configuration access that moves the BAR), the aggregator has
+  // performed the write first.
+  SettlePosted();
   switch (r.space) {
     case hv::IoSpace::kTimeOffset:
     case hv::IoSpace::kInvalidate:
@@ -148,7 +159,7 @@ uint64_t DeviceModel::HandleMmio(const hv::IoRequest& r) {
   if (!r.data_is_ptr) {
     if (r.count == 1) {
       if (read) return ForwardRead(r.addr, r.size, r.vcpu).value_or(AllOnes(r.size));
-      ForwardWrite(r.addr, r.size, r.data & Mask(r.size), r.vcpu);
+      ForwardWrite(r.addr, r.size, r.data & Mask(r.size), r.vcpu, /*may_post=*/true);
       return 0;
     }
     // rep stos: the same value stored count times. A rep read needs a buffer (data_is_ptr).
@@ -322,13 +333,27 @@ std::optional<uint64_t> DeviceModel::ForwardRead(uint64_t gpa, uint32_t size, ui
   return *value & Mask(size);
 }
 
-bool DeviceModel::ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu) {
+bool DeviceModel::ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu,
+                               bool may_post) {
   const auto hit = Decode(gpa, size);
   if (!hit) return false;
   counters_.CountBarWrite(hit->first);
   if (AbsentPvWindow(hit->first, hit->second)) return true;  // dropped, as unclaimed MMIO
   if (settings_.pv_window && hit->first == BarIndex::kBar0 && hit->second == pv::kRegDoorbell) {
     ++pv_doorbells_;
+  }
+  // Only BAR1, a memory aperture, is posted: the guest observes what a write there did by reading
+  // BAR1 back (which waits for the acknowledgement), or through the GPU, which acts on it only
+  // after a later trapped access (a doorbell) or asynchronously anyway. BAR0 registers may answer
+  // through guest memory at once (the PV doorbell: docs/PARAVIRT.md), so they are never posted.
+  if (may_post && settings_.posted_writes && hit->first == BarIndex::kBar1) {
+    if (!aggregator_->PostWrite(hit->first, hit->second, size, value, vcpu).ok()) {
+      counters_.CountRefusal(Refusal::kAggregatorError);
+      return false;
+    }
+    ++posted_writes_;
+    write_posted_ = true;
+    return true;
   }
   if (!aggregator_->Write(hit->first, hit->second, size, value, vcpu).ok()) {
     counters_.CountRefusal(Refusal::kAggregatorError);

@@ -64,6 +64,12 @@ struct DeviceModelConfig {
   // accesses there are answered here (reads 0, writes dropped) and never forwarded — a pt VM's
   // physical GPU never sees them — and rep accesses into it are refused (outside the BARs).
   bool pv_window = false;
+  // Posted writes (docs/IPC.md, "Posted writes"): a guest's single write into BAR1 completes as
+  // soon as it is sent to the aggregator; its acknowledgement is awaited before the VM's next
+  // access of any kind is served (and before teardown), and a refusal is counted then
+  // (Refusal::kAggregatorError). BAR0 and BAR3 writes, rep transfers and fills are never posted.
+  // gpuvm-dm --no-posted-writes turns it off.
+  bool posted_writes = true;
 };
 
 class DeviceModel {
@@ -99,6 +105,13 @@ class DeviceModel {
   // MMIO requests (ioreqs: the guest's exits) handled, whatever they moved: a rep transfer or fill
   // of many elements is one, where the trap counters count its elements.
   uint64_t mmio_exits() const { return mmio_exits_; }
+  // Guest writes completed before the aggregator acknowledged them (posted_writes).
+  uint64_t posted_writes() const { return posted_writes_; }
+  // Whether a posted write's acknowledgement is still outstanding.
+  bool write_posted() const { return write_posted_; }
+  // Waits for that acknowledgement now (as the next access would) and counts a refusal: before
+  // reading the counters at the end.
+  void SettlePostedWrite() { SettlePosted(); }
 
  private:
   DeviceModel(const DeviceModelConfig& config, hv::IoreqServer* server,
@@ -113,7 +126,11 @@ class DeviceModel {
   uint64_t HandleFill(const hv::IoRequest& r);
   // One element of an MMIO access at guest physical `gpa`. nullopt (refusal counted) when it fails.
   std::optional<uint64_t> ForwardRead(uint64_t gpa, uint32_t size, uint32_t vcpu);
-  bool ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu);
+  // `may_post`: the write is a single access that may be posted (see posted_writes).
+  bool ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint32_t vcpu,
+                    bool may_post = false);
+  // Waits for the acknowledgement of a posted write, if any; counts its refusal.
+  void SettlePosted();
   // The consecutive elements of `size` bytes from `gpa` (at most `bytes`) that lie in one mapped
   // BAR: which BAR, the offset of the first, and how many bytes. nullopt (refusal counted) when the
   // first element decodes to nothing.
@@ -145,6 +162,8 @@ class DeviceModel {
   DeviceModelConfig settings_;
   uint64_t pv_doorbells_ = 0;
   uint64_t mmio_exits_ = 0;
+  uint64_t posted_writes_ = 0;
+  bool write_posted_ = false;
   hv::IoreqServer* server_;
   AggregatorConnection* aggregator_;
   hv::GuestMemory* guest_memory_;

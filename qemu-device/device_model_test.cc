@@ -402,6 +402,88 @@ TEST_F(DeviceModelTest, AFailingAggregatorMeansAllOnes) {
   EXPECT_EQ(Refused(Refusal::kAggregatorError), 2u);
 }
 
+TEST_F(DeviceModelTest, ABar1WriteIsPostedAndTheNextAccessWaitsForIt) {
+  Program();
+  // A doorbell-like store into BAR1: the guest's write completes (Handle returns) while the
+  // aggregator has not performed it yet.
+  EXPECT_EQ(Handle(Mmio(IoDirection::kWrite, kBar1At + 0x108c, 4, 0x42)), 0u);
+  EXPECT_TRUE(aggregator_.accesses().empty());
+  ASSERT_TRUE(aggregator_.posted().has_value());
+  EXPECT_EQ(*aggregator_.posted(), (RecordedAccess{true, BarIndex::kBar1, 0x108c, 4, 0x42, 0}));
+  EXPECT_TRUE(dm_->write_posted());
+  // The next access, a read of the same register, waits for it and sees its effect.
+  EXPECT_EQ(Handle(Mmio(IoDirection::kRead, kBar1At + 0x108c, 4)), 0x42u);
+  EXPECT_FALSE(dm_->write_posted());
+  std::vector<RecordedAccess> expected = {{true, BarIndex::kBar1, 0x108c, 4, 0x42, 0},
+                                          {false, BarIndex::kBar1, 0x108c, 4, 0x42, 0}};
+  EXPECT_EQ(aggregator_.accesses(), expected);
+  // Any access waits, of any vCPU, whatever it is: a configuration read ...
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0x2000, 2, 0x1234));
+  IoRequest config = Config(IoDirection::kRead, 0, 4);
+  config.vcpu = 1;
+  Handle(config);
+  EXPECT_FALSE(aggregator_.posted().has_value());
+  expected.push_back({true, BarIndex::kBar1, 0x2000, 2, 0x1234, 0});
+  // ... a write of a register, which is never posted itself ...
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0x3000, 4, 7));
+  Handle(Mmio(IoDirection::kWrite, kBar0At + 0x2634, 4, 8));
+  expected.push_back({true, BarIndex::kBar1, 0x3000, 4, 7, 0});
+  expected.push_back({true, BarIndex::kBar0, 0x2634, 4, 8, 0});
+  EXPECT_FALSE(aggregator_.posted().has_value()) << "BAR0 writes are not posted";
+  // ... nor BAR3 writes, nor rep stores into BAR1 (which are performed after the posted one).
+  Handle(Mmio(IoDirection::kWrite, kBar3At + 0x10, 4, 9));
+  expected.push_back({true, BarIndex::kBar3, 0x10, 4, 9, 0});
+  EXPECT_FALSE(aggregator_.posted().has_value());
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0x40, 4, 10));
+  IoRequest fill = Mmio(IoDirection::kWrite, kBar1At + 0x80, 4, 11);
+  fill.count = 2;
+  Handle(fill);
+  expected.push_back({true, BarIndex::kBar1, 0x40, 4, 10, 0});
+  expected.push_back({true, BarIndex::kBar1, 0x80, 4, 11, 0});
+  expected.push_back({true, BarIndex::kBar1, 0x84, 4, 11, 0});
+  EXPECT_FALSE(aggregator_.posted().has_value());
+  EXPECT_EQ(aggregator_.accesses(), expected);
+  EXPECT_FALSE(aggregator_.overtaken()) << "nothing reached the aggregator before a posted write";
+  EXPECT_EQ(dm_->posted_writes(), 4u);
+  EXPECT_EQ(dm_->counters().Snapshot().bar_writes[BarSlot(BarIndex::kBar1)], 6u);
+}
+
+TEST_F(DeviceModelTest, APostedWritesRefusalIsCountedWhenItIsKnown) {
+  Program();
+  aggregator_.FailAccesses(true);
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0x40, 4, 1));
+  EXPECT_EQ(Refused(Refusal::kAggregatorError), 0u) << "the aggregator has not answered yet";
+  Handle(Config(IoDirection::kRead, 0, 4));
+  EXPECT_EQ(Refused(Refusal::kAggregatorError), 1u) << "counted as a refused write always was";
+  // The last write of a VM is settled when the device goes.
+  aggregator_.FailAccesses(false);
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0x80, 4, 5));
+  EXPECT_EQ(aggregator_.settles(), 1u);
+  dm_->SettlePostedWrite();
+  EXPECT_EQ(aggregator_.settles(), 2u);
+  Handle(Mmio(IoDirection::kWrite, kBar1At + 0xc0, 4, 6));
+  dm_.reset();
+  EXPECT_EQ(aggregator_.settles(), 3u);
+  EXPECT_FALSE(aggregator_.posted().has_value());
+  EXPECT_EQ(aggregator_.accesses().back(), (RecordedAccess{true, BarIndex::kBar1, 0xc0, 4, 6, 0}));
+}
+
+TEST_F(DeviceModelTest, PostedWritesCanBeTurnedOff) {
+  RecordingIoreqServer server;
+  FakeAggregator aggregator;
+  DeviceModelConfig config;
+  config.posted_writes = false;
+  auto dm = DeviceModel::Create(config, &server, &aggregator, nullptr);
+  ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+  (*dm)->Handle(Config(IoDirection::kWrite, kPciBar1, 4, static_cast<uint32_t>(kBar1At)));
+  (*dm)->Handle(Config(IoDirection::kWrite, kPciBar1 + 4, 4, 0));
+  (*dm)->Handle(Config(IoDirection::kWrite, kPciCommand, 2, kCommandMemory));
+  (*dm)->Handle(Mmio(IoDirection::kWrite, kBar1At + 0x40, 4, 1));
+  EXPECT_FALSE(aggregator.posted().has_value());
+  EXPECT_EQ(aggregator.accesses().size(), 1u) << "performed before the guest's write completed";
+  EXPECT_EQ((*dm)->posted_writes(), 0u);
+}
+
 TEST_F(DeviceModelTest, TheInterruptLineBecomesIntxOrMsi) {
   ASSERT_TRUE(dm_->HandleAggregatorEvent(InterruptLevel{true}).ok());
   EXPECT_TRUE(server_.intx);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 namespace gpuvm::dm {
 namespace {
@@ -174,8 +175,8 @@ Result<ipc::Message> IpcAggregatorConnection::Call(ipc::Body request, std::span<
   return AwaitReply(seq, what);
 }
 
-Result<uint32_t> IpcAggregatorConnection::SendRequest(ipc::Body request,
-                                                      std::span<const int> fds) {
+Result<uint32_t> IpcAggregatorConnection::SendRequest(ipc::Body request, std::span<const int> fds) {
+  SettlePosted();  // at most one request of ours outstanding
   GPUVM_RETURN_IF_ERROR(broken_);
   const uint32_t seq = NextSeq();
   const Status sent = channel_.Send(ipc::Message{seq, std::move(request)}, fds);
@@ -210,22 +211,44 @@ Result<ipc::Message> IpcAggregatorConnection::AwaitReply(uint32_t seq, std::stri
 }
 
 Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
+  GPUVM_ASSIGN_OR_RETURN(const uint32_t seq, LaneSend(request));
+  return LaneAwait(seq, ipc::MessageTypeName(ipc::TypeOf(request)));
+}
+
+Result<uint32_t> IpcAggregatorConnection::LaneSend(const ipc::Body& request) {
+  SettlePosted();  // at most one request of ours outstanding
   GPUVM_RETURN_IF_ERROR(broken_);
   const uint32_t seq = NextSeq();
   constexpr auto kUs = ipc::FastLane::Side::kDeviceModel;
-  // Poll the reply slot for a few microseconds first (the aggregator's Send skips our doorbell
-  // meanwhile); only then sleep. The flag is up before the request goes out.
-  if (busy_poll_.enabled()) lane_->BeginPolling(kUs);
+  // The flag is up before the request goes out, so the aggregator's reply skips our doorbell when
+  // we are about to poll for it (LaneAwait).
+  if (busy_poll_.enabled() && !lane_polling_) {
+    lane_->BeginPolling(kUs);
+    lane_polling_ = true;
+  }
   const Status sent = lane_->Send(kUs, ipc::Message{seq, request});
+  if (!sent.ok()) {
+    if (lane_polling_) lane_->EndPolling(kUs);
+    lane_polling_ = false;
+    return sent.code() == StatusCode::kInvalidArgument ? sent : Break(sent);
+  }
+  return seq;
+}
+
+Result<ipc::Message> IpcAggregatorConnection::LaneAwait(uint32_t seq, std::string_view what) {
+  GPUVM_RETURN_IF_ERROR(broken_);
+  constexpr auto kUs = ipc::FastLane::Side::kDeviceModel;
+  // Poll the reply slot for a few microseconds first (the aggregator's Send skips our doorbell
+  // meanwhile); only then sleep.
   Result<std::optional<ipc::Message>> polled = std::optional<ipc::Message>();
-  if (sent.ok() && busy_poll_.enabled()) {
+  if (lane_polling_) {
     busy_poll_.Spin([&] {
       polled = lane_->TryReceive(kUs);
       return !polled.ok() || polled->has_value();
     });
+    lane_->EndPolling(kUs);
+    lane_polling_ = false;
   }
-  if (busy_poll_.enabled()) lane_->EndPolling(kUs);
-  if (!sent.ok()) return sent.code() == StatusCode::kInvalidArgument ? sent : Break(sent);
   std::optional<ReplyWait> wait;  // from the first sleep on
   for (;;) {
     Result<std::optional<ipc::Message>> reply =
@@ -245,7 +268,7 @@ Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
       if (const auto* error = std::get_if<ipc::Error>(&m.body)) return FromError(*error);
       return std::move(m);
     }
-    if (!wait) wait = ReplyWait{ipc::MessageTypeName(ipc::TypeOf(request))};
+    if (!wait) wait = ReplyWait{what};
     GPUVM_ASSIGN_OR_RETURN(const int wait_ms, NextWait(*wait));
     // The doorbell, or the socket: a notification to queue, or the aggregator gone (closed).
     epoll_event events[2];
@@ -261,6 +284,49 @@ Result<ipc::Message> IpcAggregatorConnection::LaneCall(ipc::Body request) {
       GPUVM_RETURN_IF_ERROR(Dispatch(std::move(*received)));
     }
   }
+}
+
+Status IpcAggregatorConnection::PostWrite(BarIndex bar, uint64_t offset, uint32_t size,
+                                          uint64_t value, uint32_t vcpu) {
+  ipc::Body request = ipc::MmioWrite{ToWire(bar), static_cast<uint8_t>(size), vcpu, offset, value};
+  if (lane_) {
+    GPUVM_ASSIGN_OR_RETURN(const uint32_t seq, LaneSend(request));
+    // Keep the flag up until we settle: nobody waits on the doorbell meanwhile, and LaneAwait looks
+    // at the slot before it sleeps (docs/IPC.md, "Fast lane").
+    if (!lane_polling_) {
+      lane_->BeginPolling(ipc::FastLane::Side::kDeviceModel);
+      lane_polling_ = true;
+    }
+    posted_ = Posted{seq, true};
+  } else {
+    GPUVM_ASSIGN_OR_RETURN(const uint32_t seq, SendRequest(std::move(request)));
+    posted_ = Posted{seq, false};
+  }
+  return Status::Ok();
+}
+
+void IpcAggregatorConnection::SettlePosted() {
+  if (!posted_) return;
+  const Posted posted = *posted_;
+  posted_.reset();
+  // The session is over (the aggregator sent TEARDOWN, or we did): the VM is gone, and an
+  // aggregator that dropped it need not answer what was still in the lane. Nothing to wait for.
+  if (torn_down_) return;
+  PostedAnswered(posted.on_lane ? LaneAwait(posted.seq, "MMIO_WRITE (posted)")
+                                : AwaitReply(posted.seq, "MMIO_WRITE (posted)"));
+}
+
+void IpcAggregatorConnection::PostedAnswered(const Result<ipc::Message>& reply) {
+  Status result = reply.status();
+  if (reply.ok() && !std::holds_alternative<ipc::MmioWriteAck>(reply->body)) {
+    result = Break(Status::DataLoss("MMIO_WRITE answered with something else"));
+  }
+  if (posted_result_.ok()) posted_result_ = result;
+}
+
+Status IpcAggregatorConnection::Settle() {
+  SettlePosted();
+  return std::exchange(posted_result_, Status::Ok());
 }
 
 Status IpcAggregatorConnection::Dispatch(ipc::Channel::Received received) {
@@ -393,6 +459,19 @@ Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
       }
       return Break(received.status().WithContext("the aggregator's socket"));
     }
+    if (posted_ && !posted_->on_lane && received->message.seq == posted_->seq) {
+      // The posted write's acknowledgement (or refusal), on the socket: collected now, reported
+      // by the next Settle().
+      posted_.reset();
+      Result<ipc::Message> reply = std::move(received->message);
+      if (!received->fds.empty()) {
+        reply = Break(Status::DataLoss("reply carried descriptors"));
+      } else if (const auto* error = std::get_if<ipc::Error>(&reply->body)) {
+        reply = FromError(*error);
+      }
+      PostedAnswered(reply);
+      continue;
+    }
     if (received->message.seq != 0 &&
         !std::holds_alternative<ipc::BarMap>(received->message.body) &&
         !std::holds_alternative<ipc::BarUnmap>(received->message.body) &&
@@ -433,6 +512,7 @@ Status IpcAggregatorConnection::SendGuestMemory(ipc::GuestMemoryKind kind, uint6
 
 Status IpcAggregatorConnection::Teardown(ipc::TeardownReason reason) {
   if (torn_down_) return Status::Ok();
+  SettlePosted();  // before torn_down_, which would skip it
   torn_down_ = true;
   Result<ipc::Message> reply = Call(ipc::Teardown{reason});
   if (!reply.ok()) return reply.status();

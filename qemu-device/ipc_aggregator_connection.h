@@ -20,6 +20,14 @@
 // model shuts the VM's device down (a late reply could otherwise be taken for the answer to a newer
 // request).
 //
+// Posted writes (docs/IPC.md, "Posted writes"): PostWrite sends an MMIO_WRITE and returns without
+// its acknowledgement; the acknowledgement (or the aggregator's ERROR) is collected before the
+// next request of any kind goes out, by Settle(), or by PollEvent when it arrives on the socket.
+// So the wire still carries at most one request of ours at a time and nothing about it changes.
+// While a posted write is outstanding on the fast lane our polling flag stays up (the aggregator
+// need not ring a doorbell nobody waits on: the reply is picked up from the slot at the latest
+// when we settle, which looks before it sleeps).
+//
 // Threading: one owner thread (the device model's).
 #ifndef GPUVM_IPC_AGGREGATOR_CONNECTION_H_
 #define GPUVM_IPC_AGGREGATOR_CONNECTION_H_
@@ -78,6 +86,11 @@ class IpcAggregatorConnection : public AggregatorConnection {
   Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
   Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                uint32_t vcpu) override;
+  Status PostWrite(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                   uint32_t vcpu) override;
+  Status Settle() override;
+  // Whether a posted write's acknowledgement is outstanding.
+  bool write_posted() const { return posted_.has_value(); }
   // With protocol version 2: MMIO_WRITE_BLOCK / MMIO_READ_BLOCK, up to BlockBytes() each (480
   // bytes; a page from version 3).
   Status WriteElements(BarIndex bar, uint64_t offset, uint32_t size, std::span<const uint8_t> data,
@@ -111,8 +124,15 @@ class IpcAggregatorConnection : public AggregatorConnection {
   Result<ipc::Message> AwaitReply(uint32_t seq, std::string_view what);
   // The peer hung up (`why`): what it said last, if it was an ERROR; else `why`.
   Status PeerGone(Status why);
-  // An MMIO request through the fast lane: its reply comes back there too.
+  // An MMIO request through the fast lane: its reply comes back there too. LaneSend and LaneAwait
+  // are its halves (a posted write's reply is awaited later).
   Result<ipc::Message> LaneCall(ipc::Body request);
+  Result<uint32_t> LaneSend(const ipc::Body& request);
+  Result<ipc::Message> LaneAwait(uint32_t seq, std::string_view what);
+  // Collects the posted write's reply, if one is outstanding, into posted_result_.
+  void SettlePosted();
+  // The posted write's reply arrived (`reply`: the reply, or why none will come).
+  void PostedAnswered(const Result<ipc::Message>& reply);
   // Handles a message that is not the reply being waited for. Breaks the connection on violations.
   Status Dispatch(ipc::Channel::Received received);
   Status Break(Status why);
@@ -150,6 +170,13 @@ class IpcAggregatorConnection : public AggregatorConnection {
   os::UniqueFd lane_wait_;
   Status broken_;
   bool torn_down_ = false;
+  bool lane_polling_ = false;  // our lane flag is up
+  // The posted write whose reply has not been collected: its seq and whether it went by the lane.
+  struct Posted {
+    uint32_t seq = 0;
+    bool on_lane = false;
+  };
+  std::optional<Posted> posted_;
   std::map<uint32_t, os::UniqueFd> bar_memory_;  // BAR_MAP descriptors by seq, until answered
 };
 

@@ -232,6 +232,98 @@ TEST_F(IpcConnectionTest, TheFastLaneAndTheSocketCarryTheSameConversation) {
   EXPECT_EQ(*(*plain)->Read(BarIndex::kBar1, 0x2001, 2, 0), 0xbeefu) << "same aggregator state";
 }
 
+// Posted writes, on the fast lane and on the socket.
+class IpcPostedWriteTest : public IpcConnectionTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  Result<std::unique_ptr<IpcAggregatorConnection>> ConnectPosting() {
+    IpcConnectOptions options{server_->path(), Config(), Token(), std::chrono::seconds(5)};
+    options.use_fast_lane = GetParam();
+    auto c = IpcAggregatorConnection::Connect(options);
+    if (c.ok() && (*c)->on_fast_lane() != GetParam()) return Status::Internal("wrong path");
+    return c;
+  }
+  // Waits (bounded) until the server has taken in `n` MMIO requests.
+  bool ServerSaw(uint64_t n) {
+    for (int i = 0; i < 500 && server_->mmio_requests() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return server_->mmio_requests() >= n;
+  }
+};
+
+TEST_P(IpcPostedWriteTest, APostedWriteReturnsBeforeItsAcknowledgementWhichTheNextAccessAwaits) {
+  auto c = ConnectPosting();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  server_->Hold();  // the aggregator takes requests in but answers nothing
+  ASSERT_TRUE((*c)->PostWrite(BarIndex::kBar1, 0x1040, 4, 0x600d, 0).ok());
+  EXPECT_TRUE((*c)->write_posted());
+  ASSERT_TRUE(ServerSaw(1)) << "the write went out";
+  // The next access (another thread plays the device model's next trap) must wait for the
+  // acknowledgement: nothing comes back while the aggregator holds it.
+  std::atomic<bool> done{false};
+  Result<uint64_t> read = Status::Internal("not read");
+  std::thread next([&] {
+    read = (*c)->Read(BarIndex::kBar1, 0x1040, 4, 0);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done) << "the read overtook the posted write";
+  EXPECT_EQ(server_->mmio_requests(), 1u) << "the read was sent before the write's acknowledgement";
+  server_->Release();
+  next.join();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, 0x600du) << "the read sees the write";
+  EXPECT_FALSE((*c)->write_posted());
+  EXPECT_TRUE((*c)->Settle().ok());
+  EXPECT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
+}
+
+TEST_P(IpcPostedWriteTest, ARefusedPostedWriteIsReportedBySettleAndBreaksNothing) {
+  server_->RefuseWritesAt(1, 0x40);
+  auto c = ConnectPosting();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->PostWrite(BarIndex::kBar1, 0x40, 4, 1, 0).ok());
+  const Status settled = (*c)->Settle();
+  EXPECT_EQ(settled.code(), StatusCode::kPermissionDenied) << settled.ToString();
+  EXPECT_TRUE((*c)->Settle().ok()) << "reported once";
+  // Refused and then overtaken by a read: the refusal waits for the next Settle.
+  ASSERT_TRUE((*c)->PostWrite(BarIndex::kBar1, 0x40, 4, 1, 0).ok());
+  EXPECT_TRUE((*c)->Read(BarIndex::kBar1, 0x44, 4, 0).ok());
+  EXPECT_EQ((*c)->Settle().code(), StatusCode::kPermissionDenied);
+  ASSERT_TRUE((*c)->PostWrite(BarIndex::kBar1, 0x48, 4, 2, 0).ok());
+  EXPECT_TRUE((*c)->Settle().ok());
+  EXPECT_EQ(*(*c)->Read(BarIndex::kBar1, 0x48, 4, 0), 2u);
+}
+
+TEST_P(IpcPostedWriteTest, AnIdleDeviceModelCollectsTheAcknowledgementAndTearsDownCleanly) {
+  auto c = ConnectPosting();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->PostWrite(BarIndex::kBar1, 0x80, 4, 3, 0).ok());
+  if (!GetParam()) {
+    // On the socket the acknowledgement wakes the device model's event loop like a notification;
+    // PollEvent takes it in (no "reply nobody asked for") and reports no event.
+    for (int i = 0; i < 200 && (*c)->write_posted(); ++i) {
+      pollfd pfd{(*c)->event_fd(), POLLIN, 0};
+      ::poll(&pfd, 1, 10);
+      auto e = (*c)->PollEvent();
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      EXPECT_FALSE(e->has_value());
+    }
+    EXPECT_FALSE((*c)->write_posted());
+    EXPECT_TRUE((*c)->Settle().ok());
+  }
+  // TEARDOWN's reply is not mistaken for the write's, nor the other way round.
+  ASSERT_TRUE((*c)->PostWrite(BarIndex::kBar1, 0x84, 4, 4, 0).ok());
+  EXPECT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
+  EXPECT_FALSE((*c)->write_posted());
+  EXPECT_EQ(server_->mmio_requests(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, IpcPostedWriteTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? std::string("FastLane") : std::string("Socket");
+                         });
+
 TEST_F(IpcConnectionTest, NotificationsAndRequestsFromTheAggregator) {
   auto c = Connect();
   ASSERT_TRUE(c.ok());

@@ -18,7 +18,10 @@
 //          aggregator's socket is open — a stopped aggregator is waited for, a dead one is noticed
 //          at once)  --ready-file PATH (created once the virtual GPU is attached — the
 //          IOREQ server claims its PCI slot — so a toolstack unpauses the guest only then:
-//          gpuvm-xl, docs/OPERATOR.md)
+//          gpuvm-xl, docs/OPERATOR.md)  --posted-writes on|off (default on: a single guest write
+//          into BAR1, e.g. a channel's IB_PUT doorbell, completes without waiting for the
+//          aggregator's acknowledgement, which the VM's next access waits for; docs/IPC.md,
+//          "Posted writes")
 //
 // It serves the VM's IOREQ server until the aggregator ends the session, the connection breaks, or
 // it gets SIGTERM/SIGINT; then it prints its trap counters and exits (0 after an orderly end).
@@ -73,6 +76,7 @@ void Usage() {
       "                [--aggregator SOCKET] [--sbdf ssss:bb:dd.f] [--name NAME]\n"
       "                [--mode pt|fv|pv] [--bar1-mib N] [--bar3-mib N]\n"
       "                [--guest-ram-mib N] [--reply-timeout-ms N] [--ready-file PATH]\n"
+      "                [--posted-writes on|off]\n"
       "                [--variant WORD] [--vram-mib N] [--channels N] [--share PERCENT]\n");
 }
 
@@ -142,6 +146,11 @@ Result<Options> ParseArgs(int argc, char** argv) {
       const uint64_t ms = std::strtoull(value.c_str(), nullptr, 10);
       if (ms == 0 || ms > 3600000) return Status::InvalidArgument("--reply-timeout-ms: 1..3600000");
       o.aggregator.timeout = std::chrono::milliseconds(ms);
+    } else if (flag == "--posted-writes") {
+      if (value != "on" && value != "off") {
+        return Status::InvalidArgument("--posted-writes must be on or off");
+      }
+      o.device.posted_writes = value == "on";
     } else {
       return Status::InvalidArgument("unknown flag " + flag);
     }
@@ -251,11 +260,13 @@ Status Serve(const Options& o, VmLog& log) {
     result = dm->RunOnce(std::chrono::milliseconds(200));
     if (!result.ok()) break;
   }
+  dm->SettlePostedWrite();  // a refusal of the last posted write is counted below
   const TrapCounterValues counters = dm->counters().Snapshot();
   log(LogLevel::kInfo, counters.ToString());
-  // The guest's exits (one per ioreq, however many elements a rep moved): gpuvm-bench's hook
-  // ("gpuvm-counters:" and key=value pairs, anywhere in a line).
-  log(LogLevel::kInfo, "gpuvm-counters: mmio_exits=" + std::to_string(dm->mmio_exits()));
+  // The guest's exits (one per ioreq, however many elements a rep moved) and the writes it posted:
+  // gpuvm-bench's hook ("gpuvm-counters:" and key=value pairs, anywhere in a line).
+  log(LogLevel::kInfo, "gpuvm-counters: mmio_exits=" + std::to_string(dm->mmio_exits()) +
+                           " posted_writes=" + std::to_string(dm->posted_writes()));
   if (o.device.pv_window) {
     // The para-virtual calls the aggregator applied (its counter registers; our own read, not a
     // guest's) beside the doorbells the guest rang: gpuvm-bench's "gpuvm-counters" hook.

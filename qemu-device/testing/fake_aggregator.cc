@@ -1,5 +1,7 @@
 #include "qemu-device/testing/fake_aggregator.h"
 
+#include <utility>
+
 namespace gpuvm::dm::testing {
 
 uint8_t FakePatternByte(BarIndex bar, uint64_t offset) {
@@ -13,6 +15,7 @@ FakeAggregator::FakeAggregator() {
 
 Result<uint64_t> FakeAggregator::Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) {
   std::lock_guard<std::mutex> lock(mu_);
+  overtaken_ |= posted_.has_value();
   if (fail_) return Status::Unavailable("fake aggregator told to fail");
   uint64_t value = 0;
   for (uint32_t i = 0; i < size; ++i) {
@@ -27,12 +30,49 @@ Result<uint64_t> FakeAggregator::Read(BarIndex bar, uint64_t offset, uint32_t si
 Status FakeAggregator::Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                              uint32_t vcpu) {
   std::lock_guard<std::mutex> lock(mu_);
+  overtaken_ |= posted_.has_value();
+  return WriteLocked(bar, offset, size, value, vcpu);
+}
+
+Status FakeAggregator::WriteLocked(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                                   uint32_t vcpu) {
   if (fail_) return Status::Unavailable("fake aggregator told to fail");
   for (uint32_t i = 0; i < size; ++i) {
     bytes_[{bar, offset + i}] = static_cast<uint8_t>(value >> (8 * i));
   }
   accesses_.push_back({true, bar, offset, size, value, vcpu});
   return Status::Ok();
+}
+
+Status FakeAggregator::PostWrite(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                                 uint32_t vcpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  overtaken_ |= posted_.has_value();
+  posted_ = RecordedAccess{true, bar, offset, size, value, vcpu};
+  return Status::Ok();
+}
+
+Status FakeAggregator::Settle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!posted_) return Status::Ok();
+  const RecordedAccess w = *std::exchange(posted_, std::nullopt);
+  ++settles_;
+  return WriteLocked(w.bar, w.offset, w.size, w.value, w.vcpu);
+}
+
+std::optional<RecordedAccess> FakeAggregator::posted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return posted_;
+}
+
+uint64_t FakeAggregator::settles() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return settles_;
+}
+
+bool FakeAggregator::overtaken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return overtaken_;
 }
 
 Result<std::optional<AggregatorEvent>> FakeAggregator::PollEvent() {

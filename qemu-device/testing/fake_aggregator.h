@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,12 @@ class FakeAggregator : public AggregatorConnection {
   Result<uint64_t> Read(BarIndex bar, uint64_t offset, uint32_t size, uint32_t vcpu) override;
   Status Write(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
                uint32_t vcpu) override;
+  // A posted write is only remembered; Settle() performs it (so a test sees that the guest's write
+  // completed before the "aggregator" acted on it, and what came next). Any other access while one
+  // is outstanding is an ordering violation, recorded (overtaken()).
+  Status PostWrite(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value,
+                   uint32_t vcpu) override;
+  Status Settle() override;
   int event_fd() const override { return events_fd_.get(); }
   Result<std::optional<AggregatorEvent>> PollEvent() override;
   Status AnswerBarRequest(uint32_t seq, const Status& result) override;
@@ -45,17 +52,25 @@ class FakeAggregator : public AggregatorConnection {
   // Test side.
   void PushEvent(const AggregatorEvent& event);
   void FailAccesses(bool fail);
-  std::vector<RecordedAccess> accesses() const;
+  std::vector<RecordedAccess> accesses() const;  // performed ones, in order
+  std::optional<RecordedAccess> posted() const;  // posted and not settled yet
+  uint64_t settles() const;                      // Settle() calls that performed a write
+  bool overtaken() const;  // an access came while a posted write was outstanding
   std::vector<std::pair<uint32_t, Status>> bar_answers() const;
   void Clear();
 
  private:
+  Status WriteLocked(BarIndex bar, uint64_t offset, uint32_t size, uint64_t value, uint32_t vcpu);
+
   mutable std::mutex mu_;
   std::map<std::pair<BarIndex, uint64_t>, uint8_t> bytes_;
   std::vector<RecordedAccess> accesses_;
   std::deque<AggregatorEvent> events_;
   std::vector<std::pair<uint32_t, Status>> bar_answers_;
   bool fail_ = false;
+  std::optional<RecordedAccess> posted_;
+  uint64_t settles_ = 0;
+  bool overtaken_ = false;
   os::UniqueFd events_fd_;
 };
 

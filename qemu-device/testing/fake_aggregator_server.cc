@@ -19,6 +19,7 @@ Result<std::unique_ptr<FakeAggregatorServer>> FakeAggregatorServer::Create(
 }
 
 FakeAggregatorServer::~FakeAggregatorServer() {
+  Release();  // a held serving thread would never see the stop
   Stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -94,8 +95,25 @@ void FakeAggregatorServer::Serve() {
   }
 }
 
+void FakeAggregatorServer::Hold() {
+  std::lock_guard<std::mutex> lock(hold_mu_);
+  held_ = true;
+}
+
+void FakeAggregatorServer::Release() {
+  {
+    std::lock_guard<std::mutex> lock(hold_mu_);
+    held_ = false;
+  }
+  hold_cv_.notify_all();
+}
+
 std::optional<ipc::Body> FakeAggregatorServer::AnswerMmio(const ipc::Body& request) {
   ++mmio_requests_;
+  {
+    std::unique_lock<std::mutex> lock(hold_mu_);
+    hold_cv_.wait(lock, [this] { return !held_; });
+  }
   if (behaviour_ == Behaviour::kSilent) return std::nullopt;
   if (const auto* read = std::get_if<ipc::MmioRead>(&request)) {
     uint64_t value = 0;
@@ -132,6 +150,10 @@ std::optional<ipc::Body> FakeAggregatorServer::AnswerMmio(const ipc::Body& reque
     return ipc::MmioWriteAck{};
   }
   const auto& write = std::get<ipc::MmioWrite>(request);
+  if (refuse_at_ && refuse_at_->first == static_cast<uint8_t>(write.bar) &&
+      refuse_at_->second == write.offset) {
+    return ipc::Error{StatusCode::kPermissionDenied, "write refused (test)"};
+  }
   for (uint32_t i = 0; i < write.size; ++i) {
     bytes_[{static_cast<uint8_t>(write.bar), write.offset + i}] =
         static_cast<uint8_t>(write.value >> (8 * i));

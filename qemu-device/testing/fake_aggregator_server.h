@@ -11,12 +11,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ipc/channel.h"
@@ -40,6 +42,12 @@ class FakeAggregatorServer {
   // The next time something arrives, the serving thread sleeps this long before it looks (as a
   // SIGSTOPped aggregator would: nothing answered, nothing closed).
   void StallNextFor(std::chrono::milliseconds stall) { stall_ms_ = stall.count(); }
+  // While held, the serving thread takes MMIO requests in (counted by mmio_requests()) but answers
+  // none until Release() — an aggregator busy elsewhere, as long as the test wants.
+  void Hold();
+  void Release();
+  // MMIO_WRITEs to this BAR offset are answered with ERROR (as the aggregator refuses a write).
+  void RefuseWritesAt(uint8_t bar, uint64_t offset) { refuse_at_ = {bar, offset}; }
   // The only token AUTH may carry (default: any token is good).
   void set_token(const ipc::VmToken& token) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -71,6 +79,10 @@ class FakeAggregatorServer {
   std::atomic<Behaviour> behaviour_{Behaviour::kNormal};
   std::atomic<uint64_t> mmio_requests_{0};
   std::atomic<int64_t> stall_ms_{0};
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  bool held_ = false;                                      // guarded by hold_mu_
+  std::optional<std::pair<uint8_t, uint64_t>> refuse_at_;  // set before serving
   std::atomic<bool> offer_fast_lane_{true};
   std::atomic<bool> lane_in_use_{false};
   std::unique_ptr<ipc::FastLane> lane_;  // serving thread only
