@@ -10,8 +10,10 @@
 
 #include "gtest/gtest.h"
 #include "ipc/codec.h"
+#include "qemu-device/device_model.h"
 #include "qemu-device/testing/fake_aggregator.h"
 #include "qemu-device/testing/fake_aggregator_server.h"
+#include "qemu-device/testing/fake_hypervisor.h"
 
 namespace gpuvm::dm {
 namespace {
@@ -317,6 +319,54 @@ TEST_P(IpcPostedWriteTest, AnIdleDeviceModelCollectsTheAcknowledgementAndTearsDo
   EXPECT_TRUE((*c)->Teardown(ipc::TeardownReason::kNormal).ok());
   EXPECT_FALSE((*c)->write_posted());
   EXPECT_EQ(server_->mmio_requests(), 2u);
+}
+
+// The whole device-model path: the guest's doorbell store completes while the aggregator still
+// holds its answer; the guest's next access (a read of what it wrote) is served only after it.
+TEST_P(IpcPostedWriteTest, TheDeviceModelCompletesTheGuestsWriteBeforeTheAggregatorAnswers) {
+  auto c = ConnectPosting();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  testing::RecordingIoreqServer hypervisor;
+  auto dm = DeviceModel::Create(DeviceModelConfig{}, &hypervisor, c->get(), nullptr);
+  ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+  auto access = [](hv::IoSpace space, hv::IoDirection dir, uint64_t addr, uint32_t size,
+                   uint64_t data) {
+    hv::IoRequest r;
+    r.space = space;
+    r.dir = dir;
+    r.addr = addr;
+    r.size = size;
+    r.count = 1;
+    r.data = data;
+    r.sbdf = kDefaultSbdf;
+    return r;
+  };
+  constexpr uint64_t kBar1At = 0xe0000000;
+  (*dm)->Handle(access(hv::IoSpace::kPciConfig, hv::IoDirection::kWrite, kPciBar1, 4, kBar1At));
+  (*dm)->Handle(access(hv::IoSpace::kPciConfig, hv::IoDirection::kWrite, kPciBar1 + 4, 4, 0));
+  (*dm)->Handle(
+      access(hv::IoSpace::kPciConfig, hv::IoDirection::kWrite, kPciCommand, 2, kCommandMemory));
+  server_->Hold();
+  EXPECT_EQ((*dm)->Handle(
+                access(hv::IoSpace::kMmio, hv::IoDirection::kWrite, kBar1At + 0x1040, 4, 0xfeed)),
+            0u);
+  EXPECT_TRUE((*dm)->write_posted()) << "completed without the acknowledgement";
+  ASSERT_TRUE(ServerSaw(1));
+  std::atomic<bool> done{false};
+  uint64_t value = 0;
+  std::thread next([&] {
+    value =
+        (*dm)->Handle(access(hv::IoSpace::kMmio, hv::IoDirection::kRead, kBar1At + 0x1040, 4, 0));
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done) << "the guest's read was served before the posted write was acknowledged";
+  server_->Release();
+  next.join();
+  EXPECT_EQ(value, 0xfeedu);
+  EXPECT_FALSE((*dm)->write_posted());
+  EXPECT_EQ((*dm)->posted_writes(), 1u);
+  EXPECT_EQ((*dm)->counters().Snapshot().refused_total(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, IpcPostedWriteTest, ::testing::Bool(),
