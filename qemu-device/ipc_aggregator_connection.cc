@@ -16,6 +16,13 @@ BarIndex FromWire(ipc::Bar bar) { return static_cast<BarIndex>(static_cast<uint8
 
 Status FromError(const ipc::Error& e) { return Status(e.code, "aggregator: " + e.text); }
 
+// The aggregator's own requests: numbered in its own seq space, so never a reply to ours even when
+// their seq is the one we wait for (docs/IPC.md: replies match by direction and seq).
+bool IsAggregatorRequest(const ipc::Body& body) {
+  return std::holds_alternative<ipc::BarMap>(body) || std::holds_alternative<ipc::BarUnmap>(body) ||
+         std::holds_alternative<ipc::Teardown>(body) || std::holds_alternative<ipc::Ping>(body);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connect(
@@ -198,7 +205,7 @@ Result<ipc::Message> IpcAggregatorConnection::AwaitReply(uint32_t seq, std::stri
       if (received.status().code() == StatusCode::kDeadlineExceeded) continue;  // NextWait decides
       return Break(PeerGone(received.status()));
     }
-    if (received->message.seq == seq) {
+    if (received->message.seq == seq && !IsAggregatorRequest(received->message.body)) {
       Answered(wait);
       if (!received->fds.empty()) return Break(Status::DataLoss("reply carried descriptors"));
       if (const auto* error = std::get_if<ipc::Error>(&received->message.body)) {
@@ -459,7 +466,8 @@ Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
       }
       return Break(received.status().WithContext("the aggregator's socket"));
     }
-    if (posted_ && !posted_->on_lane && received->message.seq == posted_->seq) {
+    if (posted_ && !posted_->on_lane && received->message.seq == posted_->seq &&
+        !IsAggregatorRequest(received->message.body)) {
       // The posted write's acknowledgement (or refusal), on the socket: collected now, reported
       // by the next Settle().
       posted_.reset();
@@ -472,11 +480,7 @@ Result<std::optional<AggregatorEvent>> IpcAggregatorConnection::PollEvent() {
       PostedAnswered(reply);
       continue;
     }
-    if (received->message.seq != 0 &&
-        !std::holds_alternative<ipc::BarMap>(received->message.body) &&
-        !std::holds_alternative<ipc::BarUnmap>(received->message.body) &&
-        !std::holds_alternative<ipc::Teardown>(received->message.body) &&
-        !std::holds_alternative<ipc::Ping>(received->message.body)) {
+    if (received->message.seq != 0 && !IsAggregatorRequest(received->message.body)) {
       return Break(Status::DataLoss("a reply nobody asked for"));
     }
     GPUVM_RETURN_IF_ERROR(Dispatch(std::move(*received)));
