@@ -371,9 +371,19 @@ TEST_P(IpcPostedWriteTest, TheDeviceModelCompletesTheGuestsWriteBeforeTheAggrega
   (*dm)->Handle(
       access(hv::IoSpace::kPciConfig, hv::IoDirection::kWrite, kPciCommand, 2, kCommandMemory));
   server_->Hold();
-  EXPECT_EQ((*dm)->Handle(
-                access(hv::IoSpace::kMmio, hv::IoDirection::kWrite, kBar1At + 0x1040, 4, 0xfeed)),
-            0u);
+  // On its own thread, so a device model that waited for the acknowledgement fails the test
+  // instead of hanging it.
+  std::atomic<bool> wrote{false};
+  std::thread write([&] {
+    (*dm)->Handle(access(hv::IoSpace::kMmio, hv::IoDirection::kWrite, kBar1At + 0x1040, 4, 0xfeed));
+    wrote = true;
+  });
+  for (int i = 0; i < 500 && !wrote; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool completed_while_held = wrote;
+  if (!completed_while_held) server_->Release();
+  write.join();
+  ASSERT_TRUE(completed_while_held) << "the guest's write waited for the aggregator's answer";
   EXPECT_TRUE((*dm)->write_posted()) << "completed without the acknowledgement";
   ASSERT_TRUE(ServerSaw(1));
   std::atomic<bool> done{false};
