@@ -81,4 +81,10 @@ void WriteLogLine(std::FILE* out, std::string_view component, std::string_view b
   std::fflush(out);
 }
 
+void VmLog::operator()(LogLevel level, const std::string& msg) const {
+  const std::string fields = vm_ ? VmLogFields(*vm_, name_) : "name=" + LogValue(name_);
+  WriteLogLine(stderr, component_,
+               LogEvent(level, fields + LogField("domid", std::to_string(domid_)), msg));
+}
+
 }  // namespace gpuvm

@@ -21,8 +21,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpuvm {
 
@@ -50,6 +52,23 @@ std::string FormatLogLine(std::chrono::system_clock::time_point when, std::strin
 
 // Writes FormatLogLine(now, component, body) and a newline to `out` in one call, and flushes.
 void WriteLogLine(std::FILE* out, std::string_view component, std::string_view body);
+
+// The log of a program serving one VM (gpuvm-dm, gpuvm-pvdrm-backend): lines on stderr carrying
+// the VM's name and domain, and its aggregator id once the aggregator has admitted it.
+// Threading: Admitted before the log is shared; the call operator from any thread.
+class VmLog {
+ public:
+  VmLog(std::string component, std::string name, uint32_t domid)
+      : component_(std::move(component)), name_(std::move(name)), domid_(domid) {}
+  void Admitted(uint32_t vm) { vm_ = vm; }
+  void operator()(LogLevel level, const std::string& msg) const;
+
+ private:
+  const std::string component_;
+  const std::string name_;
+  const uint32_t domid_;
+  std::optional<uint32_t> vm_;
+};
 
 }  // namespace gpuvm
 

@@ -163,33 +163,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
   return o;
 }
 
-// Log lines about this backend's VM (base/log.h): its name and domain, and its aggregator id once
-// the aggregator has admitted it.
-class VmLog {
- public:
-  VmLog(const std::string& name, uint32_t domid) : name_(name), domid_(domid) {}
-  void Admitted(uint32_t vm) { vm_ = vm; }
-  void operator()(LogLevel level, const std::string& msg) const {
-    const std::string fields = vm_ ? VmLogFields(*vm_, name_) : "name=" + LogValue(name_);
-    WriteLogLine(stderr, "gpuvm-pvdrm-backend",
-                 LogEvent(level, fields + LogField("domid", std::to_string(domid_)), msg));
-  }
-
- private:
-  const std::string name_;
-  const uint32_t domid_;
-  std::optional<uint32_t> vm_;
-};
-
 Status Serve(const Options& o, int stop_fd) {
-  VmLog log(o.aggregator.vm.name, uint32_t(o.domid));
-  Result<ipc::VmToken> token = Status::Internal("no token source");
-  if (o.token_fd >= 0) {
-    token = dm::ReadVmTokenFromFd(o.token_fd);
-    ::close(o.token_fd);
-  } else {
-    token = dm::ReadVmTokenFromFile(o.token_file);
-  }
+  VmLog log("gpuvm-pvdrm-backend", o.aggregator.vm.name, uint32_t(o.domid));
+  Result<ipc::VmToken> token = dm::ReadVmToken(o.token_fd, o.token_file);
   if (!token.ok()) return token.status();
 
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::Backend> backend,

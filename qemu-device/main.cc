@@ -174,33 +174,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
   return o;
 }
 
-// Log lines about this device model's VM (base/log.h): its name and domain, and its aggregator id
-// once the aggregator has admitted it.
-class VmLog {
- public:
-  VmLog(const std::string& name, uint32_t domid) : name_(name), domid_(domid) {}
-  void Admitted(uint32_t vm) { vm_ = vm; }
-  void operator()(LogLevel level, const std::string& msg) const {
-    const std::string fields = vm_ ? VmLogFields(*vm_, name_) : "name=" + LogValue(name_);
-    WriteLogLine(stderr, "gpuvm-dm",
-                 LogEvent(level, fields + LogField("domid", std::to_string(domid_)), msg));
-  }
-
- private:
-  const std::string name_;
-  const uint32_t domid_;
-  std::optional<uint32_t> vm_;
-};
-
 Status Serve(const Options& o, VmLog& log) {
   // The token first: read once, and its descriptor closed at once.
-  Result<ipc::VmToken> token = Status::Internal("no token source");
-  if (o.token_fd >= 0) {
-    token = ReadVmTokenFromFd(o.token_fd);
-    ::close(o.token_fd);
-  } else {
-    token = ReadVmTokenFromFile(o.token_file);
-  }
+  Result<ipc::VmToken> token = ReadVmToken(o.token_fd, o.token_file);
   if (!token.ok()) return token.status();
   // The hypervisor side first: without it there is nothing to tell the aggregator about. The
   // backend is chosen here, once; everything below works on the port's objects.
@@ -303,7 +279,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, gpuvm::dm::OnSignal);
   std::signal(SIGTERM, gpuvm::dm::OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
-  gpuvm::dm::VmLog log(options->aggregator.vm.name, static_cast<uint32_t>(options->domid));
+  gpuvm::VmLog log("gpuvm-dm", options->aggregator.vm.name, static_cast<uint32_t>(options->domid));
   const gpuvm::Status served = gpuvm::dm::Serve(*options, log);
   if (!served.ok()) {
     log(gpuvm::LogLevel::kError, served.ToString());

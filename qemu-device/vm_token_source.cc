@@ -50,4 +50,11 @@ Result<ipc::VmToken> ReadVmTokenFromFile(const std::string& path) {
   return ReadVmTokenFromFd(fd.get());
 }
 
+Result<ipc::VmToken> ReadVmToken(int fd, const std::string& path) {
+  if (fd < 0) return ReadVmTokenFromFile(path);
+  Result<ipc::VmToken> token = ReadVmTokenFromFd(fd);
+  ::close(fd);
+  return token;
+}
+
 }  // namespace gpuvm::dm

@@ -22,6 +22,8 @@ namespace gpuvm::dm {
 // Reads `fd` to its end (at most 128 bytes); the caller closes it.
 Result<ipc::VmToken> ReadVmTokenFromFd(int fd);
 Result<ipc::VmToken> ReadVmTokenFromFile(const std::string& path);
+// The token from `fd` when it is a descriptor (read, then closed at once), else from `path`.
+Result<ipc::VmToken> ReadVmToken(int fd, const std::string& path);
 
 }  // namespace gpuvm::dm
 

@@ -42,28 +42,18 @@
 namespace gpuvm::vm {
 namespace {
 
-// The device model gpuvm-vm starts unless told (--dm, GPUVM_DM): the gpuvm-dm installed beside this
-// program (an installed gpuvm-vm in /usr/bin finds /usr/bin/gpuvm-dm), else the one of the build
-// tree this was built in (harnesses like gpuvm-bench live elsewhere in it).
-std::string DefaultDeviceModelPath() {
+// A program gpuvm-vm starts: the one named `name` installed beside this program (an installed
+// gpuvm-vm in /usr/bin finds /usr/bin/gpuvm-dm), else `built` — the one of the build tree this was
+// built in (harnesses like gpuvm-bench live elsewhere in it). The device model unless told (--dm,
+// GPUVM_DM); a pvdrm VM's backend unless told (--pvdrm-backend, GPUVM_PVDRM_BACKEND).
+std::string SiblingProgram(const char* name, const char* built) {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
-    const std::filesystem::path sibling = self.parent_path() / "gpuvm-dm";
+    const std::filesystem::path sibling = self.parent_path() / name;
     if (::access(sibling.c_str(), X_OK) == 0) return sibling.string();
   }
-  return GPUVM_DM_DEFAULT_PATH;
-}
-
-// The PVDRM backend a pvdrm VM gets: the one beside this program, else this build's.
-std::string DefaultPvdrmBackendPath() {
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    const std::filesystem::path sibling = self.parent_path() / "gpuvm-pvdrm-backend";
-    if (::access(sibling.c_str(), X_OK) == 0) return sibling.string();
-  }
-  return GPUVM_PVDRM_BACKEND_DEFAULT_PATH;
+  return built;
 }
 
 using os::UniqueFd;
@@ -276,7 +266,8 @@ Result<int> RunVm(const VmOptions& options) {
     const char* env = std::getenv(pvdrm ? "GPUVM_PVDRM_BACKEND" : "GPUVM_DM");
     dm_path = env != nullptr && *env != '\0'
                   ? env
-                  : (pvdrm ? DefaultPvdrmBackendPath() : DefaultDeviceModelPath());
+                  : (pvdrm ? SiblingProgram("gpuvm-pvdrm-backend", GPUVM_PVDRM_BACKEND_DEFAULT_PATH)
+                           : SiblingProgram("gpuvm-dm", GPUVM_DM_DEFAULT_PATH));
   }
   const auto log = [&](const std::string& line) {
     if (options.verbose) std::fprintf(stderr, "gpuvm-vm: %s\n", line.c_str());
