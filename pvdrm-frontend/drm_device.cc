@@ -172,14 +172,16 @@ Result<guest::DrmDevice::Object> PvdrmDevice::NewOverFrames(
   GemNew g;
   g.arg.info.size = mapping->length();
   g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
-  Result<Response> r = Status::Internal("not called");
+  // The list is read once by the backend, during the call; then it is revoked.
+  std::unique_ptr<SharedPageList> list;
   {
     std::lock_guard lock(sharer_mu_);
-    // The list is read once by the backend, during the call; then it is revoked.
-    GPUVM_ASSIGN_OR_RETURN(SharedPageList list, ShareEntryList(sharer_, backend_, frames));
-    g.pages = list.list;
-    r = Call(file, g, "GEM_NEW");
+    GPUVM_ASSIGN_OR_RETURN(SharedPageList shared, ShareEntryList(sharer_, backend_, frames));
+    list = std::make_unique<SharedPageList>(std::move(shared));
   }
+  g.pages = list->list;
+  Result<Response> r = Call(file, g, "GEM_NEW");
+  Unshare(std::move(list));
   GPUVM_RETURN_IF_ERROR(r.status());
   const auto& info = std::get<drm_nouveau_gem_info>(r->body);
   Object object;
@@ -257,11 +259,22 @@ Status PvdrmDevice::Pushbuf(uint32_t file, int32_t channel, std::span<const Push
   submit.arg.channel = uint32_t(channel);
   submit.arg.nr_buffers = uint32_t(arrays.buffers.size());
   submit.arg.nr_push = uint32_t(arrays.push.size());
+  std::unique_ptr<SharedPageList> data;
+  {
+    std::lock_guard lock(sharer_mu_);
+    GPUVM_ASSIGN_OR_RETURN(SharedPageList shared, ShareDataPages(sharer_, backend_, layout.pages));
+    data = std::make_unique<SharedPageList>(std::move(shared));
+  }
+  WritePushbufArrays(arrays, data->data->bytes());
+  submit.data = data->list;
+  const Status called = Call(file, submit, "GEM_PUSHBUF").status();
+  Unshare(std::move(data));
+  return called;
+}
+
+void PvdrmDevice::Unshare(std::unique_ptr<SharedPageList> list) {
   std::lock_guard lock(sharer_mu_);
-  GPUVM_ASSIGN_OR_RETURN(SharedPageList data, ShareDataPages(sharer_, backend_, layout.pages));
-  WritePushbufArrays(arrays, data.data->bytes());
-  submit.data = data.list;
-  return Call(file, submit, "GEM_PUSHBUF").status();
+  list.reset();  // revokes the grants: the sharer's work, under its lock
 }
 
 Status PvdrmDevice::Health(uint32_t file, uint32_t handle) {

@@ -5,7 +5,7 @@
 // call.
 //
 // Threading: every method from any thread (the connection's Call is thread-safe; the grant sharer,
-// which is not, is used under one lock).
+// which is not, is used under one lock, never held across a call).
 #ifndef GPUVM_PVDRM_FRONTEND_DRM_DEVICE_H_
 #define GPUVM_PVDRM_FRONTEND_DRM_DEVICE_H_
 
@@ -23,6 +23,7 @@
 #include "guest-pv-driver/local_trap_bus.h"
 #include "hypervisor/grants.h"
 #include "pvdrm-frontend/frontend.h"
+#include "pvdrm-frontend/page_lists.h"
 
 namespace gpuvm::pvdrm {
 
@@ -76,6 +77,9 @@ class PvdrmDevice final : public guest::DrmDevice {
  private:
   // One request; a negative status becomes the Status.
   Result<Response> Call(uint32_t file, const RequestBody& body, const char* what);
+  // Revokes a page list shared for one call. Lists are made and revoked under sharer_mu_, the
+  // calls themselves run without it (a round trip must not hold up other threads' calls).
+  void Unshare(std::unique_ptr<SharedPageList> list);
   // GEM_NEW of a GART object over `mapping`'s frames.
   Result<Object> NewOverFrames(uint32_t file, std::unique_ptr<guest::DmaMapping> mapping);
 
