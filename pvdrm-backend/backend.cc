@@ -21,11 +21,12 @@ class BackendConnection::Pages : public GuestPages {
   Pages(hv::GrantMapper& mapper, hv::DomainId granter) : mapper_(mapper), granter_(granter) {}
 
   Result<std::unique_ptr<hv::GuestMapping>> Map(const PageList& list, hv::Access access) override {
-    GPUVM_ASSIGN_OR_RETURN(const std::vector<grant_ref_t> refs, Entries(list));
+    GPUVM_ASSIGN_OR_RETURN(const std::vector<grant_ref_t> refs, Refs(list));
     return mapper_.Map(granter_, refs, access);
   }
 
-  Result<std::vector<uint32_t>> Entries(const PageList& list) override {
+ private:
+  Result<std::vector<grant_ref_t>> Refs(const PageList& list) {
     if (list.nr_pages == 0 || list.indirect.size() != IndirectPagesFor(list.nr_pages)) {
       return Status::InvalidArgument("no pages listed");
     }
@@ -43,10 +44,33 @@ class BackendConnection::Pages : public GuestPages {
     return entries;
   }
 
- private:
   hv::GrantMapper& mapper_;
   hv::DomainId granter_;
 };
+
+Result<std::vector<uint32_t>> ReadFrameList(GuestPages& pages, const PageList& list,
+                                            uint64_t count) {
+  if (count == 0 || count > kMaxGemFrames ||
+      list.nr_pages != (count + kFramesPerListPage - 1) / kFramesPerListPage) {
+    return Status::InvalidArgument("a frame list of " + std::to_string(list.nr_pages) +
+                                   " pages for " + std::to_string(count) + " frames");
+  }
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::GuestMapping> mapped,
+                         pages.Map(list, hv::Access::kReadOnly));
+  const std::span<uint8_t> bytes = mapped->bytes();
+  if (bytes.size() < uint64_t{list.nr_pages} * kPageBytes) {
+    return Status::Internal("frame-list pages mapped short");
+  }
+  // One copy, then decide on it: the guest may rewrite its pages while we read them.
+  std::vector<uint32_t> listed(uint64_t{list.nr_pages} * kFramesPerListPage);
+  const auto* shared = reinterpret_cast<const uint32_t*>(bytes.data());
+  for (size_t i = 0; i < listed.size(); ++i) listed[i] = os::LoadShared(shared[i]);
+  for (size_t i = count; i < listed.size(); ++i) {
+    if (listed[i] != 0) return Status::InvalidArgument("frame list has entries past its object");
+  }
+  listed.resize(count);
+  return listed;
+}
 
 BackendConnection::BackendConnection(hv::GrantMapper& mapper, RequestHandler& handler)
     : mapper_(mapper), handler_(handler) {}

@@ -48,10 +48,13 @@ class GuestPages {
   // InvalidArgument for an empty list.
   virtual Result<std::unique_ptr<hv::GuestMapping>> Map(const PageList& list,
                                                         hv::Access access) = 0;
-  // The list's entries themselves, read once out of its indirect pages: for GEM_NEW they are guest
-  // frame numbers, not grant references (docs/PVDRM.md). Errors as Map.
-  virtual Result<std::vector<uint32_t>> Entries(const PageList& list) = 0;
 };
+
+// GEM_NEW's guest frame numbers: `count` of them read once out of the list's frame-list pages
+// (mapped read-only). Errors as Map; InvalidArgument when the list has not exactly the pages
+// `count` frames need or the rest of its last page is not zero.
+Result<std::vector<uint32_t>> ReadFrameList(GuestPages& pages, const PageList& list,
+                                            uint64_t count);
 
 // The port the GPU layer implements. Called on the Run() thread only.
 class RequestHandler {

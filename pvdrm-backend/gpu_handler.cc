@@ -269,8 +269,12 @@ Response GpuRequestHandler::Serve(File& file, const Request& request, GuestPages
           } else {
             if ((want.domain & NOUVEAU_GEM_DOMAIN_GART) == 0) return fail(-EINVAL);
             object.domain = NOUVEAU_GEM_DOMAIN_GART;
-            Result<std::vector<uint32_t>> listed = pages.Entries(b.pages);
-            if (!listed.ok()) return fail(-EFAULT);
+            Result<std::vector<uint32_t>> listed =
+                ReadFrameList(pages, b.pages, object.size / kPage);
+            if (!listed.ok()) {
+              return fail(listed.status().code() == StatusCode::kInvalidArgument ? -EINVAL
+                                                                                 : -EFAULT);
+            }
             Result<std::unique_ptr<hv::GuestMapping>> mapped = frames_.Map(*listed);
             if (!mapped.ok()) return fail(-EFAULT);
             Result<guest::Allocation> a =

@@ -27,11 +27,11 @@ constexpr uint32_t kSubcCopy = 4;
 class TestPages final : public GuestPages {
  public:
   struct Entry {
-    std::vector<uint32_t> entries;  // GEM_NEW: frames
-    std::vector<uint8_t> data;      // GEM_PUSHBUF: the arrays
+    std::vector<uint8_t> data;  // GEM_NEW: the frame-list pages; GEM_PUSHBUF: the arrays
   };
   PageList Add(Entry entry, uint32_t nr_pages) {
     const grant_ref_t key = next_++;
+    entry.data.resize(uint64_t{nr_pages} * kPageBytes);
     lists_[key] = std::move(entry);
     PageList list;
     list.nr_pages = nr_pages;
@@ -53,11 +53,6 @@ class TestPages final : public GuestPages {
       std::vector<uint8_t>& d_;
     };
     return std::unique_ptr<hv::GuestMapping>(new View(it->second.data));
-  }
-  Result<std::vector<uint32_t>> Entries(const PageList& list) override {
-    auto it = lists_.find(list.indirect.empty() ? 0 : list.indirect[0]);
-    if (it == lists_.end()) return Status::PermissionDenied("not granted");
-    return it->second.entries;
   }
 
  private:
@@ -111,8 +106,10 @@ class GpuHandlerTest : public ::testing::Test {
     GemNew g;
     g.arg.info.size = frames.size() * 4096;
     g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
-    const uint32_t n = uint32_t(frames.size());
-    g.pages = pages_.Add({std::move(frames), {}}, n);
+    std::vector<uint8_t> list(frames.size() * sizeof(uint32_t));
+    std::memcpy(list.data(), frames.data(), list.size());
+    g.pages = pages_.Add({std::move(list)},
+                         uint32_t((frames.size() + kFramesPerListPage - 1) / kFramesPerListPage));
     Response r = Call(file, g);
     if (status != nullptr) *status = r.status;
     return r.status == 0 ? std::get<drm_nouveau_gem_info>(r.body) : drm_nouveau_gem_info{};
@@ -158,7 +155,7 @@ class GpuHandlerTest : public ::testing::Test {
     const PushbufLayout layout = LayoutPushbuf(p.arg.nr_buffers, 0, 1);
     std::vector<uint8_t> data(layout.pages * 4096);
     WritePushbufArrays(arrays, data);
-    p.data = pages_.Add({{}, std::move(data)}, layout.pages);
+    p.data = pages_.Add({std::move(data)}, layout.pages);
     if (data_out != nullptr) *data_out = p.data;
     return Call(file, p);
   }
@@ -255,6 +252,62 @@ TEST_F(GpuHandlerTest, APushbufferTheGuestWroteCopiesThroughVram) {
   EXPECT_EQ(handler_->stats().pushbufs, 1u);
 }
 
+// An object of more frames than one frame-list page holds (1030: two pages of frame numbers, out
+// of order across the page boundary) reaches the GPU whole: bytes at its far end go to VRAM and
+// back. A list with a frame number past the object's end, or one list page too few, is refused.
+TEST_F(GpuHandlerTest, ObjectsListedOverSeveralFrameListPagesAreWhole) {
+  Open(1);
+  const int channel = AllocChannel(1);
+  constexpr uint32_t kFrames = kFramesPerListPage + 6;
+  const auto big_frames = Frames(1000, kFrames, /*reversed=*/true);
+  const auto dst_frames = Frames(3000, 2);
+  const auto pb_frames = Frames(3100, 1);
+  const drm_nouveau_gem_info big = NewGart(1, big_frames);
+  const drm_nouveau_gem_info dst = NewGart(1, dst_frames);
+  const drm_nouveau_gem_info push = NewGart(1, pb_frames);
+  const drm_nouveau_gem_info vram = NewVram(1, 64 << 10);
+  ASSERT_NE(big.handle, 0u);
+  ASSERT_EQ(big.size, uint64_t{kFrames} * 4096);
+  constexpr uint64_t kFrom = uint64_t{kFrames - 2} * 4096 + 17;  // listed in the second page
+  constexpr uint32_t kBytes = 6000;
+  for (uint32_t i = 0; i < kBytes; ++i) *At(big_frames, kFrom + i) = uint8_t(i * 13 + 5);
+  const guest::PushBuffer pb = CopyCommands(vram.offset, big.offset + kFrom, kBytes);
+  const guest::PushBuffer back = CopyCommands(dst.offset, vram.offset, kBytes);
+  WriteWords(pb_frames, 0, pb);
+  WriteWords(pb_frames, pb.size() * 4, back);
+  ASSERT_EQ(Pushbuf(1, channel, {push.handle, big.handle, vram.handle, dst.handle}, 0,
+                    (pb.size() + back.size()) * 4)
+                .status,
+            0);
+  GemCpuPrep prep;
+  prep.arg.handle = dst.handle;
+  ASSERT_EQ(Call(1, prep).status, 0);
+  for (uint32_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(*At(dst_frames, i), uint8_t(i * 13 + 5)) << "byte " << i;
+  }
+
+  // A frame listed past the object's last one (the list page's tail must be zero).
+  {
+    std::vector<uint8_t> list(4096);
+    const uint32_t frames[] = {50, 51, 52};
+    std::memcpy(list.data(), frames, sizeof(frames));
+    GemNew g;
+    g.arg.info.size = 2 * 4096;
+    g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
+    g.pages = pages_.Add({std::move(list)}, 1);
+    EXPECT_EQ(Call(1, g).status, -EINVAL);
+  }
+  // One frame-list page for 1030 frames: the codec refuses the count; the handler's own read of
+  // the list refuses it too, should a request reach it.
+  {
+    GemNew g;
+    g.arg.info.size = uint64_t{kFrames} * 4096;
+    g.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
+    g.pages = pages_.Add({std::vector<uint8_t>(4096)}, 1);
+    EXPECT_EQ(Call(1, g).status, -EINVAL);
+  }
+}
+
 // What a hostile frontend may name: another file's handles and channels, freed handles, pushes
 // outside their object or misaligned, relocations, frames past its RAM, an object listed twice —
 // each refused with the ioctl's errno, and the victim file keeps working.
@@ -291,7 +344,7 @@ TEST_F(GpuHandlerTest, FilesAreApartAndBadRequestsAreRefused) {
     p.arg.nr_relocs = 1;
     p.arg.nr_buffers = 1;
     const PushbufLayout layout = LayoutPushbuf(1, 1, 0);
-    p.data = pages_.Add({{}, std::vector<uint8_t>(layout.pages * 4096)}, layout.pages);
+    p.data = pages_.Add({std::vector<uint8_t>(layout.pages * 4096)}, layout.pages);
     EXPECT_EQ(Call(1, p).status, -EINVAL);
   }
   // Frames past the guest's RAM; a GART object without its pages; tiling; an odd alignment.

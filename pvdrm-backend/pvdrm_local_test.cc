@@ -45,7 +45,8 @@ class TestHandler : public RequestHandler {
             info.handle = next_handle_++;
             if (b.pages.nr_pages != 0) {
               // GEM_NEW lists guest frames: their numbers, summed, prove which arrived.
-              Result<std::vector<uint32_t>> frames = pages.Entries(b.pages);
+              Result<std::vector<uint32_t>> frames =
+                  ReadFrameList(pages, b.pages, (info.size + kPageBytes - 1) / kPageBytes);
               if (!frames.ok()) {
                 r.status = -EFAULT;
                 return;
@@ -333,7 +334,7 @@ TEST_F(PvdrmLocalTest, GemPagesAndPushbufArraysTravelInGrantedPageLists) {
   gem.arg.info.size = 3 * kPageBytes;
   gem.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
   const uint32_t frames[] = {10, 20, 40};
-  Result<SharedPageList> listed = ShareEntryList(*sharers_[kGood], 0, frames);
+  Result<SharedPageList> listed = ShareFrameList(*sharers_[kGood], 0, frames);
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   gem.pages = listed->list;
   Result<Response> made = frontend->Call(1, gem);

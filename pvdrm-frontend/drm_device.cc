@@ -161,9 +161,9 @@ Result<guest::DrmDevice::Object> PvdrmDevice::NewVram(uint32_t file, uint64_t si
 Result<guest::DrmDevice::Object> PvdrmDevice::NewOverFrames(
     uint32_t file, std::unique_ptr<guest::DmaMapping> mapping) {
   const uint64_t pages = mapping->length() / kPage;
-  if (pages > kMaxListedPages) {
+  if (pages > kMaxGemFrames) {
     return Status::ResourceExhausted("a GART object is at most " +
-                                     std::to_string(kMaxListedPages * kPage >> 20) + " MiB");
+                                     std::to_string(kMaxGemFrames * kPage >> 30) + " GiB");
   }
   std::vector<uint32_t> frames(pages);
   for (uint64_t i = 0; i < pages; ++i) {
@@ -176,7 +176,7 @@ Result<guest::DrmDevice::Object> PvdrmDevice::NewOverFrames(
   std::unique_ptr<SharedPageList> list;
   {
     std::lock_guard lock(sharer_mu_);
-    GPUVM_ASSIGN_OR_RETURN(SharedPageList shared, ShareEntryList(sharer_, backend_, frames));
+    GPUVM_ASSIGN_OR_RETURN(SharedPageList shared, ShareFrameList(sharer_, backend_, frames));
     list = std::make_unique<SharedPageList>(std::move(shared));
   }
   g.pages = list->list;

@@ -23,16 +23,29 @@ Result<SharedPageList> ShareEntryList(hv::GrantSharer& sharer, hv::DomainId peer
   return shared;
 }
 
-Result<SharedPageList> ShareDataPages(hv::GrantSharer& sharer, hv::DomainId peer, uint32_t pages) {
+Result<SharedPageList> ShareDataPages(hv::GrantSharer& sharer, hv::DomainId peer, uint32_t pages,
+                                      hv::Access access) {
   if (pages == 0 || pages > kMaxListedPages) {
     return Status::InvalidArgument("a page list holds 1 to " + std::to_string(kMaxListedPages) +
                                    " pages");
   }
-  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::SharedPages> data,
-                         sharer.Share(peer, pages, hv::Access::kReadWrite));
+  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::SharedPages> data, sharer.Share(peer, pages, access));
   const std::span<const hv::GrantRef> refs = data->refs();
   GPUVM_ASSIGN_OR_RETURN(SharedPageList shared, ShareEntryList(sharer, peer, refs));
   shared.data = std::move(data);
+  return shared;
+}
+
+Result<SharedPageList> ShareFrameList(hv::GrantSharer& sharer, hv::DomainId peer,
+                                      std::span<const uint32_t> frames) {
+  if (frames.empty() || frames.size() > kMaxGemFrames) {
+    return Status::InvalidArgument("a GEM object lists 1 to " + std::to_string(kMaxGemFrames) +
+                                   " frames");
+  }
+  const uint32_t pages = uint32_t((frames.size() + kFramesPerListPage - 1) / kFramesPerListPage);
+  GPUVM_ASSIGN_OR_RETURN(SharedPageList shared,
+                         ShareDataPages(sharer, peer, pages, hv::Access::kReadOnly));
+  std::memcpy(shared.data->bytes().data(), frames.data(), frames.size_bytes());
   return shared;
 }
 

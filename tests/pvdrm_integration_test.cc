@@ -158,7 +158,7 @@ TEST_F(PvdrmIntegrationTest, AGuestPushbufferCopiesThroughTheAggregatorsGpu) {
   // the pushbuffer; a VRAM object between them.
   std::vector<SharedPageList> lists;
   auto gart = [&](std::vector<uint32_t> frames) {
-    Result<SharedPageList> listed = ShareEntryList(*sharer_, hv::kControlDomain, frames);
+    Result<SharedPageList> listed = ShareFrameList(*sharer_, hv::kControlDomain, frames);
     EXPECT_TRUE(listed.ok());
     GemNew g;
     g.arg.info.size = frames.size() * 4096;

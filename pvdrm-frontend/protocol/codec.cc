@@ -135,15 +135,16 @@ Decoded DecodeBody(Op op, std::span<const uint8_t> p) {
       }
       if (std::string e = DecodePageList(wire.pages, b.pages); !e.empty()) return Refuse(e);
       if (b.pages.nr_pages != 0) {
-        if (info.size > uint64_t{kMaxListedPages} * kPageBytes) {
+        if (info.size > kMaxGemFrames * kPageBytes) {
           return Refuse("gem_new with pages larger than " +
-                        std::to_string(kMaxListedPages * kPageBytes) + " bytes");
+                        std::to_string(kMaxGemFrames * kPageBytes) + " bytes");
         }
-        const uint64_t want = (info.size + kPageBytes - 1) / kPageBytes;
+        const uint64_t frames = (info.size + kPageBytes - 1) / kPageBytes;
+        const uint64_t want = (frames + kFramesPerListPage - 1) / kFramesPerListPage;
         if (b.pages.nr_pages != want) {
           return Refuse("gem_new of " + std::to_string(info.size) + " bytes with " +
-                        std::to_string(b.pages.nr_pages) + " pages (needs " + std::to_string(want) +
-                        ")");
+                        std::to_string(b.pages.nr_pages) + " frame-list pages (needs " +
+                        std::to_string(want) + ")");
         }
       }
       return {b, {}};

@@ -47,7 +47,7 @@ std::vector<Request> OneOfEach() {
   gem_new.arg.info.tile_flags = 2;
   gem_new.arg.channel_hint = 3;
   gem_new.arg.align = 4096;
-  gem_new.pages.nr_pages = 4;
+  gem_new.pages.nr_pages = 1;  // one frame-list page: 4 frames
   gem_new.pages.indirect = {77};
   add(gem_new);
   GemInfo gem_info;
@@ -100,7 +100,7 @@ TEST(PvdrmCodec, EveryOpRoundTripsExactly) {
   }
   const auto gem = std::get<GemNew>(std::get<Request>(DecodeRequest(Encoded(all[8]))).body);
   EXPECT_EQ(gem.arg.info.size, 3 * kPageBytes + 1);
-  EXPECT_EQ(gem.pages.nr_pages, 4u);
+  EXPECT_EQ(gem.pages.nr_pages, 1u);
   EXPECT_EQ(gem.pages.indirect, std::vector<grant_ref_t>{77});
 }
 
@@ -157,11 +157,13 @@ TEST(PvdrmCodec, RefusesEveryMalformedRequest) {
       {"gem_new indirect count", 8, [](pvdrm_request& r) { r.u.gem_new.pages.nr_indirect = 2; }},
       {"gem_new unused indirect slot", 8,
        [](pvdrm_request& r) { r.u.gem_new.pages.indirect[5] = 9; }},
-      {"gem_new pages do not match the size", 8,
-       [](pvdrm_request& r) { r.u.gem_new.pages.nr_pages = 3; }},
+      {"gem_new frame-list pages do not match the size", 8,
+       [](pvdrm_request& r) { r.u.gem_new.pages.nr_pages = 2; }},
+      {"gem_new frame-list pages counted as frames", 8,
+       [](pvdrm_request& r) { r.u.gem_new.pages.nr_pages = 4; }},
       {"gem_new with pages too large", 8,
        [](pvdrm_request& r) {
-         r.u.gem_new.gem.info.size = uint64_t{kMaxListedPages + 1} * kPageBytes;
+         r.u.gem_new.gem.info.size = (kMaxGemFrames + 1) * kPageBytes;
          r.u.gem_new.pages.nr_pages = kMaxListedPages;
          r.u.gem_new.pages.nr_indirect = kMaxIndirectPages;
        }},
@@ -211,7 +213,7 @@ TEST(PvdrmCodec, GemObjectsWithoutPagesAndTheLargestListAreAccepted) {
   vram.arg.info.domain = NOUVEAU_GEM_DOMAIN_VRAM;
   EXPECT_TRUE(std::holds_alternative<Request>(DecodeRequest(Encoded({1, 1, vram}))));
   GemNew largest;
-  largest.arg.info.size = uint64_t{kMaxListedPages} * kPageBytes;
+  largest.arg.info.size = kMaxGemFrames * kPageBytes;  // 32 GiB
   largest.arg.info.domain = NOUVEAU_GEM_DOMAIN_GART;
   largest.pages.nr_pages = kMaxListedPages;
   largest.pages.indirect.assign(kMaxIndirectPages, 3);

@@ -1,4 +1,4 @@
-// PVDRM's wire format, protocol version 2 (docs/PVDRM.md): what a guest's frontend and its dom0
+// PVDRM's wire format, protocol version 3 (docs/PVDRM.md): what a guest's frontend and its dom0
 // backend put in the one shared ring page and in the granted page lists beside it.
 //
 // The ring is Xen's own: DEFINE_RING_TYPES from <xen/io/ring.h> over one request and one response
@@ -54,8 +54,9 @@
 
 namespace gpuvm::pvdrm {
 
-// 2: GEM_NEW's page list carries guest frame numbers (version 1: grant references).
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: GEM_NEW's page list grants pages that hold the object's guest frame numbers (version 2: the
+// indirect pages held them, so at most 32 MiB per object; version 1: grant references).
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr size_t kPageBytes = 4096;
 
 // Operations. Our own ones in 0x00xx; DRM core ioctls as 0x0100 | their number; nouveau's as
@@ -90,9 +91,13 @@ struct pvdrm_page_list {
   grant_ref_t indirect[kMaxIndirectPages];
 };
 
-// GEM_NEW: the ioctl's struct, then the object's guest pages (GART objects; VRAM ones have none).
-// Their entries are guest frame numbers, not grant references: the GPU reaches them by
-// guest-physical address, which the aggregator confines to the VM's own RAM (docs/PVDRM.md).
+// GEM_NEW: the ioctl's struct, then (GART objects; VRAM ones have none) a page list of *frame-list
+// pages*: granted data pages holding the object's guest frame numbers, kFramesPerListPage u32 per
+// page, ceil(size / kPageBytes) of them in order, the rest of the last page zero. Frame numbers,
+// not grant references: the GPU reaches them by guest-physical address, which the aggregator
+// confines to the VM's own RAM (docs/PVDRM.md).
+inline constexpr uint32_t kFramesPerListPage = kPageBytes / sizeof(uint32_t);
+inline constexpr uint64_t kMaxGemFrames = uint64_t{kMaxListedPages} * kFramesPerListPage;  // 32 GiB
 struct pvdrm_gem_new {
   struct drm_nouveau_gem_new gem;
   struct pvdrm_page_list pages;

@@ -26,7 +26,7 @@ seeds = {
     "grobj_alloc": slot(0x0204, struct.pack("<iIi", 1, 0xcafe, 0x90c0)),
     # gem_info {handle, domain, size, offset, map_handle, tile_mode, tile_flags} + channel_hint, align
     "gem_new_gart": slot(0x0240, struct.pack("<IIQQQII", 0, 4, 3 * 4096, 0, 0, 0, 0) +
-                         struct.pack("<II", 0, 4096) + page_list(3, [42])),
+                         struct.pack("<II", 0, 4096) + page_list(1, [42])),  # 1 frame-list page
     "gem_new_vram": slot(0x0240, struct.pack("<IIQQQII", 0, 2, 1 << 20, 0, 0, 0, 0) +
                          struct.pack("<II", 0, 0) + page_list(0, [])),
     "cpu_prep": slot(0x0242, struct.pack("<II", 5, 1)),
