@@ -60,7 +60,9 @@ class DrmDevice {
   virtual Result<Object> WrapHost(uint32_t file, void* host, uint64_t size) = 0;
   virtual Status Close(uint32_t file, uint32_t handle) = 0;
 
-  // GEM_PUSHBUF on `channel`: runs `pushes` (commands in the file's objects) in order.
+  // GEM_PUSHBUF on `channel`: runs `pushes` (commands in the file's objects) in order. A device
+  // may post it (return once it is queued, as the kernel's own ring would): then a refusal shows
+  // at the file's next Pushbuf or Health.
   struct Push {
     uint32_t handle = 0;
     uint64_t offset = 0;  // bytes, 4-aligned

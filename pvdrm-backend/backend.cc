@@ -4,6 +4,7 @@
 #include <xen/io/protocols.h>
 
 #include <cerrno>
+#include <map>
 #include <vector>
 
 #include "base/os.h"
@@ -24,6 +25,23 @@ class BackendConnection::Pages : public GuestPages {
     GPUVM_ASSIGN_OR_RETURN(const std::vector<grant_ref_t> refs, Refs(list));
     return mapper_.Map(granter_, refs, access);
   }
+
+  std::span<uint8_t> FileArea(uint32_t file) override {
+    auto it = areas_.find(file);
+    return it == areas_.end() ? std::span<uint8_t>() : it->second->bytes();
+  }
+  // FILE_OPEN's area: mapped now, kept until DropArea.
+  Status MapArea(uint32_t file, const PageList& list) {
+    GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<hv::GuestMapping> area,
+                           Map(list, hv::Access::kReadWrite));
+    if (area->bytes().size() < uint64_t{list.nr_pages} * kPageBytes) {
+      return Status::Internal("area mapped short");
+    }
+    areas_[file] = std::move(area);
+    return Status::Ok();
+  }
+  void DropArea(uint32_t file) { areas_.erase(file); }
+  void DropAreas() { areas_.clear(); }
 
  private:
   Result<std::vector<grant_ref_t>> Refs(const PageList& list) {
@@ -46,6 +64,7 @@ class BackendConnection::Pages : public GuestPages {
 
   hv::GrantMapper& mapper_;
   hv::DomainId granter_;
+  std::map<uint32_t, std::unique_ptr<hv::GuestMapping>> areas_;  // by file
 };
 
 Result<std::vector<uint32_t>> ReadFrameList(GuestPages& pages, const PageList& list,
@@ -123,6 +142,7 @@ void BackendConnection::Disconnect(const std::string& reason, bool blame_fronten
     back_ = {};
     handler_.OnDisconnect();
     files_.clear();
+    pages_->DropAreas();
     disconnects_.fetch_add(1, std::memory_order_relaxed);
   }
   if (port_bound_) (void)channels_->Unbind(port_);
@@ -171,6 +191,7 @@ Status BackendConnection::ConnectRing() {
   auto* sring = reinterpret_cast<pvdrm_sring*>(ring_mapping_->bytes().data());
   BACK_RING_INIT(&back_, sring, kPageBytes);
   files_.clear();
+  pages_->DropAreas();
   malformed_this_connection_ = 0;
   phase_ = Phase::kConnected;
   connects_.fetch_add(1, std::memory_order_relaxed);
@@ -239,6 +260,12 @@ Response BackendConnection::Process(const pvdrm_request& copy, uint16_t& raw_op)
   } else if (!open) {
     return ErrorResponse(request.id, op, -EBADF);
   }
+  if (op == Op::kFileOpen) {
+    const FileOpen& open_request = std::get<FileOpen>(request.body);
+    if (open_request.area.nr_pages != 0 && !pages_->MapArea(request.file, open_request.area).ok()) {
+      return ErrorResponse(request.id, op, -EFAULT);
+    }
+  }
   Response response = handler_.Handle(request, *pages_);
   response.id = request.id;
   response.op = op;
@@ -249,7 +276,11 @@ Response BackendConnection::Process(const pvdrm_request& copy, uint16_t& raw_op)
   EncodeResponse(response, check);
   if (!DecodeResponse(check, op).ok()) response = ErrorResponse(request.id, op, -EIO);
   if (op == Op::kFileOpen && response.status == 0) files_.insert(request.file);
-  if (op == Op::kFileClose) files_.erase(request.file);
+  if (op == Op::kFileOpen && response.status != 0) pages_->DropArea(request.file);
+  if (op == Op::kFileClose) {
+    files_.erase(request.file);
+    pages_->DropArea(request.file);
+  }
   return response;
 }
 

@@ -48,6 +48,9 @@ class GuestPages {
   // InvalidArgument for an empty list.
   virtual Result<std::unique_ptr<hv::GuestMapping>> Map(const PageList& list,
                                                         hv::Access access) = 0;
+  // The file's arrays area (FILE_OPEN's persistent pages, mapped read-write once), or an empty
+  // span when it has none. The guest may write it at any time: copy before deciding.
+  virtual std::span<uint8_t> FileArea(uint32_t file) = 0;
 };
 
 // GEM_NEW's guest frame numbers: `count` of them read once out of the list's frame-list pages
@@ -61,8 +64,10 @@ class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
   // A validated request of an open file — or FILE_OPEN of a new file id (the connection refuses
-  // duplicates and too many files), or FILE_CLOSE (after which the connection forgets the file
-  // whatever the handler answers). The response's id and op are the connection's to fill in.
+  // duplicates and too many files, and has mapped the file's arrays area if it names one: -EFAULT
+  // without the handler otherwise), or FILE_CLOSE (after which the connection forgets the file and
+  // unmaps its area whatever the handler answers). The response's id and op are the
+  // connection's to fill in.
   virtual Response Handle(const Request& request, GuestPages& pages) = 0;
   // The frontend is gone — closed, died, or disconnected for misbehaving: free everything of every
   // one of its files. No request of this connection follows.

@@ -263,6 +263,30 @@ TEST_F(DrmStackTest, AFaultingContextIsStoppedAloneAndItsWaitsLearnIt) {
   EXPECT_EQ(out, in);
 }
 
+// A pushbuffer is posted: the call returns once it is on the ring. One the backend refuses (a
+// channel the file does not have) makes the file's next Pushbuf and Health say so; another file
+// is untouched.
+TEST_F(DrmStackTest, APostedPushbufferTheBackendRefusesFailsTheFilesNextCalls) {
+  Result<uint32_t> file = drm_->OpenFile();
+  Result<uint32_t> other = drm_->OpenFile();
+  ASSERT_TRUE(file.ok() && other.ok());
+  Result<guest::DrmDevice::Object> object = drm_->NewGart(*file, 4096);
+  Result<guest::DrmDevice::Object> object2 = drm_->NewGart(*other, 4096);
+  ASSERT_TRUE(object.ok() && object2.ok());
+  const guest::DrmDevice::Push push{object->handle, 0, 16};
+  ASSERT_TRUE(drm_->Pushbuf(*file, /*channel=*/77, {&push, 1}).ok());  // posted
+  Status health = Status::Ok();
+  for (int i = 0; i < 1000 && health.ok(); ++i) {
+    health = drm_->Health(*file, object->handle);
+    if (health.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(health.code(), StatusCode::kNotFound) << health.ToString();
+  EXPECT_EQ(drm_->Pushbuf(*file, 77, {&push, 1}).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(drm_->Health(*other, object2->handle).ok());
+  drm_->CloseFile(*file);
+  drm_->CloseFile(*other);
+}
+
 // pvdrm-pool: a freed host allocation's object is kept open and serves the next of its size — no
 // GEM_CLOSE, no GEM_NEW — zeroed again; the pool is per file, bounded, and goes with the file.
 TEST_F(DrmStackTest, GemPoolingServesTheNextObjectOfASizeWithoutARoundTrip) {

@@ -319,15 +319,31 @@ Response GpuRequestHandler::Serve(File& file, const Request& request, GuestPages
           File::ChannelEntry* entry = file.FindChannel(int(arg.channel));
           if (entry == nullptr) return fail(-ENOENT);
           drm_nouveau_gem_pushbuf out = arg;
+          out.buffers = 0;  // the area offset: responses carry no pointers (docs/PVDRM.md)
           out.suffix0 = out.suffix1 = 0;                 // IB channels have no suffix (nouveau)
           if (arg.nr_relocs != 0) return fail(-EINVAL);  // fixed addresses: see the header
           std::vector<guest::CommandSegment> segments;
           std::vector<Object*> listed;
           if (arg.nr_buffers != 0 || arg.nr_push != 0) {
-            Result<std::unique_ptr<hv::GuestMapping>> data =
-                pages.Map(b.data, hv::Access::kReadWrite);
-            if (!data.ok()) return fail(-EFAULT);
-            Result<PushbufArrays> arrays = CopyPushbufArrays(arg, (*data)->bytes());
+            // The arrays: in the file's area (mapped at FILE_OPEN), or in pages of their own.
+            std::unique_ptr<hv::GuestMapping> own_pages;
+            std::span<uint8_t> bytes;
+            if (b.InArea()) {
+              const std::span<uint8_t> area = pages.FileArea(request.file);
+              const size_t length =
+                  LayoutPushbuf(arg.nr_buffers, arg.nr_relocs, arg.nr_push).bytes;
+              if (arg.buffers > area.size() || length > area.size() - arg.buffers) {
+                return fail(-EFAULT);  // no area, or the arrays run past it
+              }
+              bytes = area.subspan(arg.buffers, length);
+            } else {
+              Result<std::unique_ptr<hv::GuestMapping>> data =
+                  pages.Map(b.data, hv::Access::kReadWrite);
+              if (!data.ok()) return fail(-EFAULT);
+              own_pages = std::move(*data);
+              bytes = own_pages->bytes();
+            }
+            Result<PushbufArrays> arrays = CopyPushbufArrays(arg, bytes);
             if (!arrays.ok()) return fail(-EINVAL);
             std::set<uint32_t> seen;
             for (drm_nouveau_gem_pushbuf_bo& bo : arrays->buffers) {
@@ -359,7 +375,7 @@ Response GpuRequestHandler::Serve(File& file, const Request& request, GuestPages
               pushes_.fetch_add(segments.size());
             }
             // As the kernel does to the caller's array: where each object is.
-            WritePushbufArrays(*arrays, (*data)->bytes());
+            WritePushbufArrays(*arrays, bytes);
           }
           out.vram_available = driver_.vram_free();
           out.gart_available = frames_.frame_count() * kPage;

@@ -54,6 +54,11 @@ class TestPages final : public GuestPages {
     };
     return std::unique_ptr<hv::GuestMapping>(new View(it->second.data));
   }
+  std::span<uint8_t> FileArea(uint32_t file) override {
+    auto it = areas.find(file);
+    return it == areas.end() ? std::span<uint8_t>() : std::span<uint8_t>(it->second);
+  }
+  std::map<uint32_t, std::vector<uint8_t>> areas;  // the files' arrays areas
 
  private:
   grant_ref_t next_ = 1;
@@ -249,6 +254,63 @@ TEST_F(GpuHandlerTest, APushbufferTheGuestWroteCopiesThroughVram) {
   EXPECT_EQ(bo.presumed.valid, 1u);
   EXPECT_EQ(bo.presumed.offset, vram.offset);
   EXPECT_EQ(bo.presumed.domain, uint32_t(NOUVEAU_GEM_DOMAIN_VRAM));
+  EXPECT_EQ(handler_->stats().pushbufs, 1u);
+}
+
+// A pushbuffer whose arrays lie in the file's arrays area (no pages of their own) runs like one
+// with pages; arrays past the area, or a file without one, get -EFAULT.
+TEST_F(GpuHandlerTest, PushbufArraysInTheFilesAreaRun) {
+  Open(1);
+  Open(2);
+  const int channel = AllocChannel(1);
+  const auto src_frames = Frames(400, 1);
+  const auto dst_frames = Frames(410, 1);
+  const auto pb_frames = Frames(420, 1);
+  const drm_nouveau_gem_info src = NewGart(1, src_frames);
+  const drm_nouveau_gem_info dst = NewGart(1, dst_frames);
+  const drm_nouveau_gem_info push = NewGart(1, pb_frames);
+  for (uint32_t i = 0; i < 256; ++i) *At(src_frames, i) = uint8_t(i ^ 0x5a);
+  const guest::PushBuffer pb = CopyCommands(dst.offset, src.offset, 256);
+  WriteWords(pb_frames, 0, pb);
+
+  PushbufArrays arrays;
+  for (uint32_t h : {push.handle, src.handle, dst.handle}) {
+    drm_nouveau_gem_pushbuf_bo bo{};
+    bo.handle = h;
+    bo.read_domains = NOUVEAU_GEM_DOMAIN_GART;
+    arrays.buffers.push_back(bo);
+  }
+  drm_nouveau_gem_pushbuf_push p{};
+  p.length = pb.size() * 4;
+  arrays.push.push_back(p);
+  const PushbufLayout layout = LayoutPushbuf(3, 0, 1);
+  std::vector<uint8_t>& area = pages_.areas[1];
+  area.assign(2 * 4096, 0);
+  constexpr uint64_t kAt = 4096 + 64;
+  WritePushbufArrays(arrays, std::span<uint8_t>(area).subspan(kAt, layout.bytes));
+  GemPushbuf submit;
+  submit.arg.channel = uint32_t(channel);
+  submit.arg.nr_buffers = 3;
+  submit.arg.nr_push = 1;
+  submit.arg.buffers = kAt;
+  ASSERT_TRUE(submit.InArea());
+  const Response ran = Call(1, submit);
+  ASSERT_EQ(ran.status, 0);
+  EXPECT_EQ(std::get<drm_nouveau_gem_pushbuf>(ran.body).buffers, 0u);  // no pointers back
+  GemCpuPrep prep;
+  prep.arg.handle = dst.handle;
+  ASSERT_EQ(Call(1, prep).status, 0);
+  for (uint32_t i = 0; i < 256; ++i) ASSERT_EQ(*At(dst_frames, i), uint8_t(i ^ 0x5a)) << i;
+  drm_nouveau_gem_pushbuf_bo written{};
+  std::memcpy(&written, area.data() + kAt + 2 * sizeof(written), sizeof(written));
+  EXPECT_EQ(written.presumed.offset, dst.offset);  // presumed written back into the area
+
+  submit.arg.buffers = area.size() - 8;  // runs past the area
+  EXPECT_EQ(Call(1, submit).status, -EFAULT);
+  GemPushbuf other = submit;  // file 2 has no area
+  other.arg.channel = uint32_t(AllocChannel(2));
+  other.arg.buffers = 0;
+  EXPECT_EQ(Call(2, other).status, -EFAULT);
   EXPECT_EQ(handler_->stats().pushbufs, 1u);
 }
 

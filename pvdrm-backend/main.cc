@@ -13,8 +13,9 @@
 // the frontend goes, the aggregator ends the session, or SIGTERM/SIGINT. --pool: guest frames the
 // guest set aside for its backend's own DMA memory (the driver's rings and fences).
 //
-// On exit it prints `gpuvm-counters: pvdrm_requests=N pvdrm_pushbufs=N pvdrm_pushes=N` (tests and
-// gpuvm-bench read it).
+// On exit it prints `gpuvm-counters: pvdrm_requests=N pvdrm_pushbufs=N pvdrm_pushes=N
+// pvdrm_register_accesses=N` (tests and gpuvm-bench read it; the last counts the driver's
+// accesses over the session, single and block).
 //
 // Xen: the backend port's grants, event channels and store work there, but mapping the frames a
 // GART object lists needs foreign mappings of the guest, which only the local backend offers yet:
@@ -265,10 +266,13 @@ Status Serve(const Options& o, int stop_fd) {
     }
   }
   const GpuHandlerStats stats = handler.stats();
+  const guest::BusCounters bus_counters = driver->bus_counters();
   std::fprintf(stderr,
-               "gpuvm-counters: pvdrm_requests=%llu pvdrm_pushbufs=%llu pvdrm_pushes=%llu\n",
+               "gpuvm-counters: pvdrm_requests=%llu pvdrm_pushbufs=%llu pvdrm_pushes=%llu "
+               "pvdrm_register_accesses=%llu\n",
                (unsigned long long)(connection ? connection->stats().requests : 0),
-               (unsigned long long)stats.pushbufs, (unsigned long long)stats.pushes);
+               (unsigned long long)stats.pushbufs, (unsigned long long)stats.pushes,
+               (unsigned long long)bus_counters.total());
   if (connection != nullptr && !connection->disconnect_reason().empty()) {
     log(LogLevel::kInfo, "frontend gone: " + connection->disconnect_reason());
   }

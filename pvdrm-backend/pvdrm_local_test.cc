@@ -325,6 +325,66 @@ TEST_F(PvdrmLocalTest, ManyThreadsManyFilesEachGetTheirOwnAnswers) {
   EXPECT_EQ(backend->connection_->stats().malformed, 0u);
 }
 
+// Posted requests (a pushbuffer's, in the device) interleaved with synchronous calls from other
+// threads: every posted one completes exactly once with its own answer, in the order sent, and a
+// synchronous call still gets its own; Close waits for what is posted.
+TEST_F(PvdrmLocalTest, PostedRequestsCompleteInOrderBesideSynchronousCalls) {
+  const DeviceAddress device{kGood, 0, 0};
+  auto backend = StartBackend(device);
+  auto frontend = ConnectAndOpen(device);
+  ASSERT_NE(frontend, nullptr);
+  ASSERT_EQ(frontend->Post(1, GetParam{}, nullptr).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(frontend->Post(0, GetParam{}, [](Result<Response>) {}).code(),
+            StatusCode::kInvalidArgument);
+  constexpr int kPosted = 400;  // far more than the ring's 32 slots
+  std::mutex mu;
+  std::vector<uint64_t> answers;  // in completion order
+  std::atomic<int> wrong{0};
+  std::thread sync([&] {
+    for (int i = 0; i < 200; ++i) {
+      GetParam g;
+      g.arg.param = 5000 + i;
+      Result<Response> r = frontend->Call(1, g);
+      if (!r.ok() || r->status != 0 ||
+          std::get<drm_nouveau_getparam>(r->body).value != g.arg.param * 1000 + 1) {
+        wrong.fetch_add(1);
+      }
+    }
+  });
+  for (int i = 0; i < kPosted; ++i) {
+    GetParam g;
+    g.arg.param = 1 + i;
+    ASSERT_TRUE(frontend
+                    ->Post(1, g,
+                           [&](Result<Response> r) {
+                             std::lock_guard lock(mu);
+                             answers.push_back(r.ok() && r->status == 0
+                                                   ? std::get<drm_nouveau_getparam>(r->body).value
+                                                   : 0);
+                           })
+                    .ok());
+  }
+  sync.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_TRUE(frontend->Close().ok());  // waits for the posted requests
+  std::lock_guard lock(mu);
+  ASSERT_EQ(answers.size(), size_t{kPosted});
+  for (int i = 0; i < kPosted; ++i) EXPECT_EQ(answers[i], uint64_t(1 + i) * 1000 + 1) << i;
+}
+
+// A posted request whose backend goes away completes with the connection's failure.
+TEST_F(PvdrmLocalTest, PostedRequestsLearnThatTheBackendWent) {
+  const DeviceAddress device{kGood, 0, 0};
+  auto backend = StartBackend(device);
+  auto frontend = ConnectAndOpen(device);
+  ASSERT_NE(frontend, nullptr);
+  backend->Stop();
+  while (frontend->health().ok()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(frontend->Post(1, GetParam{}, [](Result<Response>) {}).code(),
+            StatusCode::kUnavailable);
+  EXPECT_TRUE(frontend->Close().ok());
+}
+
 TEST_F(PvdrmLocalTest, GemPagesAndPushbufArraysTravelInGrantedPageLists) {
   const DeviceAddress device{kGood, 0, 0};
   auto backend = StartBackend(device);

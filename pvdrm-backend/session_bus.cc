@@ -87,6 +87,7 @@ uint64_t SessionBus::failed_accesses() const {
 
 uint64_t SessionBus::Read(gpu::Bar bar, uint64_t offset, gpu::Width width) {
   std::lock_guard lock(mu_);
+  SettleLocked();
   Result<uint64_t> value = connection_.Read(ToBarIndex(bar), offset, uint32_t(width), 0);
   if (!value.ok()) {
     ++failed_;
@@ -97,7 +98,24 @@ uint64_t SessionBus::Read(gpu::Bar bar, uint64_t offset, gpu::Width width) {
 
 void SessionBus::Write(gpu::Bar bar, uint64_t offset, gpu::Width width, uint64_t value) {
   std::lock_guard lock(mu_);
+  SettleLocked();
+  if (bar == gpu::Bar::k1 && posted_writes_) {
+    // A channel's doorbell (its USER page's GP_PUT) above all: nothing the driver does next
+    // needs its acknowledgement, and every later access settles it first (docs/IPC.md).
+    if (!connection_.PostWrite(ToBarIndex(bar), offset, uint32_t(width), value, 0).ok()) {
+      ++failed_;
+    } else {
+      write_posted_ = true;
+    }
+    return;
+  }
   if (!connection_.Write(ToBarIndex(bar), offset, uint32_t(width), value, 0).ok()) ++failed_;
+}
+
+void SessionBus::SettleLocked() {
+  if (!write_posted_) return;
+  write_posted_ = false;
+  if (!connection_.Settle().ok()) ++failed_;
 }
 
 Status SessionBus::CheckBlock(gpu::Bar bar, uint64_t offset, uint64_t length) const {
@@ -114,6 +132,7 @@ Status SessionBus::ReadBlock(gpu::Bar bar, uint64_t offset, void* dst, uint64_t 
   GPUVM_RETURN_IF_ERROR(CheckBlock(bar, offset, length));
   if (length == 0) return Status::Ok();
   std::lock_guard lock(mu_);
+  SettleLocked();
   const Status s = connection_.ReadElements(ToBarIndex(bar), offset, ElementSize(offset, length),
                                             {static_cast<uint8_t*>(dst), length}, 0);
   if (!s.ok()) ++failed_;
@@ -124,6 +143,7 @@ Status SessionBus::WriteBlock(gpu::Bar bar, uint64_t offset, const void* src, ui
   GPUVM_RETURN_IF_ERROR(CheckBlock(bar, offset, length));
   if (length == 0) return Status::Ok();
   std::lock_guard lock(mu_);
+  SettleLocked();
   const Status s = connection_.WriteElements(ToBarIndex(bar), offset, ElementSize(offset, length),
                                              {static_cast<const uint8_t*>(src), length}, 0);
   if (!s.ok()) ++failed_;
@@ -137,6 +157,7 @@ Status SessionBus::FillBlock(gpu::Bar bar, uint64_t offset, uint8_t byte, uint64
   uint64_t value = 0;
   std::memset(&value, byte, sizeof(value));
   std::lock_guard lock(mu_);
+  SettleLocked();
   // FillElements counts in 32 bits: a huge fill goes in pieces.
   for (uint64_t done = 0; done < length;) {
     const uint64_t count = std::min<uint64_t>((length - done) / size, 1u << 30);
@@ -154,6 +175,7 @@ Status SessionBus::FillBlock(gpu::Bar bar, uint64_t offset, uint8_t byte, uint64
 void SessionBus::WriteRegs(uint64_t offset, std::span<const uint32_t> values) {
   if (values.empty()) return;
   std::lock_guard lock(mu_);
+  SettleLocked();
   const Status s = connection_.WriteElements(
       dm::BarIndex::kBar0, offset, 4,
       {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()}, 0);

@@ -12,6 +12,8 @@
 //   MapDma     memory of a live GuestFrames mapping (a GART object's frames): its pages' frames.
 //              Anything else is not guest memory: InvalidArgument.
 // No interrupt line (SetInterruptHandler: Unimplemented): the driver polls for errors.
+// Single BAR1 writes (the channels' doorbells) are posted (docs/IPC.md, "Posted writes"): the
+// next access of any kind settles them first, and a refused one counts in failed_accesses() then.
 //
 // Threading: every method from any thread (bus.h); accesses are serialized on one lock, as the
 // session is one connection.
@@ -54,6 +56,11 @@ class SessionBus final : public guest::Bus {
 
   // Accesses the session refused or lost (the aggregator gone): nonzero means the GPU is gone.
   uint64_t failed_accesses() const;
+  // Whether single BAR1 writes are posted (default) or wait for their acknowledgement.
+  void set_posted_writes(bool on) {
+    std::lock_guard lock(mu_);
+    posted_writes_ = on;
+  }
   // The session's lock, for whoever else must use the connection (its events).
   std::mutex& connection_mutex() { return mu_; }
 
@@ -64,12 +71,16 @@ class SessionBus final : public guest::Bus {
       : connection_(connection), pci_(pci), frames_(frames) {}
   Status CheckBlock(gpu::Bar bar, uint64_t offset, uint64_t length) const;
   void FreePool(uint64_t offset);
+  // Collects the posted write's acknowledgement, if one is outstanding. mu_ held.
+  void SettleLocked();
 
   dm::AggregatorConnection& connection_;
   const gpu::PciIdentity pci_;
   GuestFrames& frames_;
-  mutable std::mutex mu_;  // the connection's accesses
-  uint64_t failed_ = 0;    // guarded by mu_
+  mutable std::mutex mu_;      // the connection's accesses
+  uint64_t failed_ = 0;        // guarded by mu_
+  bool posted_writes_ = true;  // guarded by mu_
+  bool write_posted_ = false;  // guarded by mu_: an acknowledgement outstanding
   std::mutex pool_mu_;
   std::unique_ptr<hv::GuestMapping> pool_;  // the pool's frames, mapped in order
   guest::RangeAllocator pool_space_;        // offsets into pool_; guarded by pool_mu_

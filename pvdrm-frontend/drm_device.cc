@@ -1,5 +1,6 @@
 #include "pvdrm-frontend/drm_device.h"
 
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -94,7 +95,26 @@ Result<guest::DrmDevice::Identity> PvdrmDevice::Identify() {
 Result<uint32_t> PvdrmDevice::OpenFile() {
   const uint32_t file = next_file_.fetch_add(1);
   if (file == 0) return Status::ResourceExhausted("DRM file numbers ran out");
-  GPUVM_RETURN_IF_ERROR(Call(file, FileOpen{}, "FILE_OPEN").status());
+  // The file's arrays area; without one (no grant room) its pushbuffers share pages per call.
+  std::unique_ptr<SharedPageList> area;
+  {
+    std::lock_guard lock(sharer_mu_);
+    Result<SharedPageList> shared =
+        ShareDataPages(sharer_, backend_, kAreaSlots * kAreaSlotBytes / uint32_t(kPage));
+    if (shared.ok()) area = std::make_unique<SharedPageList>(std::move(*shared));
+  }
+  FileOpen open;
+  if (area != nullptr) open.area = area->list;
+  if (Status opened = Call(file, open, "FILE_OPEN").status(); !opened.ok()) {
+    if (area != nullptr) Unshare(std::move(area));
+    return opened;
+  }
+  if (area != nullptr) {
+    auto entry = std::make_shared<FileArea>();
+    entry->pages = std::move(area);
+    std::lock_guard lock(posted_mu_);
+    areas_[file] = std::move(entry);
+  }
   return file;
 }
 
@@ -107,6 +127,19 @@ void PvdrmDevice::CloseFile(uint32_t file) {
     pooled_bytes_.erase(file);
   }
   (void)Call(file, FileClose{}, "FILE_CLOSE");
+  // FILE_CLOSE was answered after every posted pushbuffer of the file (the ring keeps order) and
+  // the backend unmapped the area with it; a completion still running may touch the area's
+  // bitmap (it holds the area) or add a failure back, harmless: file numbers are never reused.
+  std::shared_ptr<FileArea> area;
+  {
+    std::lock_guard lock(posted_mu_);
+    failed_files_.erase(file);
+    if (auto it = areas_.find(file); it != areas_.end()) {
+      area = std::move(it->second);
+      areas_.erase(it);
+    }
+  }
+  if (area != nullptr) Unshare(std::move(area->pages));
 }
 
 std::optional<guest::DrmDevice::Object> PvdrmDevice::TakePooled(uint32_t file, uint32_t domain,
@@ -237,6 +270,7 @@ Status PvdrmDevice::Pushbuf(uint32_t file, int32_t channel, std::span<const Push
   if (pushes.empty() || pushes.size() > NOUVEAU_GEM_MAX_PUSH) {
     return Status::InvalidArgument("a pushbuf has 1 to 512 pushes");
   }
+  GPUVM_RETURN_IF_ERROR(FileFailure(file));
   PushbufArrays arrays;
   std::map<uint32_t, uint32_t> index;  // handle -> bo index
   for (const Push& push : pushes) {
@@ -259,17 +293,78 @@ Status PvdrmDevice::Pushbuf(uint32_t file, int32_t channel, std::span<const Push
   submit.arg.channel = uint32_t(channel);
   submit.arg.nr_buffers = uint32_t(arrays.buffers.size());
   submit.arg.nr_push = uint32_t(arrays.push.size());
-  std::unique_ptr<SharedPageList> data;
-  {
-    std::lock_guard lock(sharer_mu_);
-    GPUVM_ASSIGN_OR_RETURN(SharedPageList shared, ShareDataPages(sharer_, backend_, layout.pages));
-    data = std::make_unique<SharedPageList>(std::move(shared));
+  // The arrays: in a free slot of the file's area, else in pages shared for this call. Either
+  // stays the backend's until it answered; then the completion gives it back and keeps a
+  // refusal for the file's next call.
+  std::shared_ptr<FileArea> area;
+  int slot = -1;
+  if (layout.bytes <= kAreaSlotBytes) {
+    std::lock_guard lock(posted_mu_);
+    if (auto it = areas_.find(file); it != areas_.end() && it->second->free != 0) {
+      area = it->second;
+      slot = std::countr_zero(area->free);
+      area->free &= ~(1u << slot);
+    }
   }
-  WritePushbufArrays(arrays, data->data->bytes());
-  submit.data = data->list;
-  const Status called = Call(file, submit, "GEM_PUSHBUF").status();
-  Unshare(std::move(data));
-  return called;
+  auto pages = std::make_shared<std::unique_ptr<SharedPageList>>();
+  if (slot >= 0) {
+    submit.arg.buffers = uint64_t(slot) * kAreaSlotBytes;
+    WritePushbufArrays(arrays,
+                       area->pages->data->bytes().subspan(submit.arg.buffers, kAreaSlotBytes));
+  } else {
+    {
+      std::lock_guard lock(sharer_mu_);
+      GPUVM_ASSIGN_OR_RETURN(SharedPageList shared,
+                             ShareDataPages(sharer_, backend_, layout.pages));
+      *pages = std::make_unique<SharedPageList>(std::move(shared));
+    }
+    WritePushbufArrays(arrays, (*pages)->data->bytes());
+    submit.data = (*pages)->list;
+  }
+  auto give_back = [this, area, slot, pages] {
+    if (*pages != nullptr) Unshare(std::move(*pages));
+    if (area != nullptr) {
+      std::lock_guard lock(posted_mu_);
+      area->free |= 1u << slot;
+    }
+  };
+  {
+    std::lock_guard lock(posted_mu_);
+    ++posted_;
+  }
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  const Status posted = connection_.Post(file, submit, [this, file, give_back](Result<Response> r) {
+    give_back();
+    Status outcome = r.status();
+    if (outcome.ok() && r->status < 0) outcome = StatusFromErrno(r->status, "GEM_PUSHBUF");
+    std::lock_guard lock(posted_mu_);
+    if (!outcome.ok()) failed_files_.emplace(file, outcome);  // the first one sticks
+    --posted_;
+    posted_cv_.notify_all();
+  });
+  if (!posted.ok()) {
+    give_back();
+    std::lock_guard lock(posted_mu_);
+    --posted_;
+    posted_cv_.notify_all();
+  }
+  return posted;
+}
+
+Status PvdrmDevice::FileFailure(uint32_t file) {
+  std::lock_guard lock(posted_mu_);
+  auto it = failed_files_.find(file);
+  return it == failed_files_.end() ? Status::Ok() : it->second;
+}
+
+PvdrmDevice::~PvdrmDevice() {
+  std::map<uint32_t, std::shared_ptr<FileArea>> areas;
+  {
+    std::unique_lock lock(posted_mu_);
+    posted_cv_.wait(lock, [&] { return posted_ == 0; });
+    areas.swap(areas_);
+  }
+  for (auto& [file, area] : areas) Unshare(std::move(area->pages));
 }
 
 void PvdrmDevice::Unshare(std::unique_ptr<SharedPageList> list) {
@@ -278,6 +373,7 @@ void PvdrmDevice::Unshare(std::unique_ptr<SharedPageList> list) {
 }
 
 Status PvdrmDevice::Health(uint32_t file, uint32_t handle) {
+  GPUVM_RETURN_IF_ERROR(FileFailure(file));
   GemCpuPrep prep;
   prep.arg.handle = handle;
   prep.arg.flags = NOUVEAU_GEM_CPU_PREP_NOWAIT;

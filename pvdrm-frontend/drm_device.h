@@ -10,6 +10,7 @@
 #define GPUVM_PVDRM_FRONTEND_DRM_DEVICE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +58,8 @@ class PvdrmDevice final : public guest::DrmDevice {
   PvdrmDevice(FrontendConnection& connection, hv::GrantSharer& sharer, GuestDma& dma,
               hv::DomainId backend, const PvdrmDeviceOptions& options = {})
       : connection_(connection), sharer_(sharer), dma_(dma), backend_(backend), options_(options) {}
+  // Waits for the pushbuffers still posted.
+  ~PvdrmDevice() override;
 
   Result<Identity> Identify() override;
   Result<uint32_t> OpenFile() override;
@@ -67,6 +70,8 @@ class PvdrmDevice final : public guest::DrmDevice {
   Result<Object> NewGart(uint32_t file, uint64_t size) override;
   Result<Object> WrapHost(uint32_t file, void* host, uint64_t size) override;
   Status Close(uint32_t file, uint32_t handle) override;
+  // Posted (FrontendConnection::Post): returns once the request is on the ring. A refusal (say
+  // -EIO: the context was stopped) sticks to the file: its next Pushbuf and Health return it.
   Status Pushbuf(uint32_t file, int32_t channel, std::span<const Push> pushes) override;
   Status Health(uint32_t file, uint32_t handle) override;
 
@@ -103,6 +108,22 @@ class PvdrmDevice final : public guest::DrmDevice {
   std::map<uint32_t, uint64_t> pooled_bytes_;  // by file
   std::atomic<uint64_t> pool_hits_{0};
   std::mutex sharer_mu_;
+  // Posted pushbuffers: how many are out, and the first refusal of each file.
+  std::mutex posted_mu_;
+  std::condition_variable posted_cv_;
+  uint64_t posted_ = 0;
+  std::map<uint32_t, Status> failed_files_;
+  // Each file's arrays area (FILE_OPEN's persistent pages, docs/PVDRM.md): kAreaSlots slots of
+  // kAreaSlotBytes, one per pushbuffer in flight (the ring holds at most 32 requests), so the
+  // backend maps nothing per call. Arrays larger than a slot get pages of their own.
+  static constexpr uint32_t kAreaSlots = 32;
+  static constexpr uint32_t kAreaSlotBytes = 2048;
+  struct FileArea {
+    std::unique_ptr<SharedPageList> pages;
+    uint32_t free = ~0u;  // slot bitmap; guarded by posted_mu_
+  };
+  std::map<uint32_t, std::shared_ptr<FileArea>> areas_;  // by file; guarded by posted_mu_
+  Status FileFailure(uint32_t file);
   std::atomic<uint32_t> next_file_{1};
   std::atomic<uint64_t> requests_{0};
 };

@@ -94,9 +94,11 @@ Status FrontendConnection::Handshake(std::unique_ptr<hv::EventChannels> channels
   if (Status s = WriteState(*store_, front_dir_, XenbusStateConnected); !s.ok()) {
     return Abandon(s);
   }
-  Result<os::UniqueFd> stop = os::CreateEventFd();
-  if (!stop.ok()) return Abandon(stop.status());
-  stop_ = std::move(*stop);
+  for (os::UniqueFd* fd : {&stop_, &receiver_poke_, &poller_poke_}) {
+    Result<os::UniqueFd> made = os::CreateEventFd();
+    if (!made.ok()) return Abandon(made.status());
+    *fd = std::move(*made);
+  }
   receiver_ = std::thread([this] { Receive(); });
   return Status::Ok();
 }
@@ -154,9 +156,8 @@ Status FrontendConnection::health() const {
   return Status::Ok();
 }
 
-Result<Response> FrontendConnection::Call(uint32_t file, const RequestBody& body) {
-  if (file == 0) return Status::InvalidArgument("pvdrm file 0 does not exist (files start at 1)");
-  std::unique_lock lock(mu_);
+Result<FrontendConnection::OutstandingMap::iterator> FrontendConnection::SendLocked(
+    std::unique_lock<std::mutex>& lock, uint32_t file, const RequestBody& body, Completion posted) {
   auto usable = [&]() -> Status {
     if (closed_) return Status::Unavailable("pvdrm connection closed");
     if (!broken_.empty()) return Status::Unavailable("pvdrm connection broken: " + broken_);
@@ -170,26 +171,122 @@ Result<Response> FrontendConnection::Call(uint32_t file, const RequestBody& body
   EncodeRequest(request, wire);
   std::memcpy(RING_GET_REQUEST(&front_, front_.req_prod_pvt), &wire, sizeof(wire));
   ++front_.req_prod_pvt;
-  auto [it, inserted] = outstanding_.emplace(id, Outstanding{request.op()});
+  auto [it, inserted] = outstanding_.emplace(
+      id, Outstanding{request.op(), false, Status::Internal("no response yet"), nullptr});
+  const bool is_posted = posted != nullptr;
+  if (is_posted) {
+    it->second.posted = std::move(posted);
+    ++posted_;
+  }
   int notify = 0;
   RING_PUSH_REQUESTS_AND_CHECK_NOTIFY(&front_, notify);
   if (notify) {
-    if (Status s = channels_->Notify(port_); !s.ok()) BreakLocked(s.ToString());
+    if (Status s = channels_->Notify(port_); !s.ok()) {
+      BreakLocked(s.ToString());  // completes this request too (a posted one: its Completion)
+      if (!is_posted) outstanding_.erase(it);
+      return Status::Unavailable("pvdrm connection broken: " + broken_);
+    }
   }
-  cv_.wait(lock, [&] { return it->second.done; });
+  return it;
+}
+
+Result<Response> FrontendConnection::Call(uint32_t file, const RequestBody& body) {
+  if (file == 0) return Status::InvalidArgument("pvdrm file 0 does not exist (files start at 1)");
+  std::unique_lock lock(mu_);
+  GPUVM_ASSIGN_OR_RETURN(const OutstandingMap::iterator it, SendLocked(lock, file, body, nullptr));
+  while (!it->second.done) {
+    if (!caller_polling_ && posted_ == 0) {
+      // Nobody waits on the event channel: we do, until our own response is in.
+      caller_polling_ = true;
+      while (!it->second.done) PollOnceUnlocked(lock, it->second.done);
+      caller_polling_ = false;
+      cv_.notify_all();  // another caller may take over
+      if (posted_ > 0) PokeReceiverLocked();
+    } else {
+      cv_.wait(lock, [&] { return it->second.done || (!caller_polling_ && posted_ == 0); });
+    }
+  }
   Result<Response> result = std::move(it->second.result);
   outstanding_.erase(it);
   cv_.notify_all();  // Close() may wait for the last call
+  lock.unlock();
+  RunCompleted();
   return result;
+}
+
+Status FrontendConnection::Post(uint32_t file, const RequestBody& body, Completion done) {
+  if (file == 0) return Status::InvalidArgument("pvdrm file 0 does not exist (files start at 1)");
+  if (done == nullptr) return Status::InvalidArgument("a posted request needs its completion");
+  std::unique_lock lock(mu_);
+  GPUVM_RETURN_IF_ERROR(SendLocked(lock, file, body, std::move(done)).status());
+  if (posted_ == 1 && !caller_polling_) PokeReceiverLocked();  // it must watch the channel now
+  lock.unlock();
+  RunCompleted();
+  return Status::Ok();
+}
+
+void FrontendConnection::PollOnceUnlocked(std::unique_lock<std::mutex>& lock, const bool& done) {
+  DrainResponsesLocked();  // what came in since the last look needs no wait
+  if (done || !broken_.empty()) return;
+  pollfd fds[2] = {{channels_->fd(), POLLIN, 0}, {poller_poke_.get(), POLLIN, 0}};
+  lock.unlock();
+  const int ready = ::poll(fds, 2, -1);
+  const int error = errno;
+  if (ready > 0 && fds[1].revents) os::DrainEventFd(poller_poke_.get());
+  lock.lock();
+  if (ready < 0 && error != EINTR) {
+    BreakLocked("poll: " + std::to_string(error));
+    return;
+  }
+  if (ready > 0 && fds[0].revents) {
+    for (;;) {
+      Result<std::optional<hv::EvtchnPort>> pending = channels_->Pending();
+      if (!pending.ok() || !*pending) break;
+      (void)channels_->Unmask(**pending);
+    }
+  }
+  DrainResponsesLocked();
+  if (!completed_.empty()) {
+    lock.unlock();
+    RunCompleted();
+    lock.lock();
+  }
+}
+
+void FrontendConnection::CompleteLocked(OutstandingMap::iterator call, Result<Response> result) {
+  if (call->second.posted != nullptr) {
+    completed_.emplace_back(std::move(call->second.posted), std::move(result));
+    outstanding_.erase(call);
+    --posted_;
+    return;
+  }
+  call->second.result = std::move(result);
+  call->second.done = true;
+}
+
+void FrontendConnection::RunCompleted() {
+  std::vector<std::pair<Completion, Result<Response>>> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(completed_);
+  }
+  for (auto& [done, result] : batch) done(std::move(result));
+}
+
+void FrontendConnection::PokeReceiverLocked() {
+  if (receiver_poke_.valid()) (void)os::SignalEventFd(receiver_poke_.get());
 }
 
 void FrontendConnection::BreakLocked(const std::string& why) {
   if (broken_.empty()) broken_ = why;
-  for (auto& [id, call] : outstanding_) {
-    if (call.done) continue;
-    call.done = true;
-    call.result = Status::Unavailable("pvdrm connection broken: " + broken_);
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    const auto next = std::next(it);
+    if (!it->second.done) {
+      CompleteLocked(it, Status::Unavailable("pvdrm connection broken: " + broken_));
+    }
+    it = next;
   }
+  if (caller_polling_ && poller_poke_.valid()) (void)os::SignalEventFd(poller_poke_.get());
   cv_.notify_all();
 }
 
@@ -227,8 +324,7 @@ void FrontendConnection::DrainResponsesLocked() {
         BlameBackendLocked(response.status().ToString());
         return;
       }
-      it->second.result = std::move(response);
-      it->second.done = true;
+      CompleteLocked(it, std::move(response));
     }
     int more = 0;
     RING_FINAL_CHECK_FOR_RESPONSES(&front_, more);
@@ -252,39 +348,56 @@ void FrontendConnection::ReactToBackendLocked() {
 
 void FrontendConnection::Receive() {
   for (;;) {
-    pollfd fds[3] = {
-        {stop_.get(), POLLIN, 0}, {channels_->fd(), POLLIN, 0}, {store_->watch_fd(), POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0) {
-      if (errno == EINTR) continue;
+    bool watch_channel = false;
+    {
       std::lock_guard lock(mu_);
-      BreakLocked("poll: " + std::to_string(errno));
+      watch_channel = ReceiverWatchesChannelLocked();
+    }
+    pollfd fds[4] = {{stop_.get(), POLLIN, 0},
+                     {watch_channel ? channels_->fd() : -1, POLLIN, 0},
+                     {store_->watch_fd(), POLLIN, 0},
+                     {receiver_poke_.get(), POLLIN, 0}};
+    if (::poll(fds, 4, -1) < 0) {
+      if (errno == EINTR) continue;
+      {
+        std::lock_guard lock(mu_);
+        BreakLocked("poll: " + std::to_string(errno));
+      }
+      RunCompleted();
       return;
     }
     if (fds[0].revents & POLLIN) return;
-    std::lock_guard lock(mu_);
-    if (fds[2].revents) {
-      bool event = false;
-      for (;;) {
-        Result<std::optional<hv::WatchEvent>> next = store_->PollWatch();
-        if (!next.ok()) {
-          BreakLocked(next.status().WithContext("store").ToString());
-          return;
+    if (fds[3].revents) os::DrainEventFd(receiver_poke_.get());
+    bool store_failed = false;
+    {
+      std::lock_guard lock(mu_);
+      if (fds[2].revents) {
+        bool event = false;
+        for (;;) {
+          Result<std::optional<hv::WatchEvent>> next = store_->PollWatch();
+          if (!next.ok()) {
+            BreakLocked(next.status().WithContext("store").ToString());
+            store_failed = true;
+            break;
+          }
+          if (!*next) break;
+          event = true;
         }
-        if (!*next) break;
-        event = true;
+        if (event) ReactToBackendLocked();
       }
-      if (event) ReactToBackendLocked();
-    }
-    if (fds[1].revents) {
-      for (;;) {
-        Result<std::optional<hv::EvtchnPort>> pending = channels_->Pending();
-        if (!pending.ok() || !*pending) break;
-        (void)channels_->Unmask(**pending);
+      if (fds[1].revents) {
+        for (;;) {
+          Result<std::optional<hv::EvtchnPort>> pending = channels_->Pending();
+          if (!pending.ok() || !*pending) break;
+          (void)channels_->Unmask(**pending);
+        }
       }
+      // Responses are checked on every wakeup while we watch: a notification suppressed by
+      // rsp_event still finds its responses here.
+      if (watch_channel) DrainResponsesLocked();
     }
-    // Responses are checked on every wakeup: a notification suppressed by rsp_event still finds
-    // its responses here.
-    DrainResponsesLocked();
+    RunCompleted();
+    if (store_failed) return;
   }
 }
 
@@ -327,6 +440,8 @@ Status FrontendConnection::Close() {
   ring_page_.reset();
   // Calls still waiting (close_timeout passed) were failed by BreakLocked; wait for them to leave.
   cv_.wait(lock, [&] { return outstanding_.empty(); });
+  lock.unlock();
+  RunCompleted();
   return result;
 }
 

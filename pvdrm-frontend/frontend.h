@@ -5,10 +5,13 @@
 // Connect() runs the handshake: it waits for the backend's InitWait, shares one zeroed page with
 // the backend domain and initialises Xen's ring in it, allocates an unbound event channel for the
 // backend domain, writes ring-ref / event-channel / protocol / protocol-version, goes Initialised,
-// waits for the backend's Connected and goes Connected. A receiver thread then waits on the event
-// channel and the store: it copies each response once (RING_COPY_RESPONSE), matches it to an
-// outstanding request by id and hands it to its caller, and re-checks with
-// RING_FINAL_CHECK_FOR_RESPONSES before it sleeps.
+// waits for the backend's Connected and goes Connected. Responses are copied once
+// (RING_COPY_RESPONSE), matched to an outstanding request by id and handed to its caller, with a
+// re-check by RING_FINAL_CHECK_FOR_RESPONSES before anyone sleeps. Who waits on the event channel:
+// a synchronous caller itself while no posted request is outstanding (one of them at a time, the
+// "poller"; the others wait for it), so a round trip costs two thread switches, not three; the
+// receiver thread while posted requests are outstanding and no caller polls. The receiver also
+// follows the backend's state in the store.
 //
 // The backend is trusted no further than needed: a response to no outstanding request, a producer
 // index past what we asked for, or a non-canonical response breaks the connection (every call
@@ -24,11 +27,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/os.h"
 #include "hypervisor/event_channels.h"
@@ -61,6 +67,14 @@ class FrontendConnection {
   // is closed or broken.
   Result<Response> Call(uint32_t file, const RequestBody& body);
 
+  // Sends `body` as Call does but does not wait for its response (a posted request, e.g. a
+  // pushbuffer whose outcome the caller learns later): `done` runs exactly once with the response
+  // or the connection's failure, on whichever thread consumed it, without the connection's lock
+  // held. Requests keep their order on the ring either way. Waits only for a free ring slot.
+  // Unavailable (and `done` is not run) when the connection is closed or broken.
+  using Completion = std::function<void(Result<Response>)>;
+  Status Post(uint32_t file, const RequestBody& body, Completion done);
+
   // Waits (up to close_timeout) for outstanding calls, goes Closing, waits for the backend to
   // close (up to close_timeout), goes Closed, unbinds the event channel and revokes the ring's
   // grant. Idempotent.
@@ -75,7 +89,9 @@ class FrontendConnection {
     Op op;
     bool done = false;
     Result<Response> result = Status::Internal("no response yet");
+    Completion posted;  // set: a posted request, completed through completed_
   };
+  using OutstandingMap = std::map<uint64_t, Outstanding>;
 
   explicit FrontendConnection(hv::GrantSharer& sharer) : sharer_(sharer) {}
   Status Handshake(std::unique_ptr<hv::EventChannels> channels, std::unique_ptr<hv::Store> store,
@@ -85,6 +101,19 @@ class FrontendConnection {
   Result<XenbusState> WaitForBackend(bool (*done)(XenbusState),
                                      std::chrono::steady_clock::time_point deadline);
   void Receive();
+  // Waits for a free slot, puts the request on the ring and notifies the backend if it asks to be.
+  Result<OutstandingMap::iterator> SendLocked(std::unique_lock<std::mutex>& lock, uint32_t file,
+                                              const RequestBody& body, Completion posted);
+  // One turn as the poller (mu_ held on entry and exit): consumes responses, and unless `done`
+  // then is true waits on the event channel (or a poke) without the lock and consumes again.
+  void PollOnceUnlocked(std::unique_lock<std::mutex>& lock, const bool& done);
+  // Marks `call` done with `result`; a posted one moves to completed_ and leaves outstanding_.
+  void CompleteLocked(OutstandingMap::iterator call, Result<Response> result);
+  // Runs the completions of posted requests gathered so far. Call without mu_ held.
+  void RunCompleted();
+  // Wakes the receiver to reconsider what it polls.
+  void PokeReceiverLocked();
+  bool ReceiverWatchesChannelLocked() const { return posted_ > 0 && !caller_polling_; }
   void DrainResponsesLocked();
   void ReactToBackendLocked();
   // Fails every outstanding and later call with `why`; the first reason sticks.
@@ -108,12 +137,17 @@ class FrontendConnection {
   hv::EvtchnPort port_ = 0;
   bool port_bound_ = false;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, Outstanding> outstanding_;
+  OutstandingMap outstanding_;
+  uint64_t posted_ = 0;          // posted requests outstanding
+  bool caller_polling_ = false;  // a Call() thread waits on the event channel
+  std::vector<std::pair<Completion, Result<Response>>> completed_;
   std::string broken_;   // nonempty: no more calls
   bool closed_ = false;  // Close() ran
   bool wrote_closed_ = false;
 
   os::UniqueFd stop_;
+  os::UniqueFd receiver_poke_;  // the receiver re-decides whether it watches the event channel
+  os::UniqueFd poller_poke_;    // the polling caller looks again (the connection broke)
   std::thread receiver_;
 };
 

@@ -77,10 +77,20 @@ Decoded Refuse(std::string why) { return {FileOpen{}, std::move(why)}; }
 Decoded DecodeBody(Op op, std::span<const uint8_t> p) {
   const std::string trailing = "bytes after the op's struct not zero";
   switch (op) {
-    case Op::kFileOpen:
+    case Op::kFileOpen: {
+      pvdrm_file_open wire;
+      if (!Take(p, wire)) return Refuse(trailing);
+      FileOpen b;
+      if (std::string e = DecodePageList(wire.area, b.area); !e.empty()) return Refuse(e);
+      if (b.area.nr_pages > kMaxAreaPages) {
+        return Refuse("file_open area of " + std::to_string(b.area.nr_pages) + " pages (at most " +
+                      std::to_string(kMaxAreaPages) + ")");
+      }
+      return {b, {}};
+    }
     case Op::kFileClose:
       if (!AllZero(p)) return Refuse("payload of " + std::string(OpName(op)) + " not zero");
-      return op == Op::kFileOpen ? Decoded{FileOpen{}, {}} : Decoded{FileClose{}, {}};
+      return {FileClose{}, {}};
     case Op::kGetParam: {
       GetParam b;
       if (!Take(p, b.arg)) return Refuse(trailing);
@@ -169,8 +179,8 @@ Decoded DecodeBody(Op op, std::span<const uint8_t> p) {
       GemPushbuf b;
       b.arg = wire.pushbuf;
       const drm_nouveau_gem_pushbuf& a = b.arg;
-      if (a.buffers != 0 || a.relocs != 0 || a.push != 0) {
-        return Refuse("pushbuf user pointers not zero (the arrays travel in data pages)");
+      if (a.relocs != 0 || a.push != 0) {
+        return Refuse("pushbuf relocs/push pointers not zero (the arrays travel in granted pages)");
       }
       if (a.suffix0 != 0 || a.suffix1 != 0 || a.vram_available != 0 || a.gart_available != 0) {
         return Refuse("pushbuf outputs not zero");
@@ -183,6 +193,18 @@ Decoded DecodeBody(Op op, std::span<const uint8_t> p) {
       }
       if (std::string e = DecodePageList(wire.data, b.data); !e.empty()) return Refuse(e);
       const PushbufLayout layout = LayoutPushbuf(a.nr_buffers, a.nr_relocs, a.nr_push);
+      if (b.InArea()) {
+        // In the file's area (which the connection checks the arrays fit).
+        if (a.buffers % 8 != 0 || a.buffers > uint64_t{kMaxAreaPages} * kPageBytes - layout.bytes) {
+          return Refuse("pushbuf arrays of " + std::to_string(layout.bytes) +
+                        " bytes at area offset " + std::to_string(a.buffers) +
+                        " (a multiple of 8 inside " + std::to_string(kMaxAreaPages) + " pages)");
+        }
+        return {b, {}};
+      }
+      if (a.buffers != 0) {
+        return Refuse("pushbuf buffers pointer not zero with the arrays in data pages");
+      }
       if (b.data.nr_pages != layout.pages) {
         return Refuse("pushbuf arrays of " + std::to_string(layout.bytes) + " bytes in " +
                       std::to_string(b.data.nr_pages) + " pages (needs " +
@@ -268,6 +290,10 @@ std::string_view OpName(Op op) {
   return "?";
 }
 
+bool GemPushbuf::InArea() const {
+  return data.nr_pages == 0 && LayoutPushbuf(arg.nr_buffers, arg.nr_relocs, arg.nr_push).bytes > 0;
+}
+
 Op Request::op() const {
   return std::visit([](const auto& b) { return std::decay_t<decltype(b)>::kOp; }, body);
 }
@@ -289,7 +315,11 @@ void EncodeRequest(const Request& request, pvdrm_request& out) {
   std::visit(
       [&](const auto& b) {
         using T = std::decay_t<decltype(b)>;
-        if constexpr (std::is_same_v<T, GemNew>) {
+        if constexpr (std::is_same_v<T, FileOpen>) {
+          pvdrm_file_open wire{};
+          EncodePageList(b.area, wire.area);
+          Put(wire, payload);
+        } else if constexpr (std::is_same_v<T, GemNew>) {
           pvdrm_gem_new wire{};
           wire.gem = b.arg;
           EncodePageList(b.pages, wire.pages);

@@ -38,6 +38,7 @@ constexpr uint32_t IndirectPagesFor(uint32_t pages) {
 // Request bodies, one per Op. `arg` is the ioctl's struct, inputs only (outputs zero).
 struct FileOpen {
   static constexpr Op kOp = Op::kFileOpen;
+  PageList area;  // the file's arrays area (1..kMaxAreaPages), or none
 };
 struct FileClose {
   static constexpr Op kOp = Op::kFileClose;
@@ -82,7 +83,9 @@ struct GemClose {
 struct GemPushbuf {
   static constexpr Op kOp = Op::kGemPushbuf;
   drm_nouveau_gem_pushbuf arg{};  // channel and the three counts
-  PageList data;                  // the arrays, PushbufLayout
+  PageList data;                  // the arrays, PushbufLayout; none: in the file's area
+  // Whether the arrays are in the file's area, at byte arg.buffers.
+  bool InArea() const;
 };
 struct GemCpuPrep {
   static constexpr Op kOp = Op::kGemCpuPrep;

@@ -14,7 +14,10 @@ std::vector<Request> OneOfEach() {
   std::vector<Request> all;
   uint64_t id = 100;
   auto add = [&](RequestBody body) { all.push_back(Request{id++, 7, std::move(body)}); };
-  add(FileOpen{});
+  FileOpen open;
+  open.area.nr_pages = 16;
+  open.area.indirect = {66};
+  add(open);
   add(FileClose{});
   GetParam getparam;
   getparam.arg.param = NOUVEAU_GETPARAM_CHIPSET_ID;
@@ -122,6 +125,10 @@ TEST(PvdrmCodec, RefusesEveryMalformedRequest) {
       {"reserved header", 2, [](pvdrm_request& r) { r.reserved = 1; }},
       {"file 0", 2, [](pvdrm_request& r) { r.file = 0; }},
       {"file_open payload", 0, [](pvdrm_request& r) { r.u.bytes[50] = 1; }},
+      {"file_open area too large", 0,
+       [](pvdrm_request& r) { r.u.file_open.area.nr_pages = kMaxAreaPages + 1; }},
+      {"file_open area without its indirect page", 0,
+       [](pvdrm_request& r) { r.u.file_open.area.nr_indirect = 0; }},
       {"file_close payload", 1, [](pvdrm_request& r) { r.u.bytes[0] = 1; }},
       {"getparam value", 2, [](pvdrm_request& r) { r.u.getparam.value = 1; }},
       {"getparam trailing", 2, [](pvdrm_request& r) { r.u.bytes[16] = 1; }},
@@ -173,6 +180,16 @@ TEST(PvdrmCodec, RefusesEveryMalformedRequest) {
       {"gem_close trailing", 10, [](pvdrm_request& r) { r.u.bytes[8] = 1; }},
       {"pushbuf buffers pointer", 11,
        [](pvdrm_request& r) { r.u.gem_pushbuf.pushbuf.buffers = 0x1000; }},
+      {"pushbuf area offset not a multiple of 8", 11,
+       [](pvdrm_request& r) {
+         r.u.gem_pushbuf.data = {};
+         r.u.gem_pushbuf.pushbuf.buffers = 12;
+       }},
+      {"pushbuf arrays past any area", 11,
+       [](pvdrm_request& r) {
+         r.u.gem_pushbuf.data = {};
+         r.u.gem_pushbuf.pushbuf.buffers = uint64_t{kMaxAreaPages} * kPageBytes - 8;
+       }},
       {"pushbuf relocs pointer", 11,
        [](pvdrm_request& r) { r.u.gem_pushbuf.pushbuf.relocs = 0x1000; }},
       {"pushbuf push pointer", 11, [](pvdrm_request& r) { r.u.gem_pushbuf.pushbuf.push = 8; }},
@@ -218,6 +235,23 @@ TEST(PvdrmCodec, GemObjectsWithoutPagesAndTheLargestListAreAccepted) {
   largest.pages.nr_pages = kMaxListedPages;
   largest.pages.indirect.assign(kMaxIndirectPages, 3);
   EXPECT_TRUE(std::holds_alternative<Request>(DecodeRequest(Encoded({1, 1, largest}))));
+}
+
+// GEM_PUSHBUF with its arrays in the file's area: no data pages, `buffers` the offset.
+TEST(PvdrmCodec, PushbufArraysInTheFilesAreaRoundTrip) {
+  GemPushbuf p;
+  p.arg.channel = 2;
+  p.arg.nr_buffers = 1;
+  p.arg.nr_push = 1;
+  p.arg.buffers = 2048;
+  ASSERT_TRUE(p.InArea());
+  auto decoded = DecodeRequest(Encoded({1, 1, p}));
+  ASSERT_TRUE(std::holds_alternative<Request>(decoded)) << std::get<RequestError>(decoded).message;
+  const auto& back = std::get<GemPushbuf>(std::get<Request>(decoded).body);
+  EXPECT_TRUE(back.InArea());
+  EXPECT_EQ(back.arg.buffers, 2048u);
+  GemPushbuf empty;  // nothing to run: neither pages nor an area
+  EXPECT_FALSE(empty.InArea());
 }
 
 TEST(PvdrmCodec, PushbufLayoutAtNouveausLimitsIsTwentyPages) {

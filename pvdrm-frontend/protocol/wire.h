@@ -91,6 +91,15 @@ struct pvdrm_page_list {
   grant_ref_t indirect[kMaxIndirectPages];
 };
 
+// FILE_OPEN: optionally the file's *arrays area*, pages the frontend grants read-write for the
+// file's whole life (a persistent grant, as blkif's feature-persistent): the file's GEM_PUSHBUF
+// requests may put their arrays there instead of granting pages per call, so the backend maps
+// them once. nr_pages 0: no area; at most kMaxAreaPages. Ended by FILE_CLOSE (or disconnection).
+inline constexpr uint32_t kMaxAreaPages = 64;
+struct pvdrm_file_open {
+  struct pvdrm_page_list area;
+};
+
 // GEM_NEW: the ioctl's struct, then (GART objects; VRAM ones have none) a page list of *frame-list
 // pages*: granted data pages holding the object's guest frame numbers, kFramesPerListPage u32 per
 // page, ceil(size / kPageBytes) of them in order, the rest of the last page zero. Frame numbers,
@@ -103,11 +112,13 @@ struct pvdrm_gem_new {
   struct pvdrm_page_list pages;
 };
 
-// GEM_PUSHBUF: the ioctl's struct with `buffers`, `relocs` and `push` zero; the three arrays travel
-// in `data`'s pages, one after another: nr_buffers drm_nouveau_gem_pushbuf_bo at byte 0, then
-// nr_relocs drm_nouveau_gem_pushbuf_reloc, then (at the next multiple of 8) nr_push
-// drm_nouveau_gem_pushbuf_push (PushbufLayout in codec.h). Granted read-write: the backend writes
-// each bo's `presumed` back, as the kernel does to the user's array.
+// GEM_PUSHBUF: the ioctl's struct with `relocs` and `push` zero; the three arrays lie one after
+// another: nr_buffers drm_nouveau_gem_pushbuf_bo at byte 0, then nr_relocs
+// drm_nouveau_gem_pushbuf_reloc, then (at the next multiple of 8) nr_push
+// drm_nouveau_gem_pushbuf_push (PushbufLayout in codec.h), either in `data`'s pages (`buffers`
+// zero) or, with `data` empty, in the file's arrays area at byte offset `buffers` (a multiple of
+// 8). Granted read-write: the backend writes each bo's `presumed` back, as the kernel does to the
+// user's array.
 struct pvdrm_gem_pushbuf {
   struct drm_nouveau_gem_pushbuf pushbuf;
   struct pvdrm_page_list data;
@@ -115,6 +126,7 @@ struct pvdrm_gem_pushbuf {
 
 inline constexpr size_t kPayloadBytes = 104;
 union pvdrm_request_payload {
+  struct pvdrm_file_open file_open;
   struct drm_nouveau_getparam getparam;
   struct drm_nouveau_channel_alloc channel_alloc;
   struct drm_nouveau_channel_free channel_free;
