@@ -50,6 +50,7 @@ std::optional<FvMode> FvModeOf(ipc::VgpuVariant variant) {
     case V::kPvNaive:
       return FvMode::kPvNaive;
     case V::kPvMulticall:
+    case V::kPvDrm:  // a PVDRM backend's session: its driver's page tables as multicalls
       return FvMode::kPvMulticall;
     case V::kDefault:
       break;

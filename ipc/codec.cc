@@ -187,19 +187,19 @@ constexpr EnumName<VgpuVariant> kVariantWords[] = {
     {VgpuVariant::kDefault, "default"},       {VgpuVariant::kFvNaive, "naive"},
     {VgpuVariant::kFvLazy, "lazy"},           {VgpuVariant::kFvBarRemap, "bar-remap"},
     {VgpuVariant::kFvOptimized, "optimized"}, {VgpuVariant::kPvNaive, "naive"},
-    {VgpuVariant::kPvMulticall, "multicall"},
+    {VgpuVariant::kPvMulticall, "multicall"}, {VgpuVariant::kPvDrm, "pvdrm"},
 };
 
 bool IsFvVariant(VgpuVariant v) {
   return v >= VgpuVariant::kFvNaive && v <= VgpuVariant::kFvOptimized;
 }
 bool IsPvVariant(VgpuVariant v) {
-  return v == VgpuVariant::kPvNaive || v == VgpuVariant::kPvMulticall;
+  return v == VgpuVariant::kPvNaive || v == VgpuVariant::kPvMulticall || v == VgpuVariant::kPvDrm;
 }
 
 // VM_CONFIG's typed fields (version 6): each within its range and meaningful for the VM's mode.
 Status CheckTypedConfig(const VmConfig& b) {
-  if (static_cast<uint8_t>(b.variant) > static_cast<uint8_t>(VgpuVariant::kPvMulticall)) {
+  if (static_cast<uint8_t>(b.variant) > static_cast<uint8_t>(VgpuVariant::kPvDrm)) {
     return Bad("unknown vGPU variant");
   }
   if (b.mode == VmMode::kPassThrough &&
@@ -212,7 +212,7 @@ Status CheckTypedConfig(const VmConfig& b) {
   }
   if (b.mode == VmMode::kParaVirtualization && b.variant != VgpuVariant::kDefault &&
       !IsPvVariant(b.variant)) {
-    return Bad("a pv VM's variant must be naive or multicall");
+    return Bad("a pv VM's variant must be naive, multicall or pvdrm");
   }
   if (b.vram_mib > kMaxVramMib) return Bad("VRAM size past 1 TiB");
   if (b.channels > kMaxVmChannels) return Bad("more channels than the GPU has (128)");
@@ -240,8 +240,9 @@ Result<VgpuVariant> ParseVgpuVariant(VmMode mode, std::string_view word) {
   if (mode == VmMode::kParaVirtualization) {
     if (word == "naive") return VgpuVariant::kPvNaive;
     if (word == "multicall" || word == "mc") return VgpuVariant::kPvMulticall;
+    if (word == "pvdrm") return VgpuVariant::kPvDrm;
     return Status::InvalidArgument("unknown pv variant '" + std::string(word) +
-                                   "' (naive, multicall)");
+                                   "' (naive, multicall, pvdrm)");
   }
   return Status::InvalidArgument("a pt VM has no variant (got '" + std::string(word) + "')");
 }

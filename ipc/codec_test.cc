@@ -227,6 +227,17 @@ TEST(IpcCodec, RefusesBadTypedConfiguration) {
   EXPECT_FALSE(Encode({2, pv}).ok()) << "an fv variant for a pv VM";
   pv.variant = VgpuVariant::kPvMulticall;
   EXPECT_TRUE(Encode({2, pv}).ok());
+  pv.variant = VgpuVariant::kPvDrm;  // version 7
+  Result<std::vector<uint8_t>> pvdrm = Encode({2, pv});
+  ASSERT_TRUE(pvdrm.ok());
+  Result<Message> back = Decode(*pvdrm, 0);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<VmConfig>(back->body).variant, VgpuVariant::kPvDrm);
+  pv.variant = VgpuVariant(8);
+  EXPECT_FALSE(Encode({2, pv}).ok()) << "no variant 8";
+  VmConfig fv_pvdrm = std::get<VmConfig>(fv.body);
+  fv_pvdrm.variant = VgpuVariant::kPvDrm;
+  EXPECT_FALSE(Encode({2, fv_pvdrm}).ok()) << "pvdrm is a pv variant";
   VmConfig pt = std::get<VmConfig>(fv.body);
   pt.mode = VmMode::kPassThrough;
   pt.variant = VgpuVariant::kDefault;
@@ -247,6 +258,9 @@ TEST(IpcCodec, VariantWordsParseForTheirModeOnly) {
   EXPECT_FALSE(ParseVgpuVariant(VmMode::kPassThrough, "naive").ok());
   EXPECT_STREQ(VgpuVariantName(VgpuVariant::kFvBarRemap), "bar-remap");
   EXPECT_STREQ(VgpuVariantName(VgpuVariant::kPvMulticall), "multicall");
+  EXPECT_EQ(*ParseVgpuVariant(VmMode::kParaVirtualization, "pvdrm"), VgpuVariant::kPvDrm);
+  EXPECT_FALSE(ParseVgpuVariant(VmMode::kFullVirtualization, "pvdrm").ok());
+  EXPECT_STREQ(VgpuVariantName(VgpuVariant::kPvDrm), "pvdrm");
 }
 
 TEST(IpcCodec, RefusesBadErrors) {

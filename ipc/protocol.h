@@ -32,8 +32,10 @@ inline constexpr uint32_t kMagic = 0x4d445647;  // bytes "GVDM"
 // version 6 types the VM's configuration: VM_CONFIG carries the fv/pv variant, VRAM, channel count
 // and GPU share as fields, and the name is only a name (versions 1-5 sent them inside the name as
 // NAME@MODE,MiB,chN,shareP). Both ends refuse anything below version 6: an older device model
-// would send options the aggregator no longer reads from names, so it is told so at HELLO.
-inline constexpr uint16_t kProtocolVersion = 6;
+// would send options the aggregator no longer reads from names, so it is told so at HELLO;
+// version 7 adds the pv variant pvdrm (a PVDRM backend's session: pv-multicall underneath, listed
+// as pvdrm). Version 6 peers are still served; they never send it.
+inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr uint16_t kMinProtocolVersion = 6;
 inline constexpr uint16_t kBlockProtocolVersion = 2;        // the first version with block messages
 inline constexpr uint16_t kPageBlockProtocolVersion = 3;    // the first with page-sized blocks
@@ -100,11 +102,12 @@ enum class VgpuVariant : uint8_t {
   kFvOptimized = 4,
   kPvNaive = 5,
   kPvMulticall = 6,
+  kPvDrm = 7,  // version 7: a PVDRM backend's session (page tables as multicalls)
 };
-// "naive", "lazy", "bar-remap", "optimized" (fv), "naive", "multicall" (pv), "default".
+// "naive", "lazy", "bar-remap", "optimized" (fv), "naive", "multicall", "pvdrm" (pv), "default".
 const char* VgpuVariantName(VgpuVariant variant);
 // Parses a variant word for `mode` (fv: naive, lazy, bar-remap|remap, optimized|opt; pv: naive,
-// multicall|mc); InvalidArgument naming the words `mode` takes (pt takes none).
+// multicall|mc, pvdrm); InvalidArgument naming the words `mode` takes (pt takes none).
 Result<VgpuVariant> ParseVgpuVariant(VmMode mode, std::string_view word);
 // A share in VM_CONFIG: thousandths of a percent (0..100000), or none.
 inline constexpr uint32_t kNoShare = 0xffffffffu;

@@ -85,7 +85,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
   Options o;
   o.aggregator.vm.name = "vm";
   o.aggregator.vm.mode = ipc::VmMode::kParaVirtualization;
-  o.aggregator.vm.variant = ipc::VgpuVariant::kPvMulticall;
+  o.aggregator.vm.variant = ipc::VgpuVariant::kPvDrm;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") return Status::InvalidArgument("usage");
@@ -138,7 +138,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--session") {
       if (value == "pv") {
         o.aggregator.vm.mode = ipc::VmMode::kParaVirtualization;
-        o.aggregator.vm.variant = ipc::VgpuVariant::kPvMulticall;
+        o.aggregator.vm.variant = ipc::VgpuVariant::kPvDrm;
       } else if (value == "fv") {
         // No BAR remap: nothing of ours traps, so there is nothing to map straight.
         o.aggregator.vm.mode = ipc::VmMode::kFullVirtualization;

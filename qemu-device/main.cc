@@ -158,6 +158,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
   ipc::VmConfig& vm = o.aggregator.vm;
   if (!o.variant.empty()) {
     GPUVM_ASSIGN_OR_RETURN(vm.variant, ipc::ParseVgpuVariant(vm.mode, o.variant));
+    if (vm.variant == ipc::VgpuVariant::kPvDrm) {
+      return Status::InvalidArgument(
+          "variant pvdrm is gpuvm-pvdrm-backend's session, not a device model's");
+    }
   }
   if (vm.mode == ipc::VmMode::kPassThrough && (vm.vram_mib != 0 || vm.channels != 0)) {
     return Status::InvalidArgument(

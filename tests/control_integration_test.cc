@@ -221,7 +221,7 @@ TEST_F(ControlIntegrationTest, SharesAndNamesAreReadTheSameByEveryTool) {
            "pv", "--variant", "lazy", "--token-file", "/nonexistent"},
           "variant");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("unknown pv variant 'lazy' (naive, multicall)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown pv variant 'lazy' (naive, multicall, pvdrm)"), std::string::npos) << r.err;
   r = run({GPUVM_DM_BIN, "--backend", "local", "--domid", "5", "--aggregator", socket_, "--mode",
            "fv", "--channels", "129", "--token-file", "/nonexistent"},
           "channels");

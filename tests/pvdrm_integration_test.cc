@@ -219,8 +219,10 @@ TEST_F(PvdrmIntegrationTest, AGuestPushbufferCopiesThroughTheAggregatorsGpu) {
     ASSERT_EQ(Frame(2000 + i / 4096)[i % 4096], uint8_t(i * 13 + 1)) << "byte " << i;
   }
 
-  // The operator sees the VM.
-  EXPECT_NE(List().find("drm1"), std::string::npos);
+  // The operator sees the VM, as a pvdrm one.
+  const std::string listed = List();
+  EXPECT_NE(listed.find("drm1"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("pvdrm"), std::string::npos) << listed;
 
   // The frontend goes: the backend frees everything, ends its session and exits cleanly.
   ASSERT_TRUE(frontend->Close().ok());

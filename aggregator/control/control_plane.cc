@@ -44,7 +44,8 @@ class ControlPlane::AggregatorDirectory final : public VmDirectory {
           d.vram_used_bytes = map->assigned_bytes();
         // Which flavour: fv-naive ... fv-optimized, pv-naive or pv-multicall (the aggregator's
         // default filled in where the VM's configuration left it to us).
-        d.mode = FvModeName(fv->fv_mode());
+        d.mode =
+            vm->config.variant == ipc::VgpuVariant::kPvDrm ? "pvdrm" : FvModeName(fv->fv_mode());
       }
       const aggregator::RefusalCounts refused = vm->refusals();
       for (size_t k = 0; k < refused.size(); ++k) {
