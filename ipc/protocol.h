@@ -42,6 +42,7 @@ inline constexpr uint16_t kPageBlockProtocolVersion = 3;    // the first with pa
 inline constexpr uint16_t kFillProtocolVersion = 4;         // the first with MMIO_WRITE_FILL
 inline constexpr uint16_t kAuthProtocolVersion = 5;         // the first with AUTH (required)
 inline constexpr uint16_t kTypedConfigProtocolVersion = 6;  // the first with typed VM_CONFIG
+inline constexpr uint16_t kPvdrmProtocolVersion = 7;        // the first with the variant pvdrm
 inline constexpr size_t kHeaderSize = 16;
 // A block message carrying a page: header, the fixed part (16 bytes), 4096 data bytes.
 inline constexpr size_t kMaxMessageSize = 4096 + 32;

@@ -169,10 +169,11 @@ Result<FrontendConnection::OutstandingMap::iterator> FrontendConnection::SendLoc
   Request request{id, file, body};
   pvdrm_request wire;
   EncodeRequest(request, wire);
-  std::memcpy(RING_GET_REQUEST(&front_, front_.req_prod_pvt), &wire, sizeof(wire));
+  const RING_IDX index = front_.req_prod_pvt;
+  std::memcpy(RING_GET_REQUEST(&front_, index), &wire, sizeof(wire));
   ++front_.req_prod_pvt;
   auto [it, inserted] = outstanding_.emplace(
-      id, Outstanding{request.op(), false, Status::Internal("no response yet"), nullptr});
+      id, Outstanding{request.op(), false, Status::Internal("no response yet"), nullptr, index});
   const bool is_posted = posted != nullptr;
   if (is_posted) {
     it->second.posted = std::move(posted);
@@ -326,8 +327,22 @@ void FrontendConnection::DrainResponsesLocked() {
       }
       CompleteLocked(it, std::move(response));
     }
-    int more = 0;
-    RING_FINAL_CHECK_FOR_RESPONSES(&front_, more);
+    // RING_FINAL_CHECK_FOR_RESPONSES, batched (as ring.h invites): ask to be woken by the
+    // response a synchronous caller waits for, or, with only posted requests out, when half of
+    // them are answered — not by every posted pushbuffer's response.
+    const RING_IDX in_flight = front_.req_prod_pvt - front_.rsp_cons;
+    RING_IDX ahead = 1;
+    if (in_flight > 0) {
+      ahead = std::max<RING_IDX>(1, in_flight / 2);
+      for (const auto& [id, call] : outstanding_) {
+        if (call.posted == nullptr && !call.done) {
+          ahead = std::min<RING_IDX>(ahead, call.index - front_.rsp_cons + 1);
+        }
+      }
+    }
+    front_.sring->rsp_event = front_.rsp_cons + ahead;
+    xen_mb();
+    const int more = RING_HAS_UNCONSUMED_RESPONSES(&front_);
     if (!more) break;
   }
   cv_.notify_all();

@@ -89,7 +89,8 @@ class FrontendConnection {
     Op op;
     bool done = false;
     Result<Response> result = Status::Internal("no response yet");
-    Completion posted;  // set: a posted request, completed through completed_
+    Completion posted;   // set: a posted request, completed through completed_
+    RING_IDX index = 0;  // its slot's ring index (its response's too)
   };
   using OutstandingMap = std::map<uint64_t, Outstanding>;
 

@@ -71,7 +71,12 @@ Result<std::unique_ptr<IpcAggregatorConnection>> IpcAggregatorConnection::Connec
     return c->Break(Status::DataLoss("aggregator answered AUTH with something else"));
   }
   *authenticated = true;
-  GPUVM_ASSIGN_OR_RETURN(ipc::Message config_reply, c->Call(options.vm));
+  ipc::VmConfig config = options.vm;
+  if (config.variant == ipc::VgpuVariant::kPvDrm && c->version_ < ipc::kPvdrmProtocolVersion) {
+    // An aggregator of version 6 knows no pvdrm: the same session as pv-multicall, listed so.
+    config.variant = ipc::VgpuVariant::kPvMulticall;
+  }
+  GPUVM_ASSIGN_OR_RETURN(ipc::Message config_reply, c->Call(config));
   const auto* accept = std::get_if<ipc::VmAccept>(&config_reply.body);
   if (accept == nullptr) {
     return c->Break(Status::DataLoss("aggregator answered VM_CONFIG with something else"));
