@@ -135,6 +135,25 @@ inline constexpr uint32_t kStatePending = 1u << 28;
 // start and its completion). Placed in PFIFO's 0x3800-0x39ff, where envytools' gf100_pfifo.xml
 // documents no register (CHAN_TABLE ends at 0x33ff). A driver for a real card must not rely on it.
 inline constexpr uint32_t kChanBusyUs = 0x003800;  // + 4 * chid
+// PREEMPT: writing chid | DRAIN asks the engine thread to take that channel's compute grid off the
+// engine between slices (docs/SOFTWARE-GPU.md "Preemption"): a context switch saves the grid's
+// whole state into the channel's context (DRAIN clear), a drain starts no new thread block and
+// switches out once the started ones have finished (DRAIN set). The grid continues on the
+// channel's next turn (so with RUNNABLE clear it waits). Reads: the last chid | DRAIN, PENDING
+// until the request is served, SAVED when serving it saved a context (a grid was in flight). A
+// new write replaces a pending request. The figures below describe the last request served.
+// (our choice) placed right after CHAN_BUSY_US; whether a real Fermi decodes these offsets we do
+// not know. A driver for a real card must not rely on them. Times saturate at 0xffffffff.
+inline constexpr uint32_t kPreempt = 0x003a00;
+inline constexpr uint32_t kPreemptChidMask = 0x7f;
+inline constexpr uint32_t kPreemptDrain = 1u << 8;
+inline constexpr uint32_t kPreemptPending = 1u << 20;
+inline constexpr uint32_t kPreemptSaved = 1u << 21;
+inline constexpr uint32_t kPreemptSavedBytes = 0x003a04;  // bytes of the context saved
+inline constexpr uint32_t kPreemptLatencyNs = 0x003a08;   // request written to grid off the engine
+inline constexpr uint32_t kPreemptSaveNs = 0x003a0c;      // of which saving the context
+inline constexpr uint32_t kPreemptCount = 0x003a10;       // requests served (wrapping)
+inline constexpr uint32_t kPreemptRestoreNs = 0x003a14;   // the device's last context restore
 
 // ---- PSUBFIFO (command fetch units, PBDMA) ----
 inline constexpr uint32_t kSubfifo = 0x040000;  // + 0x2000 * n, 3 units

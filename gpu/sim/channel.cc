@@ -81,6 +81,7 @@ Channel::~Channel() = default;
 
 void Channel::Unload() {
   compute_job_.reset();
+  context_.clear();
   copy_job_.reset();
   loaded_ = false;
   inst_address_ = 0;
@@ -251,9 +252,33 @@ Channel::Outcome Channel::RunCopy(uint64_t deadline_ns) {
   return Outcome::kProgress;
 }
 
+bool Channel::Preempt(bool drain, size_t* saved_bytes) {
+  *saved_bytes = 0;
+  if (compute_job_ == nullptr) return true;
+  if (drain) {
+    compute_job_->Drain();
+    if (!compute_job_->drained()) return false;
+  }
+  std::vector<uint8_t> image;
+  if (!compute_job_->SaveContext(&image)) return true;  // not started yet, or cannot be saved
+  compute_job_.reset();
+  context_ = std::move(image);
+  *saved_bytes = context_.size();
+  ++stats_.context_saves;
+  stats_.last_context_bytes = context_.size();
+  return true;
+}
+
 Channel::Outcome Channel::RunCompute() {
   env_->EngineActive(Engine::kPgraph, chid_, inst_address_, true);
   const uint64_t start = env_->NowNs();
+  if (compute_job_ == nullptr) {
+    // The switched-out grid comes back (validated; a context that does not hold faults the grid).
+    compute_job_ = env_->compute_engine()->Resume(context_, &job_memory_);
+    context_.clear();
+    ++stats_.context_restores;
+    stats_.last_restore_ns = env_->NowNs() - start;
+  }
   const SliceOutcome outcome = compute_job_->RunSlice();
   stats_.engine_busy_ns[static_cast<int>(Engine::kPgraph)] += env_->NowNs() - start;
   env_->EngineActive(Engine::kPgraph, chid_, inst_address_, false);
@@ -452,7 +477,7 @@ Channel::Outcome Channel::Run(uint64_t deadline_ns) {
   if (!loaded_ || !error_.ok()) return error_.ok() ? Outcome::kIdle : Outcome::kError;
   bool progressed = false;
   while (true) {
-    if (compute_job_ != nullptr) return RunCompute();
+    if (compute_job_ != nullptr || !context_.empty()) return RunCompute();
     if (copy_job_ != nullptr) {
       const Outcome o = RunCopy(deadline_ns);
       if (o == Outcome::kError || copy_job_ != nullptr) return o;

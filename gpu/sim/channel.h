@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "gpu/hw/gpfifo.h"
 #include "gpu/hw/pfifo.h"
@@ -87,10 +88,23 @@ class Channel final : private ObjectContext {
   const ChannelError& error() const { return error_; }
   const ChannelStats& stats() const { return stats_; }
   bool acquire_pending() const { return acquire_pending_; }
-  // Pending work: a copy or compute grid in flight, or an unfinished pushbuffer segment.
+  // Pending work: a copy or compute grid in flight (running, or switched out into the channel's
+  // context), or an unfinished pushbuffer segment.
   bool busy() const {
-    return copy_job_ != nullptr || compute_job_ != nullptr || segment_words_ != 0;
+    return copy_job_ != nullptr || compute_job_ != nullptr || !context_.empty() ||
+           segment_words_ != 0;
   }
+
+  // Takes the channel's compute grid off the engine, between its slices (docs/SOFTWARE-GPU.md
+  // "Preemption"). Switch (drain == false): the grid's whole state goes into the channel's context
+  // and the engine's job is released; the channel's next turn restores it. Drain: the grid starts
+  // no new thread block; once the started ones have finished (a later call) the little that is
+  // left is switched out the same way. Returns true when the channel is off the engine — with
+  // *saved_bytes the size of the context saved (0: nothing to save: no grid, a grid not started
+  // yet, or an engine that cannot save) — and false while a drain waits for its blocks.
+  bool Preempt(bool drain, size_t* saved_bytes);
+  // A switched-out grid waits in the context.
+  bool context_saved() const { return !context_.empty(); }
   uint64_t inst_address() const { return inst_address_; }
   uint32_t ib_get() const { return ib_get_; }
   uint32_t ib_put() const { return ib_put_; }
@@ -162,6 +176,10 @@ class Channel final : private ObjectContext {
   ComputeObject compute_;
   std::unique_ptr<CopyJob> copy_job_;
   std::unique_ptr<ComputeJob> compute_job_;
+  // A switched-out grid (ComputeJob::SaveContext). The authoritative copy lives here, in the
+  // device's own memory, where no BAR, DMA or channel of any guest reaches; ComputeEngine::Resume
+  // validates it anyway.
+  std::vector<uint8_t> context_;
 
   ChannelError error_;
   ChannelStats stats_;

@@ -131,6 +131,12 @@ struct ChannelStats {
   uint64_t methods = 0;
   uint64_t ignored_methods = 0;  // methods of unmodelled classes or unknown host methods
   uint64_t slices = 0;
+  // Preemption (Channel::Preempt): grids switched out and restored, the bytes of the last context
+  // saved, and the time the last restore took (parse, validate, rebuild; in the slice that ran it).
+  uint64_t context_saves = 0;
+  uint64_t context_restores = 0;
+  uint64_t last_context_bytes = 0;
+  uint64_t last_restore_ns = 0;
 };
 
 }  // namespace gpuvm::sim

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpu/hw/mmu_fault.h"
 
@@ -101,6 +102,19 @@ class ComputeJob {
   virtual SliceOutcome RunSlice() = 0;
   virtual const ComputeFault& fault() const = 0;     // valid after kFaulted
   virtual uint64_t thread_instructions() const = 0;  // executed so far, summed over threads
+
+  // ---- preemption (docs/SOFTWARE-GPU.md "Preemption"); between slices only ----
+  // Drain mode: stop starting new thread blocks; blocks already started keep running in later
+  // slices. drained() is true once none is in flight (the job's state is then just "which block
+  // is next"). A job that cannot drain ignores it and never reports drained.
+  virtual void Drain() {}
+  virtual bool drained() const { return false; }
+  // Context switch: appends the job's whole state (launch, code, constant-bank snapshots, every
+  // block in flight with its warps, registers, shared and local memory and barrier counts) to
+  // *image and releases the job's blocks; the job must not be sliced again (ComputeEngine::Resume
+  // continues it). False (image untouched) when the engine cannot save a context; the job then
+  // stays usable.
+  virtual bool SaveContext(std::vector<uint8_t>* /*image*/) { return false; }
 };
 
 class ComputeEngine {
@@ -111,6 +125,14 @@ class ComputeEngine {
   virtual std::unique_ptr<ComputeJob> Start(const ComputeLaunch& launch, ChannelMemory* memory) = 0;
   // FLUSH (0x1698) bit 0: the driver changed code in memory; forget decoded code.
   virtual void FlushCodeCache() = 0;
+  // Continues a job from an image its SaveContext wrote (this engine or another, any number of
+  // workers). Like Start, never fails by itself: an image that does not parse or validate comes
+  // back as a job whose first slice faults with kInvalidLaunch. Null when the engine cannot
+  // restore contexts (then no SaveContext of it succeeds either).
+  virtual std::unique_ptr<ComputeJob> Resume(const std::vector<uint8_t>& /*image*/,
+                                             ChannelMemory* /*memory*/) {
+    return nullptr;
+  }
 };
 
 }  // namespace gpuvm::sim

@@ -41,7 +41,12 @@ class FakeEngine final : public ComputeEngine {
     int fail_channel = -1;
     // Called at the start of every slice (on the device's engine thread).
     std::function<void()> on_slice;
+    // Jobs can be switched out (the image is their slice count) and drained (drained() holds
+    // `drain_slices` slices after Drain()).
+    bool preemptible = false;
+    int drain_slices = 2;
   };
+  int resumes = 0;
   Behaviour behaviour;
   std::vector<ComputeLaunch> launches;
   std::vector<uint64_t> space_ids;
@@ -80,9 +85,21 @@ class FakeEngine final : public ComputeEngine {
     }
     const ComputeFault& fault() const override { return fault_; }
     uint64_t thread_instructions() const override { return instructions_; }
+    void Drain() override {
+      if (drain_at_ < 0) drain_at_ = slices_ + engine_->behaviour.drain_slices;
+    }
+    bool drained() const override { return drain_at_ >= 0 && slices_ >= drain_at_; }
+    bool SaveContext(std::vector<uint8_t>* image) override {
+      if (!engine_->behaviour.preemptible) return false;
+      image->resize(sizeof slices_);
+      std::memcpy(image->data(), &slices_, sizeof slices_);
+      return true;
+    }
+    void set_slices(int slices) { slices_ = slices; }
 
    private:
     FakeEngine* engine_;
+    int drain_at_ = -1;
     ComputeLaunch launch_;
     ChannelMemory* memory_;
     int slices_ = 0;
@@ -96,6 +113,16 @@ class FakeEngine final : public ComputeEngine {
     return std::make_unique<Job>(this, launch, memory);
   }
   void FlushCodeCache() override { ++flushes; }
+  std::unique_ptr<ComputeJob> Resume(const std::vector<uint8_t>& image,
+                                     ChannelMemory* memory) override {
+    if (!behaviour.preemptible) return nullptr;
+    ++resumes;
+    auto job = std::make_unique<Job>(this, launches.back(), memory);
+    int slices = 0;
+    if (image.size() == sizeof slices) std::memcpy(&slices, image.data(), sizeof slices);
+    job->set_slices(slices);
+    return job;
+  }
 };
 
 class SimComputeLaunchTest : public ::testing::Test {
@@ -448,6 +475,111 @@ TEST_F(SimComputeLaunchTest, PendingWhileTheFetchedGridRunsAndBusyTimeCounts) {
   device_->WriteReg(busy, 0);
   EXPECT_GE(device_->ReadReg(busy) - busy_before, 2000u);
   EXPECT_EQ(device_->ReadReg(pf::kChanBusyUs + 4 * 5), 0u);  // another channel: nothing
+}
+
+// PREEMPT (a gpuvm extension, docs/SOFTWARE-GPU.md "Preemption"): written while the channel's grid
+// is inside a slice, the request is served when the slice ends; the grid's context is saved, the
+// engine's job released, and the channel's next turn resumes it where it stopped.
+TEST_F(SimComputeLaunchTest, PreemptSwitchesTheGridOutAndItResumes) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 6;
+  engine->behaviour.preemptible = true;
+  uint32_t seen_in_slice = 0;
+  engine->behaviour.on_slice = [&] {
+    if (engine->slices_run == 2) {
+      device_->WriteReg(pf::kPreempt, 4);
+      seen_in_slice = device_->ReadReg(pf::kPreempt);
+    }
+  };
+  Create(engine);
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  ASSERT_TRUE(device_->channel_error(4).ok()) << device_->channel_error(4).message;
+  EXPECT_EQ(seen_in_slice, pf::kPreemptPending | 4u);
+  EXPECT_EQ(device_->ReadReg(pf::kPreempt), pf::kPreemptSaved | 4u);
+  EXPECT_EQ(device_->ReadReg(pf::kPreemptSavedBytes), sizeof(int));
+  EXPECT_EQ(device_->ReadReg(pf::kPreemptCount), 1u);
+  EXPECT_EQ(engine->resumes, 1);
+  EXPECT_EQ(engine->launches.size(), 1u);
+  // Six slices in all (the count survived the switch), then what follows the LAUNCH.
+  EXPECT_EQ(engine->slices_run, 6);
+  EXPECT_EQ(driver_->Read32(cb_phys_ + 0x40), 0xc0ffeeu + 6);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
+  const ChannelStats stats = device_->channel_stats(4);
+  EXPECT_EQ(stats.context_saves, 1u);
+  EXPECT_EQ(stats.context_restores, 1u);
+  EXPECT_EQ(stats.last_context_bytes, sizeof(int));
+}
+
+TEST_F(SimComputeLaunchTest, SwitchedOutChannelStaysOffWhileNotRunnable) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 6;
+  engine->behaviour.preemptible = true;
+  engine->behaviour.on_slice = [&] {
+    if (engine->slices_run == 1) {
+      device_->WriteReg(pf::kChanTable + 8 * 4 + 4, 0);  // RUNNABLE off
+      device_->WriteReg(pf::kPreempt, 4);
+    }
+  };
+  Create(engine);
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  EXPECT_EQ(engine->slices_run, 2);
+  EXPECT_EQ(engine->resumes, 0);
+  // Still pending work: the dispatcher's completion test does not pass a switched-out grid.
+  EXPECT_TRUE(device_->ReadReg(pf::kChanTable + 8 * 4 + 4) & pf::kStatePending);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0u);
+  device_->WriteReg(pf::kChanTable + 8 * 4 + 4, pf::kStateRunnable);
+  device_->RunUntilIdle();
+  EXPECT_EQ(engine->resumes, 1);
+  EXPECT_EQ(engine->slices_run, 6);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
+}
+
+TEST_F(SimComputeLaunchTest, PreemptDrainWaitsForStartedBlocks) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 8;
+  engine->behaviour.preemptible = true;
+  engine->behaviour.drain_slices = 3;
+  std::vector<uint32_t> seen;
+  engine->behaviour.on_slice = [&] {
+    seen.push_back(device_->ReadReg(pf::kPreempt));
+    if (engine->slices_run == 1) device_->WriteReg(pf::kPreempt, 4 | pf::kPreemptDrain);
+  };
+  Create(engine);
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  ASSERT_TRUE(device_->channel_error(4).ok());
+  // Requested in slice 2; drained after slice 2 + 3 = 5 slices; resumed for the rest.
+  ASSERT_EQ(seen.size(), 8u);
+  for (int i = 2; i < 5; ++i) EXPECT_TRUE(seen[i] & pf::kPreemptPending) << i;
+  EXPECT_EQ(seen[5], pf::kPreemptSaved | pf::kPreemptDrain | 4u);
+  EXPECT_EQ(engine->resumes, 1);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
+}
+
+TEST_F(SimComputeLaunchTest, PreemptWithoutAGridOrAnEngineThatSavesIsServedAtOnce) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 3;
+  Create(engine);
+  device_->WriteReg(pf::kPreempt, 9);  // nothing on channel 9
+  device_->RunUntilIdle();
+  EXPECT_EQ(device_->ReadReg(pf::kPreempt), 9u);
+  EXPECT_EQ(device_->ReadReg(pf::kPreemptCount), 1u);
+  engine->behaviour.on_slice = [&] {
+    if (engine->slices_run == 0) device_->WriteReg(pf::kPreempt, 4);
+  };
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  // The fake engine (not preemptible here) keeps its job: served, nothing saved, grid finishes.
+  EXPECT_EQ(device_->ReadReg(pf::kPreempt), 4u);
+  EXPECT_EQ(device_->ReadReg(pf::kPreemptCount), 2u);
+  EXPECT_EQ(engine->resumes, 0);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
 }
 
 }  // namespace

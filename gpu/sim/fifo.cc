@@ -207,6 +207,25 @@ bool Pfifo::Read(uint32_t offset, uint32_t* value) {
     case pf::kRunlistIntr:
       *value = runlist_intr_;
       return true;
+    case pf::kPreempt:
+      *value = preempt_.value | (preempt_.pending ? pf::kPreemptPending : 0) |
+               (preempt_.saved ? pf::kPreemptSaved : 0);
+      return true;
+    case pf::kPreemptSavedBytes:
+      *value = preempt_.saved_bytes;
+      return true;
+    case pf::kPreemptLatencyNs:
+      *value = preempt_.latency_ns;
+      return true;
+    case pf::kPreemptSaveNs:
+      *value = preempt_.save_ns;
+      return true;
+    case pf::kPreemptCount:
+      *value = preempt_.count;
+      return true;
+    case pf::kPreemptRestoreNs:
+      *value = preempt_.restore_ns;
+      return true;
   }
   return false;
 }
@@ -308,6 +327,20 @@ bool Pfifo::Write(uint32_t offset, uint32_t value) {
       runlist_intr_ &= ~value;
       NotifyInterrupts();
       return true;
+    case pf::kPreempt:
+      preempt_.value = value & (pf::kPreemptChidMask | pf::kPreemptDrain);
+      preempt_.pending = true;
+      preempt_.saved = false;
+      ++preempt_.sequence;
+      preempt_.requested_ns = NowNs();
+      Wake();
+      return true;
+    case pf::kPreemptSavedBytes:
+    case pf::kPreemptLatencyNs:
+    case pf::kPreemptSaveNs:
+    case pf::kPreemptCount:
+    case pf::kPreemptRestoreNs:
+      return true;  // read-only
   }
   return false;
 }
@@ -589,6 +622,7 @@ bool Pfifo::Step() {
     if (!(config_.pmc->enable() & gf100::pmc::kEnablePfifo)) return false;
     order_ = playlist_;
   }
+  ServicePreempt();
   any_blocked_ = false;
   const size_t n = order_.size();
   for (size_t i = 0; i < n; ++i) {
@@ -626,9 +660,13 @@ bool Pfifo::Step() {
       if (s.generation == generation) {  // not rebound while we ran
         const uint64_t busy = s.stats.busy_ns;
         const uint64_t slices = s.stats.slices;
+        const uint64_t restores = s.stats.context_restores;
         s.stats = channel.stats();
         s.stats.busy_ns = busy;
         s.stats.slices = slices;
+        if (s.stats.context_restores != restores) {
+          preempt_.restore_ns = uint32_t(std::min<uint64_t>(s.stats.last_restore_ns, 0xffffffffu));
+        }
         if (outcome == Channel::Outcome::kProgress || outcome == Channel::Outcome::kError) {
           s.stats.busy_ns += elapsed;
           ++s.stats.slices;
@@ -650,6 +688,7 @@ bool Pfifo::Step() {
       }
     }
     if (outcome == Channel::Outcome::kError) config_.interrupts->DeliverInterrupt();
+    ServicePreempt();
     if (drained && config_.on_channel_drained) config_.on_channel_drained(chid);
     if (outcome == Channel::Outcome::kProgress || outcome == Channel::Outcome::kError) {
       next_ = pos + 1;
@@ -658,6 +697,33 @@ bool Pfifo::Step() {
     if (outcome == Channel::Outcome::kBlocked) any_blocked_ = true;
   }
   return false;
+}
+
+void Pfifo::ServicePreempt() {
+  uint32_t value;
+  uint64_t sequence;
+  {
+    std::lock_guard lock(*config_.register_lock);
+    if (!preempt_.pending) return;
+    value = preempt_.value;
+    sequence = preempt_.sequence;
+  }
+  // Called between slices: no slice of any channel is in flight on this (the stepping) thread.
+  Channel& channel = *channels_[value & pf::kPreemptChidMask];
+  const uint64_t start = NowNs();
+  size_t bytes = 0;
+  const bool off = channel.Preempt((value & pf::kPreemptDrain) != 0, &bytes);
+  const uint64_t end = NowNs();
+  if (!off) return;  // a drain waits for its started blocks: asked again after later slices
+  auto clamp = [](uint64_t v) { return uint32_t(std::min<uint64_t>(v, 0xffffffffu)); };
+  std::lock_guard lock(*config_.register_lock);
+  if (preempt_.sequence != sequence) return;  // replaced meanwhile: serve the new one
+  preempt_.pending = false;
+  preempt_.saved = bytes != 0;
+  preempt_.saved_bytes = clamp(bytes);
+  preempt_.latency_ns = clamp(end - std::min(end, preempt_.requested_ns));
+  preempt_.save_ns = clamp(end - start);
+  ++preempt_.count;
 }
 
 void Pfifo::Wake() {

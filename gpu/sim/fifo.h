@@ -156,6 +156,8 @@ class Pfifo final : private ChannelEnvironment {
   void NotifyInterrupts() { config_.interrupts->UpdateInterrupts(); }
 
   void ThreadMain();
+  // Serves a pending PREEMPT request if its channel is between slices (stepping thread).
+  void ServicePreempt();
 
   const PfifoConfig config_;
   const uint64_t start_ns_;
@@ -201,6 +203,15 @@ class Pfifo final : private ChannelEnvironment {
   int running_chid_ = -1;
   uint32_t kick_chid_ = 0;
   bool kick_pending_ = false;
+  // PREEMPT (gpuvm extension): the request, and figures of the last one served.
+  struct Preemption {
+    uint32_t value = 0;  // chid | DRAIN as written
+    bool pending = false;
+    bool saved = false;
+    uint64_t sequence = 0;  // bumped by every write, so a replaced request is not reported served
+    uint64_t requested_ns = 0;
+    uint32_t saved_bytes = 0, latency_ns = 0, save_ns = 0, count = 0, restore_ns = 0;
+  } preempt_;
 
   // Poll area for the lock-free BAR1 snoop.
   std::atomic<uint64_t> poll_base_{0};

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <type_traits>
 
 #include "base/hex.h"
 #include "gpu/isa/disassembler.h"
@@ -83,6 +84,55 @@ bool ReadMemory(ChannelMemory* memory, uint64_t va, size_t len, uint8_t* out, Me
   return true;
 }
 
+// The context image's byte order is the host's (an image never leaves the device that wrote it).
+constexpr uint32_t kImageMagic = 0x58435647;  // "GVCX"
+constexpr uint32_t kImageVersion = 1;
+
+class ImageWriter {
+ public:
+  explicit ImageWriter(std::vector<uint8_t>* out) : out_(out) {}
+  template <typename T>
+  void Put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    Bytes(&v, sizeof v);
+  }
+  void Bytes(const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    out_->insert(out_->end(), b, b + n);
+  }
+
+ private:
+  std::vector<uint8_t>* out_;
+};
+
+// Reads an image it does not trust: every Get fails (and keeps failing) past the end.
+class ImageReader {
+ public:
+  explicit ImageReader(const std::vector<uint8_t>& in) : in_(in) {}
+  template <typename T>
+  bool Get(T* v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return Bytes(v, sizeof *v);
+  }
+  bool Bytes(void* p, size_t n) {
+    if (in_.size() - at_ < n) return false;
+    if (n > 0) memcpy(p, in_.data() + at_, n);
+    at_ += n;
+    return true;
+  }
+  bool Bool(bool* v) {
+    uint8_t b = 0;
+    if (!Get(&b) || b > 1) return false;
+    *v = b != 0;
+    return true;
+  }
+  size_t left() const { return in_.size() - at_; }
+
+ private:
+  const std::vector<uint8_t>& in_;
+  size_t at_ = 0;
+};
+
 }  // namespace
 
 class SimtJob final : public ComputeJob {
@@ -92,9 +142,26 @@ class SimtJob final : public ComputeJob {
     constants_.grid_id = grid_id;
   }
 
+  // Resumes from a context image (SimtEngine::Resume, which calls RestoreNow).
+  SimtJob(SimtEngine* engine, std::vector<uint8_t> image, ChannelMemory* memory)
+      : engine_(engine), memory_(memory), resume_image_(std::move(image)) {}
+
   SliceOutcome RunSlice() override;
   const ComputeFault& fault() const override { return fault_; }
   uint64_t thread_instructions() const override { return thread_instructions_; }
+  void Drain() override { draining_ = true; }
+  // Parses and validates resume_image_ now (SimtEngine::Resume), so the restore's cost is not
+  // folded into a slice of work; a bad image leaves the job faulted for its first slice.
+  void RestoreNow() {
+    prepared_ = true;
+    if (!Restore()) {
+      finished_ = true;
+      return;
+    }
+    MakeWorkers();
+  }
+  bool drained() const override;
+  bool SaveContext(std::vector<uint8_t>* image) override;
 
  private:
   enum class BlockOutcome { kDone, kParked, kFault };
@@ -107,7 +174,14 @@ class SimtJob final : public ComputeJob {
   bool Prepare();
   bool ValidateLaunch();
   bool FetchProgram();
+  bool SetUpConstants();
   bool SnapshotBanks();
+  // RestoreNow's work: parses and validates resume_image_ (every field is checked
+  // against the launch and the decoded program before the interpreter sees it).
+  bool Restore();
+  bool RestoreBlock(ImageReader& in, BlockState* b);
+  void MakeWorkers();
+  void SaveBlock(ImageWriter& out, const BlockState& b) const;
   void Work(int worker, Clock::time_point deadline);
   BlockState* Acquire();
   bool InitBlock(BlockState* b, uint64_t linear);
@@ -115,8 +189,11 @@ class SimtJob final : public ComputeJob {
   void RecordFault(const WorkerState& ws, const BlockState& b);
 
   SimtEngine* const engine_;
-  const ComputeLaunch launch_;
+  ComputeLaunch launch_;  // const after the first slice
   ChannelMemory* const memory_;
+  std::vector<uint8_t> resume_image_;  // consumed by RestoreNow
+  std::vector<uint8_t> code_image_;    // the exact kernel image decoded (saved with a context)
+  bool draining_ = false;
   bool prepared_ = false;
   bool finished_ = false;
   ComputeFault fault_;
@@ -128,7 +205,7 @@ class SimtJob final : public ComputeJob {
   uint64_t total_blocks_ = 0;
   std::vector<std::unique_ptr<WorkerState>> workers_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   uint64_t next_block_ = 0;                          // guarded by mu_
   uint64_t done_blocks_ = 0;                         // guarded by mu_
   std::deque<BlockState*> parked_;                   // guarded by mu_
@@ -177,6 +254,7 @@ bool SimtJob::FetchProgram() {
   std::vector<uint8_t> image(isa::kKernelHeaderBytes + size_t{header->code_words} * 8);
   if (!ReadMemory(memory_, entry, image.size(), image.data(), &mf))
     return mmu("fetching the kernel code");
+  code_image_ = image;
   Result<std::shared_ptr<const Program>> program =
       engine_->LookUpOrDecode(memory_->AddressSpaceId(), entry, std::move(image));
   if (!program.ok()) {
@@ -219,7 +297,12 @@ bool SimtJob::SnapshotBanks() {
 }
 
 bool SimtJob::Prepare() {
-  if (!ValidateLaunch() || !FetchProgram()) return false;
+  if (!ValidateLaunch() || !FetchProgram() || !SetUpConstants() || !SnapshotBanks()) return false;
+  total_blocks_ = uint64_t{launch_.grid_x} * launch_.grid_y * launch_.grid_z;
+  return true;
+}
+
+bool SimtJob::SetUpConstants() {
   const Program& p = *program_;
   const ComputeLaunch& l = launch_;
   LaunchConstants& c = constants_;
@@ -255,8 +338,6 @@ bool SimtJob::Prepare() {
                      " / LOCAL_BASE " + Hex(c.local_window) +
                      " are not distinct non-zero 16 MiB-aligned windows");
   }
-  if (!SnapshotBanks()) return false;
-  total_blocks_ = uint64_t{l.grid_x} * l.grid_y * l.grid_z;
   return true;
 }
 
@@ -308,7 +389,7 @@ BlockState* SimtJob::Acquire() {
     parked_.pop_front();
     return b;
   }
-  if (next_block_ >= total_blocks_) return nullptr;
+  if (next_block_ >= total_blocks_ || draining_) return nullptr;
   BlockState* b;
   if (!free_.empty()) {
     b = free_.back();
@@ -425,6 +506,15 @@ void SimtJob::Work(int index, Clock::time_point deadline) {
   }
 }
 
+void SimtJob::MakeWorkers() {
+  workers_.resize(engine_->workers());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    workers_[i] = std::make_unique<WorkerState>();
+    workers_[i]->memory = memory_;
+    workers_[i]->index = static_cast<uint32_t>(i);
+  }
+}
+
 SliceOutcome SimtJob::RunSlice() {
   if (finished_)
     return fault_.kind == ComputeFault::Kind::kNone ? SliceOutcome::kDone : SliceOutcome::kFaulted;
@@ -434,18 +524,13 @@ SliceOutcome SimtJob::RunSlice() {
       finished_ = true;
       return SliceOutcome::kFaulted;
     }
-    workers_.resize(engine_->workers());
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      workers_[i] = std::make_unique<WorkerState>();
-      workers_[i]->memory = memory_;
-      workers_[i]->index = static_cast<uint32_t>(i);
-    }
+    MakeWorkers();
   }
   const Clock::time_point deadline = Clock::now() + engine_->options_.slice;
   uint64_t runnable;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    runnable = parked_.size() + (total_blocks_ - next_block_);
+    runnable = parked_.size() + (draining_ ? 0 : total_blocks_ - next_block_);
   }
   const int n = static_cast<int>(std::min<uint64_t>(runnable, workers_.size()));
   if (n > 0) engine_->pool_.Run(n, [this, deadline](int i) { Work(i, deadline); });
@@ -467,6 +552,184 @@ SliceOutcome SimtJob::RunSlice() {
   return SliceOutcome::kMore;
 }
 
+bool SimtJob::drained() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return draining_ && prepared_ && !finished_ && parked_.empty();
+}
+
+void SimtJob::SaveBlock(ImageWriter& out, const BlockState& b) const {
+  out.Put(b.linear);
+  out.Put(b.live_threads);
+  out.Bytes(b.bar_arrived, sizeof b.bar_arrived);
+  out.Put(b.next_warp);
+  for (const Warp& w : b.warps) {
+    out.Put(w.pc);
+    out.Put(w.active);
+    out.Put(w.exited);
+    out.Put(w.pending_count);
+    out.Put(uint8_t{w.waiting});
+    out.Put(uint8_t{w.done});
+    out.Bytes(w.preds, sizeof w.preds);
+    out.Bytes(w.pending, sizeof(Group) * w.pending_count);
+  }
+  out.Bytes(b.regs.data.get(), program_->RegisterFileBytes() * constants_.warps_per_block);
+  out.Bytes(b.shared.data.get(), constants_.shared_size);
+  out.Bytes(b.local.data.get(),
+            size_t{program_->header.local_bytes} * kLanes * constants_.warps_per_block);
+}
+
+bool SimtJob::SaveContext(std::vector<uint8_t>* image) {
+  // Between slices no worker runs, so the job's state is exactly what the structures hold: every
+  // store of a finished slice is in memory (the engine buffers none), and a membar has nothing
+  // left to order. A job that has not prepared yet, or has ended, has no context to save.
+  if (!prepared_ || finished_) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  ImageWriter out(image);
+  out.Put(kImageMagic);
+  out.Put(kImageVersion);
+  const ComputeLaunch& l = launch_;
+  for (uint32_t v :
+       {l.channel, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z, l.shared_size})
+    out.Put(v);
+  out.Put(l.code_address);
+  out.Put(l.entry_offset);
+  for (const ComputeLaunch::ConstBuffer& cb : l.const_buffers) {
+    out.Put(uint8_t{cb.valid});
+    out.Put(cb.address);
+    out.Put(cb.size);
+  }
+  out.Put(l.temp_address);
+  out.Put(l.temp_size);
+  out.Put(l.local_base);
+  out.Put(l.shared_base);
+  out.Put(constants_.grid_id);
+  out.Put(static_cast<uint32_t>(code_image_.size()));
+  out.Bytes(code_image_.data(), code_image_.size());
+  for (int bank = 0; bank < ComputeLaunch::kConstBuffers; ++bank) {
+    out.Put(constants_.bank_size[bank]);
+    out.Bytes(constants_.bank_data[bank], constants_.bank_size[bank]);
+  }
+  out.Put(next_block_);
+  out.Put(done_blocks_);
+  out.Put(thread_instructions_);
+  out.Put(static_cast<uint32_t>(parked_.size()));
+  for (const BlockState* b : parked_) SaveBlock(out, *b);
+  // The job is switched out: its blocks go, and it never runs again.
+  parked_.clear();
+  free_.clear();
+  blocks_.clear();
+  workers_.clear();
+  finished_ = true;
+  fault_.kind = ComputeFault::Kind::kNone;
+  return true;
+}
+
+bool SimtJob::RestoreBlock(ImageReader& in, BlockState* b) {
+  const Program& p = *program_;
+  const LaunchConstants& c = constants_;
+  uint64_t linear = 0;
+  if (!in.Get(&linear) || linear >= next_block_) return false;
+  if (!InitBlock(b, linear)) return false;
+  if (!in.Get(&b->live_threads) || b->live_threads == 0 || b->live_threads > c.block_threads ||
+      !in.Bytes(b->bar_arrived, sizeof b->bar_arrived) || !in.Get(&b->next_warp) ||
+      b->next_warp >= c.warps_per_block) {
+    return false;
+  }
+  for (uint32_t arrived : b->bar_arrived) {
+    if (arrived > c.block_threads) return false;
+  }
+  const uint32_t ops = static_cast<uint32_t>(p.ops.size());
+  for (Warp& w : b->warps) {
+    const uint32_t outside = w.exited;  // InitBlock marks the lanes past the block exited
+    if (!in.Get(&w.pc) || !in.Get(&w.active) || !in.Get(&w.exited) || !in.Get(&w.pending_count) ||
+        !in.Bool(&w.waiting) || !in.Bool(&w.done) || !in.Bytes(w.preds, sizeof w.preds) ||
+        w.pending_count > kLanes || !in.Bytes(w.pending, sizeof(Group) * w.pending_count)) {
+      return false;
+    }
+    // The interpreter indexes ops by pc and bar_arrived by barrier - 1, and trusts the lane
+    // sets to be disjoint: check all of it.
+    if ((w.active != 0 && w.pc >= ops) || (w.exited & outside) != outside ||
+        (w.active & w.exited) != 0 || w.preds[isa::kPredTrue] != kFullMask) {
+      return false;
+    }
+    uint32_t seen = w.active | w.exited;
+    w.next_join = kNoPc;
+    for (uint32_t i = 0; i < w.pending_count; ++i) {
+      const Group& g = w.pending[i];
+      if (g.pc >= ops || g.mask == 0 || (g.mask & seen) != 0 || g.barrier > isa::kMaxBarriers)
+        return false;
+      seen |= g.mask;
+      if (g.barrier == 0 && g.pc < w.next_join) w.next_join = g.pc;
+    }
+    if (w.done != (w.exited == kFullMask)) return false;
+  }
+  return in.Bytes(b->regs.data.get(), p.RegisterFileBytes() * c.warps_per_block) &&
+         in.Bytes(b->shared.data.get(), c.shared_size) &&
+         in.Bytes(b->local.data.get(), size_t{p.header.local_bytes} * kLanes * c.warps_per_block);
+}
+
+bool SimtJob::Restore() {
+  const std::vector<uint8_t> image = std::move(resume_image_);
+  resume_image_.clear();
+  auto corrupt = [&](const std::string& what) {
+    return Fault(ComputeFault::Kind::kInvalidLaunch, "context image rejected: " + what);
+  };
+  ImageReader in(image);
+  uint32_t magic = 0, version = 0;
+  if (!in.Get(&magic) || !in.Get(&version) || magic != kImageMagic || version != kImageVersion)
+    return corrupt("not a version " + std::to_string(kImageVersion) + " context image");
+  ComputeLaunch& l = launch_;
+  bool ok = true;
+  for (uint32_t* v : {&l.channel, &l.grid_x, &l.grid_y, &l.grid_z, &l.block_x, &l.block_y,
+                      &l.block_z, &l.shared_size})
+    ok = ok && in.Get(v);
+  ok = ok && in.Get(&l.code_address) && in.Get(&l.entry_offset);
+  for (ComputeLaunch::ConstBuffer& cb : l.const_buffers)
+    ok = ok && in.Bool(&cb.valid) && in.Get(&cb.address) && in.Get(&cb.size);
+  ok = ok && in.Get(&l.temp_address) && in.Get(&l.temp_size) && in.Get(&l.local_base) &&
+       in.Get(&l.shared_base) && in.Get(&constants_.grid_id);
+  uint32_t code_bytes = 0;
+  ok = ok && in.Get(&code_bytes) && code_bytes <= in.left();
+  if (!ok) return corrupt("truncated launch");
+  if (!ValidateLaunch()) return false;
+  const uint64_t entry = l.code_address + l.entry_offset;
+  if (entry < l.code_address) return corrupt("code address overflows");
+  code_image_.resize(code_bytes);
+  if (!in.Bytes(code_image_.data(), code_bytes)) return corrupt("truncated code");
+  // The code the grid started with, decoded (and validated) again, not re-read from memory: the
+  // resumed grid runs what it started with.
+  Result<std::shared_ptr<const Program>> program =
+      engine_->LookUpOrDecode(memory_->AddressSpaceId(), entry, code_image_);
+  if (!program.ok()) return corrupt("code: " + program.status().message());
+  program_ = *program;
+  if (!SetUpConstants()) return false;
+  for (int bank = 0; bank < ComputeLaunch::kConstBuffers; ++bank) {
+    uint32_t size = 0;
+    if (!in.Get(&size) || size > kMaxConstBankBytes || size > in.left())
+      return corrupt("constant bank " + std::to_string(bank));
+    banks_[bank].resize(size);
+    if (!in.Bytes(banks_[bank].data(), size)) return corrupt("truncated constant bank");
+    constants_.bank_data[bank] = size > 0 ? banks_[bank].data() : nullptr;
+    constants_.bank_size[bank] = size;
+  }
+  total_blocks_ = uint64_t{l.grid_x} * l.grid_y * l.grid_z;
+  uint32_t in_flight = 0;
+  // A drained grid resumes starting blocks again: draining ends with the switch.
+  if (!in.Get(&next_block_) || !in.Get(&done_blocks_) || !in.Get(&thread_instructions_) ||
+      !in.Get(&in_flight) || next_block_ > total_blocks_ || done_blocks_ > next_block_ ||
+      in_flight != next_block_ - done_blocks_) {
+    return corrupt("block counters");
+  }
+  for (uint32_t i = 0; i < in_flight; ++i) {
+    blocks_.push_back(std::make_unique<BlockState>());
+    if (!RestoreBlock(in, blocks_.back().get()))
+      return corrupt("thread block " + std::to_string(i) + " of " + std::to_string(in_flight));
+    parked_.push_back(blocks_.back().get());
+  }
+  if (in.left() != 0) return corrupt(std::to_string(in.left()) + " trailing bytes");
+  return true;
+}
+
 SimtEngine::SimtEngine(const EngineOptions& options)
     : options_(options),
       pool_(options.workers > 0 ? options.workers
@@ -482,6 +745,13 @@ std::unique_ptr<SimtEngine> SimtEngine::Create(const EngineOptions& options) {
 
 std::unique_ptr<ComputeJob> SimtEngine::Start(const ComputeLaunch& launch, ChannelMemory* memory) {
   return std::make_unique<SimtJob>(this, launch, memory, next_grid_id_++);
+}
+
+std::unique_ptr<ComputeJob> SimtEngine::Resume(const std::vector<uint8_t>& image,
+                                               ChannelMemory* memory) {
+  auto job = std::make_unique<SimtJob>(this, image, memory);
+  job->RestoreNow();
+  return job;
 }
 
 void SimtEngine::FlushCodeCache() {

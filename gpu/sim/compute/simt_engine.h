@@ -38,6 +38,11 @@ class SimtEngine final : public ComputeEngine {
 
   std::unique_ptr<ComputeJob> Start(const ComputeLaunch& launch, ChannelMemory* memory) override;
   void FlushCodeCache() override;
+  // Continues a job from its SaveContext image (docs/SOFTWARE-GPU.md "Preemption"): the image is
+  // parsed and validated in full here, on the engine thread; when it does not hold, the job's
+  // first slice faults (kInvalidLaunch).
+  std::unique_ptr<ComputeJob> Resume(const std::vector<uint8_t>& image,
+                                     ChannelMemory* memory) override;
 
   int workers() const { return pool_.size(); }
   const char* interpreter_name() const { return interpreter_name_; }
