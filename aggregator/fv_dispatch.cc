@@ -21,6 +21,8 @@ void FvEngineSink::Attach(FvHost* host) {
     // CHAN_BUSY_US exists on the software GPU only (the only GPU fv runs on today: a real card
     // would need an IOMMU mapping of guest RAM); elsewhere GPU time falls back to wall time.
     busy_counter_ = host != nullptr && host->gpu().Describe().rfind("sim", 0) == 0;
+    // The software GPU also has PREEMPT (docs/SOFTWARE-GPU.md "Preemption").
+    preemptible_ = busy_counter_;
   }
   if (host != nullptr) {
     // Any channel running dry is worth a poll: at most one submission runs at a time. Set outside
@@ -59,10 +61,21 @@ void FvEngineSink::Forget(uint32_t vm) {
   for (auto it = submissions_.begin(); it != submissions_.end();) {
     it = it->second.vm == vm ? submissions_.erase(it) : std::next(it);
   }
+  std::erase_if(suspended_, [vm](const auto& e) { return e.second.submission.vm == vm; });
 }
 
 Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
   std::lock_guard lock(mu_);
+  if (auto paused = suspended_.find(handle); paused != suspended_.end()) {
+    // Resumed: its IB_PUT is on the GPU already; the channel may run again.
+    Running r = paused->second;
+    suspended_.erase(paused);
+    if (host_ == nullptr || forgotten_.contains(vm)) return Status::NotFound("VM is gone");
+    r.last_poll = clock_->Now();
+    host_->HoldChannel(r.submission.physical_channel, false);
+    running_[handle] = r;
+    return Status::Ok();
+  }
   auto it = submissions_.find(handle);
   if (it == submissions_.end() || forgotten_.contains(vm)) {
     return Status::NotFound("submission of a VM that is gone");
@@ -70,6 +83,9 @@ Status FvEngineSink::Start(sched::VmId vm, sched::SubmissionHandle handle) {
   const Submission s = it->second;
   submissions_.erase(it);
   if (host_ == nullptr) return Status::Unavailable("no fv host");
+  if (held_after_timeout_.erase(s.physical_channel) != 0) {
+    host_->HoldChannel(s.physical_channel, false);  // what was left of the timed-out work resumes
+  }
   running_[handle] = Running{s, clock_->Now(), sched::Duration(0), BusyUs(s.physical_channel),
                              Bound(s.physical_channel)};
   host_->Forward(s);
@@ -130,6 +146,9 @@ Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHand
   r.ran += std::clamp<sched::Duration>(now - r.last_poll, sched::Duration(0), kMaxPollGap);
   r.last_poll = now;
   if (r.ran > max_run_) {
+    // Given up on: held, so the rest of it does not run unknown to the scheduler.
+    host_->HoldChannel(c, true);
+    held_after_timeout_.insert(c);
     const std::optional<sched::Duration> used = device_time();
     running_.erase(it);
     ++timeouts_;
@@ -138,7 +157,19 @@ Result<sched::SinkPoll> FvEngineSink::Poll(sched::VmId vm, sched::SubmissionHand
                                  " did not complete in time"),
         used);
   }
-  return sched::SinkPoll::Running();
+  return sched::SinkPoll::Running(device_time());
+}
+
+Status FvEngineSink::Suspend(sched::VmId /*vm*/, sched::SubmissionHandle handle) {
+  std::lock_guard lock(mu_);
+  auto it = running_.find(handle);
+  if (it == running_.end()) return Status::NotFound("no such running submission");
+  if (host_ == nullptr) return Status::Unavailable("no fv host");
+  host_->HoldChannel(it->second.submission.physical_channel, true);
+  suspended_[handle] = it->second;
+  running_.erase(it);
+  ++suspends_;
+  return Status::Ok();
 }
 
 DispatchedSubmissionQueue::DispatchedSubmissionQueue(FvHost* host, sched::Dispatcher* dispatcher,

@@ -21,9 +21,11 @@
 // `max_run`. GPU time is what the device measured: the difference of the channel's busy-time
 // counter (CHAN_BUSY_US, a gpuvm extension register of the software GPU, docs/SOFTWARE-GPU.md)
 // between Start and the poll that saw it done; only this submission ran meanwhile. A submission
-// that has not completed after `max_run` is completed with DeadlineExceeded so one stuck channel
-// cannot hold the GPU from every other VM forever (its channel may still run; fv owns killing it);
-// it is charged the device time it got, like any other.
+// that has not completed after `max_run` (its own run time: time suspended does not count) is
+// completed with DeadlineExceeded so one stuck channel cannot hold the GPU from every other VM
+// forever; it is charged the device time it got, like any other, and its physical channel is held
+// (FvHost::HoldChannel) until the VM's next submission on it starts, so nothing of it runs on the
+// GPU unknown to the scheduler.
 //
 // Stalls: `max_run` counts the time the aggregator ran, not wall time. A stopped aggregator process
 // (SIGSTOP, a debugger) stops its GPU with it; when it continues, a submission that was running
@@ -38,8 +40,8 @@
 // Detach (or ForgetVm of a VM) nothing more is forwarded for it, and its running submission counts
 // as done at the next poll.
 //
-// A submission that finds the GPU free starts at once on the thread that queued it: Submit steps the
-// dispatcher (PollNow) instead of leaving the start to a wake-up of the dispatch thread.
+// A submission that finds the GPU free starts at once on the thread that queued it: Submit steps
+// the dispatcher (PollNow) instead of leaving the start to a wake-up of the dispatch thread.
 //
 // Threading: FvEngineSink::Start/Poll on whichever thread steps the dispatcher (its dispatch
 // thread, the GPU's engine thread through the drained handler, or the owner thread in
@@ -86,9 +88,17 @@ class FvEngineSink final : public sched::SubmissionSink {
 
   Status Start(sched::VmId vm, sched::SubmissionHandle handle) override;
   Result<sched::SinkPoll> Poll(sched::VmId vm, sched::SubmissionHandle handle) override;
+  // Preemption: on a GPU with CHAN_BUSY_US and PREEMPT (the software GPU) a running submission is
+  // suspended by holding its physical channel (FvHost::HoldChannel: RUNNABLE clear whatever the VM
+  // writes, its grid switched out) and resumed by releasing it; its busy-time baseline stays, so
+  // what it ran before, and the rest of the slice it was in when held, are charged when next
+  // polled.
+  bool CanSuspend() const override { return preemptible_.load(); }
+  Status Suspend(sched::VmId vm, sched::SubmissionHandle handle) override;
 
   uint64_t forwarded() const { return forwarded_.load(); }
   uint64_t timeouts() const { return timeouts_.load(); }
+  uint64_t suspends() const { return suspends_.load(); }
 
  private:
   struct Running {
@@ -116,9 +126,15 @@ class FvEngineSink final : public sched::SubmissionSink {
   bool busy_counter_ = false;  // the host's GPU has CHAN_BUSY_US
   std::unordered_map<sched::SubmissionHandle, Submission> submissions_;
   std::unordered_map<sched::SubmissionHandle, Running> running_;
+  std::unordered_map<sched::SubmissionHandle, Running> suspended_;
+  // Physical channels held after their submission timed out (max_run): nothing of them runs until
+  // their VM's next submission on that channel starts (and is charged what it then runs).
+  std::set<uint32_t> held_after_timeout_;
   std::set<uint32_t> forgotten_;
   std::atomic<uint64_t> forwarded_{0};
   std::atomic<uint64_t> timeouts_{0};
+  std::atomic<uint64_t> suspends_{0};
+  std::atomic<bool> preemptible_{false};
 };
 
 class DispatchedSubmissionQueue final : public SubmissionQueue {

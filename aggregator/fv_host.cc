@@ -165,11 +165,24 @@ void FvHost::BindChannel(uint32_t c, uint32_t state) {
   gpu::Device& d = gpu_->device();
   d.WriteReg(pf::kChanTable + c * pf::kChanTableStride,
              pf::kChanValid | pf::kChanPollEnable | uint32_t(shadow_instance(c) >> 12));
-  d.WriteReg(pf::kChanTable + c * pf::kChanTableStride + 4, state);
+  SetChannelState(c, state);
 }
 
 void FvHost::SetChannelState(uint32_t c, uint32_t state) {
-  gpu_->device().WriteReg(pf::kChanTable + c * pf::kChanTableStride + 4, state);
+  std::lock_guard lock(state_mu_);
+  wanted_state_[c] = state;
+  gpu_->device().WriteReg(pf::kChanTable + c * pf::kChanTableStride + 4,
+                          held_[c] ? state & ~pf::kStateRunnable : state);
+}
+
+void FvHost::HoldChannel(uint32_t c, bool hold) {
+  if (c >= kChannels) return;
+  std::lock_guard lock(state_mu_);
+  held_[c] = hold;
+  gpu::Device& d = gpu_->device();
+  d.WriteReg(pf::kChanTable + c * pf::kChanTableStride + 4,
+             hold ? wanted_state_[c] & ~pf::kStateRunnable : wanted_state_[c]);
+  if (hold) d.WriteReg(pf::kPreempt, c);
 }
 
 uint32_t FvHost::ChannelState(uint32_t c) {
@@ -182,6 +195,10 @@ uint32_t FvHost::ReadKick() { return gpu_->device().ReadReg(pf::kKickChid); }
 bool FvHost::StopChannel(uint32_t c) {
   gpu::Device& d = gpu_->device();
   const bool was_on = on_playlist_[c];
+  {
+    std::lock_guard lock(state_mu_);
+    held_[c] = false;  // a hold does not outlive the binding
+  }
   SetChannelState(c, 0);
   if (was_on) {
     on_playlist_[c] = false;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -109,7 +110,15 @@ class FvHost {
   void SetChannelOwner(uint32_t physical_channel, FvChannelOwner* owner);
   // Binds the channel to its shadow instance block (CHAN_TABLE) with `state` (RUNNABLE etc.).
   void BindChannel(uint32_t physical_channel, uint32_t state);
+  // The VM's state word (RUNNABLE, engine); while the scheduler holds the channel RUNNABLE stays
+  // clear on the GPU whatever the VM writes, and is restored when the hold ends.
   void SetChannelState(uint32_t physical_channel, uint32_t state);
+  // The scheduler's hold (a suspended submission, docs/SCHEDULER.md "Preemption"): clears RUNNABLE
+  // and asks the GPU to switch the channel's grid out (PREEMPT; not waited for: the GPU's engine
+  // thread may be the caller). Released, the VM's own state word applies again. Thread-safe
+  // against the owner thread's SetChannelState/BindChannel/StopChannel (the dispatch thread and
+  // the GPU's engine thread call it).
+  void HoldChannel(uint32_t physical_channel, bool hold);
   uint32_t ChannelState(uint32_t physical_channel);
   // Off the playlist, not runnable, kicked off the engine (bounded wait), unbound, its USER page
   // and shadow instance zeroed. False when the kick did not complete in time.
@@ -151,6 +160,9 @@ class FvHost {
   int next_playlist_ = 0;
   std::bitset<kChannels> channels_used_;
   std::bitset<kChannels> on_playlist_;
+  std::mutex state_mu_;  // orders state-word writes of the owner thread and of HoldChannel
+  std::array<uint32_t, kChannels> wanted_state_{};  // guarded by state_mu_: the VM's state word
+  std::bitset<kChannels> held_;                     // guarded by state_mu_
   std::array<FvChannelOwner*, kChannels> owners_{};
   std::bitset<kSysramSlots> slots_used_;
   uint64_t unattributed_ = 0;

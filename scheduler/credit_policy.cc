@@ -76,6 +76,20 @@ Choice CreditPolicy::Choose(VmViews vms, Trigger /*trigger*/, TimePoint now) {
   return Choice::Hold(*next_replenish_);
 }
 
+bool CreditPolicy::ShouldPreempt(VmViews vms, VmId running, TimePoint now) {
+  if (!options_.preempt_at_slices) return false;
+  Replenish(vms, now);
+  auto r = vms_.find(running);
+  if (r == vms_.end() || r->second.credit > Duration(0)) return false;  // under: keeps running
+  // Over its credit: it yields to any VM with credit left that waits (as Xen's credit1 preempts an
+  // OVER vcpu for an UNDER one at its next tick).
+  for (const VmView& v : vms) {
+    if (v.id == running || v.queued == 0) continue;
+    if (auto it = vms_.find(v.id); it != vms_.end() && it->second.credit > Duration(0)) return true;
+  }
+  return false;
+}
+
 PolicyVmInfo CreditPolicy::Describe(VmId vm) const {
   auto it = vms_.find(vm);
   if (it == vms_.end()) return {};

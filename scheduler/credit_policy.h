@@ -32,6 +32,9 @@ class CreditPolicy final : public Policy {
   void Charge(VmViews vms, VmId vm, Duration gpu_time, Duration scheduler_time,
               TimePoint now) override;
   Choice Choose(VmViews vms, Trigger trigger, TimePoint now) override;
+  // On a device that stops work between slices: a VM without credit left yields to a waiting VM
+  // with credit (CreditOptions::preempt_at_slices).
+  bool ShouldPreempt(VmViews vms, VmId running, TimePoint now) override;
   PolicyVmInfo Describe(VmId vm) const override;
 
  private:

@@ -9,6 +9,9 @@ namespace {
 // everything instantly cannot keep one Step() forever (the thread loops again at once).
 constexpr int kMaxRoundsPerStep = 64;
 
+// Without preemption a running submission's time is still charged as it runs, this often.
+constexpr Duration kChargeInterval = 1ms;
+
 }  // namespace
 
 Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(Clock* clock, SubmissionSink* sink,
@@ -18,6 +21,9 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(Clock* clock, SubmissionS
   }
   if (options.poll_interval <= Duration(0) || options.poll_interval > 1s) {
     return Status::InvalidArgument("dispatcher poll interval must be in (0, 1 s]");
+  }
+  if (options.quantum < Duration(0) || options.quantum > 1s) {
+    return Status::InvalidArgument("dispatcher quantum must be in [0, 1 s] (0: non-preemptive)");
   }
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
                          Scheduler::Create(clock, options.scheduler));
@@ -49,6 +55,7 @@ Result<std::vector<SubmissionHandle>> Dispatcher::RemoveVm(VmId vm) {
   std::lock_guard lock(mu_);
   GPUVM_ASSIGN_OR_RETURN(std::vector<SubmissionHandle> dropped, scheduler_->RemoveVm(vm));
   for (SubmissionHandle h : dropped) arrivals_.erase(h);
+  std::erase_if(suspended_, [vm](const auto& entry) { return entry.second.vm == vm; });
   if (pending_ && pending_->vm == vm) {
     // Chosen but not started: the scheduler counts it as running. Complete it unstarted so the
     // engine goes to the next VM (it is charged to nobody: the VM is gone).
@@ -128,7 +135,7 @@ void Dispatcher::FinishLocked(const Running& run, Duration gpu_time, Status stat
   d.gpu_time = gpu_time;
   d.status = std::move(status);
   if (auto it = arrivals_.find(run.handle); it != arrivals_.end()) {
-    d.waited = std::max(Duration(0), run.started - it->second);
+    d.waited = std::max(Duration(0), run.first_start - it->second);
     arrivals_.erase(it);
   }
   running_.reset();
@@ -171,10 +178,20 @@ bool Dispatcher::TryStep(bool poll_now) {
         progressed = true;
       } else if (polled->done) {
         if (!polled->status.ok()) ++poll_errors_;
-        FinishLocked(run, polled->gpu_time.value_or(now - run.started), polled->status, &done);
+        // The device's time since the first Start, less what slices already charged.
+        const Duration used = polled->gpu_time
+                                  ? std::max(Duration(0), *polled->gpu_time - run.reported)
+                                  : now - run.started;
+        FinishLocked(run, used, polled->status, &done);
         progressed = true;
       } else {
         running_->next_poll = now + options_.poll_interval;
+        // The time a running submission used is charged every quantum (every kChargeInterval
+        // without preemption), so a long or endless kernel shows in every VM's usage as it runs.
+        if (polled->gpu_time && now >= running_->slice_due &&
+            SliceLocked(lock, *polled->gpu_time, &done)) {
+          progressed = true;
+        }
       }
     }
     if (!running_ && !pending_ && hold_until_ && now >= *hold_until_) {
@@ -186,16 +203,27 @@ bool Dispatcher::TryStep(bool poll_now) {
       pending_.reset();
       // Marks the engine taken before the lock is dropped, so nothing else starts meanwhile.
       running_ = Running{p.vm, p.handle, now, p.decided, now + options_.poll_interval};
+      bool resumed = false;
+      if (auto it = suspended_.find(p.handle); it != suspended_.end()) {
+        // A suspended submission comes back: the sink resumes it, slices charged stay charged.
+        resumed = true;
+        running_->reported = it->second.reported;
+        running_->first_start = it->second.first_start;
+        running_->decided = std::min(it->second.decided, p.decided);
+        suspended_.erase(it);
+      }
       lock.unlock();
       Status started = sink_->Start(p.vm, p.handle);
       lock.lock();
       now = clock_->Now();
       running_->started = now;
+      if (!resumed) running_->first_start = now;
       running_->next_poll = now + options_.poll_interval;
+      running_->slice_due = now + ChargeInterval();
       if (!started.ok()) {
         ++start_errors_;
         FinishLocked(*running_, Duration(0), std::move(started), &done);
-      } else {
+      } else if (!resumed) {
         ++started_;
       }
       progressed = true;
@@ -205,9 +233,42 @@ bool Dispatcher::TryStep(bool poll_now) {
   if (!running_) poll_now_ = false;
   stepping_ = false;
   lock.unlock();
-  if (options_.on_done) {
-    for (const SubmissionDone& d : done) options_.on_done(d);
+  for (const SubmissionDone& d : done) {
+    const auto& report = d.completed ? options_.on_done : options_.on_slice;
+    if (report) report(d);
   }
+  return true;
+}
+
+Duration Dispatcher::ChargeInterval() const {
+  return options_.quantum > Duration(0) ? options_.quantum : kChargeInterval;
+}
+
+bool Dispatcher::SliceLocked(std::unique_lock<std::mutex>& lock, Duration total,
+                             std::vector<SubmissionDone>* done) {
+  Running& run = *running_;
+  const TimePoint now = clock_->Now();
+  run.slice_due = now + ChargeInterval();
+  const Duration slice = std::max(Duration(0), total - run.reported);
+  run.reported = std::max(run.reported, total);
+  ++slices_;
+  done->push_back(SubmissionDone{run.vm, run.handle, slice, Duration(0), Status::Ok(), false});
+  const bool may_preempt = options_.quantum > Duration(0) && sink_->CanSuspend();
+  Result<Decision> decision = scheduler_->OnSliceEnd(run.handle, slice, may_preempt);
+  if (!decision.ok() || decision->action != Decision::Action::kPreempt) return false;
+  // The scheduler put it back at the head of its VM's queue (or dropped it: its VM is gone).
+  const Running stopped = run;
+  running_.reset();
+  // Nothing starts while the lock is dropped: starts happen in Step, and this is the one Step.
+  lock.unlock();
+  Status suspended = sink_->Suspend(stopped.vm, stopped.handle);
+  lock.lock();
+  // Even when the sink refused (it lost the submission), it is treated as suspended: its next
+  // Start then fails and completes it with that error; nothing is charged twice.
+  if (!suspended.ok()) ++suspend_errors_;
+  ++preemptions_;
+  suspended_[stopped.handle] = stopped;
+  ApplyLocked(scheduler_->OnGpuIdle(), clock_->Now());
   return true;
 }
 
@@ -253,6 +314,9 @@ DispatcherStats Dispatcher::Stats() const {
   s.start_errors = start_errors_;
   s.poll_errors = poll_errors_;
   s.polls = polls_;
+  s.slices = slices_;
+  s.preemptions = preemptions_;
+  s.suspend_errors = suspend_errors_;
   s.recent.assign(recent_.begin(), recent_.end());
   return s;
 }

@@ -22,6 +22,15 @@
 //  - driven (own_thread = false): the owner calls Step() itself, e.g. from its event loop with
 //    NextWakeup() as the epoll timeout, or from a test advancing a ManualClock (deterministic).
 //
+// Preemption (DispatcherOptions::quantum, docs/SCHEDULER.md "Preemption"): with a sink that can
+// suspend a running submission and reports the GPU time it has used so far, every `quantum` of a
+// run the dispatcher charges what it used since the last report (Scheduler::OnSliceEnd); when the
+// policy says stop (a VM over its share while another waits), the sink suspends it at the device's
+// next slice boundary, the scheduler puts it back at the head of its VM's queue, and the GPU goes
+// to the next submission; a later Start resumes it. quantum 0 is GPUvm's non-preemptive dispatch;
+// a sink that reports running GPU time still has it charged as it runs (every 1 ms), so a long or
+// endless kernel shows in its VM's usage while it runs, not only when (if ever) it completes.
+//
 // Errors never change anything (unknown VM, a handle already held, a full queue, a bad share):
 // the call returns a clear Status. A sink that fails to start a submission or reports a poll error
 // gets that submission completed with the error (on_done says so) and the next one dispatched, so a
@@ -56,13 +65,17 @@ namespace gpuvm::sched {
 // What the sink says about the submission it is running.
 struct SinkPoll {
   bool done = false;
-  // The GPU time the engine measured for it, if the sink can tell (the engine's own accounting).
-  // nullopt: the dispatcher uses Start-to-observed-completion wall time.
+  // The GPU time the engine measured for it since it was first started (across suspensions), if
+  // the sink can tell (the engine's own accounting). nullopt: the dispatcher uses
+  // Start-to-observed-completion wall time. While it runs (Running(t)) the time so far: what the
+  // dispatcher charges at slice boundaries.
   std::optional<Duration> gpu_time;
   // Not OK: done, but failed (e.g. it ran too long), charged gpu_time all the same.
   Status status;
 
-  static SinkPoll Running() { return {}; }
+  static SinkPoll Running(std::optional<Duration> gpu_time = std::nullopt) {
+    return {false, gpu_time, Status::Ok()};
+  }
   static SinkPoll Done(std::optional<Duration> gpu_time = std::nullopt) {
     return {true, gpu_time, Status::Ok()};
   }
@@ -81,23 +94,42 @@ class SubmissionSink {
   virtual Status Start(VmId vm, SubmissionHandle handle) = 0;
   // Is the started submission done? An error completes it with that error.
   virtual Result<SinkPoll> Poll(VmId vm, SubmissionHandle handle) = 0;
+  // Preemption (optional). Can the sink suspend a running submission and resume it later?
+  virtual bool CanSuspend() const { return false; }
+  // Takes the running `handle` off the engine (at the device's next slice boundary: the caller
+  // does not wait) so that nothing of it runs until Start(vm, handle) resumes it; the GPU time it
+  // still uses before it stops is in its next gpu_time. An error: it could not be stopped (the
+  // dispatcher then lets it run on).
+  virtual Status Suspend(VmId /*vm*/, SubmissionHandle /*handle*/) {
+    return Status::Unimplemented("this engine cannot suspend work");
+  }
 };
 
 // One finished submission, for on_done and the recent-completions log.
+// on_slice reports each slice charged to a submission still running (completed false, waited 0),
+// on_done its completion with what was charged since its last slice: each charge is reported once,
+// so the slices and the completion of a submission add up to the GPU time it used.
 struct SubmissionDone {
   VmId vm = 0;
   SubmissionHandle handle = 0;
-  Duration gpu_time{0};  // as charged to the VM
-  Duration waited{0};    // queued: Submit to Start
-  Status status;         // not OK: Start or Poll failed (the submission may not have run)
+  Duration gpu_time{0};   // as charged to the VM (this slice, or since the last slice)
+  Duration waited{0};     // queued: Submit to first Start
+  Status status;          // not OK: Start or Poll failed (the submission may not have run)
+  bool completed = true;  // false: a slice of a submission that goes on
 };
 
 struct DispatcherOptions {
   SchedulerOptions scheduler;
   Duration poll_interval = 100us;
+  // Preemption: how often a running submission's GPU time is charged as a slice, at which the
+  // policy may stop it (BAND, CREDIT). Zero: non-preemptive (a submission runs to its end; GPUvm).
+  // Takes effect only with a sink that can suspend and reports running GPU time.
+  Duration quantum = 1ms;
   bool own_thread = true;
   // Called on the dispatch thread after each completion, outside the dispatcher's lock.
   std::function<void(const SubmissionDone&)> on_done;
+  // Called on the dispatch thread for each slice charged to a running submission, outside the lock.
+  std::function<void(const SubmissionDone&)> on_slice;
   // How many completions Stats() keeps (most recent last).
   size_t recent_completions = 64;
 };
@@ -109,6 +141,9 @@ struct DispatcherStats {
   uint64_t start_errors = 0;
   uint64_t poll_errors = 0;
   uint64_t polls = 0;
+  uint64_t slices = 0;                 // slices charged to running submissions
+  uint64_t preemptions = 0;            // submissions suspended for another
+  uint64_t suspend_errors = 0;         // suspensions the sink refused (the submission ran on)
   std::vector<SubmissionDone> recent;  // the last `recent_completions`, oldest first
 };
 
@@ -167,6 +202,9 @@ class Dispatcher {
     TimePoint started{};
     TimePoint decided{};
     TimePoint next_poll{};
+    Duration reported{0};     // GPU time already charged as slices (preemption)
+    TimePoint slice_due{};    // when the next slice is charged
+    TimePoint first_start{};  // before any suspension
   };
   struct Pending {
     VmId vm = 0;
@@ -182,6 +220,11 @@ class Dispatcher {
   void FinishLocked(const Running& run, Duration gpu_time, Status status,
                     std::vector<SubmissionDone>* done);
   std::optional<TimePoint> NextWakeupLocked() const;
+  Duration ChargeInterval() const;
+  // Charges the running submission's GPU time since the last slice (total: since first Start) and
+  // suspends it if the policy says so. Returns true when it was suspended.
+  bool SliceLocked(std::unique_lock<std::mutex>& lock, Duration total,
+                   std::vector<SubmissionDone>* done);
   void ThreadMain();
 
   Clock* const clock_;
@@ -193,6 +236,8 @@ class Dispatcher {
   std::condition_variable cv_;
   std::optional<Pending> pending_;  // chosen by the scheduler, not yet started
   std::optional<Running> running_;
+  // Suspended submissions (back in their VM's queue), as they stood when suspended.
+  std::unordered_map<SubmissionHandle, Running> suspended_;
   std::optional<TimePoint> hold_until_;
   std::unordered_map<SubmissionHandle, TimePoint> arrivals_;  // for SubmissionDone::waited
   bool poll_now_ = false;                                     // Wake(): poll at the next Step
@@ -200,6 +245,7 @@ class Dispatcher {
   bool stopping_ = false;
   bool stepping_ = false;  // one Step at a time (the sink is single-threaded)
   uint64_t started_ = 0, completed_ = 0, start_errors_ = 0, poll_errors_ = 0, polls_ = 0;
+  uint64_t slices_ = 0, preemptions_ = 0, suspend_errors_ = 0;
   std::deque<SubmissionDone> recent_;
   std::thread thread_;  // last: started after everything above exists
 };

@@ -24,9 +24,28 @@ class FakeSink final : public SubmissionSink {
       return Status::Internal("engine busy");
     }
     if (fail_start_.contains(h)) return Status::Unavailable("channel is gone");
+    if (auto it = suspended_.find(h); it != suspended_.end()) {
+      running_ = Run{vm, h, clock_->Peek(), clock_->Peek() + it->second.left, it->second.before};
+      suspended_.erase(it);
+      ++resumes;
+      return Status::Ok();
+    }
     const Duration length = lengths_.contains(h) ? lengths_[h] : 1ms;
     running_ = Run{vm, h, clock_->Peek(), clock_->Peek() + length};
     order.push_back(h);
+    return Status::Ok();
+  }
+
+  bool CanSuspend() const override { return suspendable; }
+  Status Suspend(VmId vm, SubmissionHandle h) override {
+    if (!suspendable || !running_ || running_->handle != h || running_->vm != vm) {
+      ADD_FAILURE() << "Suspend of submission " << h << " that is not running";
+      return Status::Internal("not running");
+    }
+    const TimePoint now = clock_->Peek();
+    suspended_[h] = Paused{running_->end - now, running_->before + (now - running_->start)};
+    running_.reset();
+    ++suspends;
     return Status::Ok();
   }
 
@@ -40,8 +59,11 @@ class FakeSink final : public SubmissionSink {
       running_.reset();
       return Status::DataLoss("channel faulted");
     }
-    if (clock_->Peek() < running_->end) return SinkPoll::Running();
-    const Duration ran = running_->end - running_->start;
+    if (clock_->Peek() < running_->end) {
+      if (!report_gpu_time || !report_running) return SinkPoll::Running();
+      return SinkPoll::Running(running_->before + (clock_->Peek() - running_->start));
+    }
+    const Duration ran = running_->before + (running_->end - running_->start);
     running_.reset();
     return report_gpu_time ? SinkPoll::Done(ran) : SinkPoll::Done();
   }
@@ -55,15 +77,23 @@ class FakeSink final : public SubmissionSink {
   void FailPoll(SubmissionHandle h) { fail_poll_[h] = true; }
 
   bool report_gpu_time = true;
-  std::vector<SubmissionHandle> order;
-  uint64_t polls = 0;
+  bool suspendable = false;             // can stop a run and resume it (a preemptible engine)
+  bool report_running = false;          // tells the GPU time of a run in progress
+  std::vector<SubmissionHandle> order;  // first starts
+  uint64_t polls = 0, suspends = 0, resumes = 0;
 
  private:
   struct Run {
     VmId vm;
     SubmissionHandle handle;
     TimePoint start, end;
+    Duration before{0};  // GPU time of its runs before a suspension
   };
+  struct Paused {
+    Duration left;
+    Duration before;
+  };
+  std::map<SubmissionHandle, Paused> suspended_;
   ManualClock* clock_;
   std::map<SubmissionHandle, Duration> lengths_;
   std::map<SubmissionHandle, bool> fail_start_, fail_poll_;
@@ -82,6 +112,10 @@ struct Fixture {
     options.on_done = [this](const SubmissionDone& d) {
       done.push_back(d);
       if (on_done) on_done(d);
+    };
+    options.on_slice = [this](const SubmissionDone& d) {
+      EXPECT_FALSE(d.completed);
+      if (on_slice) on_slice(d);
     };
     Result<std::unique_ptr<Dispatcher>> d = Dispatcher::Create(&clock, &sink, std::move(options));
     EXPECT_TRUE(d.ok()) << d.status().ToString();
@@ -123,6 +157,7 @@ struct Fixture {
   std::unique_ptr<Dispatcher> dispatcher;
   std::vector<SubmissionDone> done;
   std::function<void(const SubmissionDone&)> on_done;
+  std::function<void(const SubmissionDone&)> on_slice;
 };
 
 TEST(DispatcherTest, RejectsBadConstruction) {
@@ -404,6 +439,98 @@ TEST(DispatcherTest, LiveShareChangeTakesEffect) {
       RunMaddAgainstLongMadd(PolicyKind::kBand, 50, 50, std::nullopt, std::make_pair(20.0, 80.0));
   EXPECT_NEAR(run.vm1, 0.2, 0.05);
   EXPECT_NEAR(run.vm2, 0.8, 0.05);
+}
+
+// Preemption (DispatcherOptions::quantum): one VM at share 10 % submits a kernel that never ends,
+// three others loop 1 ms kernels at 30 % each. Returns each VM's fraction of the GPU time charged
+// in [1 s, 4 s) (slices included), and how many suspensions the engine saw.
+struct EaterRun {
+  std::map<VmId, double> share;
+  uint64_t suspends = 0;
+  uint64_t slices = 0;
+};
+EaterRun RunEndlessKernelBeside(PolicyKind policy, Duration quantum, bool suspendable = true) {
+  DispatcherOptions o = Driven(policy);
+  o.quantum = quantum;
+  Fixture f(o);
+  f.sink.suspendable = suspendable;
+  f.sink.report_running = true;
+  EXPECT_TRUE(f.dispatcher->AddVm(1, 10).ok());
+  for (VmId vm : {2, 3, 4}) EXPECT_TRUE(f.dispatcher->AddVm(vm, 30).ok());
+  std::map<VmId, TimePoint> next_submit = {
+      {1, TimePoint(0us)}, {2, TimePoint(10us)}, {3, TimePoint(20us)}, {4, TimePoint(30us)}};
+  SubmissionHandle next_handle = 1;
+  std::map<VmId, Duration> used;
+  bool measuring = false;
+  f.on_done = [&](const SubmissionDone& d) {
+    next_submit[d.vm] = f.clock.Peek() + 50us;
+    if (measuring) used[d.vm] += d.gpu_time;
+  };
+  f.on_slice = [&](const SubmissionDone& d) {
+    if (measuring) used[d.vm] += d.gpu_time;
+  };
+  const auto submit_due = [&]() -> std::optional<TimePoint> {
+    std::optional<TimePoint> earliest;
+    for (auto& [vm, at] : next_submit) {
+      if (at == TimePoint::max()) continue;
+      if (f.clock.Peek() >= at) {
+        const SubmissionHandle h = next_handle++;
+        f.sink.SetLength(h, vm == 1 ? Duration(1h) : Duration(1ms));
+        EXPECT_TRUE(f.dispatcher->Submit(vm, h).ok());
+        at = TimePoint::max();
+        continue;
+      }
+      if (!earliest || at < *earliest) earliest = at;
+    }
+    return earliest;
+  };
+  f.RunUntil(TimePoint(1s), submit_due);
+  measuring = true;
+  f.RunUntil(TimePoint(4s), submit_due);
+  EaterRun r;
+  Duration total{0};
+  for (auto& [vm, d] : used) total += d;
+  EXPECT_GT(total.count(), 0);
+  for (VmId vm : {1, 2, 3, 4}) r.share[vm] = double(used[vm].count()) / double(total.count());
+  r.suspends = f.sink.suspends;
+  r.slices = f.dispatcher->Stats().slices;
+  return r;
+}
+
+TEST(DispatcherTest, BandPreemptsAnEndlessKernelDownToItsShare) {
+  const EaterRun band = RunEndlessKernelBeside(PolicyKind::kBand, 1ms);
+  EXPECT_NEAR(band.share.at(1), 0.10, 0.03);
+  for (VmId vm : {2, 3, 4}) EXPECT_NEAR(band.share.at(vm), 0.30, 0.03) << vm;
+  EXPECT_GT(band.suspends, 10u);
+  EXPECT_GT(band.slices, band.suspends);
+}
+
+TEST(DispatcherTest, CreditPreemptsAnEndlessKernelToo) {
+  const EaterRun credit = RunEndlessKernelBeside(PolicyKind::kCredit, 1ms);
+  EXPECT_NEAR(credit.share.at(1), 0.10, 0.03);
+  EXPECT_GT(credit.suspends, 10u);
+}
+
+TEST(DispatcherTest, NonPreemptiveDispatchLetsTheEndlessKernelKeepTheGpu) {
+  // quantum 0 (GPUvm's behaviour), or an engine that cannot suspend: once the endless kernel
+  // starts nothing else runs.
+  for (auto [quantum, suspendable] :
+       {std::pair<Duration, bool>{Duration(0), true}, std::pair<Duration, bool>{1ms, false}}) {
+    const EaterRun r = RunEndlessKernelBeside(PolicyKind::kBand, quantum, suspendable);
+    EXPECT_GT(r.share.at(1), 0.99);
+    EXPECT_EQ(r.suspends, 0u);
+    EXPECT_GT(r.slices, 1000u);  // charged as it runs all the same
+  }
+}
+
+TEST(DispatcherTest, QuantumOutOfRangeIsRefused) {
+  ManualClock clock;
+  FakeSink sink(&clock);
+  for (Duration q : {Duration(-1), Duration(2s)}) {
+    DispatcherOptions o = Driven(PolicyKind::kBand);
+    o.quantum = q;
+    EXPECT_FALSE(Dispatcher::Create(&clock, &sink, o).ok());
+  }
 }
 
 // The real dispatch thread on the real clock, with an engine that completes at once: no timing is

@@ -228,7 +228,7 @@ void Scheduler::Account(VmRecord& vm, Duration gpu_time, TimePoint now) {
 }
 
 Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_time,
-                                      bool completed) {
+                                      bool completed, bool may_preempt) {
   OverheadMeter meter(this, /*counts=*/true);
   const TimePoint now = meter.start();
   if (gpu_time < Duration(0) || gpu_time > kMaxReportedGpuTime) {
@@ -238,8 +238,14 @@ Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_
   if (!running_ || running_->entry.handle != submission) {
     return Status::FailedPrecondition(HandleName(submission) + " is not on the GPU");
   }
+  // A submission cannot have used more GPU time than has passed since it was first dispatched.
+  // The bound is over its whole life, not since the last report: a device publishes its busy time
+  // in steps (at the end of its own time slices), so one report may carry more than the time since
+  // the previous report, and the slack is made up by the reports before it.
   const Running run = *running_;
-  gpu_time = std::min(gpu_time, std::max(Duration(0), now - run.since));
+  gpu_time =
+      std::min(gpu_time, std::max(Duration(0), now - run.entry.first_dispatch - run.entry.charged));
+  running_->entry.charged += gpu_time;
   if (!completed) running_->since = now;
   VmRecord* record = nullptr;
   if (!run.vm_removed) record = &vms_.at(run.vm);
@@ -257,6 +263,7 @@ Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_
   if (completed) return ChooseLocked(Trigger::kCompletion, now);
 
   // A slice boundary.
+  if (!may_preempt) return Decision::Continue();
   if (record == nullptr) {
     // Its VM is gone: stop the work; it is not requeued anywhere.
     running_.reset();
@@ -265,7 +272,7 @@ Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_
   }
   RefreshViews();
   if (!policy_->ShouldPreempt(views_, run.vm, now)) return Decision::Continue();
-  Queued entry = run.entry;
+  Queued entry = running_->entry;
   entry.started = true;
   record->queue.push_front(entry);
   ++record->preempted;
@@ -278,9 +285,10 @@ Result<Decision> Scheduler::OnComplete(SubmissionHandle submission, Duration gpu
   return ReportRun(submission, gpu_time, /*completed=*/true);
 }
 
-Result<Decision> Scheduler::OnSliceEnd(SubmissionHandle submission, Duration slice_gpu_time) {
+Result<Decision> Scheduler::OnSliceEnd(SubmissionHandle submission, Duration slice_gpu_time,
+                                       bool may_preempt) {
   std::lock_guard lock(mu_);
-  return ReportRun(submission, slice_gpu_time, /*completed=*/false);
+  return ReportRun(submission, slice_gpu_time, /*completed=*/false, may_preempt);
 }
 
 Decision Scheduler::OnTimer() {
@@ -351,6 +359,7 @@ Decision Scheduler::Apply(const Choice& choice, TimePoint now) {
     record.wait_max = std::max(record.wait_max, waited);
     ++record.dispatched;
   }
+  if (!entry.started) entry.first_dispatch = now;
   running_ = Running{entry, effective.vm, false, now};
   return Decision::Dispatch(effective.vm, entry.handle);
 }

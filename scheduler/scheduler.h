@@ -120,8 +120,10 @@ class Scheduler {
   Result<Decision> OnComplete(SubmissionHandle submission, Duration gpu_time);
   // For devices that can stop a job between bounded slices (the software GPU's compute engine): the
   // running submission finished a slice of `slice_gpu_time` and could stop here. kContinue or
-  // kPreempt.
-  Result<Decision> OnSliceEnd(SubmissionHandle submission, Duration slice_gpu_time);
+  // kPreempt. may_preempt false (an engine that cannot stop it): the time is charged and the answer
+  // is kContinue.
+  Result<Decision> OnSliceEnd(SubmissionHandle submission, Duration slice_gpu_time,
+                              bool may_preempt = true);
   Decision OnTimer();
 
   // The time OnTimer should be called at, if a hold is pending.
@@ -134,7 +136,9 @@ class Scheduler {
     uint64_t seq = 0;
     TimePoint arrival{};
     Duration estimate{0};
-    bool started = false;  // preempted earlier: its wait was already counted
+    bool started = false;        // preempted earlier: its wait was already counted
+    TimePoint first_dispatch{};  // valid once started (or running)
+    Duration charged{0};         // GPU time charged to it so far (slices of a preempted run)
   };
   struct VmRecord {
     VmId id = 0;
@@ -154,8 +158,7 @@ class Scheduler {
     Queued entry;
     VmId vm = 0;
     bool vm_removed = false;
-    TimePoint since{};  // dispatched, resumed or last reported: reported GPU time is capped to now
-                        // - since
+    TimePoint since{};  // dispatched, resumed or last reported
   };
   class OverheadMeter;
 
@@ -167,7 +170,8 @@ class Scheduler {
   void Account(VmRecord& vm, Duration gpu_time, TimePoint now);
   Decision ChooseLocked(Trigger trigger, TimePoint now);
   Decision Apply(const Choice& choice, TimePoint now);
-  Result<Decision> ReportRun(SubmissionHandle submission, Duration gpu_time, bool completed);
+  Result<Decision> ReportRun(SubmissionHandle submission, Duration gpu_time, bool completed,
+                             bool may_preempt = true);
 
   Clock* const clock_;
   const SchedulerOptions options_;

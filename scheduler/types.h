@@ -77,6 +77,9 @@ struct CreditOptions {
   // CREDIT unfair for 2 VMs in GPUvm (Fig 4.11). false: only VMs with credit dispatch; the GPU
   // waits for the next replenishment otherwise.
   bool work_conserving = true;
+  // On a device that runs work in bounded slices (OnSliceEnd), stop a VM out of credit when a VM
+  // with credit is waiting. false: CREDIT stays non-preemptive.
+  bool preempt_at_slices = true;
 };
 
 // BAND: see docs/SCHEDULER.md for the algorithm and what we changed against Gdev and GPUvm.

@@ -132,6 +132,11 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                            ParseWhole(flag, value, 1, 3'600'000, "milliseconds"));
     return true;
   }
+  if (flag == "--quantum-us") {
+    GPUVM_ASSIGN_OR_RETURN(options->quantum_us,
+                           ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
+    return true;
+  }
   if (flag == "--metrics-listen") {
     GPUVM_ASSIGN_OR_RETURN(options->metrics_listen, ParseListenAddress(value));
     return true;
@@ -160,6 +165,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   // A guest's resubmission gap through traps and the device model is longer than Gdev's in-kernel
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
   dispatch.scheduler.band.hold_max = std::chrono::microseconds(options.band_hold_us);
+  dispatch.quantum = std::chrono::microseconds(options.quantum_us);
   if (!options.trace_path.empty()) {
     p->trace_ = std::fopen(options.trace_path.c_str(), "w");
     if (p->trace_ == nullptr) {
@@ -174,6 +180,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                    static_cast<long long>(d.waited.count()));
       std::fflush(trace);  // the aggregator may end by a signal
     };
+    dispatch.on_slice = dispatch.on_done;  // same line; waited is 0 for a slice
   }
   GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
                          sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));

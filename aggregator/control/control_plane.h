@@ -39,13 +39,19 @@ struct ControlOptions {
   // --trace-completions FILE: one line per completed submission, "vm,end_ns,gpu_ns,waited_ns" (end
   // on the monotonic clock, CLOCK_MONOTONIC; the GPU ran it during about [end - gpu, end); it was
   // queued `waited` before it started), for the fairness experiment (bench/fairness) to measure
-  // shares from run intervals and to see when a VM had nothing submitted.
+  // shares from run intervals and to see when a VM had nothing submitted. A submission still
+  // running is also charged slice by slice (the dispatcher's quantum): one line per slice, waited
+  // 0, and its completion line has what was charged after its last slice.
   std::string trace_path;
   // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
   int64_t band_hold_us = 5000;
   // --max-run-ms: how long one submission may keep the engine from other VMs before the dispatcher
   // moves on (FvEngineSink's max_run; counted in time the aggregator ran, not wall time).
   int64_t max_run_ms = 5000;
+  // --quantum-us: the dispatcher's preemption quantum (DispatcherOptions::quantum): a VM over its
+  // share is switched out within about this long of GPU time when another waits. 0: GPUvm's
+  // non-preemptive dispatch (a submission runs until it completes or max_run).
+  int64_t quantum_us = 1000;
   // --metrics-listen ADDR:PORT: serve `GET /metrics` over HTTP there (metrics_http_server.h); off
   // when unset. Only parsed here: ControlPlane::ServeMetrics binds it.
   std::optional<ListenAddress> metrics_listen;
@@ -56,7 +62,7 @@ inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
     "                        [--trace-completions FILE] [--band-hold-us US] [--max-run-ms MS]\n"
-    "                        [--metrics-listen ADDR:PORT]";
+    "                        [--quantum-us US] [--metrics-listen ADDR:PORT]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.
