@@ -180,7 +180,12 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
                    static_cast<long long>(d.waited.count()));
       std::fflush(trace);  // the aggregator may end by a signal
     };
-    dispatch.on_slice = dispatch.on_done;  // same line; waited is 0 for a slice
+    dispatch.on_slice = [trace, clock](const sched::SubmissionDone& d) {
+      std::fprintf(trace, "%u,%lld,%lld,0,slice\n", unsigned(d.vm),
+                   static_cast<long long>(clock->Now().time_since_epoch().count()),
+                   static_cast<long long>(d.gpu_time.count()));
+      std::fflush(trace);
+    };
   }
   GPUVM_ASSIGN_OR_RETURN(p->dispatcher_,
                          sched::Dispatcher::Create(&p->clock_, p->sink_.get(), dispatch));

@@ -40,8 +40,8 @@ struct ControlOptions {
   // on the monotonic clock, CLOCK_MONOTONIC; the GPU ran it during about [end - gpu, end); it was
   // queued `waited` before it started), for the fairness experiment (bench/fairness) to measure
   // shares from run intervals and to see when a VM had nothing submitted. A submission still
-  // running is also charged slice by slice (the dispatcher's quantum): one line per slice, waited
-  // 0, and its completion line has what was charged after its last slice.
+  // running is also charged slice by slice (the dispatcher's quantum): one line per slice,
+  // "vm,end_ns,gpu_ns,0,slice", and its completion line has what was charged after its last slice.
   std::string trace_path;
   // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
   int64_t band_hold_us = 5000;

@@ -221,6 +221,16 @@ std::vector<Case> Cases(const Args& args) {
   cases.push_back(
       {"20-30-50",
        {Vm("long-madd", 20, longer), Vm("madd", 30, job), Vm("long-madd", 50, longer)}});
+  // The GPU eater (docs/SCHEDULER.md, "Preemption"): a kernel that never ends in a VM at 10 %,
+  // madd in three VMs at 30 %. On the synthetic engine (which cannot suspend work) its "kernel" is
+  // an hour long.
+  cases.push_back({"endless",
+                   {Vm("endless", 10, std::chrono::hours(1)), Vm("madd", 30, job),
+                    Vm("madd", 30, job), Vm("madd", 30, job)}});
+  // The same three madd VMs without the eater: what they get when it is absent.
+  cases.push_back(
+      {"endless-absent", {Vm("madd", 100.0 / 3, job), Vm("madd", 100.0 / 3, job),
+                          Vm("madd", 100.0 / 3, job)}});
   return cases;
 }
 
@@ -511,6 +521,7 @@ Result<Measured> RunFv(
   std::vector<pid_t> guests;
   for (size_t i = 0; i < vms.size(); ++i) {
     const bool is_long = vms[i].job > std::chrono::microseconds(args.job_us);
+    const bool endless = vms[i].name == "endless";
     std::vector<std::string> argv = {GPUVM_VM_BIN,
                                      "--aggregator",
                                      socket,
@@ -526,12 +537,12 @@ Result<Measured> RunFv(
                                      "256",
                                      "--",
                                      GPUVM_FAIRNESS_GUEST_BIN,
-                                     is_long ? "long-madd" : "madd",
+                                     endless ? "endless" : is_long ? "long-madd" : "madd",
                                      std::to_string(seconds),
                                      std::to_string(args.fv_n),
                                      "--start-at",
                                      std::to_string(start_at)};
-    if (launches > 0) {
+    if (launches > 0 && !endless) {
       argv.push_back("--launches");
       argv.push_back(std::to_string(is_long ? std::max<uint64_t>(1, launches / 15) : launches));
     }
@@ -592,13 +603,21 @@ Result<Measured> RunFv(
   std::istringstream in(ReadFile(trace));
   std::string line;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> demand(vms.size());  // [submit, end)
+  // A slice line ("...,0,slice") is a charge of a submission still outstanding (running or
+  // suspended, docs/SCHEDULER.md "Preemption"): its VM has wanted the GPU since its last line.
+  std::vector<int64_t> last_line(vms.size(), 0);
   while (std::getline(in, line)) {
     unsigned vm = 0;
     long long end = 0, gpu = 0, waited = 0;
     if (std::sscanf(line.c_str(), "%u,%lld,%lld,%lld", &vm, &end, &gpu, &waited) != 4) continue;
     auto it = index_of.find(vm);
     if (it == index_of.end()) continue;
-    demand[it->second].push_back({end - gpu - waited - start_at, end - start_at});
+    const bool slice = line.find(",slice") != std::string::npos;
+    const int64_t submit =
+        slice ? std::min<int64_t>(last_line[it->second], end - gpu - start_at)
+              : end - gpu - waited - start_at;
+    demand[it->second].push_back({submit, end - start_at});
+    last_line[it->second] = end - start_at;
     if (end - gpu < start_at) continue;
     m.result.runs.push_back(
         SimRun{Duration(end - gpu - start_at), Duration(end - start_at), it->second});

@@ -1,7 +1,11 @@
 // gpuvm-fairness-guest: the workload of the fairness experiment inside a VM. Loops "launch madd,
 // wait for it" for a number of seconds and prints how many kernels it ran:
 //
-//   gpuvm-fairness-guest madd|long-madd SECONDS [N] [--start-at NS] [--launches K]
+//   gpuvm-fairness-guest madd|long-madd|endless SECONDS [N] [--start-at NS] [--launches K]
+//
+// endless: one launch of a kernel that never ends (a 64-bit counter loop, PTX below), then the
+// guest sleeps SECONDS and exits without waiting for it: the GPU eater of the preemption case
+// (docs/SCHEDULER.md, "Preemption"); the aggregator stops its channel when the VM goes.
 //
 // --start-at: after its set-up (context, module, buffers) the guest waits until CLOCK_MONOTONIC
 // (std::chrono::steady_clock) reaches NS, so that several VMs start looping together; SECONDS
@@ -40,6 +44,66 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// 32 threads counting to 2^64: never ends at any speed a GPU has.
+constexpr const char* kEndlessPtx = R"(
+.version 9.0
+.target sm_75
+.address_size 64
+
+.visible .entry endless(
+	.param .u64 endless_param_0
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b64 	%rd<4>;
+
+	mov.u64 	%rd1, 1;
+$L__loop:
+	add.s64 	%rd1, %rd1, 1;
+	setp.ne.s64 	%p1, %rd1, 0;
+	@%p1 bra 	$L__loop;
+	ld.param.u64 	%rd2, [endless_param_0];
+	cvta.to.global.u64 	%rd3, %rd2;
+	st.global.u64 	[%rd3], %rd1;
+	ret;
+}
+)";
+
+int RunEndless(double seconds, int64_t start_at_ns) {
+  CUcontext context;
+  std::string failed;
+  if (const CUresult r = gpuvm::suite::OpenContext(&context, &failed); r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "gpuvm-fairness-guest: %s\n",
+                 gpuvm::suite::CuError(r, failed.c_str()).c_str());
+    return 1;
+  }
+  CUmodule module;
+  CHECK_CU(cuModuleLoadData(&module, kEndlessPtx));
+  CUfunction function;
+  CHECK_CU(cuModuleGetFunction(&function, module, "endless"));
+  CUdeviceptr out;
+  CHECK_CU(cuMemAlloc(&out, 8));
+  void* args[] = {&out};
+  const bool late = start_at_ns > 0 && NowNs() > start_at_ns;
+  while (NowNs() < start_at_ns) {
+    std::this_thread::sleep_for(
+        std::chrono::nanoseconds(std::min<int64_t>(start_at_ns - NowNs(), 1'000'000)));
+  }
+  const int64_t loop_start = NowNs();
+  CHECK_CU(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  // Still running, as it should be: anything else is a failure.
+  const CUresult query = cuStreamQuery(nullptr);
+  const int64_t loop_end = NowNs();
+  const bool running = query == CUDA_ERROR_NOT_READY;
+  std::printf("endless launches=1 loop_start_ns=%lld loop_end_ns=%lld%s %s\n",
+              static_cast<long long>(loop_start), static_cast<long long>(loop_end),
+              late ? " (set-up outlasted --start-at)" : "", running ? "PASSED" : "FAILED");
+  std::fflush(stdout);
+  // No context teardown: it would wait for the kernel. The VM's channels go with the process.
+  std::_Exit(running ? 0 : 1);
 }
 
 int Run(bool long_madd, double seconds, int n, int64_t start_at_ns, uint64_t max_launches) {
@@ -95,11 +159,11 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   const auto usage = [] {
     std::fprintf(stderr,
-                 "usage: gpuvm-fairness-guest madd|long-madd SECONDS [N] [--start-at NS] "
-                 "[--launches K]\n");
+                 "usage: gpuvm-fairness-guest madd|long-madd|endless SECONDS [N] "
+                 "[--start-at NS] [--launches K]\n");
     return 2;
   };
-  if ((what != "madd" && what != "long-madd") || argc < 3) return usage();
+  if ((what != "madd" && what != "long-madd" && what != "endless") || argc < 3) return usage();
   const double seconds = std::atof(argv[2]);
   int n = 256;
   int64_t start_at = 0;
@@ -119,5 +183,6 @@ int main(int argc, char** argv) {
   if (seconds <= 0 || seconds > 3600 || n < 16 || n > 4096 || start_at < 0 || launches == 0) {
     return usage();
   }
+  if (what == "endless") return RunEndless(seconds, start_at);
   return Run(what == "long-madd", seconds, n, start_at, launches);
 }
