@@ -329,8 +329,11 @@ TEST_F(SchedCoreTest, SliceOfARemovedVmStopsIt) {
 }
 
 TEST_F(SchedCoreTest, NonPreemptivePoliciesAlwaysContinue) {
+  // FIFO never preempts; CREDIT does only with preempt_at_slices (CreditPreemptsAVmOutOfCredit).
+  SchedulerOptions no_slices;
+  no_slices.credit.preempt_at_slices = false;
   for (PolicyKind kind : {PolicyKind::kFifo, PolicyKind::kCredit}) {
-    auto s = Make(kind);
+    auto s = Make(kind, no_slices);
     ASSERT_TRUE(s->AddVm(1, 50).ok());
     ASSERT_TRUE(s->AddVm(2, 50).ok());
     Submit(*s, 1, 10);
@@ -342,6 +345,31 @@ TEST_F(SchedCoreTest, NonPreemptivePoliciesAlwaysContinue) {
       EXPECT_EQ(*r, Decision::Continue()) << PolicyKindName(kind);
     }
   }
+}
+
+TEST_F(SchedCoreTest, CreditPreemptsAVmOutOfCredit) {
+  // VM 1 runs on past its credit while VM 2, with credit, waits: stopped at a slice boundary once
+  // out of credit, not before. (The first period's 30 ms all went to VM 1, the only active VM when
+  // it was handed out; from the second on each gets 15 ms: VM 1 is out after about 44 ms.)
+  auto s = Make(PolicyKind::kCredit);
+  ASSERT_TRUE(s->AddVm(1, 50).ok());
+  ASSERT_TRUE(s->AddVm(2, 50).ok());
+  Submit(*s, 1, 10);
+  Submit(*s, 2, 20);
+  int slices = 0;
+  Result<Decision> r = Decision::Continue();
+  while (*r == Decision::Continue() && slices < 100) {
+    clock_.Advance(1ms);
+    r = s->OnSliceEnd(10, 1ms);
+    ASSERT_TRUE(r.ok());
+    ++slices;
+  }
+  EXPECT_EQ(*r, Decision::Preempt());
+  EXPECT_GE(slices, 40);
+  EXPECT_LE(slices, 46);
+  Result<Decision> next = s->OnGpuIdle();
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, Decision::Dispatch(2, 20));
 }
 
 // The documented threading contract: events from one dispatch thread, control calls (shares,

@@ -25,7 +25,7 @@
 //
 //   gpuvm-fairness-bench [--duration-s 3] [--warmup-s 0.5] [--work-ms 500] [--job-us 1000]
 //                        [--case NAME] [--policy NAME] [--no-makespan] [--seed N] [--out DIR]
-//                        [--control-demo] [--engine synthetic|fv] [--hold-us US]
+//                        [--control-demo] [--engine synthetic|fv] [--hold-us US] [--quantum-us US]
 //                        [--fv-mode optimized] [--fv-n 128] [--fv-setup-s S] [--fv-launches 500]
 //                        [--fv-repeats 3]
 // --out DIR: per case, policy and window size a CSV of every VM's share per window
@@ -88,6 +88,7 @@ struct Args {
   // BAND's hold_max. Gdev's 500 us assumes an in-kernel resubmission path; through threads (and,
   // in the aggregator, traps) a madd VM's gap from completion to its next submission is longer.
   int64_t hold_us = 5000;
+  int64_t quantum_us = 1000;  // fv: the aggregator's --quantum-us (0: non-preemptive dispatch)
   // --engine fv: the VMs' fv mode, their set-up time before the common start (0: 1 s + 0.4 s per
   // VM), and the madd launches per madd VM of the total-time runs.
   std::string fv_mode = "optimized";
@@ -229,8 +230,8 @@ std::vector<Case> Cases(const Args& args) {
                     Vm("madd", 30, job), Vm("madd", 30, job)}});
   // The same three madd VMs without the eater: what they get when it is absent.
   cases.push_back(
-      {"endless-absent", {Vm("madd", 100.0 / 3, job), Vm("madd", 100.0 / 3, job),
-                          Vm("madd", 100.0 / 3, job)}});
+      {"endless-absent",
+       {Vm("madd", 100.0 / 3, job), Vm("madd", 100.0 / 3, job), Vm("madd", 100.0 / 3, job)}});
   return cases;
 }
 
@@ -500,11 +501,11 @@ Result<Measured> RunFv(
   ::mkdir(dir.c_str(), 0755);
   const std::string socket = "@gpuvm-fairness-" + std::to_string(::getpid());
   const std::string trace = dir + "/trace-" + tag + ".csv";
-  const pid_t aggregator =
-      Spawn({GPUVM_AGGREGATOR_BIN, "--socket", socket, "--vram-mib", "2048", "--quiet",
-             "--scheduler", std::string(PolicyKindName(policy)), "--trace-completions", trace,
-             "--band-hold-us", std::to_string(args.hold_us)},
-            dir + "/aggregator-" + tag + ".log");
+  const pid_t aggregator = Spawn(
+      {GPUVM_AGGREGATOR_BIN, "--socket", socket, "--vram-mib", "2048", "--quiet", "--scheduler",
+       std::string(PolicyKindName(policy)), "--trace-completions", trace, "--band-hold-us",
+       std::to_string(args.hold_us), "--quantum-us", std::to_string(args.quantum_us)},
+      dir + "/aggregator-" + tag + ".log");
   const std::string control = socket + "-control";
   for (int i = 0; i < 2000 && !ctl::Call(control, control::ListRequest{}).ok(); ++i) {
     int status = 0;
@@ -537,7 +538,9 @@ Result<Measured> RunFv(
                                      "256",
                                      "--",
                                      GPUVM_FAIRNESS_GUEST_BIN,
-                                     endless ? "endless" : is_long ? "long-madd" : "madd",
+                                     endless   ? "endless"
+                                     : is_long ? "long-madd"
+                                               : "madd",
                                      std::to_string(seconds),
                                      std::to_string(args.fv_n),
                                      "--start-at",
@@ -613,9 +616,8 @@ Result<Measured> RunFv(
     auto it = index_of.find(vm);
     if (it == index_of.end()) continue;
     const bool slice = line.find(",slice") != std::string::npos;
-    const int64_t submit =
-        slice ? std::min<int64_t>(last_line[it->second], end - gpu - start_at)
-              : end - gpu - waited - start_at;
+    const int64_t submit = slice ? std::min<int64_t>(last_line[it->second], end - gpu - start_at)
+                                 : end - gpu - waited - start_at;
     demand[it->second].push_back({submit, end - start_at});
     last_line[it->second] = end - start_at;
     if (end - gpu < start_at) continue;
@@ -806,8 +808,10 @@ int Main(const Args& args) {
         "%.1f s per run, first %.1f s not measured; madd %lld us, long-madd 15x\n",
         args.duration_s, args.warmup_s, static_cast<long long>(args.job_us));
   }
-  std::printf("BAND hold_max %lld us; dev = worst |share - target| over all VMs and windows\n",
-              static_cast<long long>(args.hold_us));
+  std::printf(
+      "BAND hold_max %lld us; fv quantum %lld us (0: non-preemptive); dev = worst |share - target| "
+      "over all VMs and windows\n",
+      static_cast<long long>(args.hold_us), static_cast<long long>(args.quantum_us));
   std::printf("%-14s %-7s %9s %9s %8s %8s %6s  %s\n", "case", "policy", "dev500ms", "dev100ms",
               "jain500", "jain100", "util", "mean share % (target) [max dev 500ms]");
   for (const Case& c : Cases(args)) {
@@ -965,6 +969,8 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       args->only_policy = v;
     } else if (flag == "--hold-us") {
       args->hold_us = std::atoll(v);
+    } else if (flag == "--quantum-us") {
+      args->quantum_us = std::atoll(v);
     } else if (flag == "--fv-mode") {
       args->fv_mode = v;
     } else if (flag == "--fv-setup-s") {
