@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -354,6 +355,27 @@ TEST(DispatcherTest, RemovingAVmWhoseSubmissionWasChosenButNotStarted) {
   EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{2}));
 }
 
+// The looping workload's submitter: every VM whose next submission is due (`next_submit`; on_done
+// sets the next time after a completion) submits one of length `length_of(vm)`. Returns the
+// earliest time still to come.
+std::optional<TimePoint> SubmitDue(Fixture& f, std::map<VmId, TimePoint>& next_submit,
+                                   SubmissionHandle& next_handle,
+                                   const std::function<Duration(VmId)>& length_of) {
+  std::optional<TimePoint> earliest;
+  for (auto& [vm, at] : next_submit) {
+    if (at == TimePoint::max()) continue;
+    if (f.clock.Peek() >= at) {
+      const SubmissionHandle h = next_handle++;
+      f.sink.SetLength(h, length_of(vm));
+      EXPECT_TRUE(f.dispatcher->Submit(vm, h).ok());
+      at = TimePoint::max();
+      continue;
+    }
+    if (!earliest || at < *earliest) earliest = at;
+  }
+  return earliest;
+}
+
 // Two VMs with equal shares loop "submit, wait, think 50 us, submit": VM 1 runs madd (1 ms), VM 2
 // long-madd (15 ms). Returns each VM's fraction of the GPU time used in [1 s, 5 s), with `policy`
 // (switched to `switch_to` at 3 s if given) and optional share changes at 3 s.
@@ -375,20 +397,8 @@ TwoVmRun RunMaddAgainstLongMadd(PolicyKind policy, double share1, double share2,
     next_submit[d.vm] = f.clock.Peek() + 50us;
     if (measuring) used_total[d.vm] += d.gpu_time;
   };
-  const auto submit_due = [&]() -> std::optional<TimePoint> {
-    std::optional<TimePoint> earliest;
-    for (auto& [vm, at] : next_submit) {
-      if (at == TimePoint::max()) continue;
-      if (f.clock.Peek() >= at) {
-        const SubmissionHandle h = next_handle++;
-        f.sink.SetLength(h, vm == 1 ? 1ms : 15ms);
-        EXPECT_TRUE(f.dispatcher->Submit(vm, h).ok());
-        at = TimePoint::max();
-        continue;
-      }
-      if (!earliest || at < *earliest) earliest = at;
-    }
-    return earliest;
+  const auto submit_due = [&] {
+    return SubmitDue(f, next_submit, next_handle, [](VmId vm) { return vm == 1 ? 1ms : 15ms; });
   };
   f.RunUntil(TimePoint(measure_from), submit_due);
   measuring = true;
@@ -469,20 +479,9 @@ EaterRun RunEndlessKernelBeside(PolicyKind policy, Duration quantum, bool suspen
   f.on_slice = [&](const SubmissionDone& d) {
     if (measuring) used[d.vm] += d.gpu_time;
   };
-  const auto submit_due = [&]() -> std::optional<TimePoint> {
-    std::optional<TimePoint> earliest;
-    for (auto& [vm, at] : next_submit) {
-      if (at == TimePoint::max()) continue;
-      if (f.clock.Peek() >= at) {
-        const SubmissionHandle h = next_handle++;
-        f.sink.SetLength(h, vm == 1 ? Duration(1h) : Duration(1ms));
-        EXPECT_TRUE(f.dispatcher->Submit(vm, h).ok());
-        at = TimePoint::max();
-        continue;
-      }
-      if (!earliest || at < *earliest) earliest = at;
-    }
-    return earliest;
+  const auto submit_due = [&] {
+    return SubmitDue(f, next_submit, next_handle,
+                     [](VmId vm) { return vm == 1 ? Duration(1h) : Duration(1ms); });
   };
   f.RunUntil(TimePoint(1s), submit_due);
   measuring = true;

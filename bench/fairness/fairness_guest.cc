@@ -46,6 +46,26 @@ int64_t NowNs() {
       .count();
 }
 
+bool OpenContext(CUcontext* context) {
+  std::string failed;
+  if (const CUresult r = gpuvm::suite::OpenContext(context, &failed); r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "gpuvm-fairness-guest: %s\n",
+                 gpuvm::suite::CuError(r, failed.c_str()).c_str());
+    return false;
+  }
+  return true;
+}
+
+// Waits for the common start; true when the set-up had already outlasted it.
+bool WaitUntil(int64_t start_at_ns) {
+  const bool late = start_at_ns > 0 && NowNs() > start_at_ns;
+  while (NowNs() < start_at_ns) {
+    std::this_thread::sleep_for(
+        std::chrono::nanoseconds(std::min<int64_t>(start_at_ns - NowNs(), 1'000'000)));
+  }
+  return late;
+}
+
 // 32 threads counting to 2^64: never ends at any speed a GPU has.
 constexpr const char* kEndlessPtx = R"(
 .version 9.0
@@ -73,12 +93,7 @@ $L__loop:
 
 int RunEndless(double seconds, int64_t start_at_ns) {
   CUcontext context;
-  std::string failed;
-  if (const CUresult r = gpuvm::suite::OpenContext(&context, &failed); r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "gpuvm-fairness-guest: %s\n",
-                 gpuvm::suite::CuError(r, failed.c_str()).c_str());
-    return 1;
-  }
+  if (!OpenContext(&context)) return 1;
   CUmodule module;
   CHECK_CU(cuModuleLoadData(&module, kEndlessPtx));
   CUfunction function;
@@ -86,11 +101,7 @@ int RunEndless(double seconds, int64_t start_at_ns) {
   CUdeviceptr out;
   CHECK_CU(cuMemAlloc(&out, 8));
   void* args[] = {&out};
-  const bool late = start_at_ns > 0 && NowNs() > start_at_ns;
-  while (NowNs() < start_at_ns) {
-    std::this_thread::sleep_for(
-        std::chrono::nanoseconds(std::min<int64_t>(start_at_ns - NowNs(), 1'000'000)));
-  }
+  const bool late = WaitUntil(start_at_ns);
   const int64_t loop_start = NowNs();
   CHECK_CU(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -110,12 +121,7 @@ int Run(bool long_madd, double seconds, int n, int64_t start_at_ns, uint64_t max
   if (long_madd) n = static_cast<int>(std::lround(n * std::sqrt(15.0)));
   const size_t bytes = size_t(n) * size_t(n) * sizeof(int);
   CUcontext context;
-  std::string failed;
-  if (const CUresult r = gpuvm::suite::OpenContext(&context, &failed); r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "gpuvm-fairness-guest: %s\n",
-                 gpuvm::suite::CuError(r, failed.c_str()).c_str());
-    return 1;
-  }
+  if (!OpenContext(&context)) return 1;
   CUmodule module;
   CHECK_CU(gpuvm::suite::LoadCorpusModule(&module, "madd.ptx"));
   CUfunction function;
@@ -128,11 +134,7 @@ int Run(bool long_madd, double seconds, int n, int64_t start_at_ns, uint64_t max
   CHECK_CU(cuMemcpyHtoD(a, host.data(), bytes));
   CHECK_CU(cuMemcpyHtoD(b, host.data(), bytes));
   void* args[] = {&a, &b, &c, &n};
-  const bool late = start_at_ns > 0 && NowNs() > start_at_ns;
-  while (NowNs() < start_at_ns) {
-    std::this_thread::sleep_for(
-        std::chrono::nanoseconds(std::min<int64_t>(start_at_ns - NowNs(), 1'000'000)));
-  }
+  const bool late = WaitUntil(start_at_ns);
   const int64_t loop_start = NowNs();
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t launches = 0;
