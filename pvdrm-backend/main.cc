@@ -177,6 +177,31 @@ Result<Options> ParseArgs(int argc, char** argv) {
   return o;
 }
 
+// The GPU handler, with one log line per DRM file opened or closed and what is left afterwards:
+// the operator's (and the test bed's) view of each guest process's objects being freed — also
+// when the process was killed (the guest kernel closes its files).
+class LoggingHandler final : public RequestHandler {
+ public:
+  LoggingHandler(GpuRequestHandler& inner, VmLog& log) : inner_(inner), log_(log) {}
+  Response Handle(const Request& request, GuestPages& pages) override {
+    Response response = inner_.Handle(request, pages);
+    const Op op = request.op();
+    if (op == Op::kFileOpen || op == Op::kFileClose) {
+      const GpuHandlerStats stats = inner_.stats();
+      log_(LogLevel::kInfo,
+           "file " + std::to_string(request.file) + (op == Op::kFileOpen ? " opened" : " closed") +
+               " (status " + std::to_string(response.status) + "): " + std::to_string(stats.files) +
+               " files and " + std::to_string(stats.objects) + " objects left");
+    }
+    return response;
+  }
+  void OnDisconnect() override { inner_.OnDisconnect(); }
+
+ private:
+  GpuRequestHandler& inner_;
+  VmLog& log_;
+};
+
 Status Serve(const Options& o, int stop_fd) {
   VmLog log("gpuvm-pvdrm-backend", o.aggregator.vm.name, uint32_t(o.domid));
   Result<ipc::VmToken> token = dm::ReadVmToken(o.token_fd, o.token_file);
@@ -246,6 +271,7 @@ Status Serve(const Options& o, int stop_fd) {
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::Driver> driver,
                          guest::Driver::Create(bus.get(), driver_options));
   GpuRequestHandler handler(*driver, *guest_frames, {});
+  LoggingHandler logging(handler, log);
 
   // The aggregator's own requests (TEARDOWN when it ends the session) arrive on the connection;
   // a watcher hands them on as a stop.
@@ -284,7 +310,7 @@ Status Serve(const Options& o, int stop_fd) {
   std::unique_ptr<BackendConnection> connection;
   {
     Result<std::unique_ptr<BackendConnection>> created = BackendConnection::Create(
-        *mapper, std::move(channels), std::move(store), handler, backend_options);
+        *mapper, std::move(channels), std::move(store), logging, backend_options);
     if (created.ok()) {
       connection = std::move(*created);
       log(LogLevel::kInfo, "device " + std::to_string(o.devid) + " serving");

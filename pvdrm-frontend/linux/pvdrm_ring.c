@@ -186,15 +186,18 @@ int pvdrm_call(struct pvdrm_front *front, u32 file, struct pvdrm_request *req,
 	int status;
 
 	might_sleep();
-	wait_event(front->slot_wq, ({
+	for (;;) {
 		spin_lock_irqsave(&front->lock, flags);
 		slot = pvdrm_take_slot(front, &down);
-		if (!slot)
-			spin_unlock_irqrestore(&front->lock, flags);
-		slot || down;
-	}));
-	if (!slot)
-		return -ENODEV;
+		if (slot)
+			break;
+		spin_unlock_irqrestore(&front->lock, flags);
+		if (down)
+			return -ENODEV;
+		/* 32 calls in flight: wait for one to finish (rechecked under the lock above). */
+		wait_event(front->slot_wq, READ_ONCE(front->busy_slots) < PVDRM_RING_SLOTS ||
+					   READ_ONCE(front->link) != PVDRM_LINK_UP);
+	}
 	/* Lock held. Our outstanding slots bound the ring's: it has room for this request. */
 	req->id = slot->id;
 	req->file = file;
