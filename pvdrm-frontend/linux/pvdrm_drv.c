@@ -467,7 +467,9 @@ static int pvdrm_remote_new(struct pvdrm_file *pf, struct pvdrm_bo *bo,
 	wire->gem.info.size = bo->base.size;
 	wire->gem.info.domain = arg->info.domain;
 	wire->gem.info.tile_mode = arg->info.tile_mode;
-	wire->gem.info.tile_flags = arg->info.tile_flags;
+	/* NONCONTIG only allows a scattered placement, which every object of ours may have anyway
+	 * (libdrm_nouveau sets it on every object it does not ask to be contiguous). */
+	wire->gem.info.tile_flags = arg->info.tile_flags & ~NOUVEAU_GEM_TILE_NONCONTIG;
 	wire->gem.channel_hint = arg->channel_hint;
 	wire->gem.align = arg->align;
 	if (bo->pages) {

@@ -256,7 +256,7 @@ EOF
   guest_domid=$(xl domid "$1") || fail "xl domid $1"
   xl_guests="$xl_guests $1"
   say "guest $1 booted with gpuvm-xl: domid $guest_domid ($create_start s -> $(uptime_s) s):" \
-    "$(grep -e 'serving the virtual GPU' -e 'serving$' "/var/log/gpuvm/dm-$1.log")"
+    "$(grep -e 'serving the virtual GPU' -e 'device 0 serving' "/var/log/gpuvm/dm-$1.log")"
   follow_consoles "$1"
 }
 is_xl_guest() {
@@ -378,30 +378,6 @@ show_dm_logs() {
 # The result line of guest NAME (empty when it printed none).
 guest_result() { cat $(guest_logs "$1") 2>/dev/null | grep -m1 '^GPUVM-GUEST-RESULT'; }
 
-# ---- the pass-through guest, and the backend's typed tests against it ----------------------------
-summary=""
-if [ "${PT_GUEST:-1}" = 1 ]; then
-create_guest gpuvm-guest "${PT_TESTS:-all}"
-domid=$guest_domid
-
-# Each entry: binary[:gtest filter]. The guest is paused: the IOREQ-server and guest-memory suites
-# use its domain, nothing needs it to run.
-for entry in $BACKEND_TESTS; do
-  bin=${entry%%:*}
-  filter='*'
-  case "$entry" in *:*) filter=${entry#*:} ;; esac
-  say "step backend-test $bin --gtest_filter=$filter (GPUVM_XEN_TEST_DOMID=$domid)"
-  GPUVM_XEN_TEST_DOMID=$domid timeout 600 "/gpuvm/bin/$bin" --gtest_filter="$filter" \
-    --gtest_color=no >/tmp/$bin.out 2>&1
-  rc=$?
-  # The whole test output goes to the console (the host keeps it), prefixed for the checker.
-  sed "s/^/GPUVM-XEN-TEST $bin| /" /tmp/$bin.out
-  [ $rc = 0 ] || fail "backend test $bin (exit $rc)"
-  # (counting the per-test lines, which end with the time taken)
-  say "backend test $bin passed: $(grep -c '^\[       OK \].*ms)' /tmp/$bin.out) ok," \
-    "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
-done
-
 # Until gpuvm-aggregator says it serves (it listens from then on): its start-up takes seconds under
 # TCG — clearing a VRAM that lives in the ivshmem BAR is 256 MiB of stores — so a fixed sleep raced
 # it (a clean-clone run at 8399162: "gpuvm-dm: Unavailable: nothing listens").
@@ -434,6 +410,30 @@ start_aggregator() {
   wait_for_aggregator
   say "aggregator sockets: $(ls -l /run/gpuvm | awk '/^s/ {print $1, $3, $4, $NF}' | tr '\n' ';')"
 }
+
+# ---- the pass-through guest, and the backend's typed tests against it ----------------------------
+summary=""
+if [ "${PT_GUEST:-1}" = 1 ]; then
+create_guest gpuvm-guest "${PT_TESTS:-all}"
+domid=$guest_domid
+
+# Each entry: binary[:gtest filter]. The guest is paused: the IOREQ-server and guest-memory suites
+# use its domain, nothing needs it to run.
+for entry in $BACKEND_TESTS; do
+  bin=${entry%%:*}
+  filter='*'
+  case "$entry" in *:*) filter=${entry#*:} ;; esac
+  say "step backend-test $bin --gtest_filter=$filter (GPUVM_XEN_TEST_DOMID=$domid)"
+  GPUVM_XEN_TEST_DOMID=$domid timeout 600 "/gpuvm/bin/$bin" --gtest_filter="$filter" \
+    --gtest_color=no >/tmp/$bin.out 2>&1
+  rc=$?
+  # The whole test output goes to the console (the host keeps it), prefixed for the checker.
+  sed "s/^/GPUVM-XEN-TEST $bin| /" /tmp/$bin.out
+  [ $rc = 0 ] || fail "backend test $bin (exit $rc)"
+  # (counting the per-test lines, which end with the time taken)
+  say "backend test $bin passed: $(grep -c '^\[       OK \].*ms)' /tmp/$bin.out) ok," \
+    "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
+done
 
 if [ -n "$DM_MODE" ]; then
   start_aggregator
