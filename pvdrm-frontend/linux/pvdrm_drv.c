@@ -11,7 +11,8 @@
  * Objects. A GEM object is one backend object of one file: user space sees the DRM handle, the
  * wire carries the backend's, and every handle an ioctl names is looked up in the caller's file
  * and must be that file's own. A GART object's memory is guest pages this driver allocates; the
- * backend reaches them by guest frame number (protocol version 2) and user space by mmap of the
+ * backend reaches them by guest frame number (protocol version 3: the frame numbers in granted
+ * frame-list pages, for the one call) and user space by mmap of the
  * object's fake offset (GEM_INFO's map_handle). The pages are freed only once the backend let go
  * of the object (GEM_CLOSE answered, the file closed, or the link down). VRAM objects have no CPU
  * mapping.
@@ -47,8 +48,8 @@ MODULE_PARM_DESC(pool_bytes,
 #define PVDRM_KNOWN_DOMAINS                                                           \
 	(NOUVEAU_GEM_DOMAIN_CPU | NOUVEAU_GEM_DOMAIN_VRAM | NOUVEAU_GEM_DOMAIN_GART | \
 	 NOUVEAU_GEM_DOMAIN_MAPPABLE | NOUVEAU_GEM_DOMAIN_COHERENT)
-/* (our choice) VRAM objects up to 4 GiB; GART ones up to one page list (32 MiB). */
-#define PVDRM_MAX_VRAM_BYTES (4ULL << 30)
+/* (our choice) objects up to 4 GiB (a GART one: 1024 frame-list pages, well inside a list). */
+#define PVDRM_MAX_OBJECT_BYTES (4ULL << 30)
 
 static DEFINE_IDA(pvdrm_file_ids);
 
@@ -127,6 +128,41 @@ static int pvdrm_list_make(struct pvdrm_front *front, struct pvdrm_list *list, c
 nomem:
 	pvdrm_list_end(list);
 	return -ENOMEM;
+}
+
+/*
+ * Grants `nr` pages to the backend (read-only or read-write) into refs[], which the caller set to
+ * INVALID_GRANT_REF; the caller ends them (pvdrm_end_pages) after the call, granted or not.
+ */
+static int pvdrm_grant_pages(struct pvdrm_front *front, struct page **pages, unsigned int nr,
+			     int readonly, grant_ref_t *refs)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		int ref = gnttab_grant_foreign_access(front->xb->otherend_id,
+						      xen_page_to_gfn(pages[i]), readonly);
+
+		if (ref < 0)
+			return ref;
+		refs[i] = ref;
+	}
+	return 0;
+}
+
+/* Ends the grants of pages[] and frees the pages (each once the backend no longer maps it). */
+static void pvdrm_end_pages(struct page **pages, grant_ref_t *refs, unsigned int nr)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		if (refs[i] != INVALID_GRANT_REF)
+			gnttab_end_foreign_access(refs[i], pages[i]);
+		else if (pages[i])
+			__free_page(pages[i]);
+		pages[i] = NULL;
+		refs[i] = INVALID_GRANT_REF;
+	}
 }
 
 /* ---- files --------------------------------------------------------------------------------- */
@@ -460,7 +496,9 @@ static int pvdrm_remote_new(struct pvdrm_file *pf, struct pvdrm_bo *bo,
 	const struct drm_nouveau_gem_info *got = &rsp.u.gem_info;
 	struct pvdrm_gem_new *wire = &req.u.gem_new;
 	struct pvdrm_list list = { 0 };
-	u32 *frames = NULL;
+	struct page **fl_pages = NULL;
+	grant_ref_t *fl_refs = NULL;
+	unsigned int nr_fl = 0;
 	unsigned long i;
 	int err;
 
@@ -473,25 +511,46 @@ static int pvdrm_remote_new(struct pvdrm_file *pf, struct pvdrm_bo *bo,
 	wire->gem.channel_hint = arg->channel_hint;
 	wire->gem.align = arg->align;
 	if (bo->pages) {
-		frames = kvmalloc_array(bo->nr_pages, sizeof(u32), GFP_KERNEL);
-		if (!frames)
-			return -ENOMEM;
+		/* The frame numbers in frame-list pages, whose grants the page list lists. */
+		nr_fl = DIV_ROUND_UP(bo->nr_pages, PVDRM_FRAMES_PER_LIST_PAGE);
+		fl_pages = kcalloc(nr_fl, sizeof(*fl_pages), GFP_KERNEL);
+		fl_refs = kmalloc_array(nr_fl, sizeof(*fl_refs), GFP_KERNEL);
+		err = -ENOMEM;
+		if (!fl_pages || !fl_refs)
+			goto out;
+		for (i = 0; i < nr_fl; i++)
+			fl_refs[i] = INVALID_GRANT_REF;
 		for (i = 0; i < bo->nr_pages; i++) {
 			unsigned long gfn = xen_page_to_gfn(bo->pages[i]);
+			unsigned long page = i / PVDRM_FRAMES_PER_LIST_PAGE;
+			u32 *entries;
 
-			if (gfn > U32_MAX) {
-				kvfree(frames);
-				return -ENOMEM;	/* the wire's frame numbers are 32 bits */
+			err = -ENOMEM;	/* the wire's frame numbers are 32 bits */
+			if (gfn > U32_MAX)
+				goto out;
+			if (!fl_pages[page]) {
+				fl_pages[page] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+				if (!fl_pages[page])
+					goto out;
 			}
-			frames[i] = gfn;
+			entries = kmap_local_page(fl_pages[page]);
+			entries[i % PVDRM_FRAMES_PER_LIST_PAGE] = gfn;
+			kunmap_local(entries);
 		}
-		err = pvdrm_list_make(pf->front, &list, frames, bo->nr_pages, &wire->pages);
-		kvfree(frames);
+		err = pvdrm_grant_pages(pf->front, fl_pages, nr_fl, 1, fl_refs);
 		if (err)
-			return err;
+			goto out;
+		err = pvdrm_list_make(pf->front, &list, fl_refs, nr_fl, &wire->pages);
+		if (err)
+			goto out;
 	}
 	err = pvdrm_call(pf->front, pf->id, &req, &rsp);
+out:
 	pvdrm_list_end(&list);
+	if (fl_pages && fl_refs)
+		pvdrm_end_pages(fl_pages, fl_refs, nr_fl);
+	kfree(fl_pages);
+	kfree(fl_refs);
 	if (err)
 		return err;
 	bo->remote = got->handle;
@@ -517,7 +576,7 @@ static int pvdrm_ioctl_gem_new(struct drm_device *drm, void *data, struct drm_fi
 	u32 handle;
 	int err;
 
-	if (!arg->info.size || arg->info.size > PVDRM_MAX_VRAM_BYTES || !domain ||
+	if (!arg->info.size || arg->info.size > PVDRM_MAX_OBJECT_BYTES || !domain ||
 	    (domain & ~PVDRM_KNOWN_DOMAINS))
 		return -EINVAL;
 	size = PAGE_ALIGN(arg->info.size);
@@ -525,8 +584,6 @@ static int pvdrm_ioctl_gem_new(struct drm_device *drm, void *data, struct drm_fi
 	gart = (domain & NOUVEAU_GEM_DOMAIN_GART) &&
 	       (!(domain & NOUVEAU_GEM_DOMAIN_VRAM) || (domain & NOUVEAU_GEM_DOMAIN_MAPPABLE));
 	if (!gart && !(domain & NOUVEAU_GEM_DOMAIN_VRAM))
-		return -EINVAL;
-	if (gart && (size >> PAGE_SHIFT) > PVDRM_MAX_LISTED_PAGES)
 		return -EINVAL;
 
 	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
@@ -675,12 +732,7 @@ static void pvdrm_pushbuf_free(struct pvdrm_pushbuf *pb, unsigned int nr_buffers
 
 	if (pb->data)
 		vunmap(pb->data);
-	for (i = 0; i < pb->nr_pages; i++) {
-		if (pb->refs[i] != INVALID_GRANT_REF)
-			gnttab_end_foreign_access(pb->refs[i], pb->pages[i]);
-		else if (pb->pages[i])
-			__free_page(pb->pages[i]);
-	}
+	pvdrm_end_pages(pb->pages, pb->refs, pb->nr_pages);
 	for (i = 0; pb->objs && i < nr_buffers; i++)
 		if (pb->objs[i])
 			drm_gem_object_put(pb->objs[i]);
@@ -763,16 +815,9 @@ static int pvdrm_ioctl_pushbuf(struct drm_device *drm, void *data, struct drm_fi
 		memcpy(pb->data, pb->bos, bos_bytes);
 		memcpy(pb->data + bos_bytes, pb->relocs, relocs_bytes);
 		memcpy(pb->data + push_offset, pb->push, push_bytes);
-		for (i = 0; i < pb->nr_pages; i++) {
-			int ref = gnttab_grant_foreign_access(pf->front->xb->otherend_id,
-							      xen_page_to_gfn(pb->pages[i]), 0);
-
-			if (ref < 0) {
-				err = ref;
-				goto out;
-			}
-			pb->refs[i] = ref;
-		}
+		err = pvdrm_grant_pages(pf->front, pb->pages, pb->nr_pages, 0, pb->refs);
+		if (err)
+			goto out;
 		err = pvdrm_list_make(pf->front, &list, pb->refs, pb->nr_pages, &wire->data);
 		if (err)
 			goto out;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * PVDRM's wire format, protocol version 2, for the Linux kernel frontend (docs/PVDRM.md).
+ * PVDRM's wire format, protocol version 3, for the Linux kernel frontend (docs/PVDRM.md).
  *
  * The same layout as pvdrm-frontend/protocol/wire.h (the user-space ends' C++ header), written for
  * the kernel: the ring is Xen's DEFINE_RING_TYPES from the kernel's <xen/interface/io/ring.h>, the
@@ -20,7 +20,7 @@
 #include <xen/interface/grant_table.h>
 #include <xen/interface/io/ring.h>
 
-#define PVDRM_PROTOCOL_VERSION 2
+#define PVDRM_PROTOCOL_VERSION 3
 #define PVDRM_PAGE_BYTES 4096
 
 /* The pre-GEM ioctls nouveau once had; libdrm_nouveau still uses them below DRM version 1.3.1. */
@@ -111,13 +111,26 @@ struct pvdrm_page_list {
 	grant_ref_t indirect[PVDRM_MAX_INDIRECT_PAGES];
 };
 
-/* GEM_NEW: the entries of the indirect pages are guest frame numbers (version 2). */
+/* FILE_OPEN: optionally the file's arrays area, pages granted for the file's life (none here). */
+#define PVDRM_MAX_AREA_PAGES 64
+struct pvdrm_file_open {
+	struct pvdrm_page_list area;
+};
+
+/*
+ * GEM_NEW: a page list of frame-list pages, granted pages holding the object's guest frame
+ * numbers, PVDRM_FRAMES_PER_LIST_PAGE to a page, in order, the rest of the last page zero.
+ */
+#define PVDRM_FRAMES_PER_LIST_PAGE (PVDRM_PAGE_BYTES / sizeof(__u32))
 struct pvdrm_gem_new {
 	struct drm_nouveau_gem_new gem;
 	struct pvdrm_page_list pages;
 };
 
-/* GEM_PUSHBUF: the arrays in data's pages (bos at 0, relocs, push at the next multiple of 8). */
+/*
+ * GEM_PUSHBUF: the arrays in data's pages (bos at 0, relocs, push at the next multiple of 8),
+ * `buffers` zero; or in the file's arrays area at offset `buffers` (not used here).
+ */
 struct pvdrm_gem_pushbuf {
 	struct drm_nouveau_gem_pushbuf pushbuf;
 	struct pvdrm_page_list data;
@@ -126,6 +139,7 @@ struct pvdrm_gem_pushbuf {
 #define PVDRM_PAYLOAD_BYTES 104
 
 union pvdrm_request_payload {
+	struct pvdrm_file_open file_open;
 	struct drm_nouveau_getparam getparam;
 	struct drm_nouveau_channel_alloc channel_alloc;
 	struct drm_nouveau_channel_free channel_free;
@@ -179,6 +193,7 @@ static inline void pvdrm_wire_check(void)
 {
 	BUILD_BUG_ON(sizeof(grant_ref_t) != 4);
 	BUILD_BUG_ON(sizeof(struct pvdrm_page_list) != 40);
+	BUILD_BUG_ON(sizeof(struct pvdrm_file_open) != 40);
 	BUILD_BUG_ON(sizeof(struct drm_nouveau_getparam) != 16);
 	BUILD_BUG_ON(sizeof(struct drm_nouveau_channel_alloc) != 88);
 	BUILD_BUG_ON(sizeof(struct drm_nouveau_channel_free) != 4);

@@ -518,7 +518,7 @@ pvdrm_phase() {
   [ -z "${agg_pid:-}" ] && start_aggregator
   pool_first=$(( (GUEST_MEMORY_MB - 32) * 256 ))
   pool_options="--pool $pool_first:4096 --guest-ram-mib $GUEST_MEMORY_MB"
-  pool_cmdline="gpuvm.pvdrm=1 mem=$((GUEST_MEMORY_MB - 32))M"
+  pool_cmdline="gpuvm.pvdrm=1 gpuvm.pvdrm_pool=${PVDRM_POOL_BYTES:-0} mem=$((GUEST_MEMORY_MB - 32))M"
   list=""
   i=1
   while [ $i -le "$PVDRM_GUESTS" ]; do

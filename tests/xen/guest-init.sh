@@ -31,13 +31,18 @@ status=PASS
 # gpuvm.pvdrm=1: no virtual GPU on the PCI bus but a vgpu-drm xenbus device; its frontend is the
 # pvdrm kernel module (pvdrm-frontend/linux), which registers a DRM render node once its backend in
 # dom0 connects. The runtime finds that node by itself (GPUVM_BUS unset).
+# gpuvm.pvdrm_pool=BYTES: the module's GEM pool (pool_bytes) per DRM file.
 pvdrm=0
+pvdrm_pool=0
 for arg in $(cat /proc/cmdline); do
-  case "$arg" in gpuvm.pvdrm=1) pvdrm=1 ;; esac
+  case "$arg" in
+    gpuvm.pvdrm=1) pvdrm=1 ;;
+    gpuvm.pvdrm_pool=*) pvdrm_pool=${arg#gpuvm.pvdrm_pool=} ;;
+  esac
 done
 if [ "$pvdrm" = 1 ]; then
   start=$(cut -d' ' -f1 /proc/uptime)
-  if insmod /lib/modules/drm.ko && insmod /lib/modules/pvdrm.ko; then
+  if insmod /lib/modules/drm.ko && insmod /lib/modules/pvdrm.ko "pool_bytes=$pvdrm_pool"; then
     waited=0
     until [ -e /dev/dri/renderD128 ] || [ $waited -ge 300 ]; do
       sleep 1
