@@ -45,14 +45,25 @@ Result<std::unique_ptr<MemfdGuestFrames>> MemfdGuestFrames::Create(os::UniqueFd 
 
 MemfdGuestFrames::~MemfdGuestFrames() = default;
 
-Result<std::unique_ptr<hv::GuestMapping>> MemfdGuestFrames::Map(std::span<const uint32_t> frames) {
+Status IndexedGuestFrames::CheckFrames(std::span<const uint32_t> frames) const {
   if (frames.empty()) return Status::InvalidArgument("no frames to map");
   for (const uint32_t frame : frames) {
-    if (frame >= frames_) {
+    if (frame >= frame_count()) {
       return Status::OutOfRange("frame " + std::to_string(frame) + " is past the guest's " +
-                                std::to_string(frames_) + " pages of RAM");
+                                std::to_string(frame_count()) + " pages of RAM");
     }
   }
+  return Status::Ok();
+}
+
+void IndexedGuestFrames::Remember(const uint8_t* base, uint64_t bytes,
+                                  std::span<const uint32_t> frames) {
+  std::lock_guard lock(mu_);
+  live_[reinterpret_cast<uintptr_t>(base)] = {bytes, {frames.begin(), frames.end()}};
+}
+
+Result<std::unique_ptr<hv::GuestMapping>> MemfdGuestFrames::Map(std::span<const uint32_t> frames) {
+  GPUVM_RETURN_IF_ERROR(CheckFrames(frames));
   const uint64_t bytes = frames.size() * kPage;
   // Reserve the whole range first, then map each run of consecutive frames over it.
   void* reserved = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -72,14 +83,11 @@ Result<std::unique_ptr<hv::GuestMapping>> MemfdGuestFrames::Map(std::span<const 
     }
     at += run;
   }
-  {
-    std::lock_guard lock(mu_);
-    live_[reinterpret_cast<uintptr_t>(base)] = {bytes, {frames.begin(), frames.end()}};
-  }
+  Remember(base, bytes, frames);
   return std::unique_ptr<hv::GuestMapping>(new Mapping(this, base, bytes));
 }
 
-std::optional<uint64_t> MemfdGuestFrames::GuestPhysical(const void* host) const {
+std::optional<uint64_t> IndexedGuestFrames::GuestPhysical(const void* host) const {
   const auto address = reinterpret_cast<uintptr_t>(host);
   std::lock_guard lock(mu_);
   auto it = live_.upper_bound(address);
@@ -90,7 +98,7 @@ std::optional<uint64_t> MemfdGuestFrames::GuestPhysical(const void* host) const 
   return uint64_t{it->second.frames[offset / kPage]} * kPage + offset % kPage;
 }
 
-void MemfdGuestFrames::Forget(const uint8_t* base) {
+void IndexedGuestFrames::Forget(const uint8_t* base) {
   std::lock_guard lock(mu_);
   live_.erase(reinterpret_cast<uintptr_t>(base));
 }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "base/os.h"
 #include "base/status.h"
@@ -34,25 +35,19 @@ class GuestFrames {
   virtual std::optional<uint64_t> GuestPhysical(const void* host) const = 0;
 };
 
-// A local VM's RAM: its memfd, `frames` pages long. Each Map reserves address space and maps runs
-// of consecutive frames into it from the memfd (MAP_SHARED: the guest's own pages, not copies).
-class MemfdGuestFrames final : public GuestFrames {
+// The part every mapping implementation shares: the frames' checks and the index of live mappings
+// by base address that GuestPhysical answers from.
+class IndexedGuestFrames : public GuestFrames {
  public:
-  // Takes ownership of `memfd`. InvalidArgument for a descriptor shorter than `frames` pages.
-  static Result<std::unique_ptr<MemfdGuestFrames>> Create(os::UniqueFd memfd, uint64_t frames);
-  ~MemfdGuestFrames() override;
+  std::optional<uint64_t> GuestPhysical(const void* host) const final;
 
-  uint64_t frame_count() const override { return frames_; }
-  Result<std::unique_ptr<hv::GuestMapping>> Map(std::span<const uint32_t> frames) override;
-  std::optional<uint64_t> GuestPhysical(const void* host) const override;
-
- private:
-  class Mapping;
-  MemfdGuestFrames(os::UniqueFd memfd, uint64_t frames) : fd_(std::move(memfd)), frames_(frames) {}
+ protected:
+  // InvalidArgument for none, OutOfRange for a frame not below frame_count().
+  Status CheckFrames(std::span<const uint32_t> frames) const;
+  void Remember(const uint8_t* base, uint64_t bytes, std::span<const uint32_t> frames);
   void Forget(const uint8_t* base);
 
-  os::UniqueFd fd_;
-  const uint64_t frames_;
+ private:
   mutable std::mutex mu_;
   // Live mappings by base address: their frames, for GuestPhysical (guarded by mu_).
   struct Live {
@@ -60,6 +55,25 @@ class MemfdGuestFrames final : public GuestFrames {
     std::vector<uint32_t> frames;
   };
   std::map<uintptr_t, Live> live_;
+};
+
+// A local VM's RAM: its memfd, `frames` pages long. Each Map reserves address space and maps runs
+// of consecutive frames into it from the memfd (MAP_SHARED: the guest's own pages, not copies).
+class MemfdGuestFrames final : public IndexedGuestFrames {
+ public:
+  // Takes ownership of `memfd`. InvalidArgument for a descriptor shorter than `frames` pages.
+  static Result<std::unique_ptr<MemfdGuestFrames>> Create(os::UniqueFd memfd, uint64_t frames);
+  ~MemfdGuestFrames() override;
+
+  uint64_t frame_count() const override { return frames_; }
+  Result<std::unique_ptr<hv::GuestMapping>> Map(std::span<const uint32_t> frames) override;
+
+ private:
+  class Mapping;
+  MemfdGuestFrames(os::UniqueFd memfd, uint64_t frames) : fd_(std::move(memfd)), frames_(frames) {}
+
+  os::UniqueFd fd_;
+  const uint64_t frames_;
 };
 
 }  // namespace gpuvm::pvdrm

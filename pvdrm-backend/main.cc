@@ -1,9 +1,9 @@
 // gpuvm-pvdrm-backend: dom0's PVDRM backend for one guest (docs/PVDRM.md, "The backend process").
 //
-//   gpuvm-pvdrm-backend --backend local --hv SOCKET --domid N --token-fd FD|--token-file PATH
+//   gpuvm-pvdrm-backend --backend local|xen [--hv SOCKET] --domid N --token-fd FD|--token-file PATH
 //                       --pool FIRST:COUNT [--devid N] [--aggregator SOCKET] [--name NAME]
 //                       [--vram-mib N] [--channels N] [--share PERCENT] [--session pv|fv]
-//                       [--announce]
+//                       [--guest-ram-mib N] [--announce]
 //
 // It opens the guest's aggregator session as that VM's device model would (HELLO, AUTH with the
 // VM's one-time token, VM_CONFIG, GUEST_MEMORY), runs the guest driver on it (SessionBus: no trap,
@@ -17,9 +17,11 @@
 // pvdrm_register_accesses=N` (tests and gpuvm-bench read it; the last counts the driver's
 // accesses over the session, single and block).
 //
-// Xen: the backend port's grants, event channels and store work there, but mapping the frames a
-// GART object lists needs foreign mappings of the guest, which only the local backend offers yet:
-// --backend xen is refused (PVDRM part 2).
+// Xen (--backend xen, in dom0): the guest's frames are foreign mappings (xen_guest_frames.h), the
+// aggregator maps the domain's RAM itself (GUEST_MEMORY kXenDomain), and the toolstack writes the
+// device's store directories with the guest's permissions (gpuvm-xl, gpuvm_mode = "pvdrm";
+// --announce writes them without, which only a dom0-only test can use). --guest-ram-mib: the
+// guest's RAM as the aggregator is to see it (default: every frame up to the domain's highest).
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -45,6 +47,9 @@
 #include "pvdrm-backend/gpu_handler.h"
 #include "pvdrm-backend/guest_frames.h"
 #include "pvdrm-backend/session_bus.h"
+#ifdef GPUVM_HAVE_XEN_FRAMES
+#include "pvdrm-backend/xen_guest_frames.h"
+#endif
 #include "pvdrm-frontend/protocol/xenbus.h"
 #include "qemu-device/ipc_aggregator_connection.h"
 #include "qemu-device/virtual_gpu.h"
@@ -69,16 +74,17 @@ struct Options {
   uint32_t pool_first = 0;
   uint32_t pool_count = 0;
   bool announce = false;
+  uint64_t guest_ram_bytes = 0;  // 0: the domain's frame count
   dm::IpcConnectOptions aggregator;
 };
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: gpuvm-pvdrm-backend --backend local --hv SOCKET --domid N\n"
+               "usage: gpuvm-pvdrm-backend --backend local|xen [--hv SOCKET] --domid N\n"
                "                           --token-fd FD|--token-file PATH --pool FIRST:COUNT\n"
                "                           [--devid N] [--aggregator SOCKET] [--name NAME]\n"
                "                           [--vram-mib N] [--channels N] [--share PERCENT]\n"
-               "                           [--session pv|fv] [--announce]\n");
+               "                           [--session pv|fv] [--guest-ram-mib N] [--announce]\n");
 }
 
 Result<Options> ParseArgs(int argc, char** argv) {
@@ -120,6 +126,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
                              ParseFlagNumber(flag, value.substr(colon + 1), 1, 1 << 20));
       o.pool_first = uint32_t(first);
       o.pool_count = uint32_t(count);
+    } else if (flag == "--guest-ram-mib") {
+      GPUVM_ASSIGN_OR_RETURN(const uint64_t mib, ParseFlagNumber(flag, value, 1, 1 << 20));
+      o.guest_ram_bytes = mib << 20;
     } else if (flag == "--aggregator") {
       o.aggregator.path = value;
     } else if (flag == "--name") {
@@ -150,11 +159,15 @@ Result<Options> ParseArgs(int argc, char** argv) {
       return Status::InvalidArgument("unknown flag " + flag);
     }
   }
-  if (o.backend != "local") {
-    return Status::Unimplemented(
-        "--backend " + o.backend +
-        ": mapping a guest's GART frames needs the local backend's RAM memfd (Xen: PVDRM part 2)");
+#ifdef GPUVM_HAVE_XEN_FRAMES
+  if (o.backend != "local" && o.backend != "xen") {
+    return Status::InvalidArgument("--backend must be local or xen");
   }
+#else
+  if (o.backend != "local") {
+    return Status::Unimplemented("--backend " + o.backend + ": this build has only local");
+  }
+#endif
   if (o.domid == 0) return Status::InvalidArgument("--domid must name a guest");
   if (o.pool_count == 0) return Status::InvalidArgument("--pool FIRST:COUNT is required");
   if ((o.token_fd >= 0) == !o.token_file.empty()) {
@@ -163,6 +176,31 @@ Result<Options> ParseArgs(int argc, char** argv) {
   }
   return o;
 }
+
+// The GPU handler, with one log line per DRM file opened or closed and what is left afterwards:
+// the operator's (and the test bed's) view of each guest process's objects being freed — also
+// when the process was killed (the guest kernel closes its files).
+class LoggingHandler final : public RequestHandler {
+ public:
+  LoggingHandler(GpuRequestHandler& inner, VmLog& log) : inner_(inner), log_(log) {}
+  Response Handle(const Request& request, GuestPages& pages) override {
+    Response response = inner_.Handle(request, pages);
+    const Op op = request.op();
+    if (op == Op::kFileOpen || op == Op::kFileClose) {
+      const GpuHandlerStats stats = inner_.stats();
+      log_(LogLevel::kInfo,
+           "file " + std::to_string(request.file) + (op == Op::kFileOpen ? " opened" : " closed") +
+               " (status " + std::to_string(response.status) + "): " + std::to_string(stats.files) +
+               " files and " + std::to_string(stats.objects) + " objects left");
+    }
+    return response;
+  }
+  void OnDisconnect() override { inner_.OnDisconnect(); }
+
+ private:
+  GpuRequestHandler& inner_;
+  VmLog& log_;
+};
 
 Status Serve(const Options& o, int stop_fd) {
   VmLog log("gpuvm-pvdrm-backend", o.aggregator.vm.name, uint32_t(o.domid));
@@ -179,17 +217,30 @@ Status Serve(const Options& o, int stop_fd) {
     return Status::OutOfRange("--pool is past the guest's " + std::to_string(frames) +
                               " frames of RAM");
   }
-  GPUVM_ASSIGN_OR_RETURN(os::UniqueFd ram, os::DuplicateFd(ram_fd));
-  GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<MemfdGuestFrames> guest_frames,
-                         MemfdGuestFrames::Create(std::move(ram), frames));
+  if (o.guest_ram_bytes > (frames << hv::kPageShift)) {
+    return Status::OutOfRange("--guest-ram-mib is more than the domain's memory");
+  }
+  std::unique_ptr<GuestFrames> guest_frames;
+  if (ram_fd >= 0) {
+    GPUVM_ASSIGN_OR_RETURN(os::UniqueFd ram, os::DuplicateFd(ram_fd));
+    GPUVM_ASSIGN_OR_RETURN(guest_frames, MemfdGuestFrames::Create(std::move(ram), frames));
+  } else {
+#ifdef GPUVM_HAVE_XEN_FRAMES
+    GPUVM_ASSIGN_OR_RETURN(guest_frames, ForeignGuestFrames::Open(domid, frames));
+#else
+    return Status::Unimplemented("this backend offers no guest RAM descriptor");
+#endif
+  }
 
   dm::IpcConnectOptions connect = o.aggregator;
   connect.note = [&log](const std::string& line) { log(LogLevel::kWarn, line); };
   connect.token = *token;
   connect.vm.domid = domid;
-  connect.vm.backend = ipc::Backend::kLocal;
+  connect.vm.backend =
+      backend->kind() == hv::BackendKind::kLocal ? ipc::Backend::kLocal : ipc::Backend::kXen;
   connect.vm.vcpus = 1;
-  connect.vm.guest_ram_bytes = frames << hv::kPageShift;
+  connect.vm.guest_ram_bytes =
+      o.guest_ram_bytes != 0 ? o.guest_ram_bytes : frames << hv::kPageShift;
   const dm::VirtualGpuLayout layout;
   connect.vm.bar0_size = layout.bar0_size;
   connect.vm.bar1_size = layout.bar1_size;
@@ -197,8 +248,10 @@ Status Serve(const Options& o, int stop_fd) {
   GPUVM_ASSIGN_OR_RETURN(auto aggregator, dm::IpcAggregatorConnection::Connect(connect));
   log.Admitted(aggregator->accepted().vm_id);
   if (aggregator->accepted().flags & ipc::kAcceptWantsGuestMemory) {
-    GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(ipc::GuestMemoryKind::kLocalMemfd,
-                                                      connect.vm.guest_ram_bytes, ram_fd));
+    // Xen: the aggregator maps the domain's RAM itself, as for gpuvm-dm.
+    GPUVM_RETURN_IF_ERROR(aggregator->SendGuestMemory(
+        ram_fd >= 0 ? ipc::GuestMemoryKind::kLocalMemfd : ipc::GuestMemoryKind::kXenDomain,
+        connect.vm.guest_ram_bytes, ram_fd));
   }
 
   gpu::PciIdentity pci;
@@ -218,6 +271,7 @@ Status Serve(const Options& o, int stop_fd) {
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<guest::Driver> driver,
                          guest::Driver::Create(bus.get(), driver_options));
   GpuRequestHandler handler(*driver, *guest_frames, {});
+  LoggingHandler logging(handler, log);
 
   // The aggregator's own requests (TEARDOWN when it ends the session) arrive on the connection;
   // a watcher hands them on as a stop.
@@ -256,7 +310,7 @@ Status Serve(const Options& o, int stop_fd) {
   std::unique_ptr<BackendConnection> connection;
   {
     Result<std::unique_ptr<BackendConnection>> created = BackendConnection::Create(
-        *mapper, std::move(channels), std::move(store), handler, backend_options);
+        *mapper, std::move(channels), std::move(store), logging, backend_options);
     if (created.ok()) {
       connection = std::move(*created);
       log(LogLevel::kInfo, "device " + std::to_string(o.devid) + " serving");

@@ -15,6 +15,9 @@
 #ifdef GPUVM_HAVE_PVDRM
 #include "pvdrm-frontend/local_frontend.h"
 #endif
+#ifdef GPUVM_HAVE_RENDER_NODE
+#include "pvdrm-frontend/render_node.h"
+#endif
 
 namespace gpuvm::runtime {
 namespace {
@@ -66,18 +69,33 @@ class PvdrmConnection final : public GpuConnection {
 };
 #endif
 
+#ifdef GPUVM_HAVE_RENDER_NODE
+class DrmConnection final : public GpuConnection {
+ public:
+  explicit DrmConnection(std::unique_ptr<pvdrm::RenderNodeDevice> device)
+      : device_(std::move(device)) {}
+  BusMode mode() const override { return BusMode::kDrm; }
+  guest::Bus* bus() override { return nullptr; }
+  guest::DrmDevice* drm() override { return device_.get(); }
+
+ private:
+  std::unique_ptr<pvdrm::RenderNodeDevice> device_;
+};
+#endif
+
 }  // namespace
 
 constexpr EnumName<BusMode> kBusModeNames[] = {{BusMode::kNative, "native"},
                                                {BusMode::kLocal, "local"},
                                                {BusMode::kSysfs, "sysfs"},
-                                               {BusMode::kPvdrm, "pvdrm"}};
+                                               {BusMode::kPvdrm, "pvdrm"},
+                                               {BusMode::kDrm, "drm"}};
 
 Result<BusMode> ParseBusMode(const std::string& value) {
   if (value.empty()) return BusMode::kNative;
   if (std::optional<BusMode> mode = ValueNamed(kBusModeNames, value)) return *mode;
   return Status::InvalidArgument("GPUVM_BUS='" + value +
-                                 "' is not one of native, local, sysfs, pvdrm");
+                                 "' is not one of native, local, sysfs, pvdrm, drm");
 }
 
 const char* BusModeName(BusMode mode) { return NameOf(kBusModeNames, mode, "?"); }
@@ -86,6 +104,18 @@ Result<ConnectionOptions> ConnectionOptionsFromEnvironment() {
   ConnectionOptions options;
   const char* bus = std::getenv("GPUVM_BUS");
   GPUVM_ASSIGN_OR_RETURN(options.mode, ParseBusMode(bus ? bus : ""));
+  if (const char* node = std::getenv("GPUVM_DRM_NODE"); node && *node) options.drm_node = node;
+#ifdef GPUVM_HAVE_RENDER_NODE
+  // Unset: a guest with the pvdrm kernel frontend loaded runs on it, as a nouveau guest would.
+  if (bus == nullptr) {
+    if (!options.drm_node.empty()) {
+      options.mode = BusMode::kDrm;
+    } else if (Result<std::string> found = pvdrm::FindRenderNode(); found.ok()) {
+      options.mode = BusMode::kDrm;
+      options.drm_node = *found;
+    }
+  }
+#endif
   if (const char* mb = std::getenv("GPUVM_SIM_VRAM_MB"); mb && *mb) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(mb, &end, 10);
@@ -136,6 +166,21 @@ Result<std::unique_ptr<GpuConnection>> OpenGpuConnection(const ConnectionOptions
       return std::unique_ptr<GpuConnection>(new PvdrmConnection(std::move(*frontend)));
 #else
       return Status::Unimplemented("GPUVM_BUS=pvdrm: this build has no PVDRM frontend");
+#endif
+    }
+    case BusMode::kDrm: {
+#ifdef GPUVM_HAVE_RENDER_NODE
+      std::string node = options.drm_node;
+      if (node.empty()) {
+        Result<std::string> found = pvdrm::FindRenderNode();
+        if (!found.ok()) return Status::Unavailable("GPUVM_BUS=drm: " + found.status().ToString());
+        node = *found;
+      }
+      auto device = pvdrm::RenderNodeDevice::Open(node);
+      if (!device.ok()) return Status::Unavailable("GPUVM_BUS=drm: " + device.status().ToString());
+      return std::unique_ptr<GpuConnection>(new DrmConnection(std::move(*device)));
+#else
+      return Status::Unimplemented("GPUVM_BUS=drm: this build has no DRM render-node port");
 #endif
     }
   }

@@ -10,6 +10,10 @@
 //                     (guest-pv-driver/sysfs_bus.h; $GPUVM_SYSFS_DEVICE, $GPUVM_SYSFS_BLOCK).
 //   pvdrm             no Bus: the driver is DRM user space (Driver::CreateOnDrm) on PVDRM's
 //                     user-space frontend inside a local VM (pvdrm-frontend/local_frontend.h).
+//   drm               no Bus: the driver is DRM user space on a real DRM render node of the pvdrm
+//                     kernel frontend (pvdrm-frontend/render_node.h, pvdrm-frontend/linux) through
+//                     libdrm; $GPUVM_DRM_NODE names the node, else the first one of driver pvdrm.
+//                     Chosen by itself when GPUVM_BUS is unset and such a node exists.
 //
 // A later mode plugs in by adding one case to OpenGpuConnection that builds its Bus; nothing above
 // this unit changes. GPUVM_SIM_VRAM_MB (native only) sizes the software GPU's VRAM (default 1024).
@@ -28,7 +32,7 @@
 
 namespace gpuvm::runtime {
 
-enum class BusMode { kNative, kLocal, kSysfs, kPvdrm };
+enum class BusMode { kNative, kLocal, kSysfs, kPvdrm, kDrm };
 
 // Parses a GPUVM_BUS value ("" means native). kInvalidArgument for an unknown name.
 Result<BusMode> ParseBusMode(const std::string& value);
@@ -40,7 +44,7 @@ class GpuConnection {
   virtual ~GpuConnection() = default;
   virtual BusMode mode() const = 0;
   virtual guest::Bus* bus() = 0;
-  // The DRM port instead of a Bus (pvdrm), else null.
+  // The DRM port instead of a Bus (pvdrm, drm), else null.
   virtual guest::DrmDevice* drm() { return nullptr; }
 };
 
@@ -48,9 +52,10 @@ struct ConnectionOptions {
   BusMode mode = BusMode::kNative;
   uint64_t sim_vram_bytes = 1ull << 30;  // native: VRAM of the software GPU
   int sim_workers = 0;                   // native: compute engine threads (0 = one per core)
+  std::string drm_node;                  // drm: the render node ("" = the first pvdrm one)
 };
 
-// Reads GPUVM_BUS and GPUVM_SIM_VRAM_MB into options.
+// Reads GPUVM_BUS, GPUVM_DRM_NODE and GPUVM_SIM_VRAM_MB into options.
 Result<ConnectionOptions> ConnectionOptionsFromEnvironment();
 
 // kUnimplemented for the modes not built yet; kUnavailable when the device cannot be created.

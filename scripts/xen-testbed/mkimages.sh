@@ -54,6 +54,13 @@ if [[ -f "$repo/tests/xen/guest-tests" ]]; then
   # Lines: name, then a command whose first word is a program under BUILD (path relative to it).
   while read -r name program rest; do
     [[ -z "$name" || "$name" == \#* ]] && continue
+    if [[ "$program" == tests/xen/*.sh ]]; then
+      # A guest script of the repository (it runs the build's programs staged beside it).
+      stage_file "$repo/$program" "/gpuvm/bin/$(basename "$program")"
+      chmod 755 "$STAGE/gpuvm/bin/$(basename "$program")"
+      echo "$name /gpuvm/bin/$(basename "$program") $rest" >>"$STAGE/gpuvm/guest-tests"
+      continue
+    fi
     if [[ ! -x "$build/$program" ]]; then
       # Build layouts move; a program of that name elsewhere in the build is the same program.
       found=$(find "$build" -path "$out" -prune -o -type f -name "$(basename "$program")" -perm -u+x \
@@ -80,6 +87,24 @@ if ((${#guest_programs[@]})); then
   done
   unset STAGE_EXTRA_LD_PATH
   STAGE_LD_PATH=""
+fi
+# The pvdrm kernel frontend (pvdrm-frontend/linux) for the pvdrm guests, built against Debian's
+# headers of this very kernel (fetch-kernel-headers.sh: apt-get download + dpkg -x), with drm.ko,
+# the one module it needs, from the kernel's package. Left out with a note when it cannot be built.
+if kdir=$(timeout 900 "$here/fetch-kernel-headers.sh" "$out"); then
+  rm -rf "$out/pvdrm-module"
+  cp -r "$repo/pvdrm-frontend/linux" "$out/pvdrm-module"
+  if make -s -C "$out/pvdrm-module" KDIR="$kdir" W=1 >"$out/pvdrm-module.log" 2>&1 &&
+    [[ "$(modinfo -F vermagic "$out/pvdrm-module/pvdrm.ko" | cut -d' ' -f1)" == "$kernel_version" ]]; then
+    mkdir -p "$STAGE/lib/modules"
+    stage_file "$out/pvdrm-module/pvdrm.ko" /lib/modules/pvdrm.ko
+    stage_file "$PKGROOT/lib/modules/$kernel_version/kernel/drivers/gpu/drm/drm.ko" /lib/modules/drm.ko
+    log "pvdrm.ko built for $kernel_version ($(grep -c -i warning "$out/pvdrm-module.log") warnings)"
+  else
+    log "pvdrm.ko left out: build failed or not for $kernel_version ($out/pvdrm-module.log)"
+  fi
+else
+  log "pvdrm.ko left out: no kernel headers"
 fi
 stage_pack "$out/guest-initrd.cpio" zstd
 log "guest initramfs: $(du -h "$out/guest-initrd.cpio" | cut -f1), tests: $(wc -l <"$STAGE/gpuvm/guest-tests")"

@@ -196,7 +196,7 @@ device_model_version = "qemu-xen"
 device_model_override = "/usr/libexec/xen-qemu-system-i386"
 kernel = "/guest/vmlinuz"
 ramdisk = "/guest/initrd.cpio"
-cmdline = "console=ttyS0,115200 console=hvc0 loglevel=4 nokaslr pci=noearly gpuvm.tests=$2"
+cmdline = "console=ttyS0,115200 console=hvc0 loglevel=4 nokaslr pci=noearly gpuvm.tests=$2${3:+ $3}"
 serial = "file:/var/log/xen/$1-serial.log"
 vga = "none"
 vnc = 0
@@ -235,13 +235,13 @@ follow_consoles() {
   done
 }
 
-# xl_create_guest NAME TESTS VMNAME MODE VARIANT VRAM_MIB: the guest booted as an operator boots one
+# xl_create_guest NAME TESTS VMNAME MODE VARIANT VRAM_MIB [DM_OPTIONS [CMDLINE]]: the guest booted as an operator boots one
 # (docs/OPERATOR.md "Xen guests"): its xl config carries gpuvm's settings, and the installed
 # `gpuvm-xl create` creates it paused, starts its gpuvm-dm (no systemd here: in the background,
 # log in /var/log/gpuvm/dm-NAME.log) and unpauses it once gpuvm-dm attached. Sets guest_domid.
 xl_guests=""
 xl_create_guest() {
-  write_guest_cfg "$1" "$2"
+  write_guest_cfg "$1" "$2" "${8:-}"
   cat >>"/tmp/$1.cfg" <<EOF
 # gpuvm's virtual GPU (gpuvm-xl takes these lines out before xl reads the file)
 gpuvm_mode = "$4"
@@ -249,14 +249,14 @@ gpuvm_variant = "$5"
 gpuvm_vram_mib = $6
 gpuvm_name = "$3"
 gpuvm_sbdf = "$DM_SBDF"
-gpuvm_dm_options = "--guest-ram-mib $GUEST_MEMORY_MB --reply-timeout-ms 120000"
+gpuvm_dm_options = "${7:---guest-ram-mib $GUEST_MEMORY_MB --reply-timeout-ms 120000}"
 EOF
   create_start=$(uptime_s)
   run "gpuvm-xl-create-$1" "$XL_CREATE_TIMEOUT" gpuvm-xl create "/tmp/$1.cfg"
   guest_domid=$(xl domid "$1") || fail "xl domid $1"
   xl_guests="$xl_guests $1"
   say "guest $1 booted with gpuvm-xl: domid $guest_domid ($create_start s -> $(uptime_s) s):" \
-    "$(grep 'serving the virtual GPU' "/var/log/gpuvm/dm-$1.log")"
+    "$(grep -e 'serving the virtual GPU' -e 'device 0 serving' "/var/log/gpuvm/dm-$1.log")"
   follow_consoles "$1"
 }
 is_xl_guest() {
@@ -378,30 +378,6 @@ show_dm_logs() {
 # The result line of guest NAME (empty when it printed none).
 guest_result() { cat $(guest_logs "$1") 2>/dev/null | grep -m1 '^GPUVM-GUEST-RESULT'; }
 
-# ---- the pass-through guest, and the backend's typed tests against it ----------------------------
-summary=""
-if [ "${PT_GUEST:-1}" = 1 ]; then
-create_guest gpuvm-guest all
-domid=$guest_domid
-
-# Each entry: binary[:gtest filter]. The guest is paused: the IOREQ-server and guest-memory suites
-# use its domain, nothing needs it to run.
-for entry in $BACKEND_TESTS; do
-  bin=${entry%%:*}
-  filter='*'
-  case "$entry" in *:*) filter=${entry#*:} ;; esac
-  say "step backend-test $bin --gtest_filter=$filter (GPUVM_XEN_TEST_DOMID=$domid)"
-  GPUVM_XEN_TEST_DOMID=$domid timeout 600 "/gpuvm/bin/$bin" --gtest_filter="$filter" \
-    --gtest_color=no >/tmp/$bin.out 2>&1
-  rc=$?
-  # The whole test output goes to the console (the host keeps it), prefixed for the checker.
-  sed "s/^/GPUVM-XEN-TEST $bin| /" /tmp/$bin.out
-  [ $rc = 0 ] || fail "backend test $bin (exit $rc)"
-  # (counting the per-test lines, which end with the time taken)
-  say "backend test $bin passed: $(grep -c '^\[       OK \].*ms)' /tmp/$bin.out) ok," \
-    "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
-done
-
 # Until gpuvm-aggregator says it serves (it listens from then on): its start-up takes seconds under
 # TCG — clearing a VRAM that lives in the ivshmem BAR is 256 MiB of stores — so a fixed sleep raced
 # it (a clean-clone run at 8399162: "gpuvm-dm: Unavailable: nothing listens").
@@ -434,6 +410,30 @@ start_aggregator() {
   wait_for_aggregator
   say "aggregator sockets: $(ls -l /run/gpuvm | awk '/^s/ {print $1, $3, $4, $NF}' | tr '\n' ';')"
 }
+
+# ---- the pass-through guest, and the backend's typed tests against it ----------------------------
+summary=""
+if [ "${PT_GUEST:-1}" = 1 ]; then
+create_guest gpuvm-guest "${PT_TESTS:-all}"
+domid=$guest_domid
+
+# Each entry: binary[:gtest filter]. The guest is paused: the IOREQ-server and guest-memory suites
+# use its domain, nothing needs it to run.
+for entry in $BACKEND_TESTS; do
+  bin=${entry%%:*}
+  filter='*'
+  case "$entry" in *:*) filter=${entry#*:} ;; esac
+  say "step backend-test $bin --gtest_filter=$filter (GPUVM_XEN_TEST_DOMID=$domid)"
+  GPUVM_XEN_TEST_DOMID=$domid timeout 600 "/gpuvm/bin/$bin" --gtest_filter="$filter" \
+    --gtest_color=no >/tmp/$bin.out 2>&1
+  rc=$?
+  # The whole test output goes to the console (the host keeps it), prefixed for the checker.
+  sed "s/^/GPUVM-XEN-TEST $bin| /" /tmp/$bin.out
+  [ $rc = 0 ] || fail "backend test $bin (exit $rc)"
+  # (counting the per-test lines, which end with the time taken)
+  say "backend test $bin passed: $(grep -c '^\[       OK \].*ms)' /tmp/$bin.out) ok," \
+    "$(grep -c '^\[  SKIPPED \].*ms)' /tmp/$bin.out) skipped"
+done
 
 if [ -n "$DM_MODE" ]; then
   start_aggregator
@@ -505,6 +505,48 @@ if [ -n "$DM_MODE" ] && [ "${FV_GUESTS:-0}" -gt 0 ]; then
 fi
 if [ -n "$DM_MODE" ] && [ "${PV_GUESTS:-0}" -gt 0 ]; then
   vgpu_phase pv "$PV_GUESTS" pv "$PV_MODE" "$PV_VRAM_MIB" "$PV_TESTS" "$FV_BOOT_TIMEOUT"
+fi
+
+# PVDRM_GUESTS guests with the pvdrm kernel frontend (docs/PVDRM.md "The Linux kernel frontend"),
+# booted by `gpuvm-xl create` with gpuvm_mode = "pvdrm": gpuvm-pvdrm-backend serves each one's
+# vgpu-drm device; the guest loads drm.ko and pvdrm.ko (gpuvm.pvdrm=1), its render node appears and
+# it runs PVDRM_TESTS with the runtime on that node. The backend's DMA pool: 16 MiB of the guest's
+# RAM 32 MiB below its top, which mem= keeps from the guest's kernel. Its log says, for every
+# DRM file closed, how many files and objects the guest still has: the last line must be "0 files
+# and 0 objects left" (a killed process's objects were freed too).
+pvdrm_phase() {
+  [ -z "${agg_pid:-}" ] && start_aggregator
+  pool_first=$(( (GUEST_MEMORY_MB - 32) * 256 ))
+  pool_options="--pool $pool_first:4096 --guest-ram-mib $GUEST_MEMORY_MB"
+  pool_cmdline="gpuvm.pvdrm=1 gpuvm.pvdrm_pool=${PVDRM_POOL_BYTES:-0} mem=$((GUEST_MEMORY_MB - 32))M"
+  list=""
+  i=1
+  while [ $i -le "$PVDRM_GUESTS" ]; do
+    xl_create_guest "gpuvm-pvdrm$i" "$PVDRM_TESTS" "pvdrm$i" pvdrm - "$PVDRM_VRAM_MIB" \
+      "$pool_options" "$pool_cmdline"
+    list="$list gpuvm-pvdrm$i:$guest_domid"
+    i=$((i + 1))
+  done
+  run_guests "$FV_BOOT_TIMEOUT" $list
+  sessions_expected=$((${sessions_expected:-0} + PVDRM_GUESTS))
+  for g in $list; do
+    gname=${g%%:*}
+    left=$(grep -o 'closed (status [-0-9]*): [0-9]* files and [0-9]* objects left' \
+      "$(dm_log "$gname")" | tail -n 1)
+    result_line=$(guest_result "$gname")
+    case "$left" in
+      *": 0 files and 0 objects left") ;;
+      *) result_line="FAIL backend: after the guest's last file: '${left:-no file closed}'" ;;
+    esac
+    summary="$summary $gname=[$result_line]"
+    run "gpuvm-xl-destroy-$gname" 120 gpuvm-xl destroy "$gname"
+    show_dm_logs "$gname"
+    say "gpuvm-pvdrm-backend of $gname: $(grep -c ' closed (status' "$(dm_log "$gname")") files" \
+      "closed, last: $left; $(grep -h 'gpuvm-counters: pvdrm' "$(dm_log "$gname")")"
+  done
+}
+if [ -n "$DM_MODE" ] && [ "${PVDRM_GUESTS:-0}" -gt 0 ]; then
+  pvdrm_phase
 fi
 
 if [ -n "$DM_MODE" ]; then

@@ -25,10 +25,40 @@ done
 # resident; these keep compaction and khugepaged from migrating them.
 echo 0 >/proc/sys/vm/compact_unevictable_allowed 2>/dev/null
 echo never >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null
-export GPUVM_BUS=sysfs
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu
 
 status=PASS
+# gpuvm.pvdrm=1: no virtual GPU on the PCI bus but a vgpu-drm xenbus device; its frontend is the
+# pvdrm kernel module (pvdrm-frontend/linux), which registers a DRM render node once its backend in
+# dom0 connects. The runtime finds that node by itself (GPUVM_BUS unset).
+# gpuvm.pvdrm_pool=BYTES: the module's GEM pool (pool_bytes) per DRM file.
+pvdrm=0
+pvdrm_pool=0
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in
+    gpuvm.pvdrm=1) pvdrm=1 ;;
+    gpuvm.pvdrm_pool=*) pvdrm_pool=${arg#gpuvm.pvdrm_pool=} ;;
+  esac
+done
+if [ "$pvdrm" = 1 ]; then
+  start=$(cut -d' ' -f1 /proc/uptime)
+  if insmod /lib/modules/drm.ko && insmod /lib/modules/pvdrm.ko "pool_bytes=$pvdrm_pool"; then
+    waited=0
+    until [ -e /dev/dri/renderD128 ] || [ $waited -ge 300 ]; do
+      sleep 1
+      waited=$((waited + 1))
+    done
+  fi
+  dmesg | grep -i -e pvdrm -e vgpu-drm -e '\[drm\]' | sed 's/^/GPUVM-GUEST: dmesg| /'
+  if [ -e /dev/dri/renderD128 ]; then
+    echo "GPUVM-GUEST: pvdrm render node up: $(ls /dev/dri | tr '\n' ' ')(${start}s -> $(cut -d' ' -f1 /proc/uptime)s)"
+  else
+    echo "GPUVM-GUEST: FAIL pvdrm: no render node (${start}s -> $(cut -d' ' -f1 /proc/uptime)s)"
+    status=FAIL
+  fi
+else
+  export GPUVM_BUS=sysfs
+fi
 # Which of them this guest runs: gpuvm.tests=a,b on the kernel command line (dom0 sets it per
 # guest), "all" or absent for every one.
 wanted=all
