@@ -69,27 +69,33 @@ Result<Response> PvdrmDevice::Call(uint32_t file, const RequestBody& body, const
   return response;
 }
 
-Result<guest::DrmDevice::Identity> PvdrmDevice::Identify() {
-  GPUVM_ASSIGN_OR_RETURN(const uint32_t file, OpenFile());
-  Identity id;
+Result<guest::DrmDevice::Identity> IdentifyByGetParam(
+    guest::DrmDevice& device,
+    const std::function<Result<uint64_t>(uint32_t file, uint64_t param)>& get_param) {
+  GPUVM_ASSIGN_OR_RETURN(const uint32_t file, device.OpenFile());
+  guest::DrmDevice::Identity id;
   Status status;
   auto param = [&](uint64_t which) -> uint64_t {
-    GetParam g;
-    g.arg.param = which;
-    Result<Response> r = Call(file, g, "GETPARAM");
-    if (!r.ok()) {
-      if (status.ok()) status = r.status();
-      return 0;
-    }
-    return std::get<drm_nouveau_getparam>(r->body).value;
+    Result<uint64_t> value = get_param(file, which);
+    if (!value.ok() && status.ok()) status = value.status();
+    return value.ok() ? *value : 0;
   };
   id.chipset = uint32_t(param(NOUVEAU_GETPARAM_CHIPSET_ID));
   id.pci_vendor = uint16_t(param(NOUVEAU_GETPARAM_PCI_VENDOR));
   id.pci_device = uint16_t(param(NOUVEAU_GETPARAM_PCI_DEVICE));
   id.vram_bytes = param(NOUVEAU_GETPARAM_FB_SIZE);
-  CloseFile(file);
+  device.CloseFile(file);
   GPUVM_RETURN_IF_ERROR(status);
   return id;
+}
+
+Result<guest::DrmDevice::Identity> PvdrmDevice::Identify() {
+  return IdentifyByGetParam(*this, [this](uint32_t file, uint64_t which) -> Result<uint64_t> {
+    GetParam g;
+    g.arg.param = which;
+    GPUVM_ASSIGN_OR_RETURN(Response r, Call(file, g, "GETPARAM"));
+    return std::get<drm_nouveau_getparam>(r.body).value;
+  });
 }
 
 Result<uint32_t> PvdrmDevice::OpenFile() {
@@ -321,33 +327,27 @@ Status PvdrmDevice::Pushbuf(uint32_t file, int32_t channel, std::span<const Push
     WritePushbufArrays(arrays, (*pages)->data->bytes());
     submit.data = (*pages)->list;
   }
-  auto give_back = [this, area, slot, pages] {
+  // Once the backend answered (or the request never left): the arrays' pages or slot go back, a
+  // refusal sticks to the file, and the device counts one posted pushbuffer fewer.
+  auto finish = [this, file, area, slot, pages](const Status& refused) {
     if (*pages != nullptr) Unshare(std::move(*pages));
-    if (area != nullptr) {
-      std::lock_guard lock(posted_mu_);
-      area->free |= 1u << slot;
-    }
+    std::lock_guard lock(posted_mu_);
+    if (area != nullptr) area->free |= 1u << slot;
+    if (!refused.ok()) failed_files_.emplace(file, refused);  // the first one sticks
+    --posted_;
+    posted_cv_.notify_all();
   };
   {
     std::lock_guard lock(posted_mu_);
     ++posted_;
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
-  const Status posted = connection_.Post(file, submit, [this, file, give_back](Result<Response> r) {
-    give_back();
+  const Status posted = connection_.Post(file, submit, [finish](Result<Response> r) {
     Status outcome = r.status();
     if (outcome.ok() && r->status < 0) outcome = StatusFromErrno(r->status, "GEM_PUSHBUF");
-    std::lock_guard lock(posted_mu_);
-    if (!outcome.ok()) failed_files_.emplace(file, outcome);  // the first one sticks
-    --posted_;
-    posted_cv_.notify_all();
+    finish(outcome);
   });
-  if (!posted.ok()) {
-    give_back();
-    std::lock_guard lock(posted_mu_);
-    --posted_;
-    posted_cv_.notify_all();
-  }
+  if (!posted.ok()) finish(Status::Ok());  // the caller hears it from this call instead
   return posted;
 }
 

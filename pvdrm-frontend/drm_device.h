@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,13 @@ std::unique_ptr<GuestDma> LocalVmGuestDma(std::shared_ptr<guest::LocalVmGuest> v
 // The ioctl's errno as a Status (-EIO: kAborted, the file's context is dead; -ENOENT: kNotFound;
 // -ENOMEM/-ENOSPC: kResourceExhausted; -EBUSY: kDeadlineExceeded; ...).
 Status StatusFromErrno(int32_t status, const char* what);
+
+// DrmDevice::Identify as both our devices answer it: a file of its own, GETPARAM of the chipset,
+// PCI vendor and device and FB size through `get_param`, the file closed again; the first failed
+// GETPARAM is the answer.
+Result<guest::DrmDevice::Identity> IdentifyByGetParam(
+    guest::DrmDevice& device,
+    const std::function<Result<uint64_t>(uint32_t file, uint64_t param)>& get_param);
 
 struct PvdrmDeviceOptions {
   // GEM pooling (GPUvm's frontend "cache"; mode pvdrm-pool): a closed VRAM or GART object of the

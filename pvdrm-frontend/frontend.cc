@@ -239,18 +239,20 @@ void FrontendConnection::PollOnceUnlocked(std::unique_lock<std::mutex>& lock, co
     BreakLocked("poll: " + std::to_string(error));
     return;
   }
-  if (ready > 0 && fds[0].revents) {
-    for (;;) {
-      Result<std::optional<hv::EvtchnPort>> pending = channels_->Pending();
-      if (!pending.ok() || !*pending) break;
-      (void)channels_->Unmask(**pending);
-    }
-  }
+  if (ready > 0 && fds[0].revents) ClearEventsLocked();
   DrainResponsesLocked();
   if (!completed_.empty()) {
     lock.unlock();
     RunCompleted();
     lock.lock();
+  }
+}
+
+void FrontendConnection::ClearEventsLocked() {
+  for (;;) {
+    Result<std::optional<hv::EvtchnPort>> pending = channels_->Pending();
+    if (!pending.ok() || !*pending) break;
+    (void)channels_->Unmask(**pending);
   }
 }
 
@@ -400,13 +402,7 @@ void FrontendConnection::Receive() {
         }
         if (event) ReactToBackendLocked();
       }
-      if (fds[1].revents) {
-        for (;;) {
-          Result<std::optional<hv::EvtchnPort>> pending = channels_->Pending();
-          if (!pending.ok() || !*pending) break;
-          (void)channels_->Unmask(**pending);
-        }
-      }
+      if (fds[1].revents) ClearEventsLocked();
       // Responses are checked on every wakeup while we watch: a notification suppressed by
       // rsp_event still finds its responses here.
       if (watch_channel) DrainResponsesLocked();

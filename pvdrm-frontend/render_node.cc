@@ -109,23 +109,12 @@ void RenderNodeDevice::CloseFile(uint32_t file) {
 }
 
 Result<guest::DrmDevice::Identity> RenderNodeDevice::Identify() {
-  GPUVM_ASSIGN_OR_RETURN(const uint32_t file, OpenFile());
-  Identity id;
-  Status status;
-  auto param = [&](uint64_t which) -> uint64_t {
+  return IdentifyByGetParam(*this, [this](uint32_t file, uint64_t which) -> Result<uint64_t> {
     drm_nouveau_getparam g{};
     g.param = which;
-    Status s = Command(file, DRM_NOUVEAU_GETPARAM, &g, sizeof(g), "GETPARAM");
-    if (!s.ok() && status.ok()) status = s;
-    return s.ok() ? g.value : 0;
-  };
-  id.chipset = uint32_t(param(NOUVEAU_GETPARAM_CHIPSET_ID));
-  id.pci_vendor = uint16_t(param(NOUVEAU_GETPARAM_PCI_VENDOR));
-  id.pci_device = uint16_t(param(NOUVEAU_GETPARAM_PCI_DEVICE));
-  id.vram_bytes = param(NOUVEAU_GETPARAM_FB_SIZE);
-  CloseFile(file);
-  GPUVM_RETURN_IF_ERROR(status);
-  return id;
+    GPUVM_RETURN_IF_ERROR(Command(file, DRM_NOUVEAU_GETPARAM, &g, sizeof(g), "GETPARAM"));
+    return g.value;
+  });
 }
 
 Result<int32_t> RenderNodeDevice::ChannelAlloc(uint32_t file) {
