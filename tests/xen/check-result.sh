@@ -37,10 +37,24 @@ if [[ -z "$result" ]]; then
   tail -n 40 <<<"$text" | sed 's/^/  | /'
   exit 1
 fi
-echo "xen-test: $result"
 if [[ "$result" != "GPUVM-XEN-RESULT: PASS"* ]]; then
   fail=1
+  # CI keeps only the last lines of a run: end with what each guest the failure names printed last,
+  # on its consoles ("GUEST NAME|") and through its firmware on Xen's ("(dDOMID)": hvmloader,
+  # SeaBIOS), so a guest that rebooted or hung in its firmware says where.
+  for guest in $(grep -oE 'gpuvm-[a-z]+[0-9]+' <<<"$result" | sort -u); do
+    domid=$(grep -oE "guest $guest (created paused|booted with gpuvm-xl): domid [0-9]+" <<<"$text" |
+      grep -oE '[0-9]+$' | tail -n 1)
+    echo "xen-test: $guest (domain ${domid:-?}), last console lines:"
+    grep -F "GUEST $guest| " <<<"$text" | tail -n 8 | sed "s/^/  | /"
+    if [[ -n "$domid" ]]; then
+      echo "xen-test: $guest's firmware and Xen's lines about d$domid, last:"
+      grep -E "^\(d$domid\)|\(XEN\).*\bd$domid(v[0-9]+)?\b" <<<"$text" |
+        grep -v "memory_map:" | tail -n 8 | sed "s/^/  | /"
+    fi
+  done
 fi
+echo "xen-test: $result"
 if ((fail)); then
   echo "xen-test: FAIL"
   exit 1
