@@ -4,6 +4,9 @@
 # passed, and every guest program reported ok. Prints a short summary either way.
 #
 #   tests/xen/check-result.sh CONSOLE_LOG
+#
+# Exit status: 0 pass; 1 fail; 3 fail, but only because the machine or a guest went away before
+# saying anything of its own (no result line, or a guest crashed, rebooted or vanished early).
 set -uo pipefail
 
 console=${1:?usage: check-result.sh CONSOLE_LOG}
@@ -35,7 +38,8 @@ result=$(grep -E '^GPUVM-XEN-RESULT: ' <<<"$text" | tail -n 1)
 if [[ -z "$result" ]]; then
   echo "xen-test: FAIL: no result line (boot hung or crashed); last lines:"
   tail -n 40 <<<"$text" | sed 's/^/  | /'
-  exit 1
+  ((fail)) && exit 1
+  exit 3
 fi
 if [[ "$result" != "GPUVM-XEN-RESULT: PASS"* ]]; then
   fail=1
@@ -57,6 +61,12 @@ fi
 echo "xen-test: $result"
 if ((fail)); then
   echo "xen-test: FAIL"
+  # Status 3: nothing of gpuvm's failed — no guest program, no backend test — but a guest went away
+  # under us before it could say (xen-test.sh may boot once more).
+  if [[ "$result" =~ (crashed\ or\ shut\ down|vanished)\ before\ its\ result\ line ]] &&
+    ! grep -qE 'GPUVM-GUEST: FAIL|^GPUVM-XEN-TEST [^|]+\| \[  FAILED  \]' <<<"$text"; then
+    exit 3
+  fi
   exit 1
 fi
 echo "xen-test: PASS"
