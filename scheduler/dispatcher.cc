@@ -156,12 +156,10 @@ Status Dispatcher::SetKernelLimit(VmId vm, Duration limit) {
 
 Result<size_t> Dispatcher::KillWork(VmId vm, Status why) {
   if (why.ok()) why = Status::Aborted("GPU work killed");
-  Result<size_t> killed = Status::Ok();
-  {
-    std::lock_guard lock(mu_);
-    killed = KillLocked(vm, why, clock_->Now());
-    ++kicks_;
-  }
+  std::unique_lock lock(mu_);
+  Result<size_t> killed = KillLocked(vm, why, clock_->Now());
+  ++kicks_;
+  lock.unlock();
   cv_.notify_all();
   return killed;
 }
