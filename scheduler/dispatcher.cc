@@ -201,7 +201,8 @@ bool Dispatcher::CancelMarkedLocked(std::unique_lock<std::mutex>& lock,
       Result<std::optional<Duration>> used = sink_->Cancel(run.vm, run.handle, c.why);
       lock.lock();
       if (!used.ok()) {
-        ++cancel_errors_;  // it runs on to its completion (or max_run)
+        ++cancel_errors_;             // it runs on to its completion (or max_run)
+        uncancellable_ = run.handle;  // its kernel limit does not fire again at every poll
       } else {
         // The device's time since the first Start, less what slices already charged.
         const Duration charge =
@@ -340,7 +341,8 @@ bool Dispatcher::TryStep(bool poll_now) {
         const Duration used =
             polled->gpu_time ? *polled->gpu_time : run.reported + (now - run.started);
         const auto limit = kernel_limits_.find(run.vm);
-        if (limit != kernel_limits_.end() && limit->second > Duration(0) && used > limit->second) {
+        if (limit != kernel_limits_.end() && limit->second > Duration(0) && used > limit->second &&
+            uncancellable_ != run.handle) {
           ++limit_kills_;
           (void)KillLocked(run.vm,
                            Status::DeadlineExceeded("kernel ran " + Millis(used) +

@@ -302,8 +302,9 @@ class Dispatcher {
     SubmissionHandle handle = 0;
     Status why;
   };
-  std::vector<Cancel> cancel_;            // killed, not yet cancelled in the sink
-  std::optional<Cancel> cancel_running_;  // the running submission, to cancel at next Step
+  std::vector<Cancel> cancel_;                     // killed, not yet cancelled in the sink
+  std::optional<Cancel> cancel_running_;           // the running submission, to cancel at next Step
+  std::optional<SubmissionHandle> uncancellable_;  // the sink refused to cancel it while it ran
   uint64_t killed_ = 0, limit_kills_ = 0, cancel_errors_ = 0;
   std::thread thread_;  // last: started after everything above exists
 };

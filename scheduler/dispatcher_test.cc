@@ -751,6 +751,18 @@ TEST(DispatcherControlTest, APausedKernelIsNotKilledByItsLimitWhilePaused) {
   EXPECT_EQ(r.f.dispatcher->Stats().limit_kills, 1u);
 }
 
+TEST(DispatcherControlTest, AnEngineThatCannotCancelLetsTheKernelRunOnAndTheLimitFiresOnce) {
+  ControlRun r;
+  r.f.sink.cancellable = false;
+  ASSERT_TRUE(r.f.dispatcher->SetKernelLimit(1, 50ms).ok());
+  r.Run(TimePoint(1s));
+  const DispatcherStats stats = r.f.dispatcher->Stats();
+  EXPECT_EQ(stats.limit_kills, 1u);
+  EXPECT_EQ(stats.cancel_errors, 1u);
+  EXPECT_GT(r.f.Vm(1).gpu_time, 200ms);  // it ran on, charged as it ran
+  EXPECT_GT(r.vm2_completed, 100u);      // and was still preempted for VM 2
+}
+
 TEST(DispatcherControlTest, TheDefaultKernelLimitAppliesToEveryNewVm) {
   DispatcherOptions o = Driven(PolicyKind::kBand);
   o.kernel_limit = 30ms;
