@@ -3,9 +3,10 @@
 // docs/SCHEDULER.md "Pause, kernel limit, kill-work":
 //
 //   KillWorkStopsAnEndlessKernelAndTheVmRunsOn   a VM waits on a kernel that never ends
-//       (gpuvm-fairness-guest endless-sync); `gpuvm-ctl kill-work` fails it: the guest program's
-//       cuCtxSynchronize returns CUDA_ERROR_LAUNCH_FAILED, its next calls return at once, the
-//       next program in the same VM runs correctly; a second VM computes correctly throughout.
+//       (gpuvm-fairness-guest endless-sync); paused, the kernel is charged nothing, resumed it runs
+//       on; then `gpuvm-ctl kill-work` fails it: the guest program's cuCtxSynchronize returns
+//       CUDA_ERROR_LAUNCH_FAILED, its next calls return at once, the next program in the same VM
+//       runs correctly; a second VM computes correctly throughout.
 //   KernelLimitStopsAnEndlessKernel              the same stopped by the VM's kernel limit
 //       (gpuvm-ctl set-kernel-limit; the aggregator's --kernel-limit-ms default shown in list):
 //       CUDA_ERROR_LAUNCH_TIMEOUT, one log line with the VM, channel, run time and limit.
@@ -119,12 +120,25 @@ class RunawayIntegrationTest : public gpuvm::process_testing::AggregatorProcessT
 TEST_F(RunawayIntegrationTest, KillWorkStopsAnEndlessKernelAndTheVmRunsOn) {
   StartAggregator("runaway", {"--scheduler", "band"});
   Process eater = Eater("50");
-  // The victim loops madd for 8 s of wall time: it is running before, during and after the kill.
-  Process victim = Vm("victim", "50", {GPUVM_GUEST_BIN, "madd", "8", "64"});
+  // The victim loops madd for 12 s of wall time: it is running before, during and after the kill.
+  Process victim = Vm("victim", "50", {GPUVM_GUEST_BIN, "madd", "12", "64"});
   ASSERT_TRUE(WaitForOutput(eater, "LAUNCHED endless", 60s)) << eater.Logs();
   ASSERT_TRUE(WaitForGpuTime("eater", 30s)) << AggregatorLog();
   // Still waiting for its kernel: nothing else stops it.
   std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(eater.out().find("STOPPED"), std::string::npos) << eater.Logs();
+  // Paused, the endless kernel is switched out: its GPU time stands still; resumed, it runs on.
+  ASSERT_EQ(Ctl({"pause", "eater"}).code, 0);
+  std::this_thread::sleep_for(300ms);
+  const int64_t paused_at = VmField("eater", "gpu_time_ns");
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(VmField("eater", "gpu_time_ns"), paused_at) << "a paused endless kernel was charged";
+  ASSERT_EQ(Ctl({"resume", "eater"}).code, 0);
+  const auto deadline = Clock::now() + 30s;
+  while (VmField("eater", "gpu_time_ns") <= paused_at && Clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GT(VmField("eater", "gpu_time_ns"), paused_at) << "the resumed kernel did not run";
   EXPECT_EQ(eater.out().find("STOPPED"), std::string::npos) << eater.Logs();
 
   const CtlResult kill = Ctl({"kill-work", "eater"});
