@@ -751,6 +751,31 @@ TEST(DispatcherControlTest, APausedKernelIsNotKilledByItsLimitWhilePaused) {
   EXPECT_EQ(r.f.dispatcher->Stats().limit_kills, 1u);
 }
 
+TEST(DispatcherControlTest, KillWorkOfAPausedVmFailsItsSuspendedKernelAndLeavesItPaused) {
+  ControlRun r;
+  r.Run(TimePoint(200ms));
+  ASSERT_TRUE(r.f.dispatcher->Pause(1).ok());
+  r.Run(TimePoint(250ms));
+  Result<size_t> killed = r.f.dispatcher->KillWork(1, Status::Aborted("killed"));
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(*killed, 1u);  // its suspended endless kernel
+  r.next_submit[1] = TimePoint::max();
+  r.Run(TimePoint(300ms));
+  EXPECT_EQ(r.f.sink.cancelled, (std::vector<SubmissionHandle>{1}));
+  EXPECT_TRUE(r.f.Vm(1).paused);  // the operator's pause stands until resume
+  EXPECT_EQ(r.f.Vm(1).queue_depth, 0u);
+  // New work waits for the resume, then runs.
+  r.vm1_length = 1ms;
+  ASSERT_TRUE(r.f.dispatcher->Submit(1, 5000).ok());
+  r.Run(TimePoint(400ms));
+  EXPECT_EQ(r.f.Vm(1).queue_depth, 1u);
+  ASSERT_TRUE(r.f.dispatcher->Resume(1).ok());
+  r.Run(TimePoint(500ms));
+  bool ran = false;
+  for (const SubmissionDone& d : r.f.done) ran |= d.handle == 5000 && d.status.ok();
+  EXPECT_TRUE(ran);
+}
+
 TEST(DispatcherControlTest, AnEngineThatCannotCancelLetsTheKernelRunOnAndTheLimitFiresOnce) {
   ControlRun r;
   r.f.sink.cancellable = false;
