@@ -237,6 +237,9 @@ Result<VmControlBlock*> Aggregator::AdmitFvVm(const ipc::VmConfig& config) {
   if (fv_host_ == nullptr) {
     GPUVM_ASSIGN_OR_RETURN(fv_host_, FvHost::Create(gpu_.get(), options_.fv));
     if (options_.log) fv_host_->SetLog(options_.log);
+    // A channel the scheduler failed (kill-work, a kernel limit) is an interrupt of its VM: the
+    // server thread looks at the levels when the eventfd fires.
+    fv_host_->SetInterruptNotifier([fd = interrupt_fd_.get()] { (void)os::SignalEventFd(fd); });
     // A pool with no room first gets back the quarantined VRAM of guests that are gone.
     // (Never resets the host: it runs inside an allocation.)
     fv_host_->vm_vram().SetReclaim([this] { return ReleaseGoneQuarantine() > 0; });

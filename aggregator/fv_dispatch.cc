@@ -172,6 +172,42 @@ Status FvEngineSink::Suspend(sched::VmId /*vm*/, sched::SubmissionHandle handle)
   return Status::Ok();
 }
 
+Result<std::optional<sched::Duration>> FvEngineSink::Cancel(sched::VmId vm,
+                                                            sched::SubmissionHandle handle,
+                                                            const Status& why) {
+  std::lock_guard lock(mu_);
+  if (host_ == nullptr || forgotten_.contains(vm)) return Status::NotFound("VM is gone");
+  Submission s;
+  std::optional<sched::Duration> used;
+  const auto ran = [&](const Running& r) -> std::optional<sched::Duration> {
+    if (!busy_counter_) return std::nullopt;
+    return std::chrono::microseconds(BusyUs(r.submission.physical_channel) - r.busy_us_at_start);
+  };
+  if (auto it = submissions_.find(handle); it != submissions_.end()) {
+    s = it->second;  // never started: nothing of it reached the GPU
+    submissions_.erase(it);
+  } else if (auto run = running_.find(handle); run != running_.end()) {
+    s = run->second.submission;
+    host_->HoldChannel(s.physical_channel, true);
+    held_after_timeout_.insert(s.physical_channel);
+    used = ran(run->second);
+    running_.erase(run);
+  } else if (auto held = suspended_.find(handle); held != suspended_.end()) {
+    s = held->second.submission;  // held since its suspension
+    held_after_timeout_.insert(s.physical_channel);
+    used = ran(held->second);
+    suspended_.erase(held);
+  } else {
+    return Status::NotFound("no such submission");
+  }
+  host_->FailChannel(s.physical_channel,
+                     why.code() == StatusCode::kDeadlineExceeded ? pf::kSubfifoIntrGpuvmTimeLimit
+                                                                 : pf::kSubfifoIntrGpuvmKilled,
+                     why.message());
+  ++cancels_;
+  return used;
+}
+
 DispatchedSubmissionQueue::DispatchedSubmissionQueue(FvHost* host, sched::Dispatcher* dispatcher,
                                                      FvEngineSink* sink,
                                                      std::function<void()> register_vm)

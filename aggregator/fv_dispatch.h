@@ -95,10 +95,17 @@ class FvEngineSink final : public sched::SubmissionSink {
   // polled.
   bool CanSuspend() const override { return preemptible_.load(); }
   Status Suspend(sched::VmId vm, sched::SubmissionHandle handle) override;
+  // Kill-work and the kernel limit: the submission's physical channel is held (nothing of it runs
+  // again until the VM's next submission on that channel starts, like a timed-out one) and the VM
+  // is told through FvHost::FailChannel: a channel error its guest driver reports (the kernel
+  // limit, `why` DeadlineExceeded: PSUBFIFO KERNEL_TIME_LIMIT; otherwise KILLED_BY_HOST).
+  Result<std::optional<sched::Duration>> Cancel(sched::VmId vm, sched::SubmissionHandle handle,
+                                                const Status& why) override;
 
   uint64_t forwarded() const { return forwarded_.load(); }
   uint64_t timeouts() const { return timeouts_.load(); }
   uint64_t suspends() const { return suspends_.load(); }
+  uint64_t cancels() const { return cancels_.load(); }
 
  private:
   struct Running {
@@ -134,6 +141,7 @@ class FvEngineSink final : public sched::SubmissionSink {
   std::atomic<uint64_t> forwarded_{0};
   std::atomic<uint64_t> timeouts_{0};
   std::atomic<uint64_t> suspends_{0};
+  std::atomic<uint64_t> cancels_{0};
   std::atomic<bool> preemptible_{false};
 };
 

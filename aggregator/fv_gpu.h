@@ -218,6 +218,10 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   void OnVmFault(uint32_t physical_channel, const std::array<uint32_t, 4>& record) override;
   void OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint32_t intr) override;
   void OnGraphTrap(uint32_t physical_channel, uint32_t warp_error, uint32_t global_error) override;
+  void OnChannelFailed(uint32_t physical_channel, uint32_t intr,
+                       const std::string& reason) override;
+  // Presents the next failed channel waiting for a free PSUBFIFO unit, if any.
+  void PresentFailedChannels();
   int VirtualChannelOf(uint32_t physical_channel) const;
   // Whether the guest's walk of `va` in the channel's address space meets guest VRAM the
   // over-committed pool left without a chunk (a table or the page): its fault is "out of VRAM".
@@ -276,6 +280,9 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
     uint32_t intr = 0, intr_en = 0xffffffff, channel = 0;
   };
   std::array<Subfifo, gf100::pfifo::kSubfifos> subfifo_{};
+  // Channels the host failed (OnChannelFailed) waiting for a PSUBFIFO unit the guest has
+  // acknowledged: (virtual channel, INTR bits), at most one per channel.
+  std::map<uint32_t, uint32_t> failed_waiting_;
   uint32_t graph_intr_ = 0, graph_intr_en_ = 0, graph_trap_channel_ = 0;
   // Its own copy of the PGRAPH trap chain (0x400108, 0x400118, 0x502c90) and MP trap registers
   // (0x504648, 0x504650) of its last trap, set by OnGraphTrap and cleared only by its own writes.

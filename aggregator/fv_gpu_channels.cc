@@ -8,6 +8,7 @@
 
 #include "aggregator/fv_gpu.h"
 #include "aggregator/fv_gpu_internal.h"
+#include "base/log.h"
 #include "gpu/hw/mmu_fault.h"
 
 namespace gpuvm::aggregator {
@@ -315,6 +316,33 @@ void FullVirtGpu::OnSubfifoError(uint32_t physical_channel, uint32_t unit, uint3
   LogGuestEvent(GuestEvent::kCommandError, [&] {
     return "command error on channel " + std::to_string(v) + " (PSUBFIFO INTR " + Hex(intr) + ")";
   });
+}
+
+void FullVirtGpu::OnChannelFailed(uint32_t physical_channel, uint32_t intr,
+                                  const std::string& reason) {
+  const int v = VirtualChannelOf(physical_channel);
+  if (v < 0) return;
+  ++counters_.faults;
+  failed_waiting_[uint32_t(v)] |= intr;
+  PresentFailedChannels();
+  // The operator's act or the VM's limit, one line each (not the guest's doing, so not
+  // rate-limited with the guest's events).
+  host_->Log(LogEvent(LogLevel::kWarn, VmLogFields(options_.vm_id, options_.name),
+                      "GPU work on channel " + std::to_string(v) + " (physical " +
+                          std::to_string(physical_channel) + ") failed: " + reason));
+}
+
+void FullVirtGpu::PresentFailedChannels() {
+  // Each failed channel gets a unit of its own, so that the guest attributes every one (a unit
+  // names one channel); more than kSubfifos wait until the guest acknowledges one.
+  for (Subfifo& unit : subfifo_) {
+    if (failed_waiting_.empty()) return;
+    if (unit.intr != 0) continue;
+    const auto next = failed_waiting_.begin();
+    unit.intr = next->second;
+    unit.channel = next->first | pf::kSubfifoChannelActive;
+    failed_waiting_.erase(next);
+  }
 }
 
 void FullVirtGpu::OnGraphTrap(uint32_t physical_channel, uint32_t warp_error,

@@ -259,6 +259,7 @@ void FullVirtGpu::WriteRegister(uint32_t offset, uint32_t value) {
     switch ((offset - pf::kSubfifo) % pf::kSubfifoStride) {
       case pf::kSubfifoIntr:
         s.intr &= ~value;
+        if (s.intr == 0) PresentFailedChannels();
         return;
       case pf::kSubfifoIntrEn:
         s.intr_en = value;

@@ -158,7 +158,10 @@ int FvHost::ChannelOfInstance(uint64_t address) const {
 }
 
 void FvHost::SetChannelOwner(uint32_t c, FvChannelOwner* owner) {
-  if (c < kChannels) owners_[c] = owner;
+  if (c >= kChannels) return;
+  owners_[c] = owner;
+  std::lock_guard lock(failed_mu_);
+  failed_.erase(c);  // a failure of the previous owner's work is not the new owner's
 }
 
 void FvHost::BindChannel(uint32_t c, uint32_t state) {
@@ -242,7 +245,30 @@ void FvHost::FlushTlb(uint64_t physical_pd) {
   (void)WaitFor([&] { return (d.ReadReg(vm::kCfg) & vm::kCfgFlushQueued) != 0; }, 100);
 }
 
+void FvHost::FailChannel(uint32_t c, uint32_t intr, std::string reason) {
+  if (c >= kChannels) return;
+  {
+    std::lock_guard lock(failed_mu_);
+    Failure& f = failed_[c];
+    f.intr |= intr;
+    f.reason = std::move(reason);
+  }
+  if (notify_) notify_();
+}
+
 void FvHost::PollInterrupts() {
+  std::map<uint32_t, Failure> failed;
+  {
+    std::lock_guard lock(failed_mu_);
+    failed.swap(failed_);
+  }
+  for (const auto& [c, f] : failed) {
+    if (owners_[c] != nullptr) {
+      owners_[c]->OnChannelFailed(c, f.intr, f.reason);
+    } else {
+      ++unattributed_;  // its VM left meanwhile
+    }
+  }
   gpu::Device& d = gpu_->device();
   const uint32_t pmc_intr = d.ReadReg(pmc::kIntrHost);
   if (pmc_intr & pmc::kIntrPfifo) {

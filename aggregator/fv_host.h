@@ -22,6 +22,7 @@
 #include <bitset>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -58,6 +59,11 @@ class FvChannelOwner {
   // reported them, read before the host acknowledged the trap (0 when it gave no reason).
   virtual void OnGraphTrap(uint32_t physical_channel, uint32_t warp_error,
                            uint32_t global_error) = 0;
+  // The host failed the channel's work (FvHost::FailChannel: the operator's kill-work or the VM's
+  // kernel limit): `intr` is the PSUBFIFO error to present (a gpuvm extension bit, pfifo.h),
+  // `reason` says why, for the log.
+  virtual void OnChannelFailed(uint32_t physical_channel, uint32_t intr,
+                               const std::string& reason) = 0;
 };
 
 class FvHost {
@@ -133,7 +139,17 @@ class FvHost {
   // Physical TLB flush of one directory (nouveau's handshake), bounded.
   void FlushTlb(uint64_t physical_pd);
 
-  // Reads the GPU's pending interrupts, hands each to the owner of its channel and acknowledges it.
+  // The scheduler failed the channel's work (kill-work, a kernel limit: docs/SCHEDULER.md): its
+  // owner hears of it at the next PollInterrupts (OnChannelFailed), as of a GPU error. Thread-safe
+  // (the dispatch thread or the GPU's engine thread calls it); at most one pending per channel
+  // (the bits merge).
+  void FailChannel(uint32_t physical_channel, uint32_t intr, std::string reason);
+  // What FailChannel calls after recording the failure so that the owner thread polls interrupts
+  // (the aggregator's interrupt eventfd); set on the owner thread before any VM runs. Called on
+  // the failing thread; must be thread-safe.
+  void SetInterruptNotifier(std::function<void()> notify) { notify_ = std::move(notify); }
+  // Reads the GPU's pending interrupts, hands each to the owner of its channel and acknowledges it
+  // (channels failed by FailChannel first).
   void PollInterrupts();
   uint64_t unattributed_interrupts() const { return unattributed_; }
 
@@ -167,6 +183,13 @@ class FvHost {
   std::bitset<kSysramSlots> slots_used_;
   uint64_t unattributed_ = 0;
   std::function<void(const std::string&)> log_;
+  struct Failure {
+    uint32_t intr = 0;
+    std::string reason;
+  };
+  std::mutex failed_mu_;
+  std::map<uint32_t, Failure> failed_;  // guarded by failed_mu_: by physical channel
+  std::function<void()> notify_;
 };
 
 }  // namespace gpuvm::aggregator

@@ -131,6 +131,8 @@ std::string SubfifoIntrNames(uint32_t intr) {
       {pf::kSubfifoIntrSwMthd, "EMPTY_SUBC"},
       {pf::kSubfifoIntrIllegalSem, "ILLEGAL_SEM"},
       {pf::kSubfifoIntrSigMismatch, "SIG_MISMATCH"},
+      {pf::kSubfifoIntrGpuvmKilled, "KILLED_BY_HOST"},
+      {pf::kSubfifoIntrGpuvmTimeLimit, "KERNEL_TIME_LIMIT"},
   };
   std::string s;
   for (const Bit& b : kBits) {
@@ -667,6 +669,15 @@ void Driver::Impl::DecodeSubfifo() {
     f.method = addr & 0x3ffc;           // CACHE_ADDR bits 2-13: the method
     f.subchannel = (addr >> 16) & 0x7;  // bits 16-18: its subchannel
     f.data = data;
+    if (intr & (pf::kSubfifoIntrGpuvmKilled | pf::kSubfifoIntrGpuvmTimeLimit)) {
+      // gpuvm's host failed this channel's work: there is no method to name.
+      f.message = "channel error: " + SubfifoIntrNames(intr) +
+                  ((intr & pf::kSubfifoIntrGpuvmTimeLimit)
+                       ? " (the host stopped a kernel that ran past this VM's time limit)"
+                       : " (the host's operator killed this VM's GPU work)");
+      Attribute(0, int(channel & kChidMask), std::move(f));
+      continue;
+    }
     f.message = "channel error: " + SubfifoIntrNames(intr) + " at method " + Hex(f.method) +
                 " subchannel " + std::to_string(f.subchannel) + " data " + Hex(data);
     Attribute(0, int(channel & kChidMask), std::move(f));

@@ -1,6 +1,8 @@
 #include "scheduler/dispatcher.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 namespace gpuvm::sched {
 namespace {
@@ -11,6 +13,13 @@ constexpr int kMaxRoundsPerStep = 64;
 
 // Without preemption a running submission's time is still charged as it runs, this often.
 constexpr Duration kChargeInterval = 1ms;
+
+std::string Millis(Duration d) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f ms",
+                std::chrono::duration<double, std::milli>(d).count());
+  return buffer;
+}
 
 }  // namespace
 
@@ -48,7 +57,10 @@ Dispatcher::~Dispatcher() {
 }
 
 Status Dispatcher::AddVm(VmId vm, double share_percent) {
-  return scheduler_->AddVm(vm, share_percent);
+  std::lock_guard lock(mu_);
+  GPUVM_RETURN_IF_ERROR(scheduler_->AddVm(vm, share_percent));
+  kernel_limits_[vm] = options_.kernel_limit;
+  return Status::Ok();
 }
 
 Result<std::vector<SubmissionHandle>> Dispatcher::RemoveVm(VmId vm) {
@@ -56,6 +68,12 @@ Result<std::vector<SubmissionHandle>> Dispatcher::RemoveVm(VmId vm) {
   GPUVM_ASSIGN_OR_RETURN(std::vector<SubmissionHandle> dropped, scheduler_->RemoveVm(vm));
   for (SubmissionHandle h : dropped) arrivals_.erase(h);
   std::erase_if(suspended_, [vm](const auto& entry) { return entry.second.vm == vm; });
+  // The sink forgets the VM's work itself (it is gone): nothing of it is cancelled any more.
+  std::erase_if(cancel_, [vm](const Cancel& c) { return c.vm == vm; });
+  if (cancel_running_ && cancel_running_->vm == vm) cancel_running_.reset();
+  paused_.erase(vm);
+  kernel_limits_.erase(vm);
+  killed_by_vm_.erase(vm);
   if (pending_ && pending_->vm == vm) {
     // Chosen but not started: the scheduler counts it as running. Complete it unstarted so the
     // engine goes to the next VM (it is charged to nobody: the VM is gone).
@@ -87,6 +105,136 @@ void Dispatcher::SetPolicy(PolicyKind kind) {
 }
 
 PolicyKind Dispatcher::policy() const { return scheduler_->policy(); }
+
+Status Dispatcher::Pause(VmId vm) {
+  {
+    std::lock_guard lock(mu_);
+    GPUVM_RETURN_IF_ERROR(scheduler_->SetPaused(vm, true));
+    paused_.insert(vm);
+    if (pending_ && pending_->vm == vm) {
+      // Chosen but not started: back to the head of its queue (a slice boundary of nothing, at
+      // which the scheduler stops a paused VM), and the GPU goes to someone else.
+      const Pending p = *pending_;
+      pending_.reset();
+      (void)scheduler_->OnSliceEnd(p.handle, Duration(0), /*may_preempt=*/true);
+      ApplyLocked(scheduler_->OnGpuIdle(), clock_->Now());
+    }
+    if (running_ && running_->vm == vm) {
+      // Charged and stopped at the next Step (SliceLocked preempts a paused VM's work).
+      running_->slice_due = TimePoint::min();
+      poll_now_ = true;
+    }
+    ++kicks_;
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status Dispatcher::Resume(VmId vm) {
+  {
+    std::lock_guard lock(mu_);
+    GPUVM_RETURN_IF_ERROR(scheduler_->SetPaused(vm, false));
+    paused_.erase(vm);
+    // A free GPU may have nothing armed (the paused work was invisible): ask now.
+    if (!running_ && !pending_) ApplyLocked(scheduler_->OnGpuIdle(), clock_->Now());
+    ++kicks_;
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status Dispatcher::SetKernelLimit(VmId vm, Duration limit) {
+  if (limit < Duration(0) || limit > kMaxKernelLimit) {
+    return Status::InvalidArgument("kernel limit must be 0 (none) to 24 h");
+  }
+  std::lock_guard lock(mu_);
+  auto it = kernel_limits_.find(vm);
+  if (it == kernel_limits_.end()) return Status::NotFound("no VM " + std::to_string(vm));
+  it->second = limit;
+  return Status::Ok();
+}
+
+Result<size_t> Dispatcher::KillWork(VmId vm, Status why) {
+  if (why.ok()) why = Status::Aborted("GPU work killed");
+  std::unique_lock lock(mu_);
+  Result<size_t> killed = KillLocked(vm, why, clock_->Now());
+  ++kicks_;
+  lock.unlock();
+  cv_.notify_all();
+  return killed;
+}
+
+Result<size_t> Dispatcher::KillLocked(VmId vm, const Status& why, TimePoint now) {
+  GPUVM_ASSIGN_OR_RETURN(std::vector<SubmissionHandle> queued, scheduler_->DropQueued(vm));
+  size_t count = queued.size();
+  for (SubmissionHandle h : queued) {
+    cancel_.push_back(Cancel{vm, h, why});  // suspended ones among them: the sink holds them
+    arrivals_.erase(h);
+  }
+  if (pending_ && pending_->vm == vm) {
+    const Pending p = *pending_;
+    pending_.reset();
+    cancel_.push_back(Cancel{vm, p.handle, why});
+    arrivals_.erase(p.handle);
+    ++count;
+    ApplyLocked(scheduler_->OnComplete(p.handle, Duration(0)), now);
+  }
+  if (running_ && running_->vm == vm) {
+    cancel_running_ = Cancel{vm, running_->handle, why};
+    poll_now_ = true;
+    ++count;
+  }
+  killed_ += count;
+  killed_by_vm_[vm] += count;
+  return count;
+}
+
+bool Dispatcher::CancelMarkedLocked(std::unique_lock<std::mutex>& lock,
+                                    std::vector<SubmissionDone>* done) {
+  bool any = false;
+  if (cancel_running_) {
+    if (running_ && running_->handle == cancel_running_->handle) {
+      const Running run = *running_;
+      const Cancel c = *cancel_running_;
+      cancel_running_.reset();
+      lock.unlock();
+      Result<std::optional<Duration>> used = sink_->Cancel(run.vm, run.handle, c.why);
+      lock.lock();
+      if (!used.ok()) {
+        ++cancel_errors_;             // it runs on to its completion (or max_run)
+        uncancellable_ = run.handle;  // its kernel limit does not fire again at every poll
+      } else {
+        // The device's time since the first Start, less what slices already charged.
+        const Duration charge =
+            *used ? std::max(Duration(0), **used - run.reported) : clock_->Now() - run.started;
+        FinishLocked(run, charge, c.why, done);
+      }
+    } else {
+      cancel_running_.reset();  // it completed before it could be cancelled
+    }
+    any = true;
+  }
+  if (!cancel_.empty()) {
+    std::vector<Cancel> batch;
+    batch.swap(cancel_);
+    for (const Cancel& c : batch) suspended_.erase(c.handle);
+    lock.unlock();
+    std::vector<bool> cancelled;
+    for (const Cancel& c : batch) cancelled.push_back(sink_->Cancel(c.vm, c.handle, c.why).ok());
+    lock.lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!cancelled[i]) ++cancel_errors_;
+      SubmissionDone d;
+      d.vm = batch[i].vm;
+      d.handle = batch[i].handle;
+      d.status = batch[i].why;
+      RecordLocked(d);
+      done->push_back(std::move(d));
+    }
+    any = true;
+  }
+  return any;
+}
 
 Status Dispatcher::Submit(VmId vm, SubmissionHandle handle, Duration estimate) {
   std::lock_guard lock(mu_);
@@ -162,7 +310,7 @@ bool Dispatcher::TryStep(bool poll_now) {
   stepping_ = true;
   std::vector<SubmissionDone> done;
   for (int round = 0; round < kMaxRoundsPerStep; ++round) {
-    bool progressed = false;
+    bool progressed = CancelMarkedLocked(lock, &done);
     TimePoint now = clock_->Now();
     if (running_ && (poll_now_ || now >= running_->next_poll)) {
       poll_now_ = false;
@@ -172,7 +320,9 @@ bool Dispatcher::TryStep(bool poll_now) {
       lock.lock();
       ++polls_;
       now = clock_->Now();
-      if (!polled.ok()) {
+      if (cancel_running_ && cancel_running_->handle == run.handle) {
+        progressed = true;  // killed meanwhile: cancelled at the next round, not charged here
+      } else if (!polled.ok()) {
         ++poll_errors_;
         FinishLocked(run, now - run.started, polled.status(), &done);
         progressed = true;
@@ -186,10 +336,25 @@ bool Dispatcher::TryStep(bool poll_now) {
         progressed = true;
       } else {
         running_->next_poll = now + options_.poll_interval;
-        // The time a running submission used is charged every quantum (every kChargeInterval
-        // without preemption), so a long or endless kernel shows in every VM's usage as it runs.
-        if (polled->gpu_time && now >= running_->slice_due &&
-            SliceLocked(lock, *polled->gpu_time, &done)) {
+        // The VM's kernel limit counts the GPU time charged to this submission (the device's,
+        // across suspensions; without it, the time since it started).
+        const Duration used =
+            polled->gpu_time ? *polled->gpu_time : run.reported + (now - run.started);
+        const auto limit = kernel_limits_.find(run.vm);
+        if (limit != kernel_limits_.end() && limit->second > Duration(0) && used > limit->second &&
+            uncancellable_ != run.handle) {
+          ++limit_kills_;
+          (void)KillLocked(run.vm,
+                           Status::DeadlineExceeded("kernel ran " + Millis(used) +
+                                                    " of GPU time, past its VM's " +
+                                                    "kernel limit of " + Millis(limit->second)),
+                           now);
+          progressed = true;
+        } else if (polled->gpu_time && now >= running_->slice_due &&
+                   SliceLocked(lock, *polled->gpu_time, &done)) {
+          // The time a running submission used is charged every quantum (every
+          // kChargeInterval without preemption), so a long or endless kernel shows in every
+          // VM's usage as it runs.
           progressed = true;
         }
       }
@@ -253,7 +418,9 @@ bool Dispatcher::SliceLocked(std::unique_lock<std::mutex>& lock, Duration total,
   run.reported = std::max(run.reported, total);
   ++slices_;
   done->push_back(SubmissionDone{run.vm, run.handle, slice, Duration(0), Status::Ok(), false});
-  const bool may_preempt = options_.quantum > Duration(0) && sink_->CanSuspend();
+  // A paused VM's work is stopped whatever the quantum (only the operator asked for it).
+  const bool may_preempt =
+      sink_->CanSuspend() && (options_.quantum > Duration(0) || paused_.contains(run.vm));
   Result<Decision> decision = scheduler_->OnSliceEnd(run.handle, slice, may_preempt);
   if (!decision.ok() || decision->action != Decision::Action::kPreempt) return false;
   // The scheduler put it back at the head of its VM's queue (or dropped it: its VM is gone).
@@ -317,6 +484,11 @@ DispatcherStats Dispatcher::Stats() const {
   s.slices = slices_;
   s.preemptions = preemptions_;
   s.suspend_errors = suspend_errors_;
+  s.killed = killed_;
+  s.limit_kills = limit_kills_;
+  s.cancel_errors = cancel_errors_;
+  s.kernel_limits = kernel_limits_;
+  s.killed_by_vm = killed_by_vm_;
   s.recent.assign(recent_.begin(), recent_.end());
   return s;
 }

@@ -31,6 +31,16 @@
 // a sink that reports running GPU time still has it charged as it runs (every 1 ms), so a long or
 // endless kernel shows in its VM's usage while it runs, not only when (if ever) it completes.
 //
+// The operator's controls (docs/SCHEDULER.md "Pause, kernel limit, kill-work"): Pause(vm) takes
+// the VM's running submission off the engine at its next charge (as a preemption, whatever the
+// policy and the quantum, when the sink can suspend) and dispatches nothing of it until Resume(vm);
+// KillWork(vm) fails every submission of the VM — queued, suspended, chosen, running — with the
+// given error: the sink cancels each (SubmissionSink::Cancel: off the engine for good, the guest
+// told) and on_done reports each with that status; the VM stays and its next submission runs. A
+// per-VM kernel limit (SetKernelLimit, default DispatcherOptions::kernel_limit, 0 = none) does the
+// same by itself when one submission has been charged more GPU time than the limit (time while
+// suspended or paused does not count): its VM's work is killed with DeadlineExceeded.
+//
 // Errors never change anything (unknown VM, a handle already held, a full queue, a bad share):
 // the call returns a clear Status. A sink that fails to start a submission or reports a poll error
 // gets that submission completed with the error (on_done says so) and the next one dispatched, so a
@@ -47,9 +57,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -103,6 +115,14 @@ class SubmissionSink {
   virtual Status Suspend(VmId /*vm*/, SubmissionHandle /*handle*/) {
     return Status::Unimplemented("this engine cannot suspend work");
   }
+  // Kill-work (optional): `handle` of `vm` — running, suspended or never started — is failed with
+  // `why`: nothing of it may run again, and its guest learns (fv: a channel error). Returns the
+  // GPU time it used since its first Start if the engine knows it (nullopt: never started, or not
+  // known). An error: it could not be cancelled (a running one then runs on to its completion).
+  virtual Result<std::optional<Duration>> Cancel(VmId /*vm*/, SubmissionHandle /*handle*/,
+                                                 const Status& /*why*/) {
+    return Status::Unimplemented("this engine cannot cancel work");
+  }
 };
 
 // One finished submission, for on_done and the recent-completions log.
@@ -125,6 +145,9 @@ struct DispatcherOptions {
   // policy may stop it (BAND, CREDIT). Zero: non-preemptive (a submission runs to its end; GPUvm).
   // Takes effect only with a sink that can suspend and reports running GPU time.
   Duration quantum = 1ms;
+  // Every VM's kernel limit when it is added (SetKernelLimit changes it): a submission charged
+  // more GPU time than this fails with its VM's other work (kill-work). Zero: no limit.
+  Duration kernel_limit{0};
   bool own_thread = true;
   // Called on the dispatch thread after each completion, outside the dispatcher's lock.
   std::function<void(const SubmissionDone&)> on_done;
@@ -141,9 +164,16 @@ struct DispatcherStats {
   uint64_t start_errors = 0;
   uint64_t poll_errors = 0;
   uint64_t polls = 0;
-  uint64_t slices = 0;                 // slices charged to running submissions
-  uint64_t preemptions = 0;            // submissions suspended for another
-  uint64_t suspend_errors = 0;         // suspensions the sink refused (the submission ran on)
+  uint64_t slices = 0;          // slices charged to running submissions
+  uint64_t preemptions = 0;     // submissions suspended for another
+  uint64_t suspend_errors = 0;  // suspensions the sink refused (the submission ran on)
+  uint64_t killed = 0;          // submissions failed by KillWork or a kernel limit
+  uint64_t limit_kills = 0;     // kernel limits that fired
+  uint64_t cancel_errors = 0;   // cancellations the sink refused
+  // Per VM (every VM the dispatcher knows): its kernel limit (0: none) and how many of its
+  // submissions were killed.
+  std::map<VmId, Duration> kernel_limits;
+  std::map<VmId, uint64_t> killed_by_vm;
   std::vector<SubmissionDone> recent;  // the last `recent_completions`, oldest first
 };
 
@@ -169,6 +199,17 @@ class Dispatcher {
   Status SetShares(const std::vector<std::pair<VmId, double>>& shares);  // all or nothing
   void SetPolicy(PolicyKind kind);
   PolicyKind policy() const;
+
+  // --- the operator's controls (see the file comment) ---
+  // NotFound (unknown VM); FailedPrecondition (already paused / not paused): nothing changes.
+  Status Pause(VmId vm);
+  Status Resume(VmId vm);
+  // Fails every submission of `vm` with `why` (not OK); returns how many. The running one is
+  // cancelled by the next Step (the thread is woken). NotFound for an unknown VM.
+  Result<size_t> KillWork(VmId vm, Status why);
+  // 0: none. NotFound (unknown VM), InvalidArgument (negative, or above kMaxKernelLimit).
+  Status SetKernelLimit(VmId vm, Duration limit);
+  static constexpr Duration kMaxKernelLimit = std::chrono::hours(24);
 
   // --- work ---
   // Queues a submission. `handle` must be unique among those the dispatcher holds (e.g. channel
@@ -226,6 +267,11 @@ class Dispatcher {
   bool SliceLocked(std::unique_lock<std::mutex>& lock, Duration total,
                    std::vector<SubmissionDone>* done);
   void ThreadMain();
+  // KillWork under mu_: drops the VM's queued and chosen work into cancel_ and marks its running
+  // submission for cancellation.
+  Result<size_t> KillLocked(VmId vm, const Status& why, TimePoint now);
+  // Cancels what KillLocked marked (sink calls without the lock). True when it did anything.
+  bool CancelMarkedLocked(std::unique_lock<std::mutex>& lock, std::vector<SubmissionDone>* done);
 
   Clock* const clock_;
   SubmissionSink* const sink_;
@@ -247,6 +293,19 @@ class Dispatcher {
   uint64_t started_ = 0, completed_ = 0, start_errors_ = 0, poll_errors_ = 0, polls_ = 0;
   uint64_t slices_ = 0, preemptions_ = 0, suspend_errors_ = 0;
   std::deque<SubmissionDone> recent_;
+  // The operator's controls.
+  std::set<VmId> paused_;
+  std::map<VmId, Duration> kernel_limits_;  // every VM added (0: none)
+  std::map<VmId, uint64_t> killed_by_vm_;
+  struct Cancel {
+    VmId vm = 0;
+    SubmissionHandle handle = 0;
+    Status why;
+  };
+  std::vector<Cancel> cancel_;                     // killed, not yet cancelled in the sink
+  std::optional<Cancel> cancel_running_;           // the running submission, to cancel at next Step
+  std::optional<SubmissionHandle> uncancellable_;  // the sink refused to cancel it while it ran
+  uint64_t killed_ = 0, limit_kills_ = 0, cancel_errors_ = 0;
   std::thread thread_;  // last: started after everything above exists
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -50,6 +51,24 @@ class FakeSink final : public SubmissionSink {
     return Status::Ok();
   }
 
+  // Kill-work: whatever state `h` is in, it never runs again; the GPU time it used is returned.
+  Result<std::optional<Duration>> Cancel(VmId vm, SubmissionHandle h, const Status& why) override {
+    if (!cancellable) return Status::Unimplemented("cannot cancel");
+    cancelled.push_back(h);
+    last_cancel_reason = why;
+    if (running_ && running_->handle == h && running_->vm == vm) {
+      const Duration ran = running_->before + (clock_->Peek() - running_->start);
+      running_.reset();
+      return std::optional<Duration>(ran);
+    }
+    if (auto it = suspended_.find(h); it != suspended_.end()) {
+      const Duration ran = it->second.before;
+      suspended_.erase(it);
+      return std::optional<Duration>(ran);
+    }
+    return std::optional<Duration>();
+  }
+
   Result<SinkPoll> Poll(VmId vm, SubmissionHandle h) override {
     ++polls;
     if (!running_ || running_->handle != h || running_->vm != vm) {
@@ -78,9 +97,12 @@ class FakeSink final : public SubmissionSink {
   void FailPoll(SubmissionHandle h) { fail_poll_[h] = true; }
 
   bool report_gpu_time = true;
-  bool suspendable = false;             // can stop a run and resume it (a preemptible engine)
-  bool report_running = false;          // tells the GPU time of a run in progress
+  bool suspendable = false;     // can stop a run and resume it (a preemptible engine)
+  bool report_running = false;  // tells the GPU time of a run in progress
+  bool cancellable = true;
   std::vector<SubmissionHandle> order;  // first starts
+  std::vector<SubmissionHandle> cancelled;
+  Status last_cancel_reason;
   uint64_t polls = 0, suspends = 0, resumes = 0;
 
  private:
@@ -530,6 +552,257 @@ TEST(DispatcherTest, QuantumOutOfRangeIsRefused) {
     o.quantum = q;
     EXPECT_FALSE(Dispatcher::Create(&clock, &sink, o).ok());
   }
+}
+
+// ---- the operator's controls: pause, resume, kill-work, the kernel limit ----
+
+// VM 1 (share 50) runs a kernel that never ends, VM 2 (share 50) loops 1 ms kernels, on a
+// preemptible engine that reports running time.
+struct ControlRun {
+  explicit ControlRun(Duration quantum = 1ms, PolicyKind policy = PolicyKind::kBand)
+      : f([&] {
+          DispatcherOptions o = Driven(policy);
+          o.quantum = quantum;
+          return o;
+        }()) {
+    f.sink.suspendable = true;
+    f.sink.report_running = true;
+    EXPECT_TRUE(f.dispatcher->AddVm(1, 50).ok());
+    EXPECT_TRUE(f.dispatcher->AddVm(2, 50).ok());
+    f.on_done = [this](const SubmissionDone& d) {
+      if (d.vm == 2) {
+        next_submit[2] = f.clock.Peek() + 50us;
+        if (d.status.ok()) ++vm2_completed;
+      }
+    };
+  }
+  void Run(TimePoint until) {
+    f.RunUntil(until, [this] {
+      return SubmitDue(f, next_submit, next_handle,
+                       [this](VmId vm) { return vm == 1 ? vm1_length : Duration(1ms); });
+    });
+  }
+  Fixture f;
+  std::map<VmId, TimePoint> next_submit = {{1, TimePoint(0us)}, {2, TimePoint(10us)}};
+  SubmissionHandle next_handle = 1;
+  Duration vm1_length = 1h;
+  uint64_t vm2_completed = 0;
+};
+
+TEST(DispatcherControlTest, PauseStopsAVmAndResumeContinuesIt) {
+  // Also at quantum 0 (non-preemptive dispatch): a pause stops the work all the same.
+  for (Duration quantum : {Duration(1ms), Duration(0)}) {
+    ControlRun r(quantum);
+    r.Run(TimePoint(500ms));
+    const Duration before_pause = r.f.Vm(1).gpu_time;
+    EXPECT_GT(before_pause, 10ms);
+    ASSERT_TRUE(r.f.dispatcher->Pause(1).ok());
+    EXPECT_TRUE(r.f.Vm(1).paused);
+    r.Run(TimePoint(520ms));  // the stop takes effect at the next Step
+    const Duration paused_at = r.f.Vm(1).gpu_time;
+    EXPECT_LE(paused_at - before_pause, 2ms);
+    const uint64_t vm2_before = r.vm2_completed;
+    r.Run(TimePoint(1500ms));
+    // Nothing of VM 1 ran or was charged; VM 2 had the GPU.
+    EXPECT_EQ(r.f.Vm(1).gpu_time, paused_at);
+    EXPECT_FALSE(r.f.Vm(1).running);
+    EXPECT_EQ(r.f.Vm(1).queue_depth, 1u);  // its kernel waits, suspended, at the head
+    EXPECT_GT(r.vm2_completed - vm2_before, 800u);
+    ASSERT_TRUE(r.f.dispatcher->Resume(1).ok());
+    EXPECT_FALSE(r.f.Vm(1).paused);
+    r.Run(TimePoint(2500ms));
+    EXPECT_GT(r.f.Vm(1).gpu_time, paused_at + 100ms) << "quantum " << quantum.count();
+    EXPECT_EQ(r.f.sink.order.front(), 1u);  // the same kernel resumed, not restarted
+    EXPECT_GE(r.f.sink.resumes, 1u);
+  }
+}
+
+TEST(DispatcherControlTest, APausedVmsWorkWaitsAndRunsInOrderAfterResume) {
+  Fixture f(Driven(PolicyKind::kFifo));
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 0).ok());
+  ASSERT_TRUE(f.dispatcher->AddVm(2, 0).ok());
+  ASSERT_TRUE(f.dispatcher->Pause(1).ok());
+  for (SubmissionHandle h : {1, 2, 3}) ASSERT_TRUE(f.dispatcher->Submit(1, h).ok());
+  ASSERT_TRUE(f.dispatcher->Submit(2, 4).ok());
+  f.RunUntil(TimePoint(100ms));
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{4}));
+  EXPECT_EQ(f.Vm(1).queue_depth, 3u);
+  EXPECT_EQ(f.Vm(1).gpu_time, Duration(0));
+  ASSERT_TRUE(f.dispatcher->Resume(1).ok());
+  f.RunUntil(TimePoint(200ms));
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{4, 1, 2, 3}));
+  EXPECT_EQ(f.Vm(1).completed, 3u);
+}
+
+TEST(DispatcherControlTest, PausingAVmWhoseWorkWasChosenButNotStarted) {
+  Fixture f(Driven(PolicyKind::kFifo));
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 0).ok());
+  ASSERT_TRUE(f.dispatcher->AddVm(2, 0).ok());
+  ASSERT_TRUE(f.dispatcher->Submit(1, 1).ok());  // chosen at once (the GPU is free), not started
+  ASSERT_TRUE(f.dispatcher->Submit(2, 2).ok());
+  ASSERT_TRUE(f.dispatcher->Pause(1).ok());
+  f.RunUntil(TimePoint(50ms));
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{2}));
+  ASSERT_TRUE(f.dispatcher->Resume(1).ok());
+  f.RunUntil(TimePoint(100ms));
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{2, 1}));
+}
+
+TEST(DispatcherControlTest, BadControlCallsChangeNothing) {
+  Fixture f(Driven(PolicyKind::kBand));
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 10).ok());
+  EXPECT_EQ(f.dispatcher->Pause(9).code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.dispatcher->Resume(9).code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.dispatcher->KillWork(9, Status::Aborted("x")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.dispatcher->SetKernelLimit(9, 1s).code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.dispatcher->Resume(1).code(), StatusCode::kFailedPrecondition);  // not paused
+  ASSERT_TRUE(f.dispatcher->Pause(1).ok());
+  EXPECT_EQ(f.dispatcher->Pause(1).code(), StatusCode::kFailedPrecondition);  // twice
+  EXPECT_TRUE(f.Vm(1).paused);
+  EXPECT_EQ(f.dispatcher->SetKernelLimit(1, Duration(-1)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.dispatcher->SetKernelLimit(1, Dispatcher::kMaxKernelLimit + 1ns).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.dispatcher->Stats().kernel_limits.at(1), Duration(0));
+  ASSERT_TRUE(f.dispatcher->SetKernelLimit(1, 2s).ok());
+  EXPECT_EQ(f.dispatcher->Stats().kernel_limits.at(1), Duration(2s));
+  ASSERT_TRUE(f.dispatcher->Resume(1).ok());
+  EXPECT_EQ(f.dispatcher->Resume(1).code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(f.Vm(1).paused);
+}
+
+TEST(DispatcherControlTest, KillWorkFailsRunningSuspendedAndQueuedWorkAndTheVmRunsOn) {
+  ControlRun r;
+  r.Run(TimePoint(300ms));  // VM 1's kernel has been preempted many times, VM 2 loops
+  EXPECT_GT(r.f.sink.suspends, 10u);
+  // Two more of VM 1 queue behind its endless kernel.
+  ASSERT_TRUE(r.f.dispatcher->Submit(1, 1000).ok());
+  ASSERT_TRUE(r.f.dispatcher->Submit(1, 1001).ok());
+  const Duration charged_before = r.f.Vm(1).gpu_time;
+  Result<size_t> killed = r.f.dispatcher->KillWork(1, Status::Aborted("killed by the operator"));
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(*killed, 3u);
+  r.next_submit[1] = TimePoint::max();
+  r.Run(TimePoint(400ms));
+  std::vector<SubmissionHandle> failed;
+  for (const SubmissionDone& d : r.f.done) {
+    if (d.vm != 1) continue;
+    EXPECT_EQ(d.status.code(), StatusCode::kAborted);
+    failed.push_back(d.handle);
+  }
+  std::sort(failed.begin(), failed.end());
+  EXPECT_EQ(failed, (std::vector<SubmissionHandle>{1, 1000, 1001}));
+  std::vector<SubmissionHandle> cancelled = r.f.sink.cancelled;
+  std::sort(cancelled.begin(), cancelled.end());
+  EXPECT_EQ(cancelled, failed);
+  EXPECT_EQ(r.f.Vm(1).queue_depth, 0u);
+  EXPECT_FALSE(r.f.Vm(1).running);
+  EXPECT_LE(r.f.Vm(1).gpu_time - charged_before, 2ms);  // the rest of a slice at most
+  const DispatcherStats stats = r.f.dispatcher->Stats();
+  EXPECT_EQ(stats.killed, 3u);
+  EXPECT_EQ(stats.killed_by_vm.at(1), 3u);
+  EXPECT_EQ(stats.limit_kills, 0u);
+  // The VM stays: its next submission runs normally; VM 2 went on throughout.
+  const uint64_t vm2_before = r.vm2_completed;
+  r.vm1_length = 1ms;
+  r.next_submit[1] = r.f.clock.Peek();
+  r.Run(TimePoint(600ms));
+  EXPECT_GT(r.vm2_completed, vm2_before + 50);
+  bool vm1_ok = false;
+  for (const SubmissionDone& d : r.f.done) vm1_ok |= d.vm == 1 && d.status.ok();
+  EXPECT_TRUE(vm1_ok);
+  // A VM with nothing to kill: nothing happens.
+  Result<size_t> none = r.f.dispatcher->KillWork(2, Status::Aborted("x"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_LE(*none, 1u);  // VM 2's own kernel, if it was on the GPU right now
+}
+
+TEST(DispatcherControlTest, KernelLimitKillsAnEndlessKernelCountingOnlyItsGpuTime) {
+  // BAND at 50/50 gives the endless kernel about half the GPU: it reaches 100 ms of GPU time
+  // after about 200 ms of wall time, and is killed then, not at 100 ms of wall time.
+  ControlRun r;
+  ASSERT_TRUE(r.f.dispatcher->SetKernelLimit(1, 100ms).ok());
+  r.Run(TimePoint(150ms));
+  for (const SubmissionDone& d : r.f.done) EXPECT_NE(d.vm, 1u) << "killed too early";
+  r.Run(TimePoint(1s));
+  int kills = 0;
+  for (const SubmissionDone& d : r.f.done) {
+    if (d.vm != 1) continue;
+    ++kills;
+    EXPECT_EQ(d.status.code(), StatusCode::kDeadlineExceeded);
+    EXPECT_NE(d.status.message().find("kernel limit of 100.0 ms"), std::string::npos)
+        << d.status.message();
+  }
+  EXPECT_EQ(kills, 1);
+  EXPECT_EQ(r.f.dispatcher->Stats().limit_kills, 1u);
+  EXPECT_EQ(r.f.sink.cancelled, (std::vector<SubmissionHandle>{1}));
+  EXPECT_GE(r.f.Vm(1).gpu_time, 100ms);
+  EXPECT_LE(r.f.Vm(1).gpu_time, 103ms);
+}
+
+TEST(DispatcherControlTest, APausedKernelIsNotKilledByItsLimitWhilePaused) {
+  ControlRun r;
+  r.Run(TimePoint(100ms));
+  ASSERT_TRUE(r.f.dispatcher->Pause(1).ok());
+  ASSERT_TRUE(r.f.dispatcher->SetKernelLimit(1, r.f.Vm(1).gpu_time + 50ms).ok());
+  r.Run(TimePoint(2s));  // far longer than the limit in wall time
+  EXPECT_EQ(r.f.dispatcher->Stats().limit_kills, 0u);
+  ASSERT_TRUE(r.f.dispatcher->Resume(1).ok());
+  r.Run(TimePoint(3s));
+  EXPECT_EQ(r.f.dispatcher->Stats().limit_kills, 1u);
+}
+
+TEST(DispatcherControlTest, KillWorkOfAPausedVmFailsItsSuspendedKernelAndLeavesItPaused) {
+  ControlRun r;
+  r.Run(TimePoint(200ms));
+  ASSERT_TRUE(r.f.dispatcher->Pause(1).ok());
+  r.Run(TimePoint(250ms));
+  Result<size_t> killed = r.f.dispatcher->KillWork(1, Status::Aborted("killed"));
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(*killed, 1u);  // its suspended endless kernel
+  r.next_submit[1] = TimePoint::max();
+  r.Run(TimePoint(300ms));
+  EXPECT_EQ(r.f.sink.cancelled, (std::vector<SubmissionHandle>{1}));
+  EXPECT_TRUE(r.f.Vm(1).paused);  // the operator's pause stands until resume
+  EXPECT_EQ(r.f.Vm(1).queue_depth, 0u);
+  // New work waits for the resume, then runs.
+  r.vm1_length = 1ms;
+  ASSERT_TRUE(r.f.dispatcher->Submit(1, 5000).ok());
+  r.Run(TimePoint(400ms));
+  EXPECT_EQ(r.f.Vm(1).queue_depth, 1u);
+  ASSERT_TRUE(r.f.dispatcher->Resume(1).ok());
+  r.Run(TimePoint(500ms));
+  bool ran = false;
+  for (const SubmissionDone& d : r.f.done) ran |= d.handle == 5000 && d.status.ok();
+  EXPECT_TRUE(ran);
+}
+
+TEST(DispatcherControlTest, AnEngineThatCannotCancelLetsTheKernelRunOnAndTheLimitFiresOnce) {
+  ControlRun r;
+  r.f.sink.cancellable = false;
+  ASSERT_TRUE(r.f.dispatcher->SetKernelLimit(1, 50ms).ok());
+  r.Run(TimePoint(1s));
+  const DispatcherStats stats = r.f.dispatcher->Stats();
+  EXPECT_EQ(stats.limit_kills, 1u);
+  EXPECT_EQ(stats.cancel_errors, 1u);
+  EXPECT_GT(r.f.Vm(1).gpu_time, 200ms);  // it ran on, charged as it ran
+  EXPECT_GT(r.vm2_completed, 100u);      // and was still preempted for VM 2
+}
+
+TEST(DispatcherControlTest, TheDefaultKernelLimitAppliesToEveryNewVm) {
+  DispatcherOptions o = Driven(PolicyKind::kBand);
+  o.kernel_limit = 30ms;
+  Fixture f(o);
+  f.sink.suspendable = true;
+  f.sink.report_running = true;
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 0).ok());
+  EXPECT_EQ(f.dispatcher->Stats().kernel_limits.at(1), Duration(30ms));
+  f.sink.SetLength(1, 1h);
+  ASSERT_TRUE(f.dispatcher->Submit(1, 1).ok());
+  f.RunUntil(TimePoint(100ms));
+  ASSERT_EQ(f.done.size(), 1u);
+  EXPECT_EQ(f.done[0].status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_GE(f.Vm(1).gpu_time, 30ms);
+  EXPECT_LE(f.Vm(1).gpu_time, 32ms);
 }
 
 // The real dispatch thread on the real clock, with an engine that completes at once: no timing is

@@ -151,6 +151,38 @@ Status Scheduler::SetShares(const std::vector<std::pair<VmId, double>>& changes)
   return Status::Ok();
 }
 
+Status Scheduler::SetPaused(VmId vm, bool paused) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(vm);
+  if (it == vms_.end()) return Status::NotFound("no VM " + std::to_string(vm));
+  VmRecord& record = it->second;
+  if (record.paused == paused) {
+    return Status::FailedPrecondition("VM " + std::to_string(vm) +
+                                      (paused ? " is already paused" : " is not paused"));
+  }
+  record.paused = paused;
+  if (!paused && !record.queue.empty()) {
+    // Its work reappears to the policy as if it had just arrived at an idle VM.
+    const TimePoint now = clock_->Now();
+    RefreshViews();
+    policy_->OnArrival(views_, vm, /*was_idle=*/true, now);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<SubmissionHandle>> Scheduler::DropQueued(VmId vm) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(vm);
+  if (it == vms_.end()) return Status::NotFound("no VM " + std::to_string(vm));
+  std::vector<SubmissionHandle> dropped;
+  for (const Queued& q : it->second.queue) {
+    dropped.push_back(q.handle);
+    handles_.erase(q.handle);
+  }
+  it->second.queue.clear();
+  return dropped;
+}
+
 void Scheduler::SetPolicy(PolicyKind kind) {
   std::lock_guard lock(mu_);
   const TimePoint now = clock_->Now();
@@ -170,8 +202,9 @@ void Scheduler::RefreshViews() {
     VmView view;
     view.id = id;
     view.share = record.share;
-    view.queued = static_cast<uint32_t>(record.queue.size());
-    if (!record.queue.empty()) {
+    // A paused VM's work is invisible to the policy: it cannot be dispatched.
+    view.queued = record.paused ? 0 : static_cast<uint32_t>(record.queue.size());
+    if (view.queued > 0) {
       view.head_seq = record.queue.front().seq;
       view.head_arrival = record.queue.front().arrival;
       view.head_estimate = record.queue.front().estimate;
@@ -205,7 +238,7 @@ Result<Decision> Scheduler::OnSubmit(VmId vm, SubmissionHandle submission, Durat
   ++record.submitted;
   handles_[submission] = vm;
   RefreshViews();
-  policy_->OnArrival(views_, vm, was_idle, now);
+  if (!record.paused) policy_->OnArrival(views_, vm, was_idle, now);
   if (running_) return Decision::Nothing();
   return ChooseLocked(Trigger::kArrival, now);
 }
@@ -271,7 +304,8 @@ Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_
     return Decision::Preempt();
   }
   RefreshViews();
-  if (!policy_->ShouldPreempt(views_, run.vm, now)) return Decision::Continue();
+  // A paused VM leaves the GPU at its first slice boundary, whatever the policy thinks.
+  if (!record->paused && !policy_->ShouldPreempt(views_, run.vm, now)) return Decision::Continue();
   Queued entry = running_->entry;
   entry.started = true;
   record->queue.push_front(entry);
@@ -386,6 +420,7 @@ SchedulerStats Scheduler::Stats() const {
     s.dispatched = r.dispatched;
     s.completed = r.completed;
     s.preempted = r.preempted;
+    s.paused = r.paused;
     s.gpu_time = r.gpu_time;
     s.wait_total = r.wait_total;
     s.wait_max = r.wait_max;

@@ -59,6 +59,8 @@ struct VmStats {
   uint64_t dispatched = 0;  // first dispatches (resumptions after preemption not counted)
   uint64_t completed = 0;
   uint64_t preempted = 0;
+  // The operator paused it (SetPaused): nothing of it is dispatched until it is resumed.
+  bool paused = false;
   Duration gpu_time{0};    // measured GPU time, all time
   Duration wait_total{0};  // arrival to first dispatch, summed over dispatched submissions
   Duration wait_max{0};
@@ -100,6 +102,17 @@ class Scheduler {
   Status SetShare(VmId vm, double share_percent);
   // All or nothing: either every share changes or none does.
   Status SetShares(const std::vector<std::pair<VmId, double>>& shares);
+  // The operator's pause (docs/SCHEDULER.md "Pause, kernel limit, kill-work"): a paused VM's
+  // submissions stay queued but are never dispatched (the policy sees it with nothing queued), and
+  // at the next slice boundary its running submission is preempted (put back at the head of its
+  // queue) whatever the policy says, when the owner may preempt. Resuming makes it schedulable
+  // again; the call itself never dispatches (the owner asks with OnGpuIdle when the GPU is free).
+  // NotFound for an unknown VM; FailedPrecondition to pause a paused VM or resume one that is not
+  // paused (nothing changes).
+  Status SetPaused(VmId vm, bool paused);
+  // Drops the VM's waiting submissions (not the one on the GPU) and returns them, oldest first;
+  // the VM stays. NotFound for an unknown VM.
+  Result<std::vector<SubmissionHandle>> DropQueued(VmId vm);
   // Switches policy live. Queued submissions stay queued in their arrival order, the one on the GPU
   // keeps running and is charged to the new policy; credits start afresh (every VM "at" its share).
   // The switch itself never dispatches, so a control thread cannot start work behind the dispatch
@@ -146,6 +159,7 @@ class Scheduler {
     std::deque<Queued> queue;
     std::optional<TimePoint> last_completion;
     std::optional<TimePoint> last_arrival;
+    bool paused = false;
     uint64_t submitted = 0, dispatched = 0, completed = 0, preempted = 0;
     Duration gpu_time{0}, wait_total{0}, wait_max{0};
     // 1 ms buckets for the 100 ms and 500 ms windows, 50 ms buckets for the 10 s one: each query

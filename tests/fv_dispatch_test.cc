@@ -133,6 +133,88 @@ TEST(FvDispatchTest, TwoVmsThroughTheDispatcherAreChargedDeviceTime) {
   dispatcher->reset();
 }
 
+// Kill-work (docs/SCHEDULER.md "Pause, kernel limit, kill-work") through fv: VM 1 is paused, so
+// the copies of its four contexts (four channels: more than the three PSUBFIFO units a channel
+// error is presented on) wait queued; kill-work fails them, and every context's wait ends with a
+// channel error KILLED_BY_HOST, the guest driver's kAborted. VM 2 computes correctly, and after
+// resume VM 1's next contexts do too.
+TEST(FvDispatchTest, KillWorkFailsEveryWaitingContextWithAChannelError) {
+  auto world = FvTestWorld::Create({});
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  sched::MonotonicClock clock;
+  FvEngineSink sink;
+  auto dispatcher = FifoDispatcher(&clock, &sink, std::chrono::microseconds(100));
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status().ToString();
+  std::vector<FvTestVm*> vms;
+  for (int i = 0; i < 2; ++i) {
+    auto vm = (*world)->AddVm(
+        {.mode = FvMode::kLazy, .vram_bytes = 32 * kMiB, .channels = 8, .vm_id = 0, .name = ""});
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    vms.push_back(*vm);
+  }
+  const auto register_vms = [&] {
+    for (sched::VmId id : {1u, 2u}) (void)(*dispatcher)->AddVm(id, 50);
+  };
+  RouteThroughDispatcher(**world, dispatcher->get(), &sink, register_vms);
+  register_vms();
+
+  auto driver = guest::Driver::Create(vms[0]);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  constexpr int kContexts = 4;
+  std::vector<std::unique_ptr<guest::Context>> contexts;
+  std::vector<uint64_t> buffers;
+  guest::ContextOptions bounded;
+  bounded.default_timeout = std::chrono::seconds(20);  // a wait nobody ends fails, not hangs
+  for (int i = 0; i < kContexts; ++i) {
+    auto ctx = (*driver)->CreateContext(bounded);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    auto a = (*ctx)->AllocDevice(kMiB);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    buffers.push_back(a->va);
+    contexts.push_back(std::move(*ctx));
+  }
+  // Paused once its contexts exist (making one waits for the GPU).
+  ASSERT_TRUE((*dispatcher)->Pause(1).ok());
+  std::vector<uint8_t> data(kMiB, 0x5a);
+  std::vector<Status> waits(kContexts);
+  std::vector<std::thread> guests;
+  for (int i = 0; i < kContexts; ++i) {
+    guests.emplace_back([&, i] {
+      waits[i] = contexts[i]->default_channel()->CopyHostToDevice(buffers[i], data.data(), kMiB);
+    });
+  }
+  // Every context's copy waits in the paused VM's queue.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto queued = [&] { return (*dispatcher)->Stats().scheduler.vms[0].queue_depth; };
+  while (queued() < kContexts && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(queued(), uint32_t(kContexts));
+  Result<size_t> killed = (*dispatcher)->KillWork(1, Status::Aborted("killed by the operator"));
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(*killed, size_t(kContexts));
+  for (std::thread& t : guests) t.join();
+  for (int i = 0; i < kContexts; ++i) {
+    EXPECT_EQ(waits[i].code(), StatusCode::kAborted) << waits[i].ToString();
+    EXPECT_NE(waits[i].message().find("KILLED_BY_HOST"), std::string::npos) << waits[i].ToString();
+    const std::optional<guest::GpuFault> fault = contexts[i]->fault();
+    ASSERT_TRUE(fault.has_value()) << i;
+    EXPECT_EQ(fault->kind, guest::GpuFault::Kind::kCommandError);
+    EXPECT_NE(fault->subfifo_intr & gf100::pfifo::kSubfifoIntrGpuvmKilled, 0u);
+  }
+  EXPECT_EQ(sink.cancels(), uint64_t(kContexts));
+  EXPECT_NE((*world)->log().find("failed: killed by the operator"), std::string::npos)
+      << (*world)->log();
+  EXPECT_EQ(CopyWorkload(vms[1], 7), "");  // the other VM was never touched
+  contexts.clear();
+  driver->reset();
+  // Resumed, the VM runs new work normally.
+  ASSERT_TRUE((*dispatcher)->Resume(1).ok());
+  EXPECT_EQ(CopyWorkload(vms[0], 8), "") << (*world)->log();
+  world->reset();
+  dispatcher->reset();
+}
+
 // Preemption (docs/SCHEDULER.md "Preemption"): BAND at a 1 ms quantum over two VMs copying 16 MiB
 // at a time. The sink suspends a running submission by holding its channel and resumes it later;
 // whether and how often that happens depends on timing (not asserted), but the results must stay

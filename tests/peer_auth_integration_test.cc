@@ -244,6 +244,17 @@ TEST_F(PeerAuthTest, AnotherUserIsRefusedOnTheControlSocketAndCannotStartAVm) {
                            " may not control this aggregator"),
             std::string::npos)
       << ctl.Logs();
+  // The commands that change a VM's work are refused alike (the peer is checked before any
+  // request is read).
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {"pause", "1"}, {"kill-work", "1"}, {"set-kernel-limit", "1", "1"}}) {
+    std::vector<std::string> argv = {GPUVM_CTL_BIN, "--socket", socket_ + "-control"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    Process refused = StartAs(*nobody, argv, dir_ + "/nobody-" + command[0]);
+    ASSERT_TRUE(refused.Wait(60s));
+    EXPECT_EQ(refused.exit_code(), 1) << refused.Logs();
+    EXPECT_NE(refused.err().find("refused: PermissionDenied"), std::string::npos) << refused.Logs();
+  }
 
   Process vm = StartAs(*nobody, VmCommand({"--mode", "fv-lazy", "--name", "intruder"}, {"nop"}),
                        dir_ + "/nobody-vm");

@@ -137,6 +137,12 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                            ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
     return true;
   }
+  if (flag == "--kernel-limit-ms") {
+    Result<uint32_t> ms = ParseKernelLimitMs(value);
+    if (!ms.ok()) return ms.status().WithContext("--kernel-limit-ms");
+    options->kernel_limit_ms = *ms;
+    return true;
+  }
   if (flag == "--metrics-listen") {
     GPUVM_ASSIGN_OR_RETURN(options->metrics_listen, ParseListenAddress(value));
     return true;
@@ -166,6 +172,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
   dispatch.scheduler.band.hold_max = std::chrono::microseconds(options.band_hold_us);
   dispatch.quantum = std::chrono::microseconds(options.quantum_us);
+  dispatch.kernel_limit = std::chrono::milliseconds(options.kernel_limit_ms);
   if (!options.trace_path.empty()) {
     p->trace_ = std::fopen(options.trace_path.c_str(), "w");
     if (p->trace_ == nullptr) {

@@ -52,6 +52,10 @@ struct ControlOptions {
   // share is switched out within about this long of GPU time when another waits. 0: GPUvm's
   // non-preemptive dispatch (a submission runs until it completes or max_run).
   int64_t quantum_us = 1000;
+  // --kernel-limit-ms: every VM's kernel run-time limit when it is admitted (gpuvm-ctl
+  // set-kernel-limit changes it per VM): a kernel charged more GPU time fails with its VM's other
+  // work (docs/SCHEDULER.md "Pause, kernel limit, kill-work"). 0: none (the default).
+  uint32_t kernel_limit_ms = 0;
   // --metrics-listen ADDR:PORT: serve `GET /metrics` over HTTP there (metrics_http_server.h); off
   // when unset. Only parsed here: ControlPlane::ServeMetrics binds it.
   std::optional<ListenAddress> metrics_listen;
@@ -62,7 +66,8 @@ inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
     "                        [--trace-completions FILE] [--band-hold-us US] [--max-run-ms MS]\n"
-    "                        [--quantum-us US] [--metrics-listen ADDR:PORT]";
+    "                        [--quantum-us US] [--kernel-limit-ms MS]\n"
+    "                        [--metrics-listen ADDR:PORT]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.

@@ -122,12 +122,22 @@ std::string PrometheusText(const sched::DispatcherStats& stats,
       {"gpuvm_vm_wait_seconds_total", "counter",
        "Time the VM's submissions waited from arrival to dispatch.",
        scheduled([](const sched::VmStats& v) { return Seconds(v.wait_total); })},
+      {"gpuvm_vm_paused", "gauge", "1 while the operator has the VM's GPU work paused.",
+       scheduled([](const sched::VmStats& v) { return v.paused ? 1.0 : 0.0; })},
   };
   for (const PerVm& m : per_vm) {
     w.Family(m.name, m.type, m.help);
     for (const VmDescription& vm : vms) {
       double value = 0;
       if (m.value(vm, FindVmStats(s, vm.id), &value)) w.Sample(m.name, VmLabels(vm), value);
+    }
+  }
+  // Work failed by the operator's kill-work or the VM's kernel limit (VMs the dispatcher knows).
+  w.Family("gpuvm_vm_killed_submissions_total", "counter",
+           "Submissions of the VM failed by kill-work or its kernel limit.");
+  for (const VmDescription& vm : vms) {
+    if (auto it = stats.killed_by_vm.find(vm.id); it != stats.killed_by_vm.end()) {
+      w.Sample("gpuvm_vm_killed_submissions_total", VmLabels(vm), double(it->second));
     }
   }
   // Usage over the scheduler's windows, one series per window.

@@ -23,7 +23,9 @@ TEST(ControlMetricsTest, EveryFamilyIsDeclaredAndEveryVmLabelled) {
   v.completed = 40;
   v.queue_depth = 3;
   v.usage_100ms = 0.5;
+  v.paused = true;
   stats.scheduler.vms = {v};
+  stats.killed_by_vm[2] = 5;
   VmDescription a;  // scheduled
   a.id = 2;
   a.name = "web";
@@ -50,6 +52,8 @@ TEST(ControlMetricsTest, EveryFamilyIsDeclaredAndEveryVmLabelled) {
   EXPECT_TRUE(Has(text, "gpuvm_vm_queued_submissions" + labels + "} 3")) << text;
   EXPECT_TRUE(Has(text, "gpuvm_vm_gpu_usage_ratio" + labels + ",window=\"100ms\"} 0.5")) << text;
   EXPECT_TRUE(Has(text, "gpuvm_vm_refused_total" + labels + ",kind=\"mmio\"} 4")) << text;
+  EXPECT_TRUE(Has(text, "gpuvm_vm_paused" + labels + "} 1")) << text;
+  EXPECT_TRUE(Has(text, "gpuvm_vm_killed_submissions_total" + labels + "} 5")) << text;
   // The pt VM: memory and traps, no scheduling samples; its name escaped.
   const std::string odd = "{id=\"3\",vm=\"odd \\\"name\\\\\",mode=\"pt\"}";
   EXPECT_TRUE(Has(text, "gpuvm_vm_traps_total" + odd + " 0")) << text;

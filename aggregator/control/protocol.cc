@@ -1,5 +1,6 @@
 #include "aggregator/control/protocol.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -104,7 +105,44 @@ std::string Fixed(double v, int decimals) {
   return buf;
 }
 
+// A VM reference: a decimal id or a VM name (base/vm_name.h).
+Result<std::string> ParseVmRef(std::string_view vm) {
+  bool id = vm.size() <= 10;
+  for (char c : vm) id &= IsAsciiDigit(c);
+  if (!id) {
+    Status name = CheckVmName(vm);
+    if (!name.ok()) {
+      return Status::InvalidArgument("VM " + QuoteForMessage(vm) +
+                                     " is neither an id nor a VM name: " + name.message());
+    }
+  }
+  return std::string(vm);
+}
+
 }  // namespace
+
+Result<uint32_t> ParseKernelLimitMs(std::string_view text) {
+  if (!text.empty() && text.front() == '-') {
+    return Status::InvalidArgument("kernel limit " + QuoteForMessage(text) +
+                                   " is negative; 0 (no limit) to 86400000 ms");
+  }
+  const bool digits =
+      !text.empty() && text.size() <= 32 && std::all_of(text.begin(), text.end(), IsAsciiDigit);
+  if (!digits) {
+    return Status::InvalidArgument("kernel limit " + QuoteForMessage(text) +
+                                   " is not a whole number of milliseconds (0: no limit)");
+  }
+  // Digits only: too many of them (past any integer type) is simply too long a limit.
+  const size_t first = std::min(text.find_first_not_of('0'), text.size());
+  uint64_t ms = 0;
+  const std::string_view significant = text.substr(first);
+  if (significant.size() > 9 || (!significant.empty() && !ParseUnsigned(significant, &ms)) ||
+      ms > kMaxKernelLimitMs) {
+    return Status::InvalidArgument("kernel limit " + QuoteForMessage(text) +
+                                   " ms is past 24 h (86400000 ms)");
+  }
+  return static_cast<uint32_t>(ms);
+}
 
 std::string ControlSocketPathFor(std::string_view aggregator_socket_path) {
   return std::string(aggregator_socket_path) + std::string(kControlSocketSuffix);
@@ -148,19 +186,22 @@ Result<Request> ParseRequest(std::string_view text) {
   }
   if (command == "set-share") {
     GPUVM_RETURN_IF_ERROR(want_args(2, "set-share VM PERCENT"));
-    const std::string_view vm = words[1];
-    bool id = vm.size() <= 10;
-    for (char c : vm) id &= IsAsciiDigit(c);
-    if (!id) {
-      // A name as VMs are named (base/vm_name.h).
-      Status name = CheckVmName(vm);
-      if (!name.ok()) {
-        return Status::InvalidArgument("VM " + QuoteForMessage(vm) +
-                                       " is neither an id nor a VM name: " + name.message());
-      }
-    }
+    GPUVM_ASSIGN_OR_RETURN(std::string vm, ParseVmRef(words[1]));
     GPUVM_ASSIGN_OR_RETURN(double percent, ParseSharePercent(words[2]));
-    return Request(SetShareRequest{std::string(vm), percent});
+    return Request(SetShareRequest{std::move(vm), percent});
+  }
+  if (command == "pause" || command == "resume" || command == "kill-work") {
+    GPUVM_RETURN_IF_ERROR(want_args(1, std::string(command) + " VM"));
+    GPUVM_ASSIGN_OR_RETURN(std::string vm, ParseVmRef(words[1]));
+    if (command == "pause") return Request(PauseRequest{std::move(vm)});
+    if (command == "resume") return Request(ResumeRequest{std::move(vm)});
+    return Request(KillWorkRequest{std::move(vm)});
+  }
+  if (command == "set-kernel-limit") {
+    GPUVM_RETURN_IF_ERROR(want_args(2, "set-kernel-limit VM MS"));
+    GPUVM_ASSIGN_OR_RETURN(std::string vm, ParseVmRef(words[1]));
+    GPUVM_ASSIGN_OR_RETURN(uint32_t ms, ParseKernelLimitMs(words[2]));
+    return Request(SetKernelLimitRequest{std::move(vm), ms});
   }
   if (command == "set-scheduler") {
     GPUVM_RETURN_IF_ERROR(want_args(1, "set-scheduler fifo|credit|band"));
@@ -183,7 +224,8 @@ Result<Request> ParseRequest(std::string_view text) {
   }
   return Status::InvalidArgument("unknown command " + QuoteForMessage(command) +
                                  "; commands: list, stats, metrics, set-share VM PERCENT, "
-                                 "set-scheduler fifo|credit|band, vm-token DOMID");
+                                 "set-scheduler fifo|credit|band, vm-token DOMID, pause VM, "
+                                 "resume VM, kill-work VM, set-kernel-limit VM MS");
 }
 
 std::string FormatRequest(const Request& request) {
@@ -199,6 +241,12 @@ std::string FormatRequest(const Request& request) {
     }
     std::string operator()(const VmTokenRequest& r) const {
       return "vm-token " + std::to_string(r.domid);
+    }
+    std::string operator()(const PauseRequest& r) const { return "pause " + r.vm; }
+    std::string operator()(const ResumeRequest& r) const { return "resume " + r.vm; }
+    std::string operator()(const KillWorkRequest& r) const { return "kill-work " + r.vm; }
+    std::string operator()(const SetKernelLimitRequest& r) const {
+      return "set-kernel-limit " + r.vm + " " + std::to_string(r.ms);
     }
   };
   return std::visit(Visitor{}, request);
@@ -243,7 +291,10 @@ std::string FormatList(const ListReply& list) {
            " share=" + Fixed(v.share_percent, 3) + " scheduled=" + (v.scheduled ? "1" : "0") +
            " usage100=" + Fixed(v.usage_100ms, 4) + " usage500=" + Fixed(v.usage_500ms, 4) +
            " usage10s=" + Fixed(v.usage_10s, 4) + " queued=" + std::to_string(v.queued) +
-           " gpu_ms=" + Fixed(v.gpu_ms, 3) + " standing=" + Escape(v.standing) + "\n";
+           " gpu_ms=" + Fixed(v.gpu_ms, 3) + " standing=" + Escape(v.standing) +
+           " paused=" + (v.paused ? "1" : "0") +
+           " kernel_limit_ms=" + std::to_string(v.kernel_limit_ms) +
+           " killed=" + std::to_string(v.killed) + "\n";
   }
   return out;
 }
@@ -313,6 +364,17 @@ Result<ListReply> ParseList(std::string_view body) {
     ok &= ParseFixed(s, &v.gpu_ms);
     GPUVM_ASSIGN_OR_RETURN(s, field("standing"));
     GPUVM_ASSIGN_OR_RETURN(v.standing, Unescape(s));
+    // Added with pause/kill-work: an older aggregator's list has none of them.
+    if (auto it = fields.find("paused"); it != fields.end()) {
+      ok &= it->second == "0" || it->second == "1";
+      v.paused = it->second == "1";
+    }
+    if (auto it = fields.find("kernel_limit_ms"); it != fields.end()) {
+      ok &= ParseUnsigned(it->second, &v.kernel_limit_ms);
+    }
+    if (auto it = fields.find("killed"); it != fields.end()) {
+      ok &= ParseUnsigned(it->second, &v.killed);
+    }
     if (!ok) return Status::DataLoss("list line with a malformed number");
     list.vms.push_back(std::move(v));
   }

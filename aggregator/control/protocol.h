@@ -13,6 +13,11 @@
 //   set-scheduler fifo|credit|band
 //   vm-token DOMID                  a one-time token for that domain's device model
 //                                   (docs/SECURITY.md)
+//   pause VM / resume VM            the VM's GPU work is switched out and not scheduled until
+//                                   resumed (docs/SCHEDULER.md "Pause, kernel limit, kill-work")
+//   kill-work VM                    fails the VM's running and queued GPU work (its guest sees a
+//                                   launch failure); the VM stays usable
+//   set-kernel-limit VM MS          one kernel of VM may run MS ms of GPU time (0: no limit)
 // Reply: a first line "ok" or "error <StatusCodeName>: <message>", then the body (list: one record
 // per line, see ListReply; stats: JSON).
 //
@@ -65,8 +70,34 @@ struct VmTokenRequest {
 struct MetricsRequest {
   friend bool operator==(const MetricsRequest&, const MetricsRequest&) = default;
 };
+// The operator's controls of a VM's GPU work (docs/SCHEDULER.md "Pause, kernel limit,
+// kill-work"); `vm` as in SetShareRequest.
+struct PauseRequest {
+  std::string vm;
+  friend bool operator==(const PauseRequest&, const PauseRequest&) = default;
+};
+struct ResumeRequest {
+  std::string vm;
+  friend bool operator==(const ResumeRequest&, const ResumeRequest&) = default;
+};
+// Reply body: "killed=N" and a newline (submissions failed).
+struct KillWorkRequest {
+  std::string vm;
+  friend bool operator==(const KillWorkRequest&, const KillWorkRequest&) = default;
+};
+// Whole milliseconds of GPU time, 0 (no limit) to kMaxKernelLimitMs.
+inline constexpr uint32_t kMaxKernelLimitMs = 86'400'000;  // 24 h
+struct SetKernelLimitRequest {
+  std::string vm;
+  uint32_t ms = 0;
+  friend bool operator==(const SetKernelLimitRequest&, const SetKernelLimitRequest&) = default;
+};
 using Request = std::variant<ListRequest, StatsRequest, SetShareRequest, SetSchedulerRequest,
-                             VmTokenRequest, MetricsRequest>;
+                             VmTokenRequest, MetricsRequest, PauseRequest, ResumeRequest,
+                             KillWorkRequest, SetKernelLimitRequest>;
+// "MS" of set-kernel-limit (also gpuvm-aggregator --kernel-limit-ms): InvalidArgument saying why
+// (negative, not a whole number, past 24 h).
+Result<uint32_t> ParseKernelLimitMs(std::string_view text);
 
 // InvalidArgument with a message that names what is wrong ("share '-5' is negative", "unknown
 // command 'lst'"). Accepts one trailing newline; words are separated by single spaces. PERCENT is
@@ -105,6 +136,10 @@ struct VmRow : VmIdentity {
   uint32_t queued = 0;
   double gpu_ms = 0;  // all-time GPU time
   std::string standing;
+  // The operator's controls (absent from an older aggregator's list: false / 0).
+  bool paused = false;
+  uint32_t kernel_limit_ms = 0;  // 0: no limit
+  uint64_t killed = 0;           // submissions failed by kill-work or the kernel limit
   friend bool operator==(const VmRow&, const VmRow&) = default;
 };
 struct ListReply {
@@ -114,8 +149,9 @@ struct ListReply {
 };
 // Body lines: "scheduler policy=band", then "vm id=1 name=a mode=fv vram=268435456
 // vram_used=1835008 channels=8 traps=10432 share=25 scheduled=1 usage100=0.2500 usage500=0.2500
-// usage10s=0.2500 queued=0 gpu_ms=1.5 standing=at". Names are %-escaped outside [A-Za-z0-9._@,-];
-// empty fields are "-".
+// usage10s=0.2500 queued=0 gpu_ms=1.5 standing=at paused=0 kernel_limit_ms=0 killed=0". Names are
+// %-escaped outside [A-Za-z0-9._@,-]; empty fields are "-". ParseList ignores fields it does not
+// know and takes paused, kernel_limit_ms and killed as optional (an older aggregator's list).
 std::string FormatList(const ListReply& list);
 Result<ListReply> ParseList(std::string_view body);
 

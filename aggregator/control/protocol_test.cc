@@ -91,11 +91,43 @@ TEST(ControlProtocolTest, SharesAndNamesAreReadLikeEverywhereElse) {
   EXPECT_NE(error("set-share a,b 5").find("has ','"), std::string::npos);
 }
 
+TEST(ControlProtocolTest, ParsesTheRunawayWorkCommands) {
+  EXPECT_EQ(*ParseRequest("pause 3"), Request(PauseRequest{"3"}));
+  EXPECT_EQ(*ParseRequest("resume eater"), Request(ResumeRequest{"eater"}));
+  EXPECT_EQ(*ParseRequest("kill-work eater\n"), Request(KillWorkRequest{"eater"}));
+  EXPECT_EQ(*ParseRequest("set-kernel-limit 2 2000"), Request(SetKernelLimitRequest{"2", 2000}));
+  EXPECT_EQ(*ParseRequest("set-kernel-limit web 0"), Request(SetKernelLimitRequest{"web", 0}));
+  EXPECT_EQ(*ParseRequest("set-kernel-limit web 86400000"),
+            Request(SetKernelLimitRequest{"web", 86400000}));
+  testing::ExpectRefusals(ParseRequest,
+                          {
+                              {"pause", "pause takes 1 argument: pause VM"},
+                              {"resume 1 2", "resume takes 1 argument"},
+                              {"kill-work", "kill-work takes 1 argument"},
+                              {"kill-work a/b", "is neither an id nor a VM name"},
+                              {"set-kernel-limit 1", "takes 2 arguments"},
+                              {"set-kernel-limit 1 -5", "kernel limit '-5' is negative"},
+                              {"set-kernel-limit 1 86400001", "past 24 h"},
+                              {"set-kernel-limit 1 99999999999999999999", "past 24 h"},
+                              {"set-kernel-limit 1 999999999999999999999", "past 24 h"},
+                              {"set-kernel-limit 1 1.5", "not a whole number"},
+                              {"set-kernel-limit 1 1e3", "not a whole number"},
+                              {"set-kernel-limit 1 +5", "not a whole number"},
+                              {"set-kernel-limit 1 0x10", "not a whole number"},
+                              {"set-kernel-limit 1 5ms", "not a whole number"},
+                              {"set-kernel-limit a@b 5", "is neither an id nor a VM name"},
+                          },
+                          StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseKernelLimitMs("250").value(), 250u);
+  EXPECT_FALSE(ParseKernelLimitMs("").ok());
+}
+
 TEST(ControlProtocolTest, RequestsRoundTrip) {
   for (const Request& r :
        {Request(ListRequest{}), Request(StatsRequest{}), Request(SetShareRequest{"7", 33.333}),
         Request(SetShareRequest{"x", 100}), Request(SetSchedulerRequest{sched::PolicyKind::kFifo}),
-        Request(VmTokenRequest{42})}) {
+        Request(VmTokenRequest{42}), Request(PauseRequest{"a"}), Request(ResumeRequest{"4"}),
+        Request(KillWorkRequest{"b"}), Request(SetKernelLimitRequest{"c", 1500})}) {
     Result<Request> back = ParseRequest(FormatRequest(r));
     ASSERT_TRUE(back.ok()) << FormatRequest(r);
     EXPECT_EQ(*back, r);
@@ -136,12 +168,28 @@ TEST(ControlProtocolTest, ListRoundTrips) {
   a.queued = 3;
   a.gpu_ms = 1234.5;
   a.standing = "under";
+  a.paused = true;
+  a.kernel_limit_ms = 2000;
+  a.killed = 7;
   VmRow b;
   b.id = 2;
   list.vms = {a, b};
   Result<ListReply> back = ParseList(FormatList(list));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, list);
+  // An older aggregator's list has no paused / kernel_limit_ms / killed: still read (defaults).
+  Result<ListReply> old = ParseList(
+      "scheduler policy=band\nvm id=1 name=a mode=fv vram=1 vram_used=1 channels=8 traps=0 "
+      "share=25.000 scheduled=1 usage100=0.0000 usage500=0.0000 usage10s=0.0000 queued=0 "
+      "gpu_ms=1.000 standing=at\n");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE(old->vms[0].paused);
+  EXPECT_EQ(old->vms[0].kernel_limit_ms, 0u);
+  EXPECT_FALSE(ParseList("scheduler policy=band\nvm id=1 name=a mode=fv vram=1 vram_used=1 "
+                         "channels=8 traps=0 share=25.000 scheduled=1 usage100=0.0000 "
+                         "usage500=0.0000 usage10s=0.0000 queued=0 gpu_ms=1.000 standing=at "
+                         "paused=2\n")
+                   .ok());
   EXPECT_FALSE(ParseList("vm id=1\n").ok());
   EXPECT_FALSE(ParseList("scheduler policy=band\nvm id=x\n").ok());
   EXPECT_FALSE(ParseList("scheduler policy=band").ok());

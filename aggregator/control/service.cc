@@ -103,6 +103,14 @@ ListReply ControlService::List(const std::vector<VmDescription>& vms) const {
       row.queued = s->queue_depth;
       row.gpu_ms = std::chrono::duration<double, std::milli>(s->gpu_time).count();
       row.standing = s->standing;
+      row.paused = s->paused;
+    }
+    if (auto it = stats.kernel_limits.find(vm.id); it != stats.kernel_limits.end()) {
+      row.kernel_limit_ms = static_cast<uint32_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(it->second).count());
+    }
+    if (auto it = stats.killed_by_vm.find(vm.id); it != stats.killed_by_vm.end()) {
+      row.killed = it->second;
     }
     list.vms.push_back(std::move(row));
   }
@@ -121,7 +129,8 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
        ",\"completed\":" + std::to_string(d.completed) +
        ",\"start_errors\":" + std::to_string(d.start_errors) +
        ",\"poll_errors\":" + std::to_string(d.poll_errors) +
-       ",\"polls\":" + std::to_string(d.polls) + "}";
+       ",\"polls\":" + std::to_string(d.polls) + ",\"killed\":" + std::to_string(d.killed) +
+       ",\"limit_kills\":" + std::to_string(d.limit_kills) + "}";
   j += ",\"vms\":[";
   bool first = true;
   for (const VmDescription& vm : vms) {
@@ -153,7 +162,16 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
            ",\"usage_500ms\":" + JsonNumber(v->usage_500ms) +
            ",\"usage_10s\":" + JsonNumber(v->usage_10s) + ",\"credit_ns\":" + Ns(v->credit) +
            ",\"standing\":" + JsonString(v->standing) +
-           ",\"scheduler_time_charged_ns\":" + Ns(v->scheduler_time_charged);
+           ",\"scheduler_time_charged_ns\":" + Ns(v->scheduler_time_charged) +
+           ",\"paused\":" + (v->paused ? "true" : "false");
+      const auto limit = d.kernel_limits.find(vm.id);
+      const auto killed = d.killed_by_vm.find(vm.id);
+      j += ",\"kernel_limit_ms\":" +
+           std::to_string(
+               limit == d.kernel_limits.end()
+                   ? 0
+                   : std::chrono::duration_cast<std::chrono::milliseconds>(limit->second).count()) +
+           ",\"killed\":" + std::to_string(killed == d.killed_by_vm.end() ? 0 : killed->second);
     }
     j += "}";
   }
@@ -186,6 +204,12 @@ Reply ControlService::Execute(const Request& request) {
                  "share set to " + FormatSharePercent(set->percent) + "%"));
     return Reply{Status::Ok(), ""};
   }
+  if (std::holds_alternative<PauseRequest>(request) ||
+      std::holds_alternative<ResumeRequest>(request) ||
+      std::holds_alternative<KillWorkRequest>(request) ||
+      std::holds_alternative<SetKernelLimitRequest>(request)) {
+    return ControlWork(vms, request);
+  }
   if (const auto* token = std::get_if<VmTokenRequest>(&request)) {
     Result<std::string> issued = vms_->IssueVmToken(token->domid);
     if (!issued.ok()) return Reply{issued.status(), ""};
@@ -196,6 +220,57 @@ Reply ControlService::Execute(const Request& request) {
   dispatcher_->SetPolicy(set.policy);
   Log(LogEvent("scheduler set to " + std::string(sched::PolicyKindName(set.policy))));
   return Reply{Status::Ok(), ""};
+}
+
+Reply ControlService::ControlWork(const std::vector<VmDescription>& vms, const Request& request) {
+  std::string ref;
+  std::visit(
+      [&](const auto& r) {
+        if constexpr (requires { r.vm; }) ref = r.vm;
+      },
+      request);
+  Result<uint32_t> vm = ResolveVm(vms, ref);
+  if (!vm.ok()) return Reply{vm.status(), ""};
+  const VmDescription* d = nullptr;
+  for (const VmDescription& v : vms) {
+    if (v.id == *vm) d = &v;
+  }
+  if (d == nullptr) return Reply{Status::NotFound("no VM with id " + std::to_string(*vm)), ""};
+  if (d->mode == "pt") {
+    // A pass-through VM owns the GPU: none of its work goes through the dispatcher.
+    return Reply{Status::FailedPrecondition(
+                     "VM " + std::to_string(*vm) +
+                     " is pass-through: it owns the GPU and nothing of it is scheduled"),
+                 ""};
+  }
+  const std::string fields = VmLogFields(*vm, d->name);
+  if (std::holds_alternative<PauseRequest>(request)) {
+    Status s = dispatcher_->Pause(*vm);
+    if (!s.ok()) return Reply{s, ""};
+    Log(LogEvent(LogLevel::kInfo, fields, "paused by the operator: its GPU work is switched out"));
+    return Reply{Status::Ok(), ""};
+  }
+  if (std::holds_alternative<ResumeRequest>(request)) {
+    Status s = dispatcher_->Resume(*vm);
+    if (!s.ok()) return Reply{s, ""};
+    Log(LogEvent(LogLevel::kInfo, fields, "resumed by the operator"));
+    return Reply{Status::Ok(), ""};
+  }
+  if (const auto* limit = std::get_if<SetKernelLimitRequest>(&request)) {
+    Status s = dispatcher_->SetKernelLimit(*vm, std::chrono::milliseconds(limit->ms));
+    if (!s.ok()) return Reply{s, ""};
+    Log(LogEvent(LogLevel::kInfo, fields,
+                 limit->ms == 0
+                     ? std::string("kernel limit off")
+                     : "kernel limit set to " + std::to_string(limit->ms) + " ms of GPU time"));
+    return Reply{Status::Ok(), ""};
+  }
+  Result<size_t> killed =
+      dispatcher_->KillWork(*vm, Status::Aborted("killed by the operator (kill-work)"));
+  if (!killed.ok()) return Reply{killed.status(), ""};
+  Log(LogEvent(LogLevel::kWarn, fields,
+               "kill-work: " + std::to_string(*killed) + " submissions failed by the operator"));
+  return Reply{Status::Ok(), "killed=" + std::to_string(*killed) + "\n"};
 }
 
 std::string ControlService::Handle(std::string_view raw_request) {

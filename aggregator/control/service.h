@@ -13,6 +13,9 @@
 //    past 100 %, negative values, unknown VMs and ambiguous names are refused with a clear error
 //    and change nothing.
 //  - set-scheduler switches the policy live; list and stats report.
+//  - pause, resume, kill-work and set-kernel-limit resolve the VM likewise and act on its GPU
+//    work through the dispatcher (docs/SCHEDULER.md "Pause, kernel limit, kill-work"); a pt VM
+//    (nothing of it is scheduled) is refused; each change is logged with the VM's id and name.
 //  - vm-token issues a one-time token for a domain's device model (docs/SECURITY.md); the log
 //    says for which domain, never the token.
 //
@@ -81,6 +84,8 @@ class ControlService {
   double ConfiguredShare(const VmDescription& vm) const;
   ListReply List(const std::vector<VmDescription>& vms) const;
   std::string StatsJson(const std::vector<VmDescription>& vms) const;
+  // pause, resume, kill-work, set-kernel-limit.
+  Reply ControlWork(const std::vector<VmDescription>& vms, const Request& request);
   void Log(const std::string& line) const;
 
   VmDirectory* const vms_;

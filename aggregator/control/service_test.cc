@@ -128,6 +128,50 @@ TEST(ControlServiceTest, InvalidRequestsChangeNothing) {
   EXPECT_EQ(f.dispatcher->policy(), sched::PolicyKind::kBand);
 }
 
+TEST(ControlServiceTest, PauseResumeKillAndKernelLimitByIdOrName) {
+  Fixture f;
+  f.directory.vms = {{1, "a", "fv", 0, 0}, {2, "b", "pv-naive", 0, 0}};
+  EXPECT_TRUE(f.Run("pause a").status.ok());
+  ListReply list = f.List();
+  EXPECT_TRUE(list.vms[0].paused);
+  EXPECT_FALSE(list.vms[1].paused);
+  EXPECT_NE(f.log.back().find("vm=1"), std::string::npos) << f.log.back();
+  EXPECT_NE(f.log.back().find("paused"), std::string::npos) << f.log.back();
+  EXPECT_TRUE(f.Run("resume 1").status.ok());
+  EXPECT_FALSE(f.List().vms[0].paused);
+  EXPECT_TRUE(f.Run("set-kernel-limit b 1500").status.ok());
+  EXPECT_EQ(f.List().vms[1].kernel_limit_ms, 1500u);
+  Reply killed = f.Run("kill-work b");
+  EXPECT_TRUE(killed.status.ok()) << killed.status.ToString();
+  EXPECT_EQ(killed.body, "killed=0\n");  // nothing of it was queued
+  const std::string stats = f.Run("stats").body;
+  EXPECT_NE(stats.find("\"paused\":false,\"kernel_limit_ms\":1500,\"killed\":0"), std::string::npos)
+      << stats;
+}
+
+TEST(ControlServiceTest, RefusedControlsChangeNothing) {
+  Fixture f;
+  f.directory.vms = {{1, "a", "fv", 0, 0}, {2, "gpu", "pt", 0, 0}};
+  ASSERT_TRUE(f.Run("set-kernel-limit a 100").status.ok());
+  const ListReply before = f.List();
+  EXPECT_EQ(f.Run("pause nobody").status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.Run("kill-work 9").status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.Run("resume a").status.code(), StatusCode::kFailedPrecondition);  // not paused
+  Reply pt = f.Run("pause gpu");
+  EXPECT_EQ(pt.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(pt.status.message().find("pass-through"), std::string::npos);
+  EXPECT_EQ(f.Run("kill-work gpu").status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.Run("set-kernel-limit a -1").status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.Run("set-kernel-limit a 4294967296").status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.List(), before);
+  ASSERT_TRUE(f.Run("pause a").status.ok());
+  const ListReply paused = f.List();
+  Reply twice = f.Run("pause a");
+  EXPECT_EQ(twice.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(twice.status.message().find("already paused"), std::string::npos);
+  EXPECT_EQ(f.List(), paused);
+}
+
 TEST(ControlServiceTest, AmbiguousNamesNeedAnId) {
   Fixture f;
   f.directory.vms = {{1, "b", "fv-lazy", 0, 0}, {2, "b", "fv-naive", 0, 0}};

@@ -1,11 +1,19 @@
 // gpuvm-fairness-guest: the workload of the fairness experiment inside a VM. Loops "launch madd,
 // wait for it" for a number of seconds and prints how many kernels it ran:
 //
-//   gpuvm-fairness-guest madd|long-madd|endless SECONDS [N] [--start-at NS] [--launches K]
+//   gpuvm-fairness-guest madd|long-madd|endless|endless-sync SECONDS [N] [--start-at NS]
+//                        [--launches K]
 //
 // endless: one launch of a kernel that never ends (a 64-bit counter loop, PTX below), then the
 // guest sleeps SECONDS and exits without waiting for it: the GPU eater of the preemption case
 // (docs/SCHEDULER.md, "Preemption"); the aggregator stops its channel when the VM goes.
+//
+// endless-sync: the same kernel, but the guest waits for it (cuCtxSynchronize), which returns
+// only when the host fails the VM's work (gpuvm-ctl kill-work, or the VM's kernel limit: docs/
+// SCHEDULER.md "Pause, kernel limit, kill-work") — or after SECONDS, when the guest gives up
+// waiting (a watchdog thread) and exits 1. It prints "STOPPED <CUDA error name> <code>" with the
+// error, checks that the calls that follow return at once with the context's error (another
+// synchronize, an allocation, the context's destruction) and exits 3.
 //
 // --start-at: after its set-up (context, module, buffers) the guest waits until CLOCK_MONOTONIC
 // (std::chrono::steady_clock) reaches NS, so that several VMs start looping together; SECONDS
@@ -117,6 +125,47 @@ int RunEndless(double seconds, int64_t start_at_ns) {
   std::_Exit(running ? 0 : 1);
 }
 
+int RunEndlessSync(double seconds) {
+  CUcontext context;
+  if (!OpenContext(&context)) return 1;
+  CUmodule module;
+  CHECK_CU(cuModuleLoadData(&module, kEndlessPtx));
+  CUfunction function;
+  CHECK_CU(cuModuleGetFunction(&function, module, "endless"));
+  CUdeviceptr out;
+  CHECK_CU(cuMemAlloc(&out, 8));
+  void* args[] = {&out};
+  // Nobody stopped it in time: say so and leave (a hang would otherwise hold the test).
+  std::thread([seconds] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    std::printf("FAILED: nobody stopped the endless kernel within %.0f s\n", seconds);
+    std::fflush(stdout);
+    std::_Exit(1);
+  }).detach();
+  CHECK_CU(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  std::printf("LAUNCHED endless\n");
+  std::fflush(stdout);
+  const CUresult r = cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) {
+    std::printf("FAILED: the endless kernel completed\n");
+    return 1;
+  }
+  const char* name = nullptr;
+  const char* text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  std::printf("STOPPED %s %d: %s\n", name ? name : "?", int(r), text ? text : "?");
+  std::fflush(stdout);
+  // The context is unusable now, and says so at once: nothing that follows may wait.
+  const CUresult again = cuCtxSynchronize();
+  CUdeviceptr more = 0;
+  const CUresult alloc = cuMemAlloc(&more, 8);
+  const CUresult destroyed = cuCtxDestroy(context);
+  std::printf("AFTER synchronize=%d alloc=%d destroy=%d\n", int(again), int(alloc), int(destroyed));
+  std::fflush(stdout);
+  return 3;
+}
+
 int Run(bool long_madd, double seconds, int n, int64_t start_at_ns, uint64_t max_launches) {
   if (long_madd) n = static_cast<int>(std::lround(n * std::sqrt(15.0)));
   const size_t bytes = size_t(n) * size_t(n) * sizeof(int);
@@ -161,11 +210,14 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   const auto usage = [] {
     std::fprintf(stderr,
-                 "usage: gpuvm-fairness-guest madd|long-madd|endless SECONDS [N] "
+                 "usage: gpuvm-fairness-guest madd|long-madd|endless|endless-sync SECONDS [N] "
                  "[--start-at NS] [--launches K]\n");
     return 2;
   };
-  if ((what != "madd" && what != "long-madd" && what != "endless") || argc < 3) return usage();
+  if ((what != "madd" && what != "long-madd" && what != "endless" && what != "endless-sync") ||
+      argc < 3) {
+    return usage();
+  }
   const double seconds = std::atof(argv[2]);
   int n = 256;
   int64_t start_at = 0;
@@ -186,5 +238,6 @@ int main(int argc, char** argv) {
     return usage();
   }
   if (what == "endless") return RunEndless(seconds, start_at);
+  if (what == "endless-sync") return RunEndlessSync(seconds);
   return Run(what == "long-madd", seconds, n, start_at, launches);
 }

@@ -178,6 +178,12 @@ inline constexpr uint32_t kSubfifoIntrIllegalMthd = 1u << 21;
 inline constexpr uint32_t kSubfifoIntrSwMthd = 1u << 23;  // nouveau: EMPTY_SUBC
 inline constexpr uint32_t kSubfifoIntrIllegalSem = 1u << 25;
 inline constexpr uint32_t kSubfifoIntrSigMismatch = 1u << 31;
+// gpuvm extensions (no real Fermi sets them; our choice of bits, whether a real one uses these we
+// do not know): only gpuvm's full virtualization presents them to a VM, on a channel whose work the
+// host failed (docs/SCHEDULER.md "Pause, kernel limit, kill-work"): the operator's kill-work, or
+// the VM's kernel run-time limit (a TDR). The guest driver reports them as a channel error.
+inline constexpr uint32_t kSubfifoIntrGpuvmKilled = 1u << 6;
+inline constexpr uint32_t kSubfifoIntrGpuvmTimeLimit = 1u << 7;
 
 }  // namespace gpuvm::gf100::pfifo
 

@@ -2,6 +2,7 @@
 #include "runtime/core/fault_codes.h"
 
 #include "gpu/hw/mmu_fault.h"
+#include "gpu/hw/pfifo.h"
 #include "gpu/hw/pgraph.h"
 
 namespace gpuvm::runtime {
@@ -62,6 +63,12 @@ CUresult CuResultForFault(const guest::GpuFault& fault) {
     case guest::GpuFault::Kind::kComputeTrap:
       return CuResultForTrap(fault.warp_error, fault.global_error);
     case guest::GpuFault::Kind::kCommandError:
+      // gpuvm's host stopped a kernel past the VM's run-time limit: what CUDA reports when a
+      // watchdog (TDR) ends a kernel. Anything else, the operator's kill-work included: a launch
+      // failure.
+      if (fault.subfifo_intr & gf100::pfifo::kSubfifoIntrGpuvmTimeLimit) {
+        return CUDA_ERROR_LAUNCH_TIMEOUT;
+      }
       return CUDA_ERROR_LAUNCH_FAILED;
   }
   return CUDA_ERROR_LAUNCH_FAILED;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu/hw/mmu_fault.h"
+#include "gpu/hw/pfifo.h"
 #include "gpu/hw/pgraph.h"
 
 namespace gpuvm::runtime {
@@ -55,6 +56,12 @@ TEST(RuntimeFaultCodes, FaultKinds) {
   EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_ILLEGAL_ADDRESS);
   f.kind = guest::GpuFault::Kind::kCommandError;
   EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_LAUNCH_FAILED);
+  // gpuvm's host failing a channel's work: the operator's kill-work, or the kernel time limit.
+  f.subfifo_intr = gf100::pfifo::kSubfifoIntrGpuvmKilled;
+  EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_LAUNCH_FAILED);
+  f.subfifo_intr = gf100::pfifo::kSubfifoIntrGpuvmTimeLimit;
+  EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_LAUNCH_TIMEOUT);
+  f.subfifo_intr = 0;
   f.kind = guest::GpuFault::Kind::kComputeTrap;
   EXPECT_EQ(CuResultForFault(f), CUDA_ERROR_LAUNCH_FAILED);
   f.global_error = pg::kMpGlobalBptPause;

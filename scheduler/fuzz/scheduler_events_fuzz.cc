@@ -1,7 +1,8 @@
 // Fuzzes the scheduler's whole interface with arbitrary sequences of events and operator actions,
 // valid and invalid, on a manual clock, and checks the protocol the owner relies on: nothing is
 // dispatched onto a busy GPU, only submissions that were queued are dispatched (each once, or again
-// after a preemption), errors change nothing observable, and the per-VM counters always add up.
+// after a preemption), nothing of a paused VM is dispatched, errors change nothing observable, and
+// the per-VM counters always add up.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -42,6 +43,7 @@ struct Model {
   std::set<SubmissionHandle> queued;  // accepted and not yet dispatched (or preempted)
   std::map<SubmissionHandle, VmId> owner;
   std::set<SubmissionHandle> orphaned;  // running when its VM was removed: never requeued
+  std::set<VmId> paused;                // the operator's pause (SetPaused)
 };
 
 void Act(const Decision& d, Model& m) {
@@ -50,6 +52,7 @@ void Act(const Decision& d, Model& m) {
       Check(!m.running);
       Check(m.queued.erase(d.submission) == 1);
       Check(m.owner.at(d.submission) == d.vm);
+      Check(!m.paused.contains(d.vm));
       m.running = d.submission;
       break;
     case Decision::Action::kHold:
@@ -84,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (!in.empty()) {
     const uint8_t op = in.Byte();
     const VmId vm = in.Byte() % 6;
-    switch (op % 11) {
+    switch (op % 13) {
       case 0:
         (void)s.AddVm(vm, static_cast<double>(in.Byte()) - 20);  // some negative, some past 100
         break;
@@ -93,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (dropped.ok()) {
           for (SubmissionHandle h : *dropped) Check(m.queued.erase(h) == 1);
           if (m.running && m.owner.at(*m.running) == vm) m.orphaned.insert(*m.running);
+          m.paused.erase(vm);
         }
         break;
       }
@@ -161,7 +165,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         clock.Advance(std::chrono::microseconds(in.Word()) * (op >> 4));
         clock.set_read_cost(std::chrono::nanoseconds(in.Byte()));
         break;
+      case 11: {
+        const bool pause = in.Byte() % 2 == 0;
+        const bool was = m.paused.contains(vm);
+        const gpuvm::Status st = s.SetPaused(vm, pause);
+        if (st.ok()) {
+          Check(was != pause);
+          if (pause) {
+            m.paused.insert(vm);
+          } else {
+            m.paused.erase(vm);
+          }
+        }
+        break;
+      }
+      case 12: {
+        auto dropped = s.DropQueued(vm);
+        if (dropped.ok()) {
+          for (SubmissionHandle h : *dropped) {
+            Check(m.queued.erase(h) == 1);
+            Check(m.owner.at(h) == vm);
+          }
+        }
+        break;
+      }
     }
+    for (const VmStats& v : s.Stats().vms) Check(v.paused == m.paused.contains(v.vm));
     // The counters add up for every VM, and queued work is exactly what the model holds.
     uint64_t queued_total = 0;
     for (const VmStats& v : s.Stats().vms) {

@@ -39,6 +39,9 @@ const char kUsage[] =
     "       gpuvm-ctl [--socket PATH] metrics   (Prometheus text format)\n"
     "       gpuvm-ctl [--socket PATH] set-share VM PERCENT     (VM: id or name; live)\n"
     "       gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band   (live)\n"
+    "       gpuvm-ctl [--socket PATH] pause VM | resume VM   (its GPU work switched out / back)\n"
+    "       gpuvm-ctl [--socket PATH] kill-work VM   (fails its running and queued GPU work)\n"
+    "       gpuvm-ctl [--socket PATH] set-kernel-limit VM MS   (GPU time per kernel; 0 = off)\n"
     "       gpuvm-ctl [--socket PATH] vm-token DOMID   (a one-time token for that domain's\n"
     "                                                   device model, docs/SECURITY.md)\n"
     "       gpuvm-ctl [--socket PATH] top [--interval-ms N] [--iterations N]\n"
@@ -109,7 +112,8 @@ std::string RenderList(const control::ListReply& list) {
   std::string out = "scheduler: " + std::string(sched::PolicyKindName(list.policy)) + "\n";
   out += Pad("ID", 4, true) + "  " + Pad("NAME", 16) + Pad("MODE", 14) + Pad("VRAM", 10) +
          Pad("CHANNELS", 10) + Pad("SHARE", 9) + Pad("GPU 100ms", 11) + Pad("500ms", 8) +
-         Pad("10s", 8) + Pad("QUEUED", 8) + Pad("GPU TIME", 14) + "STANDING\n";
+         Pad("10s", 8) + Pad("QUEUED", 8) + Pad("GPU TIME", 14) + Pad("STANDING", 12) +
+         Pad("LIMIT", 10) + "STATE\n";
   for (const control::VmRow& v : list.vms) {
     out += Pad(std::to_string(v.id), 4, true) + "  " + Pad(v.name.empty() ? "-" : v.name, 16) +
            Pad(v.mode, 14) + Pad(Bytes(v.vram_bytes), 10) +
@@ -122,7 +126,10 @@ std::string RenderList(const control::ListReply& list) {
            Pad(Format("%.1f%%", v.usage_100ms * 100), 11) +
            Pad(Format("%.1f%%", v.usage_500ms * 100), 8) +
            Pad(Format("%.1f%%", v.usage_10s * 100), 8) + Pad(std::to_string(v.queued), 8) +
-           Pad(Format("%.1f ms", v.gpu_ms), 14) + (v.standing.empty() ? "-" : v.standing) + "\n";
+           Pad(Format("%.1f ms", v.gpu_ms), 14) + Pad(v.standing.empty() ? "-" : v.standing, 12) +
+           Pad(v.kernel_limit_ms ? std::to_string(v.kernel_limit_ms) + " ms" : "-", 10) +
+           (v.paused ? "paused" : "running") +
+           (v.killed ? " (" + std::to_string(v.killed) + " killed)" : "") + "\n";
   }
   return out;
 }
@@ -230,6 +237,12 @@ int Run(const Invocation& inv) {
              std::holds_alternative<control::MetricsRequest>(inv.request) ||
              std::holds_alternative<control::VmTokenRequest>(inv.request)) {
     std::fputs(reply->body.c_str(), stdout);
+  } else if (std::holds_alternative<control::KillWorkRequest>(inv.request)) {
+    // Body "killed=N": how many submissions were failed.
+    std::string body = reply->body;
+    if (!body.empty() && body.back() == '\n') body.pop_back();
+    std::fputs(("ok: " + control::FormatRequest(inv.request) + " (" + body + ")\n").c_str(),
+               stdout);
   } else {
     std::fputs(("ok: " + control::FormatRequest(inv.request) + "\n").c_str(), stdout);
   }

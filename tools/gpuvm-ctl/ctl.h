@@ -8,6 +8,7 @@
 //   gpuvm-ctl [--socket PATH] set-share VM PERCENT
 //   gpuvm-ctl [--socket PATH] set-scheduler fifo|credit|band
 //   gpuvm-ctl [--socket PATH] vm-token DOMID      (prints a one-time token, docs/SECURITY.md)
+//   gpuvm-ctl [--socket PATH] pause VM | resume VM | kill-work VM | set-kernel-limit VM MS
 //   gpuvm-ctl [--socket PATH] top [--interval-ms N] [--iterations N]   (a live view of `list`)
 //
 // The socket defaults to $GPUVM_CONTROL, else the aggregator's socket ($GPUVM_AGGREGATOR or

@@ -15,6 +15,56 @@ TEST(GpuvmCtlTest, ParsesCommandLines) {
   EXPECT_TRUE(inv->json);
 }
 
+TEST(GpuvmCtlTest, ParsesTheRunawayWorkCommands) {
+  EXPECT_EQ(ParseCommandLine({"pause", "eater"})->request,
+            control::Request(control::PauseRequest{"eater"}));
+  EXPECT_EQ(ParseCommandLine({"resume", "3"})->request,
+            control::Request(control::ResumeRequest{"3"}));
+  EXPECT_EQ(ParseCommandLine({"kill-work", "eater"})->request,
+            control::Request(control::KillWorkRequest{"eater"}));
+  EXPECT_EQ(ParseCommandLine({"set-kernel-limit", "eater", "2000"})->request,
+            control::Request(control::SetKernelLimitRequest{"eater", 2000}));
+  // Checked before anything is sent: a typo never reaches the aggregator.
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{{"pause"},
+                                             {"pause", "a", "b"},
+                                             {"resume", ""},
+                                             {"kill-work", "a b"},
+                                             {"set-kernel-limit", "a"},
+                                             {"set-kernel-limit", "a", "-1"},
+                                             {"set-kernel-limit", "a", "86400001"},
+                                             {"set-kernel-limit", "a", "18446744073709551617"},
+                                             {"set-kernel-limit", "a", "2s"},
+                                             {"pause", "a", "--json"}}) {
+    EXPECT_FALSE(ParseCommandLine(bad).ok()) << bad.back();
+  }
+}
+
+TEST(GpuvmCtlTest, ListShowsPausedVmsAndKernelLimits) {
+  control::ListReply list;
+  control::VmRow v;
+  v.id = 3;
+  v.name = "eater";
+  v.mode = "fv";
+  v.scheduled = true;
+  v.paused = true;
+  v.kernel_limit_ms = 2000;
+  v.killed = 2;
+  list.vms.push_back(v);
+  v.id = 4;
+  v.name = "web";
+  v.paused = false;
+  v.kernel_limit_ms = 0;
+  v.killed = 0;
+  list.vms.push_back(v);
+  const std::string table = RenderList(list);
+  const std::string eater = table.substr(table.find("eater"));
+  EXPECT_NE(eater.find("2000 ms"), std::string::npos) << table;
+  EXPECT_NE(eater.find("paused (2 killed)"), std::string::npos) << table;
+  const std::string web = table.substr(table.find("web"));
+  EXPECT_NE(web.find("running"), std::string::npos) << table;
+}
+
 TEST(GpuvmCtlTest, TopIsListAgainAndAgain) {
   Result<Invocation> inv = ParseCommandLine({"top", "--interval-ms", "250", "--iterations", "3"});
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();

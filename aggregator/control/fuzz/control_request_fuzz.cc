@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary bytes as a control request, then as a reply and a list body. The
-// request goes through the whole service (parse, resolve, change shares/policy, format) against
-// three VMs and a driven dispatcher. Checked: nothing crashes; a request that parses re-parses to
-// itself after formatting; the shares never sum past 100 % and never go negative; the reply is one
-// this protocol can read back.
+// request goes through the whole service (parse, resolve, change shares/policy, pause, resume,
+// kill-work, kernel limits, format) against three VMs and a driven dispatcher. Checked: nothing
+// crashes; a request that parses re-parses to itself after formatting; the shares never sum past
+// 100 % and never go negative; the reply is one this protocol can read back.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
