@@ -127,6 +127,17 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                            ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
     return true;
   }
+  if (flag == "--band-lag-us") {
+    GPUVM_ASSIGN_OR_RETURN(options->band_lag_us,
+                           ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
+    return true;
+  }
+  if (flag == "--band-threshold-us") {
+    // Below a millisecond a VM could not be owed even one quantum.
+    GPUVM_ASSIGN_OR_RETURN(options->band_threshold_us,
+                           ParseWhole(flag, value, 1000, 10'000'000, "microseconds"));
+    return true;
+  }
   if (flag == "--max-run-ms") {
     GPUVM_ASSIGN_OR_RETURN(options->max_run_ms,
                            ParseWhole(flag, value, 1, 3'600'000, "milliseconds"));
@@ -171,6 +182,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   // A guest's resubmission gap through traps and the device model is longer than Gdev's in-kernel
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
   dispatch.scheduler.band.hold_max = std::chrono::microseconds(options.band_hold_us);
+  dispatch.scheduler.band.preempt_lag = std::chrono::microseconds(options.band_lag_us);
+  dispatch.scheduler.band.threshold = std::chrono::microseconds(options.band_threshold_us);
   dispatch.quantum = std::chrono::microseconds(options.quantum_us);
   dispatch.kernel_limit = std::chrono::milliseconds(options.kernel_limit_ms);
   if (!options.trace_path.empty()) {

@@ -45,6 +45,12 @@ struct ControlOptions {
   std::string trace_path;
   // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
   int64_t band_hold_us = 5000;
+  // --band-lag-us: how far over its share (BandOptions::preempt_lag) a running VM may be before a
+  // VM owed clearly more (twice as far) switches it out at a quantum boundary.
+  int64_t band_lag_us = 2000;
+  // --band-threshold-us: the bound of BAND's credits (BandOptions::threshold): the most GPU time a
+  // VM can be owed, or owe, at once — so the most one VM's payback can take from the others.
+  int64_t band_threshold_us = 50000;
   // --max-run-ms: how long one submission may keep the engine from other VMs before the dispatcher
   // moves on (FvEngineSink's max_run; counted in time the aggregator ran, not wall time).
   int64_t max_run_ms = 5000;
@@ -65,9 +71,9 @@ struct ControlOptions {
 inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
-    "                        [--trace-completions FILE] [--band-hold-us US] [--max-run-ms MS]\n"
-    "                        [--quantum-us US] [--kernel-limit-ms MS]\n"
-    "                        [--metrics-listen ADDR:PORT]";
+    "                        [--trace-completions FILE] [--band-hold-us US] [--band-lag-us US]\n"
+    "                        [--band-threshold-us US] [--max-run-ms MS] [--quantum-us US]\n"
+    "                        [--kernel-limit-ms MS] [--metrics-listen ADDR:PORT]";
 
 // true when `flag` (with `value`) is one of ours and was applied; false when it is not ours;
 // InvalidArgument for a bad value.

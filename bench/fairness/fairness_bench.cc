@@ -26,6 +26,7 @@
 //   gpuvm-fairness-bench [--duration-s 3] [--warmup-s 0.5] [--work-ms 500] [--job-us 1000]
 //                        [--case NAME] [--policy NAME] [--no-makespan] [--seed N] [--out DIR]
 //                        [--control-demo] [--engine synthetic|fv] [--hold-us US] [--quantum-us US]
+//                        [--band-lag-us US] [--band-threshold-us US]
 //                        [--fv-mode optimized] [--fv-n 128] [--fv-setup-s S] [--fv-launches 500]
 //                        [--fv-repeats 3]
 // --out DIR: per case, policy and window size a CSV of every VM's share per window
@@ -89,6 +90,10 @@ struct Args {
   // in the aggregator, traps) a madd VM's gap from completion to its next submission is longer.
   int64_t hold_us = 5000;
   int64_t quantum_us = 1000;  // fv: the aggregator's --quantum-us (0: non-preemptive dispatch)
+  // BAND's preempt_lag and credit threshold (the aggregator's --band-lag-us, --band-threshold-us);
+  // -1: their defaults (BandOptions).
+  int64_t lag_us = -1;
+  int64_t threshold_us = -1;
   // --engine fv: the VMs' fv mode, their set-up time before the common start (0: 1 s + 0.4 s per
   // VM), and the madd launches per madd VM of the total-time runs.
   std::string fv_mode = "optimized";
@@ -264,6 +269,10 @@ Result<RunResult> RunReal(const Args& args, const std::vector<SimVm>& vms, Polic
   // The engine signals completions (TimedEngine's interrupt thread); polling is the fallback.
   options.poll_interval = 1ms;
   if (args.hold_us >= 0) options.scheduler.band.hold_max = std::chrono::microseconds(args.hold_us);
+  if (args.lag_us >= 0) options.scheduler.band.preempt_lag = std::chrono::microseconds(args.lag_us);
+  if (args.threshold_us >= 0) {
+    options.scheduler.band.threshold = std::chrono::microseconds(args.threshold_us);
+  }
   options.on_done = [&](const SubmissionDone& d) {
     {
       std::lock_guard lock(mu);
@@ -501,11 +510,25 @@ Result<Measured> RunFv(
   ::mkdir(dir.c_str(), 0755);
   const std::string socket = "@gpuvm-fairness-" + std::to_string(::getpid());
   const std::string trace = dir + "/trace-" + tag + ".csv";
-  const pid_t aggregator = Spawn(
-      {GPUVM_AGGREGATOR_BIN, "--socket", socket, "--vram-mib", "2048", "--quiet", "--scheduler",
-       std::string(PolicyKindName(policy)), "--trace-completions", trace, "--band-hold-us",
-       std::to_string(args.hold_us), "--quantum-us", std::to_string(args.quantum_us)},
-      dir + "/aggregator-" + tag + ".log");
+  std::vector<std::string> argv = {GPUVM_AGGREGATOR_BIN,
+                                   "--socket",
+                                   socket,
+                                   "--vram-mib",
+                                   "2048",
+                                   "--quiet",
+                                   "--scheduler",
+                                   std::string(PolicyKindName(policy)),
+                                   "--trace-completions",
+                                   trace,
+                                   "--band-hold-us",
+                                   std::to_string(args.hold_us),
+                                   "--quantum-us",
+                                   std::to_string(args.quantum_us)};
+  if (args.lag_us >= 0) argv.insert(argv.end(), {"--band-lag-us", std::to_string(args.lag_us)});
+  if (args.threshold_us >= 0) {
+    argv.insert(argv.end(), {"--band-threshold-us", std::to_string(args.threshold_us)});
+  }
+  const pid_t aggregator = Spawn(argv, dir + "/aggregator-" + tag + ".log");
   const std::string control = socket + "-control";
   for (int i = 0; i < 2000 && !ctl::Call(control, control::ListRequest{}).ok(); ++i) {
     int status = 0;
@@ -809,9 +832,13 @@ int Main(const Args& args) {
         args.duration_s, args.warmup_s, static_cast<long long>(args.job_us));
   }
   std::printf(
-      "BAND hold_max %lld us; fv quantum %lld us (0: non-preemptive); dev = worst |share - target| "
-      "over all VMs and windows\n",
-      static_cast<long long>(args.hold_us), static_cast<long long>(args.quantum_us));
+      "BAND hold_max %lld us, preempt_lag %s, threshold %s; fv quantum %lld us (0: "
+      "non-preemptive); "
+      "dev = worst |share - target| over all VMs and windows\n",
+      static_cast<long long>(args.hold_us),
+      args.lag_us >= 0 ? (std::to_string(args.lag_us) + " us").c_str() : "default",
+      args.threshold_us >= 0 ? (std::to_string(args.threshold_us) + " us").c_str() : "default",
+      static_cast<long long>(args.quantum_us));
   std::printf("%-14s %-7s %9s %9s %8s %8s %6s  %s\n", "case", "policy", "dev500ms", "dev100ms",
               "jain500", "jain100", "util", "mean share % (target) [max dev 500ms]");
   for (const Case& c : Cases(args)) {
@@ -971,6 +998,10 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       args->hold_us = std::atoll(v);
     } else if (flag == "--quantum-us") {
       args->quantum_us = std::atoll(v);
+    } else if (flag == "--band-lag-us") {
+      args->lag_us = std::atoll(v);
+    } else if (flag == "--band-threshold-us") {
+      args->threshold_us = std::atoll(v);
     } else if (flag == "--fv-mode") {
       args->fv_mode = v;
     } else if (flag == "--fv-setup-s") {
@@ -1008,7 +1039,9 @@ int main(int argc, char** argv) {
         "usage: gpuvm-fairness-bench [--engine synthetic] [--duration-s 3] [--warmup-s 0.5]\n"
         "                            [--work-ms 500] [--job-us 1000] [--case NAME]\n"
         "                            [--policy fifo|credit|band] [--no-makespan] [--seed N]\n"
-        "                            [--out DIR] [--control-demo]\n"
+        "                            [--out DIR] [--control-demo] [--hold-us US]\n"
+        "                            [--quantum-us US] [--band-lag-us US] [--band-threshold-us "
+        "US]\n"
         "                            [--engine fv [--fv-mode naive|lazy|bar-remap|optimized]\n"
         "                             [--fv-setup-s S] [--fv-launches K]]\n");
     return 2;
