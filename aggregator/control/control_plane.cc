@@ -183,7 +183,11 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
   dispatch.scheduler.band.hold_max = std::chrono::microseconds(options.band_hold_us);
   dispatch.scheduler.band.preempt_lag = std::chrono::microseconds(options.band_lag_us);
-  dispatch.scheduler.band.threshold = std::chrono::microseconds(options.band_threshold_us);
+  if (options.band_threshold_us > 0) {
+    dispatch.scheduler.band.threshold = std::chrono::microseconds(options.band_threshold_us);
+  } else if (options.quantum_us > 0) {
+    dispatch.scheduler.band.threshold = std::chrono::milliseconds(5);
+  }
   dispatch.quantum = std::chrono::microseconds(options.quantum_us);
   dispatch.kernel_limit = std::chrono::milliseconds(options.kernel_limit_ms);
   if (!options.trace_path.empty()) {

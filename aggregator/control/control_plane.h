@@ -46,11 +46,16 @@ struct ControlOptions {
   // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
   int64_t band_hold_us = 5000;
   // --band-lag-us: how far over its share (BandOptions::preempt_lag) a running VM may be before a
-  // VM owed clearly more (twice as far) switches it out at a quantum boundary.
-  int64_t band_lag_us = 2000;
+  // VM owed clearly more (twice as far) switches it out at a quantum boundary. 500 us, not
+  // BandOptions' 2 ms: with 1 ms quanta it lowered BAND's worst 100 ms deviation on real fv VMs
+  // (docs/results/2026-11-28-band-100ms.md); a switch costs the software GPU 15-175 us.
+  int64_t band_lag_us = 500;
   // --band-threshold-us: the bound of BAND's credits (BandOptions::threshold): the most GPU time a
-  // VM can be owed, or owe, at once — so the most one VM's payback can take from the others.
-  int64_t band_threshold_us = 50000;
+  // VM can be owed, or owe, at once — so the most one VM's payback can take from the others in a
+  // window. 0 (the default): 5 ms when there is a quantum (no charge is then longer than about one
+  // quantum), BandOptions' 50 ms without (a whole long kernel is charged at once, and a smaller
+  // bound would forgive most of its debt).
+  int64_t band_threshold_us = 0;
   // --max-run-ms: how long one submission may keep the engine from other VMs before the dispatcher
   // moves on (FvEngineSink's max_run; counted in time the aggregator ran, not wall time).
   int64_t max_run_ms = 5000;
