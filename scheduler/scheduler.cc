@@ -255,8 +255,10 @@ Result<Decision> Scheduler::OnGpuIdle() {
 
 void Scheduler::Account(VmRecord& vm, Duration gpu_time, TimePoint now) {
   vm.gpu_time += gpu_time;
-  vm.usage_fine.Add(now - gpu_time, now);
-  vm.usage_coarse.Add(now - gpu_time, now);
+  // Ending now, as late as fits: a suspended submission's time reported only at its completion
+  // ran before the VM's last recorded slice, and must not pile onto it (usage over 100 %).
+  vm.usage_fine.AddEndingAt(now, gpu_time);
+  vm.usage_coarse.AddEndingAt(now, gpu_time);
   vm.last_completion = now;
 }
 

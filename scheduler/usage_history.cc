@@ -59,6 +59,28 @@ void UsageHistory::Add(TimePoint start, TimePoint end) {
   }
 }
 
+void UsageHistory::AddEndingAt(TimePoint end, Duration amount) {
+  int64_t left = amount.count();
+  if (left <= 0) return;
+  const int64_t width = bucket_.count();
+  const int64_t stop = end.time_since_epoch().count();
+  const int64_t newest = FloorDiv(stop, width);
+  // Never reach back past the horizon, nor into a slot that holds a newer bucket.
+  int64_t oldest = FloorDiv(stop - horizon_.count(), width);
+  if (newest_ >= 0) oldest = std::max(oldest, newest_ - static_cast<int64_t>(ring_.size()) + 1);
+  oldest = std::max(oldest, newest - static_cast<int64_t>(ring_.size()) + 1);
+  for (int64_t index = newest; index >= oldest && left > 0; --index) {
+    const int64_t spans = index == newest ? stop - index * width : width;
+    const Bucket* existing = Find(index);
+    const int64_t room = spans - (existing != nullptr ? existing->used_ns : 0);
+    if (room <= 0) continue;
+    const int64_t piece = std::min(room, left);
+    Slot(index).used_ns += piece;
+    newest_ = std::max(newest_, index);
+    left -= piece;
+  }
+}
+
 Duration UsageHistory::UsedWithin(TimePoint now, Duration window) const {
   window = std::min(window, horizon_);
   if (window.count() <= 0) return Duration(0);

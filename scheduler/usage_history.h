@@ -27,6 +27,15 @@ class UsageHistory {
   // an empty or reversed interval is ignored.
   void Add(TimePoint start, TimePoint end);
 
+  // Records `amount` of use that ended at `end`, placed as late as it fits: from `end` backwards,
+  // each bucket filled up to the time it spans (the last one only up to `end`) less what it already
+  // holds. For a report whose interval [end - amount, end) the VM's earlier use did not touch this
+  // is Add(end - amount, end); a late report of GPU time that ran before the VM's last recorded
+  // interval ended (a suspended submission's busy time the device published only at its
+  // completion) goes into the free time before it instead of overlapping it, so no window ever
+  // holds more use than its length. What does not fit within the horizon is dropped.
+  void AddEndingAt(TimePoint end, Duration amount);
+
   // GPU time used within [now - window, now). A window longer than the horizon is cut to the
   // horizon.
   Duration UsedWithin(TimePoint now, Duration window) const;

@@ -54,5 +54,40 @@ TEST(SchedUsageHistoryTest, LateOldIntervalDoesNotEvictNewerUse) {
   EXPECT_LE(usage.UsedWithin(T(1010ms), 100ms), 16ms);
 }
 
+TEST(SchedUsageHistoryTest, AddEndingAtIsAddWhenNothingIsInTheWay) {
+  UsageHistory a(1ms, 10s), b(1ms, 10s);
+  a.Add(T(100ms), T(130ms));
+  a.Add(T(140500us), T(150ms));
+  b.AddEndingAt(T(130ms), 30ms);
+  b.AddEndingAt(T(150ms), 9500us);
+  for (Duration window : {5ms, 10ms, 25ms, 50ms, 100ms}) {
+    EXPECT_EQ(a.UsedWithin(T(150ms), window), b.UsedWithin(T(150ms), window)) << window.count();
+  }
+}
+
+// A submission ran 6 ms, was suspended, the VM's next work ran 10 ms (reported as it ran), then the
+// first one completed and its 6 ms were reported at once: laid over [now - 6 ms, now) they would
+// overlap the 10 ms and a 10 ms window would read 160 %. Placed into the free time before, every
+// window stays within its length and nothing is lost.
+TEST(SchedUsageHistoryTest, LateReportedTimeFillsTheFreeTimeBeforeInsteadOfOverlapping) {
+  UsageHistory usage(1ms, 10s);
+  usage.AddEndingAt(T(110ms), 10ms);  // [100, 110) recorded as it ran
+  usage.AddEndingAt(T(110ms), 6ms);   // ran during [90, 96), reported now
+  EXPECT_EQ(usage.UsedWithin(T(110ms), 10ms), 10ms);
+  EXPECT_EQ(usage.UsedWithin(T(110ms), 100ms), 16ms);
+  for (Duration window = 1ms; window <= 100ms; window += 1ms) {
+    EXPECT_LE(usage.UsedWithin(T(110ms), window), window) << window.count();
+  }
+}
+
+TEST(SchedUsageHistoryTest, AddEndingAtDropsWhatDoesNotFitTheHorizon) {
+  UsageHistory usage(1ms, 100ms);
+  usage.AddEndingAt(T(1s), 250ms);  // more than the horizon's wall time
+  EXPECT_EQ(usage.UsedWithin(T(1s), 100ms), 100ms);
+  usage.AddEndingAt(T(1s), 0ms);
+  usage.AddEndingAt(T(1s), -5ms);
+  EXPECT_EQ(usage.UsedWithin(T(1s), 100ms), 100ms);
+}
+
 }  // namespace
 }  // namespace gpuvm::sched
