@@ -268,12 +268,22 @@ void FrontendConnection::CompleteLocked(OutstandingMap::iterator call, Result<Re
 }
 
 void FrontendConnection::RunCompleted() {
-  std::vector<std::pair<Completion, Result<Response>>> batch;
-  {
-    std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  // One thread at a time runs completions, batch after batch as the responses were consumed (in
+  // ring order): with each thread running its own batch, a caller's batch and the receiver's ran
+  // side by side and posted requests completed out of order (seen under ASan at load).
+  if (completions_running_) return;  // that thread runs these too before it stops
+  completions_running_ = true;
+  completion_runner_ = std::this_thread::get_id();
+  while (!completed_.empty()) {
+    std::vector<std::pair<Completion, Result<Response>>> batch;
     batch.swap(completed_);
+    lock.unlock();
+    for (auto& [done, result] : batch) done(std::move(result));
+    lock.lock();
   }
-  for (auto& [done, result] : batch) done(std::move(result));
+  completions_running_ = false;
+  cv_.notify_all();  // Close() waits for the last completion
 }
 
 void FrontendConnection::PokeReceiverLocked() {
@@ -453,6 +463,12 @@ Status FrontendConnection::Close() {
   cv_.wait(lock, [&] { return outstanding_.empty(); });
   lock.unlock();
   RunCompleted();
+  // Another thread may still be running the last completions (unless that thread is this one,
+  // closing from inside a completion).
+  lock.lock();
+  cv_.wait(lock, [&] {
+    return !completions_running_ || completion_runner_ == std::this_thread::get_id();
+  });
   return result;
 }
 

@@ -69,8 +69,9 @@ class FrontendConnection {
 
   // Sends `body` as Call does but does not wait for its response (a posted request, e.g. a
   // pushbuffer whose outcome the caller learns later): `done` runs exactly once with the response
-  // or the connection's failure, on whichever thread consumed it, without the connection's lock
-  // held. Requests keep their order on the ring either way. Waits only for a free ring slot.
+  // or the connection's failure, without the connection's lock held, on whichever thread runs
+  // completions then — one thread at a time, in the order of the requests on the ring. Requests
+  // keep their order on the ring either way. Waits only for a free ring slot.
   // Unavailable (and `done` is not run) when the connection is closed or broken.
   using Completion = std::function<void(Result<Response>)>;
   Status Post(uint32_t file, const RequestBody& body, Completion done);
@@ -113,7 +114,8 @@ class FrontendConnection {
   void ClearEventsLocked();
   // Marks `call` done with `result`; a posted one moves to completed_ and leaves outstanding_.
   void CompleteLocked(OutstandingMap::iterator call, Result<Response> result);
-  // Runs the completions of posted requests gathered so far. Call without mu_ held.
+  // Runs the completions of posted requests gathered so far, unless another thread is running
+  // completions (it runs these too). Call without mu_ held.
   void RunCompleted();
   // Wakes the receiver to reconsider what it polls.
   void PokeReceiverLocked();
@@ -145,8 +147,10 @@ class FrontendConnection {
   uint64_t posted_ = 0;          // posted requests outstanding
   bool caller_polling_ = false;  // a Call() thread waits on the event channel
   std::vector<std::pair<Completion, Result<Response>>> completed_;
-  std::string broken_;   // nonempty: no more calls
-  bool closed_ = false;  // Close() ran
+  bool completions_running_ = false;     // a thread is in RunCompleted's loop
+  std::thread::id completion_runner_{};  // which one (valid while completions_running_)
+  std::string broken_;                   // nonempty: no more calls
+  bool closed_ = false;                  // Close() ran
   bool wrote_closed_ = false;
 
   os::UniqueFd stop_;
