@@ -119,11 +119,7 @@ Result<std::vector<SubmissionHandle>> Scheduler::RemoveVm(VmId vm) {
   std::lock_guard lock(mu_);
   auto it = vms_.find(vm);
   if (it == vms_.end()) return Status::NotFound("no VM " + std::to_string(vm));
-  std::vector<SubmissionHandle> dropped;
-  for (const Queued& q : it->second.queue) {
-    dropped.push_back(q.handle);
-    handles_.erase(q.handle);
-  }
+  std::vector<SubmissionHandle> dropped = DropQueueLocked(it->second);
   if (running_ && running_->vm == vm) running_->vm_removed = true;
   policy_->OnVmRemoved(vm);
   vms_.erase(it);
@@ -174,12 +170,16 @@ Result<std::vector<SubmissionHandle>> Scheduler::DropQueued(VmId vm) {
   std::lock_guard lock(mu_);
   auto it = vms_.find(vm);
   if (it == vms_.end()) return Status::NotFound("no VM " + std::to_string(vm));
+  return DropQueueLocked(it->second);
+}
+
+std::vector<SubmissionHandle> Scheduler::DropQueueLocked(VmRecord& vm) {
   std::vector<SubmissionHandle> dropped;
-  for (const Queued& q : it->second.queue) {
+  for (const Queued& q : vm.queue) {
     dropped.push_back(q.handle);
     handles_.erase(q.handle);
   }
-  it->second.queue.clear();
+  vm.queue.clear();
   return dropped;
 }
 

@@ -182,6 +182,8 @@ class Scheduler {
   Status CheckSum(const std::map<VmId, double>& shares) const;
   void RefreshViews();
   void Account(VmRecord& vm, Duration gpu_time, TimePoint now);
+  // Empties the VM's queue and forgets its handles; returns them (RemoveVm, DropQueued).
+  std::vector<SubmissionHandle> DropQueueLocked(VmRecord& vm);
   Decision ChooseLocked(Trigger trigger, TimePoint now);
   Decision Apply(const Choice& choice, TimePoint now);
   Result<Decision> ReportRun(SubmissionHandle submission, Duration gpu_time, bool completed,

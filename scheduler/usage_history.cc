@@ -37,28 +37,6 @@ const UsageHistory::Bucket* UsageHistory::Find(int64_t index) const {
   return b.index == index ? &b : nullptr;
 }
 
-void UsageHistory::Add(TimePoint start, TimePoint end) {
-  if (end <= start) return;
-  // Only the horizon matters; also never write a bucket so old that it would evict a newer one.
-  start = std::max(start, end - horizon_);
-  if (newest_ >= 0) {
-    const int64_t oldest_kept = newest_ - static_cast<int64_t>(ring_.size()) + 1;
-    start = std::max(start, TimePoint(Duration(oldest_kept * bucket_.count())));
-    if (end <= start) return;
-  }
-  const int64_t width = bucket_.count();
-  int64_t t = start.time_since_epoch().count();
-  const int64_t stop = end.time_since_epoch().count();
-  while (t < stop) {
-    const int64_t index = FloorDiv(t, width);
-    const int64_t bucket_end = (index + 1) * width;
-    const int64_t piece_end = std::min(bucket_end, stop);
-    Slot(index).used_ns += piece_end - t;
-    newest_ = std::max(newest_, index);
-    t = piece_end;
-  }
-}
-
 void UsageHistory::AddEndingAt(TimePoint end, Duration amount) {
   int64_t left = amount.count();
   if (left <= 0) return;

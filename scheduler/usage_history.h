@@ -23,17 +23,14 @@ class UsageHistory {
   // `bucket` > 0 and `horizon` >= `bucket` (the Scheduler passes constants that satisfy this).
   UsageHistory(Duration bucket, Duration horizon);
 
-  // Records that the VM used the GPU during [start, end). Parts older than the horizon are dropped;
-  // an empty or reversed interval is ignored.
-  void Add(TimePoint start, TimePoint end);
-
   // Records `amount` of use that ended at `end`, placed as late as it fits: from `end` backwards,
   // each bucket filled up to the time it spans (the last one only up to `end`) less what it already
-  // holds. For a report whose interval [end - amount, end) the VM's earlier use did not touch this
-  // is Add(end - amount, end); a late report of GPU time that ran before the VM's last recorded
-  // interval ended (a suspended submission's busy time the device published only at its
-  // completion) goes into the free time before it instead of overlapping it, so no window ever
-  // holds more use than its length. What does not fit within the horizon is dropped.
+  // holds. Where the VM's earlier use leaves [end - amount, end) free that is exactly the interval;
+  // a late report of GPU time that ran before the VM's last recorded interval ended (a suspended
+  // submission's busy time the device published only at its completion) goes into the free time
+  // before it instead of overlapping it, so no window ever holds more use than its length. What
+  // does not fit within the horizon, or would land in buckets older than the ring keeps, is
+  // dropped; a zero or negative amount records nothing.
   void AddEndingAt(TimePoint end, Duration amount);
 
   // GPU time used within [now - window, now). A window longer than the horizon is cut to the
