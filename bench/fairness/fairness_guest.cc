@@ -99,19 +99,28 @@ $L__loop:
 }
 )";
 
-int RunEndless(double seconds, int64_t start_at_ns) {
-  CUcontext context;
-  if (!OpenContext(&context)) return 1;
+// The endless kernel in a new context, with its argument (8 bytes of output) allocated.
+struct EndlessKernel {
+  CUcontext context = nullptr;
+  CUfunction function = nullptr;
+  CUdeviceptr out = 0;
+};
+int LoadEndless(EndlessKernel* k) {
+  if (!OpenContext(&k->context)) return 1;
   CUmodule module;
   CHECK_CU(cuModuleLoadData(&module, kEndlessPtx));
-  CUfunction function;
-  CHECK_CU(cuModuleGetFunction(&function, module, "endless"));
-  CUdeviceptr out;
-  CHECK_CU(cuMemAlloc(&out, 8));
-  void* args[] = {&out};
+  CHECK_CU(cuModuleGetFunction(&k->function, module, "endless"));
+  CHECK_CU(cuMemAlloc(&k->out, 8));
+  return 0;
+}
+
+int RunEndless(double seconds, int64_t start_at_ns) {
+  EndlessKernel k;
+  if (const int rc = LoadEndless(&k); rc != 0) return rc;
+  void* args[] = {&k.out};
   const bool late = WaitUntil(start_at_ns);
   const int64_t loop_start = NowNs();
-  CHECK_CU(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  CHECK_CU(cuLaunchKernel(k.function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   // Still running, as it should be: anything else is a failure.
   const CUresult query = cuStreamQuery(nullptr);
@@ -126,15 +135,9 @@ int RunEndless(double seconds, int64_t start_at_ns) {
 }
 
 int RunEndlessSync(double seconds) {
-  CUcontext context;
-  if (!OpenContext(&context)) return 1;
-  CUmodule module;
-  CHECK_CU(cuModuleLoadData(&module, kEndlessPtx));
-  CUfunction function;
-  CHECK_CU(cuModuleGetFunction(&function, module, "endless"));
-  CUdeviceptr out;
-  CHECK_CU(cuMemAlloc(&out, 8));
-  void* args[] = {&out};
+  EndlessKernel k;
+  if (const int rc = LoadEndless(&k); rc != 0) return rc;
+  void* args[] = {&k.out};
   // Nobody stopped it in time: say so and leave (a hang would otherwise hold the test).
   std::thread([seconds] {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -142,7 +145,7 @@ int RunEndlessSync(double seconds) {
     std::fflush(stdout);
     std::_Exit(1);
   }).detach();
-  CHECK_CU(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  CHECK_CU(cuLaunchKernel(k.function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
   std::printf("LAUNCHED endless\n");
   std::fflush(stdout);
   const CUresult r = cuCtxSynchronize();
@@ -160,7 +163,7 @@ int RunEndlessSync(double seconds) {
   const CUresult again = cuCtxSynchronize();
   CUdeviceptr more = 0;
   const CUresult alloc = cuMemAlloc(&more, 8);
-  const CUresult destroyed = cuCtxDestroy(context);
+  const CUresult destroyed = cuCtxDestroy(k.context);
   std::printf("AFTER synchronize=%d alloc=%d destroy=%d\n", int(again), int(alloc), int(destroyed));
   std::fflush(stdout);
   return 3;
