@@ -27,6 +27,11 @@ void BandPolicy::OnVmAdded(VmId vm, TimePoint now) {
 void BandPolicy::OnVmRemoved(VmId vm) {
   vms_.erase(vm);
   if (hold_for_ == vm) hold_for_.reset();
+  if (awaited_ == vm) awaited_.reset();
+}
+
+bool BandPolicy::WorkConserving() const {
+  return options_.work_conserving && arrival_preemption_ && options_.preempt_at_slices;
 }
 
 void BandPolicy::OnArrival(VmViews vms, VmId vm, bool was_idle, TimePoint now) {
@@ -182,6 +187,13 @@ Choice BandPolicy::Choose(VmViews vms, Trigger trigger, TimePoint now) {
     TimePoint until{};
     if (std::optional<VmId> target = HoldTarget(vms, *candidate, now, &until);
         target && until > now) {
+      if (WorkConserving()) {
+        // Run the candidate; the awaited VM's arrival stops it (ShouldPreempt).
+        hold_for_.reset();
+        awaited_ = target;
+        awaited_until_ = until;
+        return Choice::Dispatch(candidate->id);
+      }
       hold_for_ = target;
       hold_until_ = until;
       return Choice::Hold(until);
@@ -195,6 +207,26 @@ bool BandPolicy::ShouldPreempt(VmViews vms, VmId running, TimePoint now) {
   if (!options_.preempt_at_slices) return false;
   RefreshActivity(vms, now);
   const Vm& r = vms_.at(running);
+  if (awaited_) {
+    // The VM the GPU was not held for: once it is back (queued), it takes the GPU from a run it is
+    // owed clearly more than — the comparison a hold made — and the wait is over either way.
+    const VmId awaited = *awaited_;
+    auto it = vms_.find(awaited);
+    const VmView* view = nullptr;
+    for (const VmView& v : vms) {
+      if (v.id == awaited) view = &v;
+    }
+    if (it == vms_.end() || view == nullptr || now >= awaited_until_) {
+      if (it != vms_.end() && view != nullptr && view->queued == 0) it->second.expected = false;
+      awaited_.reset();
+    } else if (view->queued > 0) {
+      awaited_.reset();
+      if (awaited != running && StandingOf(it->second) == Standing::kUnder &&
+          it->second.credit > r.credit + options_.at_band) {
+        return true;
+      }
+    }
+  }
   const bool running_best_effort = StandingOf(r) == Standing::kBestEffort;
   if (!running_best_effort && r.credit >= -options_.preempt_lag) return false;
   for (const VmView& view : vms) {

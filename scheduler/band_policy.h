@@ -28,6 +28,10 @@
 //  - Beyond Gdev/GPUvm: on a device that can stop a job between bounded slices, a VM more than
 //    preempt_lag over its share is stopped when a VM owed more is waiting
 //    (BandOptions::preempt_at_slices).
+//  - Work-conserving buffering: on a device that can also stop a job the moment another VM's work
+//    arrives, the GPU is not held idle for the awaited VM; the best queued VM runs meanwhile and
+//    is stopped when the awaited one arrives (BandOptions::work_conserving). The awaited VM waits
+//    a context switch instead of nothing; the GPU no longer idles for it.
 //
 // Threading: called only by its Scheduler, under the Scheduler's lock.
 #ifndef GPUVM_SCHEDULER_BAND_POLICY_H_
@@ -56,6 +60,7 @@ class BandPolicy final : public Policy {
   Choice Choose(VmViews vms, Trigger trigger, TimePoint now) override;
   bool ShouldPreempt(VmViews vms, VmId running, TimePoint now) override;
   PolicyVmInfo Describe(VmId vm) const override;
+  void SetArrivalPreemption(bool on) override { arrival_preemption_ = on; }
 
  private:
   struct Vm {
@@ -75,6 +80,7 @@ class BandPolicy final : public Policy {
   // that leave (positive credit dropped) and come back after forgive_after (debt forgiven).
   void RefreshActivity(VmViews vms, TimePoint now);
   Standing StandingOf(const Vm& vm) const;
+  bool WorkConserving() const;
   // True when a should run before b (both have work queued).
   bool Before(const VmView& a, const VmView& b) const;
   // The VM worth holding the GPU for instead of dispatching `candidate`, if any; fills *until.
@@ -87,6 +93,11 @@ class BandPolicy final : public Policy {
   std::vector<double> weights_scratch_;
   std::optional<VmId> hold_for_;
   TimePoint hold_until_{};
+  // Work-conserving buffering (BandOptions::work_conserving): the VM a hold would have waited for,
+  // and until when; its arrival before then preempts a run it is owed clearly more than.
+  bool arrival_preemption_ = false;
+  std::optional<VmId> awaited_;
+  TimePoint awaited_until_{};
 };
 
 }  // namespace gpuvm::sched

@@ -96,6 +96,55 @@ TEST(SchedBandTest, DoesNotHoldForAVmThatResubmitsSlowly) {
   EXPECT_EQ(d.CompleteAt(15ms, 11, 1ms), Decision::Dispatch(2, 22));
 }
 
+// With a device that preempts at arrivals, the hold becomes a dispatch: VM 2's older work runs
+// while VM 1 is away, and VM 1's return stops it (a slice ends at the arrival).
+TEST(SchedBandTest, WorkConservingBufferingRunsOthersAndPreemptsOnTheAwaitedArrival) {
+  SchedulerOptions options;
+  options.band.work_conserving = true;
+  SchedulerDriver d(PolicyKind::kBand, options);
+  d.scheduler->SetArrivalPreemption(true);
+  ShortLoopMeetsLongKernel(d);
+  EXPECT_EQ(d.CompleteAt(11ms, 10, 1ms), Decision::Dispatch(2, 21));
+  d.SubmitAt(11ms + 50us, 1, 11);
+  EXPECT_EQ(d.SliceEndAt(11ms + 50us, 21, 50us), Decision::Preempt());
+  Result<Decision> next = d.scheduler->OnGpuIdle();
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, Decision::Dispatch(1, 11));
+  EXPECT_EQ(d.scheduler->Stats().holds, 0u);
+}
+
+// Only the wait's own deadline lets the awaited VM stop a run that the usual rule (over by more
+// than preempt_lag, here out of reach) would not: back in time it does, late it does not.
+TEST(SchedBandTest, WorkConservingBufferingPreemptsOnlyForAnArrivalWithinTheWait) {
+  for (const bool late : {false, true}) {
+    SchedulerOptions options;
+    options.band.work_conserving = true;
+    options.band.preempt_lag = 50ms;
+    SchedulerDriver d(PolicyKind::kBand, options);
+    d.scheduler->SetArrivalPreemption(true);
+    ShortLoopMeetsLongKernel(d);
+    ASSERT_EQ(d.CompleteAt(11ms, 10, 1ms), Decision::Dispatch(2, 21));
+    const Duration back = late ? 11ms + options.band.hold_max + 1ms : 11ms + 100us;
+    EXPECT_EQ(d.SliceEndAt(back - 10us, 21, back - 10us - 11ms), Decision::Continue()) << late;
+    d.SubmitAt(back, 1, 11);
+    EXPECT_EQ(d.SliceEndAt(back + 10us, 21, 20us),
+              late ? Decision::Continue() : Decision::Preempt())
+        << late;
+  }
+}
+
+// Asked to hold (buffering "idle") or on a device that cannot preempt at arrivals, BAND holds.
+TEST(SchedBandTest, HoldsWhenWorkConservingIsOffOrTheDeviceCannotPreempt) {
+  for (const bool off : {true, false}) {
+    SchedulerOptions options;
+    options.band.work_conserving = !off;
+    SchedulerDriver d(PolicyKind::kBand, options);
+    d.scheduler->SetArrivalPreemption(off);
+    ShortLoopMeetsLongKernel(d);
+    EXPECT_EQ(d.CompleteAt(11ms, 10, 1ms).action, Action::kHold) << off;
+  }
+}
+
 TEST(SchedBandTest, CreditsAreResetAtTheThreshold) {
   SchedulerOptions options = NoHolds();
   options.band.threshold = 20ms;

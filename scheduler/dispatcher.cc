@@ -243,6 +243,14 @@ Status Dispatcher::Submit(VmId vm, SubmissionHandle handle, Duration estimate) {
   if (!decision.ok()) return decision.status();
   arrivals_[handle] = now;
   ApplyLocked(decision, now);
+  if (SyncArrivalPreemptionLocked() && running_ && running_->vm != vm) {
+    // Another VM's work arrived while this one runs: charge the running one now and let the
+    // policy decide at once whether the newcomer is owed the GPU, instead of at the next quantum.
+    // A VM that submits, waits and resubmits is then not kept waiting a quantum behind a VM over
+    // its share each time it comes back, so the policy need not hold the GPU idle for it.
+    running_->slice_due = TimePoint::min();
+    poll_now_ = true;
+  }
   ++kicks_;
   cv_.notify_all();
   return Status::Ok();
@@ -308,6 +316,7 @@ bool Dispatcher::TryStep(bool poll_now) {
     return false;
   }
   stepping_ = true;
+  (void)SyncArrivalPreemptionLocked();
   std::vector<SubmissionDone> done;
   for (int round = 0; round < kMaxRoundsPerStep; ++round) {
     bool progressed = CancelMarkedLocked(lock, &done);
@@ -403,6 +412,17 @@ bool Dispatcher::TryStep(bool poll_now) {
     if (report) report(d);
   }
   return true;
+}
+
+bool Dispatcher::SyncArrivalPreemptionLocked() {
+  // The sink may learn only later that it can suspend (fv: once the GPU is attached).
+  const bool can =
+      options_.slice_on_arrival && options_.quantum > Duration(0) && sink_->CanSuspend();
+  if (can != arrival_preemption_) {
+    arrival_preemption_ = can;
+    scheduler_->SetArrivalPreemption(can);
+  }
+  return can;
 }
 
 Duration Dispatcher::ChargeInterval() const {

@@ -145,6 +145,11 @@ struct DispatcherOptions {
   // policy may stop it (BAND, CREDIT). Zero: non-preemptive (a submission runs to its end; GPUvm).
   // Takes effect only with a sink that can suspend and reports running GPU time.
   Duration quantum = 1ms;
+  // With preemption: a submission of another VM arriving while one runs ends the running one's
+  // slice at once (charged, and stopped if the policy says so), so a VM owed the GPU waits for the
+  // device's next slice boundary, not for the rest of a quantum. False: slices end only every
+  // quantum.
+  bool slice_on_arrival = true;
   // Every VM's kernel limit when it is added (SetKernelLimit changes it): a submission charged
   // more GPU time than this fails with its VM's other work (kill-work). Zero: no limit.
   Duration kernel_limit{0};
@@ -262,6 +267,9 @@ class Dispatcher {
                     std::vector<SubmissionDone>* done);
   std::optional<TimePoint> NextWakeupLocked() const;
   Duration ChargeInterval() const;
+  // Whether a run is sliced when another VM's work arrives (slice_on_arrival, a quantum, a sink
+  // that can suspend now); tells the scheduler when that changes.
+  bool SyncArrivalPreemptionLocked();
   // Charges the running submission's GPU time since the last slice (total: since first Start) and
   // suspends it if the policy says so. Returns true when it was suspended.
   bool SliceLocked(std::unique_lock<std::mutex>& lock, Duration total,
@@ -287,6 +295,7 @@ class Dispatcher {
   std::optional<TimePoint> hold_until_;
   std::unordered_map<SubmissionHandle, TimePoint> arrivals_;  // for SubmissionDone::waited
   bool poll_now_ = false;                                     // Wake(): poll at the next Step
+  bool arrival_preemption_ = false;                           // what the scheduler was last told
   uint64_t kicks_ = 0;  // bumped by anything that may create work for the thread
   bool stopping_ = false;
   bool stepping_ = false;  // one Step at a time (the sink is single-threaded)

@@ -544,6 +544,39 @@ TEST(DispatcherTest, NonPreemptiveDispatchLetsTheEndlessKernelKeepTheGpu) {
   }
 }
 
+// Another VM's submission ends the running one's slice there and then (charged, and a chance for
+// the policy to stop it), not at the quantum; the running VM's own submissions do not.
+TEST(DispatcherTest, AnotherVmsArrivalEndsTheRunningSliceAtOnce) {
+  for (const bool on : {true, false}) {
+    DispatcherOptions o = Driven(PolicyKind::kBand);
+    o.slice_on_arrival = on;
+    Fixture f(o);
+    f.sink.suspendable = true;
+    f.sink.report_running = true;
+    f.sink.SetLength(10, 100ms);
+    ASSERT_TRUE(f.dispatcher->AddVm(1, 50).ok());
+    ASSERT_TRUE(f.dispatcher->AddVm(2, 50).ok());
+    std::vector<std::pair<TimePoint, Duration>> slices;
+    f.on_slice = [&](const SubmissionDone& d) { slices.push_back({f.clock.Peek(), d.gpu_time}); };
+    ASSERT_TRUE(f.dispatcher->Submit(1, 10).ok());
+    f.dispatcher->Step();
+    f.clock.AdvanceTo(TimePoint(200us));
+    ASSERT_TRUE(f.dispatcher->Submit(1, 11).ok());
+    f.dispatcher->Step();
+    EXPECT_TRUE(slices.empty()) << on;
+    f.clock.AdvanceTo(TimePoint(300us));
+    ASSERT_TRUE(f.dispatcher->Submit(2, 20).ok());
+    f.dispatcher->Step();
+    if (on) {
+      ASSERT_EQ(slices.size(), 1u);
+      EXPECT_EQ(slices[0].first, TimePoint(300us));
+      EXPECT_EQ(slices[0].second, 300us);
+    } else {
+      EXPECT_TRUE(slices.empty());
+    }
+  }
+}
+
 TEST(DispatcherTest, QuantumOutOfRangeIsRefused) {
   ManualClock clock;
   FakeSink sink(&clock);

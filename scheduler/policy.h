@@ -84,6 +84,9 @@ class Policy {
   virtual Choice Choose(VmViews vms, Trigger trigger, TimePoint now) = 0;
   // The running submission of `running` reached a slice boundary (already charged): stop it there?
   virtual bool ShouldPreempt(VmViews /*vms*/, VmId /*running*/, TimePoint /*now*/) { return false; }
+  // The owner can stop a run as soon as another VM's work arrives (ShouldPreempt is then asked at
+  // that arrival, not only every quantum).
+  virtual void SetArrivalPreemption(bool /*on*/) {}
   virtual PolicyVmInfo Describe(VmId /*vm*/) const { return {}; }
 };
 

@@ -187,8 +187,15 @@ void Scheduler::SetPolicy(PolicyKind kind) {
   std::lock_guard lock(mu_);
   const TimePoint now = clock_->Now();
   policy_ = MakePolicy(kind, options_);
+  policy_->SetArrivalPreemption(arrival_preemption_);
   for (const auto& [id, record] : vms_) policy_->OnVmAdded(id, now);
   // hold_until_ stays: the owner's timer is armed for it and OnTimer will ask the new policy.
+}
+
+void Scheduler::SetArrivalPreemption(bool on) {
+  std::lock_guard lock(mu_);
+  arrival_preemption_ = on;
+  policy_->SetArrivalPreemption(on);
 }
 
 PolicyKind Scheduler::policy() const {

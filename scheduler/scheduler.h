@@ -120,6 +120,10 @@ class Scheduler {
   // OnTimer (or any event) decides with the new policy.
   void SetPolicy(PolicyKind kind);
   PolicyKind policy() const;
+  // The owner can stop a run as soon as another VM's work arrives (Dispatcher: slice on arrival,
+  // a quantum, a sink that can suspend). Policies may then trade idle waiting for preemption
+  // (BandOptions::work_conserving). Kept across SetPolicy.
+  void SetArrivalPreemption(bool on);
 
   // --- events (dispatch thread) ---
   // NotFound for an unknown VM, AlreadyExists for a handle the scheduler holds, ResourceExhausted
@@ -191,6 +195,7 @@ class Scheduler {
 
   Clock* const clock_;
   const SchedulerOptions options_;
+  bool arrival_preemption_ = false;  // guarded by mu_
   mutable std::mutex mu_;
   std::unique_ptr<Policy> policy_;
   std::map<VmId, VmRecord> vms_;

@@ -104,6 +104,14 @@ struct BandOptions {
   // non-preemptive.
   bool preempt_at_slices = true;
   Duration preempt_lag = 2ms;
+  // Work-conserving time buffering: where a hold would keep the GPU idle for an under-served VM
+  // about to submit again, dispatch the best queued VM instead and stop it (a preemption) as soon
+  // as the awaited VM's submission arrives, if that VM is still owed clearly more. Takes effect
+  // only when the device can preempt a run the moment another VM's work arrives (the Dispatcher
+  // says so: Scheduler::SetArrivalPreemption); otherwise BAND holds as Gdev does. Off by default:
+  // the awaited VM's gaps then go to the others, which on real fv VMs took a long-kernel VM at a
+  // 10 % share to 42 % of the GPU (docs/SCHEDULER.md "Buffering: idle or preempt").
+  bool work_conserving = false;
 };
 
 struct SchedulerOptions {

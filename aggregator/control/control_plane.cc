@@ -127,6 +127,14 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                            ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
     return true;
   }
+  if (flag == "--band-buffering") {
+    if (value != "preempt" && value != "idle") {
+      return Status::InvalidArgument("--band-buffering wants idle or preempt, not '" +
+                                     std::string(value) + "'");
+    }
+    options->band_buffering_idle = value == "idle";
+    return true;
+  }
   if (flag == "--band-lag-us") {
     GPUVM_ASSIGN_OR_RETURN(options->band_lag_us,
                            ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
@@ -183,6 +191,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Create(aggregator::Aggregato
   // 500 us; BAND waits at most twice the gap it learned, never more than this.
   dispatch.scheduler.band.hold_max = std::chrono::microseconds(options.band_hold_us);
   dispatch.scheduler.band.preempt_lag = std::chrono::microseconds(options.band_lag_us);
+  dispatch.scheduler.band.work_conserving = !options.band_buffering_idle;
   if (options.band_threshold_us > 0) {
     dispatch.scheduler.band.threshold = std::chrono::microseconds(options.band_threshold_us);
   } else if (options.quantum_us > 0) {

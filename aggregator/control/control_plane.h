@@ -45,6 +45,11 @@ struct ControlOptions {
   std::string trace_path;
   // --band-hold-us: BAND's longest hold (BandOptions::hold_max) for a VM about to resubmit.
   int64_t band_hold_us = 5000;
+  // --band-buffering idle|preempt: idle (the default) holds the GPU for a VM about to resubmit, as
+  // Gdev and GPUvm did; preempt (with a quantum) runs another VM meanwhile and preempts it when
+  // that VM arrives (BandOptions::work_conserving): the GPU never idles for a hold, but the
+  // awaited VM's gaps go to the others (docs/SCHEDULER.md "Buffering: idle or preempt").
+  bool band_buffering_idle = true;
   // --band-lag-us: how far over its share (BandOptions::preempt_lag) a running VM may be before a
   // VM owed clearly more (twice as far) switches it out at a quantum boundary. 500 us, not
   // BandOptions' 2 ms: with 1 ms quanta it lowered BAND's worst 100 ms deviation on real fv VMs
@@ -77,6 +82,7 @@ inline constexpr const char* kControlFlagsUsage =
     "[--control-socket PATH] [--scheduler fifo|credit|band]\n"
     "                        [--vm-share NAME=PERCENT]... [--default-share PERCENT]\n"
     "                        [--trace-completions FILE] [--band-hold-us US] [--band-lag-us US]\n"
+    "                        [--band-buffering idle|preempt]\n"
     "                        [--band-threshold-us US] [--max-run-ms MS] [--quantum-us US]\n"
     "                        [--kernel-limit-ms MS] [--metrics-listen ADDR:PORT]";
 

@@ -15,6 +15,11 @@ TEST(ControlFlagsTest, BandTuningFlagsSetTheirOptions) {
   EXPECT_EQ(options.band_lag_us, 500);
   EXPECT_EQ(options.band_threshold_us, 8000);
   EXPECT_EQ(options.band_hold_us, 700);
+  EXPECT_TRUE(options.band_buffering_idle);
+  ASSERT_TRUE(*ConsumeControlFlag("--band-buffering", "preempt", &options));
+  EXPECT_FALSE(options.band_buffering_idle);
+  ASSERT_TRUE(*ConsumeControlFlag("--band-buffering", "idle", &options));
+  EXPECT_TRUE(options.band_buffering_idle);
 }
 
 TEST(ControlFlagsTest, BadBandValuesAreRefusedAndChangeNothing) {
@@ -25,12 +30,15 @@ TEST(ControlFlagsTest, BadBandValuesAreRefusedAndChangeNothing) {
                              {"--band-lag-us", "1ms"},
                              {"--band-threshold-us", "999"},
                              {"--band-threshold-us", ""},
-                             {"--band-threshold-us", "99999999999999999999"}}) {
+                             {"--band-threshold-us", "99999999999999999999"},
+                             {"--band-buffering", "Idle"},
+                             {"--band-buffering", ""}}) {
     Result<bool> r = ConsumeControlFlag(flag, value, &options);
     EXPECT_FALSE(r.ok()) << flag << " " << value;
   }
   EXPECT_EQ(options.band_lag_us, before.band_lag_us);
   EXPECT_EQ(options.band_threshold_us, before.band_threshold_us);
+  EXPECT_EQ(options.band_buffering_idle, before.band_buffering_idle);
 }
 
 TEST(ControlFlagsTest, OtherFlagsAreNotOurs) {

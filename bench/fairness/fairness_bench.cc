@@ -26,7 +26,8 @@
 //   gpuvm-fairness-bench [--duration-s 3] [--warmup-s 0.5] [--work-ms 500] [--job-us 1000]
 //                        [--case NAME] [--policy NAME] [--no-makespan] [--seed N] [--out DIR]
 //                        [--control-demo] [--engine synthetic|fv] [--hold-us US] [--quantum-us US]
-//                        [--band-lag-us US] [--band-threshold-us US]
+//                        [--band-lag-us US] [--band-threshold-us US] [--band-buffering
+//                        idle|preempt]
 //                        [--fv-mode optimized] [--fv-n 128] [--fv-setup-s S] [--fv-launches 500]
 //                        [--fv-repeats 3]
 // --out DIR: per case, policy and window size a CSV of every VM's share per window
@@ -94,6 +95,9 @@ struct Args {
   // -1: their defaults (BandOptions).
   int64_t lag_us = -1;
   int64_t threshold_us = -1;
+  // BAND's buffering (the aggregator's --band-buffering): "idle" (Gdev's holds, the default) or
+  // "preempt" (work-conserving where the engine preempts at arrivals).
+  std::string buffering = "idle";
   // --engine fv: the VMs' fv mode, their set-up time before the common start (0: 1 s + 0.4 s per
   // VM), and the madd launches per madd VM of the total-time runs.
   std::string fv_mode = "optimized";
@@ -270,6 +274,7 @@ Result<RunResult> RunReal(const Args& args, const std::vector<SimVm>& vms, Polic
   options.poll_interval = 1ms;
   if (args.hold_us >= 0) options.scheduler.band.hold_max = std::chrono::microseconds(args.hold_us);
   if (args.lag_us >= 0) options.scheduler.band.preempt_lag = std::chrono::microseconds(args.lag_us);
+  options.scheduler.band.work_conserving = args.buffering != "idle";
   if (args.threshold_us >= 0) {
     options.scheduler.band.threshold = std::chrono::microseconds(args.threshold_us);
   }
@@ -525,6 +530,7 @@ Result<Measured> RunFv(
                                    "--quantum-us",
                                    std::to_string(args.quantum_us)};
   if (args.lag_us >= 0) argv.insert(argv.end(), {"--band-lag-us", std::to_string(args.lag_us)});
+  argv.insert(argv.end(), {"--band-buffering", args.buffering});
   if (args.threshold_us >= 0) {
     argv.insert(argv.end(), {"--band-threshold-us", std::to_string(args.threshold_us)});
   }
@@ -832,10 +838,9 @@ int Main(const Args& args) {
         args.duration_s, args.warmup_s, static_cast<long long>(args.job_us));
   }
   std::printf(
-      "BAND hold_max %lld us, preempt_lag %s, threshold %s; fv quantum %lld us (0: "
-      "non-preemptive); "
-      "dev = worst |share - target| over all VMs and windows\n",
-      static_cast<long long>(args.hold_us),
+      "BAND hold_max %lld us (buffering: %s), preempt_lag %s, threshold %s; fv quantum %lld us "
+      "(0: non-preemptive); dev = worst |share - target| over all VMs and windows\n",
+      static_cast<long long>(args.hold_us), args.buffering.c_str(),
       args.lag_us >= 0 ? (std::to_string(args.lag_us) + " us").c_str() : "default",
       args.threshold_us >= 0 ? (std::to_string(args.threshold_us) + " us").c_str() : "default",
       static_cast<long long>(args.quantum_us));
@@ -1002,6 +1007,9 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       args->lag_us = std::atoll(v);
     } else if (flag == "--band-threshold-us") {
       args->threshold_us = std::atoll(v);
+    } else if (flag == "--band-buffering") {
+      if (std::string(v) != "preempt" && std::string(v) != "idle") return false;
+      args->buffering = v;
     } else if (flag == "--fv-mode") {
       args->fv_mode = v;
     } else if (flag == "--fv-setup-s") {
@@ -1042,6 +1050,7 @@ int main(int argc, char** argv) {
         "                            [--out DIR] [--control-demo] [--hold-us US]\n"
         "                            [--quantum-us US] [--band-lag-us US] [--band-threshold-us "
         "US]\n"
+        "                            [--band-buffering idle|preempt]\n"
         "                            [--engine fv [--fv-mode naive|lazy|bar-remap|optimized]\n"
         "                             [--fv-setup-s S] [--fv-launches K]]\n");
     return 2;

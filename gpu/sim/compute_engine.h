@@ -133,6 +133,12 @@ class ComputeEngine {
                                              ChannelMemory* /*memory*/) {
     return nullptr;
   }
+  // A preemption is waiting for the slice in flight (PFIFO's PREEMPT names the running channel):
+  // end it at the next point where it may stop (a few thousand warp instructions), not at its
+  // deadline. Any thread. Harmless when no slice runs: the next slice ends early, having done
+  // little. ClearYield: PFIFO served the preemption.
+  virtual void RequestYield() {}
+  virtual void ClearYield() {}
 };
 
 }  // namespace gpuvm::sim

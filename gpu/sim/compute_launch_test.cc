@@ -52,6 +52,10 @@ class FakeEngine final : public ComputeEngine {
   std::vector<uint64_t> space_ids;
   int flushes = 0;
   int slices_run = 0;
+  int yield_requests = 0;
+  int yield_clears = 0;
+  void RequestYield() override { ++yield_requests; }
+  void ClearYield() override { ++yield_clears; }
 
   class Job final : public ComputeJob {
    public:
@@ -510,6 +514,27 @@ TEST_F(SimComputeLaunchTest, PreemptSwitchesTheGridOutAndItResumes) {
   EXPECT_EQ(stats.context_saves, 1u);
   EXPECT_EQ(stats.context_restores, 1u);
   EXPECT_EQ(stats.last_context_bytes, sizeof(int));
+}
+
+// A PREEMPT naming the channel inside a slice asks the engine to end that slice early, and serving
+// it withdraws the request; one naming another channel asks nothing of the running slice.
+TEST_F(SimComputeLaunchTest, PreemptOfTheRunningChannelEndsItsSliceEarly) {
+  auto engine = std::make_shared<FakeEngine>();
+  engine->behaviour.slices = 6;
+  engine->behaviour.preemptible = true;
+  engine->behaviour.on_slice = [&] {
+    if (engine->slices_run == 1) device_->WriteReg(pf::kPreempt, 9);  // not the running one
+    if (engine->slices_run == 3) device_->WriteReg(pf::kPreempt, 4);
+  };
+  Create(engine);
+  ProgramLaunch();
+  ch_->Submit();
+  device_->RunUntilIdle();
+  ASSERT_TRUE(device_->channel_error(4).ok()) << device_->channel_error(4).message;
+  EXPECT_EQ(engine->yield_requests, 1);
+  EXPECT_GE(engine->yield_clears, 2);  // each served PREEMPT withdraws it
+  EXPECT_EQ(engine->resumes, 1);
+  EXPECT_EQ(driver_->Read32(query_phys_), 0x5151u);
 }
 
 TEST_F(SimComputeLaunchTest, SwitchedOutChannelStaysOffWhileNotRunnable) {

@@ -333,6 +333,11 @@ bool Pfifo::Write(uint32_t offset, uint32_t value) {
       preempt_.saved = false;
       ++preempt_.sequence;
       preempt_.requested_ns = NowNs();
+      // The channel is on the engines now: its compute slice stops early (within about 0.1 ms)
+      // instead of running out its time slice before the switch.
+      if (running_chid_ == int(value & pf::kPreemptChidMask) && config_.compute_engine != nullptr) {
+        config_.compute_engine->RequestYield();
+      }
       Wake();
       return true;
     case pf::kPreemptSavedBytes:
@@ -705,6 +710,7 @@ void Pfifo::ServicePreempt() {
   {
     std::lock_guard lock(*config_.register_lock);
     if (!preempt_.pending) return;
+    if (config_.compute_engine != nullptr) config_.compute_engine->ClearYield();
     value = preempt_.value;
     sequence = preempt_.sequence;
   }

@@ -121,6 +121,22 @@ class PreemptTest : public ::testing::Test {
   uint64_t want_instructions_ = 0;
 };
 
+// A yield request ends a slice at the next check instead of its deadline (an hour here: without
+// it the slice would run the grid to its end), the grid goes on correct afterwards, and once
+// cleared slices run to their deadline again.
+TEST_F(PreemptTest, ARequestedYieldEndsTheSliceEarly) {
+  auto engine = SimtEngine::Create({.workers = 2, .slice = std::chrono::hours(1)});
+  auto job = engine->Start(launch_, &mem_);
+  engine->RequestYield();
+  EXPECT_EQ(job->RunSlice(), SliceOutcome::kMore);
+  EXPECT_LT(job->thread_instructions(), want_instructions_);
+  EXPECT_EQ(job->RunSlice(), SliceOutcome::kMore);  // still asked: ends early again
+  engine->ClearYield();
+  EXPECT_EQ(job->RunSlice(), SliceOutcome::kDone) << job->fault().message;
+  EXPECT_EQ(Out(), want_);
+  EXPECT_EQ(job->thread_instructions(), want_instructions_);
+}
+
 TEST_F(PreemptTest, SwitchedOutAndResumedElsewhereIsBitIdentical) {
   // Switched out every third slice, resumed alternately on a 1-, 2- and 3-worker engine.
   std::unique_ptr<SimtEngine> engines[] = {SmallSlices(1), SmallSlices(2), SmallSlices(3)};

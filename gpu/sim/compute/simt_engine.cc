@@ -427,7 +427,8 @@ SimtJob::BlockOutcome SimtJob::RunBlock(ExecContext& ctx, BlockState& b,
         if (stop == WarpStop::kFault) return BlockOutcome::kFault;
         if (budget <= 0) {
           budget = kChunk;
-          if (abort_.load(std::memory_order_relaxed) || Clock::now() >= deadline) {
+          if (abort_.load(std::memory_order_relaxed) ||
+              engine_->yield_.load(std::memory_order_relaxed) || Clock::now() >= deadline) {
             b.next_warp = i;
             return BlockOutcome::kParked;
           }
@@ -502,7 +503,7 @@ void SimtJob::Work(int index, Clock::time_point deadline) {
     }
     ++done_blocks_;
     free_.push_back(b);
-    if (Clock::now() >= deadline) break;
+    if (engine_->yield_.load(std::memory_order_relaxed) || Clock::now() >= deadline) break;
   }
 }
 

@@ -44,6 +44,9 @@ class SimtEngine final : public ComputeEngine {
   std::unique_ptr<ComputeJob> Resume(const std::vector<uint8_t>& image,
                                      ChannelMemory* memory) override;
 
+  void RequestYield() override { yield_.store(true, std::memory_order_relaxed); }
+  void ClearYield() override { yield_.store(false, std::memory_order_relaxed); }
+
   int workers() const { return pool_.size(); }
   const char* interpreter_name() const { return interpreter_name_; }
 
@@ -75,7 +78,8 @@ class SimtEngine final : public ComputeEngine {
   WorkerPool pool_;
   RunWarpFn run_warp_ = nullptr;
   const char* interpreter_name_ = "";
-  uint32_t next_grid_id_ = 1;  // engine thread only
+  uint32_t next_grid_id_ = 1;       // engine thread only
+  std::atomic<bool> yield_{false};  // RequestYield: the slice in flight parks at its next check
 
   mutable std::mutex cache_mu_;
   std::vector<CacheEntry> cache_;  // guarded by cache_mu_
