@@ -6,15 +6,19 @@
 //           Resume of that image (parse, validate, rebuild) — time;
 //   drain:  Drain, then slices until no block is in flight — the time that takes (the blocks must
 //           finish: it grows with the kernel's length) — and the bytes then saved.
-// A device-level switch waits in addition for the slice in flight to end (at most the slice, 1 ms
-// by default) before it saves.
+//   yield:  RequestYield 300 us into a 1 ms slice (what PFIFO's PREEMPT of the running channel
+//   does)
+//           — the time until that slice has parked its blocks and returned.
+// A device-level switch is yield + save: it no longer waits out the slice in flight.
 //
 //   gpuvm-preempt-bench [--workers N] [--repeats R]
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/isa/assembler.h"
@@ -86,8 +90,8 @@ int Main(int argc, char** argv) {
   auto engine = SimtEngine::Create({.workers = workers});
   std::printf("gpuvm-preempt-bench: %d workers, 1 ms slices, %d repeats, medians; %s interpreter\n",
               workers, repeats, engine->interpreter_name());
-  std::printf("%-30s %10s %10s %11s %12s %12s\n", "blocks", "save us", "bytes", "restore us",
-              "drain ms", "drained B");
+  std::printf("%-30s %10s %10s %10s %11s %12s %12s\n", "blocks", "yield us", "save us", "bytes",
+              "restore us", "drain ms", "drained B");
   for (const Config& c : configs) {
     Result<std::vector<uint8_t>> code = isa::Assemble(Kernel(c.shared));
     if (!code.ok()) {
@@ -106,7 +110,7 @@ int Main(int argc, char** argv) {
     launch.code_address = kTestCodeAddress;
     launch.shared_base = kTestSharedBase;
     launch.local_base = kTestLocalBase;
-    std::vector<double> save, restore, drain;
+    std::vector<double> yield, save, restore, drain;
     size_t bytes = 0, drained_bytes = 0;
     for (int r = 0; r < repeats; ++r) {
       // Long enough that two slices never finish a block (switch), short enough to drain.
@@ -117,7 +121,22 @@ int Main(int argc, char** argv) {
       launch.const_buffers[0] = {true, kTestParamAddress, uint32_t(p.bytes().size())};
       auto job = engine->Start(launch, &mem);
       job->RunSlice();
-      job->RunSlice();
+      {
+        std::atomic<bool> running{false};
+        Clock::time_point ended;
+        std::thread slice([&] {
+          running = true;
+          job->RunSlice();
+          ended = Clock::now();
+        });
+        while (!running) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        const Clock::time_point asked = Clock::now();
+        engine->RequestYield();
+        slice.join();
+        engine->ClearYield();
+        if (ended > asked) yield.push_back(Us(ended - asked));  // else the slice ended first
+      }
       std::vector<uint8_t> image;
       const Clock::time_point t0 = Clock::now();
       if (!job->SaveContext(&image)) return 1;
@@ -136,8 +155,8 @@ int Main(int argc, char** argv) {
       if (o != SliceOutcome::kMore || !resumed->SaveContext(&rest)) return 1;
       drained_bytes = rest.size();
     }
-    std::printf("%-30s %10.1f %10zu %11.1f %12.1f %12zu\n", c.name, Median(save), bytes,
-                Median(restore), Median(drain), drained_bytes);
+    std::printf("%-30s %10.1f %10.1f %10zu %11.1f %12.1f %12zu\n", c.name, Median(yield),
+                Median(save), bytes, Median(restore), Median(drain), drained_bytes);
   }
   return 0;
 }
