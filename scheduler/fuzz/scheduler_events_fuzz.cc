@@ -75,7 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in(data, size);
   ManualClock clock;
   SchedulerOptions options;
-  options.policy = static_cast<PolicyKind>(in.Byte() % 3);
+  const uint8_t policy_byte = in.Byte();
+  options.policy = static_cast<PolicyKind>(policy_byte % 3);
+  options.band.work_conserving = (policy_byte / 3) % 2 == 1;
   options.max_queue_depth = 1 + in.Byte() % 8;
   options.band.hold_max = std::chrono::microseconds(in.Byte() * 4);
   auto created = Scheduler::Create(&clock, options);
@@ -103,9 +105,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2:
         (void)s.SetShare(vm, static_cast<double>(in.Byte()) - 20);
         break;
-      case 3:
-        s.SetPolicy(static_cast<PolicyKind>(in.Byte() % 3));
+      case 3: {
+        // The policy, and whether the owner can preempt at arrivals (BAND's work-conserving
+        // buffering depends on it), from one byte.
+        const uint8_t b = in.Byte();
+        s.SetPolicy(static_cast<PolicyKind>(b % 3));
+        s.SetArrivalPreemption((b / 3) % 2 == 1);
         break;
+      }
       case 4:
       case 5: {
         // Mostly fresh handles, sometimes a reused one (must be refused while it is held).
