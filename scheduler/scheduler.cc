@@ -283,10 +283,14 @@ Result<Decision> Scheduler::ReportRun(SubmissionHandle submission, Duration gpu_
   // A submission cannot have used more GPU time than has passed since it was first dispatched.
   // The bound is over its whole life, not since the last report: a device publishes its busy time
   // in steps (at the end of its own time slices), so one report may carry more than the time since
-  // the previous report, and the slack is made up by the reports before it.
+  // the previous report, and the slack is made up by the reports before it. What the bound holds
+  // back is offered again at the next report (a slice at another VM's arrival can come right after
+  // a dispatch, carrying a device slice that began before it); only a completion drops the rest.
   const Running run = *running_;
+  const Duration offered = gpu_time + run.entry.deferred;
   gpu_time =
-      std::min(gpu_time, std::max(Duration(0), now - run.entry.first_dispatch - run.entry.charged));
+      std::min(offered, std::max(Duration(0), now - run.entry.first_dispatch - run.entry.charged));
+  running_->entry.deferred = std::min(offered - gpu_time, kMaxReportedGpuTime);
   running_->entry.charged += gpu_time;
   if (!completed) running_->since = now;
   VmRecord* record = nullptr;

@@ -156,6 +156,9 @@ class Scheduler {
     bool started = false;        // preempted earlier: its wait was already counted
     TimePoint first_dispatch{};  // valid once started (or running)
     Duration charged{0};         // GPU time charged to it so far (slices of a preempted run)
+    // Reported GPU time the bound below held back (more than the wall time since first_dispatch
+    // had passed): offered again at its next report, so an early report loses nothing.
+    Duration deferred{0};
   };
   struct VmRecord {
     VmId id = 0;
