@@ -80,10 +80,32 @@ Result<int64_t> ParseWhole(std::string_view flag, std::string_view value, int64_
   return int64_t{n};
 }
 
+// The flags that take a whole number in a range, each into its field of ControlOptions.
+struct WholeFlag {
+  std::string_view flag;
+  int64_t ControlOptions::*field;
+  int64_t min;
+  int64_t max;
+  const char* unit;
+};
+constexpr WholeFlag kWholeFlags[] = {
+    {"--band-hold-us", &ControlOptions::band_hold_us, 0, 1'000'000, "microseconds"},
+    {"--band-lag-us", &ControlOptions::band_lag_us, 0, 1'000'000, "microseconds"},
+    // Below a millisecond a VM could not be owed even one quantum.
+    {"--band-threshold-us", &ControlOptions::band_threshold_us, 1000, 10'000'000, "microseconds"},
+    {"--max-run-ms", &ControlOptions::max_run_ms, 1, 3'600'000, "milliseconds"},
+    {"--quantum-us", &ControlOptions::quantum_us, 0, 1'000'000, "microseconds"},
+};
+
 }  // namespace
 
 Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
                                 ControlOptions* options) {
+  for (const WholeFlag& f : kWholeFlags) {
+    if (flag != f.flag) continue;
+    GPUVM_ASSIGN_OR_RETURN(options->*f.field, ParseWhole(flag, value, f.min, f.max, f.unit));
+    return true;
+  }
   if (flag == "--control-socket") {
     if (value.empty()) return Status::InvalidArgument("--control-socket wants a path");
     options->socket_path = std::string(value);
@@ -122,38 +144,12 @@ Result<bool> ConsumeControlFlag(std::string_view flag, std::string_view value,
     options->trace_path = std::string(value);
     return true;
   }
-  if (flag == "--band-hold-us") {
-    GPUVM_ASSIGN_OR_RETURN(options->band_hold_us,
-                           ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
-    return true;
-  }
   if (flag == "--band-buffering") {
     if (value != "preempt" && value != "idle") {
       return Status::InvalidArgument("--band-buffering wants idle or preempt, not '" +
                                      std::string(value) + "'");
     }
     options->band_buffering_idle = value == "idle";
-    return true;
-  }
-  if (flag == "--band-lag-us") {
-    GPUVM_ASSIGN_OR_RETURN(options->band_lag_us,
-                           ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
-    return true;
-  }
-  if (flag == "--band-threshold-us") {
-    // Below a millisecond a VM could not be owed even one quantum.
-    GPUVM_ASSIGN_OR_RETURN(options->band_threshold_us,
-                           ParseWhole(flag, value, 1000, 10'000'000, "microseconds"));
-    return true;
-  }
-  if (flag == "--max-run-ms") {
-    GPUVM_ASSIGN_OR_RETURN(options->max_run_ms,
-                           ParseWhole(flag, value, 1, 3'600'000, "milliseconds"));
-    return true;
-  }
-  if (flag == "--quantum-us") {
-    GPUVM_ASSIGN_OR_RETURN(options->quantum_us,
-                           ParseWhole(flag, value, 0, 1'000'000, "microseconds"));
     return true;
   }
   if (flag == "--kernel-limit-ms") {
