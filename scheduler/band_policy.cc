@@ -37,10 +37,7 @@ bool BandPolicy::WorkConserving() const {
 void BandPolicy::OnArrival(VmViews vms, VmId vm, bool was_idle, TimePoint now) {
   Vm& v = vms_[vm];
   if (was_idle) {
-    const VmView* view = nullptr;
-    for (const VmView& candidate : vms) {
-      if (candidate.id == vm) view = &candidate;
-    }
+    const VmView* view = FindView(vms, vm);
     const Duration gap = view != nullptr && view->last_completion ? now - *view->last_completion
                                                                   : options_.idle_after;
     // Only a VM that loops (comes back within idle_after) has a resubmission rhythm worth learning.
@@ -212,10 +209,7 @@ bool BandPolicy::ShouldPreempt(VmViews vms, VmId running, TimePoint now) {
     // owed clearly more than — the comparison a hold made — and the wait is over either way.
     const VmId awaited = *awaited_;
     auto it = vms_.find(awaited);
-    const VmView* view = nullptr;
-    for (const VmView& v : vms) {
-      if (v.id == awaited) view = &v;
-    }
+    const VmView* view = FindView(vms, awaited);
     if (it == vms_.end() || view == nullptr || now >= awaited_until_) {
       if (it != vms_.end() && view != nullptr && view->queued == 0) it->second.expected = false;
       awaited_.reset();

@@ -18,6 +18,13 @@ std::unique_ptr<Policy> MakePolicy(PolicyKind kind, const SchedulerOptions& opti
   return std::make_unique<FifoPolicy>();
 }
 
+const VmView* FindView(VmViews vms, VmId vm) {
+  for (const VmView& v : vms) {
+    if (v.id == vm) return &v;
+  }
+  return nullptr;
+}
+
 std::optional<VmId> OldestWaiting(VmViews vms) {
   std::optional<VmId> best;
   uint64_t best_seq = 0;

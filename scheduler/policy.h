@@ -97,6 +97,9 @@ std::unique_ptr<Policy> MakePolicy(PolicyKind kind, const SchedulerOptions& opti
 // The VM with the oldest waiting submission (smallest head_seq), or nullopt when nothing waits.
 std::optional<VmId> OldestWaiting(VmViews vms);
 
+// The view of `vm`, or null when it has none.
+const VmView* FindView(VmViews vms, VmId vm);
+
 // Weight of each VM among `active` ones: its share over the active shares' sum (the unreserved rest
 // of the GPU goes to active VMs in proportion to their shares). When no active VM has a share, all
 // active VMs weigh the same. Inactive VMs weigh 0. Returns weights in the order of `vms`.
