@@ -6,9 +6,8 @@
 //           Resume of that image (parse, validate, rebuild) — time;
 //   drain:  Drain, then slices until no block is in flight — the time that takes (the blocks must
 //           finish: it grows with the kernel's length) — and the bytes then saved.
-//   yield:  RequestYield 300 us into a 1 ms slice (what PFIFO's PREEMPT of the running channel
-//   does)
-//           — the time until that slice has parked its blocks and returned.
+//   yield:  RequestYield 300 us into a 1 ms slice (as PFIFO's PREEMPT of the running channel
+//           does) — the time until that slice has parked its blocks and returned.
 // A device-level switch is yield + save: it no longer waits out the slice in flight.
 //
 //   gpuvm-preempt-bench [--workers N] [--repeats R]

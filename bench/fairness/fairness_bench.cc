@@ -26,8 +26,8 @@
 //   gpuvm-fairness-bench [--duration-s 3] [--warmup-s 0.5] [--work-ms 500] [--job-us 1000]
 //                        [--case NAME] [--policy NAME] [--no-makespan] [--seed N] [--out DIR]
 //                        [--control-demo] [--engine synthetic|fv] [--hold-us US] [--quantum-us US]
-//                        [--band-lag-us US] [--band-threshold-us US] [--band-buffering
-//                        idle|preempt]
+//                        [--band-lag-us US] [--band-threshold-us US]
+//                        [--band-buffering idle|preempt]
 //                        [--fv-mode optimized] [--fv-n 128] [--fv-setup-s S] [--fv-launches 500]
 //                        [--fv-repeats 3]
 // --out DIR: per case, policy and window size a CSV of every VM's share per window
