@@ -48,6 +48,11 @@ class PhysicalGpu {
   // out: whoever mapped it would reach every VM's VRAM and the reserved area (per-VM backing
   // below instead). Valid until the next Reset().
   virtual int vram_frames_fd() const { return -1; }
+  // All of VRAM as a sealed memfd whose pages are the GPU's VRAM until the next Reset(), which
+  // gives the GPU fresh memory of its own: what pass-through's BAR remap hands the one VM that owns
+  // the whole GPU (pt_gpu.h). Nothing else may be handed it while another VM or the aggregator's
+  // own structures live in VRAM. -1 where there is no such file (a real card, --sim-vram-file).
+  virtual int owner_vram_fd() const { return -1; }
 
   // Per-VM VRAM backing (docs/FULL-VIRTUALIZATION.md, "BAR remap"): whether the backend can make
   // pages of VRAM be the pages of a VM's own memfd, so that memfd — all a guest is handed for BAR

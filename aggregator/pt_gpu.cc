@@ -2,7 +2,22 @@
 
 #include <cstring>
 
+#include "aggregator/shadow_page_table.h"
+#include "gpu/hw/pbus.h"
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/pmc.h"
+#include "gpu/hw/vm.h"
+
 namespace gpuvm::aggregator {
+
+namespace pbus = gf100::pbus;
+namespace pf = gf100::pfifo;
+namespace pmc = gf100::pmc;
+namespace vm = gf100::vm;
+
+namespace {
+constexpr uint64_t kPage = 0x1000;
+}  // namespace
 
 Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
                                                                const VmBars& bars) {
@@ -15,7 +30,13 @@ Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
                                      std::to_string(physical.BarSize(bar) >> 20) + " MiB)");
     }
   }
-  return std::unique_ptr<PassThroughGpu>(new PassThroughGpu(gpu, bars));
+  std::unique_ptr<PassThroughGpu> pt(new PassThroughGpu(gpu, bars));
+  // BAR remap where the GPU can hand out its VRAM (pt_gpu.h); else every access traps (correct).
+  if (const int vram = gpu->owner_vram_fd(); vram >= 0) {
+    Result<os::UniqueFd> copy = os::DuplicateFd(vram);
+    if (copy.ok()) pt->remap_ = std::make_unique<BarRemapper>(std::move(*copy), 0);
+  }
+  return pt;
 }
 
 PassThroughGpu::~PassThroughGpu() {
@@ -28,13 +49,40 @@ Status PassThroughGpu::Check(gpu::Bar bar, uint64_t offset, uint32_t size, uint6
 
 Result<uint64_t> PassThroughGpu::Read(gpu::Bar bar, uint64_t offset, uint32_t size, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, size));
+  if (bar != gpu::Bar::k0) SyncRemapIfDirty();
   return gpu_->device().Read(bar, offset, static_cast<gpu::Width>(size));
 }
 
 Status PassThroughGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint64_t value,
                              uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, size));
+  if (bar != gpu::Bar::k0) SyncRemapIfDirty();
   gpu_->device().Write(bar, offset, static_cast<gpu::Width>(size), value);
+  if (bar != gpu::Bar::k0 || remap_ == nullptr) return Status::Ok();
+  if (offset == vm::kTlbFlushTrigger && size == 4) {
+    // A flush concerns a BAR when it names the BAR's directory or every directory (the GPU's own
+    // registers say which: VSPACE was written before the trigger).
+    if ((value & vm::kFlushTrigger) == 0) return Status::Ok();
+    gpu::Device& device = gpu_->device();
+    const GuestMemoryView view(&vram_, {0, gpu_->vram_bytes(), 0, ram_.size()}, ram_);
+    const uint64_t pd =
+        uint64_t(uint32_t(device.Read(gpu::Bar::k0, vm::kTlbFlushVspace, gpu::Width::k32)) >>
+                 vm::kTlbFlushVspaceAddrShift)
+        << 12;
+    const bool all = (value & vm::kFlushAllPdb) != 0;
+    uint8_t bars = 0;
+    for (uint32_t b = 0; b < 2; ++b) {
+      const uint32_t inst = uint32_t(
+          device.Read(gpu::Bar::k0, b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst, gpu::Width::k32));
+      if (all || pd == BarDirectory(view, inst)) bars |= uint8_t(1u << b);
+    }
+    if (bars != 0) {
+      remap_dirty_ |= bars;
+      if (remap_->runs() > 0) SyncRemap();
+    }
+    return Status::Ok();
+  }
+  NoteRegisterStore(offset, size);
   return Status::Ok();
 }
 
@@ -44,8 +92,10 @@ Status PassThroughGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint6
 Status PassThroughGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
                                      std::span<const uint8_t> data, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, data.size()));
+  if (bar != gpu::Bar::k0) SyncRemapIfDirty();
   gpu_->device().WriteElements(bar, offset, static_cast<gpu::Width>(size), data.data(),
                                data.size() / size);
+  if (bar == gpu::Bar::k0) NoteRegisterStore(offset, data.size());
   return Status::Ok();
 }
 
@@ -55,14 +105,17 @@ Status PassThroughGpu::FillElements(gpu::Bar bar, uint64_t offset, uint32_t size
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, uint64_t{count} * size));
   uint8_t element[8];
   std::memcpy(element, &value, sizeof(element));  // little endian: the low `size` bytes first
+  if (bar != gpu::Bar::k0) SyncRemapIfDirty();
   gpu_->device().WriteElements(bar, offset, static_cast<gpu::Width>(size), element, count,
                                /*repeat=*/true);
+  if (bar == gpu::Bar::k0) NoteRegisterStore(offset, uint64_t{count} * size);
   return Status::Ok();
 }
 
 Status PassThroughGpu::ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size,
                                     std::span<uint8_t> out, uint32_t) {
   GPUVM_RETURN_IF_ERROR(Check(bar, offset, size, out.size()));
+  if (bar != gpu::Bar::k0) SyncRemapIfDirty();
   gpu::Device& device = gpu_->device();
   for (size_t at = 0; at < out.size(); at += size) {
     const uint64_t value = device.Read(bar, offset + at, static_cast<gpu::Width>(size));
@@ -81,16 +134,83 @@ Status PassThroughGpu::AttachGuestRam(const GuestRam& ram) {
   // gets nothing: the Aggregator's admission policy has already decided whether such a pt VM may
   // run at all.
   if (gpu_->reaches_guest_memory()) gpu_->host_window().Attach(ram.bytes());
+  ram_ = ram.bytes();  // BAR tables in SYSRAM become readable to the walk
+  remap_dirty_ = 3;
   return Status::Ok();
 }
 
 Status PassThroughGpu::Detach() {
   if (detached_) return Status::Ok();
   detached_ = true;
-  // The reset first: until it is done the device may still hold pointers into the VM's RAM.
+  // The reset first: until it is done the device may still hold pointers into the VM's RAM. It also
+  // gives the GPU new VRAM, so remapped pages a guest keeps reach only its own old memory.
   Status reset = gpu_->Reset();
   gpu_->host_window().Detach();
+  ram_ = {};
+  remap_.reset();  // our copy of the old VRAM file
   return reset;
+}
+
+// ---- BAR remap (pt_gpu.h) ----
+
+void PassThroughGpu::NoteRegisterStore(uint64_t offset, uint64_t length) {
+  if (remap_ == nullptr || remap_off_) return;
+  auto hit = [&](uint32_t reg) { return reg + 4 > offset && reg < offset + length; };
+  uint8_t bars = 0;
+  if (hit(pbus::kBar1Inst) || hit(pf::kPollArea)) bars |= 1;
+  if (hit(pbus::kBar3Inst)) bars |= 2;
+  // A block store over the flush trigger (no driver does one) recomputes both.
+  if (hit(vm::kCfg) || hit(pmc::kEnable) || hit(vm::kTlbFlushTrigger)) bars |= 3;
+  if (bars == 0) return;
+  remap_dirty_ |= bars;
+  if (remap_->runs() > 0) SyncRemap();  // mapped pages may be stale from now on
+}
+
+void PassThroughGpu::SyncRemap() {
+  const uint8_t dirty = remap_dirty_;
+  remap_dirty_ = 0;
+  if (remap_ == nullptr || remap_off_ || detached_) return;
+  ++remap_syncs_;
+  gpu::Device& device = gpu_->device();
+  auto reg = [&device](uint32_t offset) {
+    return uint32_t(device.Read(gpu::Bar::k0, offset, gpu::Width::k32));
+  };
+  if (reg(vm::kCfg) & vm::kCfgLargePage64K) {
+    // The walk knows 128 KiB large pages only: trap everything until the GPU is back to them.
+    remap_->UnmapAll();
+    walk_[0] = walk_[1] = {};
+    return;
+  }
+  // Untranslated: guest VRAM addresses are the GPU's (vram_base 0), the walk's machine addresses
+  // are offsets into the GPU's VRAM file.
+  const GuestMemoryView view(&vram_, {0, gpu_->vram_bytes(), 0, ram_.size()}, ram_);
+  const uint32_t poll = reg(pf::kPollArea);
+  for (uint32_t b = 0; b < 2; ++b) {
+    if ((dirty & (1u << b)) == 0) continue;
+    const gpu::Bar bar = b == 0 ? gpu::Bar::k1 : gpu::Bar::k3;
+    WalkBarTables(view, reg(b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst), bars_.size(bar), walk_[b]);
+    std::vector<uint64_t> targets(walk_[b].machine);
+    if (bar == gpu::Bar::k1 && (poll & pf::kPollAreaEnable) != 0) {
+      // The USER pages trap: PFIFO learns of an IB_PUT store from the store itself.
+      const uint64_t base = (uint64_t(poll & pf::kPollAreaAddrMask) << 12) / kPage;
+      const uint64_t pages = uint64_t(pf::kChannels) * pf::kUserPageSize / kPage;
+      for (uint64_t i = base; i < base + pages && i < targets.size(); ++i) targets[i] = 0;
+    }
+    // A failure leaves some pages trapping, which is always correct.
+    (void)remap_->Update(bar, targets);
+  }
+}
+
+std::vector<BarRemapRequest> PassThroughGpu::TakeBarRemapRequests() {
+  if (remap_ == nullptr) return {};
+  return remap_->Take();
+}
+
+void PassThroughGpu::BarRemapAnswered(bool map, const Status& status) {
+  if (status.ok() || remap_ == nullptr || !map || remap_off_) return;
+  // Trapping is always correct: withdraw what is mapped and trap from now on.
+  remap_off_ = true;
+  remap_->UnmapAll();
 }
 
 }  // namespace gpuvm::aggregator

@@ -15,6 +15,8 @@
 #include "base/os.h"
 #include "gpu/hw/classes.h"
 #include "gpu/hw/pbus.h"
+#include "gpu/hw/pfifo.h"
+#include "gpu/hw/vm.h"
 #include "gpu/sim/testing/test_driver.h"
 
 namespace gpuvm::aggregator {
@@ -337,6 +339,104 @@ TEST_F(AggregatorPtTest, DmaLandsInGuestRamAndTheNextVmFindsNothing) {
   sim::testing::TestDriver snoop(&through_next, 64ull << 20, 0x10000, /*zero_fill=*/false);
   EXPECT_EQ(snoop.Read32(secret_vram), 0u) << "the next VM reads the previous one's VRAM";
   EXPECT_EQ(through_next.ReadReg(gf100::pbus::kBar1Inst), 0u);
+}
+
+// BAR remap in pt (pt_gpu.h): the aperture pages whose PTEs map VRAM are handed out as the GPU's
+// own VRAM file at their machine addresses; USER pages and SYSRAM pages keep trapping; a flush
+// takes a changed PTE's page back; 64 KiB large pages turn it off; and after the VM is gone its
+// copy of the file reaches nothing of the next owner's VRAM.
+TEST_F(AggregatorPtTest, BarRemapHandsOutVramPagesButNotUserOrSysramPagesAndFollowsFlushes) {
+  constexpr uint64_t kRam = 4ull << 20;
+  auto vm = aggregator_->AdmitVm(PtConfig(1, kRam));
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE(
+      aggregator_
+          ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam}, One(MakeRam(kRam)))
+          .ok());
+  auto* pt = dynamic_cast<PassThroughGpu*>((*vm)->vgpu.get());
+  ASSERT_NE(pt, nullptr);
+  ASSERT_TRUE(pt->remaps()) << "the software GPU's VRAM is a memfd: pt remaps";
+  uint64_t physical = 0, inner = 0;
+  const uint32_t pattern = 0x7e57ab1e;
+  os::SharedMapping mapped;  // the VM's view of its remapped BAR1 pages
+  {
+    VgpuDevice through_vm(pt, sim_->device().pci());
+    sim::testing::TestDriver driver(&through_vm, 64ull << 20);
+    sim::testing::Vm* space = driver.CreateVm();
+    driver.CreateChannel(1, space);  // binds BAR1, the USER area and POLL_AREA
+    sim::testing::Vm* bar1 = driver.bar1_vm();
+    ASSERT_NE(bar1, nullptr);
+    const uint64_t va = bar1->AllocMapped(0x4000, &physical);
+    const uint64_t sysram_va = bar1->AllocVa(0x1000);
+    bar1->Map(sysram_va, 0x10000, 0x1000, {gf100::vm::Target::kSysramSnooped});
+    bar1->Flush();
+    (void)through_vm.Read32(gpu::Bar::k1, va);  // a trapped access: the remapped set is recomputed
+
+    const uint32_t poll = through_vm.ReadReg(gf100::pfifo::kPollArea);
+    ASSERT_NE(poll & gf100::pfifo::kPollAreaEnable, 0u);
+    const uint64_t user_first = uint64_t(poll & gf100::pfifo::kPollAreaAddrMask) << 12;
+    const uint64_t user_end = user_first + gf100::pfifo::kChannels * gf100::pfifo::kUserPageSize;
+    std::vector<BarRemapRequest> requests = pt->TakeBarRemapRequests();
+    const BarRemapRequest* covering = nullptr;
+    for (const BarRemapRequest& r : requests) {
+      ASSERT_TRUE(r.map) << "nothing was mapped before";
+      if (r.bar != gpu::Bar::k1) continue;
+      EXPECT_FALSE(r.offset < user_end && user_first < r.offset + r.length)
+          << "a USER page remapped: IB_PUT stores would not wake PFIFO";
+      EXPECT_FALSE(r.offset <= sysram_va && sysram_va < r.offset + r.length)
+          << "a SYSRAM page remapped";
+      if (r.offset <= va && va + 0x4000 <= r.offset + r.length) covering = &r;
+    }
+    ASSERT_NE(covering, nullptr) << "the VRAM pages of BAR1 were not remapped";
+    EXPECT_EQ(covering->backing_offset + (va - covering->offset), physical);
+    // What is handed out is the GPU's VRAM: a store through it is what the GPU reads there.
+    auto map = os::SharedMapping::Map(covering->fd, covering->backing_offset, covering->length,
+                                      /*writable=*/true);
+    ASSERT_TRUE(map.ok()) << map.status().ToString();
+    mapped = std::move(*map);
+    inner = va - covering->offset;
+    std::memcpy(mapped.data() + inner, &pattern, 4);
+    EXPECT_EQ(driver.Read32(physical), pattern);
+    EXPECT_EQ(through_vm.Read32(gpu::Bar::k1, va), pattern) << "the trapped path sees the same";
+    EXPECT_GT(pt->remapped_pages(), 0u);
+
+    // The guest unmaps the pages: at the flush they trap again.
+    bar1->Unmap(va, 0x4000);
+    bar1->Flush();
+    bool unmapped = false;
+    for (const BarRemapRequest& r : pt->TakeBarRemapRequests()) {
+      if (!r.map && r.bar == gpu::Bar::k1 && r.offset <= va && va < r.offset + r.length) {
+        unmapped = true;
+      }
+    }
+    EXPECT_TRUE(unmapped) << "a page the guest unmapped stays remapped after the flush";
+
+    // 64 KiB large pages: the walk would misread the tables, so everything traps.
+    const uint64_t va2 = bar1->AllocMapped(0x2000);
+    bar1->Flush();
+    (void)through_vm.Read32(gpu::Bar::k1, va2);
+    (void)pt->TakeBarRemapRequests();
+    ASSERT_GT(pt->remapped_pages(), 0u);
+    through_vm.WriteReg(gf100::vm::kCfg, gf100::vm::kCfgLargePage64K);
+    EXPECT_EQ(pt->remapped_pages(), 0u);
+    for (const BarRemapRequest& r : pt->TakeBarRemapRequests()) EXPECT_FALSE(r.map);
+    through_vm.WriteReg(gf100::vm::kCfg, 0);
+  }
+
+  // The VM goes; the next owner's VRAM is not what the old file holds.
+  ASSERT_TRUE(aggregator_->RemoveVm((*vm)->id).ok());
+  auto next = aggregator_->AdmitVm(PtConfig(2, kRam));
+  ASSERT_TRUE(next.ok());
+  VgpuDevice through_next((*next)->vgpu.get(), sim_->device().pci());
+  sim::testing::TestDriver snoop(&through_next, 64ull << 20, 0x10000, /*zero_fill=*/false);
+  EXPECT_EQ(snoop.Read32(physical), 0u) << "the next VM reads what the old mapping held";
+  snoop.Write32(physical, 0x5ec2e7);
+  uint32_t seen = 0;
+  std::memcpy(&seen, mapped.data() + inner, 4);
+  EXPECT_EQ(seen, pattern) << "the previous owner's mapping reaches the next owner's VRAM";
+  auto* next_pt = dynamic_cast<PassThroughGpu*>((*next)->vgpu.get());
+  ASSERT_NE(next_pt, nullptr);
+  EXPECT_TRUE(next_pt->remaps());
 }
 
 }  // namespace

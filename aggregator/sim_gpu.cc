@@ -70,6 +70,14 @@ int SimGpu::vram_frames_fd() const {
   return device_ != nullptr && !options_.vram_file.empty() ? device_->vram_fd() : -1;
 }
 
+int SimGpu::owner_vram_fd() const {
+  // Our own memfd (sealed against shrinking and growing: gpu/sim/memory.h); Reset() builds a new
+  // device with a new one, so the previous owner's copy reaches nothing of the next owner's VRAM.
+  return device_ != nullptr && options_.vram_file.empty() && device_->vram().rebindable()
+             ? device_->vram_fd()
+             : -1;
+}
+
 bool SimGpu::can_back_vram() const { return device_ != nullptr && device_->vram().rebindable(); }
 
 Status SimGpu::BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) {

@@ -48,6 +48,7 @@ class SimGpu final : public PhysicalGpu {
   bool reaches_guest_memory() const override { return true; }
   std::span<uint8_t> vram_mapping() override;
   int vram_frames_fd() const override;
+  int owner_vram_fd() const override;
   bool can_back_vram() const override;
   Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) override;
   Status RestoreVram(uint64_t address, uint64_t length) override;
