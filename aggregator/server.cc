@@ -299,8 +299,10 @@ void AggregatorServer::ServeSocket(Connection& c) {
     const int step = c.session->handshake_step();
     Session::Output out = c.session->OnMessage(received->message, std::move(received->fds));
     if (c.session->handshake_step() != step) c.step_started = std::chrono::steady_clock::now();
-    for (const ipc::Message& m : out.send) Send(c, m);
+    // BAR requests an access caused go before its reply, so the device model has them when the
+    // reply comes and applies them before the guest's access completes (docs/IPC.md).
     SendBarRequests(c);
+    for (const ipc::Message& m : out.send) Send(c, m);
     if (out.lane_opened && !c.dropped) {
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLET;
@@ -335,12 +337,13 @@ void AggregatorServer::ServeLane(Connection& c) {
       Drop(c, "fast lane: " + reply.status().ToString());
       return;
     }
+    SendBarRequests(c);  // before the reply, as on the socket
+    if (c.dropped) return;
     Status sent = lane->Send(ipc::FastLane::Side::kAggregator, *reply);
     if (!sent.ok()) {
       Drop(c, "fast lane: " + sent.ToString());
       return;
     }
-    SendBarRequests(c);
   }
 }
 

@@ -253,6 +253,7 @@ uint64_t DeviceModel::HandleRepRun(const hv::IoRequest& r, bool read, uint64_t t
       if (read) std::memset(buffer.data() + done, 0xff, total - done);
       break;
     }
+    if (!read && hit->bar == BarIndex::kBar0) TakeEventsCausedByWrite();
     done += run;
   }
   if (read && !guest_memory_->Write(r.data, buffer).ok()) {
@@ -359,7 +360,17 @@ bool DeviceModel::ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint
     counters_.CountRefusal(Refusal::kAggregatorError);
     return false;
   }
+  if (hit->first == BarIndex::kBar0) TakeEventsCausedByWrite();
   return true;
+}
+
+void DeviceModel::TakeEventsCausedByWrite() {
+  for (;;) {
+    Result<std::optional<AggregatorEvent>> event = aggregator_->PollEvent();
+    // A broken connection shows at the next call, which RunOnce reports.
+    if (!event.ok() || !event->has_value()) return;
+    if (!HandleAggregatorEvent(**event).ok()) return;
+  }
 }
 
 void DeviceModel::SyncBarMappings() {

@@ -153,6 +153,12 @@ class DeviceModel {
   // Applies and answers the queued BAR_MAP/BAR_UNMAP requests in order, up to the first the
   // hypervisor cannot apply yet (Unavailable: a vCPU is inside an access we must serve first).
   Status ApplyDeferredBarEvents();
+  // After a register write the aggregator answered: what it has sent meanwhile — the BAR_MAP/
+  // BAR_UNMAP that write caused come before its reply (docs/IPC.md) — is applied now, before the
+  // guest's write completes, so the guest's next access never goes through a mapping the write
+  // retired (a TLB flush after a BAR PTE changed). Costs one non-blocking receive when nothing
+  // came.
+  void TakeEventsCausedByWrite();
   // Withdraws every remapped range of BAR slot `slot` (it moved or stopped decoding).
   void DropRemaps(size_t slot);
 

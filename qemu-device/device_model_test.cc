@@ -570,6 +570,25 @@ TEST_F(DeviceModelTest, BarMapRemapsAperturePagesUntilUnmappedOrMoved) {
   EXPECT_TRUE(server_.memory.empty());
 }
 
+// The BAR_UNMAP a register write caused (a TLB flush after the guest changed a remapped page's PTE)
+// reaches the device model before the write's reply; it is applied before the guest's write
+// completes, so the guest's next access traps instead of going through the retired mapping.
+TEST_F(DeviceModelTest, ABarUnmapThatAWriteCausedIsAppliedBeforeTheWriteCompletes) {
+  Program();
+  auto memory = os::CreateSealedMemfd("vram", 1 << 20);
+  ASSERT_TRUE(memory.ok());
+  ASSERT_TRUE(
+      dm_->HandleAggregatorEvent(BarMapRequest{1, BarIndex::kBar1, 0, 0x1000, 0, memory->get()})
+          .ok());
+  ASSERT_EQ(server_.memory.size(), 1u);
+  aggregator_.PushEvent(BarUnmapRequest{2, BarIndex::kBar1, 0, 0x1000});
+  Handle(Mmio(IoDirection::kWrite, kBar0At + 0x100cbc, 4, 0x80000001));
+  EXPECT_TRUE(server_.memory.empty())
+      << "the guest's write completes with the old mapping in place";
+  ASSERT_EQ(aggregator_.bar_answers().size(), 2u);
+  EXPECT_TRUE(aggregator_.bar_answers()[1].second.ok());
+}
+
 // A BAR_MAP/BAR_UNMAP the hypervisor cannot apply yet (Xen: a vCPU inside an access we must serve
 // first) waits, with every one behind it, and is applied and answered in order by a later RunOnce.
 TEST_F(DeviceModelTest, BarRequestsTheHypervisorCannotApplyYetWaitInOrder) {
