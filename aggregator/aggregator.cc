@@ -175,8 +175,9 @@ Result<VmControlBlock*> Aggregator::AdmitVm(const ipc::VmConfig& config) {
   vm->config = config;
   vm->admitted = std::chrono::steady_clock::now();
   GPUVM_ASSIGN_OR_RETURN(
-      vm->vgpu, PassThroughGpu::Create(
-                    gpu_.get(), VmBars{config.bar0_size, config.bar1_size, config.bar3_size}));
+      vm->vgpu, PassThroughGpu::Create(gpu_.get(),
+                                       VmBars{config.bar0_size, config.bar1_size, config.bar3_size},
+                                       options_.pt_bar_remap));
   VmControlBlock* raw = vm.get();
   vms_[raw->id] = std::move(vm);
   return raw;

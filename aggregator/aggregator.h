@@ -85,6 +85,10 @@ struct VmControlBlock {
 struct AggregatorOptions {
   size_t max_vms = 64;
   bool allow_pt_without_dma = false;
+  // pt's BAR remap (pt_gpu.h): the apertures' VRAM pages mapped into the guest where the GPU can
+  // hand out its VRAM. false (gpuvm-aggregator --pt-trap-all): every pt access traps, the baseline
+  // that measures what trapping costs.
+  bool pt_bar_remap = true;
   // Full virtualization: the partitioning and the mode of VMs that do not choose one. A VM chooses
   // in VM_CONFIG's typed fields (variant, VRAM MiB, channels; docs/IPC.md).
   FvOptions fv;

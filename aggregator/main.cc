@@ -3,7 +3,7 @@
 //   gpuvm-aggregator [--gpu sim|pci:BDF] [--socket PATH] [--socket-group GROUP] [--vram-mib N]
 //                    [--compute-workers N]
 //                    [--sim-vram-file PATH]
-//                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--quiet]
+//                    [--handshake-timeout-ms N] [--allow-pt-without-dma] [--pt-trap-all] [--quiet]
 //                    [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]
 //                    [--fv-channels N] [--fv-reserved-mib N] [--fv-vram-policy dynamic|static]
 //
@@ -64,7 +64,7 @@ void Usage() {
       "                        [--vram-mib N]\n"
       "                        [--compute-workers N] [--sim-vram-file PATH]\n"
       "                        [--handshake-timeout-ms N]\n"
-      "                        [--allow-pt-without-dma] [--quiet]\n"
+      "                        [--allow-pt-without-dma] [--pt-trap-all] [--quiet]\n"
       "                        %s\n"
       "                        [--fv-mode naive|lazy|bar-remap|optimized] [--fv-vram-mib N]\n"
       "                        [--fv-channels N] [--fv-reserved-mib N]\n"
@@ -84,6 +84,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--allow-pt-without-dma") {
       o.aggregator.allow_pt_without_dma = true;
+      continue;
+    }
+    if (flag == "--pt-trap-all") {
+      o.aggregator.pt_bar_remap = false;
       continue;
     }
     if (flag == "--quiet") {

@@ -19,8 +19,8 @@ namespace {
 constexpr uint64_t kPage = 0x1000;
 }  // namespace
 
-Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
-                                                               const VmBars& bars) {
+Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu, const VmBars& bars,
+                                                               bool bar_remap) {
   const gpu::PciIdentity& physical = gpu->device().pci();
   for (gpu::Bar bar : {gpu::Bar::k0, gpu::Bar::k1, gpu::Bar::k3}) {
     if (bars.size(bar) > physical.BarSize(bar)) {
@@ -32,7 +32,7 @@ Result<std::unique_ptr<PassThroughGpu>> PassThroughGpu::Create(PhysicalGpu* gpu,
   }
   std::unique_ptr<PassThroughGpu> pt(new PassThroughGpu(gpu, bars));
   // BAR remap where the GPU can hand out its VRAM (pt_gpu.h); else every access traps (correct).
-  if (const int vram = gpu->owner_vram_fd(); vram >= 0) {
+  if (const int vram = gpu->owner_vram_fd(); bar_remap && vram >= 0) {
     Result<os::UniqueFd> copy = os::DuplicateFd(vram);
     if (copy.ok()) pt->remap_ = std::make_unique<BarRemapper>(std::move(*copy), 0);
   }

@@ -40,7 +40,9 @@ class PassThroughGpu final : public VirtualGpu {
  public:
   // InvalidArgument when a VM BAR is larger than the physical one (the guest would address
   // registers or aperture pages that do not exist).
-  static Result<std::unique_ptr<PassThroughGpu>> Create(PhysicalGpu* gpu, const VmBars& bars);
+  // `bar_remap` false: every access traps, whatever the GPU could hand out.
+  static Result<std::unique_ptr<PassThroughGpu>> Create(PhysicalGpu* gpu, const VmBars& bars,
+                                                        bool bar_remap = true);
   ~PassThroughGpu() override;
 
   ipc::VmMode mode() const override { return ipc::VmMode::kPassThrough; }

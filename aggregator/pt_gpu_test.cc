@@ -439,5 +439,34 @@ TEST_F(AggregatorPtTest, BarRemapHandsOutVramPagesButNotUserOrSysramPagesAndFoll
   EXPECT_TRUE(next_pt->remaps());
 }
 
+// --pt-trap-all (AggregatorOptions::pt_bar_remap false): the baseline where every access traps.
+TEST_F(AggregatorPtTest, WithRemapOffEveryAccessTraps) {
+  auto gpu = SimGpu::Create(SmallSim());
+  ASSERT_TRUE(gpu.ok());
+  SimGpu* sim = gpu->get();
+  AggregatorOptions options;
+  options.pt_bar_remap = false;
+  auto aggregator = Aggregator::Create(std::move(*gpu), options);
+  ASSERT_TRUE(aggregator.ok()) << aggregator.status().ToString();
+  constexpr uint64_t kRam = 4ull << 20;
+  auto vm = (*aggregator)->AdmitVm(PtConfig(1, kRam));
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE(
+      (*aggregator)
+          ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam}, One(MakeRam(kRam)))
+          .ok());
+  auto* pt = dynamic_cast<PassThroughGpu*>((*vm)->vgpu.get());
+  ASSERT_NE(pt, nullptr);
+  EXPECT_FALSE(pt->remaps());
+  VgpuDevice through_vm(pt, sim->device().pci());
+  sim::testing::TestDriver driver(&through_vm, 64ull << 20);
+  driver.CreateChannel(1, driver.CreateVm());
+  const uint64_t va = driver.bar1_vm()->AllocMapped(0x4000);
+  driver.bar1_vm()->Flush();
+  through_vm.Write32(gpu::Bar::k1, va, 1);
+  EXPECT_EQ(through_vm.Read32(gpu::Bar::k1, va), 1u);
+  EXPECT_TRUE(pt->TakeBarRemapRequests().empty());
+}
+
 }  // namespace
 }  // namespace gpuvm::aggregator
