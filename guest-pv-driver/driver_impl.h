@@ -506,6 +506,8 @@ class Event::Impl {
 // polls of host memory.
 class Backoff {
  public:
+  // The timer slack of a pause's sleep (ns): the pause is 5-200 us.
+  static constexpr int kPauseSlackNs = 1000;
   void Pause();
 
  private:
