@@ -93,6 +93,17 @@ class AggregatorPtTest : public ::testing::Test {
     v.push_back(std::move(fd));
     return v;
   }
+  // A pt VM of domain `domid` admitted by `aggregator`, `bytes` of RAM attached; null (and the test
+  // failed) if either step fails.
+  VmControlBlock* AdmitWithRam(Aggregator& aggregator, uint16_t domid, uint64_t bytes) {
+    auto vm = aggregator.AdmitVm(PtConfig(domid, bytes));
+    EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+    if (!vm.ok()) return nullptr;
+    const Status attached = aggregator.AttachGuestMemory(
+        **vm, {ipc::GuestMemoryKind::kLocalMemfd, bytes}, One(MakeRam(bytes)));
+    EXPECT_TRUE(attached.ok()) << attached.ToString();
+    return attached.ok() ? *vm : nullptr;
+  }
 
   SimGpu* sim_ = nullptr;
   std::unique_ptr<Aggregator> aggregator_;
@@ -304,15 +315,11 @@ TEST_F(AggregatorPtTest, WindowReachesExactlyTheOwnersRam) {
 TEST_F(AggregatorPtTest, DmaLandsInGuestRamAndTheNextVmFindsNothing) {
   constexpr uint64_t kRam = 4ull << 20;
   constexpr uint64_t kGuestPage = 0x123000;  // a guest-physical address
-  auto vm = aggregator_->AdmitVm(PtConfig(1, kRam));
-  ASSERT_TRUE(vm.ok());
-  ASSERT_TRUE(
-      aggregator_
-          ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam}, One(MakeRam(kRam)))
-          .ok());
+  VmControlBlock* vm = AdmitWithRam(*aggregator_, 1, kRam);
+  ASSERT_NE(vm, nullptr);
   uint64_t secret_vram = 0;
   {
-    VgpuDevice through_vm((*vm)->vgpu.get(), sim_->device().pci());
+    VgpuDevice through_vm(vm->vgpu.get(), sim_->device().pci());
     sim::testing::TestDriver driver(&through_vm, 64ull << 20);
     sim::testing::Vm* space = driver.CreateVm();
     sim::testing::Channel* ch = driver.CreateChannel(1, space);
@@ -331,7 +338,7 @@ TEST_F(AggregatorPtTest, DmaLandsInGuestRamAndTheNextVmFindsNothing) {
     driver.Write32(secret_vram, 0x5ec2e7);
     ASSERT_EQ(driver.Read32(secret_vram), 0x5ec2e7u);
   }
-  ASSERT_TRUE(aggregator_->RemoveVm((*vm)->id).ok());
+  ASSERT_TRUE(aggregator_->RemoveVm(vm->id).ok());
 
   auto next = aggregator_->AdmitVm(PtConfig(2, kRam));
   ASSERT_TRUE(next.ok());
@@ -347,13 +354,9 @@ TEST_F(AggregatorPtTest, DmaLandsInGuestRamAndTheNextVmFindsNothing) {
 // copy of the file reaches nothing of the next owner's VRAM.
 TEST_F(AggregatorPtTest, BarRemapHandsOutVramPagesButNotUserOrSysramPagesAndFollowsFlushes) {
   constexpr uint64_t kRam = 4ull << 20;
-  auto vm = aggregator_->AdmitVm(PtConfig(1, kRam));
-  ASSERT_TRUE(vm.ok());
-  ASSERT_TRUE(
-      aggregator_
-          ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam}, One(MakeRam(kRam)))
-          .ok());
-  auto* pt = dynamic_cast<PassThroughGpu*>((*vm)->vgpu.get());
+  VmControlBlock* vm = AdmitWithRam(*aggregator_, 1, kRam);
+  ASSERT_NE(vm, nullptr);
+  auto* pt = dynamic_cast<PassThroughGpu*>(vm->vgpu.get());
   ASSERT_NE(pt, nullptr);
   ASSERT_TRUE(pt->remaps()) << "the software GPU's VRAM is a memfd: pt remaps";
   uint64_t physical = 0, inner = 0;
@@ -424,7 +427,7 @@ TEST_F(AggregatorPtTest, BarRemapHandsOutVramPagesButNotUserOrSysramPagesAndFoll
   }
 
   // The VM goes; the next owner's VRAM is not what the old file holds.
-  ASSERT_TRUE(aggregator_->RemoveVm((*vm)->id).ok());
+  ASSERT_TRUE(aggregator_->RemoveVm(vm->id).ok());
   auto next = aggregator_->AdmitVm(PtConfig(2, kRam));
   ASSERT_TRUE(next.ok());
   VgpuDevice through_next((*next)->vgpu.get(), sim_->device().pci());
@@ -448,14 +451,9 @@ TEST_F(AggregatorPtTest, WithRemapOffEveryAccessTraps) {
   options.pt_bar_remap = false;
   auto aggregator = Aggregator::Create(std::move(*gpu), options);
   ASSERT_TRUE(aggregator.ok()) << aggregator.status().ToString();
-  constexpr uint64_t kRam = 4ull << 20;
-  auto vm = (*aggregator)->AdmitVm(PtConfig(1, kRam));
-  ASSERT_TRUE(vm.ok());
-  ASSERT_TRUE(
-      (*aggregator)
-          ->AttachGuestMemory(**vm, {ipc::GuestMemoryKind::kLocalMemfd, kRam}, One(MakeRam(kRam)))
-          .ok());
-  auto* pt = dynamic_cast<PassThroughGpu*>((*vm)->vgpu.get());
+  VmControlBlock* vm = AdmitWithRam(**aggregator, 1, 4ull << 20);
+  ASSERT_NE(vm, nullptr);
+  auto* pt = dynamic_cast<PassThroughGpu*>(vm->vgpu.get());
   ASSERT_NE(pt, nullptr);
   EXPECT_FALSE(pt->remaps());
   VgpuDevice through_vm(pt, sim->device().pci());
