@@ -406,7 +406,16 @@ bool Dispatcher::TryStep(bool poll_now) {
   }
   if (!running_) poll_now_ = false;
   stepping_ = false;
+  bool kick = false;
+  if (dispatch_waiting_) {
+    const std::optional<TimePoint> next = NextWakeupLocked();
+    if (next && (!dispatch_plan_ || *next < *dispatch_plan_)) {
+      ++kicks_;
+      kick = true;
+    }
+  }
   lock.unlock();
+  if (kick) cv_.notify_all();
   for (const SubmissionDone& d : done) {
     const auto& report = d.completed ? options_.on_done : options_.on_slice;
     if (report) report(d);
@@ -480,6 +489,8 @@ void Dispatcher::ThreadMain() {
     if (stopping_) break;
     const std::optional<TimePoint> next = NextWakeupLocked();
     const auto woken = [&] { return stopping_ || kicks_ != seen; };
+    dispatch_waiting_ = true;
+    dispatch_plan_ = next;
     if (!next) {
       cv_.wait(lock, woken);
     } else if (*next > clock_->Now()) {
@@ -489,6 +500,7 @@ void Dispatcher::ThreadMain() {
                              next->time_since_epoch())),
                      woken);
     }
+    dispatch_waiting_ = false;
   }
 }
 

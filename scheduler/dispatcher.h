@@ -49,7 +49,10 @@
 // Threading: every public method is thread-safe. SubmissionSink methods are called only from the
 // thread that runs Step() (the dispatch thread, or a PollNow() caller), one Step at a time, never
 // under the dispatcher's lock, so the sink may call back into the dispatcher (Wake, PollNow,
-// Stats). on_done runs on that same thread.
+// Stats). on_done runs on that same thread. A Step run by a PollNow() caller kicks the dispatch
+// thread when it leaves work that needs attention sooner than the dispatch thread's planned
+// wake-up (a started submission to poll, a hold to end): the dispatch thread may have planned
+// from the state that Step left while it waited on the sink.
 #ifndef GPUVM_SCHEDULER_DISPATCHER_H_
 #define GPUVM_SCHEDULER_DISPATCHER_H_
 
@@ -299,6 +302,12 @@ class Dispatcher {
   uint64_t kicks_ = 0;  // bumped by anything that may create work for the thread
   bool stopping_ = false;
   bool stepping_ = false;  // one Step at a time (the sink is single-threaded)
+  // The dispatch thread asleep, and until when (nullopt: until kicked). A Step on another thread
+  // (PollNow) that leaves work needing attention sooner kicks it: the thread may have planned its
+  // sleep from the state that Step left while it was under way (e.g. no submission on the GPU in
+  // the middle of a preemption) and would otherwise sleep through a hold's end or a poll.
+  bool dispatch_waiting_ = false;
+  std::optional<TimePoint> dispatch_plan_;
   uint64_t started_ = 0, completed_ = 0, start_errors_ = 0, poll_errors_ = 0, polls_ = 0;
   uint64_t slices_ = 0, preemptions_ = 0, suspend_errors_ = 0;
   std::deque<SubmissionDone> recent_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -896,6 +897,100 @@ TEST(DispatcherTest, OwnThreadRunsEverythingOnceInOrderPerVm) {
       EXPECT_EQ(sink.order[vm][i], static_cast<SubmissionHandle>(vm) << 32 | i);
     }
   }
+}
+
+// A preemption that PollNow performs on another thread (the GPU's engine thread, in fv) while the
+// dispatch thread wakes: the dispatch thread finds the Step taken and plans its sleep from the
+// state that Step left while it waited for the sink's Suspend, with no submission on the GPU and
+// nothing chosen yet. The Step then starts the next submission, which needs polling. Unless the
+// Step kicks the sleeping thread, nothing polls it and the GPU stalls with work queued: the
+// fairness bench's 298 s stall (docs/results/2026-11-28-band-wait-slack.md, "Run 4").
+class GatedSuspendSink final : public SubmissionSink {
+ public:
+  Status Start(VmId vm, SubmissionHandle h) override {
+    std::lock_guard lock(mu);
+    if (vm == 1 && dispatch_thread == std::thread::id())
+      dispatch_thread = std::this_thread::get_id();
+    running = h;
+    started_at[h] = std::chrono::steady_clock::now();
+    return Status::Ok();
+  }
+  bool CanSuspend() const override { return true; }
+  Status Suspend(VmId, SubmissionHandle) override {
+    {
+      std::lock_guard lock(mu);
+      in_suspend = true;
+    }
+    gate.wait();  // the test decides when the suspension is over
+    std::lock_guard lock(mu);
+    running.reset();
+    return Status::Ok();
+  }
+  Result<SinkPoll> Poll(VmId vm, SubmissionHandle h) override {
+    std::lock_guard lock(mu);
+    if (vm == 1) {
+      // Only a poll from outside the dispatch thread reports GPU time (and so charges a slice,
+      // where the paused VM is stopped): the test chooses which thread preempts.
+      if (std::this_thread::get_id() == dispatch_thread) return SinkPoll::Running();
+      return SinkPoll::Running(
+          std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started_at[h]));
+    }
+    // The second VM's submission runs a little while, so its first poll (on the Step that starts
+    // it) does not end it: a later poll must.
+    if (std::chrono::steady_clock::now() - started_at[h] < 5ms) return SinkPoll::Running();
+    running.reset();
+    return SinkPoll::Done(5ms);
+  }
+  std::mutex mu;
+  std::thread::id dispatch_thread;
+  std::optional<SubmissionHandle> running;
+  std::map<SubmissionHandle, std::chrono::steady_clock::time_point> started_at;
+  bool in_suspend = false;
+  std::shared_future<void> gate;
+};
+
+TEST(DispatcherTest, APreemptionOnAnotherThreadWakesTheSleepingDispatchThread) {
+  MonotonicClock clock;
+  GatedSuspendSink sink;
+  std::promise<void> open;
+  sink.gate = open.get_future().share();
+  std::atomic<int> done{0};
+  DispatcherOptions o;
+  o.poll_interval = 2ms;
+  o.quantum = 1ms;
+  o.slice_on_arrival = false;  // the second VM's arrival must not make the dispatch thread poll
+  o.on_done = [&](const SubmissionDone& d) {
+    if (d.vm == 2) ++done;
+  };
+  Result<std::unique_ptr<Dispatcher>> d = Dispatcher::Create(&clock, &sink, o);
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE((*d)->AddVm(1, 50).ok());
+  ASSERT_TRUE((*d)->AddVm(2, 50).ok());
+  ASSERT_TRUE((*d)->Submit(1, 1).ok());
+  auto started = [&] {
+    std::lock_guard lock(sink.mu);
+    return sink.running.has_value();
+  };
+  for (int i = 0; i < 2000 && !started(); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(started());
+  ASSERT_TRUE((*d)->Submit(2, 2).ok());
+  ASSERT_TRUE((*d)->Pause(1).ok());  // stopped at its next charged slice
+  std::this_thread::sleep_for(5ms);  // a slice is due
+  std::thread engine([&] { (void)(*d)->PollNow(); });
+  auto suspending = [&] {
+    std::lock_guard lock(sink.mu);
+    return sink.in_suspend;
+  };
+  for (int i = 0; i < 2000 && !suspending(); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(suspending()) << "the other thread's poll did not stop the paused VM";
+  // Meanwhile the dispatch thread wakes (its poll is due), finds the Step taken and goes to sleep.
+  std::this_thread::sleep_for(30ms);
+  open.set_value();
+  engine.join();
+  for (int i = 0; i < 2000 && done.load() == 0; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(done.load(), 1) << "the second VM's submission started and was never polled to its end";
+  (void)(*d)->Resume(1);
+  d->reset();
 }
 
 }  // namespace
