@@ -121,6 +121,15 @@ uint64_t BarDirectory(const GuestMemoryView& view, uint32_t inst_reg) {
          (uint64_t(words[1] & ramin::kPageDirAddrHiMask) << 32);
 }
 
+uint8_t BarsFlushed(const GuestMemoryView& view, uint32_t trigger, uint32_t vspace,
+                    const uint32_t (&bar_inst)[2]) {
+  if ((trigger & vm::kFlushTrigger) == 0) return 0;
+  if ((trigger & vm::kFlushAllPdb) != 0) return 3;
+  const uint64_t pd = uint64_t(vspace >> vm::kTlbFlushVspaceAddrShift) << 12;
+  return uint8_t((pd == BarDirectory(view, bar_inst[0]) ? 1 : 0) |
+                 (pd == BarDirectory(view, bar_inst[1]) ? 2 : 0));
+}
+
 Status BarRemapper::Update(gpu::Bar bar, std::span<const uint64_t> targets) {
   const size_t slot = Slot(bar);
   std::vector<Run> runs;

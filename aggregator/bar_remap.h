@@ -70,6 +70,13 @@ bool WalkBarTables(const GuestMemoryView& view, uint32_t inst_reg, uint64_t bar_
 // not in VM mode or its instance block is unreadable (a TLB flush naming it concerns the BAR).
 uint64_t BarDirectory(const GuestMemoryView& view, uint32_t inst_reg);
 
+// Which BARs' remapped sets a TLB flush concerns, bit 0 BAR1 and bit 1 BAR3: both for a flush of
+// every directory, else those whose instance register (`bar_inst`: BAR1, BAR3) names the directory
+// in `vspace` (the TLB_FLUSH_VSPACE register written before `trigger`). 0 when `trigger` starts no
+// flush.
+uint8_t BarsFlushed(const GuestMemoryView& view, uint32_t trigger, uint32_t vspace,
+                    const uint32_t (&bar_inst)[2]);
+
 class BarRemapper {
  public:
   static constexpr size_t kMaxRuns = 48;  // per VM (the local backend publishes 64 ranges)

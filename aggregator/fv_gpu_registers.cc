@@ -299,8 +299,7 @@ void FullVirtGpu::OnTlbFlush(uint32_t trigger) {
   const bool all = (trigger & vm::kFlushAllPdb) != 0;
   if (remap_ != nullptr) {  // ... and with them its remapped pages
     const GuestMemoryView view(&host_->vram(), layout(), ram_);
-    const uint8_t bars = uint8_t((all || pd == BarDirectory(view, bar_inst_[0]) ? 1 : 0) |
-                                 (all || pd == BarDirectory(view, bar_inst_[1]) ? 2 : 0));
+    const uint8_t bars = BarsFlushed(view, trigger, tlb_vspace_, bar_inst_);
     if (bars != 0) RemapChanged(true, bars);
   }
   if (pv_ != nullptr) {

@@ -60,26 +60,9 @@ Status PassThroughGpu::Write(gpu::Bar bar, uint64_t offset, uint32_t size, uint6
   gpu_->device().Write(bar, offset, static_cast<gpu::Width>(size), value);
   if (bar != gpu::Bar::k0 || remap_ == nullptr) return Status::Ok();
   if (offset == vm::kTlbFlushTrigger && size == 4) {
-    // A flush concerns a BAR when it names the BAR's directory or every directory (the GPU's own
-    // registers say which: VSPACE was written before the trigger).
-    if ((value & vm::kFlushTrigger) == 0) return Status::Ok();
-    gpu::Device& device = gpu_->device();
-    const GuestMemoryView view(&vram_, {0, gpu_->vram_bytes(), 0, ram_.size()}, ram_);
-    const uint64_t pd =
-        uint64_t(uint32_t(device.Read(gpu::Bar::k0, vm::kTlbFlushVspace, gpu::Width::k32)) >>
-                 vm::kTlbFlushVspaceAddrShift)
-        << 12;
-    const bool all = (value & vm::kFlushAllPdb) != 0;
-    uint8_t bars = 0;
-    for (uint32_t b = 0; b < 2; ++b) {
-      const uint32_t inst = uint32_t(
-          device.Read(gpu::Bar::k0, b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst, gpu::Width::k32));
-      if (all || pd == BarDirectory(view, inst)) bars |= uint8_t(1u << b);
-    }
-    if (bars != 0) {
-      remap_dirty_ |= bars;
-      if (remap_->runs() > 0) SyncRemap();
-    }
+    // Which BARs it concerns, from the GPU's own registers (VSPACE was written before the trigger).
+    const uint32_t inst[2] = {Register(pbus::kBar1Inst), Register(pbus::kBar3Inst)};
+    RemapChanged(BarsFlushed(View(), uint32_t(value), Register(vm::kTlbFlushVspace), inst));
     return Status::Ok();
   }
   NoteRegisterStore(offset, size);
@@ -161,9 +144,23 @@ void PassThroughGpu::NoteRegisterStore(uint64_t offset, uint64_t length) {
   if (hit(pbus::kBar3Inst)) bars |= 2;
   // A block store over the flush trigger (no driver does one) recomputes both.
   if (hit(vm::kCfg) || hit(pmc::kEnable) || hit(vm::kTlbFlushTrigger)) bars |= 3;
-  if (bars == 0) return;
+  RemapChanged(bars);
+}
+
+void PassThroughGpu::RemapChanged(uint8_t bars) {
+  if (bars == 0 || remap_ == nullptr || remap_off_) return;
   remap_dirty_ |= bars;
   if (remap_->runs() > 0) SyncRemap();  // mapped pages may be stale from now on
+}
+
+uint32_t PassThroughGpu::Register(uint32_t offset) {
+  return uint32_t(gpu_->device().Read(gpu::Bar::k0, offset, gpu::Width::k32));
+}
+
+GuestMemoryView PassThroughGpu::View() {
+  // Untranslated: guest VRAM addresses are the GPU's (vram_base 0), the walk's machine addresses
+  // are offsets into the GPU's VRAM file.
+  return GuestMemoryView(&vram_, {0, gpu_->vram_bytes(), 0, ram_.size()}, ram_);
 }
 
 void PassThroughGpu::SyncRemap() {
@@ -171,24 +168,19 @@ void PassThroughGpu::SyncRemap() {
   remap_dirty_ = 0;
   if (remap_ == nullptr || remap_off_ || detached_) return;
   ++remap_syncs_;
-  gpu::Device& device = gpu_->device();
-  auto reg = [&device](uint32_t offset) {
-    return uint32_t(device.Read(gpu::Bar::k0, offset, gpu::Width::k32));
-  };
-  if (reg(vm::kCfg) & vm::kCfgLargePage64K) {
+  if (Register(vm::kCfg) & vm::kCfgLargePage64K) {
     // The walk knows 128 KiB large pages only: trap everything until the GPU is back to them.
     remap_->UnmapAll();
     walk_[0] = walk_[1] = {};
     return;
   }
-  // Untranslated: guest VRAM addresses are the GPU's (vram_base 0), the walk's machine addresses
-  // are offsets into the GPU's VRAM file.
-  const GuestMemoryView view(&vram_, {0, gpu_->vram_bytes(), 0, ram_.size()}, ram_);
-  const uint32_t poll = reg(pf::kPollArea);
+  const GuestMemoryView view = View();
+  const uint32_t poll = Register(pf::kPollArea);
   for (uint32_t b = 0; b < 2; ++b) {
     if ((dirty & (1u << b)) == 0) continue;
     const gpu::Bar bar = b == 0 ? gpu::Bar::k1 : gpu::Bar::k3;
-    WalkBarTables(view, reg(b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst), bars_.size(bar), walk_[b]);
+    WalkBarTables(view, Register(b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst), bars_.size(bar),
+                  walk_[b]);
     std::vector<uint64_t> targets(walk_[b].machine);
     if (bar == gpu::Bar::k1 && (poll & pf::kPollAreaEnable) != 0) {
       // The USER pages trap: PFIFO learns of an IB_PUT store from the store itself.

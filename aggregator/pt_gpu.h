@@ -75,6 +75,13 @@ class PassThroughGpu final : public VirtualGpu {
   // After a store to BAR0 [offset, offset + length): marks the BARs whose remapped set it may
   // change, and recomputes at once when pages are mapped (they may be stale now).
   void NoteRegisterStore(uint64_t offset, uint64_t length);
+  // The BARs in `bars` (bit 0 BAR1, bit 1 BAR3) may map differently now: recompute them at once
+  // when pages are mapped, else at the next BAR1/BAR3 trap.
+  void RemapChanged(uint8_t bars);
+  // A GPU register, as the walk needs it (the VM's own values: nothing is virtualized in pt).
+  uint32_t Register(uint32_t offset);
+  // The walk's view: all of VRAM untranslated, and the VM's RAM.
+  GuestMemoryView View();
   // Before a trapped BAR1/BAR3 access: recompute if something changed since.
   void SyncRemapIfDirty() {
     if (remap_dirty_ != 0) SyncRemap();
