@@ -327,9 +327,15 @@ Status BackendConnection::Run(int stop_fd) {
     pollfd fds[3] = {{stop_fd, POLLIN, 0},
                      {store_->watch_fd(), POLLIN, 0},
                      {port_bound_ ? channels_->fd() : -1, POLLIN, 0}};
-    if (::poll(fds, 3, more ? 0 : -1) < 0) {
+    const int timeout = more ? 0 : handler_.WantsIdle() ? kIdleAfterMs : -1;
+    const int ready = ::poll(fds, 3, timeout);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "pvdrm backend poll");
+    }
+    if (ready == 0 && timeout > 0) {
+      handler_.OnIdle();
+      continue;
     }
     if (fds[0].revents & POLLIN) {
       Disconnect("backend stopped", false, XenbusStateClosed);

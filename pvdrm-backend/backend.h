@@ -72,6 +72,10 @@ class RequestHandler {
   // The frontend is gone — closed, died, or disconnected for misbehaving: free everything of every
   // one of its files. No request of this connection follows.
   virtual void OnDisconnect() = 0;
+  // Whether the handler has work to do when the ring is quiet (BackendConnection::Run calls
+  // OnIdle once the ring has been empty for kIdleAfter), and that work. Both on Run's thread.
+  virtual bool WantsIdle() const { return false; }
+  virtual void OnIdle() {}
 };
 
 struct BackendOptions {
@@ -99,6 +103,9 @@ class BackendConnection {
   ~BackendConnection();
   BackendConnection(const BackendConnection&) = delete;
   BackendConnection& operator=(const BackendConnection&) = delete;
+
+  // How long the ring stays empty before the handler's idle work runs (RequestHandler::OnIdle).
+  static constexpr int kIdleAfterMs = 2;
 
   // Serves the device until the frontend is Closed or gone (OK), or `stop_fd` polls readable (OK:
   // the backend disconnects and goes Closed). An error only when the store or event channels fail

@@ -80,6 +80,8 @@ struct GpuRequestHandler::File {
   std::map<int, ChannelEntry> channels;
   uint32_t next_handle = 1;
   int next_channel = 0;
+  // Set by every request but GETPARAM: the context may hold something of this file.
+  bool used = false;
   bool default_channel_taken = false;
 
   Object* Find(uint32_t handle) {
@@ -112,7 +114,17 @@ GpuRequestHandler::GpuRequestHandler(guest::Driver& driver, GuestFrames& frames,
 GpuRequestHandler::~GpuRequestHandler() { OnDisconnect(); }
 
 GpuHandlerStats GpuRequestHandler::stats() const {
-  return {open_files_.load(), live_objects_.load(), pushbufs_.load(), pushes_.load()};
+  return {open_files_.load(), live_objects_.load(), pushbufs_.load(), pushes_.load(),
+          spare_opens_.load()};
+}
+
+Status GpuRequestHandler::PrepareSpare() {
+  if (spare_ != nullptr) return Status::Ok();
+  Result<std::unique_ptr<guest::Context>> context = driver_.CreateContext(options_.context);
+  spare_failed_ = !context.ok();
+  if (!context.ok()) return context.status();
+  spare_ = std::move(*context);
+  return Status::Ok();
 }
 
 void GpuRequestHandler::OnDisconnect() {
@@ -126,6 +138,10 @@ void GpuRequestHandler::CloseFile(uint32_t id) {
   files_.erase(it);
   open_files_.fetch_sub(1);
   live_objects_.fetch_sub(file->objects.size());
+  if (!file->used && spare_ == nullptr && file->context->status().ok()) {
+    spare_ = std::move(file->context);  // nothing of the file's is in it
+    return;
+  }
   // Channels that do not drain (an endless kernel) leave the GPU reading the file's pages: the
   // context then quarantines what it owns, and the guest-frame mappings stay too.
   const bool drained = file->context->Synchronize(kCloseDrainWait).ok();
@@ -140,13 +156,19 @@ void GpuRequestHandler::CloseFile(uint32_t id) {
 Response GpuRequestHandler::Handle(const Request& request, GuestPages& pages) {
   Response response;
   if (std::holds_alternative<FileOpen>(request.body)) {
-    Result<std::unique_ptr<guest::Context>> context = driver_.CreateContext(options_.context);
-    if (!context.ok()) {
-      response.status = Errno(context.status());
-      return response;
-    }
+    spare_failed_ = false;  // what was used up may have been freed since
     auto file = std::make_unique<File>();
-    file->context = std::move(*context);
+    if (spare_ != nullptr) {
+      file->context = std::move(spare_);
+      spare_opens_.fetch_add(1);
+    } else {
+      Result<std::unique_ptr<guest::Context>> context = driver_.CreateContext(options_.context);
+      if (!context.ok()) {
+        response.status = Errno(context.status());
+        return response;
+      }
+      file->context = std::move(*context);
+    }
     files_[request.file] = std::move(file);
     open_files_.fetch_add(1);
     return response;
@@ -169,6 +191,7 @@ Response GpuRequestHandler::Serve(File& file, const Request& request, GuestPages
   // A faulted context (a bad pushbuffer of this file) fails every later call of the file. Nothing
   // else may be waiting on the GPU to decode its errors: look (throttled by the driver).
   driver_.PollErrors();
+  if (!std::holds_alternative<GetParam>(request.body)) file.used = true;
   if (!file.context->status().ok() && !std::holds_alternative<GemClose>(request.body) &&
       !std::holds_alternative<ChannelFree>(request.body)) {
     fail(-EIO);

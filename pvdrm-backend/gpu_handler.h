@@ -16,6 +16,16 @@
 //   GEM_CPU_PREP    waits for the object's fences (NOWAIT: -EBUSY while busy), bounded by
 //                   cpu_prep_timeout (then -EBUSY, as nouveau's own bounded wait).
 //
+// The spare context: creating a context is GPU work (its address space, its default channel: about
+// 2 ms for a VM's first, 0.5 ms after that), and every guest process pays it at its first open().
+// So the handler keeps one context no file has used ready (PrepareSpare: gpuvm-pvdrm-backend calls
+// it before the frontend connects, as a guest kernel's driver would have its device up at boot)
+// and FILE_OPEN takes it. A file that closes having sent nothing but GETPARAM (a program probing
+// the device) gives its context back untouched, as the spare; a file that sent anything else never
+// does, so no state of one file reaches another. With every file closed, the ring idle and no
+// spare, OnIdle makes a new one (between programs, not while one runs). A spare holds one of the
+// VM's channels and its context's VRAM, all counted in the VM's budget like any file's.
+//
 // Everything a request names is looked up in the requesting file only: another file's (or a freed)
 // handle or channel is -ENOENT. Errors are the ioctl's errnos. A GPU fault of a file's context
 // (a bad pushbuffer) fails that file's later calls (-EIO) and nothing else.
@@ -54,6 +64,7 @@ struct GpuHandlerStats {
   uint64_t objects = 0;  // live now, all files
   uint64_t pushbufs = 0;
   uint64_t pushes = 0;
+  uint64_t spare_opens = 0;  // FILE_OPENs that took the spare context
 };
 
 class GpuRequestHandler final : public RequestHandler {
@@ -64,6 +75,15 @@ class GpuRequestHandler final : public RequestHandler {
 
   Response Handle(const Request& request, GuestPages& pages) override;
   void OnDisconnect() override;
+  // Every file closed and no spare: OnIdle makes one.
+  bool WantsIdle() const override { return spare_ == nullptr && files_.empty() && !spare_failed_; }
+  void OnIdle() override { (void)PrepareSpare(); }
+
+  // Creates the spare context if there is none (see above). An error (the VM's VRAM or channels
+  // are used up) changes nothing but that FILE_OPEN then creates its context itself; OnIdle does
+  // not retry until a file has been opened since.
+  Status PrepareSpare();
+  bool has_spare() const { return spare_ != nullptr; }
 
   GpuHandlerStats stats() const;
 
@@ -77,12 +97,15 @@ class GpuRequestHandler final : public RequestHandler {
   GuestFrames& frames_;
   const GpuHandlerOptions options_;
   std::map<uint32_t, std::unique_ptr<File>> files_;  // by file id
+  std::unique_ptr<guest::Context> spare_;            // no file has used it
+  bool spare_failed_ = false;                        // the last PrepareSpare failed
   // Guest-frame mappings of files closed while their channels still ran (see CloseFile).
   std::vector<std::unique_ptr<hv::GuestMapping>> kept_frames_;
   std::atomic<uint64_t> open_files_{0};
   std::atomic<uint64_t> live_objects_{0};
   std::atomic<uint64_t> pushbufs_{0};
   std::atomic<uint64_t> pushes_{0};
+  std::atomic<uint64_t> spare_opens_{0};
 };
 
 }  // namespace gpuvm::pvdrm

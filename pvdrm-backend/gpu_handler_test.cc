@@ -548,5 +548,54 @@ TEST_F(GpuHandlerTest, AFaultingPushbufferCostsOnlyItsOwnFile) {
   EXPECT_EQ(driver_->vram_free(), vram_before);
 }
 
+
+// The spare context: an open takes it with no GPU work; a file that only probed (GETPARAM) gives
+// it back; a file that did anything else never does; with every file closed OnIdle makes another.
+TEST_F(GpuHandlerTest, OpensTakeTheSpareContextAndOnlyAnUnusedOneGoesBack) {
+  const uint64_t vram_before = driver_->vram_free();
+  EXPECT_FALSE(handler_->has_spare());
+  EXPECT_TRUE(handler_->WantsIdle());
+  ASSERT_TRUE(handler_->PrepareSpare().ok());
+  EXPECT_TRUE(handler_->has_spare());
+  EXPECT_FALSE(handler_->WantsIdle());
+  EXPECT_LT(driver_->vram_free(), vram_before);  // the spare's own memory
+
+  const uint64_t accesses = driver_->bus_counters().total();
+  Open(1);
+  EXPECT_EQ(driver_->bus_counters().total(), accesses);  // no GPU work
+  EXPECT_FALSE(handler_->has_spare());
+  EXPECT_EQ(handler_->stats().spare_opens, 1u);
+  EXPECT_FALSE(handler_->WantsIdle());  // a file is open
+  GetParam g;
+  g.arg.param = NOUVEAU_GETPARAM_CHIPSET_ID;
+  ASSERT_EQ(Call(1, g).status, 0);
+  EXPECT_EQ(Call(1, FileClose{}).status, 0);
+  EXPECT_TRUE(handler_->has_spare());  // a probe leaves nothing in it
+
+  // The next file gets that context, uses it, and it goes when the file does.
+  Open(2);
+  EXPECT_EQ(handler_->stats().spare_opens, 2u);
+  const drm_nouveau_gem_info object = NewVram(2, 8192);
+  EXPECT_NE(object.handle, 0u);
+  EXPECT_EQ(Call(2, FileClose{}).status, 0);
+  EXPECT_FALSE(handler_->has_spare());
+  EXPECT_EQ(driver_->vram_free(), vram_before);  // all of it freed
+
+  // Nothing open and no spare: the idle ring makes one.
+  ASSERT_TRUE(handler_->WantsIdle());
+  handler_->OnIdle();
+  EXPECT_TRUE(handler_->has_spare());
+  // A file opened without a spare creates its own context.
+  Open(3);
+  Open(4);
+  EXPECT_EQ(handler_->stats().spare_opens, 3u);
+  EXPECT_EQ(handler_->stats().files, 2u);
+  ASSERT_EQ(AllocChannel(4), 0);
+  EXPECT_EQ(Call(3, FileClose{}).status, 0);
+  EXPECT_EQ(Call(4, FileClose{}).status, 0);
+  EXPECT_TRUE(handler_->has_spare());  // file 3's, unused
+  EXPECT_FALSE(handler_->WantsIdle());
+}
+
 }  // namespace
 }  // namespace gpuvm::pvdrm

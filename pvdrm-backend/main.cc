@@ -196,6 +196,8 @@ class LoggingHandler final : public RequestHandler {
     return response;
   }
   void OnDisconnect() override { inner_.OnDisconnect(); }
+  bool WantsIdle() const override { return inner_.WantsIdle(); }
+  void OnIdle() override { inner_.OnIdle(); }
 
  private:
   GpuRequestHandler& inner_;
@@ -272,6 +274,10 @@ Status Serve(const Options& o, int stop_fd) {
                          guest::Driver::Create(bus.get(), driver_options));
   GpuRequestHandler handler(*driver, *guest_frames, {});
   LoggingHandler logging(handler, log);
+  // The first open() of the guest's first program finds its context made (gpu_handler.h).
+  if (Status spare = handler.PrepareSpare(); !spare.ok()) {
+    log(LogLevel::kWarn, "no spare context: " + spare.ToString());
+  }
 
   // The aggregator's own requests (TEARDOWN when it ends the session) arrive on the connection;
   // a watcher hands them on as a stop.
@@ -323,10 +329,10 @@ Status Serve(const Options& o, int stop_fd) {
   const guest::BusCounters bus_counters = driver->bus_counters();
   std::fprintf(stderr,
                "gpuvm-counters: pvdrm_requests=%llu pvdrm_pushbufs=%llu pvdrm_pushes=%llu "
-               "pvdrm_register_accesses=%llu\n",
+               "pvdrm_register_accesses=%llu pvdrm_spare_opens=%llu\n",
                (unsigned long long)(connection ? connection->stats().requests : 0),
                (unsigned long long)stats.pushbufs, (unsigned long long)stats.pushes,
-               (unsigned long long)bus_counters.total());
+               (unsigned long long)bus_counters.total(), (unsigned long long)stats.spare_opens);
   if (connection != nullptr && !connection->disconnect_reason().empty()) {
     log(LogLevel::kInfo, "frontend gone: " + connection->disconnect_reason());
   }

@@ -78,6 +78,11 @@ class TestHandler : public RequestHandler {
     return r;
   }
   void OnDisconnect() override { disconnects_.fetch_add(1); }
+  bool WantsIdle() const override { return idle_wanted_.load() > 0; }
+  void OnIdle() override {
+    idle_wanted_.fetch_sub(1);
+    idles_.fetch_add(1);
+  }
 
   // The list's pages, or null with -EFAULT in `r` (a bad grant fails the request, as a bad user
   // pointer fails an ioctl).
@@ -91,6 +96,8 @@ class TestHandler : public RequestHandler {
 
   std::atomic<uint64_t> handled_{0};
   std::atomic<int> disconnects_{0};
+  std::atomic<int> idle_wanted_{0};  // OnIdle calls still wanted
+  std::atomic<int> idles_{0};
 
  private:
   uint32_t next_handle_ = 1;  // Run thread only
@@ -328,6 +335,29 @@ TEST_F(PvdrmLocalTest, ManyThreadsManyFilesEachGetTheirOwnAnswers) {
 // Posted requests (a pushbuffer's, in the device) interleaved with synchronous calls from other
 // threads: every posted one completes exactly once with its own answer, in the order sent, and a
 // synchronous call still gets its own; Close waits for what is posted.
+// A handler with idle work gets OnIdle once the ring is quiet, as often as it asks and no more, and
+// the ring is served as before around it.
+TEST_F(PvdrmLocalTest, AQuietRingRunsTheHandlersIdleWork) {
+  const DeviceAddress device{kGood, 0, 0};
+  auto backend = StartBackend(device);
+  auto frontend = ConnectAndOpen(device);
+  ASSERT_NE(frontend, nullptr);
+  EXPECT_EQ(backend->handler_.idles_.load(), 0);
+  backend->handler_.idle_wanted_.store(2);
+  // The poll in Run has no timeout while no idle work was wanted: a call wakes it to look again.
+  GetParam g;
+  g.arg.param = 3;
+  ASSERT_TRUE(frontend->Call(1, g).ok());
+  while (backend->handler_.idles_.load() < 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(10 * BackendConnection::kIdleAfterMs));
+  EXPECT_EQ(backend->handler_.idles_.load(), 2);
+  Result<Response> after = frontend->Call(1, g);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(std::get<drm_nouveau_getparam>(after->body).value, 3 * 1000 + 1u);
+}
+
 TEST_F(PvdrmLocalTest, PostedRequestsCompleteInOrderBesideSynchronousCalls) {
   const DeviceAddress device{kGood, 0, 0};
   auto backend = StartBackend(device);
