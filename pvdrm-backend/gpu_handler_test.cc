@@ -548,7 +548,6 @@ TEST_F(GpuHandlerTest, AFaultingPushbufferCostsOnlyItsOwnFile) {
   EXPECT_EQ(driver_->vram_free(), vram_before);
 }
 
-
 // The spare context: an open takes it with no GPU work; a file that only probed (GETPARAM) gives
 // it back; a file that did anything else never does; with every file closed OnIdle makes another.
 TEST_F(GpuHandlerTest, OpensTakeTheSpareContextAndOnlyAnUnusedOneGoesBack) {
