@@ -351,11 +351,10 @@ Status BackendConnection::Run(int stop_fd) {
       if (event) GPUVM_RETURN_IF_ERROR(FollowFrontend());
     }
     if (port_bound_ && fds[2].revents) {
-      for (;;) {
-        GPUVM_ASSIGN_OR_RETURN(std::optional<hv::EvtchnPort> pending, channels_->Pending());
-        if (!pending) break;
-        GPUVM_RETURN_IF_ERROR(channels_->Unmask(*pending));
-      }
+      // One port per wake-up (we bind one; another pending one keeps the fd readable for the
+      // next poll): asking again until none is left cost a system call per event.
+      GPUVM_ASSIGN_OR_RETURN(std::optional<hv::EvtchnPort> pending, channels_->Pending());
+      if (pending) GPUVM_RETURN_IF_ERROR(channels_->Unmask(*pending));
     }
     more = phase_ == Phase::kConnected && ServeRing();
   }

@@ -109,8 +109,8 @@ class FrontendConnection {
   // One turn as the poller (mu_ held on entry and exit): consumes responses, and unless `done`
   // then is true waits on the event channel (or a poke) without the lock and consumes again.
   void PollOnceUnlocked(std::unique_lock<std::mutex>& lock, const bool& done);
-  // Takes every pending event-channel notification and re-arms the ports (the responses
-  // themselves are read by DrainResponsesLocked).
+  // Takes the pending event-channel notification and re-arms the port (the responses themselves
+  // are read by DrainResponsesLocked).
   void ClearEventsLocked();
   // Marks `call` done with `result`; a posted one moves to completed_ and leaves outstanding_.
   void CompleteLocked(OutstandingMap::iterator call, Result<Response> result);
