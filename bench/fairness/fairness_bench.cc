@@ -638,6 +638,7 @@ Result<Measured> RunFv(
   // A slice line ("...,0,slice") is a charge of a submission still outstanding (running or
   // suspended, docs/SCHEDULER.md "Preemption"): its VM has wanted the GPU since its last line.
   std::vector<int64_t> last_line(vms.size(), 0);
+  std::vector<std::vector<int64_t>> completed_at(vms.size());  // non-slice lines: completions
   while (std::getline(in, line)) {
     unsigned vm = 0;
     long long end = 0, gpu = 0, waited = 0;
@@ -649,6 +650,7 @@ Result<Measured> RunFv(
                                  : end - gpu - waited - start_at;
     demand[it->second].push_back({submit, end - start_at});
     last_line[it->second] = end - start_at;
+    if (!slice) completed_at[it->second].push_back(end - start_at);
     if (end - gpu < start_at) continue;
     m.result.runs.push_back(
         SimRun{Duration(end - gpu - start_at), Duration(end - start_at), it->second});
@@ -677,6 +679,13 @@ Result<Measured> RunFv(
   m.from = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(args.warmup_s));
   m.to = Duration(first_end - start_at);  // every VM was looping until the first one stopped
   m.result.end = m.to;
+  // Submissions each VM completed in the measured stretch (its throughput, with to - from).
+  m.result.completed.assign(vms.size(), 0);
+  for (size_t v = 0; v < vms.size(); ++v) {
+    for (const int64_t end : completed_at[v]) {
+      if (end >= m.from.count() && end < m.to.count()) ++m.result.completed[v];
+    }
+  }
   m.makespan = Duration(last_end - first_start);
   return m;
 }
@@ -808,6 +817,82 @@ int ControlDemo(const Args& args) {
   return 0;
 }
 
+// The endless-kernel case's throughput bar (docs/SCHEDULER.md): what the three madd VMs complete
+// beside the eater (10 % share, a kernel that never ends; they have 30 % each) against what they
+// complete without it (33.3 % each), scaled by their shares (30 / 33.3 = 0.9). Both cases under
+// BAND, interleaved --fv-repeats times, the median throughput per VM of each: the two cases then
+// see the same host (run minutes apart, they did not: 84-112 % over three runs).
+int EaterThroughput(const Args& args, const std::string& out, std::ofstream& summary) {
+  const std::vector<Case> cases = Cases(args);
+  const auto find = [&](const std::string& name) -> const Case* {
+    for (const Case& c : cases) {
+      if (c.name == name) return &c;
+    }
+    return nullptr;
+  };
+  const Case* with = find("endless");
+  const Case* without = find("endless-absent");
+  if (with == nullptr || without == nullptr) return 0;
+  std::printf(
+      "\nthe eater's cost to the others (BAND, median of %d interleaved runs per case): madd "
+      "completions per second in the measured stretch\n",
+      args.fv_repeats);
+  // Per madd VM (the eater is VM 1 of `with`; `without` has the three alone).
+  std::vector<std::vector<double>> rate_with(3), rate_without(3);
+  std::vector<double> eater_share;
+  for (int rep = 0; rep < args.fv_repeats; ++rep) {
+    for (const Case* c : {with, without}) {
+      Result<Measured> r = RunFv(args, c->vms, PolicyKind::kBand, out,
+                                 c->name + "-band-rate" + std::to_string(rep + 1), 0);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s: %s\n", c->name.c_str(), r.status().ToString().c_str());
+        return 1;
+      }
+      if (r->note.find("FAILED") != std::string::npos) {
+        std::printf("(%s:%s)\n", c->name.c_str(), r->note.c_str());
+      }
+      const double seconds = std::chrono::duration<double>(r->to - r->from).count();
+      if (seconds <= 0 || r->result.completed.size() != c->vms.size()) {
+        std::fprintf(stderr, "%s: no measured stretch\n", c->name.c_str());
+        return 1;
+      }
+      const size_t first = c == with ? 1 : 0;
+      for (size_t k = 0; k < 3; ++k) {
+        (c == with ? rate_with : rate_without)[k].push_back(double(r->result.completed[first + k]) /
+                                                            seconds);
+      }
+      if (c == with) {
+        const std::vector<double> targets = sim::TargetShares(c->vms);
+        eater_share.push_back(
+            sim::Evaluate(r->result, targets, 500ms, r->from, r->to, 500ms).mean_share[0]);
+      }
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double scale = 30.0 / (100.0 / 3);  // their share beside the eater over without it
+  double worst = 1e9;
+  std::printf("%-6s %14s %14s %16s\n", "vm", "with eater /s", "without /s", "ratio / 0.9");
+  for (size_t k = 0; k < 3; ++k) {
+    const double w = median(rate_with[k]), wo = median(rate_without[k]);
+    const double ratio = wo > 0 ? w / wo / scale : 0;
+    worst = std::min(worst, ratio);
+    std::printf("madd%-2zu %14.1f %14.1f %15.1f%%\n", k + 1, w, wo, 100 * ratio);
+  }
+  std::printf(
+      "the eater's share (500 ms windows, mean): %s%% (target 10%%); the others' worst: %.1f%% "
+      "(bar: >= 95%%)\n",
+      Pct(median(eater_share)).c_str(), 100 * worst);
+  if (summary.is_open()) {
+    summary << "endless,band,throughput_ratio_pct," << 100 * worst << ",,,"
+            << Pct(median(eater_share)) << ",10,\n";
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 int Main(const Args& args) {
   if (args.control_demo) return ControlDemo(args);
   const bool fv = args.engine == "fv";
@@ -916,6 +1001,10 @@ int Main(const Args& args) {
       }
     }
     if (!out.empty() && !ran.empty()) WritePlot(out, c, ran);
+  }
+  if (fv && (args.only_case.empty() || args.only_case == "endless") &&
+      (args.only_policy.empty() || args.only_policy == "band")) {
+    if (int failed = EaterThroughput(args, out, summary); failed != 0) return failed;
   }
   if (!args.makespan) return 0;
   // Fig 4.13: the same GPU work per VM under each policy; total time against FIFO.
