@@ -34,6 +34,9 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(Clock* clock, SubmissionS
   if (options.quantum < Duration(0) || options.quantum > 1s) {
     return Status::InvalidArgument("dispatcher quantum must be in [0, 1 s] (0: non-preemptive)");
   }
+  if (options.arrival_min_run < Duration(0) || options.arrival_min_run > 1s) {
+    return Status::InvalidArgument("dispatcher arrival_min_run must be in [0, 1 s]");
+  }
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
                          Scheduler::Create(clock, options.scheduler));
   const bool own_thread = options.own_thread;
@@ -248,7 +251,9 @@ Status Dispatcher::Submit(VmId vm, SubmissionHandle handle, Duration estimate) {
     // policy decide at once whether the newcomer is owed the GPU, instead of at the next quantum.
     // A VM that submits, waits and resubmits is then not kept waiting a quantum behind a VM over
     // its share each time it comes back, so the policy need not hold the GPU idle for it.
-    running_->slice_due = TimePoint::min();
+    // Not before it has run arrival_min_run since its (re)start: then the slice ends there.
+    running_->slice_due =
+        std::min(running_->slice_due, running_->started + options_.arrival_min_run);
     poll_now_ = true;
   }
   ++kicks_;

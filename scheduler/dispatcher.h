@@ -153,6 +153,13 @@ struct DispatcherOptions {
   // device's next slice boundary, not for the rest of a quantum. False: slices end only every
   // quantum.
   bool slice_on_arrival = true;
+  // With slice_on_arrival: an arrival does not cut a run that has had less than this since it was
+  // started or resumed; its slice ends when it has (or at the quantum, whichever is first).
+  // Stopping a run costs the device a yield, a context save and a restore — on the software GPU up
+  // to about a millisecond for a large grid, charged to the run — so cutting a 0.3 ms kernel
+  // 0.1 ms in, or a resumed grid right after its restore, spends more GPU time than it moves
+  // (docs/SCHEDULER.md, "Preemption"). Zero: at once.
+  Duration arrival_min_run = std::chrono::microseconds(500);
   // Every VM's kernel limit when it is added (SetKernelLimit changes it): a submission charged
   // more GPU time than this fails with its VM's other work (kill-work). Zero: no limit.
   Duration kernel_limit{0};

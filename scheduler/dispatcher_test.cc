@@ -551,6 +551,7 @@ TEST(DispatcherTest, AnotherVmsArrivalEndsTheRunningSliceAtOnce) {
   for (const bool on : {true, false}) {
     DispatcherOptions o = Driven(PolicyKind::kBand);
     o.slice_on_arrival = on;
+    o.arrival_min_run = Duration(0);
     Fixture f(o);
     f.sink.suspendable = true;
     f.sink.report_running = true;
@@ -575,6 +576,64 @@ TEST(DispatcherTest, AnotherVmsArrivalEndsTheRunningSliceAtOnce) {
     } else {
       EXPECT_TRUE(slices.empty());
     }
+  }
+}
+
+// An arrival does not cut a run younger than arrival_min_run: its slice ends when the run is that
+// old (a stop costs the device more than such a run has left to give); an older run's slice ends at
+// the arrival. Restarted (resumed) runs count from their restart.
+TEST(DispatcherTest, AnArrivalWaitsForTheRunningSubmissionsMinimumRun) {
+  DispatcherOptions o = Driven(PolicyKind::kBand);
+  o.arrival_min_run = 500us;
+  o.poll_interval = 50us;
+  Fixture f(o);
+  f.sink.suspendable = true;
+  f.sink.report_running = true;
+  f.sink.SetLength(10, 100ms);
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 50).ok());
+  ASSERT_TRUE(f.dispatcher->AddVm(2, 50).ok());
+  std::vector<std::pair<TimePoint, Duration>> slices;
+  f.on_slice = [&](const SubmissionDone& d) { slices.push_back({f.clock.Peek(), d.gpu_time}); };
+  ASSERT_TRUE(f.dispatcher->Submit(1, 10).ok());
+  f.dispatcher->Step();
+  f.clock.AdvanceTo(TimePoint(300us));
+  ASSERT_TRUE(f.dispatcher->Submit(2, 20).ok());
+  f.dispatcher->Step();
+  EXPECT_TRUE(slices.empty()) << "cut 300 us into the run";
+  f.clock.AdvanceTo(TimePoint(450us));
+  f.dispatcher->Step();
+  EXPECT_TRUE(slices.empty());
+  f.clock.AdvanceTo(TimePoint(500us));
+  f.dispatcher->Step();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].first, TimePoint(500us));
+  EXPECT_EQ(slices[0].second, 500us);
+
+  // The same with the arrival after the minimum: the slice ends there and then.
+  Fixture g(o);
+  g.sink.suspendable = true;
+  g.sink.report_running = true;
+  g.sink.SetLength(10, 100ms);
+  ASSERT_TRUE(g.dispatcher->AddVm(1, 50).ok());
+  ASSERT_TRUE(g.dispatcher->AddVm(2, 50).ok());
+  std::vector<TimePoint> at;
+  g.on_slice = [&](const SubmissionDone&) { at.push_back(g.clock.Peek()); };
+  ASSERT_TRUE(g.dispatcher->Submit(1, 10).ok());
+  g.dispatcher->Step();
+  g.clock.AdvanceTo(TimePoint(700us));
+  ASSERT_TRUE(g.dispatcher->Submit(2, 20).ok());
+  g.dispatcher->Step();
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_EQ(at[0], TimePoint(700us));
+}
+
+TEST(DispatcherTest, ArrivalMinRunOutOfRangeIsRefused) {
+  ManualClock clock;
+  FakeSink sink(&clock);
+  for (Duration d : {Duration(-1), Duration(2s)}) {
+    DispatcherOptions o = Driven(PolicyKind::kBand);
+    o.arrival_min_run = d;
+    EXPECT_FALSE(Dispatcher::Create(&clock, &sink, o).ok());
   }
 }
 
