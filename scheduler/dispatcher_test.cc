@@ -545,6 +545,18 @@ TEST(DispatcherTest, NonPreemptiveDispatchLetsTheEndlessKernelKeepTheGpu) {
   }
 }
 
+// Two VMs at 50 % on a suspendable engine that reports running time; VM 1's submission 10 (100 ms
+// long) starts at time zero.
+void StartALongRunOfVm1(Fixture& f) {
+  f.sink.suspendable = true;
+  f.sink.report_running = true;
+  f.sink.SetLength(10, 100ms);
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 50).ok());
+  ASSERT_TRUE(f.dispatcher->AddVm(2, 50).ok());
+  ASSERT_TRUE(f.dispatcher->Submit(1, 10).ok());
+  f.dispatcher->Step();
+}
+
 // Another VM's submission ends the running one's slice there and then (charged, and a chance for
 // the policy to stop it), not at the quantum; the running VM's own submissions do not.
 TEST(DispatcherTest, AnotherVmsArrivalEndsTheRunningSliceAtOnce) {
@@ -553,15 +565,9 @@ TEST(DispatcherTest, AnotherVmsArrivalEndsTheRunningSliceAtOnce) {
     o.slice_on_arrival = on;
     o.arrival_min_run = Duration(0);
     Fixture f(o);
-    f.sink.suspendable = true;
-    f.sink.report_running = true;
-    f.sink.SetLength(10, 100ms);
-    ASSERT_TRUE(f.dispatcher->AddVm(1, 50).ok());
-    ASSERT_TRUE(f.dispatcher->AddVm(2, 50).ok());
     std::vector<std::pair<TimePoint, Duration>> slices;
     f.on_slice = [&](const SubmissionDone& d) { slices.push_back({f.clock.Peek(), d.gpu_time}); };
-    ASSERT_TRUE(f.dispatcher->Submit(1, 10).ok());
-    f.dispatcher->Step();
+    StartALongRunOfVm1(f);
     f.clock.AdvanceTo(TimePoint(200us));
     ASSERT_TRUE(f.dispatcher->Submit(1, 11).ok());
     f.dispatcher->Step();
@@ -587,15 +593,9 @@ TEST(DispatcherTest, AnArrivalWaitsForTheRunningSubmissionsMinimumRun) {
   o.arrival_min_run = 500us;
   o.poll_interval = 50us;
   Fixture f(o);
-  f.sink.suspendable = true;
-  f.sink.report_running = true;
-  f.sink.SetLength(10, 100ms);
-  ASSERT_TRUE(f.dispatcher->AddVm(1, 50).ok());
-  ASSERT_TRUE(f.dispatcher->AddVm(2, 50).ok());
   std::vector<std::pair<TimePoint, Duration>> slices;
   f.on_slice = [&](const SubmissionDone& d) { slices.push_back({f.clock.Peek(), d.gpu_time}); };
-  ASSERT_TRUE(f.dispatcher->Submit(1, 10).ok());
-  f.dispatcher->Step();
+  StartALongRunOfVm1(f);
   f.clock.AdvanceTo(TimePoint(300us));
   ASSERT_TRUE(f.dispatcher->Submit(2, 20).ok());
   f.dispatcher->Step();
@@ -611,15 +611,9 @@ TEST(DispatcherTest, AnArrivalWaitsForTheRunningSubmissionsMinimumRun) {
 
   // The same with the arrival after the minimum: the slice ends there and then.
   Fixture g(o);
-  g.sink.suspendable = true;
-  g.sink.report_running = true;
-  g.sink.SetLength(10, 100ms);
-  ASSERT_TRUE(g.dispatcher->AddVm(1, 50).ok());
-  ASSERT_TRUE(g.dispatcher->AddVm(2, 50).ok());
   std::vector<TimePoint> at;
   g.on_slice = [&](const SubmissionDone&) { at.push_back(g.clock.Peek()); };
-  ASSERT_TRUE(g.dispatcher->Submit(1, 10).ok());
-  g.dispatcher->Step();
+  StartALongRunOfVm1(g);
   g.clock.AdvanceTo(TimePoint(700us));
   ASSERT_TRUE(g.dispatcher->Submit(2, 20).ok());
   g.dispatcher->Step();
