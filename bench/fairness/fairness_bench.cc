@@ -29,7 +29,7 @@
 //                        [--band-lag-us US] [--band-threshold-us US]
 //                        [--band-buffering idle|preempt]
 //                        [--fv-mode optimized] [--fv-n 128] [--fv-setup-s S] [--fv-launches 500]
-//                        [--fv-repeats 3]
+//                        [--fv-repeats 5]
 // --out DIR: per case, policy and window size a CSV of every VM's share per window
 // (<case>-<policy>-<window>ms.csv), a gnuplot script and PNG per case (<case>.png: shares over
 // time, one panel per policy, targets dashed), and summary.csv.
@@ -104,7 +104,8 @@ struct Args {
   double fv_setup_s = 0;
   uint64_t fv_launches = 500;
   int fv_n = 128;      // madd's matrix side (long-madd: x sqrt(15))
-  int fv_repeats = 3;  // total-time runs per policy (median)
+  int fv_repeats = 5;  // total-time and eater runs per policy or case (median; 3 left single
+                       // ratios +-10 % apart on the 2-core host, 2026-11-28)
 };
 
 // The timed engine (see the file comment). Thread-safe: Start/Poll on the dispatch thread, the
@@ -1141,7 +1142,7 @@ int main(int argc, char** argv) {
         "US]\n"
         "                            [--band-buffering idle|preempt]\n"
         "                            [--engine fv [--fv-mode naive|lazy|bar-remap|optimized]\n"
-        "                             [--fv-setup-s S] [--fv-launches K]]\n");
+        "                             [--fv-setup-s S] [--fv-launches K] [--fv-repeats 5]]\n");
     return 2;
   }
   return gpuvm::sched::bench::Main(args);
