@@ -360,6 +360,13 @@ double Percentile(const std::vector<Duration>& sorted, double p) {
   return std::chrono::duration<double, std::micro>(sorted[i]).count();
 }
 
+// The median of `v` (the upper one of an even count).
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 std::string Pct(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", fraction * 100);
@@ -833,13 +840,16 @@ int EaterThroughput(const Args& args, const std::string& out, std::ofstream& sum
   };
   const Case* with = find("endless");
   const Case* without = find("endless-absent");
-  if (with == nullptr || without == nullptr) return 0;
+  // The eater is VM 1 of `with`; the others are `without`'s VMs, in the same order.
+  if (with == nullptr || without == nullptr || with->vms.size() != without->vms.size() + 1) {
+    return 0;
+  }
+  const size_t others = without->vms.size();
   std::printf(
       "\nthe eater's cost to the others (BAND, median of %d interleaved runs per case): madd "
       "completions per second in the measured stretch\n",
       args.fv_repeats);
-  // Per madd VM (the eater is VM 1 of `with`; `without` has the three alone).
-  std::vector<std::vector<double>> rate_with(3), rate_without(3);
+  std::vector<std::vector<double>> rate_with(others), rate_without(others);  // per other VM
   std::vector<double> eater_share;
   for (int rep = 0; rep < args.fv_repeats; ++rep) {
     for (const Case* c : {with, without}) {
@@ -858,7 +868,7 @@ int EaterThroughput(const Args& args, const std::string& out, std::ofstream& sum
         return 1;
       }
       const size_t first = c == with ? 1 : 0;
-      for (size_t k = 0; k < 3; ++k) {
+      for (size_t k = 0; k < others; ++k) {
         (c == with ? rate_with : rate_without)[k].push_back(double(r->result.completed[first + k]) /
                                                             seconds);
       }
@@ -869,26 +879,25 @@ int EaterThroughput(const Args& args, const std::string& out, std::ofstream& sum
       }
     }
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double scale = 30.0 / (100.0 / 3);  // their share beside the eater over without it
   double worst = 1e9;
-  std::printf("%-6s %14s %14s %16s\n", "vm", "with eater /s", "without /s", "ratio / 0.9");
-  for (size_t k = 0; k < 3; ++k) {
-    const double w = median(rate_with[k]), wo = median(rate_without[k]);
+  std::printf("%-6s %14s %14s %16s\n", "vm", "with eater /s", "without /s", "ratio / shares");
+  for (size_t k = 0; k < others; ++k) {
+    // Their share beside the eater over their share without it (30 / 33.3 in the cases above).
+    const double scale = with->vms[k + 1].share_percent / without->vms[k].share_percent;
+    const double w = Median(rate_with[k]), wo = Median(rate_without[k]);
     const double ratio = wo > 0 ? w / wo / scale : 0;
     worst = std::min(worst, ratio);
     std::printf("madd%-2zu %14.1f %14.1f %15.1f%%\n", k + 1, w, wo, 100 * ratio);
   }
+  const std::string eater = Pct(Median(eater_share));
+  const std::string target = Pct(with->vms[0].share_percent / 100);
   std::printf(
-      "the eater's share (500 ms windows, mean): %s%% (target 10%%); the others' worst: %.1f%% "
+      "the eater's share (500 ms windows, mean): %s%% (target %s%%); the others' worst: %.1f%% "
       "(bar: >= 95%%)\n",
-      Pct(median(eater_share)).c_str(), 100 * worst);
+      eater.c_str(), target.c_str(), 100 * worst);
   if (summary.is_open()) {
-    summary << "endless,band,throughput_ratio_pct," << 100 * worst << ",,,"
-            << Pct(median(eater_share)) << ",10,\n";
+    summary << "endless,band,throughput_ratio_pct," << 100 * worst << ",,," << eater << ","
+            << target << ",\n";
   }
   std::fflush(stdout);
   return 0;
@@ -1051,10 +1060,7 @@ int Main(const Args& args) {
       }
     }
     std::map<std::string, double> seconds;
-    for (auto& [pname, v] : runs) {
-      std::sort(v.begin(), v.end());
-      seconds[pname] = v[v.size() / 2];
-    }
+    for (const auto& [pname, v] : runs) seconds[pname] = Median(v);
     std::printf("%-10s %10.3f %10.3f %10.3f\n", c.name.c_str(), seconds["fifo"],
                 seconds["credit"] / seconds["fifo"], seconds["band"] / seconds["fifo"]);
     std::fflush(stdout);
