@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "gpu/device.h"
+#include "gpu/hw/pmc.h"
 
 namespace gpuvm::guest {
 
@@ -104,12 +105,22 @@ class Bus {
 // (nvkm_msec(device, 2000, ...)); so do the driver's.
 inline constexpr std::chrono::seconds kRegisterPollTimeout{2};
 
-// Reads register `reg` until `done(value)`; false once kRegisterPollTimeout has passed.
+// Whether the GPU behind `bus` is gone: PMC_BOOT_0 reads all-ones (a master abort — a device
+// model or an aggregator session that ended, a card that fell off the bus); a live GF100 never
+// reads so.
+inline bool GpuGone(Bus* bus) { return bus->ReadReg(gf100::pmc::kBoot0) == 0xffffffffu; }
+
+// Reads register `reg` until `done(value)`; false once kRegisterPollTimeout has passed, or at once
+// when the register reads all-ones and the GPU is gone (GpuGone): a poll of a dead device would
+// otherwise spin for the whole timeout, and a teardown that disables channels and commits
+// playlists polls several times (the pvdrm backend's exit once spun 4 s of CPU so).
 template <typename Pred>
 bool PollReg(Bus* bus, uint32_t reg, Pred done) {
   const auto deadline = std::chrono::steady_clock::now() + kRegisterPollTimeout;
   for (;;) {
-    if (done(bus->ReadReg(reg))) return true;
+    const uint32_t value = bus->ReadReg(reg);
+    if (done(value)) return true;
+    if (value == 0xffffffffu && GpuGone(bus)) return false;
     if (std::chrono::steady_clock::now() > deadline) return false;
   }
 }

@@ -192,6 +192,54 @@ TEST_F(GuestDriverTest, AContextWithAHungChannelStillTearsDown) {
   EXPECT_TRUE(fresh->Synchronize().ok());
 }
 
+// A Bus behind which the GPU is gone once `gone` is set (the device model died, the aggregator
+// ended the session): BAR0 reads all-ones, writes go nowhere; it counts the reads meanwhile.
+class GoneBus final : public ForwardingBus {
+ public:
+  using ForwardingBus::ForwardingBus;
+  std::atomic<bool> gone{false};
+  std::atomic<uint64_t> reads_while_gone{0};
+
+  bool remote() const override { return true; }
+  uint64_t Read(Bar bar, uint64_t offset, Width width) override {
+    if (gone) {
+      ++reads_while_gone;
+      return width == Width::k64 ? ~uint64_t(0) : 0xffffffffu;
+    }
+    return inner_->Read(bar, offset, width);
+  }
+  void Write(Bar bar, uint64_t offset, Width width, uint64_t value) override {
+    if (!gone) inner_->Write(bar, offset, width, value);
+  }
+};
+
+// A register poll ends at its first all-ones read when PMC_BOOT_0 says the GPU is gone, instead of
+// reading for two seconds; a context torn down then (its channels disabled, playlists committed:
+// several polls) costs a handful of reads. Before, the pvdrm backend's exit with a spare context
+// and its session already ended spun 4 s of CPU here.
+TEST_F(GuestDriverTest, RegisterPollsEndAtOnceWhenTheGpuIsGone) {
+  GoneBus* bus = RestartDriverOn<GoneBus>();
+  ASSERT_NE(bus, nullptr);
+  auto ctx = NewContext();
+  ASSERT_NE(ctx, nullptr);
+  // A live GPU: a poll that is satisfied at once reads once; one that never is reads until the
+  // timeout (not tried here: two seconds).
+  EXPECT_TRUE(PollReg(bus, gf100::pfifo::kPlaylistRdLen,
+                      [](uint32_t v) { return (v & gf100::pfifo::kPlaylistBusy) == 0; }));
+  bus->gone = true;
+  EXPECT_TRUE(GpuGone(bus));
+  bus->reads_while_gone = 0;
+  EXPECT_FALSE(PollReg(bus, gf100::pfifo::kPlaylistRdLen,
+                       [](uint32_t v) { return (v & gf100::pfifo::kPlaylistBusy) == 0; }));
+  EXPECT_EQ(bus->reads_while_gone.load(), 2u) << "the register, then PMC_BOOT_0";
+  // A poll that accepts all-ones is done at its first read, gone or not.
+  EXPECT_TRUE(PollReg(bus, gf100::pfifo::kPlaylistRdLen, [](uint32_t) { return true; }));
+  bus->reads_while_gone = 0;
+  ctx.reset();
+  EXPECT_LT(bus->reads_while_gone.load(), 1000u);
+  bus->gone = false;  // the driver's own teardown talks to the GPU again
+}
+
 // CUDA waits for work as long as it runs: synchronous calls have no limit by default
 // (ContextOptions::default_timeout), only the waits the driver bounds for itself do. With those
 // lowered to 100 ms, a channel held for 1.2 s (an event nobody releases until then, as a long

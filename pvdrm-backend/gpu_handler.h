@@ -84,6 +84,12 @@ class GpuRequestHandler final : public RequestHandler {
   // not retry until a file has been opened since.
   Status PrepareSpare();
   bool has_spare() const { return spare_ != nullptr; }
+  // Destroys the spare context: before the aggregator session ends (its teardown disables the
+  // context's channel through that session), and OnIdle makes no new one while no file opens.
+  void ReleaseSpare() {
+    spare_.reset();
+    spare_failed_ = true;
+  }
 
   GpuHandlerStats stats() const;
 

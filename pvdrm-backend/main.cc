@@ -283,10 +283,13 @@ Status Serve(const Options& o, int stop_fd) {
   // a watcher hands them on as a stop.
   std::atomic<bool> done{false};
   std::atomic<bool> torn_down{false};
+  // Wakes the watcher when the backend stops (before: its 200 ms poll timeout ran out first, most
+  // of a pvdrm VM's exit).
+  GPUVM_ASSIGN_OR_RETURN(os::UniqueFd watcher_stop, os::CreateEventFd());
   std::thread watcher([&] {
     while (!done.load()) {
-      pollfd p{aggregator->event_fd(), POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
+      pollfd p[2] = {{aggregator->event_fd(), POLLIN, 0}, {watcher_stop.get(), POLLIN, 0}};
+      if (::poll(p, 2, 200) <= 0 || (p[0].revents & POLLIN) == 0) continue;
       std::lock_guard lock(bus->connection_mutex());
       Result<std::optional<dm::AggregatorEvent>> event = aggregator->PollEvent();
       if (!event.ok() ||
@@ -338,7 +341,12 @@ Status Serve(const Options& o, int stop_fd) {
   }
   connection.reset();
   handler.OnDisconnect();
+  // Every context of this VM goes while the session still carries its teardown (disabling a
+  // channel polls PFIFO through it): the spare included, which the handler would otherwise
+  // destroy after the session ended.
+  handler.ReleaseSpare();
   done = true;
+  (void)os::SignalEventFd(watcher_stop.get());
   watcher.join();
   if (!torn_down.load()) {
     std::lock_guard lock(bus->connection_mutex());
