@@ -60,9 +60,11 @@ class PhysicalGpu {
   virtual bool can_back_vram() const { return false; }
   // Whole pages [address, address + length) of VRAM become the pages of `fd` at `offset` (the
   // caller keeps `fd`; the GPU keeps its own reference). Meant for pages showing the GPU's own
-  // memory (an mmap error leaves them so).
-  virtual Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) {
-    (void)address, (void)length, (void)fd, (void)offset;
+  // memory (an mmap error leaves them so). `populate`: bring the pages in now (a range about to be
+  // used whole); false: as the GPU and the CPU first reach them (a large range used in part).
+  virtual Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset,
+                          bool populate) {
+    (void)address, (void)length, (void)fd, (void)offset, (void)populate;
     return Status::Unimplemented("this GPU's VRAM cannot be backed by other memory");
   }
   // Those pages are the GPU's own memory again, zeroed; the memfd no longer reaches VRAM. On error

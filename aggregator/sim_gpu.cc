@@ -80,9 +80,9 @@ int SimGpu::owner_vram_fd() const {
 
 bool SimGpu::can_back_vram() const { return device_ != nullptr && device_->vram().rebindable(); }
 
-Status SimGpu::BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) {
+Status SimGpu::BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset, bool populate) {
   if (device_ == nullptr) return Status::Unavailable("the software GPU is gone (a failed reset)");
-  return device_->vram().Back(address, length, fd, offset);
+  return device_->vram().Back(address, length, fd, offset, populate);
 }
 
 Status SimGpu::RestoreVram(uint64_t address, uint64_t length) {

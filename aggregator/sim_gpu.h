@@ -50,7 +50,8 @@ class SimGpu final : public PhysicalGpu {
   int vram_frames_fd() const override;
   int owner_vram_fd() const override;
   bool can_back_vram() const override;
-  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) override;
+  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset,
+                  bool populate) override;
   Status RestoreVram(uint64_t address, uint64_t length) override;
   Status Reset() override;
   uint64_t resets() const override { return resets_; }

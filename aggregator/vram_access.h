@@ -40,8 +40,8 @@ class VramAccess {
 
   // Per-VM backing of VRAM pages, for VramMap (PhysicalGpu::BackVram/RestoreVram).
   bool can_back() const { return gpu_->can_back_vram(); }
-  Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset) {
-    return gpu_->BackVram(address, length, fd, offset);
+  Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bool populate = true) {
+    return gpu_->BackVram(address, length, fd, offset, populate);
   }
   Status Restore(uint64_t address, uint64_t length) { return gpu_->RestoreVram(address, length); }
 

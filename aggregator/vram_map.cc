@@ -52,7 +52,11 @@ Result<std::unique_ptr<VramMap>> VramMap::Create(VramPolicy policy, ReservedVram
   }
   if (map->file_.valid()) {
     // The slice is the VM's fresh (zero) file: nothing of a previous owner can show through.
-    if (Status backed = vram->Back(*base, guest_bytes, map->file_.get(), 0); !backed.ok()) {
+    // Mapped, not populated: a program uses a few MiB of its VM's slice (128 MiB by default), and
+    // populating it all allocated and zeroed every page on the owner thread at admission (~70 ms
+    // per pv VM, every other VM's traps waiting) and kept it resident for the VM's life.
+    if (Status backed = vram->Back(*base, guest_bytes, map->file_.get(), 0, /*populate=*/false);
+        !backed.ok()) {
       pool->Free(*base, guest_bytes);
       return backed.WithContext("fv: backing the VM's VRAM slice with its own memory");
     }

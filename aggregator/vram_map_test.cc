@@ -329,8 +329,9 @@ class GpuWithFailingRestore final : public PhysicalGpu {
   bool reaches_guest_memory() const override { return false; }
   std::span<uint8_t> vram_mapping() override { return gpu_->vram_mapping(); }
   bool can_back_vram() const override { return true; }
-  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset) override {
-    return gpu_->BackVram(address, length, fd, offset);
+  Status BackVram(uint64_t address, uint64_t length, int fd, uint64_t offset,
+                  bool populate) override {
+    return gpu_->BackVram(address, length, fd, offset, populate);
   }
   Status RestoreVram(uint64_t address, uint64_t length) override {
     if (fail) return Status::ResourceExhausted("no");

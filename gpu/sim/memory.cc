@@ -92,15 +92,24 @@ Status Vram::CheckRange(uint64_t address, uint64_t length) const {
   return Status::Ok();
 }
 
-Status Vram::Back(uint64_t address, uint64_t length, int fd, uint64_t offset) {
+void Vram::ForgetPrefaults(uint64_t address, uint64_t length) {
+  const uint64_t end = std::min(size_, address + length);
+  for (uint64_t block = address / kPrefaultBlock; block * kPrefaultBlock < end; ++block) {
+    tried_[block / 64].fetch_and(~(1ull << (block % 64)), std::memory_order_relaxed);
+  }
+}
+
+Status Vram::Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bool populate) {
   GPUVM_RETURN_IF_ERROR(CheckRange(address, length));
   if (offset % gf100::vm::kSmallPageSize != 0) {
     return Status::InvalidArgument("a VRAM backing's offset is whole pages");
   }
   void* at = base_ + address;
-  // MAP_POPULATE: see the header (one mapping call instead of a fault per page on engine threads).
-  if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd,
-           off_t(offset)) == at) {
+  // MAP_POPULATE: see the header (one mapping call instead of a fault per page on engine threads);
+  // without it, the GPU's first reach of each block prefaults it.
+  if (mmap(at, length, PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd, off_t(offset)) == at) {
+    if (!populate) ForgetPrefaults(address, length);
     return Status::Ok();
   }
   const int err = errno;
@@ -139,6 +148,7 @@ Status Vram::Restore(uint64_t address, uint64_t length) {
   if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_, off_t(address)) != at) {
     return Status::FromErrno(errno, "mmap(VRAM's own memory)");
   }
+  ForgetPrefaults(address, length);  // punched below: the next owner's first reach brings it in
   // Zeroed (whatever VRAM's own memory held under the backing, or before it), and nothing resident.
   if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(address), off_t(length)) !=
       0) {

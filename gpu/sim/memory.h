@@ -72,7 +72,11 @@ class Vram {
   // each, a tenth of a compute-bound benchmark's time — where one mmap now maps them all. A backed
   // range is one the owner is about to use (fv assigns a chunk when a PTE names it), so nothing is
   // allocated that nobody asked for.
-  Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset);
+  // populate = false is for a large range the owner uses only in part (a VM's static VRAM slice,
+  // most of which a program never touches): nothing is mapped now, and the range's prefault bits
+  // are cleared, so the MMU brings its blocks in as the GPU first reaches them (Prefault) and the
+  // CPU faults in what it touches — instead of allocating and zeroing all of it up front.
+  Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bool populate = true);
   // The pages are VRAM's own memory again, zeroed (punched); the file that backed them no longer
   // reaches VRAM. On error (the mmap failed) the range may still be backed by that file: the caller
   // must not hand those pages to anyone else.
@@ -83,9 +87,9 @@ class Vram {
   // without this the engine threads would take a page fault per 4 KiB page at first touch — on a
   // nested-paging host ~30 us each, a tenth of a compute-bound kernel's time. One madvise
   // (MADV_POPULATE_READ: a shared memfd mapping needs no write notification, so the pages come in
-  // writable) maps the block. Each block is tried once per Vram (a lock-free bit); a block punched
-  // later (Restore, zeroing by punching) simply faults in again page by page — the bits only save
-  // system calls, correctness never depends on them. No-op for VRAM in a file (device memory).
+  // writable) maps the block. Each block is tried once per mapping of it (a lock-free bit, cleared
+  // when Back(populate = false) or Restore puts other pages there); the bits only save system
+  // calls, correctness never depends on them. No-op for VRAM in a file (device memory).
   // Thread-safe.
   void Prefault(uint64_t address);
   static constexpr uint64_t kPrefaultBlock = 128 << 10;  // the GPU's large page
@@ -99,6 +103,8 @@ class Vram {
         rebindable_(rebindable),
         tried_((size / kPrefaultBlock + 63) / 64) {}
   Status CheckRange(uint64_t address, uint64_t length) const;
+  // Clears the prefault bits of every block [address, address + length) touches.
+  void ForgetPrefaults(uint64_t address, uint64_t length);
   int fd_;
   uint8_t* base_;
   uint64_t size_;

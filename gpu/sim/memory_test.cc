@@ -120,6 +120,26 @@ class VramBackingTest : public ::testing::Test {
   int file_ = -1;
 };
 
+// Back(populate = false), what a VM's static VRAM slice gets: the file's pages show (none mapped
+// up front), and the range's blocks are prefaulted anew at the GPU's first reach — the bit left by
+// the GPU's own memory there does not keep the new pages from being brought in; Restore likewise.
+TEST_F(VramBackingTest, AnUnpopulatedBackingShowsTheFileAndIsPrefaultedAnew) {
+  vram_->Prefault(512 * kKiB);  // VRAM's own memory there, brought in once
+  const uint64_t before = vram_->prefaulted_blocks();
+  vram_->Prefault(512 * kKiB + 4096);
+  EXPECT_EQ(vram_->prefaulted_blocks(), before) << "one madvise per block and mapping";
+  ASSERT_TRUE(vram_->Back(512 * kKiB, 128 * kKiB, file_, 64 * kKiB, /*populate=*/false).ok());
+  vram_->Prefault(512 * kKiB + 4096);
+  EXPECT_EQ(vram_->prefaulted_blocks(), before + 1) << "the file's pages are brought in";
+  EXPECT_EQ(View(512 * kKiB), 0x22);
+  EXPECT_EQ(View(640 * kKiB - 1), 0x22);
+  EXPECT_EQ(View(640 * kKiB), 0x11);  // the neighbour is VRAM's own memory still
+  ASSERT_TRUE(vram_->Restore(512 * kKiB, 128 * kKiB).ok());
+  EXPECT_EQ(View(512 * kKiB), 0);
+  vram_->Prefault(512 * kKiB);
+  EXPECT_EQ(vram_->prefaulted_blocks(), before + 2) << "restored: the next owner's reach";
+}
+
 TEST_F(VramBackingTest, BackedPagesAreTheFilesUntilRestoredZeroedAndCutOff) {
   ASSERT_TRUE(vram_->rebindable());
   uint8_t* const before = vram_->data();
