@@ -425,7 +425,11 @@ struct Measured {
   SimResult result;
   Duration from{0}, to{0};  // the measured stretch
   Duration makespan{0};     // with fixed work: first loop start to last loop end
-  std::string note;         // e.g. resubmission gaps, failed VMs
+  // fv, with fixed work: the GPU time the device reported inside the makespan (every VM's runs,
+  // clipped to it). makespan - device_busy is the time the GPU stood idle (holds, gaps, start-up);
+  // device_busy itself moves from run to run with the CPU time the software GPU gets.
+  Duration device_busy{0};
+  std::string note;  // e.g. resubmission gaps, failed VMs
   // fv: per VM, the stretches (> kAbsence) in which it had nothing submitted (its process was
   // descheduled, or it trapped): no scheduler can give a VM GPU time it does not ask for.
   std::vector<std::vector<std::pair<Duration, Duration>>> absent;
@@ -647,6 +651,7 @@ Result<Measured> RunFv(
   // suspended, docs/SCHEDULER.md "Preemption"): its VM has wanted the GPU since its last line.
   std::vector<int64_t> last_line(vms.size(), 0);
   std::vector<std::vector<int64_t>> completed_at(vms.size());  // non-slice lines: completions
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [GPU start, end) of every charge, absolute
   while (std::getline(in, line)) {
     unsigned vm = 0;
     long long end = 0, gpu = 0, waited = 0;
@@ -659,6 +664,7 @@ Result<Measured> RunFv(
     demand[it->second].push_back({submit, end - start_at});
     last_line[it->second] = end - start_at;
     if (!slice) completed_at[it->second].push_back(end - start_at);
+    busy.push_back({end - gpu, end});
     if (end - gpu < start_at) continue;
     m.result.runs.push_back(
         SimRun{Duration(end - gpu - start_at), Duration(end - start_at), it->second});
@@ -695,6 +701,11 @@ Result<Measured> RunFv(
     }
   }
   m.makespan = Duration(last_end - first_start);
+  int64_t busy_ns = 0;
+  for (const auto& [begin, end] : busy) {
+    busy_ns += std::max<int64_t>(0, std::min(end, last_end) - std::max(begin, first_start));
+  }
+  m.device_busy = Duration(busy_ns);
   return m;
 }
 
@@ -1029,8 +1040,9 @@ int Main(const Args& args) {
     std::printf("\ntotal time for %lld ms of GPU work per VM, against FIFO:\n",
                 static_cast<long long>(args.work_ms));
   }
-  std::printf("%-10s %10s %10s %10s   (median of %d runs each, policies interleaved)\n", "case",
-              "fifo (s)", "credit", "band", fv ? args.fv_repeats : 1);
+  std::printf("%-10s %10s %10s %10s   (median of %d runs each, policies interleaved)%s\n", "case",
+              "fifo (s)", "credit", "band", fv ? args.fv_repeats : 1,
+              fv ? "; then the GPU's busy time in it, median s, and the runs' total times" : "");
   std::vector<Case> makespan_cases;
   for (const Case& c : Cases(args)) {
     if (c.name == "2vm" || c.name == "4vm" || c.name == "8vm") makespan_cases.push_back(c);
@@ -1042,7 +1054,7 @@ int Main(const Args& args) {
   for (const Case& c : makespan_cases) {
     if (!args.only_case.empty() && c.name != args.only_case) continue;
     // Policies interleaved, `repeats` times; the median per policy (the host's load drifts).
-    std::map<std::string, std::vector<double>> runs;
+    std::map<std::string, std::vector<double>> runs, busy;
     const int repeats = fv ? args.fv_repeats : 1;
     for (int rep = 0; rep < repeats; ++rep) {
       for (const auto& [pname, policy] : policies) {
@@ -1054,6 +1066,7 @@ int Main(const Args& args) {
           return 1;
         }
         runs[pname].push_back(std::chrono::duration<double>(r->makespan).count());
+        busy[pname].push_back(std::chrono::duration<double>(r->device_busy).count());
         if (fv && r->note.find("FAILED") != std::string::npos) {
           std::printf("(%s/%s:%s)\n", c.name.c_str(), pname.c_str(), r->note.c_str());
         }
@@ -1063,10 +1076,24 @@ int Main(const Args& args) {
     for (const auto& [pname, v] : runs) seconds[pname] = Median(v);
     std::printf("%-10s %10.3f %10.3f %10.3f\n", c.name.c_str(), seconds["fifo"],
                 seconds["credit"] / seconds["fifo"], seconds["band"] / seconds["fifo"]);
+    if (fv) {
+      // Whether a policy's extra time is the GPU standing idle (holds, resubmission gaps) or the
+      // software GPU running the same work slower (it shares the host's CPUs with the guests).
+      for (const auto& [pname, v] : runs) {
+        std::printf("  %-8s busy %.3f s (%.1f %% of its total time); totals", pname.c_str(),
+                    Median(busy[pname]), 100 * Median(busy[pname]) / Median(v));
+        for (const double t : v) std::printf(" %.3f", t);
+        std::printf("\n");
+      }
+    }
     std::fflush(stdout);
     if (summary.is_open()) {
       summary << c.name << ",makespan_s," << seconds["fifo"] << "," << seconds["credit"] << ","
               << seconds["band"] << ",,,,\n";
+      if (fv) {
+        summary << c.name << ",device_busy_s," << Median(busy["fifo"]) << ","
+                << Median(busy["credit"]) << "," << Median(busy["band"]) << ",,,,\n";
+      }
     }
   }
   return 0;
