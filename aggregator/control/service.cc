@@ -129,7 +129,10 @@ std::string ControlService::StatsJson(const std::vector<VmDescription>& vms) con
        ",\"completed\":" + std::to_string(d.completed) +
        ",\"start_errors\":" + std::to_string(d.start_errors) +
        ",\"poll_errors\":" + std::to_string(d.poll_errors) +
-       ",\"polls\":" + std::to_string(d.polls) + ",\"killed\":" + std::to_string(d.killed) +
+       ",\"polls\":" + std::to_string(d.polls) + ",\"slices\":" + std::to_string(d.slices) +
+       ",\"preemptions\":" + std::to_string(d.preemptions) +
+       ",\"suspend_errors\":" + std::to_string(d.suspend_errors) +
+       ",\"killed\":" + std::to_string(d.killed) +
        ",\"limit_kills\":" + std::to_string(d.limit_kills) + "}";
   j += ",\"vms\":[";
   bool first = true;

@@ -217,6 +217,9 @@ TEST(ControlServiceTest, StatsIsJsonWithEveryVm) {
   EXPECT_NE(r.body.find("\"policy\":\"band\""), std::string::npos);
   EXPECT_NE(r.body.find("\"name\":\"quote\\\"name\""), std::string::npos);
   EXPECT_NE(r.body.find("\"usage_500ms\":"), std::string::npos);
+  // The dispatcher's preemption counters (what a context switch costs is told by how often).
+  EXPECT_NE(r.body.find("\"slices\":0,\"preemptions\":0,\"suspend_errors\":0,"), std::string::npos)
+      << r.body;
 }
 
 }  // namespace
