@@ -594,6 +594,13 @@ TEST_F(GpuHandlerTest, OpensTakeTheSpareContextAndOnlyAnUnusedOneGoesBack) {
   EXPECT_EQ(Call(4, FileClose{}).status, 0);
   EXPECT_TRUE(handler_->has_spare());  // file 3's, unused
   EXPECT_FALSE(handler_->WantsIdle());
+
+  // The backend's way out: the spare goes while the GPU can still be told (its channel disabled,
+  // its memory returned), and the idle ring makes no new one after.
+  handler_->ReleaseSpare();
+  EXPECT_FALSE(handler_->has_spare());
+  EXPECT_FALSE(handler_->WantsIdle());
+  EXPECT_EQ(driver_->vram_free(), vram_before);
 }
 
 }  // namespace
