@@ -25,6 +25,7 @@ void Summary::Add(const RunRecord& record) {
     return;  // a failed run's times mean nothing
   }
   cell.seconds.push_back(record.seconds);
+  cell.wall.push_back(record.wall_seconds);
   for (int i = 0; i < kPhaseCount; ++i) cell.phases[i].push_back(record.phases[i]);
   for (const auto& [name, value] : record.counters) cell.counters[name].push_back(value);
   if (record.iterations > 0 && !record.counters.empty()) {
@@ -120,13 +121,14 @@ std::string Summary::Render(const std::string& header, const std::vector<std::st
   for (const std::string& m : modes) {
     out += "\nphases, median seconds: " + m + "\n" + PadRight("bench", kName);
     for (const char* p : kPhaseNames) out += Pad(p, kCol);
-    out += Pad("total", kCol) + "  problem\n";
+    out += Pad("total", kCol) + Pad("wall", kCol) + "  problem\n";
     for (const std::string& b : benchmarks) {
       const Cell* c = Find(b, m);
       if (c == nullptr || c->seconds.empty()) continue;
       out += PadRight(b, kName);
       for (int i = 0; i < kPhaseCount; ++i) out += Pad(Seconds(Median(c->phases[i])), kCol);
-      out += Pad(Seconds(Median(c->seconds)), kCol) + "  " + c->problem + "\n";
+      out += Pad(Seconds(Median(c->seconds)), kCol) + Pad(Seconds(Median(c->wall)), kCol) + "  " +
+             c->problem + "\n";
     }
   }
 

@@ -1,7 +1,8 @@
 // gpuvm-bench's tables: per benchmark and mode the median of the runs (all VMs' records count),
 // the ratio to native measured in the same harness run, the median phase breakdown, the median
 // counters per run (traps per BAR), and which runs failed. Fig 4.8 of the paper is the first
-// table once the fv/pv modes exist.
+// table once the fv/pv modes exist. The phase tables end with each run's wall time, process start
+// to exit: in a VM mode what the VM's start and teardown add around the program.
 //
 // Threading: a value; one thread.
 #ifndef GPUVM_BENCH_HARNESS_SUMMARY_H_
@@ -34,6 +35,8 @@ class Summary {
   struct Cell {
     std::string api, problem;
     std::vector<double> seconds;
+    // The process's whole life (gpuvm-vm: the VM's start and teardown around the program).
+    std::vector<double> wall;
     std::array<std::vector<double>, kPhaseCount> phases;
     std::map<std::string, std::vector<double>> counters;
     // Programs that report iterations (churn): each counter of a run divided by them, and

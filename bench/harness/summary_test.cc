@@ -14,6 +14,7 @@ RunRecord Record(std::string bench, std::string mode, double seconds, bool corre
   r.api = "driver";
   r.problem = "p";
   r.seconds = seconds;
+  r.wall_seconds = seconds + 0.125;  // the process around the program's phases
   r.phases = {seconds / 2, seconds / 4, seconds / 8, seconds / 16, seconds / 16};
   r.correct = correct;
   if (!correct) r.error = "wrong result: c element 1";
@@ -42,6 +43,9 @@ TEST(BenchHarnessSummary, MediansAndRatiosToNative) {
   EXPECT_NE(table.find("5.0000"), std::string::npos) << table;  // pt median
   EXPECT_NE(table.find("2.50"), std::string::npos) << table;    // pt / native
   EXPECT_NE(table.find("phases, median seconds: native"), std::string::npos);
+  // The phase table's last column: the process's wall time (median), the VM's start and end with.
+  EXPECT_NE(table.find("5.0000      5.1250  p"), std::string::npos) << table;
+  EXPECT_NE(table.find("wall  problem"), std::string::npos) << table;
   EXPECT_NE(table.find("traps per BAR per run"), std::string::npos);
   EXPECT_NE(table.find("66000"), std::string::npos) << table;
   EXPECT_NE(table.find("pt_scans=7"), std::string::npos) << table;
