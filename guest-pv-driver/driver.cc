@@ -188,9 +188,9 @@ Result<std::chrono::nanoseconds> WaitClock::Tick() {
       waited_ - probed_at_ >= kProbeEvery) {
     probed_at_ = waited_;
     // Blocks while the path to the GPU is stalled: that step is capped like any other.
-    const uint32_t boot0 = driver_->bus()->ReadReg(pmc::kBoot0);
+    const bool gone = GpuGone(driver_->bus());
     Step();
-    if (boot0 == 0xffffffffu) {
+    if (gone) {
       return Status::Unavailable("the GPU is gone: PMC_BOOT_0 reads all-ones");
     }
   }

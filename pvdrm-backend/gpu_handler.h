@@ -104,7 +104,7 @@ class GpuRequestHandler final : public RequestHandler {
   const GpuHandlerOptions options_;
   std::map<uint32_t, std::unique_ptr<File>> files_;  // by file id
   std::unique_ptr<guest::Context> spare_;            // no file has used it
-  bool spare_failed_ = false;                        // the last PrepareSpare failed
+  bool spare_failed_ = false;  // the last PrepareSpare failed, or ReleaseSpare: no refill
   // Guest-frame mappings of files closed while their channels still ran (see CloseFile).
   std::vector<std::unique_ptr<hv::GuestMapping>> kept_frames_;
   std::atomic<uint64_t> open_files_{0};
