@@ -12,6 +12,7 @@
 #include "gpu/hw/pfifo.h"
 #include "gpu/hw/ramin.h"
 #include "gpu/hw/vm.h"
+#include "gpu/isa/isa.h"
 #include "guest-pv-driver/driver_impl.h"
 #include "guest-pv-driver/vm_geometry.h"
 
@@ -635,7 +636,9 @@ Result<Fence> Channel::Impl::Launch(const LaunchParams& p) {
     return Status::InvalidArgument("a block of " + std::to_string(threads) +
                                    " threads exceeds 1024");
   }
-  if (p.shared_bytes > kMaxSharedBytesPerBlock) {
+  // The image's shared_bytes may include a few bytes its translator added for itself on top of the
+  // program's 48 KiB (isa::KernelHeader::internal_shared_bytes); the runtime checks the program's.
+  if (p.shared_bytes > kMaxSharedBytesPerBlock + isa::kMaxInternalSharedBytes) {
     return Status::InvalidArgument("shared memory per block exceeds 48 KiB");
   }
   if (p.local_bytes_per_thread > kMaxLocalBytesPerThread) {

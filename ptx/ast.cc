@@ -225,6 +225,8 @@ std::string_view OpcodeName(Opcode op) {
       return "bfe";
     case Opcode::kBfi:
       return "bfi";
+    case Opcode::kBmsk:
+      return "bmsk";
     case Opcode::kPrmt:
       return "prmt";
     case Opcode::kLop3:

@@ -390,6 +390,7 @@ enum class Opcode : uint16_t {
   kBrev,
   kBfe,
   kBfi,
+  kBmsk,
   kPrmt,
   kLop3,
   kShf,

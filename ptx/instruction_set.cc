@@ -91,6 +91,7 @@ constexpr std::array kOpcodes = {
     OpcodeInfo{"brev", Opcode::kBrev, 0, 0, kB32_64, 0, false},
     OpcodeInfo{"bfe", Opcode::kBfe, 0, 0, kInt32_64, 0, false},
     OpcodeInfo{"bfi", Opcode::kBfi, 0, 0, kB32_64, 0, false},
+    OpcodeInfo{"bmsk", Opcode::kBmsk, 0, kFlagClamp | kFlagWrap, kB32, 0, false},
     OpcodeInfo{"prmt", Opcode::kPrmt, Group(ModGroup::kPermute), 0, kB32, 0, false},
     OpcodeInfo{"lop3", Opcode::kLop3, 0, 0, kB32, 0, false},
     OpcodeInfo{"shf", Opcode::kShf, 0, kFlagLeft | kFlagRight | kFlagClamp | kFlagWrap, kB32, 0,

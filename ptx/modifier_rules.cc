@@ -143,6 +143,9 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       if (has(kFlagLeft) == has(kFlagRight)) return "needs exactly one of .l or .r";
       if (has(kFlagClamp) == has(kFlagWrap)) return "needs exactly one of .clamp or .wrap";
       return "";
+    case Opcode::kBmsk:
+      if (has(kFlagClamp) == has(kFlagWrap)) return "needs exactly one of .clamp or .wrap";
+      return "";
     case Opcode::kSetp:
     case Opcode::kSet: {
       const T cmp_type = inst.opcode == Opcode::kSetp ? type : type2;

@@ -156,6 +156,9 @@ void Signature(const Instruction& inst, std::vector<Slot>* out) {
     case Opcode::kBfi:
       s = {D(t), S(t), S(t), S(T::kU32), S(T::kU32)};
       return;
+    case Opcode::kBmsk:
+      s = {D(t), S(T::kU32), S(T::kU32)};
+      return;
     case Opcode::kPrmt:
       s = {D(t), S(t), S(t), S(t)};
       return;

@@ -23,18 +23,32 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
   if (f->module->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
   CUstream_st* s;
   if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
-  // Launch configuration, as CUDA checks it.
+  // Launch configuration, as CUDA checks it. CUDA says only "invalid value"; GPUVM_LOG says which
+  // limit (docs/RUNTIME.md).
+  const auto refuse = [&](const char* why) {
+    if (gpuvm::runtime::VerboseLog()) {
+      fprintf(stderr,
+              "gpuvm: launch of '%s' refused: %s (grid %u x %u x %u, block %u x %u x %u, %u bytes "
+              "of dynamic shared memory + %u static)\n",
+              f->kernel->name.c_str(), why, gx, gy, gz, bx, by, bz, shared_bytes,
+              gpuvm::isa::ProgramSharedBytes(f->header));
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+  };
   if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0)
-    return CUDA_ERROR_INVALID_VALUE;
+    return refuse("a dimension is 0");
   if (gx > kMaxGridDim[0] || gy > kMaxGridDim[1] || gz > kMaxGridDim[2])
-    return CUDA_ERROR_INVALID_VALUE;
+    return refuse("the grid is larger than the device's maximum");
   if (bx > kMaxBlockDim[0] || by > kMaxBlockDim[1] || bz > kMaxBlockDim[2])
-    return CUDA_ERROR_INVALID_VALUE;
+    return refuse("the block is larger than the device's maximum");
   uint64_t threads = uint64_t(bx) * by * bz;
   uint32_t limit = f->header.max_threads ? f->header.max_threads : kMaxThreadsPerBlock;
-  if (threads > kMaxThreadsPerBlock || threads > limit) return CUDA_ERROR_INVALID_VALUE;
-  if (uint64_t(shared_bytes) + f->header.shared_bytes > kMaxSharedBytesPerBlock) {
-    return CUDA_ERROR_INVALID_VALUE;
+  if (threads > kMaxThreadsPerBlock || threads > limit)
+    return refuse("more threads per block than the kernel or the device allows");
+  // The translator's own shared bytes (bar.red's word) are not the program's: they do not count.
+  if (uint64_t(shared_bytes) + gpuvm::isa::ProgramSharedBytes(f->header) >
+      kMaxSharedBytesPerBlock) {
+    return refuse("more shared memory per block than the device has");
   }
   // Parameters: either an array of pointers (one per parameter) or one packed buffer in `extra`.
   const gpuvm::runtime::CompiledKernel& k = *f->kernel;

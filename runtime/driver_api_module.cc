@@ -158,7 +158,7 @@ GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, C
       *pi = h.max_threads ? int(h.max_threads) : int(kMaxThreadsPerBlock);
       break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
-      *pi = int(h.shared_bytes);
+      *pi = int(gpuvm::isa::ProgramSharedBytes(h));
       break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
       *pi = int(f->module->compiled.const_image.size());
@@ -180,7 +180,7 @@ GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, C
       break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
       *pi = int(kMaxSharedBytesPerBlock -
-                std::min<uint32_t>(h.shared_bytes, kMaxSharedBytesPerBlock));
+                std::min<uint32_t>(gpuvm::isa::ProgramSharedBytes(h), kMaxSharedBytesPerBlock));
       break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
       *pi = -1;

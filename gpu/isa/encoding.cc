@@ -433,6 +433,11 @@ Status ValidateHeader(const KernelHeader& h) {
   }
   if (h.max_threads > 1024)
     return Status::InvalidArgument("max threads " + std::to_string(h.max_threads));
+  if (h.internal_shared_bytes > kMaxInternalSharedBytes ||
+      h.internal_shared_bytes > h.shared_bytes) {
+    return Status::InvalidArgument("internal shared size " +
+                                   std::to_string(h.internal_shared_bytes));
+  }
   return Status::Ok();
 }
 
@@ -451,6 +456,7 @@ void WriteHeader(const KernelHeader& h, uint8_t out[kKernelHeaderBytes]) {
   put32(0x14, h.local_bytes);
   put32(0x18, h.param_bytes);
   put32(0x1c, h.max_threads);
+  put32(0x20, h.internal_shared_bytes);
 }
 
 KernelHeader ReadHeader(const uint8_t in[kKernelHeaderBytes]) {
@@ -476,6 +482,7 @@ KernelHeader ReadHeader(const uint8_t in[kKernelHeaderBytes]) {
   h.local_bytes = get32(0x14);
   h.param_bytes = get32(0x18);
   h.max_threads = get32(0x1c);
+  h.internal_shared_bytes = get32(0x20);
   return h;
 }
 
@@ -486,7 +493,7 @@ Result<KernelHeader> DecodeKernelHeader(std::span<const uint8_t> bytes) {
   }
   KernelHeader h = ReadHeader(bytes.data());
   GPUVM_RETURN_IF_ERROR(ValidateHeader(h));
-  for (uint32_t i = 0x20; i < kKernelHeaderBytes; ++i) {
+  for (uint32_t i = 0x24; i < kKernelHeaderBytes; ++i) {
     if (bytes[i] != 0)
       return Status::InvalidArgument("reserved header byte " + Hex(i) + " is not zero");
   }

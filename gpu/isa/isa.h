@@ -28,8 +28,12 @@ inline constexpr int kMaxPredicates = 63;  // p0..p62
 inline constexpr uint8_t kPredTrue = 63;   // PT: always true; never a destination
 inline constexpr uint32_t kMaxCodeWords = 1u << 20;     // 8 MiB of code per kernel
 inline constexpr uint32_t kMaxSharedBytes = 64 * 1024;  // per block (static + dynamic)
-inline constexpr uint32_t kMaxLocalBytes = 16 * 1024;   // per thread
-inline constexpr uint32_t kMaxParamBytes = 4 * 1024;    // kernel parameters in constant bank 0
+// Shared memory a translator may add to a kernel's own for its lowering (bar.red's word): part of
+// the header's shared_bytes, named by internal_shared_bytes, not counted against the program's
+// per-block limit (the hardware does these in its barrier unit).
+inline constexpr uint32_t kMaxInternalSharedBytes = 64;
+inline constexpr uint32_t kMaxLocalBytes = 16 * 1024;  // per thread
+inline constexpr uint32_t kMaxParamBytes = 4 * 1024;   // kernel parameters in constant bank 0
 inline constexpr int kConstBanks = 16;
 inline constexpr int kMaxBarriers = 16;  // bar.sync ids 0..15
 // Generic-address windows (our choice): [base, base + kWindowBytes) with base = LOCAL_BASE /
@@ -267,9 +271,15 @@ struct KernelHeader {
   uint32_t shared_bytes = 0;                   // 0x10: static shared memory per block
   uint32_t local_bytes = 0;                    // 0x14: local memory per thread
   uint32_t param_bytes = 0;                    // 0x18: kernel parameter bytes in constant bank 0
-  uint32_t max_threads = 0;  // 0x1c: largest block the kernel supports (0: any); .maxntid
-  // 0x20..0x3f reserved, zero.
+  uint32_t max_threads = 0;            // 0x1c: largest block the kernel supports (0: any); .maxntid
+  uint32_t internal_shared_bytes = 0;  // 0x20: of shared_bytes, the translator's own (bar.red)
+  // 0x24..0x3f reserved, zero.
 };
+
+// The kernel's own static shared memory: what the program declared, without the translator's.
+inline uint32_t ProgramSharedBytes(const KernelHeader& h) {
+  return h.shared_bytes > h.internal_shared_bytes ? h.shared_bytes - h.internal_shared_bytes : 0;
+}
 
 // Names as the disassembler prints them (names.cc). Out-of-range values give "?"-suffixed names.
 std::string_view OpcodeName(Opcode op);

@@ -178,6 +178,7 @@ class KernelTranslator : public VCodeBuilder {
   std::map<std::pair<uint32_t, uint32_t>, int64_t> shared_local_;
   int64_t bar_red_word_ = -1;
   uint32_t shared_bytes_ = 0;
+  uint32_t internal_shared_bytes_ = 0;  // of shared_bytes_: bar.red's word and its padding
 };
 
 }  // namespace gpuvm::ptx::translator

@@ -1,5 +1,5 @@
 // KernelTranslator (kernel_translator.h), bits and comparisons: and/or/xor/not/cnot (also on
-// predicates), shifts, popc/clz/brev/bfind, bfe/bfi, prmt, shf, lop3 (as minterms), dp4a, sad;
+// predicates), shifts, popc/clz/brev/bfind, bfe/bfi/bmsk, prmt, shf, lop3 (as minterms), dp4a, sad;
 // setp/set with their boolean combine, selp and slct.
 #include <optional>
 
@@ -119,6 +119,27 @@ Status KernelTranslator::LowerBits(const Instruction& in) {
       v.d = d;
       v.a = f;
       v.b = b;
+      v.c = pos;
+      v.m = len;
+      return Status::Ok();
+    }
+    case Opcode::kBmsk: {
+      // bmsk.mode.b32 d, a, b: ones at bits [a, a + b), cut at bit 31. .wrap takes a and b modulo
+      // 32; .clamp limits both to 32 (a position of 32 gives 0, a width of 32 every bit from a up).
+      // Either way that is bfi(~0, 0, a', b'), whose field already stops at bit 31.
+      GPUVM_ASSIGN_OR_RETURN(uint32_t a, SrcReg(in.operands[1], ScalarType::kU32));
+      GPUVM_ASSIGN_OR_RETURN(uint32_t b, SrcReg(in.operands[2], ScalarType::kU32));
+      const bool clamp = in.Has(kFlagClamp);
+      const IOp limit = clamp ? IOp::kMin : IOp::kAnd;
+      const uint64_t bound = clamp ? 32 : 31;
+      const uint32_t pos = Bin(limit, IT::kU32, a, I(bound));
+      const uint32_t len = Bin(limit, IT::kU32, b, I(bound));
+      const uint32_t ones = MovImm(IT::kU32, 0xffffffffu);
+      const uint32_t zero = MovImm(IT::kU32, 0);
+      VInst& v = Emit(IOp::kBfi, IT::kU32);
+      v.d = d;
+      v.a = ones;
+      v.b = zero;
       v.c = pos;
       v.m = len;
       return Status::Ok();

@@ -194,7 +194,55 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
   } else {
     elems.push_back(&val_op);
   }
-  for (size_t k = 0; k < elems.size(); ++k) {
+  // Pairs of 32-bit elements of a vector access to memory other threads see (global, generic) go
+  // as one 64-bit access, so that another block never sees half of it: CUB's decoupled look-back
+  // publishes a tile's status and value as one st.relaxed.gpu.v2.u32 and polls it with ld.v2, as
+  // real GPUs make an aligned 8-byte vector access single-copy atomic. (A PTX vector is aligned
+  // to its whole size, so every pair is 8-byte aligned.)
+  bool pairs = esize == 4 && elems.size() >= 2 &&
+               (a.space == isa::Space::kGlobal || a.space == isa::Space::kGeneric);
+  for (const Operand* e : elems) {  // 32-bit registers (or immediates, sinks) only
+    if (pairs && e->kind == OperandKind::kRegister)
+      pairs = KindOfVReg(FrameReg(e->reg)) == VKind::kReg32;
+  }
+  for (size_t k = 0; pairs && k + 1 < elems.size(); k += 2) {
+    const int64_t off = a.offset + static_cast<int64_t>(k * esize);
+    const Operand& e0 = *elems[k];
+    const Operand& e1 = *elems[k + 1];
+    uint32_t word;
+    if (load) {
+      if (e0.kind == OperandKind::kSink && e1.kind == OperandKind::kSink) continue;
+      word = TempFor(IT::kU64);
+    } else {
+      GPUVM_ASSIGN_OR_RETURN(Value v0, Src(e0, t));
+      GPUVM_ASSIGN_OR_RETURN(Value v1, Src(e1, t));
+      const uint32_t lo = v0.is_imm ? MovImm(IT::kU32, v0.imm) : v0.reg;
+      const uint32_t hi = v1.is_imm ? MovImm(IT::kU32, v1.imm) : v1.reg;
+      word = Bin(IOp::kPack, IT::kU64, lo, R(hi));
+    }
+    VInst& v = Emit(load ? IOp::kLd : IOp::kSt, IT::kU64);
+    v.in.mod = static_cast<uint8_t>(a.space) | (a.base64 ? isa::kModAddr64 : 0);
+    v.a = a.base;
+    v.in.has_imm = off != 0;
+    v.in.imm = static_cast<uint64_t>(off);
+    if (!load) {
+      v.b = word;
+      continue;
+    }
+    v.d = word;
+    if (e0.kind != OperandKind::kSink) {
+      GPUVM_ASSIGN_OR_RETURN(uint32_t d0, Dst(e0));
+      const uint32_t low = Cvt(IT::kU32, IT::kU64, word);
+      MovTo(d0, IT::kU32, low);
+    }
+    if (e1.kind != OperandKind::kSink) {
+      GPUVM_ASSIGN_OR_RETURN(uint32_t d1, Dst(e1));
+      VInst& h = Emit(IOp::kHi32, IT::kU32);
+      h.d = d1;
+      h.a = word;
+    }
+  }
+  for (size_t k = pairs ? elems.size() & ~size_t{1} : 0; k < elems.size(); ++k) {
     const Operand& e = *elems[k];
     const int64_t off = a.offset + static_cast<int64_t>(k * esize);
     uint32_t reg;

@@ -183,6 +183,11 @@ Result<uint32_t> KernelTranslator::SymbolAddress(const Operand& op, bool want64,
   } else if (s.kind == Symbol::Kind::kLocal && var->space == StateSpace::kLocal) {
     offset = frame_->local_offset[s.index];
     window = isa::SpecialReg::kLocalWindow;
+  } else if (s.kind == Symbol::Kind::kParam && frame_->kind == FrameKind::kKernel) {
+    // A kernel parameter: its address in the .param space is its offset in constant bank 0,
+    // which register-addressed ld.param reads (Address). No generic address (cvta.param).
+    if (generic) return Unsupported("generic addresses of kernel parameters are not supported");
+    offset = kparam_offset_[s.index];
   } else if (var->space == StateSpace::kConst) {
     if (generic) return Unsupported("generic addresses of .const variables are not supported");
     offset = s.kind == Symbol::Kind::kGlobal
@@ -227,9 +232,16 @@ Result<KernelTranslator::Addr> KernelTranslator::Address(const Operand& op, Stat
   a.space = *isa_space;
   if (space == StateSpace::kConst) a.bank = isa::kUserConstBank;
   if (op.base == AddressBase::kRegister) {
-    if (space == StateSpace::kParam)
-      return Unsupported("register-addressed .param accesses are not supported");
     uint32_t r = FrameReg(op.reg);
+    if (space == StateSpace::kParam) {
+      // A kernel parameter's .param address (`mov.b64 %rd, param`, SymbolAddress) is its offset in
+      // constant bank 0, so `ld.param [%rd+8]` reads that bank (bounds-checked by the engine);
+      // CUB passes its larger parameter structs this way.
+      if (frame_->kind != FrameKind::kKernel)
+        return Unsupported("register-addressed .param accesses in a function are not supported");
+      a.space = isa::Space::kConst;
+      a.bank = isa::kParamBank;
+    }
     a.base = r;
     a.base64 = KindOfVReg(r) == VKind::kReg64;
     return a;

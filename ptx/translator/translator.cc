@@ -89,6 +89,7 @@ Status KernelTranslator::Lower(const Instruction& in) {
     case Opcode::kBrev:
     case Opcode::kBfe:
     case Opcode::kBfi:
+    case Opcode::kBmsk:
     case Opcode::kPrmt:
     case Opcode::kLop3:
     case Opcode::kShf:
@@ -284,9 +285,11 @@ Status KernelTranslator::Prepass() {
     }
   }
   if (bar_red) {
+    const uint64_t before = top;
     top = AlignUp(top, 4);
     bar_red_word_ = static_cast<int64_t>(top);
     top += 4;
+    internal_shared_bytes_ = static_cast<uint32_t>(top - before);
   }
   if (!externs.empty() || !local_externs.empty()) {
     top = AlignUp(top, dyn_align);
@@ -332,6 +335,7 @@ Result<isa::ModuleKernel> KernelTranslator::Run(KernelStats* stats) {
   }
   isa::KernelHeader header;
   header.shared_bytes = shared_bytes_;
+  header.internal_shared_bytes = internal_shared_bytes_;
   header.local_bytes = 0;  // the allocator sizes local memory (frames, save areas, call stack)
   header.param_bytes = param_bytes_;
   uint64_t maxt = 0;

@@ -1,5 +1,5 @@
 // The translator on small hand-written PTX kernels: the expansions the corpus does not exercise
-// (set, slct, cnot, mul24/mad24, sad, 16-bit arithmetic, 64-bit borrow chains, lop3 tables,
+// (set, slct, cnot, mul24/mad24, sad, bmsk, 16-bit arithmetic, 64-bit borrow chains, lop3 tables,
 // bar.red.and/or, isspacep, guarded calls, divergent recursion), and the errors for what it refuses
 // (naming the instruction, the line and the kernel).
 #include "ptx/translator/translator.h"
@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "bench/compute/corpus_runner.h"
+#include "gpu/isa/encoding.h"
 #include "gpu/sim/compute/simt_engine.h"
 
 namespace gpuvm::ptx {
@@ -199,6 +200,200 @@ TEST(JitTranslator, BarRedAndOr) {
     add.s32 %r3, %r3, %r4;
   )",
          [&](uint32_t, uint32_t) { return 2u + (static_cast<uint32_t>(nonzero) << 8); });
+}
+
+// bmsk's semantics as the PTX ISA writes them out, for reference.
+uint32_t BitMaskReference(uint32_t a, uint32_t b, bool clamp) {
+  const uint32_t a1 = a & 31, b1 = b & 31, sum = a1 + b1;
+  uint32_t mask0 = ~0u << a1;
+  uint32_t mask1 = sum >= 32 ? 0 : ~0u << sum;
+  bool overflow = sum >= 32;
+  if (clamp && a >= 32) {
+    overflow = true;
+    mask0 = 0;
+  }
+  if (clamp && b >= 32) overflow = true;
+  if (overflow) {
+    mask1 = 0;
+  } else if (b1 == 0) {
+    mask1 = ~0u;
+  }
+  return mask0 & ~mask1;
+}
+
+TEST(JitTranslator, BitMask) {
+  for (bool clamp : {true, false}) {
+    const std::string mode = clamp ? "clamp" : "wrap";
+    // Positions 0..63 (the thread), widths 0..63, then both taken from large values.
+    Expect("and.b32 %r4, %r2, 63;\nbmsk." + mode + ".b32 %r3, %r1, %r4;",
+           [&](uint32_t in, uint32_t t) { return BitMaskReference(t, in & 63, clamp); });
+    Expect("bmsk." + mode + ".b32 %r3, %r2, %r1;",
+           [&](uint32_t in, uint32_t t) { return BitMaskReference(in, t, clamp); });
+    Expect("bmsk." + mode + ".b32 %r3, %r1, %r2;",
+           [&](uint32_t in, uint32_t t) { return BitMaskReference(t, in, clamp); });
+  }
+  Expect("bmsk.wrap.b32 %r3, 1, 2;", [](uint32_t, uint32_t) { return 6u; });  // the ISA's example
+  Status s = CompilePtx(Kernel("bmsk.b32 %r3, %r1, %r2;")).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(".clamp or .wrap"), std::string::npos) << s.ToString();
+}
+
+// CUB passes structs as kernel parameters and reads them through a register holding the
+// parameter's .param address (`mov.b64 %rd, param; ld.param [%rd+8]`).
+TEST(JitTranslator, KernelParameterThroughARegister) {
+  Expect(R"(
+    mov.b64 %rd10, k_in;
+    ld.param.u64 %rd11, [%rd10+8];
+    ld.param.u64 %rd12, [k_out];
+    setp.eq.u64 %p1, %rd11, %rd12;
+    ld.param.u32 %r5, [%rd10+12];
+    ld.param.u32 %r6, [k_out+4];
+    setp.eq.and.u32 %p1, %r5, %r6, %p1;
+    add.u32 %r4, %r2, 1;
+    selp.u32 %r3, %r4, 0, %p1;
+  )",
+         [](uint32_t in, uint32_t) { return in + 1; });
+  // A function's parameters have no such address.
+  Status s = CompilePtx(Kernel(R"(
+    {
+      .param .b64 p0;
+      st.param.b64 [p0], %rd1;
+      call f, (p0);
+    }
+    mov.u32 %r3, 0;
+  )",
+                               R"(
+.func f(.param .b64 x)
+{
+  .reg .b64 %rd<3>;
+  mov.b64 %rd1, x;
+  ld.param.u64 %rd2, [%rd1];
+  ret;
+}
+)"))
+                 .status();
+  EXPECT_FALSE(s.ok());
+}
+
+// Vector accesses to global memory: pairs of 32-bit elements go as one 64-bit access; the values,
+// their order, sinks and immediates must come out as element-wise accesses would make them.
+TEST(JitTranslator, VectorAccessesToGlobalMemory) {
+  const std::string pair_base = R"(
+    and.b32 %r6, %r1, -2;
+    mul.wide.u32 %rd6, %r6, 4;
+    add.s64 %rd7, %rd1, %rd6;
+    and.b32 %r8, %r1, 1;
+    setp.eq.u32 %p1, %r8, 0;
+  )";
+  Expect(pair_base + R"(
+    ld.global.v2.u32 {%r4, %r5}, [%rd7];
+    selp.b32 %r3, %r4, %r5, %p1;
+  )",
+         [](uint32_t, uint32_t t) { return Inputs()[t]; });
+  Expect(pair_base + "ld.global.v2.u32 {_, %r5}, [%rd7];\nmov.u32 %r3, %r5;",
+         [](uint32_t, uint32_t t) { return Inputs()[(t & ~1u) + 1]; });
+  Expect(R"(
+    and.b32 %r6, %r1, -4;
+    mul.wide.u32 %rd6, %r6, 4;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.v4.u32 {%r4, %r5, %r9, %r10}, [%rd7];
+    and.b32 %r8, %r1, 3;
+    setp.eq.u32 %p1, %r8, 0;
+    setp.eq.u32 %p2, %r8, 1;
+    setp.eq.u32 %p3, %r8, 2;
+    selp.b32 %r3, %r9, %r10, %p3;
+    selp.b32 %r3, %r5, %r3, %p2;
+    selp.b32 %r3, %r4, %r3, %p1;
+  )",
+         [](uint32_t, uint32_t t) { return Inputs()[t]; });
+  // Even threads store {in ^ 1, tid + 1000} over their pair; after a barrier each thread reads
+  // its own element back. An immediate element too.
+  Expect(R"(
+    and.b32 %r6, %r1, 1;
+    setp.eq.u32 %p1, %r6, 0;
+    xor.b32 %r4, %r2, 1;
+    add.u32 %r5, %r1, 1000;
+    @%p1 st.global.v2.u32 [%rd4], {%r4, %r5};
+    bar.sync 0;
+    ld.global.u32 %r3, [%rd4];
+  )",
+         [](uint32_t in, uint32_t t) { return t % 2 == 0 ? in ^ 1 : t - 1 + 1000; });
+  Expect(R"(
+    and.b32 %r6, %r1, 3;
+    setp.eq.u32 %p1, %r6, 0;
+    @%p1 st.global.v4.u32 [%rd4], {%r1, 7, %r2, 9};
+    bar.sync 0;
+    ld.global.u32 %r3, [%rd4];
+  )",
+         [](uint32_t, uint32_t t) {
+           const uint32_t first = t & ~3u, values[4] = {first, 7, Inputs()[first], 9};
+           return values[t & 3];
+         });
+}
+
+// One block writes {i, i} pairs with st.v2 while another polls them with ld.v2 (CUB's decoupled
+// look-back does this with a tile's status and value): the reader must never see half a write.
+TEST(JitTranslator, VectorPairsAreSingleCopyAtomicAcrossBlocks) {
+  const std::string ptx = std::string(kHeader) + R"(
+.visible .entry k(.param .u64 k_word, .param .u64 k_out)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [k_word];
+  ld.param.u64 %rd2, [k_out];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, 0;
+  mov.u32 %r3, 0;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra READER;
+WRITE:
+  add.u32 %r2, %r2, 1;
+  st.relaxed.gpu.global.v2.u32 [%rd1], {%r2, %r2};
+  setp.lt.u32 %p2, %r2, 200000;
+  @%p2 bra WRITE;
+  ret;
+READER:
+  ld.relaxed.gpu.global.v2.u32 {%r4, %r5}, [%rd1];
+  setp.ne.u32 %p3, %r4, %r5;
+  selp.u32 %r6, 1, 0, %p3;
+  add.u32 %r3, %r3, %r6;
+  add.u32 %r2, %r2, 1;
+  setp.lt.u32 %p2, %r2, 200000;
+  @%p2 bra READER;
+  st.global.u32 [%rd2], %r3;
+  ret;
+}
+)";
+  kernels::Case c;
+  c.name = "pairs";
+  c.ptx_file = "pairs.ptx";
+  c.ptx = ptx;
+  kernels::Buffer word;
+  word.name = "word";
+  word.initial.assign(8, 0);
+  kernels::Buffer out;
+  out.name = "out";
+  out.initial.assign(4, 0xff);
+  c.buffers = {word, out};
+  kernels::Launch launch;
+  launch.kernel = "k";
+  launch.grid = {2, 1, 1};
+  launch.block = {1, 1, 1};
+  launch.args = {kernels::Arg::Pointer(0), kernels::Arg::Pointer(1)};
+  c.launches = {launch};
+  auto engine = sim::compute::SimtEngine::Create({.workers = 2});
+  std::vector<std::vector<uint8_t>> contents;
+  compute_bench::RunOptions options;
+  options.verify = false;
+  options.contents = &contents;
+  Result<compute_bench::CaseResult> r = compute_bench::RunCase(c, *engine, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  uint32_t torn = 0;
+  memcpy(&torn, contents[1].data(), 4);
+  EXPECT_EQ(torn, 0u) << "reads that saw half of a vector store";
 }
 
 TEST(JitTranslator, SharedGenericAddressesAndIsspacep) {
@@ -499,6 +694,35 @@ TEST(JitTranslator, ModuleLayout) {
   EXPECT_EQ(m->const_image[0], 7);
   Result<std::vector<uint8_t>> encoded = isa::EncodeModule(*m);
   EXPECT_TRUE(encoded.ok()) << encoded.status().ToString();
+}
+
+// bar.red's counter word is the translator's, not the program's: a kernel may still use all of its
+// 48 KiB of static shared memory, and the header says which bytes are whose.
+TEST(JitTranslator, BarRedWordIsInternalSharedMemory) {
+  std::string ptx = std::string(kHeader) + R"(
+.visible .entry k(.param .u64 out)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<3>;
+  .shared .align 16 .b8 tile[49152];
+  mov.u32 %r1, %tid.x;
+  st.shared.u32 [tile+49148], %r1;
+  setp.ne.u32 %p1, %r1, 0;
+  bar.red.popc.u32 %r2, 0, %p1;
+  ld.param.u64 %rd1, [out];
+  st.global.u32 [%rd1], %r2;
+  ret;
+}
+)";
+  Result<isa::Module> m = CompilePtx(ptx);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->kernels.size(), 1u);
+  Result<isa::KernelHeader> h = isa::DecodeKernelHeader(m->kernels[0].image);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->shared_bytes, 49152u + 4);
+  EXPECT_EQ(h->internal_shared_bytes, 4u);
+  EXPECT_EQ(isa::ProgramSharedBytes(*h), 49152u);
 }
 
 }  // namespace

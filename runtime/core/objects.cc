@@ -397,6 +397,12 @@ uint64_t VariableAddress(const CUmod_st* module, size_t index) {
   return module->variable_va[index];
 }
 
+bool VerboseLog() {
+  // Read each time (only error paths ask): a program may set it while it runs.
+  const char* v = std::getenv("GPUVM_LOG");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
 namespace {
 CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
                             std::string* log);
@@ -407,9 +413,7 @@ CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** 
   const CUresult r = LoadModuleOrSayWhy(ctx, image, length, out, log);
   // A program that never asks for the JIT log (cuModuleLoad, the runtime API's fat binaries) would
   // otherwise only see an error code: GPUVM_LOG (any value but "" and "0") prints why.
-  const char* verbose = std::getenv("GPUVM_LOG");
-  if (r != CUDA_SUCCESS && verbose != nullptr && *verbose != '\0' &&
-      std::strcmp(verbose, "0") != 0) {
+  if (r != CUDA_SUCCESS && VerboseLog()) {
     fprintf(stderr, "gpuvm: loading a module failed with %s: %s\n", CuErrorName(r),
             log->empty() ? "(no details)" : log->c_str());
   }

@@ -191,6 +191,10 @@ Status OrderForLegacy(CUstream_st* stream);
 // is destroyed.
 void ReleaseHostCallbacks(CUstream_st* stream);
 
+// True when GPUVM_LOG is set to anything but "" or "0": errors CUDA reports only as a code (a
+// module that fails to load, a refused launch configuration) are then explained on stderr.
+bool VerboseLog();
+
 // ---- modules ----
 // Loads a module from `image`. `length` is the image size when known (cuModuleLoad), or 0 when the
 // ABI passes none (cuModuleLoadData: the format's own header bounds it). On failure *log receives

@@ -559,6 +559,54 @@ TEST_F(RuntimeDriverApi, FunctionAttributes) {
   EXPECT_EQ(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
 }
 
+// A kernel using all of its 48 KiB of static shared memory and bar.red (whose counter word the JIT
+// adds in shared memory): the word is not the program's, so the launch is allowed and the
+// attribute shows the program's 48 KiB.
+TEST_F(RuntimeDriverApi, FullStaticSharedMemoryWithBarRed) {
+  const char* ptx = R"(
+.version 9.0
+.target sm_75
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<3>;
+  .shared .align 16 .b8 tile[49152];
+  mov.u32 %r1, %tid.x;
+  st.shared.u32 [tile+49148], %r1;
+  setp.ne.u32 %p1, %r1, 0;
+  bar.red.popc.u32 %r2, 0, %p1;
+  ld.param.u64 %rd1, [out];
+  st.global.u32 [%rd1], %r2;
+  ret;
+}
+)";
+  CUmodule m;
+  ASSERT_CU(cuModuleLoadData(&m, ptx));
+  CUfunction k;
+  ASSERT_CU(cuModuleGetFunction(&k, m, "k"));
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k), 49152);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k), 0);
+  CUdeviceptr out;
+  ASSERT_CU(cuMemAlloc(&out, 4));
+  void* params[] = {&out};
+  ASSERT_CU(cuLaunchKernel(k, 1, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr));
+  uint32_t count = 0;
+  ASSERT_CU(cuMemcpyDtoH(&count, out, 4));
+  EXPECT_EQ(count, 63u);
+  // One byte of dynamic shared memory more is past the device's 48 KiB; GPUVM_LOG says so.
+  ASSERT_EQ(::setenv("GPUVM_LOG", "1", 1), 0);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cuLaunchKernel(k, 1, 1, 1, 64, 1, 1, 1, nullptr, params, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(::unsetenv("GPUVM_LOG"), 0);
+  EXPECT_NE(said.find("launch of 'k' refused: more shared memory"), std::string::npos) << said;
+  ASSERT_CU(cuMemFree(out));
+  ASSERT_CU(cuModuleUnload(m));
+}
+
 TEST_F(RuntimeDriverApi, ModuleGlobalsAndConstantBanks) {
   CUmodule m = LoadTestModule();
   CUdeviceptr counter = 0, pointer = 0;
