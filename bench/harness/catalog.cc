@@ -24,6 +24,8 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
       {"warpsz", "compat: WARP_SZ in inline PTX, warpSize, warp shuffles", true},
       {"longk", "compat: one kernel running ~90 s (test size ~1.5 s)", true},
       {"churn", "compat: per iteration malloc, small copies, a kernel, free", true},
+      {"thrust", "compat: Thrust and CUB sorts, scans, reductions (the toolkit's own kernels)",
+       true},
   };
   return *benchmarks;
 }

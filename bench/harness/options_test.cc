@@ -29,8 +29,8 @@ TEST(BenchHarnessOptions, DefaultsRunTheWholeSuiteNatively) {
 TEST(BenchHarnessOptions, CompatNamesTheCompatibilityCorpus) {
   Result<Options> o = Parse({"--bench", "compat"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->benchmarks,
-            (std::vector<std::string>{"gdev", "rtapi", "shneg", "warpsz", "longk", "churn"}));
+  EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"gdev", "rtapi", "shneg", "warpsz", "longk",
+                                                     "churn", "thrust"}));
   o = Parse({"--bench", "churn,nop"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"nop", "churn"}));
