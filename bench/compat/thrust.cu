@@ -1,10 +1,11 @@
 // compat-thrust: the template libraries every CUDA toolkit ships, Thrust and CUB, as programs use
-// them: sorts (radix sort of ints and of floats, a stable sort by key), scans, reductions (a plain
-// one, a max, a transform_reduce in double), unique, copy_if, count, and CUB's two-phase
-// DeviceReduce / DeviceScan calls (size query, then the run). Their kernels are nvcc's
-// hand-tuned ones: parameters addressed through registers, bmsk, bar.red at the 48 KiB shared
-// limit, decoupled look-back scans through global memory. Every result is checked against the
-// host's <algorithm>. Thrust reports errors by throwing: a throw is the program's failure.
+// them: sorts (radix sort of ints and of floats, a stable sort by key), scans (also of 8-byte
+// values), reductions (a plain one, a max, a transform_reduce in double), unique, copy_if, count,
+// and CUB's two-phase DeviceReduce / DeviceScan calls (size query, then the run). Their kernels
+// are nvcc's hand-tuned ones: parameters addressed through registers, bmsk, bar.red at the 48 KiB
+// shared limit, decoupled look-back scans that poll other blocks' {status, value} words in global
+// memory. Every result is checked against the host's <algorithm>. Thrust reports errors by
+// throwing: a throw is the program's failure.
 #include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/device_vector.h>
@@ -65,6 +66,9 @@ void Run(Size size, Report& report) {
     d_sorted = d_floats;
     thrust::sort(d_sorted.begin(), d_sorted.end());
     thrust::inclusive_scan(d_ints.begin(), d_ints.end(), d_scan.begin());
+    // 8-byte values: CUB's look-back publishes {status, value} as 16 bytes.
+    thrust::device_vector<long long> d_wide(d_ints.begin(), d_ints.end()), d_wide_scan(n);
+    thrust::inclusive_scan(d_wide.begin(), d_wide.end(), d_wide_scan.begin());
     const long long sum = thrust::reduce(d_ints.begin(), d_ints.end(), 0LL);
     const int max = thrust::reduce(d_ints.begin(), d_ints.end(), -1, thrust::maximum<int>());
     const double squares = thrust::transform_reduce(d_floats.begin(), d_floats.end(), Square(), 0.0,
@@ -99,6 +103,7 @@ void Run(Size size, Report& report) {
     thrust::host_vector<float> sorted = d_sorted;
     thrust::host_vector<int> scan = d_scan, keys = d_keys, values = d_values,
                              exclusive = d_exclusive;
+    thrust::host_vector<long long> wide_scan = d_wide_scan;
     int cub_sum = 0;
     CHECK_CUDA(report, cudaMemcpy(&cub_sum, d_sum, sizeof cub_sum, cudaMemcpyDeviceToHost));
     report.Enter(Phase::kClose);
@@ -118,6 +123,8 @@ void Run(Size size, Report& report) {
                   Mismatch("exclusive_sum", i, exclusive[i], running));
       running += ints[i];
       CHECK_VALUE(report, scan[i] == running, Mismatch("inclusive_scan", i, scan[i], running));
+      CHECK_VALUE(report, wide_scan[i] == running,
+                  Mismatch("inclusive_scan (long long)", i, wide_scan[i], running));
     }
     CHECK_VALUE(report, sum == running, Mismatch("reduce", 0, sum, running));
     CHECK_VALUE(report, cub_sum == running,

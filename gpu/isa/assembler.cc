@@ -275,7 +275,7 @@ class Assembler {
   struct Suffixes {
     std::vector<Type> types;
     uint8_t round = 0;
-    bool sat = false, a64 = false, wide = false;
+    bool sat = false, a64 = false, wide = false, pair = false;
     std::optional<Space> space;
     std::optional<uint8_t> bank;
     std::vector<std::string_view> other;  // the opcode's own (modes)
@@ -326,6 +326,8 @@ class Assembler {
         sx.a64 = true;
       } else if (p == "wide") {
         sx.wide = true;
+      } else if (p == "pair") {
+        sx.pair = true;
       } else if (auto sp = LookUp<Space>(p, 5, SpaceName)) {
         sx.space = *sp;
       } else if (p.size() > 1 && p[0] == 'c' && ParseUnsigned(p.substr(1))) {
@@ -484,6 +486,20 @@ class Assembler {
       case Form::kStore:
         GPUVM_RETURN_IF_ERROR(sx.OneType(inst));
         GPUVM_RETURN_IF_ERROR(sx.NoOther());
+        if (sx.pair) {  // ld.pair d, b, [addr]; st.pair [addr], b, c
+          GPUVM_RETURN_IF_ERROR(NeedOps(ops, 3));
+          if (info.form == Form::kLoad) {
+            GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
+            GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->b));
+            GPUVM_RETURN_IF_ERROR(Address(ops[2], inst));
+          } else {
+            GPUVM_RETURN_IF_ERROR(Address(ops[0], inst));
+            GPUVM_RETURN_IF_ERROR(Reg(ops[1], &inst->b));
+            GPUVM_RETURN_IF_ERROR(Reg(ops[2], &inst->c));
+          }
+          mem_mods = true;
+          break;
+        }
         GPUVM_RETURN_IF_ERROR(NeedOps(ops, 2));
         if (info.form == Form::kLoad) {
           GPUVM_RETURN_IF_ERROR(Reg(ops[0], &inst->d));
@@ -566,8 +582,8 @@ class Assembler {
     }
     if (mem_mods) {
       if (!sx.space) return Status::InvalidArgument("needs a space suffix");
-      inst->mod |=
-          static_cast<uint8_t>(*sx.space) | (sx.a64 ? kModAddr64 : 0) | (sx.wide ? kModWideReg : 0);
+      inst->mod |= static_cast<uint8_t>(*sx.space) | (sx.a64 ? kModAddr64 : 0) |
+                   (sx.wide ? kModWideReg : 0) | (sx.pair ? kModPair : 0);
       if (info.form != Form::kAtom) {
         if (*sx.space == Space::kConst && !bank)
           return Status::InvalidArgument("constant space needs .cN");
@@ -575,7 +591,7 @@ class Assembler {
           return Status::InvalidArgument(".cN is for constant space");
         if (bank) inst->type2 = *bank;
       }
-    } else if (sx.space || sx.a64 || sx.wide || bank) {
+    } else if (sx.space || sx.a64 || sx.wide || sx.pair || bank) {
       return Status::InvalidArgument("memory suffixes on a non-memory opcode");
     }
     return Status::Ok();

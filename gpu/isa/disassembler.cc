@@ -151,7 +151,13 @@ std::string Disassemble(const Instruction& inst) {
       if (space == Space::kConst) m += ".c" + std::to_string(inst.type2);
       if (inst.mod & kModAddr64) m += ".a64";
       if (inst.mod & kModWideReg) m += ".wide";
+      if (inst.mod & kModPair) m += ".pair";
       m += T(t);
+      if (inst.mod & kModPair) {
+        if (info->form == Form::kLoad)
+          return g + m + " " + Reg(inst.d) + ", " + Reg(inst.b) + ", " + Address(inst);
+        return g + m + " " + Address(inst) + ", " + Reg(inst.b) + ", " + Reg(inst.c);
+      }
       if (info->form == Form::kLoad) return g + m + " " + Reg(inst.d) + ", " + Address(inst);
       return g + m + " " + Address(inst) + ", " + Reg(inst.b);
     }

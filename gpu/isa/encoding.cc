@@ -270,7 +270,7 @@ Status CheckCvt(const Checker& c, const Instruction& inst) {
 Status CheckMemory(const Checker& c, const Instruction& inst) {
   uint8_t space = inst.mod & kModSpaceMask;
   if (space > static_cast<uint8_t>(Space::kConst)) return c.Error("space " + std::to_string(space));
-  if (inst.mod & ~(kModSpaceMask | kModAddr64 | kModWideReg)) {
+  if (inst.mod & ~(kModSpaceMask | kModAddr64 | kModWideReg | kModPair)) {
     return c.Error("unknown modifier bits " + Hex(inst.mod));
   }
   if (static_cast<Space>(space) == Space::kConst) {
@@ -280,6 +280,20 @@ Status CheckMemory(const Checker& c, const Instruction& inst) {
     GPUVM_RETURN_IF_ERROR(c.Type2None());
   }
   if (inst.type == Type::kF16) return c.Error("f16 is a conversion type only (use u16 for memory)");
+  if (inst.mod & kModPair) {
+    if (inst.type != Type::kU64 || (inst.mod & kModWideReg)) return c.Error("a pair is two u64");
+    if (static_cast<Space>(space) != Space::kGlobal && static_cast<Space>(space) != Space::kGeneric)
+      return c.Error("pairs are global or generic accesses");
+    GPUVM_RETURN_IF_ERROR(c.Src(inst.a, (inst.mod & kModAddr64) ? 2 : 1, "address"));
+    if (inst.op == Opcode::kLd) {
+      GPUVM_RETURN_IF_ERROR(c.Zero(inst.c, "c"));
+      GPUVM_RETURN_IF_ERROR(c.Dst(inst.b, 2));
+      return c.Dst(inst.d, 2);
+    }
+    GPUVM_RETURN_IF_ERROR(c.Zero(inst.d, "d"));
+    GPUVM_RETURN_IF_ERROR(c.Src(inst.b, 2, "value"));
+    return c.Src(inst.c, 2, "second value");
+  }
   bool wide = inst.mod & kModWideReg;
   if (wide && Is64(inst.type)) return c.Error("wide register flag on a 64-bit access");
   int value_rows = wide ? 2 : TypeRows(inst.type);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "gpu/isa/disassembler.h"
 #include "gpu/isa/random_kernel.h"
 
 namespace gpuvm::isa {
@@ -189,6 +190,31 @@ TEST(IsaEncoding, MemoryRules) {
   ld.mod |= kModWideReg;
   ld.type = Type::kU64;
   EXPECT_FALSE(ValidateInstruction(ld, h).ok());  // wide flag on a 64-bit access
+  // A 16-byte pair: u64 only, global or generic, both destinations (d, b) in range.
+  Instruction pair = ld;
+  pair.mod = static_cast<uint8_t>(Space::kGlobal) | kModAddr64 | kModPair;
+  pair.d = 2;
+  pair.b = 4;
+  EXPECT_TRUE(ValidateInstruction(pair, h).ok()) << ValidateInstruction(pair, h).ToString();
+  EXPECT_EQ(Disassemble(pair), "ld.global.a64.pair.u64 r2, r4, [r14]");
+  pair.b = 15;  // r15:r16 with 16 registers
+  EXPECT_FALSE(ValidateInstruction(pair, h).ok());
+  pair.b = 4;
+  pair.type = Type::kU32;
+  EXPECT_FALSE(ValidateInstruction(pair, h).ok());
+  pair.type = Type::kU64;
+  pair.mod = static_cast<uint8_t>(Space::kShared) | kModPair;
+  EXPECT_FALSE(ValidateInstruction(pair, h).ok());
+  Instruction pair_store = pair;
+  pair_store.op = Opcode::kSt;
+  pair_store.mod = static_cast<uint8_t>(Space::kGeneric) | kModAddr64 | kModPair;
+  pair_store.d = 0;
+  pair_store.c = 6;
+  EXPECT_TRUE(ValidateInstruction(pair_store, h).ok())
+      << ValidateInstruction(pair_store, h).ToString();
+  EXPECT_EQ(Disassemble(pair_store), "st.generic.a64.pair.u64 [r14], r4, r6");
+  pair_store.c = 15;
+  EXPECT_FALSE(ValidateInstruction(pair_store, h).ok());
   Instruction atom;
   atom.op = Opcode::kAtom;
   atom.type = Type::kU32;

@@ -115,6 +115,10 @@ enum class Space : uint8_t {
 inline constexpr uint8_t kModSpaceMask = 0x07;
 inline constexpr uint8_t kModAddr64 = 0x08;   // the address register a is 64-bit (else 32-bit)
 inline constexpr uint8_t kModWideReg = 0x10;  // kLd/kSt of 8/16/32-bit data with a 64-bit register
+// kLd/kSt of 16 bytes as two 64-bit values, single-copy atomic per lane (PTX .v2.u64 in global or
+// generic space: CUB publishes {status, value} of 8-byte types that way): type u64, 16-byte
+// aligned; kLd's destinations are d (bytes 0-7) and b (8-15), kSt's sources b and c.
+inline constexpr uint8_t kModPair = 0x20;
 
 // Rounding (kCvt, and float kAdd/kSub/kMul/kMad/kFma/kDiv/kSqrt/kRcp: mod bits 0-3).
 enum class Rounding : uint8_t {

@@ -242,6 +242,40 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
       h.a = word;
     }
   }
+  // A .v2 of 64-bit elements there: one 16-byte access (isa::kModPair), atomic per lane, as CUB's
+  // look-back over 8-byte types ({status, value} as .v2.u64) needs.
+  bool wide_pair = esize == 8 && elems.size() == 2 &&
+                   (a.space == isa::Space::kGlobal || a.space == isa::Space::kGeneric);
+  for (const Operand* e : elems) {
+    if (wide_pair && e->kind == OperandKind::kRegister)
+      wide_pair = KindOfVReg(FrameReg(e->reg)) == VKind::kReg64;
+  }
+  if (wide_pair) {
+    uint32_t regs[2];
+    for (int k = 0; k < 2; ++k) {
+      const Operand& e = *elems[k];
+      if (load) {
+        GPUVM_ASSIGN_OR_RETURN(regs[k], Dst(e));
+        if (regs[k] == kRZ) regs[k] = TempFor(IT::kU64);  // a sink
+      } else {
+        GPUVM_ASSIGN_OR_RETURN(Value v, Src(e, t));
+        regs[k] = v.is_imm ? MovImm(IT::kU64, v.imm) : v.reg;
+      }
+    }
+    VInst& v = Emit(load ? IOp::kLd : IOp::kSt, IT::kU64);
+    v.in.mod = static_cast<uint8_t>(a.space) | (a.base64 ? isa::kModAddr64 : 0) | isa::kModPair;
+    v.a = a.base;
+    v.in.has_imm = a.offset != 0;
+    v.in.imm = static_cast<uint64_t>(a.offset);
+    if (load) {
+      v.d = regs[0];
+      v.b = regs[1];
+    } else {
+      v.b = regs[0];
+      v.c = regs[1];
+    }
+    elems.clear();
+  }
   for (size_t k = pairs ? elems.size() & ~size_t{1} : 0; k < elems.size(); ++k) {
     const Operand& e = *elems[k];
     const int64_t off = a.offset + static_cast<int64_t>(k * esize);

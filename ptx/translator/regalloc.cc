@@ -228,17 +228,24 @@ class Allocator {
   bool PartialDef(const VInst& v) const {
     return v.guard != kPT && IsVReg(v.d) && !vc_.vregs[v.d].temp;
   }
+  // A pair load (isa::kModPair) defines b as well as d.
+  static bool PairLoad(const VInst& v) {
+    return v.in.op == Opcode::kLd && (v.in.mod & isa::kModPair) != 0;
+  }
   template <typename F>
   void Uses(const VInst& v, F f) const {
-    for (uint32_t s : {v.a, v.b, v.c, v.m, v.guard}) {
+    const bool pair_load = PairLoad(v);
+    for (uint32_t s : {v.a, pair_load ? kNoV : v.b, v.c, v.m, v.guard}) {
       if (IsVReg(s)) f(s);
     }
     if (PartialDef(v)) f(v.d);
+    if (pair_load && v.guard != kPT && IsVReg(v.b) && !vc_.vregs[v.b].temp) f(v.b);
     if (v.guard != kPT && IsVReg(v.shfl_pred)) f(v.shfl_pred);
   }
   template <typename F>
   void Defs(const VInst& v, F f) const {
     if (IsVReg(v.d)) f(v.d);
+    if (PairLoad(v) && IsVReg(v.b)) f(v.b);
     if (IsVReg(v.shfl_pred)) f(v.shfl_pred);
   }
 

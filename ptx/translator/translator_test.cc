@@ -333,13 +333,15 @@ TEST(JitTranslator, VectorAccessesToGlobalMemory) {
 
 // One block writes {i, i} pairs with st.v2 while another polls them with ld.v2 (CUB's decoupled
 // look-back does this with a tile's status and value): the reader must never see half a write.
-TEST(JitTranslator, VectorPairsAreSingleCopyAtomicAcrossBlocks) {
+// `type` u32 (one 64-bit access) or u64 (a 16-byte pair access).
+uint32_t TornVectorReads(const std::string& type) {
+  const std::string reg = type == "u64" ? "%rd" : "%r";
   const std::string ptx = std::string(kHeader) + R"(
 .visible .entry k(.param .u64 k_word, .param .u64 k_out)
 {
   .reg .pred %p<4>;
   .reg .b32 %r<12>;
-  .reg .b64 %rd<8>;
+  .reg .b64 %rd<12>;
   ld.param.u64 %rd1, [k_word];
   ld.param.u64 %rd2, [k_out];
   cvta.to.global.u64 %rd1, %rd1;
@@ -351,13 +353,17 @@ TEST(JitTranslator, VectorPairsAreSingleCopyAtomicAcrossBlocks) {
   @%p1 bra READER;
 WRITE:
   add.u32 %r2, %r2, 1;
-  st.relaxed.gpu.global.v2.u32 [%rd1], {%r2, %r2};
+  cvt.u64.u32 %rd8, %r2;
+  st.relaxed.gpu.global.v2.)" +
+                          type + " [%rd1], {" + reg + "8, " + reg + R"(8};
   setp.lt.u32 %p2, %r2, 200000;
   @%p2 bra WRITE;
   ret;
 READER:
-  ld.relaxed.gpu.global.v2.u32 {%r4, %r5}, [%rd1];
-  setp.ne.u32 %p3, %r4, %r5;
+  ld.relaxed.gpu.global.v2.)" +
+                          type + " {" + reg + "4, " + reg + R"(5}, [%rd1];
+  setp.ne.)" + type + " %p3, " +
+                          reg + "4, " + reg + R"(5;
   selp.u32 %r6, 1, 0, %p3;
   add.u32 %r3, %r3, %r6;
   add.u32 %r2, %r2, 1;
@@ -373,7 +379,7 @@ READER:
   c.ptx = ptx;
   kernels::Buffer word;
   word.name = "word";
-  word.initial.assign(8, 0);
+  word.initial.assign(16, 0);
   kernels::Buffer out;
   out.name = "out";
   out.initial.assign(4, 0xff);
@@ -390,10 +396,60 @@ READER:
   options.verify = false;
   options.contents = &contents;
   Result<compute_bench::CaseResult> r = compute_bench::RunCase(c, *engine, options);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return ~0u;
   uint32_t torn = 0;
   memcpy(&torn, contents[1].data(), 4);
-  EXPECT_EQ(torn, 0u) << "reads that saw half of a vector store";
+  return torn;
+}
+
+TEST(JitTranslator, VectorPairsAreSingleCopyAtomicAcrossBlocks) {
+  EXPECT_EQ(TornVectorReads("u32"), 0u) << "reads that saw half of a .v2.u32 store";
+  EXPECT_EQ(TornVectorReads("u64"), 0u) << "reads that saw half of a .v2.u64 store";
+}
+
+// .v2 of 64-bit elements: one 16-byte access; values, order, sinks and immediates as element-wise.
+TEST(JitTranslator, SixteenByteVectorAccesses) {
+  // Thread t reads the 16 bytes at in + 16 * (t / 4) as two u64 and returns its 32-bit word.
+  Expect(R"(
+    shr.u32 %r6, %r1, 2;
+    mul.wide.u32 %rd6, %r6, 16;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.v2.u64 {%rd8, %rd9}, [%rd7];
+    and.b32 %r8, %r1, 3;
+    setp.lt.u32 %p1, %r8, 2;
+    selp.b64 %rd10, %rd8, %rd9, %p1;
+    and.b32 %r9, %r1, 1;
+    shl.b32 %r9, %r9, 5;
+    shr.u64 %rd10, %rd10, %r9;
+    cvt.u32.u64 %r3, %rd10;
+  )",
+         [](uint32_t, uint32_t t) { return Inputs()[t]; });
+  Expect(R"(
+    shr.u32 %r6, %r1, 2;
+    mul.wide.u32 %rd6, %r6, 16;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.v2.u64 {_, %rd9}, [%rd7];
+    cvt.u32.u64 %r3, %rd9;
+  )",
+         [](uint32_t, uint32_t t) { return Inputs()[(t & ~3u) + 2]; });
+  // Every fourth thread stores {tid | in << 32, 5} over its 16 bytes; after a barrier each thread
+  // reads its own word back.
+  Expect(R"(
+    and.b32 %r6, %r1, 3;
+    setp.eq.u32 %p1, %r6, 0;
+    cvt.u64.u32 %rd8, %r1;
+    cvt.u64.u32 %rd9, %r2;
+    shl.b64 %rd9, %rd9, 32;
+    or.b64 %rd8, %rd8, %rd9;
+    @%p1 st.global.v2.u64 [%rd4], {%rd8, 5};
+    bar.sync 0;
+    ld.global.u32 %r3, [%rd4];
+  )",
+         [](uint32_t, uint32_t t) {
+           const uint32_t first = t & ~3u, values[4] = {first, Inputs()[first], 5, 0};
+           return values[t & 3];
+         });
 }
 
 TEST(JitTranslator, SharedGenericAddressesAndIsspacep) {

@@ -14,6 +14,7 @@
 #ifndef GPUVM_GPU_SIM_COMPUTE_INTERPRETER_MEMORY_H_
 #define GPUVM_GPU_SIM_COMPUTE_INTERPRETER_MEMORY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -309,6 +310,43 @@ bool StoreLanesTo(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
   return true;
 }
 
+// isa::kModPair: 16 bytes as two u64 per lane, single-copy atomic against other pair accesses (a
+// reader never sees half of another lane's or worker's pair store). x86-64 promises that for
+// aligned 16-byte SSE moves only on processors with AVX, so a small table of striped locks keyed
+// by the 16-byte block serialises pair accesses instead; they are rare outside look-back scans.
+inline std::atomic_flag& PairLock(const uint8_t* p) {
+  static std::atomic_flag locks[64];
+  return locks[(reinterpret_cast<uintptr_t>(p) >> 4) % 64];
+}
+
+template <typename Space>
+bool PairLanes(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec, bool load) {
+  alignas(64) uint64_t addr[kLanes];
+  uint64_t lo, hi, bits;
+  LaneAddresses(w.regs, op, exec, addr, &lo, &hi, &bits);
+  uint64_t* first = RowPtr<uint64_t>(w.regs, load ? op.d : op.b);
+  uint64_t* second = RowPtr<uint64_t>(w.regs, load ? op.b : op.c);
+  for (uint32_t m = exec; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
+    const uint64_t a = addr[l];
+    if (a & 15) return Fail(ctx, ComputeFault::Kind::kMisaligned, "misaligned pair access", l, a);
+    uint8_t* p = Space::Resolve(ctx, w, op, l, a, 16, !load);
+    if (!p) return false;
+    std::atomic_flag& lock = PairLock(p);
+    while (lock.test_and_set(std::memory_order_acquire)) {
+    }
+    if (load) {
+      memcpy(&first[l], p, 8);
+      memcpy(&second[l], p + 8, 8);
+    } else {
+      memcpy(p, &first[l], 8);
+      memcpy(p + 8, &second[l], 8);
+    }
+    lock.clear(std::memory_order_release);
+  }
+  return true;
+}
+
 template <typename Space>
 bool Load(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
   switch (static_cast<AccessKind>(op.aux & kAuxKindMask)) {
@@ -334,6 +372,8 @@ bool Load(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
       return LoadLanes<uint32_t, uint64_t, Space>(ctx, w, op, exec);
     case AccessKind::kS32R64:
       return LoadLanes<int32_t, uint64_t, Space>(ctx, w, op, exec);
+    case AccessKind::kPair128:
+      return PairLanes<Space>(ctx, w, op, exec, true);
     default:
       return LoadLanes<uint64_t, uint64_t, Space>(ctx, w, op, exec);
   }
@@ -359,6 +399,8 @@ bool Store(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
     case AccessKind::kU32R64:
     case AccessKind::kS32R64:
       return StoreLanesTo<uint32_t, uint64_t, Space>(ctx, w, op, exec);
+    case AccessKind::kPair128:
+      return PairLanes<Space>(ctx, w, op, exec, false);
     default:
       return StoreLanesTo<uint64_t, uint64_t, Space>(ctx, w, op, exec);
   }

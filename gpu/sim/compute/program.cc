@@ -374,14 +374,18 @@ class Lowering {
             program_->const_banks_used |= static_cast<uint16_t>(1u << inst.type2);
             break;
         }
-        op.aux = static_cast<uint32_t>(KindOf(t, inst.mod & isa::kModWideReg)) |
+        const bool pair = inst.mod & isa::kModPair;
+        op.aux = static_cast<uint32_t>(pair ? AccessKind::kPair128
+                                            : KindOf(t, inst.mod & isa::kModWideReg)) |
                  ((inst.mod & isa::kModAddr64) ? kAuxAddr64 : 0) |
                  uint32_t{inst.type2} << kAuxBankShift;
         op.a = Src(inst.a);
         if (load) {
           op.d = Dst(inst.d);
+          if (pair) op.b = Dst(inst.b);
         } else {
           op.b = Src(inst.b);
+          if (pair) op.c = Src(inst.c);
         }
         op.imm = inst.has_imm ? inst.imm : 0;
         break;

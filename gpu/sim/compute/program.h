@@ -79,6 +79,7 @@ enum class AccessKind : uint8_t {
   kU32R64,
   kS32R64,
   kB64R64,
+  kPair128,  // isa::kModPair: two u64 (d and b loaded, b and c stored), atomic per lane
 };
 
 // Bits of Op::aux for memory handlers.
