@@ -34,6 +34,8 @@ constexpr uint64_t kInt8 = Bit(T::kU8) | Bit(T::kS8);
 constexpr uint64_t kF32_64 = Bit(T::kF32) | Bit(T::kF64);
 constexpr uint64_t kHalf = Bit(T::kF16) | Bit(T::kBF16);
 constexpr uint64_t kArith = kInt16_64 | kF32_64;
+// Half-precision arithmetic (translator/lower_half.cc): add sub mul fma neg abs setp set.
+constexpr uint64_t kF16s = Bit(T::kF16) | Bit(T::kF16x2);
 constexpr uint64_t kU32S32 = Bit(T::kU32) | Bit(T::kS32);
 constexpr uint64_t kU32 = Bit(T::kU32);
 constexpr uint64_t kB32 = Bit(T::kB32);
@@ -57,11 +59,13 @@ constexpr uint32_t kGAtom = Group(ModGroup::kSpace) | Group(ModGroup::kOrder) |
                             Group(ModGroup::kScope) | Group(ModGroup::kAtomic);
 
 constexpr std::array kOpcodes = {
-    OpcodeInfo{"add", Opcode::kAdd, kGRound, kFlagSat | kFlagFtz | kFlagCc, kArith, 0, false},
-    OpcodeInfo{"sub", Opcode::kSub, kGRound, kFlagSat | kFlagFtz | kFlagCc, kArith, 0, false},
+    OpcodeInfo{"add", Opcode::kAdd, kGRound, kFlagSat | kFlagFtz | kFlagCc, kArith | kF16s, 0,
+               false},
+    OpcodeInfo{"sub", Opcode::kSub, kGRound, kFlagSat | kFlagFtz | kFlagCc, kArith | kF16s, 0,
+               false},
     OpcodeInfo{"addc", Opcode::kAddc, 0, kFlagCc, kInt32_64, 0, false},
     OpcodeInfo{"subc", Opcode::kSubc, 0, kFlagCc, kInt32_64, 0, false},
-    OpcodeInfo{"mul", Opcode::kMul, kGMul | kGRound, kFlagSat | kFlagFtz, kArith, 0, false},
+    OpcodeInfo{"mul", Opcode::kMul, kGMul | kGRound, kFlagSat | kFlagFtz, kArith | kF16s, 0, false},
     OpcodeInfo{"mad", Opcode::kMad, kGMul | kGRound, kFlagSat | kFlagFtz | kFlagCc, kArith, 0,
                false},
     OpcodeInfo{"madc", Opcode::kMadc, kGMul, kFlagCc, kInt32_64, 0, false},
@@ -70,11 +74,11 @@ constexpr std::array kOpcodes = {
     OpcodeInfo{"sad", Opcode::kSad, 0, 0, kInt16_64, 0, false},
     OpcodeInfo{"div", Opcode::kDiv, kGRound, kFlagApprox | kFlagFull | kFlagFtz, kArith, 0, false},
     OpcodeInfo{"rem", Opcode::kRem, 0, 0, kInt16_64, 0, false},
-    OpcodeInfo{"abs", Opcode::kAbs, 0, kFlagFtz, kS16_64 | kF32_64, 0, false},
-    OpcodeInfo{"neg", Opcode::kNeg, 0, kFlagFtz, kS16_64 | kF32_64, 0, false},
+    OpcodeInfo{"abs", Opcode::kAbs, 0, kFlagFtz, kS16_64 | kF32_64 | kF16s, 0, false},
+    OpcodeInfo{"neg", Opcode::kNeg, 0, kFlagFtz, kS16_64 | kF32_64 | kF16s, 0, false},
     OpcodeInfo{"min", Opcode::kMin, 0, kFlagFtz | kFlagNaN, kArith, 0, false},
     OpcodeInfo{"max", Opcode::kMax, 0, kFlagFtz | kFlagNaN, kArith, 0, false},
-    OpcodeInfo{"fma", Opcode::kFma, kGRound, kFlagFtz | kFlagSat, kF32_64, 0, false},
+    OpcodeInfo{"fma", Opcode::kFma, kGRound, kFlagFtz | kFlagSat, kF32_64 | kF16s, 0, false},
     OpcodeInfo{"rcp", Opcode::kRcp, kGRound, kFlagApprox | kFlagFtz, kF32_64, 0, false},
     OpcodeInfo{"sqrt", Opcode::kSqrt, kGRound, kFlagApprox | kFlagFtz, kF32_64, 0, false},
     OpcodeInfo{"rsqrt", Opcode::kRsqrt, 0, kFlagApprox | kFlagFtz, kF32_64, 0, false},
@@ -105,9 +109,9 @@ constexpr std::array kOpcodes = {
     OpcodeInfo{"cnot", Opcode::kCnot, 0, 0, kB16_64, 0, false},
     OpcodeInfo{"dp4a", Opcode::kDp4a, 0, 0, kU32S32, kU32S32, false},
     OpcodeInfo{"setp", Opcode::kSetp, Group(ModGroup::kCompare) | Group(ModGroup::kBoolOp),
-               kFlagFtz, kCompareTypes, 0, false},
+               kFlagFtz, kCompareTypes | kF16s, 0, false},
     OpcodeInfo{"set", Opcode::kSet, Group(ModGroup::kCompare) | Group(ModGroup::kBoolOp), kFlagFtz,
-               kU32S32 | kF32, kCompareTypes, false},
+               kU32S32 | kF32 | kF16s, kCompareTypes | kF16s, false},
     OpcodeInfo{"selp", Opcode::kSelp, 0, 0, kB16_64 | kInt16_64 | kF32_64, 0, false},
     OpcodeInfo{"slct", Opcode::kSlct, 0, kFlagFtz, kB16_64 | kInt16_64 | kF32_64,
                Bit(T::kS32) | kF32, false},

@@ -38,15 +38,18 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
   const Rounding rnd = inst.rounding;
   const uint32_t flags = inst.flags;
   auto has = [&](uint32_t f) { return (flags & f) != 0; };
+  const bool f16s = type == T::kF16 || type == T::kF16x2;
   auto ftz_only_f32 = [&]() -> std::string {
-    if (has(kFlagFtz) && type != T::kF32) return "'.ftz' is only valid with .f32";
+    if (has(kFlagFtz) && type != T::kF32 && !f16s) return "'.ftz' is only valid with .f32";
     return "";
   };
-  // Float add/sub/mul/mad: no carry, IEEE rounding, .sat and .ftz for f32 only.
+  // Float add/sub/mul/mad: no carry, IEEE rounding, .sat and .ftz for f32 (and f16) only; half
+  // precision rounds only to nearest.
   auto float_arith = [&]() -> std::string {
     if (has(kFlagCc)) return "'.cc' needs an integer type";
     if (rnd != Rounding::kNone && !IsFloatRounding(rnd)) return "rounding must be .rn/.rz/.rm/.rp";
-    if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
+    if (f16s && rnd != Rounding::kNone && rnd != Rounding::kRn) return "f16 rounds only .rn";
+    if (has(kFlagSat) && type != T::kF32 && !f16s) return "'.sat' is only valid with .f32";
     return ftz_only_f32();
   };
 
@@ -112,7 +115,8 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       return ftz_only_f32();
     case Opcode::kFma:
       if (!IsFloatRounding(rnd)) return "fma needs .rn/.rz/.rm/.rp";
-      if (has(kFlagSat) && type != T::kF32) return "'.sat' is only valid with .f32";
+      if (f16s && rnd != Rounding::kRn) return "fma.f16 needs .rn";
+      if (has(kFlagSat) && type != T::kF32 && !f16s) return "'.sat' is only valid with .f32";
       return ftz_only_f32();
     case Opcode::kRcp:
     case Opcode::kSqrt:
@@ -156,7 +160,12 @@ std::string CheckModifiers(const OpcodeInfo& info, const Instruction& inst) {
       if (cmp_float && c >= CompareOp::kLo && c <= CompareOp::kHs) {
         return "'.lo/.ls/.hi/.hs' need an integer type";
       }
-      if (has(kFlagFtz) && cmp_type != T::kF32) return "'.ftz' is only valid with .f32";
+      if (has(kFlagFtz) && cmp_type != T::kF32 && cmp_type != T::kF16 && cmp_type != T::kF16x2)
+        return "'.ftz' is only valid with .f32";
+      if (inst.opcode == Opcode::kSet && (type == T::kF16 || type == T::kF16x2) &&
+          cmp_type != T::kF16 && cmp_type != T::kF16x2) {
+        return "an .f16 destination needs .f16 operands";
+      }
       return "";
     }
     case Opcode::kSlct:

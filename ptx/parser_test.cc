@@ -586,9 +586,9 @@ TEST(PtxErrorTest, BadModifiers) {
   EXPECT_NE(ErrorOf("add %r1, %r2, %r3;").find("missing type suffix"), std::string::npos);
   EXPECT_NE(ErrorOf("add.s32.s32 %r1, %r2, %r3;").find("too many type suffixes"),
             std::string::npos);
-  EXPECT_EQ(ParseError(Kernel(".reg .b16 %rs<3>;\nadd.f16 %rs0, %rs1, %rs2;")).message(),
-            "line 7: in kernel 'k': instruction 'add.f16': half-precision arithmetic is not "
-            "supported (type '.f16' is not valid for add)");
+  EXPECT_EQ(ParseError(Kernel(".reg .b16 %rs<3>;\nadd.bf16 %rs0, %rs1, %rs2;")).message(),
+            "line 7: in kernel 'k': instruction 'add.bf16': half-precision arithmetic is not "
+            "supported (type '.bf16' is not valid for add)");
   EXPECT_NE(ErrorOf("mul.s32 %r1, %r2, %r3;").find("needs .lo, .hi or .wide"), std::string::npos);
   EXPECT_NE(ErrorOf("mul.wide.s64 %rd1, %rd2, %rd3;").find("16/32-bit"), std::string::npos);
   EXPECT_NE(ErrorOf("cvt.s32.f32 %r1, %f1;").find("needs .rni/.rzi/.rmi/.rpi"), std::string::npos);

@@ -133,6 +133,9 @@ class KernelTranslator : public VCodeBuilder {
   Status LowerCarry(const Instruction& in);
   Status LowerBits(const Instruction& in);
   Status LowerCompare(const Instruction& in);
+  // f16 / f16x2 add, sub, mul, fma, neg, abs, setp, set (lower_half.cc); IsHalfArith says which.
+  static bool IsHalfArith(const Instruction& in);
+  Status LowerHalf(const Instruction& in);
   Status LowerMov(const Instruction& in);
   Status LowerCvt(const Instruction& in);
   Status LowerCvta(const Instruction& in);

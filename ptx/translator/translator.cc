@@ -39,6 +39,7 @@ Status KernelTranslator::Error(StatusCode code, const std::string& what) const {
 // The dispatcher
 
 Status KernelTranslator::Lower(const Instruction& in) {
+  if (IsHalfArith(in)) return LowerHalf(in);
   if (in.opcode == Opcode::kAdd || in.opcode == Opcode::kSub) {
     if (in.Has(kFlagCc)) return LowerCarry(in);
   }

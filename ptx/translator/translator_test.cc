@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -750,6 +752,97 @@ TEST(JitTranslator, ModuleLayout) {
   EXPECT_EQ(m->const_image[0], 7);
   Result<std::vector<uint8_t>> encoded = isa::EncodeModule(*m);
   EXPECT_TRUE(encoded.ok()) << encoded.status().ToString();
+}
+
+// Half precision, for reference: an f16's value, and the f16 nearest a double (ties to even; NaN
+// as the engine's canonical 0x7e00) found by search over every finite f16, independent of the
+// engine's own conversion.
+double HalfValue(uint16_t h) {
+  const int exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
+  double v = exp == 0    ? std::ldexp(frac, -24)
+             : exp == 31 ? (frac ? NAN : INFINITY)
+                         : std::ldexp(frac | 0x400, exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+uint16_t NearestHalf(double v) {
+  if (std::isnan(v)) return 0x7e00;
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  // 65504 is the largest finite f16; from halfway to the next power (65520) up, infinity.
+  if (a >= 65520) return sign | 0x7c00;
+  uint16_t lo = 0, hi = 0x7bff;  // magnitudes are ordered like their encodings
+  while (lo < hi) {
+    const uint16_t mid = static_cast<uint16_t>((lo + hi + 1) / 2);
+    if (HalfValue(mid) <= a) {
+      lo = mid;
+    } else {
+      hi = static_cast<uint16_t>(mid - 1);
+    }
+  }
+  uint16_t best = lo;  // the largest f16 <= a; maybe the next one is nearer
+  if (lo < 0x7bff) {
+    const double below = a - HalfValue(lo), above = HalfValue(lo + 1) - a;
+    if (above < below || (above == below && (lo & 1))) best = static_cast<uint16_t>(lo + 1);
+  }
+  return sign | best;
+}
+
+TEST(JitTranslator, HalfPrecisionArithmetic) {
+  // %r2's halves as f16 x (bits 0-15) and y (16-31).
+  auto x_of = [](uint32_t in) { return HalfValue(static_cast<uint16_t>(in)); };
+  auto y_of = [](uint32_t in) { return HalfValue(static_cast<uint16_t>(in >> 16)); };
+  const std::string unpack = "mov.b32 {%rs1, %rs2}, %r2;\n";
+  Expect(unpack + "add.f16 %rs3, %rs1, %rs2;\ncvt.u32.u16 %r3, %rs3;",
+         [&](uint32_t in, uint32_t) { return uint32_t{NearestHalf(x_of(in) + y_of(in))}; });
+  Expect(unpack + "sub.rn.f16 %rs3, %rs1, %rs2;\ncvt.u32.u16 %r3, %rs3;",
+         [&](uint32_t in, uint32_t) { return uint32_t{NearestHalf(x_of(in) - y_of(in))}; });
+  Expect(unpack + "mul.f16 %rs3, %rs1, %rs2;\ncvt.u32.u16 %r3, %rs3;",
+         [&](uint32_t in, uint32_t) { return uint32_t{NearestHalf(x_of(in) * y_of(in))}; });
+  Expect(unpack + "fma.rn.f16 %rs3, %rs1, %rs2, %rs1;\ncvt.u32.u16 %r3, %rs3;",
+         [&](uint32_t in, uint32_t) {
+           return uint32_t{NearestHalf(std::fma(x_of(in), y_of(in), x_of(in)))};
+         });
+  Expect(unpack + "sub.sat.f16 %rs3, %rs1, %rs2;\ncvt.u32.u16 %r3, %rs3;",
+         [&](uint32_t in, uint32_t) {
+           const double d = x_of(in) - y_of(in);
+           return uint32_t{NearestHalf(std::isnan(d) ? 0 : std::min(1.0, std::max(0.0, d)))};
+         });
+  // f16x2: each half on its own; the first element in bits 0-15.
+  auto pair = [](double lo, double hi) {
+    return uint32_t{NearestHalf(lo)} | uint32_t{NearestHalf(hi)} << 16;
+  };
+  Expect("mul.f16x2 %r3, %r2, %r2;",
+         [&](uint32_t in, uint32_t) { return pair(x_of(in) * x_of(in), y_of(in) * y_of(in)); });
+  Expect("fma.rn.f16x2 %r3, %r2, %r2, %r2;", [&](uint32_t in, uint32_t) {
+    return pair(std::fma(x_of(in), x_of(in), x_of(in)), std::fma(y_of(in), y_of(in), y_of(in)));
+  });
+  Expect("shf.l.wrap.b32 %r4, %r2, %r2, 16;\nadd.f16x2 %r3, %r2, %r4;",
+         [&](uint32_t in, uint32_t) { return pair(x_of(in) + y_of(in), y_of(in) + x_of(in)); });
+  Expect("neg.f16x2 %r3, %r2;", [](uint32_t in, uint32_t) { return in ^ 0x80008000u; });
+  Expect(
+      unpack + "abs.f16 %rs3, %rs1;\ncvt.u32.u16 %r3, %rs3;",
+      [](uint32_t in, uint32_t) { return in & 0x7fffu; }, "");
+  // Comparisons: setp per half into p|q, set into 1.0 halves or all-ones halves.
+  Expect(
+      "setp.lt.f16x2 %p1|%p2, %r2, 0x3c003c00;\nselp.u32 %r4, 1, 0, %p1;\n"
+      "selp.u32 %r5, 2, 0, %p2;\nadd.u32 %r3, %r4, %r5;",
+      [&](uint32_t in, uint32_t) {
+        return (x_of(in) < 1.0 ? 1u : 0u) + (y_of(in) < 1.0 ? 2u : 0u);
+      });
+  Expect(unpack + "setp.gtu.f16 %p1, %rs1, %rs2;\nselp.u32 %r3, 1, 0, %p1;",
+         [&](uint32_t in, uint32_t) {
+           const double x = x_of(in), y = y_of(in);
+           return (std::isnan(x) || std::isnan(y) || x > y) ? 1u : 0u;
+         });
+  Expect("set.ge.f16x2.f16x2 %r3, %r2, 0;", [&](uint32_t in, uint32_t) {
+    return (x_of(in) >= 0 ? 0x3c00u : 0u) | (y_of(in) >= 0 ? 0x3c000000u : 0u);
+  });
+  Expect("set.eq.u32.f16x2 %r3, %r2, %r2;", [&](uint32_t in, uint32_t) {
+    return (x_of(in) == x_of(in) ? 0xffffu : 0u) | (y_of(in) == y_of(in) ? 0xffff0000u : 0u);
+  });
+  // What half precision still refuses: other roundings, bf16.
+  EXPECT_FALSE(CompilePtx(Kernel(unpack + "add.rz.f16 %rs3, %rs1, %rs2;\nmov.u32 %r3, 0;")).ok());
+  EXPECT_FALSE(CompilePtx(Kernel(unpack + "add.bf16 %rs3, %rs1, %rs2;\nmov.u32 %r3, 0;")).ok());
 }
 
 // bar.red's counter word is the translator's, not the program's: a kernel may still use all of its
