@@ -20,6 +20,9 @@ namespace {
 constexpr uint32_t kPtxTargetArch = 75;
 // Kernel images are placed at this alignment inside a module's code allocation (our choice).
 constexpr uint64_t kCodeAlign = 256;
+// A module variable's zero tail up to this size is written with its initializer (one copy); a
+// longer one is a GPU memset (our choice: a copy of 64 KiB costs about what a submission does).
+constexpr uint64_t kZeroByCopyBytes = 64 << 10;
 // PTX handed to cuModuleLoadData must be NUL-terminated within the parser's module limit.
 constexpr size_t kMaxPtxBytes = 8u << 20;
 
@@ -492,6 +495,8 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
   }
   std::vector<uint8_t> const_bank = cm.const_image;
   std::vector<uint8_t> address_bank(cm.address_bank_bytes, 0);
+  guest::Fence zeroed{};  // the last memset of a variable's zero tail, when zeroing
+  bool zeroing = false;
   for (size_t i = 0; i < cm.variables.size(); ++i) {
     const ModuleVariable& v = cm.variables[i];
     std::vector<uint8_t> bytes(v.init.begin(),
@@ -506,11 +511,27 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
     } else {
       uint64_t va = module->variable_va[i];
       std::memcpy(address_bank.data() + v.bank_offset, &va, 8);
+      // PTX (and C++) zero the part of a variable its initializer does not cover — nvcc's string
+      // constants end in that zero: `.b8 $str[5] = {101, 118, 101, 110}` — and AllocDevice's
+      // memory is undefined (reused memory keeps old bytes). Small tails go with the initializer
+      // in one copy, large ones are a memset.
+      const uint64_t tail = v.size - bytes.size();
+      if (tail != 0 && tail <= kZeroByCopyBytes) bytes.resize(v.size, 0);
       if (!bytes.empty()) {
         Status s = channel->CopyHostToDevice(va, bytes.data(), bytes.size());
         if (!s.ok()) return fail(s);
       }
+      if (bytes.size() < v.size) {
+        auto fence = channel->Memset8Async(va + bytes.size(), 0, v.size - bytes.size());
+        if (!fence.ok()) return fail(fence.status());
+        zeroed = *fence;
+        zeroing = true;
+      }
     }
+  }
+  if (zeroing) {
+    Status s = channel->Wait(zeroed);
+    if (!s.ok()) return fail(s);
   }
   if (!const_bank.empty()) {
     Status s =

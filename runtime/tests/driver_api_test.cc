@@ -636,6 +636,40 @@ TEST_F(RuntimeDriverApi, ModuleGlobalsAndConstantBanks) {
   for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(host[i], 102 + i);
 }
 
+// A module variable is zero past its initializer (PTX's rule; nvcc's string constants end in
+// that zero: `.b8 $str[5] = {101, 118, 101, 110}`), also where the memory held other bytes before.
+TEST_F(RuntimeDriverApi, ModuleGlobalsAreZeroPastTheirInitializer) {
+#ifndef GPUVM_RUNTIME_HAVE_TRANSLATOR
+  GTEST_SKIP() << "the PTX translator is not in this build";
+#endif
+  for (size_t bytes : {size_t{4096}, size_t{64} << 10, size_t{512} << 10}) {
+    CUdeviceptr dirty;
+    ASSERT_CU(cuMemAlloc(&dirty, bytes));
+    ASSERT_CU(cuMemsetD8(dirty, 0xab, bytes));
+    ASSERT_CU(cuMemFree(dirty));
+  }
+  const char* ptx =
+      ".version 9.0\n.target sm_75\n.address_size 64\n"
+      ".global .align 1 .b8 str[5] = {101, 118, 101, 110};\n"
+      ".global .align 4 .b8 small[3000] = {1, 2, 3};\n"
+      ".global .align 8 .b8 large[300000] = {7};\n"
+      ".global .align 4 .u32 plain[16];\n"
+      ".visible .entry k()\n{\n  ret;\n}\n";
+  CUmodule m;
+  ASSERT_CU(cuModuleLoadData(&m, ptx));
+  for (const char* name : {"str", "small", "large", "plain"}) {
+    CUdeviceptr va;
+    size_t size;
+    ASSERT_CU(cuModuleGetGlobal(&va, &size, m, name));
+    std::vector<uint8_t> host(size);
+    ASSERT_CU(cuMemcpyDtoH(host.data(), va, size));
+    const std::string n = name;
+    const size_t init = n == "str" ? 4 : n == "small" ? 3 : n == "large" ? 1 : 0;
+    for (size_t i = init; i < size; ++i) ASSERT_EQ(host[i], 0) << name << "[" << i << "]";
+  }
+  ASSERT_CU(cuModuleUnload(m));
+}
+
 TEST_F(RuntimeDriverApi, ModuleLoadErrors) {
   CUmodule m;
   EXPECT_EQ(cuModuleLoadData(&m, nullptr), CUDA_ERROR_INVALID_VALUE);
