@@ -105,6 +105,7 @@ struct WorkerState {
   FaultRecord fault;
   uint64_t lane_instructions = 0;
   uint64_t page_misses = 0;
+  std::vector<uint8_t> printf_record;  // vprintf's scratch (device_printf.h)
 };
 
 struct BlockState {

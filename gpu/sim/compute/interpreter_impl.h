@@ -175,6 +175,9 @@ WarpStop RunWarp(ExecContext& ctx, Warp& w, int64_t* budget_inout) {
       case Handler::kAtom:
         if (!Atomic(ctx, w, op, exec)) goto fault;
         break;
+      case Handler::kVprintf:
+        if (!Vprintf(ctx, w, op, exec)) goto fault;
+        break;
       case Handler::kMembar:
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         break;

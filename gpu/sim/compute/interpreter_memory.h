@@ -2,8 +2,9 @@
 // compiled): one Space type per PTX state space (global through the worker's page cache, shared,
 // local, constant, and generic, which resolves to one of the others), the warp-wide fast path when
 // every lane's access falls in one contiguous host range, the per-lane path that also produces the
-// exact fault, ld/st for every access kind, and atomics. Anything out of bounds faults cleanly
-// (FaultRecord); nothing a kernel computes can reach host memory outside its windows.
+// exact fault, ld/st for every access kind, atomics, and vprintf's view of a lane's memory.
+// Anything out of bounds faults cleanly (FaultRecord); nothing a kernel computes can reach host
+// memory outside its windows.
 //
 // Threading: like RunWarp, everything here runs on the worker thread that owns the block being run
 // (its warps' registers, its shared and local memory); only global memory is shared with other
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "gpu/sim/compute/device_printf.h"
 #include "gpu/sim/compute/exec_state.h"
 #include "gpu/sim/compute/interpreter_lanes.h"
 #include "gpu/sim/compute/semantics.h"
@@ -445,6 +447,66 @@ bool Atomic(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
     for (uint32_t m = exec; m; m &= m - 1)
       d[__builtin_ctz(m)] = static_cast<uint32_t>(t[__builtin_ctz(m)]);
   }
+  return true;
+}
+
+// vprintf's view of memory for one lane (device_printf.h): generic reads resolve exactly as ld
+// does for that lane (its own local memory, the block's shared memory, global pages), and the
+// FIFO's words are global; every failure is recorded like a load's or store's fault.
+class LanePrintfMemory final : public PrintfMemory {
+ public:
+  LanePrintfMemory(ExecContext& ctx, Warp& w, const Op& op) : ctx_(ctx), w_(w), op_(op) {}
+  uint32_t lane = 0;
+
+  bool Read(uint64_t addr, uint32_t n, uint64_t* value) override {
+    if (addr & (n - 1))
+      return Fail(ctx_, ComputeFault::Kind::kMisaligned, "misaligned vprintf argument", lane, addr);
+    const uint8_t* p = GenericSpace::Resolve(ctx_, w_, op_, lane, addr, n, false);
+    if (!p) return false;
+    switch (n) {
+      case 1:
+        *value = LoadAt<uint8_t, true>(p);
+        break;
+      case 4:
+        *value = LoadAt<uint32_t, true>(p);
+        break;
+      default:
+        *value = LoadAt<uint64_t, true>(p);
+        break;
+    }
+    return true;
+  }
+  uint64_t* GlobalWord(uint64_t addr) override {
+    if (addr & 7) {
+      Fail(ctx_, ComputeFault::Kind::kMisaligned, "misaligned printf FIFO", lane, addr);
+      return nullptr;
+    }
+    return reinterpret_cast<uint64_t*>(GlobalSpace::Resolve(ctx_, w_, op_, lane, addr, 8, true));
+  }
+
+ private:
+  ExecContext& ctx_;
+  Warp& w_;
+  const Op& op_;
+};
+
+// d = vprintf(a, b) with the FIFO at c, lane by lane in lane order (so one warp's records keep
+// their lane order). All sources are read before d is written (d may share their rows).
+bool Vprintf(ExecContext& ctx, Warp& w, const Op& op, uint32_t exec) {
+  const uint64_t* format = RowPtr<const uint64_t>(w.regs, op.a);
+  const uint64_t* args = RowPtr<const uint64_t>(w.regs, op.b);
+  const uint64_t* fifo = RowPtr<const uint64_t>(w.regs, op.c);
+  alignas(64) uint32_t t[kLanes] = {};
+  LanePrintfMemory mem(ctx, w, op);
+  for (uint32_t m = exec; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
+    mem.lane = l;
+    int32_t r = 0;
+    if (!DevicePrintf(mem, format[l], args[l], fifo[l], &ctx.worker->printf_record, &r))
+      return false;
+    t[l] = static_cast<uint32_t>(r);
+  }
+  StoreLanes(exec, RowPtr<uint32_t>(w.regs, op.d), t);
   return true;
 }
 

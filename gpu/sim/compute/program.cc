@@ -403,6 +403,13 @@ class Lowering {
                  uint32_t{static_cast<uint8_t>(inst.mod & isa::kModSpaceMask)}
                      << kAuxAtomSpaceShift;
         break;
+      case Opcode::kVprintf:
+        op.h = Handler::kVprintf;
+        op.d = Dst(inst.d);
+        op.a = Src(inst.a);
+        op.b = Src(inst.b);
+        op.c = Src(inst.c);
+        break;
       case Opcode::kBar:
         op.h = Handler::kBar;
         op.aux = inst.mod;

@@ -53,7 +53,7 @@ inline constexpr uint32_t kMaxConstRows = 256;
   X(CvtF32F64) X(CvtF64S32) X(Cvt)                                                                        \
   X(LdGlobal) X(LdShared) X(LdLocal) X(LdConst) X(LdGeneric)                                              \
   X(StGlobal) X(StShared) X(StLocal) X(StGeneric)                                                         \
-  X(Atom) X(Membar) X(Shfl) X(Vote) X(ImmScratch)                                                         \
+  X(Atom) X(Vprintf) X(Membar) X(Shfl) X(Vote) X(ImmScratch)                                              \
   /* control handlers (from Bar on) run even when no lane executes */                                    \
   X(Bar) X(Bra) X(Exit) X(Trap) X(Call) X(Ret)
 // clang-format on
