@@ -282,14 +282,14 @@ Status Parser::FinishModule() {
     for (const Instruction& inst : f.body) {
       if (inst.opcode != Opcode::kCall) continue;
       const Function& callee = module_.functions[inst.callee];
-      // nvcc's device-side assert handler is the one external function the JIT understands
-      // (it becomes a trap with the assert reason; docs/JIT.md).
-      if (!callee.has_body && callee.name != "__assertfail") {
+      // The external functions the JIT understands are CUDA's device runtime's assert handler
+      // (a trap with the assert reason) and vprintf (device printf); docs/JIT.md.
+      if (!callee.has_body && callee.name != "__assertfail" && callee.name != "vprintf") {
         return Status::Unimplemented(
             DescribeLocation(f, inst.line) + "instruction '" + InstructionMnemonic(inst) +
             "': calls '" + callee.name +
             "', which is declared but not defined in this module (external functions such as "
-            "vprintf/malloc are not supported)");
+            "malloc are not supported; vprintf and __assertfail are)");
       }
     }
   }

@@ -286,7 +286,31 @@ TEST(PtxParserTest, FunctionsCallsAndPrototypes) {
   EXPECT_EQ(k.body[0].operands[0].base, AddressBase::kSymbol);
 }
 
-TEST(PtxParserTest, AssertFailIsTheOneExternalFunctionAccepted) {
+// nvcc's device printf: a call of the extern vprintf (docs/JIT.md "Device printf"). Other
+// undefined externs (malloc, free, anything) stay refused with the clear error.
+TEST(PtxParserTest, VprintfIsAcceptedOtherExternsAreNot) {
+  const std::string proto =
+      ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, "
+      ".param .b64 vprintf_param_1);\n";
+  const std::string call =
+      "{ .param .b64 param0; .param .b64 param1; .param .b32 retval0;\n"
+      "call.uni (retval0), vprintf, (param0, param1);\n}";
+  Module m = Parse(proto + Kernel(call));
+  ASSERT_EQ(m.functions.size(), 2u);
+  EXPECT_FALSE(m.functions[0].has_body);
+  EXPECT_EQ(m.functions[0].name, "vprintf");
+  EXPECT_EQ(m.functions[1].body[0].callee, 0u);
+
+  std::string other = proto + Kernel(call);
+  for (size_t at; (at = other.find("vprintf")) != std::string::npos;)
+    other.replace(at, 7, "malloc_");
+  Status s = ParseError(other);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("'malloc_', which is declared but not defined"), std::string::npos)
+      << s.ToString();
+}
+
+TEST(PtxParserTest, AssertFailIsAccepted) {
   const std::string proto =
       ".extern .func __assertfail(.param .b64 a, .param .b64 b, .param .b32 c, .param .b64 d, "
       ".param .b64 e);\n";

@@ -147,6 +147,7 @@ class KernelTranslator : public VCodeBuilder {
 
   // ---- calls (lower_calls.cc) ----
   Status LowerCall(const Instruction& in);
+  Status LowerVprintf(const Instruction& in);
   Status EmitRealCall(const Instruction& in, uint32_t callee_index);
   Status EmitCallable(uint32_t fn_index);
   const CallableLayout& LayoutOf(uint32_t fn_index);

@@ -1,7 +1,7 @@
 // KernelTranslator (kernel_translator.h), calls: a call to a function that cannot reach itself is
 // inlined (its .param slots bound to the caller's); a recursive function is emitted once out of
 // line and reached with call/ret, its frame on a stack in local memory (docs/JIT.md). nvcc's
-// __assertfail becomes trap.assert.
+// __assertfail becomes trap.assert, and a call of vprintf (device printf) the vprintf instruction.
 #include <algorithm>
 #include <string_view>
 
@@ -15,6 +15,9 @@ namespace {
 constexpr uint32_t kMaxInlineDepth = 32;
 // The CUDA runtime's device-side assert handler, declared (never defined) in nvcc's PTX.
 constexpr std::string_view kAssertFail = "__assertfail";
+// The CUDA runtime's device printf, declared (never defined) in nvcc's PTX:
+// .extern .func (.param .b32 r) vprintf(.param .b64 format, .param .b64 args).
+constexpr std::string_view kVprintf = "vprintf";
 
 }  // namespace
 
@@ -195,6 +198,7 @@ Status KernelTranslator::LowerCall(const Instruction& in) {
     Emit(IOp::kTrap).in.mod = uint8_t(isa::TrapCode::kAssert);
     return Status::Ok();
   }
+  if (!callee.has_body && callee.name == kVprintf) return LowerVprintf(in);
   if (!callee.has_body)
     return Unsupported("call to '" + callee.name + "', which has no body in this module");
   if (callable_.count(in.callee)) return EmitRealCall(in, in.callee);
@@ -241,6 +245,53 @@ Status KernelTranslator::LowerCall(const Instruction& in) {
   GPUVM_RETURN_IF_ERROR(s);
   vc_.Bind(f.return_label);
   if (skip != kNoV) vc_.Bind(skip);
+  return Status::Ok();
+}
+
+// printf in a kernel: load the format and argument pointers from the call's .param slots, the
+// FIFO's address through the hidden global (module_layout.h), run vprintf and store its result in
+// the result slot (gpu/isa/device_printf.h; docs/JIT.md "Device printf"). The call's guard guards
+// all of it.
+Status KernelTranslator::LowerVprintf(const Instruction& in) {
+  const Function& callee = m_.functions[in.callee];
+  if (callee.returns.size() != 1 || callee.returns[0].SizeBytes() != 4 ||
+      callee.params.size() != 2 || callee.params[0].SizeBytes() != 8 ||
+      callee.params[1].SizeBytes() != 8) {
+    return Unsupported(
+        "vprintf is declared with other parameters than CUDA's "
+        "(.param .b32 r) vprintf(.param .b64 format, .param .b64 args)");
+  }
+  if (in.call_results != 1 || in.operands.size() != 3) {
+    return Unsupported("call does not match the callee's parameters");
+  }
+  GPUVM_ASSIGN_OR_RETURN(int64_t result_at, CallSlotOffset(in.operands[0]));
+  GPUVM_ASSIGN_OR_RETURN(int64_t format_at, CallSlotOffset(in.operands[1]));
+  GPUVM_ASSIGN_OR_RETURN(int64_t args_at, CallSlotOffset(in.operands[2]));
+  const uint32_t base = LocalBase();
+  // A 64-bit load; `modify` adjusts the instruction before anything else is emitted.
+  auto load = [&](isa::Space space, uint32_t from, uint64_t offset, auto modify) {
+    const uint32_t d = TempFor(IT::kU64);
+    VInst& v = EmitMem(IOp::kLd, IT::kU64, space, from, offset);
+    v.d = d;
+    modify(v);
+    return d;
+  };
+  auto as_is = [](VInst&) {};
+  const uint32_t format = load(isa::Space::kLocal, base, static_cast<uint64_t>(format_at), as_is);
+  const uint32_t args = load(isa::Space::kLocal, base, static_cast<uint64_t>(args_at), as_is);
+  const uint32_t slot_address =
+      load(isa::Space::kConst, kRZ, uint64_t{layout_.PrintfFifoSlot()} * 8,
+           [](VInst& v) { v.in.type2 = isa::kGlobalsBank; });
+  const uint32_t fifo =
+      load(isa::Space::kGlobal, slot_address, 0, [](VInst& v) { v.in.mod |= isa::kModAddr64; });
+  const uint32_t result = TempFor(IT::kU32);
+  VInst& call = Emit(IOp::kVprintf);
+  call.d = result;
+  call.a = format;
+  call.b = args;
+  call.c = fifo;
+  EmitMem(IOp::kSt, IT::kU32, isa::Space::kLocal, base, static_cast<uint64_t>(result_at)).b =
+      result;
   return Status::Ok();
 }
 

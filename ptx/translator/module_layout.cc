@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "gpu/isa/device_printf.h"
 #include "ptx/translator/ptx_to_isa.h"
 
 namespace gpuvm::ptx::translator {
@@ -51,6 +52,18 @@ Status ModuleLayout::Build(const Module& m) {
     }
   }
   return Status::Ok();
+}
+
+uint32_t ModuleLayout::PrintfFifoSlot() {
+  if (printf_fifo_slot_ < 0) {
+    printf_fifo_slot_ = static_cast<int64_t>(out.globals.size());
+    isa::ModuleGlobal g;
+    g.name = std::string(isa::kPrintfFifoGlobal);
+    g.size = 8;
+    g.align = 8;
+    out.globals.push_back(std::move(g));  // zero until the driver writes the FIFO's address
+  }
+  return static_cast<uint32_t>(printf_fifo_slot_);
 }
 
 Status ModuleLayout::PlaceConst(const Variable& v, int64_t* offset) {

@@ -12,8 +12,11 @@
 #include <functional>
 
 #include "bench/compute/corpus_runner.h"
+#include "gpu/isa/device_printf.h"
+#include "gpu/isa/disassembler.h"
 #include "gpu/isa/encoding.h"
 #include "gpu/sim/compute/simt_engine.h"
+#include "gpu/sim/compute/test_support.h"
 
 namespace gpuvm::ptx {
 namespace {
@@ -704,6 +707,169 @@ $L__ok:
   Status s = Translate(Kernel(other_body, other));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
   EXPECT_NE(s.message().find("not defined"), std::string::npos) << s.ToString();
+}
+
+// Device printf as nvcc 13 writes it (nvcc -ptx -O3 of printf("t=%d v=%f %s\n", tid, tid * 0.5,
+// "str") and a guarded printf("only three\n")): the call becomes the vprintf instruction with the
+// FIFO's address from the hidden module global; run on the engine, every thread leaves its record.
+constexpr const char* kPrintfPtx = R"(
+.extern .func  (.param .b32 func_retval0) vprintf
+(
+  .param .b64 vprintf_param_0,
+  .param .b64 vprintf_param_1
+)
+;
+.global .align 1 .b8 $str[14] = {116, 61, 37, 100, 32, 118, 61, 37, 102, 32, 37, 115, 10};
+.global .align 1 .b8 $str$1[4] = {115, 116, 114};
+.global .align 1 .b8 $str$2[12] = {111, 110, 108, 121, 32, 116, 104, 114, 101, 101, 10};
+.visible .entry k(.param .u64 k_out)
+{
+  .local .align 8 .b8 __local_depot0[24];
+  .reg .b64 %SP;
+  .reg .b64 %SPL;
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .f64 %fd<3>;
+  .reg .b64 %rd<16>;
+  mov.u64 %SPL, __local_depot0;
+  cvta.local.u64 %SP, %SPL;
+  ld.param.u64 %rd1, [k_out];
+  cvta.to.global.u64 %rd2, %rd1;
+  add.u64 %rd3, %SP, 0;
+  add.u64 %rd4, %SPL, 0;
+  mov.u32 %r1, %tid.x;
+  st.local.u32 [%rd4], %r1;
+  cvt.rn.f64.u32 %fd1, %r1;
+  mul.f64 %fd2, %fd1, 0d3FE0000000000000;
+  st.local.f64 [%rd4+8], %fd2;
+  mov.u64 %rd5, $str$1;
+  cvta.global.u64 %rd6, %rd5;
+  st.local.u64 [%rd4+16], %rd6;
+  mov.u64 %rd7, $str;
+  cvta.global.u64 %rd8, %rd7;
+  { // callseq 0, 0
+  .param .b64 param0;
+  st.param.b64 [param0+0], %rd8;
+  .param .b64 param1;
+  st.param.b64 [param1+0], %rd3;
+  .param .b32 retval0;
+  call.uni (retval0),
+  vprintf,
+  (
+  param0,
+  param1
+  );
+  ld.param.b32 %r2, [retval0+0];
+  } // callseq 0
+  setp.ne.s32 %p1, %r1, 3;
+  mov.u64 %rd9, $str$2;
+  cvta.global.u64 %rd10, %rd9;
+  { // callseq 1, 0
+  .param .b64 param0;
+  st.param.b64 [param0+0], %rd10;
+  .param .b64 param1;
+  st.param.b64 [param1+0], 0;
+  .param .b32 retval0;
+  @!%p1 call.uni (retval0), vprintf, (param0, param1);
+  } // callseq 1
+  mul.wide.u32 %rd11, %r1, 4;
+  add.s64 %rd12, %rd2, %rd11;
+  st.global.u32 [%rd12], %r2;
+  ret;
+}
+)";
+
+TEST(JitTranslator, VprintfCallsBecomeTheVprintfInstruction) {
+  Result<isa::Module> m = CompilePtx(std::string(kHeader) + kPrintfPtx);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->globals.size(), 4u);
+  EXPECT_EQ(m->globals[3].name, isa::kPrintfFifoGlobal);
+  EXPECT_EQ(m->globals[3].size, 8u);
+  Result<isa::Kernel> kernel = isa::DecodeKernel(m->kernels[0].image);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  const std::string text = isa::DisassembleKernel(*kernel);
+  size_t calls = 0;
+  for (size_t at = 0; (at = text.find("vprintf", at)) != std::string::npos; ++at) ++calls;
+  EXPECT_EQ(calls, 2u) << text;
+
+  // A loader's work by hand: globals, their addresses in bank 2, the FIFO, local memory.
+  using namespace sim::compute;
+  FakeChannelMemory mem;
+  const uint64_t globals = kTestDataAddress, bank2 = kTestDataAddress + 0x1000,
+                 fifo = kTestDataAddress + 0x10000, out = kTestDataAddress + 0x80000;
+  mem.Map(kTestDataAddress, 0x100000);
+  std::vector<uint64_t> addresses;
+  for (size_t i = 0; i < m->globals.size(); ++i) {
+    const uint64_t va = globals + i * 0x100;
+    addresses.push_back(va);
+    if (!m->globals[i].init.empty())
+      mem.Write(va, m->globals[i].init.data(), m->globals[i].init.size());
+  }
+  mem.Write(addresses[3], &fifo, 8);
+  mem.WriteArray(bank2, addresses);
+  const uint64_t capacity = 0x8000;
+  mem.Write(fifo + isa::kPrintfFifoCapacityOffset, &capacity, 8);
+  sim::ComputeLaunch launch;
+  launch.code_address = kTestCodeAddress;
+  launch.shared_base = kTestSharedBase;
+  launch.local_base = kTestLocalBase;
+  launch.const_buffers[isa::kGlobalsBank] = {true, bank2, uint32_t(addresses.size() * 8)};
+  ParamBuffer params;
+  params.Add(out);
+  auto engine = SimtEngine::Create({.workers = 2});
+  TestLaunchResult r =
+      RunTestKernel(*engine, mem, m->kernels[0].image, params, {2, 1, 1}, {64, 1, 1}, 0, &launch);
+  ASSERT_EQ(r.outcome, sim::SliceOutcome::kDone) << r.fault.message;
+  for (uint32_t v : mem.ReadArray<uint32_t>(out, 64)) EXPECT_EQ(v, 3u);  // vprintf's result
+
+  uint64_t used = 0;
+  mem.Read(fifo + isa::kPrintfFifoUsedOffset, &used, 8);
+  // 128 records of 16 + 16 (format) + 8 + 8 + 8 + 8 ("str"), and blocks 0 and 1's thread 3.
+  ASSERT_EQ(used, 128u * 64 + 2 * 32);
+  std::vector<uint8_t> area(used);
+  mem.Read(fifo + isa::kPrintfFifoHeaderBytes, area.data(), used);
+  std::vector<int> seen(64, 0);
+  int only_three = 0;
+  for (uint64_t at = 0; at < used;) {
+    uint32_t bytes, format_bytes;
+    std::memcpy(&bytes, &area[at], 4);
+    std::memcpy(&format_bytes, &area[at + 4], 4);
+    const std::string format(reinterpret_cast<const char*>(&area[at + 16]), format_bytes);
+    if (format == "only three\n") {
+      ++only_three;
+    } else {
+      EXPECT_EQ(format, "t=%d v=%f %s\n");
+      int32_t tid;
+      double v;
+      std::memcpy(&tid, &area[at + 32], 4);
+      std::memcpy(&v, &area[at + 40], 8);
+      ASSERT_GE(tid, 0);
+      ASSERT_LT(tid, 64);
+      ++seen[tid];
+      EXPECT_EQ(v, tid * 0.5);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(&area[at + 56]), 3), "str");
+    }
+    at += bytes;
+  }
+  EXPECT_EQ(only_three, 2);
+  for (int n : seen) EXPECT_EQ(n, 2);
+
+  // vprintf must have CUDA's prototype (here: no result).
+  const std::string odd = std::string(kHeader) + R"(
+.extern .func vprintf(.param .b64 a, .param .b64 b);
+.visible .entry k()
+{
+  { .param .b64 param0; .param .b64 param1;
+  st.param.b64 [param0], 0;
+  st.param.b64 [param1], 0;
+  call.uni vprintf, (param0, param1); }
+  ret;
+}
+)";
+  Status s = Translate(odd);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_NE(s.message().find("vprintf is declared with other parameters"), std::string::npos)
+      << s.ToString();
 }
 
 TEST(JitTranslator, TooManyLiveRegistersIsAClearError) {
