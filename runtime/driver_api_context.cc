@@ -106,7 +106,30 @@ GPUVM_EXPORT CUresult cuCtxSynchronize(void) {
   if (r != CUDA_SUCCESS) return r;
   Status s = ctx->gctx->Synchronize();
   if (!s.ok()) return ContextError(ctx, s);
+  gpuvm::runtime::DrainPrintf(ctx);
   return ContextHealth(ctx);
+}
+
+// Context limits: the device printf FIFO's size is real (runtime/core/printf_fifo.h); the others
+// (stack, heap, device runtime, L2, shared memory, CIG) have no meaning the software GPU can honour
+// and answer CUDA_ERROR_UNSUPPORTED_LIMIT, CUDA's code for a limit a device does not have.
+GPUVM_EXPORT CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (value == nullptr || limit < 0 || limit >= CU_LIMIT_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (limit != CU_LIMIT_PRINTF_FIFO_SIZE) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  *value = gpuvm::runtime::PrintfFifoSize(ctx);
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (limit < 0 || limit >= CU_LIMIT_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (limit != CU_LIMIT_PRINTF_FIFO_SIZE) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  return gpuvm::runtime::SetPrintfFifoSize(ctx, value);
 }
 
 GPUVM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {

@@ -99,6 +99,12 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
   if (f->module->address_bank_va) {
     launch.banks.push_back({2, f->module->address_bank_va, f->module->compiled.address_bank_bytes});
   }
+  // A kernel that may call printf needs the context's FIFO; the lock keeps a drain from resetting
+  // it between the set-up and the submission.
+  std::unique_lock<std::mutex> printf_hold;
+  if ((r = gpuvm::runtime::PreparePrintfLaunch(f->module, s, &printf_hold)) != CUDA_SUCCESS) {
+    return r;
+  }
   auto fence = s->channel->Launch(launch);
   return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
 }

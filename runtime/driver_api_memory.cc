@@ -11,9 +11,10 @@ namespace {
 
 // Runs `op(ctx, stream)` after the checks every copy and memset makes, in CUDA's order: a current,
 // healthy context and a live stream; nothing to do for 0 bytes; `valid(ctx)` (the arguments, else
-// CUDA_ERROR_INVALID_VALUE); the stream's earlier work ordered before this.
+// CUDA_ERROR_INVALID_VALUE); the stream's earlier work ordered before this. A blocking (not
+// `async`) copy or memset is a sync point where device printf output is printed.
 template <typename Valid, typename Op>
-CUresult OnStream(CUstream handle, size_t n, Valid valid, Op op) {
+CUresult OnStream(CUstream handle, size_t n, bool async, Valid valid, Op op) {
   CUctx_st* ctx;
   CUstream_st* s;
   CUresult r = CurrentStream(handle, &ctx, &s);
@@ -21,7 +22,9 @@ CUresult OnStream(CUstream handle, size_t n, Valid valid, Op op) {
   if (n == 0) return CUDA_SUCCESS;
   if (!valid(ctx)) return CUDA_ERROR_INVALID_VALUE;
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
-  return op(ctx, s);
+  r = op(ctx, s);
+  if (r == CUDA_SUCCESS && !async) gpuvm::runtime::DrainPrintf(ctx);
+  return r;
 }
 
 // The end of an operation queued on the channel: its error, or for a synchronous call the wait.
@@ -34,7 +37,7 @@ CUresult Queued(CUctx_st* ctx, CUstream_st* s, const Fence& fence, bool async) {
 
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, bool async) {
   return OnStream(
-      handle, n, [&](CUctx_st* ctx) { return src != nullptr && InRange(ctx, dst, n); },
+      handle, n, async, [&](CUctx_st* ctx) { return src != nullptr && InRange(ctx, dst, n); },
       [&](CUctx_st* ctx, CUstream_st* s) {
         uint64_t src_va;
         if (async && InPinnedHost(ctx, src, n, &src_va)) {
@@ -48,7 +51,7 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, b
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
   return OnStream(
-      handle, n, [&](CUctx_st* ctx) { return dst != nullptr && InRange(ctx, src, n); },
+      handle, n, async, [&](CUctx_st* ctx) { return dst != nullptr && InRange(ctx, src, n); },
       [&](CUctx_st* ctx, CUstream_st* s) {
         uint64_t dst_va;
         if (async && InPinnedHost(ctx, dst, n, &dst_va)) {
@@ -60,7 +63,7 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool as
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
   return OnStream(
-      handle, n, [&](CUctx_st* ctx) { return InRange(ctx, dst, n) && InRange(ctx, src, n); },
+      handle, n, async, [&](CUctx_st* ctx) { return InRange(ctx, dst, n) && InRange(ctx, src, n); },
       [&](CUctx_st* ctx, CUstream_st* s) {
         return Queued(ctx, s, s->channel->CopyAsync(dst, src, n), async);
       });
@@ -69,7 +72,7 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, b
 CUresult Memset(CUdeviceptr dst, uint32_t value, size_t n, unsigned width, CUstream handle,
                 bool async) {
   return OnStream(
-      handle, n,
+      handle, n, async,
       [&](CUctx_st* ctx) {
         return n <= std::numeric_limits<uint64_t>::max() / width && (width != 4 || dst % 4 == 0) &&
                InRange(ctx, dst, uint64_t(n) * width);
@@ -337,7 +340,7 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream handle, bool async) {
   Side src, dst;
   CUresult resolved = CUDA_SUCCESS;
   CUresult r = OnStream(
-      handle, bytes,
+      handle, bytes, async,
       [&](CUctx_st* ctx) {
         resolved = Resolve(ctx, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray,
                            c->srcXInBytes, c->srcY, c->srcPitch, width, height, &src);
@@ -425,7 +428,7 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint32_t pattern, size_t width,
   }
   const uint64_t row = uint64_t(width) * element;
   return OnStream(
-      handle, row * height,
+      handle, row * height, async,
       [&](CUctx_st* ctx) {
         uint64_t span;
         return (height <= 1 || pitch >= row) && Span(pitch, row, height, &span) &&

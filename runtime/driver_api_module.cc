@@ -115,7 +115,8 @@ GPUVM_EXPORT CUresult cuModuleUnload(CUmodule module) {
   }
   p.Unregister(module);
   for (auto& f : module->functions) p.Unregister(f.get());
-  gpuvm::runtime::UnloadModule(module);
+  gpuvm::runtime::UnloadModule(module);  // waits for the context's work (Free does)
+  gpuvm::runtime::DrainPrintf(ctx);      // module unload is a device printf sync point
   return CUDA_SUCCESS;
 }
 

@@ -49,6 +49,7 @@ GPUVM_EXPORT CUresult cuStreamSynchronize(CUstream handle) {
   if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
   Status st = s->is_default ? ctx->gctx->Synchronize() : s->channel->Synchronize();
   if (!st.ok()) return ContextError(ctx, st);
+  gpuvm::runtime::DrainPrintf(ctx);
   return ContextHealth(ctx);
 }
 
@@ -140,6 +141,7 @@ GPUVM_EXPORT CUresult cuEventSynchronize(CUevent e) {
   if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
   Status st = e->event->Wait(e->ctx->gctx->options().default_timeout);
   if (!st.ok()) return ContextError(e->ctx, st);
+  gpuvm::runtime::DrainPrintf(e->ctx);
   return ContextHealth(e->ctx);
 }
 

@@ -107,6 +107,7 @@ namespace {
 
 // Destroys the children of a context (not the guest context itself). Context lock not held.
 void DestroyChildren(CUctx_st* ctx) {
+  ClosePrintf(ctx);  // CUDA prints buffered device printf output at context teardown
   Process& p = Process::Get();
   std::set<CUmod_st*> modules;
   std::set<CUstream_st*> streams;
@@ -414,6 +415,7 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
 CUresult LoadModule(CUctx_st* ctx, const void* image, size_t length, CUmod_st** out,
                     std::string* log) {
   const CUresult r = LoadModuleOrSayWhy(ctx, image, length, out, log);
+  if (r == CUDA_SUCCESS) DrainPrintf(ctx);  // module load is a device printf sync point
   // A program that never asks for the JIT log (cuModuleLoad, the runtime API's fat binaries) would
   // otherwise only see an error code: GPUVM_LOG (any value but "" and "0") prints why.
   if (r != CUDA_SUCCESS && VerboseLog()) {
@@ -547,6 +549,7 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
     if (!s.ok()) return fail(s);
   }
 
+  NotePrintfModule(module.get());
   CUmod_st* raw = module.release();
   Process& p = Process::Get();
   for (auto& f : raw->functions) p.Register(f.get(), Process::Kind::kFunction);

@@ -32,6 +32,7 @@
 #include "runtime/core/gpu_connection.h"
 #include "runtime/core/host_callbacks.h"
 #include "runtime/core/module_image.h"
+#include "runtime/core/printf_fifo.h"
 #include "runtime/include/cuda.h"
 
 struct CUstream_st {
@@ -81,6 +82,7 @@ struct CUmod_st {
   std::vector<uint64_t> variable_va;  // per CompiledModule::variables
   std::vector<uint64_t> allocations;  // every va to Free at unload
   std::vector<std::unique_ptr<CUfunc_st>> functions;
+  gpuvm::runtime::ModulePrintf printf_info;  // its kernels' device printf (printf_fifo.h)
 };
 
 struct CUctx_st {
@@ -94,6 +96,7 @@ struct CUctx_st {
   std::set<CUmod_st*> modules;
   std::set<CUstream_st*> streams;  // excluding the default stream
   std::set<CUevent_st*> events;
+  gpuvm::runtime::PrintfFifoState printf_fifo;  // device printf (printf_fifo.h)
 };
 
 namespace gpuvm::runtime {

@@ -599,6 +599,14 @@ GPUVM_EXPORT cudaError_t cudaProfilerStop(void) {
 
 GPUVM_EXPORT cudaError_t cudaDeviceSynchronize(void) { return InContext(cuCtxSynchronize); }
 
+GPUVM_EXPORT cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+  return InContext(cuCtxGetLimit, value, CUlimit(limit));
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+  return InContext(cuCtxSetLimit, CUlimit(limit), value);
+}
+
 GPUVM_EXPORT cudaError_t cudaDeviceReset(void) {
   CUresult r = cuInit(0);
   if (r != CUDA_SUCCESS) return Rec(r);

@@ -292,6 +292,22 @@ typedef enum CUctx_flags_enum {
   CU_CTX_FLAGS_MASK = 0xff
 } CUctx_flags;
 
+/* cuCtxGetLimit / cuCtxSetLimit. gpuvm implements CU_LIMIT_PRINTF_FIFO_SIZE (the buffer of device
+   printf, default 1 MiB); the others answer CUDA_ERROR_UNSUPPORTED_LIMIT. */
+typedef enum CUlimit_enum {
+  CU_LIMIT_STACK_SIZE = 0x00,
+  CU_LIMIT_PRINTF_FIFO_SIZE = 0x01,
+  CU_LIMIT_MALLOC_HEAP_SIZE = 0x02,
+  CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH = 0x03,
+  CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT = 0x04,
+  CU_LIMIT_MAX_L2_FETCH_GRANULARITY = 0x05,
+  CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06,
+  CU_LIMIT_SHMEM_SIZE = 0x07,
+  CU_LIMIT_CIG_ENABLED = 0x08,
+  CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED = 0x09,
+  CU_LIMIT_MAX
+} CUlimit;
+
 typedef enum CUstream_flags_enum {
   CU_STREAM_DEFAULT = 0x0,
   CU_STREAM_NON_BLOCKING = 0x1
@@ -371,6 +387,8 @@ CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx);
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx);
 CUresult CUDAAPI cuCtxGetDevice(CUdevice* device);
 CUresult CUDAAPI cuCtxSynchronize(void);
+CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit);
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value);
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);

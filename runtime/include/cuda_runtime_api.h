@@ -273,6 +273,16 @@ enum cudaFuncCache {
   cudaFuncCachePreferL1 = 2,
   cudaFuncCachePreferEqual = 3
 };
+/* cudaDeviceGetLimit / cudaDeviceSetLimit: as CUlimit; gpuvm implements cudaLimitPrintfFifoSize. */
+enum cudaLimit {
+  cudaLimitStackSize = 0x00,
+  cudaLimitPrintfFifoSize = 0x01,
+  cudaLimitMallocHeapSize = 0x02,
+  cudaLimitDevRuntimeSyncDepth = 0x03,
+  cudaLimitDevRuntimePendingLaunchCount = 0x04,
+  cudaLimitMaxL2FetchGranularity = 0x05,
+  cudaLimitPersistingL2CacheSize = 0x06
+};
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDefault 0x00
@@ -421,6 +431,8 @@ cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags);
 cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int* flags);
 cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig);
 cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache* pCacheConfig);
+cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t* pValue, enum cudaLimit limit);
+cudaError_t CUDARTAPI cudaDeviceSetLimit(enum cudaLimit limit, size_t value);
 cudaError_t CUDARTAPI cudaProfilerStart(void);
 cudaError_t CUDARTAPI cudaProfilerStop(void);
 
