@@ -26,6 +26,7 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
       {"churn", "compat: per iteration malloc, small copies, a kernel, free", true},
       {"thrust", "compat: Thrust and CUB sorts, scans, reductions (the toolkit's own kernels)",
        true},
+      {"printf", "compat: device printf from many threads, checked output, a full FIFO", true},
   };
   return *benchmarks;
 }
