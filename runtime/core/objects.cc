@@ -549,7 +549,11 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
     if (!s.ok()) return fail(s);
   }
 
-  NotePrintfModule(module.get());
+  if (CUresult r = AttachPrintfModule(module.get()); r != CUDA_SUCCESS) {
+    *log = "setting up the device printf FIFO failed";
+    FreeAll(ctx, module->allocations);
+    return r;
+  }
   CUmod_st* raw = module.release();
   Process& p = Process::Get();
   for (auto& f : raw->functions) p.Register(f.get(), Process::Kind::kFunction);

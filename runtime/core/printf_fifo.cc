@@ -1,5 +1,5 @@
-// Device printf FIFOs of contexts (printf_fifo.h): set-up at the first printf launch, draining at
-// sync points, the size limit, and the last drain at program exit.
+// Device printf FIFOs of contexts (printf_fifo.h): set-up at the load of a printf module, draining
+// at sync points, the size limit, and the last drain at program exit.
 #include "runtime/core/printf_fifo.h"
 
 #include <chrono>
@@ -122,6 +122,37 @@ void CloseLocked(CUctx_st* ctx, std::chrono::nanoseconds wait) {
   st.pending.store(false, std::memory_order_relaxed);
 }
 
+// Allocates the FIFO if there is none (st.mu held). Copies on `ch`, which must not wait behind
+// work that could need another thread's launch (the caller holds the printf mutex).
+CUresult EnsureFifoLocked(CUctx_st* ctx, guest::Channel* ch) {
+  PrintfFifoState& st = ctx->printf_fifo;
+  if (st.va != 0) return CUDA_SUCCESS;
+  Result<guest::Allocation> a = ctx->gctx->AllocDevice(st.bytes);
+  if (!a.ok()) return ContextError(ctx, a.status(), CUDA_ERROR_OUT_OF_MEMORY);
+  const std::vector<uint8_t> fresh = FreshHeader(st.bytes);
+  Status s = ch->CopyHostToDevice(a->va, fresh.data(), fresh.size());
+  if (!s.ok()) {
+    (void)ctx->gctx->Free(a->va);
+    return ContextError(ctx, s);
+  }
+  st.va = a->va;
+  Register(ctx);
+  return CUDA_SUCCESS;
+}
+
+// Points the module's hidden global at the context's FIFO, allocating it first (st.mu held).
+CUresult AttachLocked(CUmod_st* module, guest::Channel* ch) {
+  CUctx_st* ctx = module->ctx;
+  PrintfFifoState& st = ctx->printf_fifo;
+  if (CUresult r = EnsureFifoLocked(ctx, ch); r != CUDA_SUCCESS) return r;
+  if (module->printf_info.fifo_written == st.va) return CUDA_SUCCESS;
+  const uint64_t at = VariableAddress(module, static_cast<size_t>(module->printf_info.variable));
+  Status s = ch->CopyHostToDevice(at, &st.va, sizeof st.va);
+  if (!s.ok()) return ContextError(ctx, s);
+  module->printf_info.fifo_written = st.va;
+  return CUDA_SUCCESS;
+}
+
 void DrainAtExit() {
   std::set<CUctx_st*> contexts;
   {
@@ -140,7 +171,7 @@ void DrainAtExit() {
 
 }  // namespace
 
-void NotePrintfModule(CUmod_st* module) {
+CUresult AttachPrintfModule(CUmod_st* module) {
   const std::vector<ModuleVariable>& vars = module->compiled.variables;
   for (size_t i = 0; i < vars.size(); ++i) {
     if (vars[i].name == isa::kPrintfFifoGlobal && vars[i].space == ModuleVariable::Space::kGlobal &&
@@ -148,33 +179,21 @@ void NotePrintfModule(CUmod_st* module) {
       module->printf_info.variable = static_cast<int64_t>(i);
     }
   }
+  if (module->printf_info.variable < 0) return CUDA_SUCCESS;
+  std::lock_guard lock(module->ctx->printf_fifo.mu);
+  // Module loading copies on the default channel already; so do these.
+  return AttachLocked(module, module->ctx->default_stream->channel);
 }
 
 CUresult PreparePrintfLaunch(CUmod_st* module, CUstream_st* stream,
                              std::unique_lock<std::mutex>* hold) {
   if (module->printf_info.variable < 0) return CUDA_SUCCESS;
-  CUctx_st* ctx = module->ctx;
-  PrintfFifoState& st = ctx->printf_fifo;
+  PrintfFifoState& st = module->ctx->printf_fifo;
   std::unique_lock lock(st.mu);
-  // Copies on the launch's own channel: they land before the kernel starts.
-  guest::Channel* ch = stream->channel;
-  if (st.va == 0) {
-    Result<guest::Allocation> a = ctx->gctx->AllocDevice(st.bytes);
-    if (!a.ok()) return ContextError(ctx, a.status(), CUDA_ERROR_OUT_OF_MEMORY);
-    const std::vector<uint8_t> fresh = FreshHeader(st.bytes);
-    Status s = ch->CopyHostToDevice(a->va, fresh.data(), fresh.size());
-    if (!s.ok()) {
-      (void)ctx->gctx->Free(a->va);
-      return ContextError(ctx, s);
-    }
-    st.va = a->va;
-    Register(ctx);
-  }
-  if (module->printf_info.fifo_written != st.va) {
-    const uint64_t at = VariableAddress(module, static_cast<size_t>(module->printf_info.variable));
-    Status s = ch->CopyHostToDevice(at, &st.va, sizeof st.va);
-    if (!s.ok()) return ContextError(ctx, s);
-    module->printf_info.fifo_written = st.va;
+  // Normally attached at load (or again when the limit changed); only a failed re-allocation
+  // leaves it to be done here, on the launch's channel so that it lands before the kernel.
+  if (st.va == 0 || module->printf_info.fifo_written != st.va) {
+    if (CUresult r = AttachLocked(module, stream->channel); r != CUDA_SUCCESS) return r;
   }
   st.pending.store(true, std::memory_order_relaxed);
   *hold = std::move(lock);
@@ -208,11 +227,25 @@ CUresult SetPrintfFifoSize(CUctx_st* ctx, uint64_t bytes) {
   bytes = (bytes + 7) & ~uint64_t{7};  // records are 8-byte aligned
   PrintfFifoState& st = ctx->printf_fifo;
   std::lock_guard lock(st.mu);
-  if (st.va != 0 && bytes != st.bytes) {
-    CloseLocked(ctx, ctx->gctx->options().default_timeout);
-    if (!ctx->gctx->status().ok()) return ContextHealth(ctx);
+  if (st.va == 0 || bytes == st.bytes) {
+    st.bytes = bytes;
+    return CUDA_SUCCESS;
   }
+  // The context is idle after CloseLocked's synchronize: the new FIFO and the modules' globals
+  // can be written at once, and no launch has to do it later.
+  CloseLocked(ctx, ctx->gctx->options().default_timeout);
+  if (!ctx->gctx->status().ok()) return ContextHealth(ctx);
   st.bytes = bytes;
+  std::vector<CUmod_st*> modules;
+  {
+    std::lock_guard ctx_lock(ctx->mu);
+    for (CUmod_st* m : ctx->modules) {
+      if (m->printf_info.variable >= 0) modules.push_back(m);
+    }
+  }
+  for (CUmod_st* m : modules) {
+    if (CUresult r = AttachLocked(m, ctx->default_stream->channel); r != CUDA_SUCCESS) return r;
+  }
   return CUDA_SUCCESS;
 }
 

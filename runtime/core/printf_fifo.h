@@ -1,6 +1,6 @@
 // Device printf, the driver's side: each CUDA context has one printf FIFO in device memory
-// (gpu/isa/device_printf.h has its layout), set up at the first launch of a kernel whose module
-// calls vprintf, and printed to the program's stdout at the sync points CUDA documents —
+// (gpu/isa/device_printf.h has its layout), set up when the first module that calls vprintf is
+// loaded, and printed to the program's stdout at the sync points CUDA documents —
 // cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize, blocking copies and memsets, module
 // load and unload, context destroy or reset, and program exit.
 //
@@ -11,12 +11,13 @@
 // the context's printf mutex, so no launch slips in between the idle check and the reset.
 //
 // The FIFO's size is the context's CU_LIMIT_PRINTF_FIFO_SIZE (default 1 MiB, header included).
-// Changing it synchronizes the context, prints what is buffered and frees the FIFO; the next printf
-// launch allocates one of the new size (CUDA asks for the limit to be set before such launches and
+// Changing it synchronizes the context, prints what is buffered and makes a FIFO of the new size
+// for the loaded printf modules (CUDA asks for the limit to be set before printf launches and
 // refuses it after; gpuvm takes it at any time).
 //
 // Threading: every function may be called from any thread; the state is guarded by
-// PrintfFifoState::mu (`pending` is also read without it as a cheap hint).
+// PrintfFifoState::mu (`pending` is also read without it as a cheap hint). Lock order: a
+// context's printf mutex before its CUctx_st::mu.
 #ifndef GPUVM_RUNTIME_CORE_PRINTF_FIFO_H_
 #define GPUVM_RUNTIME_CORE_PRINTF_FIFO_H_
 
@@ -42,7 +43,7 @@ inline constexpr uint64_t kMaxPrintfFifoBytes = 256ull << 20;
 struct PrintfFifoState {
   std::mutex mu;
   uint64_t bytes = kDefaultPrintfFifoBytes;  // the limit; the FIFO's size once allocated
-  uint64_t va = 0;                           // 0 until the first printf launch
+  uint64_t va = 0;                           // 0 until a module that calls vprintf is loaded
   // A printf kernel was launched since the last drain (so a sync point has something to do).
   std::atomic<bool> pending{false};
 };
@@ -53,10 +54,16 @@ struct ModulePrintf {
   uint64_t fifo_written = 0;  // the FIFO address last written into it
 };
 
-// Before a launch of a kernel of `module` on `stream`: when the module calls vprintf, allocates the
-// context's FIFO if needed, writes its address into the module's hidden global, and locks *hold
-// (the context's printf mutex) until the caller has submitted the launch. CUDA_SUCCESS or the
-// allocation's / copy's error.
+// At module load, once its variables exist: when the module calls vprintf (it has the hidden
+// FIFO global), allocates the context's FIFO if needed and writes its address into that global.
+// CUDA_SUCCESS or the allocation's / copy's error.
+CUresult AttachPrintfModule(CUmod_st* module);
+
+// Before a launch of a kernel of `module` on `stream`: when the module calls vprintf, marks output
+// pending and locks *hold (the context's printf mutex) until the caller has submitted the launch,
+// so that no drain resets the FIFO in between. Nothing here waits for the GPU (a launch must not
+// wait behind other streams while holding the mutex), except the repair of a module a failed
+// limit change left without a FIFO.
 CUresult PreparePrintfLaunch(CUmod_st* module, CUstream_st* stream,
                              std::unique_lock<std::mutex>* hold);
 
@@ -71,9 +78,6 @@ void ClosePrintf(CUctx_st* ctx);
 // cuCtxGetLimit / cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE).
 uint64_t PrintfFifoSize(CUctx_st* ctx);
 CUresult SetPrintfFifoSize(CUctx_st* ctx, uint64_t bytes);
-
-// Records the module's hidden FIFO global (if any) after its variables are allocated.
-void NotePrintfModule(CUmod_st* module);
 
 }  // namespace gpuvm::runtime
 

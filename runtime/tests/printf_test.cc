@@ -249,8 +249,8 @@ TEST_F(RuntimePrintf, FifoLimit) {
   ASSERT_CU(cuCtxSynchronize());
   EXPECT_EQ(Lines(::testing::internal::GetCapturedStdout()), Want(9, 4));
 
-  // A new size after printf launches: what is buffered is printed first, then the FIFO is made
-  // again at the next printf launch.
+  // A new size after printf launches: what is buffered is printed first, then the loaded module
+  // gets a FIFO of the new size.
   ::testing::internal::CaptureStdout();
   Launch(10, 1, 4);
   ASSERT_CU(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 1 << 16));
