@@ -27,6 +27,7 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
       {"thrust", "compat: Thrust and CUB sorts, scans, reductions (the toolkit's own kernels)",
        true},
       {"printf", "compat: device printf from many threads, checked output, a full FIFO", true},
+      {"half", "compat: cuda_fp16 arithmetic and comparisons, bit-exact against the host", true},
   };
   return *benchmarks;
 }

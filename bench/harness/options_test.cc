@@ -30,7 +30,7 @@ TEST(BenchHarnessOptions, CompatNamesTheCompatibilityCorpus) {
   Result<Options> o = Parse({"--bench", "compat"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"gdev", "rtapi", "shneg", "warpsz", "longk",
-                                                     "churn", "thrust", "printf"}));
+                                                     "churn", "thrust", "printf", "half"}));
   o = Parse({"--bench", "churn,nop"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"nop", "churn"}));
