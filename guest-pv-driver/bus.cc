@@ -1,5 +1,5 @@
-// Bus's defaults (bus.h): FillBlock through WriteBlock; AllocDma as anonymous memory made reachable
-// with MapDma.
+// Bus's defaults (bus.h): FillBlock through WriteBlock; AllocDma and AllocDmaAt as anonymous memory
+// (anywhere, or at the caller's address) made reachable with MapDma.
 //
 // Threading: as thread-safe as the Bus's MapDma.
 #include "guest-pv-driver/bus.h"
@@ -44,16 +44,45 @@ void Bus::WriteRegs(uint64_t offset, std::span<const uint32_t> values) {
 }
 
 Result<std::unique_ptr<DmaMapping>> Bus::AllocDma(uint64_t length) {
+  return AnonymousDma(length, nullptr);
+}
+
+Result<std::unique_ptr<DmaMapping>> Bus::AllocDmaAt(uint64_t length, void* at) {
+  if (at == nullptr || reinterpret_cast<uintptr_t>(at) % 4096) {
+    return Status::InvalidArgument("placed DMA memory needs a 4 KiB aligned address");
+  }
+  return AnonymousDma(length, at);
+}
+
+Result<std::unique_ptr<DmaMapping>> Bus::AnonymousDma(uint64_t length, void* at) {
   if (length == 0 || length % 4096) {
     return Status::InvalidArgument("DMA memory must be a non-empty multiple of 4 KiB");
   }
-  void* memory = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (memory == MAP_FAILED) return Status::FromErrno(errno, "mmap of pinned host memory");
+  GPUVM_ASSIGN_OR_RETURN(void* memory,
+                         MapAnonymous(length, at, PROT_READ | PROT_WRITE, MAP_POPULATE));
   auto owned = std::make_unique<OwnedDma>(memory, length);
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<DmaMapping> inner, MapDma(memory, length));
   owned->set_inner(std::move(inner));
   return std::unique_ptr<DmaMapping>(std::move(owned));
+}
+
+Result<void*> MapAnonymous(uint64_t length, void* at, int prot, int flags) {
+  flags |= MAP_PRIVATE | MAP_ANONYMOUS;
+  // Never over a mapping the process has: MAP_FIXED would silently replace it.
+  if (at != nullptr) flags |= MAP_FIXED_NOREPLACE;
+  void* memory = ::mmap(at, length, prot, flags, -1, 0);
+  if (memory == MAP_FAILED) {
+    if (at != nullptr && errno == EEXIST) {
+      return Status::AlreadyExists("the host address range for placed memory is in use");
+    }
+    return Status::FromErrno(errno, "mmap of pinned host memory");
+  }
+  if (at != nullptr && memory != at) {
+    // A kernel older than 4.17 takes MAP_FIXED_NOREPLACE for a hint and maps elsewhere.
+    ::munmap(memory, length);
+    return Status::AlreadyExists("the host address range for placed memory is in use");
+  }
+  return memory;
 }
 
 }  // namespace gpuvm::guest

@@ -81,6 +81,12 @@ class Bus {
   // The default maps anonymous memory and calls MapDma; a bus whose DMA memory must be somewhere
   // particular (a VM's RAM) allocates it there directly, without moving bytes twice.
   virtual Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
+  // As AllocDma, but the memory is placed at exactly `at` in this process (4 KiB aligned): managed
+  // memory, whose host address is also its GPU virtual address (docs/RUNTIME.md, "Managed
+  // memory"). Never replaces a mapping: kAlreadyExists when any page of the range is taken.
+  // The default maps anonymous memory there (MAP_FIXED_NOREPLACE) and calls MapDma; a bus that
+  // cannot place its DMA memory in the caller's address space answers kUnimplemented.
+  virtual Result<std::unique_ptr<DmaMapping>> AllocDmaAt(uint64_t length, void* at);
 
   // Connects the interrupt line (level-triggered; called with the new level on every change and
   // once with the current level). An empty handler disconnects. kUnimplemented when this bus has no
@@ -99,7 +105,16 @@ class Bus {
   void Write32(Bar bar, uint64_t offset, uint32_t v) { Write(bar, offset, Width::k32, v); }
   uint64_t Read64(Bar bar, uint64_t offset) { return Read(bar, offset, Width::k64); }
   void Write64(Bar bar, uint64_t offset, uint64_t v) { Write(bar, offset, Width::k64, v); }
+
+ private:
+  // AllocDma and AllocDmaAt's default: anonymous memory (at `at` when not null) and MapDma.
+  Result<std::unique_ptr<DmaMapping>> AnonymousDma(uint64_t length, void* at);
 };
+
+// Private anonymous memory of `length` bytes with protection `prot` and the extra mmap `flags`:
+// anywhere when `at` is null, else at exactly `at` and never over an existing mapping
+// (kAlreadyExists when any of its pages is taken).
+Result<void*> MapAnonymous(uint64_t length, void* at, int prot, int flags);
 
 // nouveau's register polls (the runlist, kicks, VM flushes) give up after two seconds
 // (nvkm_msec(device, 2000, ...)); so do the driver's.

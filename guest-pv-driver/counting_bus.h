@@ -55,6 +55,10 @@ class CountingBus final : public Bus {
     dma_maps_.fetch_add(1, std::memory_order_relaxed);
     return inner_->AllocDma(length);
   }
+  Result<std::unique_ptr<DmaMapping>> AllocDmaAt(uint64_t length, void* at) override {
+    dma_maps_.fetch_add(1, std::memory_order_relaxed);
+    return inner_->AllocDmaAt(length, at);
+  }
   Status SetInterruptHandler(std::function<void(bool)> handler) override {
     return inner_->SetInterruptHandler(std::move(handler));
   }

@@ -154,6 +154,7 @@ class NoBus final : public Bus {
   Status WriteBlock(Bar, uint64_t, const void*, uint64_t) override { return Unavailable(); }
   Result<std::unique_ptr<DmaMapping>> MapDma(void*, uint64_t) override { return Unavailable(); }
   Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t) override { return Unavailable(); }
+  Result<std::unique_ptr<DmaMapping>> AllocDmaAt(uint64_t, void*) override { return Unavailable(); }
   Status SetInterruptHandler(std::function<void(bool)>) override { return Unavailable(); }
 
  private:

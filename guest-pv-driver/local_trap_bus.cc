@@ -202,21 +202,26 @@ class LocalVmGuest::DmaPages final : public DmaMapping {
   bool owned_;                    // AllocDma memory: unmapped with the mapping
 };
 
-Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length) {
+Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length, void* at) {
   if (length == 0 || length % kPage || length > ram_.length()) {
     return Status::InvalidArgument("DMA memory must be a non-empty multiple of 4 KiB within RAM");
   }
-  const uint64_t pages = length / kPage;
-  GPUVM_ASSIGN_OR_RETURN(std::vector<uint64_t> frames, AllocateFrames(pages));
-  // Address space first, then the frames over it, one run of consecutive frames per mmap;
-  // MAP_POPULATE maps each run at once instead of a fault per page on first touch.
-  void* base =
-      ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
-    const Status s = Status::FromErrno(errno, "reserving address space for pinned memory");
-    FreeFrames(frames);
-    return s;
+  if (reinterpret_cast<uintptr_t>(at) % kPage) {
+    return Status::InvalidArgument("placed DMA memory needs a 4 KiB aligned address");
   }
+  const uint64_t pages = length / kPage;
+  // Address space first (where the caller asked, never over another mapping), then the frames over
+  // it, one run of consecutive frames per mmap; MAP_POPULATE maps each run at once instead of a
+  // fault per page on first touch.
+  Result<void*> reserved = MapAnonymous(length, at, PROT_NONE, MAP_NORESERVE);
+  if (!reserved.ok()) return reserved.status().WithContext("address space for pinned memory");
+  void* const base = *reserved;
+  Result<std::vector<uint64_t>> allocated = AllocateFrames(pages);
+  if (!allocated.ok()) {
+    ::munmap(base, length);
+    return allocated.status();
+  }
+  std::vector<uint64_t> frames = std::move(*allocated);
   auto* host = static_cast<uint8_t*>(base);
   for (uint64_t k = 0; k < pages;) {
     uint64_t end = k + 1;
@@ -729,6 +734,11 @@ Result<std::unique_ptr<DmaMapping>> LocalTrapBus::MapDma(void* host, uint64_t le
 
 Result<std::unique_ptr<DmaMapping>> LocalTrapBus::AllocDma(uint64_t length) {
   return vm_->AllocDma(length);
+}
+
+Result<std::unique_ptr<DmaMapping>> LocalTrapBus::AllocDmaAt(uint64_t length, void* at) {
+  if (at == nullptr) return Status::InvalidArgument("placed DMA memory needs an address");
+  return vm_->AllocDma(length, at);
 }
 
 Status LocalTrapBus::SetInterruptHandler(std::function<void(bool asserted)> handler) {

@@ -23,6 +23,7 @@
 //                       must hold, and what the aggregator's GPU reaches in the owner's RAM
 //   AllocDma            pinned memory (cuMemAllocHost) is guest RAM from the start: free frames
 //                       mapped at new addresses, nothing copied in at allocation nor out at free
+//   AllocDmaAt          the same at the caller's address (managed memory: host address = GPU va)
 //   SetInterruptHandler INTA of the device, from GuestIo's interrupt eventfd and line state
 //
 // The VM side (LocalVmGuest) is one per process: the guest side of its domain (GuestIo), the
@@ -96,9 +97,11 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
 
   // Guest RAM as DMA memory without a GPU of ours (PVDRM's frontend names these frames to its
   // backend): MapDma moves [host, host + length) into frames of guest RAM (see LocalTrapBus);
-  // AllocDma is zeroed memory that is guest RAM from the start. Bus addresses are guest-physical.
+  // AllocDma is zeroed memory that is guest RAM from the start, at `at` when not null (4 KiB
+  // aligned; kAlreadyExists when any page there is taken), else anywhere. Bus addresses are
+  // guest-physical.
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length);
-  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length);
+  Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length, void* at = nullptr);
 
  private:
   friend class LocalTrapBus;
@@ -192,6 +195,7 @@ class LocalTrapBus final : public Bus {
   void WriteRegs(uint64_t offset, std::span<const uint32_t> values) override;
   Result<std::unique_ptr<DmaMapping>> MapDma(void* host, uint64_t length) override;
   Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override;
+  Result<std::unique_ptr<DmaMapping>> AllocDmaAt(uint64_t length, void* at) override;
   Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;
 
   // Guest-physical address of each BAR.

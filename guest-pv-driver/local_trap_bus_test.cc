@@ -1,7 +1,7 @@
 // LocalVmGuest's DMA paths (local_trap_bus.h) on a domain with no device model: AllocDma memory is
 // guest RAM from the start, zeroed, and its frames are free again after it (zeroed when taken
-// again); MapDma moves bytes in and gives them back. SplitRepTransfer: the traps (ioreqs) of a
-// block transfer.
+// again), also at a given address; MapDma moves bytes in and gives them back. SplitRepTransfer: the
+// traps (ioreqs) of a block transfer.
 #include "guest-pv-driver/local_trap_bus.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +80,34 @@ TEST_F(LocalVmGuestTest, AllocDmaRefusesBadSizesAndExhaustion) {
   EXPECT_EQ(AllocDma(4095).status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(AllocDma(vm_->ram().size()).ok());  // the low MiB is never handed out
   EXPECT_FALSE(AllocDma(uint64_t{1} << 62).ok());
+}
+
+// Placed memory (managed memory: host address = GPU address) is guest RAM at exactly the address
+// asked for; an address that is taken is refused without replacing the mapping or keeping frames.
+TEST_F(LocalVmGuestTest, AllocDmaAtAnAddressPlacesGuestRamThereOrRefuses) {
+  const uint64_t free_before = vm_->free_frames();
+  auto* at = reinterpret_cast<uint8_t*>(uintptr_t{600} << 30);  // in the managed window
+  auto m = vm_->AllocDma(4 * 4096, at);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->host(), at);
+  EXPECT_EQ(vm_->free_frames(), free_before - 4);
+  at[3 * 4096 + 9] = 0x77;
+  EXPECT_EQ(Frame(**m, 3)[9], 0x77);  // the GPU's view of it
+
+  // Overlapping the placed memory: refused, the memory untouched, no frame kept.
+  auto clash = vm_->AllocDma(2 * 4096, at + 2 * 4096);
+  EXPECT_EQ(clash.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(at[3 * 4096 + 9], 0x77);
+  EXPECT_EQ(vm_->free_frames(), free_before - 4);
+  EXPECT_EQ(vm_->AllocDma(4096, at + 1).status().code(), StatusCode::kInvalidArgument);
+
+  m->reset();
+  EXPECT_EQ(vm_->free_frames(), free_before);
+  // The address range is free again.
+  void* probe =
+      mmap(at, 4 * 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  EXPECT_EQ(probe, at);
+  if (probe != MAP_FAILED) munmap(probe, 4 * 4096);
 }
 
 TEST_F(LocalVmGuestTest, MapDmaOfAllocDmaMemorySharesItsFrames) {

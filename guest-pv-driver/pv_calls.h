@@ -149,6 +149,9 @@ class PvSyncBus final : public Bus {
   Result<std::unique_ptr<DmaMapping>> AllocDma(uint64_t length) override {
     return inner_->AllocDma(length);
   }
+  Result<std::unique_ptr<DmaMapping>> AllocDmaAt(uint64_t length, void* at) override {
+    return inner_->AllocDmaAt(length, at);
+  }
   Status SetInterruptHandler(std::function<void(bool)> handler) override {
     return inner_->SetInterruptHandler(std::move(handler));
   }

@@ -217,6 +217,10 @@ Result<std::unique_ptr<guest::DmaMapping>> SessionBus::AllocDma(uint64_t length)
   return std::unique_ptr<guest::DmaMapping>(new PoolPages(this, offset, host, length));
 }
 
+Result<std::unique_ptr<guest::DmaMapping>> SessionBus::AllocDmaAt(uint64_t, void*) {
+  return Status::Unimplemented("the backend places no DMA memory in its own address space");
+}
+
 void SessionBus::FreePool(uint64_t offset) {
   std::lock_guard lock(pool_mu_);
   (void)pool_space_.Free(offset);

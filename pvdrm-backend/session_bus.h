@@ -51,6 +51,8 @@ class SessionBus final : public guest::Bus {
   void WriteRegs(uint64_t offset, std::span<const uint32_t> values) override;
   Result<std::unique_ptr<guest::DmaMapping>> MapDma(void* host, uint64_t length) override;
   Result<std::unique_ptr<guest::DmaMapping>> AllocDma(uint64_t length) override;
+  // Memory at a given address of this process is never the guest's: kUnimplemented.
+  Result<std::unique_ptr<guest::DmaMapping>> AllocDmaAt(uint64_t length, void* at) override;
   Status SetInterruptHandler(std::function<void(bool asserted)> handler) override;
   bool remote() const override { return true; }
 
