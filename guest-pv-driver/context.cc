@@ -1,8 +1,9 @@
-// Context: one GPU address space with its allocations (VRAM, pinned and registered host memory,
-// code), report slots, channels and events.
+// Context: one GPU address space with its allocations (VRAM, pinned, managed and registered host
+// memory, code), report slots, channels and events.
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,40 @@ namespace {
 // (our choice) single allocations are capped at 256 GiB: far beyond any VRAM we model, and it keeps
 // every size computation below far from overflow.
 constexpr uint64_t kMaxAllocation = 256ull << 30;
+// (our choice) ranges of the managed window tried for one allocation whose host pages turn out to
+// be in use, before it fails.
+constexpr int kManagedPlacementAttempts = 8;
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+static_assert(kManagedLimit == vm::kVaLimit, "the managed window ends where GPU addresses do");
+static_assert(kLargeHeapBase < kManagedBase, "device memory stays below the managed window");
+
+// The managed window's allocator. One per process, not per driver or context: the window's
+// addresses are host addresses too, and a process has one address space (tests run several
+// drivers in one process). Never destroyed: records in a driver's quarantine release their range
+// when that driver goes, which may be late in the process's exit.
+class ManagedWindow {
+ public:
+  static ManagedWindow& Get() {
+    static ManagedWindow* const window = new ManagedWindow();
+    return *window;
+  }
+  Result<uint64_t> Reserve(uint64_t bytes) {
+    std::lock_guard lock(mu_);
+    Result<uint64_t> va = ranges_.Allocate(bytes, kPage);
+    if (!va.ok()) return Status::ResourceExhausted("the managed memory window is full");
+    return va;
+  }
+  void Release(uint64_t va) {
+    std::lock_guard lock(mu_);
+    (void)ranges_.Free(va);
+  }
+
+ private:
+  std::mutex mu_;
+  RangeAllocator ranges_{kManagedBase, kManagedLimit - kManagedBase};  // guarded by mu_
+};
 
 }  // namespace
 
@@ -33,6 +66,13 @@ AllocRecord::~AllocRecord() {
   if (driver_->drm() != nullptr) {  // the object was closed at Free, or goes with the file
     driver_->drm_vram_used.fetch_sub(drm_vram_bytes, std::memory_order_relaxed);
     dma.reset();
+    return;
+  }
+  if (kind == MemoryKind::kManaged) {
+    // The host pages first: once the range is back in the window, another allocation may place
+    // its pages there.
+    dma.reset();
+    if (va != 0) ManagedWindow::Get().Release(va);
     return;
   }
   if (in_bar1) driver_->ReleaseBar1(bar1);
@@ -86,7 +126,7 @@ Status Context::Impl::Init() {
   GPUVM_ASSIGN_OR_RETURN(
       space_, VmSpace::Create(driver_->instmem(), driver_->writer(), vm::kVaLimit - 1, shift));
   small_heap_ = RangeAllocator(kSmallHeapBase, kSmallHeapSize);
-  large_heap_ = RangeAllocator(kLargeHeapBase, vm::kVaLimit - kLargeHeapBase);
+  large_heap_ = RangeAllocator(kLargeHeapBase, kManagedBase - kLargeHeapBase);
   GPUVM_ASSIGN_OR_RETURN(report_page_, AllocPinned(kReportPageBytes, /*internal=*/true));
   slot_used_.assign(kReportPageBytes / kReportSlotBytes, false);
   GPUVM_ASSIGN_OR_RETURN(default_channel_, CreateChannel());
@@ -409,6 +449,55 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::Register(void* host, uint64_
   return r;
 }
 
+Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocManaged(uint64_t size) {
+  if (driver_->drm() != nullptr) {
+    return Status::Unimplemented(
+        "managed memory needs a GPU address equal to a host address, and a DRM kernel driver "
+        "picks the addresses of its objects itself");
+  }
+  if (size == 0) return Status::InvalidArgument("allocation of 0 bytes");
+  if (size > kMaxAllocation) return Status::ResourceExhausted("allocation larger than 256 GiB");
+  auto r = std::make_shared<AllocRecord>(driver_, this);
+  r->kind = MemoryKind::kManaged;
+  r->size = size;
+  r->mapped = AlignUp(size, kPage);
+  // The bus puts the pages at the range's very host address, where its DMA reaches them (a VM's
+  // RAM). A range whose host pages the program already uses (it may map memory anywhere) is
+  // skipped: it stays reserved while the next ones are tried, a few times, then goes back.
+  std::vector<uint64_t> skipped;
+  Status placed = Status::ResourceExhausted("the host addresses of the managed window are in use");
+  for (int attempt = 0; attempt < kManagedPlacementAttempts; ++attempt) {
+    Result<uint64_t> va = ManagedWindow::Get().Reserve(r->mapped);
+    if (!va.ok()) {
+      placed = va.status();
+      break;
+    }
+    Result<std::unique_ptr<DmaMapping>> dma =
+        driver_->bus()->AllocDmaAt(r->mapped, reinterpret_cast<void*>(*va));
+    if (dma.ok()) {
+      // The record owns the range from here on (its destructor gives it back, after the pages).
+      r->va = *va;
+      r->dma = std::move(*dma);
+      placed = Status::Ok();
+      break;
+    }
+    if (dma.status().code() != StatusCode::kAlreadyExists) {
+      ManagedWindow::Get().Release(*va);
+      placed = dma.status();
+      break;
+    }
+    skipped.push_back(*va);
+  }
+  for (const uint64_t va : skipped) ManagedWindow::Get().Release(va);
+  GPUVM_RETURN_IF_ERROR(placed);
+  r->host = r->dma->host();
+  GPUVM_RETURN_IF_ERROR(MapRecord(r.get()));
+  std::lock_guard lock(alloc_mu_);
+  allocs_[r->va] = r;
+  host_index_[reinterpret_cast<uintptr_t>(r->host)] = r->va;
+  return r;
+}
+
 Status Context::Impl::Free(uint64_t va, bool internal) {
   std::shared_ptr<AllocRecord> r;
   {
@@ -463,8 +552,12 @@ bool Context::Impl::DrainRecycled() {
 void Context::Impl::Retire(std::shared_ptr<AllocRecord> record) {
   if (!abandoning() || record == nullptr || record->is_vram())
     return;  // released with the last ref
-  ReleaseVa(record->map_va(), record->large);
-  record->va = 0;  // the space dies with the context; the record outlives it in the quarantine
+  if (record->kind != MemoryKind::kManaged) {
+    // The space dies with the context; the record outlives it in the quarantine. (A managed
+    // record's range is the process's, not the space's: it goes back after its host pages.)
+    ReleaseVa(record->map_va(), record->large);
+    record->va = 0;
+  }
   driver_->Quarantine(std::move(record));
 }
 
@@ -719,6 +812,12 @@ Result<Allocation> Context::AllocHost(uint64_t size) {
 Result<Allocation> Context::RegisterHost(void* host, uint64_t size) {
   GPUVM_RETURN_IF_ERROR(impl_->status());
   GPUVM_ASSIGN_OR_RETURN(auto r, impl_->Register(host, size));
+  return r->Describe();
+}
+
+Result<Allocation> Context::AllocManaged(uint64_t size) {
+  GPUVM_RETURN_IF_ERROR(impl_->status());
+  GPUVM_ASSIGN_OR_RETURN(auto r, impl_->AllocManaged(size));
   return r->Describe();
 }
 

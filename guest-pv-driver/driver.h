@@ -74,6 +74,12 @@ inline constexpr uint32_t kMaxParamBytes = 4096;               // docs/ISA.md: b
 inline constexpr uint32_t kMaxLocalBytesPerThread = 16 << 10;  // docs/ISA.md
 inline constexpr uint32_t kConstBanks = 16;
 inline constexpr std::chrono::nanoseconds kWaitForever = std::chrono::nanoseconds::max();
+// The managed window (our choice): the upper half of the 40-bit GPU address space, [512 GiB,
+// 1 TiB). Context::AllocManaged places memory there at the same host and GPU address. A Linux
+// process has nothing mapped there unless it asks for it (executables, the heap and mmap's
+// default placement sit below 4 GiB or far above 1 TiB); device memory stays below the window.
+inline constexpr uint64_t kManagedBase = 512ull << 30;
+inline constexpr uint64_t kManagedLimit = 1ull << 40;  // gf100::vm::kVaLimit
 
 // A pitched 2D copy between two vas of one context (Channel::Copy2DAsync).
 struct Copy2D {
@@ -204,6 +210,7 @@ enum class MemoryKind : uint8_t {
   kHost,            // pinned host memory the driver allocated (cuMemAllocHost / cuMemHostAlloc)
   kRegisteredHost,  // the caller's host memory made reachable (cuMemHostRegister)
   kCode,            // VRAM holding kernel images (LoadCode)
+  kManaged,         // pinned host memory at a host address equal to its va (cuMemAllocManaged)
 };
 
 // What an allocation is; returned by value (the Context keeps the real bookkeeping).
@@ -211,7 +218,7 @@ struct Allocation {
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t va = 0;       // GPU virtual address of the first byte
   uint64_t size = 0;     // bytes as requested
-  void* host = nullptr;  // kHost / kRegisteredHost: the CPU address of the first byte
+  void* host = nullptr;  // kHost / kRegisteredHost / kManaged: the CPU address of the first byte
 };
 
 // Completion of the work a channel had been given up to a point. Sequence 0 is always complete.
@@ -313,6 +320,14 @@ class Context {
   // share a page (the later one reuses the earlier one's mapping of it).
   // Free(va) with that va unregisters it.
   Result<Allocation> RegisterHost(void* host, uint64_t size);
+  // Managed memory: zero-filled pinned host memory (SYSRAM, as AllocHost) whose host address is
+  // its GPU virtual address, so one pointer serves the CPU and kernels. The pages are placed in the
+  // managed window [kManagedBase, kManagedLimit) of the process's own address space, which the
+  // device allocations of every context stay clear of. A range whose host pages the process
+  // already uses is skipped (never replaced); kResourceExhausted when the window is full or the
+  // ranges tried were all taken. kUnimplemented on a DRM driver (CreateOnDrm), whose kernel picks
+  // the GPU addresses of its objects.
+  Result<Allocation> AllocManaged(uint64_t size);
   // Frees any allocation by its va (the first byte); kNotFound for anything else. Waits for the
   // context's channels to go idle first (the GPU may still use the memory), as cuMemFree does.
   Status Free(uint64_t va);

@@ -49,7 +49,8 @@ inline constexpr uint32_t kSubcCopy = 4;
 // two 16 MiB of the low 4 GiB; context heaps start above 4 GiB, so no global va falls inside).
 inline constexpr uint32_t kSharedWindow = 0xfe000000;
 inline constexpr uint32_t kLocalWindow = 0xff000000;
-// Context heaps (our choice): 4 KiB-page allocations in [4 GiB, 36 GiB), large-page ones above.
+// Context heaps (our choice): 4 KiB-page allocations in [4 GiB, 36 GiB), large-page ones above, up
+// to the managed window (kManagedBase, driver.h).
 inline constexpr uint64_t kSmallHeapBase = 4ull << 30;
 inline constexpr uint64_t kSmallHeapSize = 32ull << 30;
 inline constexpr uint64_t kLargeHeapBase = kSmallHeapBase + kSmallHeapSize;
@@ -207,7 +208,7 @@ class AllocRecord {
   uint64_t mapped = 0;  // va bytes reserved and mapped (rounded to the page size)
   bool large = false;
   uint64_t vram = 0;        // VRAM kinds
-  uint8_t* host = nullptr;  // host kinds (kHost: memory owned by `dma`)
+  uint8_t* host = nullptr;  // host kinds (kHost, kManaged: memory owned by `dma`)
   std::shared_ptr<DmaMapping> dma;
   // DRM mode: the object's handle in the context's file (0: none, or closed), and what keeps a
   // host-visible object's memory alive.
@@ -278,6 +279,7 @@ class Context::Impl {
   Result<std::shared_ptr<AllocRecord>> AllocVram(uint64_t size, MemoryKind kind, bool internal);
   Result<std::shared_ptr<AllocRecord>> AllocPinned(uint64_t size, bool internal);
   Result<std::shared_ptr<AllocRecord>> Register(void* host, uint64_t size);
+  Result<std::shared_ptr<AllocRecord>> AllocManaged(uint64_t size);
   Status Free(uint64_t va, bool internal);
   // The user-visible allocation holding [va, va + bytes) (bytes may be 0), or an error.
   Result<std::shared_ptr<AllocRecord>> Lookup(uint64_t va, uint64_t bytes, bool allow_internal);

@@ -163,6 +163,121 @@ TEST_F(GuestDriverTest, HostMemoryIsMappedAsSysram) {
   EXPECT_FALSE(ctx->FindHost(h->host).ok());
 }
 
+// Managed memory: one address for the CPU and the GPU, inside the managed window, mapped as SYSRAM;
+// bytes written on either side are seen on the other; freeing gives the host pages and the range
+// back.
+TEST_F(GuestDriverTest, ManagedMemoryHasOneAddressOnBothSides) {
+  auto ctx = NewContext();
+  const size_t size = 3 * 4096 + 100;
+  auto m = ctx->AllocManaged(size);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->kind, MemoryKind::kManaged);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m->host), m->va);
+  EXPECT_GE(m->va, kManagedBase);
+  EXPECT_LT(m->va + size, kManagedLimit);
+  auto pte = ctx->impl()->space()->ReadPte(m->va, false);
+  ASSERT_TRUE(pte.ok());
+  EXPECT_EQ(vm::pte::TargetOf(*pte), vm::Target::kSysramSnooped);
+  // Found by either address, which are one.
+  auto by_va = ctx->Find(m->va + size - 1);
+  ASSERT_TRUE(by_va.ok());
+  EXPECT_EQ(by_va->kind, MemoryKind::kManaged);
+  auto by_host = ctx->FindHost(static_cast<uint8_t*>(m->host) + size - 1);
+  ASSERT_TRUE(by_host.ok());
+  EXPECT_EQ(by_host->va, m->va);
+
+  // Zeroed; the CPU writes, the GPU copies that to VRAM and back to another offset, the CPU reads.
+  auto* bytes = static_cast<uint8_t*>(m->host);
+  EXPECT_TRUE(std::all_of(bytes, bytes + size, [](uint8_t b) { return b == 0; }));
+  const auto in = Pattern(4096, 3);
+  std::memcpy(bytes, in.data(), in.size());
+  auto dev = ctx->AllocDevice(4096);
+  ASSERT_TRUE(dev.ok());
+  Channel* ch = ctx->default_channel();
+  auto f = ch->CopyAsync(dev->va, m->va, 4096);
+  ASSERT_TRUE(f.ok());
+  f = ch->CopyAsync(m->va + 2 * 4096, dev->va, 4096);
+  ASSERT_TRUE(f.ok());
+  f = ch->Memset8Async(m->va + 3 * 4096, 0x5a, 100);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(ch->Wait(*f).ok());
+  EXPECT_EQ(std::memcmp(bytes + 2 * 4096, in.data(), 4096), 0);
+  EXPECT_TRUE(std::all_of(bytes + 3 * 4096, bytes + size, [](uint8_t b) { return b == 0x5a; }));
+
+  ASSERT_TRUE(ctx->Free(m->va).ok());
+  EXPECT_EQ(ctx->Find(m->va).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(ctx->FindHost(m->host).ok());
+  // The host pages are gone (a fixed mapping there succeeds) and the range is free again.
+  void* probe =
+      mmap(m->host, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  EXPECT_EQ(probe, m->host);
+  if (probe != MAP_FAILED) munmap(probe, 4096);
+  auto again = ctx->AllocManaged(size);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->va, m->va);
+  ASSERT_TRUE(ctx->Free(again->va).ok());
+  ASSERT_TRUE(ctx->Free(dev->va).ok());
+}
+
+// Host pages the program already uses are never replaced: such a range of the window is skipped,
+// and when every range tried is taken the allocation fails cleanly, leaving nothing behind. Bad
+// sizes are refused.
+TEST_F(GuestDriverTest, ManagedMemorySkipsTakenHostRangesAndRefusesBadSizes) {
+  auto ctx = NewContext();
+  EXPECT_EQ(ctx->AllocManaged(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx->AllocManaged(1ull << 50).status().code(), StatusCode::kResourceExhausted);
+  auto first = ctx->AllocManaged(4096);
+  ASSERT_TRUE(first.ok());
+  // The window is first-fit: the next allocations go right after the first. Take 40 pages there.
+  constexpr size_t kTaken = 40 * 4096;
+  auto* next = static_cast<uint8_t*>(first->host) + 4096;
+  void* squatter = mmap(next, kTaken, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(squatter, next);
+  next[0] = 42;
+  next[kTaken - 1] = 43;
+  const uint64_t mapped_before = static_cast<NativeBus*>(gpu_->bus())->mapped_bytes();
+  // 4 pages: the ranges tried (8) all fall in the 40 taken pages.
+  auto refused = ctx->AllocManaged(4 * 4096);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(next[0], 42);  // nothing replaced
+  EXPECT_EQ(next[kTaken - 1], 43);
+  EXPECT_EQ(static_cast<NativeBus*>(gpu_->bus())->mapped_bytes(), mapped_before);
+  EXPECT_EQ(ctx->Find(reinterpret_cast<uintptr_t>(next)).status().code(), StatusCode::kNotFound);
+  // 8 pages: the sixth range tried is past the taken pages, and serves.
+  auto skipped = ctx->AllocManaged(8 * 4096);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  EXPECT_EQ(skipped->host, next + kTaken);
+  EXPECT_EQ(next[0], 42);
+  munmap(squatter, kTaken);
+  // With the pages free again, the skipped ranges serve the next allocation.
+  auto again = ctx->AllocManaged(4096);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->host, next);
+  ASSERT_TRUE(ctx->Free(again->va).ok());
+  ASSERT_TRUE(ctx->Free(skipped->va).ok());
+  ASSERT_TRUE(ctx->Free(first->va).ok());
+}
+
+// Managed memory is the process's: contexts (and drivers) get disjoint ranges, and a context's
+// end frees what it did not free itself.
+TEST_F(GuestDriverTest, ManagedMemoryOfContextsIsDisjointAndGoesWithTheContext) {
+  auto a = NewContext();
+  auto b = NewContext();
+  auto ma = a->AllocManaged(8192);
+  auto mb = b->AllocManaged(8192);
+  ASSERT_TRUE(ma.ok() && mb.ok());
+  EXPECT_TRUE(ma->va + 8192 <= mb->va || mb->va + 8192 <= ma->va);
+  EXPECT_EQ(a->Find(mb->va).status().code(), StatusCode::kNotFound);
+  const uint64_t va = mb->va;
+  b.reset();
+  void* probe = mmap(reinterpret_cast<void*>(va), 8192, PROT_READ,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  EXPECT_EQ(probe, reinterpret_cast<void*>(va));
+  if (probe != MAP_FAILED) munmap(probe, 8192);
+  ASSERT_TRUE(a->Free(ma->va).ok());
+}
+
 TEST_F(GuestDriverTest, AllocationErrors) {
   auto ctx = NewContext();
   EXPECT_EQ(ctx->AllocDevice(0).status().code(), StatusCode::kInvalidArgument);
