@@ -144,7 +144,20 @@ GPUVM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, C
       v = 1;
       break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      // Managed memory has one address on both sides, but pinned and registered host memory have
+      // GPU addresses of their own (a 40-bit GPU cannot reach a host address above 1 TiB at the
+      // same address), which unified addressing would promise they do not.
       v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      // Managed memory is coherent pinned host memory: the CPU may use it while kernels run (as on
+      // devices with concurrent managed access). Not under a DRM kernel driver (PVDRM), which
+      // chooses GPU addresses itself (docs/RUNTIME.md, "Managed memory").
+      v = Process::Get().bus_mode() == gpuvm::runtime::BusMode::kPvdrm ||
+                  Process::Get().bus_mode() == gpuvm::runtime::BusMode::kDrm
+              ? 0
+              : 1;
       break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
       v = f.pci_domain;

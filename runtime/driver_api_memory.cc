@@ -1,4 +1,5 @@
-// libcuda.so.1, memory: device and pinned host allocations, host registration, pointer attributes,
+// libcuda.so.1, memory: device, pinned host and managed allocations, host registration, pointer
+// attributes and address ranges, managed memory's hints (prefetch, advice, stream attachment),
 // copies and memsets, synchronous and on streams (driver_api.h has the shared checks).
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
@@ -113,8 +114,11 @@ GPUVM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   CUresult r = Current(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  // Device and managed memory (cudaFree frees both).
   auto a = ctx->gctx->Find(dptr);
-  if (!a.ok() || a->va != dptr || a->kind != gpuvm::guest::MemoryKind::kDevice) {
+  if (!a.ok() || a->va != dptr ||
+      (a->kind != gpuvm::guest::MemoryKind::kDevice &&
+       a->kind != gpuvm::guest::MemoryKind::kManaged)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   return ContextError(ctx, ctx->gctx->Free(dptr));
@@ -200,43 +204,304 @@ GPUVM_EXPORT CUresult cuMemHostUnregister(void* p) {
   return ContextError(ctx, ctx->gctx->Free(a->va));
 }
 
+namespace {
+
+// What the context knows of a pointer: a device, managed or pinned/registered host allocation
+// holding it (by GPU address, or by host address for pinned memory).
+struct PointerInfo {
+  unsigned type = 0;         // CU_MEMORYTYPE_*
+  bool managed = false;      // managed memory reports CU_MEMORYTYPE_DEVICE (CUDA's choice too)
+  uint64_t va = 0;           // the GPU address of the byte
+  void* host = nullptr;      // the host address of the byte, if the host reaches it
+  uint64_t range_start = 0;  // the allocation's first byte, in the address space of `ptr`
+  uint64_t range_size = 0;   // bytes as allocated
+};
+
+bool Describe(CUctx_st* ctx, CUdeviceptr ptr, PointerInfo* info) {
+  using gpuvm::guest::MemoryKind;
+  if (auto a = ctx->gctx->Find(ptr); a.ok()) {
+    info->managed = a->kind == MemoryKind::kManaged;
+    info->type =
+        a->kind == MemoryKind::kDevice || info->managed ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    info->va = ptr;
+    if (a->host) info->host = static_cast<uint8_t*>(a->host) + (ptr - a->va);
+    info->range_start = a->va;
+    info->range_size = a->size;
+    return true;
+  }
+  if (auto a = ctx->gctx->FindHost(reinterpret_cast<const void*>(ptr)); a.ok()) {
+    info->type = CU_MEMORYTYPE_HOST;
+    info->host = reinterpret_cast<void*>(ptr);
+    info->va = a->va + (ptr - reinterpret_cast<uintptr_t>(a->host));
+    info->range_start = reinterpret_cast<uintptr_t>(a->host);
+    info->range_size = a->size;
+    return true;
+  }
+  return false;
+}
+
+// One attribute of a known pointer into `data`; CUDA_ERROR_INVALID_VALUE for attributes we do not
+// answer and for a host pointer of memory the host cannot reach.
+CUresult WriteAttribute(CUctx_st* ctx, const PointerInfo& info, CUpointer_attribute attribute,
+                        void* data) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = ctx;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = info.type;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = info.va;
+      break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (info.host == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = info.host;
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<unsigned*>(data) = info.managed ? 1 : 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = ctx->device;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = info.range_start;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = info.range_size;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<unsigned*>(data) = 1;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+// cuPointerGetAttributes' answer for a pointer nobody allocated: zero (null) of the attribute's
+// type. CUDA_ERROR_INVALID_VALUE for attributes we do not answer.
+CUresult WriteUnknown(CUpointer_attribute attribute, void* data) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<unsigned*>(data) = 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = CU_DEVICE_INVALID;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      static_assert(sizeof(CUcontext) == 8 && sizeof(CUdeviceptr) == 8 && sizeof(size_t) == 8);
+      *static_cast<uint64_t*>(data) = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+}  // namespace
+
 GPUVM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
                                             CUdeviceptr ptr) {
   CUctx_st* ctx;
   CUresult r = Current(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  void* host = nullptr;
-  uint64_t va = 0;
-  unsigned type;
-  if (auto a = ctx->gctx->Find(ptr); a.ok()) {
-    va = ptr;
-    type = a->kind == gpuvm::guest::MemoryKind::kDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-    if (a->host) host = static_cast<uint8_t*>(a->host) + (ptr - a->va);
-  } else if (InPinnedHost(ctx, reinterpret_cast<const void*>(ptr), 1, &va)) {
-    type = CU_MEMORYTYPE_HOST;
-    host = reinterpret_cast<void*>(ptr);
-  } else {
-    return CUDA_ERROR_INVALID_VALUE;
+  PointerInfo info;
+  if (!Describe(ctx, ptr, &info)) return CUDA_ERROR_INVALID_VALUE;
+  return WriteAttribute(ctx, info, attribute, data);
+}
+
+GPUVM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
+                                             void** data, CUdeviceptr ptr) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (count == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) {
+    if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
   }
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = ctx;
-      break;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned*>(data) = type;
-      break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = va;
-      break;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (host == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<void**>(data) = host;
-      break;
+  // Unlike cuPointerGetAttribute, a pointer nobody allocated is no error: its attributes are null.
+  PointerInfo info;
+  const bool known = Describe(ctx, ptr, &info);
+  for (unsigned i = 0; i < count; ++i) {
+    // A host pointer of memory the host cannot reach is null here too.
+    if (known && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER && info.host == nullptr) {
+      *static_cast<void**>(data[i]) = nullptr;
+      continue;
+    }
+    r = known ? WriteAttribute(ctx, info, attributes[i], data[i])
+              : WriteUnknown(attributes[i], data[i]);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  // Device and managed memory by GPU address (a managed pointer is both); either output may be
+  // null.
+  auto a = ctx->gctx->Find(ptr);
+  if (!a.ok()) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = a->va;
+  if (size != nullptr) *size = a->size;
+  return CUDA_SUCCESS;
+}
+
+// ---- managed memory ----
+
+namespace {
+
+// The managed allocation of ctx holding [ptr, ptr + bytes), or false.
+bool InManaged(CUctx_st* ctx, CUdeviceptr ptr, uint64_t bytes, gpuvm::guest::Allocation* out) {
+  auto a = ctx->gctx->Find(ptr);
+  if (!a.ok() || a->kind != gpuvm::guest::MemoryKind::kManaged) return false;
+  if (bytes > a->size - (ptr - a->va)) return false;
+  *out = *a;
+  return true;
+}
+
+// A location of a prefetch or an advice. `numa`: host NUMA nodes may be named (prefetches and
+// preferred locations; ACCESSED_BY takes a device or the host only). Device ordinals that do not
+// exist are CUDA_ERROR_INVALID_DEVICE, as CUDA documents; every other bad location
+// CUDA_ERROR_INVALID_VALUE.
+CUresult CheckLocation(const CUmemLocation& location, bool numa) {
+  switch (location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return ValidDevice(location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_LOCATION_TYPE_HOST:
+      return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      // One NUMA node as far as the GPU can tell: node 0.
+      return numa && location.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      return numa ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  // Either attachment is the same memory here: it is coherent for the host and every stream.
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  auto a = ctx->gctx->AllocManaged(bytes);
+  if (!a.ok()) return ContextError(ctx, a.status(), CUDA_ERROR_OUT_OF_MEMORY);
+  *dptr = a->va;
   return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamAttachMemAsync(CUstream handle, CUdeviceptr dptr, size_t length,
+                                             unsigned int flags) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+      flags != CU_MEM_ATTACH_SINGLE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The null stream is every stream: memory cannot be attached to it alone.
+  if (flags == CU_MEM_ATTACH_SINGLE && s->is_default) return CUDA_ERROR_INVALID_VALUE;
+  gpuvm::guest::Allocation a;
+  if (!InManaged(ctx, dptr, 0, &a) || a.va != dptr || (length != 0 && length != a.size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Nothing to change: the memory is coherent for the host and all streams whatever the
+  // association (docs/RUNTIME.md, "Managed memory").
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmemLocation location,
+                                            unsigned int flags, CUstream handle) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  gpuvm::guest::Allocation a;
+  if (count == 0 || flags != 0 || !InManaged(ctx, ptr, count, &a)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // A hint only: the memory stays where it is, host memory every processor reaches coherently.
+  return CheckLocation(location, /*numa=*/true);
+}
+
+GPUVM_EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, size_t count,
+                                                 CUmemLocation location, unsigned int flags,
+                                                 CUstream handle) {
+  return cuMemPrefetchAsync_v2(ptr, count, location, flags, handle);
+}
+
+GPUVM_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, CUmem_advise advice,
+                                     CUmemLocation location) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  gpuvm::guest::Allocation a;
+  if (count == 0 || !InManaged(ctx, ptr, count, &a)) return CUDA_ERROR_INVALID_VALUE;
+  switch (advice) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY:
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+      return CUDA_SUCCESS;  // the location is ignored
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+      return CheckLocation(location, /*numa=*/true);
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+      return CheckLocation(location, /*numa=*/false);
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// The forms older cuda.h headers bind (a device ordinal instead of a location; CU_DEVICE_CPU is the
+// host). Our cuda.h maps the names to the _v2 functions above, so they are defined here by hand.
+#undef cuMemPrefetchAsync
+#undef cuMemAdvise
+
+namespace {
+CUmemLocation LocationOf(CUdevice device) {
+  CUmemLocation location{};
+  if (device == CU_DEVICE_CPU) {
+    location.type = CU_MEM_LOCATION_TYPE_HOST;
+  } else {
+    location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = device;
+  }
+  return location;
+}
+}  // namespace
+
+GPUVM_EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr ptr, size_t count, CUdevice device,
+                                         CUstream handle) {
+  return cuMemPrefetchAsync_v2(ptr, count, LocationOf(device), 0, handle);
+}
+
+GPUVM_EXPORT CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr ptr, size_t count, CUdevice device,
+                                              CUstream handle) {
+  return cuMemPrefetchAsync_v2(ptr, count, LocationOf(device), 0, handle);
+}
+
+GPUVM_EXPORT CUresult cuMemAdvise(CUdeviceptr ptr, size_t count, CUmem_advise advice,
+                                  CUdevice device) {
+  return cuMemAdvise_v2(ptr, count, advice, LocationOf(device));
+}
+
+GPUVM_EXPORT CUresult cuStreamAttachMemAsync_ptsz(CUstream handle, CUdeviceptr dptr, size_t length,
+                                                  unsigned int flags) {
+  return cuStreamAttachMemAsync(handle, dptr, length, flags);
 }
 
 GPUVM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {

@@ -514,6 +514,8 @@ GPUVM_EXPORT cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int devic
   prop->pciDomainID = attr(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
   prop->asyncEngineCount = attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
   prop->unifiedAddressing = attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+  prop->managedMemory = attr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+  prop->concurrentManagedAccess = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
   prop->memoryBusWidth = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
   prop->l2CacheSize = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
   prop->maxThreadsPerMultiProcessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
@@ -690,6 +692,82 @@ GPUVM_EXPORT cudaError_t cudaHostUnregister(void* ptr) {
 
 GPUVM_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   return InContext(cuMemGetInfo, free, total);
+}
+
+// ---- managed memory (docs/RUNTIME.md, "Managed memory") ----
+
+GPUVM_EXPORT cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
+  if (ptr == nullptr || size == 0) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUdeviceptr d = 0;
+  CUresult r = cuMemAllocManaged(&d, size, flags);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return Record(cudaErrorMemoryAllocation);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  *ptr = reinterpret_cast<void*>(d);
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* ptr, size_t length,
+                                                  unsigned int flags) {
+  return InContext(cuStreamAttachMemAsync, stream, CUdeviceptr(ptr), length, flags);
+}
+
+GPUVM_EXPORT cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void* ptr,
+                                                       size_t length, unsigned int flags) {
+  return cudaStreamAttachMemAsync(stream, ptr, length, flags);
+}
+
+namespace {
+// The runtime's memory locations are the driver's, field by field and value by value.
+CUmemLocation ToDriver(cudaMemLocation location) {
+  return CUmemLocation{CUmemLocationType(location.type), location.id};
+}
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count,
+                                              cudaMemLocation location, unsigned int flags,
+                                              cudaStream_t stream) {
+  return InContext(cuMemPrefetchAsync_v2, CUdeviceptr(ptr), count, ToDriver(location), flags,
+                   stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, size_t count,
+                                                   cudaMemLocation location, unsigned int flags,
+                                                   cudaStream_t stream) {
+  return cudaMemPrefetchAsync(ptr, count, location, flags, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemAdvise(const void* ptr, size_t count, cudaMemoryAdvise advice,
+                                       cudaMemLocation location) {
+  return InContext(cuMemAdvise_v2, CUdeviceptr(ptr), count, CUmem_advise(advice),
+                   ToDriver(location));
+}
+
+GPUVM_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes,
+                                                  const void* ptr) {
+  if (attributes == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                 CU_POINTER_ATTRIBUTE_HOST_POINTER,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  unsigned type = 0, managed = 0;
+  CUdeviceptr device_pointer = 0;
+  void* host_pointer = nullptr;
+  int ordinal = cudaInvalidDeviceId;
+  void* data[] = {&type, &managed, &device_pointer, &host_pointer, &ordinal};
+  const CUresult r = cuPointerGetAttributes(5, which, data, CUdeviceptr(ptr));
+  if (r != CUDA_SUCCESS) return Rec(r);
+  *attributes = cudaPointerAttributes{};
+  // Memory CUDA does not know (type 0) is no error since CUDA 11: cudaMemoryTypeUnregistered.
+  attributes->type = managed                        ? cudaMemoryTypeManaged
+                     : type == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
+                     : type == CU_MEMORYTYPE_HOST   ? cudaMemoryTypeHost
+                                                    : cudaMemoryTypeUnregistered;
+  attributes->device = ordinal;
+  attributes->devicePointer = reinterpret_cast<void*>(device_pointer);
+  attributes->hostPointer = host_pointer;
+  return cudaSuccess;
 }
 
 GPUVM_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {

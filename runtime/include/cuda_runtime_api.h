@@ -250,8 +250,58 @@ enum cudaDeviceAttr {
   cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
   cudaDevAttrMaxRegistersPerMultiprocessor = 82,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+  cudaDevAttrManagedMemory = 83,
+  cudaDevAttrPageableMemoryAccess = 88,
+  cudaDevAttrConcurrentManagedAccess = 89,
   cudaDevAttrHostRegisterSupported = 99,
+  cudaDevAttrPageableMemoryAccessUsesHostPageTables = 100,
+  cudaDevAttrDirectManagedMemAccessFromHost = 101,
   cudaDevAttrMaxBlocksPerMultiprocessor = 106
+};
+
+/* Managed memory (docs/RUNTIME.md, "Managed memory"): attachment flags, advice, locations and
+ * pointer attributes. */
+#define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
+#define cudaMemAttachSingle 0x04
+#define cudaCpuDeviceId ((int)-1)
+#define cudaInvalidDeviceId ((int)-2)
+
+enum cudaMemoryAdvise {
+  cudaMemAdviseSetReadMostly = 1,
+  cudaMemAdviseUnsetReadMostly = 2,
+  cudaMemAdviseSetPreferredLocation = 3,
+  cudaMemAdviseUnsetPreferredLocation = 4,
+  cudaMemAdviseSetAccessedBy = 5,
+  cudaMemAdviseUnsetAccessedBy = 6
+};
+
+enum cudaMemLocationType {
+  cudaMemLocationTypeInvalid = 0,
+  cudaMemLocationTypeDevice = 1,
+  cudaMemLocationTypeHost = 2,
+  cudaMemLocationTypeHostNuma = 3,
+  cudaMemLocationTypeHostNumaCurrent = 4
+};
+
+struct cudaMemLocation {
+  enum cudaMemLocationType type;
+  int id;
+};
+
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3
+};
+
+struct cudaPointerAttributes {
+  enum cudaMemoryType type;
+  int device;
+  void* devicePointer;
+  void* hostPointer;
+  long reserved[8];
 };
 
 /* A texture/array element format (cudaCreateChannelDesc). */
@@ -446,6 +496,16 @@ cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost, unsi
 cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int flags);
 cudaError_t CUDARTAPI cudaHostUnregister(void* ptr);
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total);
+cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size, unsigned int flags);
+cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, size_t length,
+                                               unsigned int flags);
+cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count,
+                                           struct cudaMemLocation location, unsigned int flags,
+                                           cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice,
+                                    struct cudaMemLocation location);
+cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
+                                               const void* ptr);
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
                                  enum cudaMemcpyKind kind);
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
@@ -524,8 +584,8 @@ cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes* attr, con
 cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache cacheConfig);
 #define cudaOccupancyDefault 0x00
 #define cudaOccupancyDisableCachingOverride 0x01
-cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func,
-                                                                    int blockSize,
+cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks,
+                                                                    const void* func, int blockSize,
                                                                     size_t dynamicSMemSize);
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags);

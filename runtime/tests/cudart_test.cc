@@ -327,6 +327,89 @@ TEST_F(RuntimeCudart, VectorAddThroughTheNvcc13LaunchPath) {
   for (void* p : {da, db, dc}) ASSERT_EQ(cudaFree(p), cudaSuccess);
 }
 
+// The most common beginner program: cudaMallocManaged, fill on the host, launch, synchronize,
+// read on the host. Plus what the runtime says of such pointers, hints, and cudaFree.
+TEST_F(RuntimeCudart, ManagedMemoryFilledOnTheHostAndReadBack) {
+  int value = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrManagedMemory, 0), cudaSuccess);
+  EXPECT_EQ(value, 1);
+  ASSERT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrConcurrentManagedAccess, 0), cudaSuccess);
+  EXPECT_EQ(value, 1);
+  ASSERT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrUnifiedAddressing, 0), cudaSuccess);
+  EXPECT_EQ(value, 0);
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  EXPECT_EQ(prop.managedMemory, 1);
+  EXPECT_EQ(prop.concurrentManagedAccess, 1);
+
+  const unsigned n = 3000;
+  unsigned *a = nullptr, *b = nullptr, *c = nullptr;
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&a), n * 4, cudaMemAttachGlobal),
+            cudaSuccess);
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&b), n * 4, cudaMemAttachHost), cudaSuccess);
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&c), n * 4, cudaMemAttachGlobal),
+            cudaSuccess);
+  for (unsigned i = 0; i < n; ++i) {
+    a[i] = i;
+    b[i] = 100 * i;
+  }
+  const cudaMemLocation gpu{cudaMemLocationTypeDevice, 0};
+  const cudaMemLocation cpu{cudaMemLocationTypeHost, 0};
+  ASSERT_EQ(cudaMemAdvise(a, n * 4, cudaMemAdviseSetReadMostly, gpu), cudaSuccess);
+  ASSERT_EQ(cudaMemPrefetchAsync(a, n * 4, gpu, 0, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamAttachMemAsync(nullptr, c, 0, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(LaunchVadd(dim3((n + 255) / 256), dim3(256), nullptr, a, b, c, n), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemPrefetchAsync(c, n * 4, cpu, 0, nullptr), cudaSuccess);
+  for (unsigned i = 0; i < n; ++i) ASSERT_EQ(c[i], 101 * i) << i;
+
+  cudaPointerAttributes attr;
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, c + 5), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeManaged);
+  EXPECT_EQ(attr.device, 0);
+  EXPECT_EQ(attr.devicePointer, c + 5);
+  EXPECT_EQ(attr.hostPointer, c + 5);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, d), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(attr.hostPointer, nullptr);
+  int local = 0;
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, &local), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered);
+
+  // cudaMemcpyDefault knows managed memory is the GPU's to copy.
+  std::vector<unsigned> back(n);
+  ASSERT_EQ(cudaMemcpy(back.data(), c, n * 4, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(back[n - 1], 101 * (n - 1));
+  ASSERT_EQ(cudaMemcpy(a, c, n * 4, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(a[n - 1], 101 * (n - 1));
+  ASSERT_EQ(cudaMemset(b, 0, n * 4), cudaSuccess);
+  EXPECT_EQ(b[17], 0u);
+
+  // Bad arguments: the runtime's error codes, and the memory untouched.
+  void* m = nullptr;
+  EXPECT_EQ(cudaMallocManaged(&m, 0, cudaMemAttachGlobal), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMallocManaged(&m, 64, cudaMemAttachSingle), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMallocManaged(nullptr, 64, cudaMemAttachGlobal), cudaErrorInvalidValue);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(cudaMemAdvise(a, n * 4, cudaMemoryAdvise(42), gpu), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemPrefetchAsync(a, n * 4 + 1, gpu, 0, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemPrefetchAsync(d, 256, gpu, 0, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamAttachMemAsync(nullptr, c, 0, cudaMemAttachSingle), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(c + 1), cudaErrorInvalidDevicePointer);
+  EXPECT_EQ(c[1], 101u);
+
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  ASSERT_EQ(cudaFree(a), cudaSuccess);
+  ASSERT_EQ(cudaFree(b), cudaSuccess);
+  ASSERT_EQ(cudaFree(c), cudaSuccess);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, c), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered);
+  (void)cudaGetLastError();
+}
+
 TEST_F(RuntimeCudart, LaunchErrors) {
   void* d;
   ASSERT_EQ(cudaMalloc(&d, 4096), cudaSuccess);

@@ -916,6 +916,180 @@ TEST_F(RuntimeDriverApi, PointerAttributes) {
   ASSERT_CU(cuMemFree(d));
 }
 
+// Managed memory: one pointer that the host and kernels both use, pointer attributes saying so,
+// address ranges, cudaFree's driver twin, hints that only check their arguments.
+TEST_F(RuntimeDriverApi, ManagedMemoryIsOnePointerForHostAndKernels) {
+  int managed = 0, concurrent = 0;
+  ASSERT_CU(cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, dev_));
+  ASSERT_CU(cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev_));
+  EXPECT_EQ(managed, 1);
+  EXPECT_EQ(concurrent, 1);
+
+  CUfunction vadd = TestFunction("vadd");
+  uint32_t n = 4096;
+  CUdeviceptr a, b, c;
+  ASSERT_CU(cuMemAllocManaged(&a, n * 4, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemAllocManaged(&b, n * 4, CU_MEM_ATTACH_HOST));
+  ASSERT_CU(cuMemAllocManaged(&c, n * 4, CU_MEM_ATTACH_GLOBAL));
+  auto* ha = reinterpret_cast<uint32_t*>(a);
+  auto* hb = reinterpret_cast<uint32_t*>(b);
+  auto* hc = reinterpret_cast<uint32_t*>(c);
+  for (uint32_t i = 0; i < n; ++i) {
+    ha[i] = i;
+    hb[i] = 7 * i;
+  }
+  void* params[] = {&a, &b, &c, &n};
+  ASSERT_CU(cuLaunchKernel(vadd, n / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(hc[i], 8 * i) << i;
+
+  // Attributes: device memory as far as copies go, managed, the same pointer on both sides.
+  unsigned type = 0, is_managed = 0, mapped = 0;
+  CUdeviceptr device_pointer = 0, start = 0;
+  void* host_pointer = nullptr;
+  size_t range = 0;
+  int ordinal = -1;
+  ASSERT_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, c + 40));
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_DEVICE));
+  ASSERT_CU(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, c + 40));
+  EXPECT_EQ(is_managed, 1u);
+  ASSERT_CU(cuPointerGetAttribute(&device_pointer, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, c + 40));
+  ASSERT_CU(cuPointerGetAttribute(&host_pointer, CU_POINTER_ATTRIBUTE_HOST_POINTER, c + 40));
+  EXPECT_EQ(device_pointer, c + 40);
+  EXPECT_EQ(host_pointer, reinterpret_cast<void*>(c + 40));
+  ASSERT_CU(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, c + 40));
+  ASSERT_CU(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, c + 40));
+  EXPECT_EQ(start, c);
+  EXPECT_EQ(range, n * 4);
+  ASSERT_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, c));
+  EXPECT_EQ(ordinal, 0);
+  ASSERT_CU(cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, c));
+  EXPECT_EQ(mapped, 1u);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_CU(cuMemGetAddressRange(&base, &size, c + n * 4 - 1));
+  EXPECT_EQ(base, c);
+  EXPECT_EQ(size, n * 4);
+  ASSERT_CU(cuMemGetAddressRange(nullptr, &size, c));
+
+  // Several at once; device memory is not managed, and memory nobody allocated has null attributes.
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 4096));
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_HOST_POINTER};
+  void* data[] = {&is_managed, &type, &host_pointer};
+  ASSERT_CU(cuPointerGetAttributes(3, which, data, d));
+  EXPECT_EQ(is_managed, 0u);
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_DEVICE));
+  EXPECT_EQ(host_pointer, nullptr);
+  int stack_var = 0;
+  ASSERT_CU(cuPointerGetAttributes(3, which, data, CUdeviceptr(&stack_var)));
+  EXPECT_EQ(type, 0u);
+  EXPECT_EQ(cuMemGetAddressRange(&base, &size, CUdeviceptr(&stack_var)), CUDA_ERROR_NOT_FOUND);
+
+  // Copies between managed, device and pageable memory, all ways.
+  std::vector<uint32_t> back(n);
+  ASSERT_CU(cuMemcpyDtoD(d, c, 4096));
+  ASSERT_CU(cuMemcpyDtoH(back.data(), d, 4096));
+  EXPECT_EQ(back[1023], 8u * 1023);
+  ASSERT_CU(cuMemcpyHtoD(a, back.data(), 4096));
+  EXPECT_EQ(ha[1023], 8u * 1023);
+  ASSERT_CU(cuMemsetD32(b, 9, n));
+  EXPECT_EQ(hb[n - 1], 9u);
+
+  // Hints: valid ones succeed and change nothing.
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUmemLocation gpu{CU_MEM_LOCATION_TYPE_DEVICE, 0}, host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  ASSERT_CU(cuMemPrefetchAsync(a, n * 4, gpu, 0, s));
+  ASSERT_CU(cuMemPrefetchAsync(a + 4, 8, host, 0, nullptr));
+  ASSERT_CU(cuMemAdvise(a, n * 4, CU_MEM_ADVISE_SET_READ_MOSTLY, gpu));
+  ASSERT_CU(cuMemAdvise(a, n * 4, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  ASSERT_CU(cuMemAdvise(a, 4, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu));
+  ASSERT_CU(cuStreamAttachMemAsync(s, a, 0, CU_MEM_ATTACH_SINGLE));
+  ASSERT_CU(cuStreamAttachMemAsync(nullptr, a, n * 4, CU_MEM_ATTACH_HOST));
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_EQ(ha[1023], 8u * 1023);
+
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuMemFree(a));
+  ASSERT_CU(cuMemFree(b));
+  ASSERT_CU(cuMemFree(c));
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, c),
+            CUDA_ERROR_INVALID_VALUE);
+}
+
+// Bad arguments to managed memory's calls: CUDA's error, and nothing changed.
+TEST_F(RuntimeDriverApi, ManagedMemoryArgumentErrors) {
+  CUdeviceptr m = 0;
+  EXPECT_EQ(cuMemAllocManaged(nullptr, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&m, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&m, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_SINGLE), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(m, 0u);  // nothing written on failure
+  EXPECT_EQ(cuMemAllocManaged(&m, size_t{1} << 50, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_OUT_OF_MEMORY);
+
+  ASSERT_CU(cuMemAllocManaged(&m, 8192, CU_MEM_ATTACH_GLOBAL));
+  auto* bytes = reinterpret_cast<uint8_t*>(m);
+  bytes[100] = 0x3c;
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 8192));
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  const CUmemLocation gpu{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  // Prefetches: past the end, not managed, zero bytes, flags, bad locations.
+  EXPECT_EQ(cuMemPrefetchAsync(m, 8193, gpu, 0, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(m + 4096, 4097, gpu, 0, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(d, 4096, gpu, 0, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(m, 0, gpu, 0, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(m, 4096, gpu, 1, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(m, 4096, CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, 3}, 0, s),
+            CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuMemPrefetchAsync(m, 4096, CUmemLocation{CU_MEM_LOCATION_TYPE_INVALID, 0}, 0, s),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(m, 4096, CUmemLocation{CUmemLocationType(9), 0}, 0, s),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(m, 4096, gpu, 0, reinterpret_cast<CUstream>(&d)),
+            CUDA_ERROR_INVALID_HANDLE);
+  // Advice: unknown advice, not managed, ACCESSED_BY a NUMA node.
+  EXPECT_EQ(cuMemAdvise(m, 4096, CUmem_advise(0), gpu), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAdvise(m, 4096, CUmem_advise(7), gpu), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAdvise(d, 4096, CU_MEM_ADVISE_SET_READ_MOSTLY, gpu), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAdvise(m, 8193, CU_MEM_ADVISE_SET_READ_MOSTLY, gpu), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAdvise(m, 4096, CU_MEM_ADVISE_SET_ACCESSED_BY,
+                        CUmemLocation{CU_MEM_LOCATION_TYPE_HOST_NUMA, 0}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAdvise(m, 4096, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                        CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, -5}),
+            CUDA_ERROR_INVALID_DEVICE);
+  // Attachment: a part of the allocation, not its start, SINGLE on the null stream, flags.
+  EXPECT_EQ(cuStreamAttachMemAsync(s, m, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamAttachMemAsync(s, m + 4096, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamAttachMemAsync(nullptr, m, 0, CU_MEM_ATTACH_SINGLE), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamAttachMemAsync(s, m, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamAttachMemAsync(s, d, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  // Freeing: not the start, with the host call; then the memory is still there.
+  EXPECT_EQ(cuMemFree(m + 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(bytes), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(bytes[100], 0x3c);
+  unsigned is_managed = 0;
+  ASSERT_CU(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m + 8191));
+  EXPECT_EQ(is_managed, 1u);
+  // Attribute queries with bad arguments.
+  EXPECT_EQ(cuPointerGetAttributes(0, nullptr, nullptr, m), CUDA_ERROR_INVALID_VALUE);
+  CUpointer_attribute bogus = CUpointer_attribute(99);
+  void* out[] = {&is_managed};
+  EXPECT_EQ(cuPointerGetAttributes(1, &bogus, out, m), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuMemFree(m));
+  EXPECT_EQ(cuMemFree(m), CUDA_ERROR_INVALID_VALUE);  // twice
+}
+
 TEST_F(RuntimeDriverApi, ThreadsShareContexts) {
   CUfunction vadd = TestFunction("vadd");
   ASSERT_NE(vadd, nullptr);
