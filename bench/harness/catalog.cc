@@ -28,6 +28,7 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
        true},
       {"printf", "compat: device printf from many threads, checked output, a full FIFO", true},
       {"half", "compat: cuda_fp16 arithmetic and comparisons, bit-exact against the host", true},
+      {"managed", "compat: cudaMallocManaged SAXPY filled and read on the host, hints", true},
   };
   return *benchmarks;
 }

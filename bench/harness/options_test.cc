@@ -29,8 +29,9 @@ TEST(BenchHarnessOptions, DefaultsRunTheWholeSuiteNatively) {
 TEST(BenchHarnessOptions, CompatNamesTheCompatibilityCorpus) {
   Result<Options> o = Parse({"--bench", "compat"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"gdev", "rtapi", "shneg", "warpsz", "longk",
-                                                     "churn", "thrust", "printf", "half"}));
+  EXPECT_EQ(o->benchmarks,
+            (std::vector<std::string>{"gdev", "rtapi", "shneg", "warpsz", "longk", "churn",
+                                      "thrust", "printf", "half", "managed"}));
   o = Parse({"--bench", "churn,nop"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"nop", "churn"}));
