@@ -161,7 +161,11 @@ TEST_F(GuestDriverLaunchTest, LaunchesAreValidated) {
          p.block = {32, 32, 2};
        },
        StatusCode::kInvalidArgument},
-      {"shared", [](LaunchParams& p) { p.shared_bytes = kMaxSharedBytesPerBlock + 1; },
+      // 48 KiB plus what a JIT may add for itself (isa::kMaxInternalSharedBytes), plus one.
+      {"shared",
+       [](LaunchParams& p) {
+         p.shared_bytes = kMaxSharedBytesPerBlock + isa::kMaxInternalSharedBytes + 1;
+       },
        StatusCode::kInvalidArgument},
       {"local", [](LaunchParams& p) { p.local_bytes_per_thread = (16 << 10) + 1; },
        StatusCode::kInvalidArgument},
