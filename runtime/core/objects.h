@@ -71,6 +71,10 @@ struct CUfunc_st {
   unsigned legacy_shared_bytes = 0;
   size_t legacy_param_size = 0;
   std::vector<uint8_t> legacy_params = std::vector<uint8_t>(kLegacyParamBytes, 0);
+
+  // cuFuncSetAttribute's settable attributes (-1: never set, the default applies).
+  std::atomic<int> max_dynamic_shared{-1};
+  std::atomic<int> preferred_carveout{-1};
 };
 
 struct CUmod_st {

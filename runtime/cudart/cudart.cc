@@ -912,8 +912,34 @@ GPUVM_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const v
   attr->ptxVersion = get(CU_FUNC_ATTRIBUTE_PTX_VERSION);
   attr->binaryVersion = get(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
   attr->maxDynamicSharedSizeBytes = get(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-  attr->preferredShmemCarveout = -1;
+  attr->preferredShmemCarveout = get(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
   return cudaSuccess;
+}
+
+// The settable attributes share the driver's numbers; the driver checks the values.
+GPUVM_EXPORT cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  ENSURE_CONTEXT();
+  KernelRecord* k = FindKernel(func);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize &&
+      attr != cudaFuncAttributePreferredSharedMemoryCarveout) {
+    return Record(cudaErrorInvalidValue);
+  }
+  CUfunction f;
+  {
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    CUresult r = FunctionFor(k, &f);
+    if (r != CUDA_SUCCESS) return Rec(r);
+  }
+  return Rec(cuFuncSetAttribute(f, static_cast<CUfunction_attribute>(attr), value));
+}
+
+GPUVM_EXPORT cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaSharedMemConfig config) {
+  ENSURE_CONTEXT();
+  if (FindKernel(func) == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  if (config < cudaSharedMemBankSizeDefault || config > cudaSharedMemBankSizeEightByte)
+    return Record(cudaErrorInvalidValue);
+  return cudaSuccess;  // the bank width is the hardware's (see cudaFuncSetCacheConfig)
 }
 
 GPUVM_EXPORT cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {

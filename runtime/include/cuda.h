@@ -264,6 +264,19 @@ typedef enum CUfunction_attribute_enum {
   CU_FUNC_ATTRIBUTE_MAX
 } CUfunction_attribute;
 
+typedef enum CUfunc_cache_enum {
+  CU_FUNC_CACHE_PREFER_NONE = 0,
+  CU_FUNC_CACHE_PREFER_SHARED = 1,
+  CU_FUNC_CACHE_PREFER_L1 = 2,
+  CU_FUNC_CACHE_PREFER_EQUAL = 3
+} CUfunc_cache;
+
+typedef enum CUsharedconfig_enum {
+  CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE = 0,
+  CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE = 1,
+  CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE = 2
+} CUsharedconfig;
+
 typedef enum CUjit_option_enum {
   CU_JIT_MAX_REGISTERS = 0,
   CU_JIT_THREADS_PER_BLOCK = 1,
@@ -446,6 +459,9 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const cha
 CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod,
                                    const char* name);
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc);
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value);
+CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config);
+CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config);
 
 /* ---- memory ---- */
 CUresult CUDAAPI cuMemGetInfo(size_t* free, size_t* total);

@@ -442,6 +442,28 @@ TEST_F(RuntimeCudart, LaunchErrors) {
   EXPECT_GT(attr.numRegs, 0);
   EXPECT_EQ(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&unregistered_stub)),
             cudaErrorInvalidDeviceFunction);
+  // The settable attributes: what the device allows is kept and read back, more is refused and
+  // changes nothing.
+  const void* vadd = reinterpret_cast<const void*>(&vadd_stub);
+  EXPECT_EQ(attr.maxDynamicSharedSizeBytes, 48 * 1024);
+  EXPECT_EQ(attr.preferredShmemCarveout, -1);
+  EXPECT_EQ(cudaFuncSetAttribute(vadd, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384),
+            cudaSuccess);
+  EXPECT_EQ(cudaFuncSetAttribute(vadd, cudaFuncAttributePreferredSharedMemoryCarveout, 50),
+            cudaSuccess);
+  EXPECT_EQ(cudaFuncSetAttribute(vadd, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFuncSetAttribute(vadd, cudaFuncAttributePreferredSharedMemoryCarveout, 101),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFuncSetAttribute(vadd, cudaFuncAttribute(0), 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFuncSetAttribute(reinterpret_cast<const void*>(&unregistered_stub),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 0),
+            cudaErrorInvalidDeviceFunction);
+  ASSERT_EQ(cudaFuncGetAttributes(&attr, vadd), cudaSuccess);
+  EXPECT_EQ(attr.maxDynamicSharedSizeBytes, 16384);
+  EXPECT_EQ(attr.preferredShmemCarveout, 50);
+  EXPECT_EQ(cudaFuncSetSharedMemConfig(vadd, cudaSharedMemBankSizeEightByte), cudaSuccess);
+  EXPECT_EQ(cudaFuncSetSharedMemConfig(vadd, cudaSharedMemConfig(3)), cudaErrorInvalidValue);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
   (void)cudaGetLastError();
 }

@@ -557,6 +557,25 @@ TEST_F(RuntimeDriverApi, FunctionAttributes) {
   ExpectRefusals(cuFuncGetAttribute, vadd, CU_FUNC_ATTRIBUTE_NUM_REGS, {99});
   int v = 0;
   EXPECT_EQ(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  // Settable: the dynamic shared size up to what the device allows, the carveout hint; each read
+  // back. Refused values, read-only attributes and bad handles change nothing.
+  const auto dynamic = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+  const auto carveout = CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, dynamic, fill), 48 * 1024);
+  EXPECT_CU(cuFuncSetAttribute(fill, dynamic, 1000));
+  EXPECT_EQ(cuFuncSetAttribute(fill, dynamic, 48 * 1024 + 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(fill, dynamic, -1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, dynamic, fill), 1000);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, dynamic, vadd), 48 * 1024);  // per function
+  EXPECT_CU(cuFuncSetAttribute(fill, carveout, 25));
+  EXPECT_EQ(cuFuncSetAttribute(fill, carveout, -2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Attribute(cuFuncGetAttribute, carveout, fill), 25);
+  EXPECT_EQ(cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_NUM_REGS, 8), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(nullptr, dynamic, 0), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_CU(cuFuncSetCacheConfig(fill, CU_FUNC_CACHE_PREFER_L1));
+  EXPECT_EQ(cuFuncSetCacheConfig(fill, CUfunc_cache(4)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(cuFuncSetSharedMemConfig(fill, CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE));
+  EXPECT_EQ(cuFuncSetSharedMemConfig(fill, CUsharedconfig(3)), CUDA_ERROR_INVALID_VALUE);
 }
 
 // A kernel using all of its 48 KiB of static shared memory and bar.red (whose counter word the JIT
