@@ -4,6 +4,7 @@
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "runtime/driver_api.h"
@@ -330,13 +331,19 @@ GPUVM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attri
   PointerInfo info;
   const bool known = Describe(ctx, ptr, &info);
   for (unsigned i = 0; i < count; ++i) {
+    // The caller's array holds integers: one outside our enumeration is refused, never loaded as
+    // an enum value (undefined behaviour); WriteAttribute refuses the ones inside we do not answer.
+    int raw;
+    std::memcpy(&raw, &attributes[i], sizeof raw);
+    if (raw < CU_POINTER_ATTRIBUTE_CONTEXT || raw > CU_POINTER_ATTRIBUTE_MAPPED)
+      return CUDA_ERROR_INVALID_VALUE;
+    const auto attribute = static_cast<CUpointer_attribute>(raw);
     // A host pointer of memory the host cannot reach is null here too.
-    if (known && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER && info.host == nullptr) {
+    if (known && attribute == CU_POINTER_ATTRIBUTE_HOST_POINTER && info.host == nullptr) {
       *static_cast<void**>(data[i]) = nullptr;
       continue;
     }
-    r = known ? WriteAttribute(ctx, info, attributes[i], data[i])
-              : WriteUnknown(attributes[i], data[i]);
+    r = known ? WriteAttribute(ctx, info, attribute, data[i]) : WriteUnknown(attribute, data[i]);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -373,7 +380,11 @@ bool InManaged(CUctx_st* ctx, CUdeviceptr ptr, uint64_t bytes, gpuvm::guest::All
 // exist are CUDA_ERROR_INVALID_DEVICE, as CUDA documents; every other bad location
 // CUDA_ERROR_INVALID_VALUE.
 CUresult CheckLocation(const CUmemLocation& location, bool numa) {
-  switch (location.type) {
+  // The caller's bytes, read as the integer they are: a value outside the enumeration must reach
+  // `default`, not be a load of an invalid enum (undefined behaviour).
+  int type;
+  std::memcpy(&type, &location.type, sizeof type);
+  switch (type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
       return ValidDevice(location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
     case CU_MEM_LOCATION_TYPE_HOST:
