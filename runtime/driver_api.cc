@@ -20,6 +20,13 @@ CUresult CheckInit(bool bad_args) {
 
 bool ValidDevice(CUdevice dev) { return dev >= 0 && dev < Process::Get().device_count(); }
 
+CUresult LiveFunction(CUfunction f) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  return Process::Get().IsLive(f, Process::Kind::kFunction) ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_INVALID_HANDLE;
+}
+
 CUresult Current(CUctx_st** out, bool check_health) {
   CUresult r = CheckInit();
   if (r != CUDA_SUCCESS) return r;

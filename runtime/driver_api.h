@@ -38,6 +38,9 @@ CUresult CheckInit(bool bad_args);
 
 bool ValidDevice(CUdevice dev);
 
+// CheckInit's error, else CUDA_ERROR_INVALID_HANDLE unless `f` is a live function.
+CUresult LiveFunction(CUfunction f);
+
 // The calling thread's current context, checked: initialized, present, alive, not faulted.
 CUresult Current(CUctx_st** out, bool check_health = true);
 
@@ -88,6 +91,7 @@ using gpuvm::runtime::driver_api::Current;
 using gpuvm::runtime::driver_api::CurrentStream;
 using gpuvm::runtime::driver_api::InPinnedHost;
 using gpuvm::runtime::driver_api::InRange;
+using gpuvm::runtime::driver_api::LiveFunction;
 using gpuvm::runtime::driver_api::Ordered;
 using gpuvm::runtime::driver_api::Process;
 using gpuvm::runtime::driver_api::ReleaseHostCallbacks;

@@ -115,16 +115,8 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
 
 namespace {
 
-// The live function `f`, or why not.
-CUresult LegacyFunction(CUfunction f) {
-  CUresult r = CheckInit();
-  if (r != CUDA_SUCCESS) return r;
-  return Process::Get().IsLive(f, Process::Kind::kFunction) ? CUDA_SUCCESS
-                                                            : CUDA_ERROR_INVALID_HANDLE;
-}
-
 CUresult SetParamBytes(CUfunction f, int offset, const void* bytes, size_t n) {
-  CUresult r = LegacyFunction(f);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
   if (offset < 0 || (n > 0 && bytes == nullptr) ||
       size_t(offset) + n > CUfunc_st::kLegacyParamBytes) {
@@ -136,7 +128,7 @@ CUresult SetParamBytes(CUfunction f, int offset, const void* bytes, size_t n) {
 }
 
 CUresult LaunchLegacy(CUfunction f, int grid_width, int grid_height, CUstream stream) {
-  CUresult r = LegacyFunction(f);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
   if (grid_width <= 0 || grid_height <= 0) return CUDA_ERROR_INVALID_VALUE;
   // A copy: another thread may set parameters for the next launch meanwhile.
@@ -159,7 +151,7 @@ CUresult LaunchLegacy(CUfunction f, int grid_width, int grid_height, CUstream st
 }  // namespace
 
 GPUVM_EXPORT CUresult cuFuncSetBlockShape(CUfunction f, int x, int y, int z) {
-  CUresult r = LegacyFunction(f);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
   if (x <= 0 || y <= 0 || z <= 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(f->legacy_mu);
@@ -170,7 +162,7 @@ GPUVM_EXPORT CUresult cuFuncSetBlockShape(CUfunction f, int x, int y, int z) {
 }
 
 GPUVM_EXPORT CUresult cuFuncSetSharedSize(CUfunction f, unsigned int bytes) {
-  CUresult r = LegacyFunction(f);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(f->legacy_mu);
   f->legacy_shared_bytes = bytes;  // checked against the limit at launch, like cuLaunchKernel's
@@ -178,7 +170,7 @@ GPUVM_EXPORT CUresult cuFuncSetSharedSize(CUfunction f, unsigned int bytes) {
 }
 
 GPUVM_EXPORT CUresult cuParamSetSize(CUfunction f, unsigned int numbytes) {
-  CUresult r = LegacyFunction(f);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
   if (numbytes > CUfunc_st::kLegacyParamBytes) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(f->legacy_mu);
@@ -199,7 +191,7 @@ GPUVM_EXPORT CUresult cuParamSetv(CUfunction f, int offset, void* ptr, unsigned 
 }
 
 GPUVM_EXPORT CUresult cuParamSetTexRef(CUfunction f, int, CUtexref) {
-  CUresult r = LegacyFunction(f);
+  CUresult r = LiveFunction(f);
   return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -148,6 +148,16 @@ GPUVM_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUm
   return CUDA_ERROR_NOT_FOUND;
 }
 
+namespace {
+// The dynamic shared memory a launch of `f` may add: what its own static memory leaves of the
+// device's 48 KiB per block (there is no opt-in beyond it).
+int DynamicSharedLeft(const CUfunc_st* f) {
+  using gpuvm::guest::kMaxSharedBytesPerBlock;
+  return int(kMaxSharedBytesPerBlock - std::min<uint32_t>(gpuvm::isa::ProgramSharedBytes(f->header),
+                                                          kMaxSharedBytesPerBlock));
+}
+}  // namespace
+
 GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction f) {
   using namespace gpuvm::guest;
   CUresult r = CheckInit(pi == nullptr);
@@ -181,11 +191,7 @@ GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, C
       break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: {
       const int set = f->max_dynamic_shared.load(std::memory_order_relaxed);
-      *pi =
-          set >= 0
-              ? set
-              : int(kMaxSharedBytesPerBlock -
-                    std::min<uint32_t>(gpuvm::isa::ProgramSharedBytes(h), kMaxSharedBytesPerBlock));
+      *pi = set >= 0 ? set : DynamicSharedLeft(f);
       break;
     }
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
@@ -197,23 +203,18 @@ GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, C
   return CUDA_SUCCESS;
 }
 
-// The two attributes a program may set. The device has no opt-in beyond its 48 KiB per block
-// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN answers 48 KiB), so a dynamic size up to
-// what the kernel's static memory leaves is accepted and more is refused, as CUDA refuses more
-// than the opt-in; the carveout is a hint (percent of L1 for shared memory, or -1).
+// The two attributes a program may set: a dynamic size up to DynamicSharedLeft is accepted and more
+// is refused, as CUDA refuses more than the opt-in
+// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN answers 48 KiB here); the carveout is a
+// hint (percent of L1 for shared memory, or -1).
 GPUVM_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, int value) {
-  using namespace gpuvm::guest;
-  CUresult r = CheckInit(false);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
-  if (!Process::Get().IsLive(f, Process::Kind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
   switch (attrib) {
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: {
-      const uint32_t fixed = gpuvm::isa::ProgramSharedBytes(f->header);
-      if (value < 0 || uint64_t(value) + fixed > kMaxSharedBytesPerBlock)
-        return CUDA_ERROR_INVALID_VALUE;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      if (value < 0 || value > DynamicSharedLeft(f)) return CUDA_ERROR_INVALID_VALUE;
       f->max_dynamic_shared.store(value, std::memory_order_relaxed);
       return CUDA_SUCCESS;
-    }
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
       if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;
       f->preferred_carveout.store(value, std::memory_order_relaxed);
@@ -226,20 +227,16 @@ GPUVM_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attr
 // Fermi's L1/shared split and bank width are chosen by the hardware here: valid preferences are
 // accepted and change nothing (as cudaFuncSetCacheConfig).
 GPUVM_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
-  using namespace gpuvm::guest;
-  CUresult r = CheckInit(false);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
-  if (!Process::Get().IsLive(f, Process::Kind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
   if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL)
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 
 GPUVM_EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig config) {
-  using namespace gpuvm::guest;
-  CUresult r = CheckInit(false);
+  CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;
-  if (!Process::Get().IsLive(f, Process::Kind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
   if (config < CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE ||
       config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE) {
     return CUDA_ERROR_INVALID_VALUE;
