@@ -81,13 +81,14 @@ Status KernelTranslator::LowerHalf(const Instruction& in) {
     const isa::PlopOp bop = in.bool_op == BoolOp::kAnd  ? isa::PlopOp::kAnd
                             : in.bool_op == BoolOp::kOr ? isa::PlopOp::kOr
                                                         : isa::PlopOp::kXor;
-    uint32_t result[2] = {kNoV, kNoV};
+    uint32_t compared[2] = {kNoV, kNoV};  // the comparison per half
+    uint32_t result[2] = {kNoV, kNoV};    // combined with c
     for (int h = 0; h < halves; ++h) {
-      const uint32_t p = Setp(compare->cmp, IT::kF64, widen(a, h), R(widen(b, h)));
-      result[h] = p;
+      compared[h] = Setp(compare->cmp, IT::kF64, widen(a, h), R(widen(b, h)));
+      result[h] = compared[h];
       if (has_c) {
         result[h] = Temp(VKind::kPred);
-        PlopTo(result[h], bop, p, false, c.first, c.second);
+        PlopTo(result[h], bop, compared[h], false, c.first, c.second);
       }
     }
     if (in.opcode == Opcode::kSetp) {
@@ -98,12 +99,9 @@ Status KernelTranslator::LowerHalf(const Instruction& in) {
       if (qd != kNoV) {
         if (x2) {
           PlopTo(qd, isa::PlopOp::kAnd, result[1], false, kPT, false);
-        } else if (has_c) {
-          // As for the other types: q combines the complement of the comparison with c.
-          const uint32_t p = Setp(compare->cmp, IT::kF64, widen(a, 0), R(widen(b, 0)));
-          PlopTo(qd, bop, p, true, c.first, c.second);
         } else {
-          PlopTo(qd, isa::PlopOp::kAnd, result[0], true, kPT, false);
+          // As for the other types: q combines the complement of the comparison with c.
+          PlopTo(qd, has_c ? bop : isa::PlopOp::kAnd, compared[0], true, c.first, c.second);
         }
       }
       return Status::Ok();

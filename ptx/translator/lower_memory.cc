@@ -194,19 +194,35 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
   } else {
     elems.push_back(&val_op);
   }
-  // Pairs of 32-bit elements of a vector access to memory other threads see (global, generic) go
-  // as one 64-bit access, so that another block never sees half of it: CUB's decoupled look-back
-  // publishes a tile's status and value as one st.relaxed.gpu.v2.u32 and polls it with ld.v2, as
-  // real GPUs make an aligned 8-byte vector access single-copy atomic. (A PTX vector is aligned
-  // to its whole size, so every pair is 8-byte aligned.)
-  bool pairs = esize == 4 && elems.size() >= 2 &&
-               (a.space == isa::Space::kGlobal || a.space == isa::Space::kGeneric);
-  for (const Operand* e : elems) {  // 32-bit registers (or immediates, sinks) only
-    if (pairs && e->kind == OperandKind::kRegister)
-      pairs = KindOfVReg(FrameReg(e->reg)) == VKind::kReg32;
-  }
+  // One ld/st at [base + a.offset + off] in the address's space; `mod` adds to the space and
+  // address-width bits. The caller fills the value operands.
+  auto access = [&](IT type, int64_t off, uint8_t mod) -> VInst& {
+    VInst& v = Emit(load ? IOp::kLd : IOp::kSt, type);
+    v.in.mod = static_cast<uint8_t>(a.space) | (a.base64 ? isa::kModAddr64 : 0) | mod;
+    if (a.space == isa::Space::kConst) v.in.type2 = a.bank;
+    v.a = a.base;
+    const int64_t at = a.offset + off;
+    v.in.has_imm = at != 0;
+    v.in.imm = static_cast<uint64_t>(at);
+    return v;
+  };
+  // Vector accesses to memory other blocks see (global, generic) are single-copy atomic per pair
+  // of elements, as real GPUs make an aligned 8- or 16-byte vector access: CUB's decoupled
+  // look-back publishes a tile's {status, value} with one st.relaxed.gpu.v2 and polls it with
+  // ld.v2. Only when every register element is of `kind` (immediates and sinks fit any). (A PTX
+  // vector is aligned to its whole size, so every pair is.)
+  auto shared_pairs = [&](uint32_t element_bytes, VKind kind) {
+    if (esize != element_bytes || elems.size() < 2) return false;
+    if (a.space != isa::Space::kGlobal && a.space != isa::Space::kGeneric) return false;
+    for (const Operand* e : elems) {
+      if (e->kind == OperandKind::kRegister && KindOfVReg(FrameReg(e->reg)) != kind) return false;
+    }
+    return true;
+  };
+  // Pairs of 32-bit elements: one 64-bit access each.
+  const bool pairs = shared_pairs(4, VKind::kReg32);
   for (size_t k = 0; pairs && k + 1 < elems.size(); k += 2) {
-    const int64_t off = a.offset + static_cast<int64_t>(k * esize);
+    const int64_t off = static_cast<int64_t>(k * esize);
     const Operand& e0 = *elems[k];
     const Operand& e1 = *elems[k + 1];
     uint32_t word;
@@ -220,11 +236,7 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
       const uint32_t hi = v1.is_imm ? MovImm(IT::kU32, v1.imm) : v1.reg;
       word = Bin(IOp::kPack, IT::kU64, lo, R(hi));
     }
-    VInst& v = Emit(load ? IOp::kLd : IOp::kSt, IT::kU64);
-    v.in.mod = static_cast<uint8_t>(a.space) | (a.base64 ? isa::kModAddr64 : 0);
-    v.a = a.base;
-    v.in.has_imm = off != 0;
-    v.in.imm = static_cast<uint64_t>(off);
+    VInst& v = access(IT::kU64, off, 0);
     if (!load) {
       v.b = word;
       continue;
@@ -242,15 +254,8 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
       h.a = word;
     }
   }
-  // A .v2 of 64-bit elements there: one 16-byte access (isa::kModPair), atomic per lane, as CUB's
-  // look-back over 8-byte types ({status, value} as .v2.u64) needs.
-  bool wide_pair = esize == 8 && elems.size() == 2 &&
-                   (a.space == isa::Space::kGlobal || a.space == isa::Space::kGeneric);
-  for (const Operand* e : elems) {
-    if (wide_pair && e->kind == OperandKind::kRegister)
-      wide_pair = KindOfVReg(FrameReg(e->reg)) == VKind::kReg64;
-  }
-  if (wide_pair) {
+  // A .v2 of 64-bit elements: one 16-byte access (isa::kModPair).
+  if (shared_pairs(8, VKind::kReg64)) {
     uint32_t regs[2];
     for (int k = 0; k < 2; ++k) {
       const Operand& e = *elems[k];
@@ -262,11 +267,7 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
         regs[k] = v.is_imm ? MovImm(IT::kU64, v.imm) : v.reg;
       }
     }
-    VInst& v = Emit(load ? IOp::kLd : IOp::kSt, IT::kU64);
-    v.in.mod = static_cast<uint8_t>(a.space) | (a.base64 ? isa::kModAddr64 : 0) | isa::kModPair;
-    v.a = a.base;
-    v.in.has_imm = a.offset != 0;
-    v.in.imm = static_cast<uint64_t>(a.offset);
+    VInst& v = access(IT::kU64, 0, isa::kModPair);
     if (load) {
       v.d = regs[0];
       v.b = regs[1];
@@ -278,7 +279,6 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
   }
   for (size_t k = pairs ? elems.size() & ~size_t{1} : 0; k < elems.size(); ++k) {
     const Operand& e = *elems[k];
-    const int64_t off = a.offset + static_cast<int64_t>(k * esize);
     uint32_t reg;
     if (load) {
       if (e.kind == OperandKind::kSink) continue;
@@ -288,13 +288,8 @@ Status KernelTranslator::LowerMemory(const Instruction& in) {
       reg = v.is_imm ? MovImm(esize == 8 ? IT::kU64 : IT::kU32, v.imm) : v.reg;
     }
     const bool reg64 = reg != kRZ && KindOfVReg(reg) == VKind::kReg64;
-    VInst& v = Emit(load ? IOp::kLd : IOp::kSt, MemType(t));
-    v.in.mod = static_cast<uint8_t>(a.space) | (a.base64 ? isa::kModAddr64 : 0) |
-               (reg64 && esize < 8 ? isa::kModWideReg : 0);
-    if (a.space == isa::Space::kConst) v.in.type2 = a.bank;
-    v.a = a.base;
-    v.in.has_imm = off != 0;
-    v.in.imm = static_cast<uint64_t>(off);
+    VInst& v = access(MemType(t), static_cast<int64_t>(k * esize),
+                      reg64 && esize < 8 ? isa::kModWideReg : 0);
     if (load) {
       v.d = reg;
       if (reg == kRZ && esize < 8) v.in.mod &= ~isa::kModWideReg;
