@@ -41,11 +41,6 @@ void Unregister(CUctx_st* ctx) {
   Registry().erase(ctx);
 }
 
-bool Verbose() {
-  const char* v = std::getenv("GPUVM_LOG");
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 // The FIFO header as the driver writes it: empty.
 std::vector<uint8_t> FreshHeader(uint64_t fifo_bytes) {
   std::vector<uint8_t> h(isa::kPrintfFifoHeaderBytes, 0);
@@ -103,7 +98,7 @@ void DrainLocked(CUctx_st* ctx) {
                  "it and the output after it are dropped\n",
                  static_cast<unsigned long long>(out.bad_offset), out.error.c_str());
   }
-  if (dropped != 0 && Verbose()) {
+  if (dropped != 0 && VerboseLog()) {
     std::fprintf(stderr,
                  "gpuvm: device printf: the FIFO (%llu bytes) was full; %llu records dropped "
                  "(cudaLimitPrintfFifoSize)\n",
