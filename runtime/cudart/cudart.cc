@@ -229,6 +229,14 @@ KernelRecord* FindKernel(const void* host_fun) {
   return it == Reg().kernels.end() ? nullptr : it->second.get();
 }
 
+// The function of kernel `func` (its host stub) in the current context.
+cudaError_t FunctionOf(const void* func, CUfunction* f) {
+  KernelRecord* k = FindKernel(func);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  return Rec(FunctionFor(k, f));
+}
+
 // The device address and size of a registered variable in the current context.
 cudaError_t SymbolAddress(const void* symbol, CUdeviceptr* address, size_t* size) {
   ENSURE_CONTEXT();
@@ -889,14 +897,8 @@ GPUVM_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3
 GPUVM_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
   if (attr == nullptr) return Record(cudaErrorInvalidValue);
   ENSURE_CONTEXT();
-  KernelRecord* k = FindKernel(func);
-  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
   CUfunction f;
-  {
-    std::lock_guard<std::mutex> lock(Reg().mu);
-    CUresult r = FunctionFor(k, &f);
-    if (r != CUDA_SUCCESS) return Rec(r);
-  }
+  if (const cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
   std::memset(attr, 0, sizeof *attr);
   int v = 0;
   auto get = [&](CUfunction_attribute a) {
@@ -919,17 +921,11 @@ GPUVM_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const v
 // The settable attributes share the driver's numbers; the driver checks the values.
 GPUVM_EXPORT cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
   ENSURE_CONTEXT();
-  KernelRecord* k = FindKernel(func);
-  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  CUfunction f;
+  if (const cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize &&
       attr != cudaFuncAttributePreferredSharedMemoryCarveout) {
     return Record(cudaErrorInvalidValue);
-  }
-  CUfunction f;
-  {
-    std::lock_guard<std::mutex> lock(Reg().mu);
-    CUresult r = FunctionFor(k, &f);
-    if (r != CUDA_SUCCESS) return Rec(r);
   }
   return Rec(cuFuncSetAttribute(f, static_cast<CUfunction_attribute>(attr), value));
 }
@@ -1064,14 +1060,6 @@ cudaError_t Copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool async) 
   c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
   c.WidthInBytes = p->extent.width, c.Height = p->extent.height, c.Depth = p->extent.depth;
   return Rec(async ? cuMemcpy3DAsync_v2(&c, stream) : cuMemcpy3D_v2(&c));
-}
-
-// The function of kernel `func` (its host stub) in the current context.
-cudaError_t FunctionOf(const void* func, CUfunction* f) {
-  KernelRecord* k = FindKernel(func);
-  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
-  std::lock_guard<std::mutex> lock(Reg().mu);
-  return Rec(FunctionFor(k, f));
 }
 
 // cudaStreamAddCallback's callback behind the driver's (same numbering of the status).
