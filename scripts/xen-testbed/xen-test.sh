@@ -11,7 +11,7 @@
 # Environment: XEN_TEST_TIMEOUT (seconds for the whole boot, default 5400; dom0 bounds each guest
 # phase itself and reports a hang with diagnostics well before), XEN_TEST_QEMU_MEM (MiB, default
 # 4096), XEN_TEST_SET (testbed.conf overrides for one run, e.g. "PT_GUEST=0 FV_GUESTS=1"),
-# XEN_TEST_ATTEMPTS (boots at most, default 2: one more only when the machine or a guest went away
+# XEN_TEST_ATTEMPTS (boots at most, default 3: another only when the machine or a guest went away
 # before saying anything, never after a failure of gpuvm's own), XEN_TEST_SILENCE_S (seconds the
 # console may stay silent before the run counts as hung, default 900: dom0 reports on every waiting
 # guest once a minute), XEN_TEST_SIM_VRAM_MIB (size of the ivshmem device that holds the software
@@ -168,23 +168,33 @@ boot_once() {
   "$repo/tests/xen/check-result.sh" "$console"
 }
 
-# Under TCG the emulated machine has failed us now and then, causes not found: it stopped (console
-# silent, outer QEMU idle; 2026-11-28 06:27, both fv guests in hvmloader), and a guest rebooted itself
-# (CI, 2026-11-28: fv2 left in state ---sr-). One more boot when an attempt
-# ended that way (status 3); a failure of gpuvm's own (status 1) never gets a second try, and a
-# second failure of any kind fails the run. The first attempt's log stays and is named below.
-attempts=${XEN_TEST_ATTEMPTS:-2}
+# Under TCG the emulated machine has failed us now and then: it stopped (console silent, outer QEMU
+# idle; 2026-11-28 06:27, both fv guests in hvmloader), and a guest triple-faulted with Xen's own
+# code selector and instruction pointer in its vCPU state (2026-11-28 15:12, fv2 early in boot;
+# CI 2026-11-28, fv2; CI 2026-11-29, pvdrm1 mid-test, after a first attempt that failed too):
+# TCG's SVM wrote the hypervisor's state into the guest's. Another boot when an attempt ended that
+# way (status 3); a failure of gpuvm's own (status 1) never gets one. Each attempt's verdict is
+# repeated at the end, where CI's excerpt of the output is, and every attempt's log stays.
+attempts=${XEN_TEST_ATTEMPTS:-3}
 attempt=1
+verdicts=()
 while :; do
   rc=0
   boot_once || rc=$?
+  verdict=$({ grep -E '^GPUVM-XEN-RESULT: ' "$console" || echo "no result line"; } | tr -d '\r' |
+    tail -n 1 | cut -c1-160)
+  emulator=$("$repo/tests/xen/check-result.sh" "$console" 2>/dev/null |
+    grep -oE "[^ ]+'s vCPU holds Xen's own.*" || true)
+  verdicts+=("attempt $attempt: status $rc, $verdict${emulator:+ ($emulator)}, log $console")
   if ((rc == 3 && attempt < attempts)); then
     log "ATTEMPT $attempt OF $attempts FAILED (the machine or a guest went away, not a gpuvm result;" \
       "console log $console): booting again"
     attempt=$((attempt + 1))
     continue
   fi
-  ((attempt > 1)) && log "attempt $attempt of $attempts: status $rc (an earlier attempt failed: see above)"
+  if ((attempt > 1)); then
+    for v in "${verdicts[@]}"; do log "$v"; done
+  fi
   ((rc == 3)) && rc=1
   exit "$rc"
 done

@@ -58,6 +58,18 @@ if [[ "$result" != "GPUVM-XEN-RESULT: PASS"* ]]; then
       grep -E "^\(d$domid\)|\(XEN\).*\bd$domid(v[0-9]+)?\b" <<<"$text" |
         grep -v "memory_map:" | tail -n 8 | sed "s/^/  | /"
     fi
+    # Where its vCPU stood when it went away (dom0's xenctx of the preserved domain, the symbol
+    # from the guest kernel's map). A code selector of 0xe008 is Xen's own: the emulator wrote the
+    # hypervisor's state into the guest's (seen twice under TCG's SVM, 2026-11-28), not a place in
+    # the guest's code.
+    where=$(grep -A12 -F -- "----- xenctx $guest " <<<"$text" | grep -E '^ *(rip|rsp|cs):' |
+      tr -s ' \t' ' ' | paste -sd ';' -)
+    if [[ -n "$where" ]]; then
+      echo "xen-test: $guest's vCPU 0 at the end: $where"
+      if [[ "$where" =~ cs:\ e008 ]]; then
+        echo "xen-test: $guest's vCPU holds Xen's own code selector (e008): the emulator's fault"
+      fi
+    fi
   done
 fi
 echo "xen-test: $result"
