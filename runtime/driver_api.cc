@@ -8,6 +8,8 @@
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include "runtime/driver_api.h"
 
+#include "runtime/driver_api_graph.h"
+
 namespace gpuvm::runtime::driver_api {
 
 CUresult CheckInit() { return Process::Get().initialized(); }
@@ -66,6 +68,12 @@ bool InPinnedHost(CUctx_st* ctx, const void* p, uint64_t bytes, uint64_t* va) {
 CUresult StreamFor(CUctx_st* ctx, CUstream handle, CUstream_st** out) {
   CUstream_st* s = ResolveStream(ctx, handle);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  // The legacy null stream synchronizes with every blocking stream, a capturing one too: CUDA
+  // refuses it while one captures (driver_api_graph.h).
+  if (s->is_default && handle != CU_STREAM_PER_THREAD &&
+      ctx->blocking_captures.load(std::memory_order_acquire) > 0) {
+    return RefuseLegacyInCapture(ctx);
+  }
   *out = s;
   return CUDA_SUCCESS;
 }

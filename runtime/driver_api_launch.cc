@@ -10,6 +10,59 @@
 #include <vector>
 
 #include "runtime/driver_api.h"
+#include "runtime/driver_api_graph.h"
+
+using gpuvm::runtime::driver_api::CaptureKernel;
+using gpuvm::runtime::driver_api::Capturing;
+using gpuvm::runtime::driver_api::PackParams;
+
+namespace gpuvm::runtime::driver_api {
+
+CUresult PackParams(CUfunction f, void** params, void** extra, std::vector<uint8_t>* out) {
+  // Either an array of pointers (one per parameter) or one packed buffer in `extra`.
+  const gpuvm::runtime::CompiledKernel& k = *f->kernel;
+  std::vector<uint8_t>& buffer = *out;
+  buffer.assign(k.param_bytes, 0);
+  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (extra != nullptr) {
+    const void* packed = nullptr;
+    size_t packed_size = 0;
+    bool have_size = false;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (i >= 64) return CUDA_ERROR_INVALID_VALUE;  // no END marker in sight
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        packed = extra[i + 1];
+      } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        if (extra[i + 1] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+        packed_size = *static_cast<const size_t*>(extra[i + 1]);
+        have_size = true;
+      } else {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    if (k.param_bytes > 0 && (packed == nullptr || !have_size || packed_size < k.param_bytes)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (k.param_bytes > 0) std::memcpy(buffer.data(), packed, k.param_bytes);
+  } else if (!k.params.empty()) {
+    if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < k.params.size(); ++i) {
+      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      std::memcpy(buffer.data() + k.params[i].offset, params[i], k.params[i].size);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult LaunchSpec(const KernelSpec& spec, CUstream stream) {
+  size_t size = spec.params.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<uint8_t*>(spec.params.data()),
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  return cuLaunchKernel(spec.f, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0],
+                        spec.block[1], spec.block[2], spec.shared_bytes, stream, nullptr, extra);
+}
+
+}  // namespace gpuvm::runtime::driver_api
 
 GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                      unsigned int gz, unsigned int bx, unsigned int by,
@@ -50,36 +103,10 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
       kMaxSharedBytesPerBlock) {
     return refuse("more shared memory per block than the device has");
   }
-  // Parameters: either an array of pointers (one per parameter) or one packed buffer in `extra`.
-  const gpuvm::runtime::CompiledKernel& k = *f->kernel;
-  std::vector<uint8_t> buffer(k.param_bytes, 0);
-  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (extra != nullptr) {
-    const void* packed = nullptr;
-    size_t packed_size = 0;
-    bool have_size = false;
-    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-      if (i >= 64) return CUDA_ERROR_INVALID_VALUE;  // no END marker in sight
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-        packed = extra[i + 1];
-      } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-        if (extra[i + 1] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-        packed_size = *static_cast<const size_t*>(extra[i + 1]);
-        have_size = true;
-      } else {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-    }
-    if (k.param_bytes > 0 && (packed == nullptr || !have_size || packed_size < k.param_bytes)) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (k.param_bytes > 0) std::memcpy(buffer.data(), packed, k.param_bytes);
-  } else if (!k.params.empty()) {
-    if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < k.params.size(); ++i) {
-      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      std::memcpy(buffer.data() + k.params[i].offset, params[i], k.params[i].size);
-    }
+  std::vector<uint8_t> buffer;
+  if ((r = PackParams(f, params, extra, &buffer)) != CUDA_SUCCESS) return r;
+  if (Capturing(s)) {
+    return CaptureKernel(s, {f, {gx, gy, gz}, {bx, by, bz}, shared_bytes, std::move(buffer)});
   }
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
   LaunchParams launch;

@@ -8,21 +8,30 @@
 #include <limits>
 
 #include "runtime/driver_api.h"
+#include "runtime/driver_api_graph.h"
 
 namespace {
+
+using gpuvm::runtime::driver_api::CaptureNode;
+using gpuvm::runtime::driver_api::Capturing;
+using gpuvm::runtime::driver_api::Replay;
 
 // Runs `op(ctx, stream)` after the checks every copy and memset makes, in CUDA's order: a current,
 // healthy context and a live stream; nothing to do for 0 bytes; `valid(ctx)` (the arguments, else
 // CUDA_ERROR_INVALID_VALUE); the stream's earlier work ordered before this. A blocking (not
-// `async`) copy or memset is a sync point where device printf output is printed.
-template <typename Valid, typename Op>
-CUresult OnStream(CUstream handle, size_t n, bool async, Valid valid, Op op) {
+// `async`) copy or memset is a sync point where device printf output is printed. On a capturing
+// stream the checked operation becomes a node of `type` whose work is `make_replay()`
+// (driver_api_graph.h): the same call again, on the stream a graph launch uses.
+template <typename Valid, typename Op, typename MakeReplay>
+CUresult OnStream(CUstream handle, size_t n, bool async, Valid valid, Op op, CUgraphNodeType type,
+                  MakeReplay make_replay) {
   CUctx_st* ctx;
   CUstream_st* s;
   CUresult r = CurrentStream(handle, &ctx, &s);
   if (r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (!valid(ctx)) return CUDA_ERROR_INVALID_VALUE;
+  if (Capturing(s)) return CaptureNode(s, type, make_replay());
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
   r = op(ctx, s);
   if (r == CUDA_SUCCESS && !async) gpuvm::runtime::DrainPrintf(ctx);
@@ -48,7 +57,9 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream handle, b
         // Pageable memory: the copy is staged and complete on return (as CUDA does for pageable
         // sources). The driver serializes staged copies of one channel itself.
         return ContextError(ctx, s->channel->CopyHostToDevice(dst, src, n));
-      });
+      },
+      CU_GRAPH_NODE_TYPE_MEMCPY,
+      [=] { return Replay([=](CUstream t) { return CopyHtoD(dst, src, n, t, true); }); });
 }
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
@@ -60,7 +71,9 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream handle, bool as
           return Queued(ctx, s, s->channel->CopyAsync(dst_va, src, n), true);
         }
         return ContextError(ctx, s->channel->CopyDeviceToHost(dst, src, n));
-      });
+      },
+      CU_GRAPH_NODE_TYPE_MEMCPY,
+      [=] { return Replay([=](CUstream t) { return CopyDtoH(dst, src, n, t, true); }); });
 }
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, bool async) {
@@ -68,7 +81,9 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream handle, b
       handle, n, async, [&](CUctx_st* ctx) { return InRange(ctx, dst, n) && InRange(ctx, src, n); },
       [&](CUctx_st* ctx, CUstream_st* s) {
         return Queued(ctx, s, s->channel->CopyAsync(dst, src, n), async);
-      });
+      },
+      CU_GRAPH_NODE_TYPE_MEMCPY,
+      [=] { return Replay([=](CUstream t) { return CopyDtoD(dst, src, n, t, true); }); });
 }
 
 CUresult Memset(CUdeviceptr dst, uint32_t value, size_t n, unsigned width, CUstream handle,
@@ -84,7 +99,9 @@ CUresult Memset(CUdeviceptr dst, uint32_t value, size_t n, unsigned width, CUstr
                       width == 1 ? s->channel->Memset8Async(dst, uint8_t(value), n)
                                  : s->channel->Memset32Async(dst, value, n),
                       async);
-      });
+      },
+      CU_GRAPH_NODE_TYPE_MEMSET,
+      [=] { return Replay([=](CUstream t) { return Memset(dst, value, n, width, t, true); }); });
 }
 
 }  // namespace
@@ -653,6 +670,11 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream handle, bool async) {
           if (!st.ok()) return ContextError(ctx, st);
         }
         return CUDA_SUCCESS;
+      },
+      CU_GRAPH_NODE_TYPE_MEMCPY,
+      [c] {
+        const CUDA_MEMCPY2D copy = *c;
+        return Replay([copy](CUstream t) { return Copy2D(&copy, t, true); });
       });
   return r == CUDA_ERROR_INVALID_VALUE && resolved != CUDA_SUCCESS ? resolved : r;
 }
@@ -712,6 +734,12 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint32_t pattern, size_t width,
       },
       [&](CUctx_st* ctx, CUstream_st* s) {
         return Queued(ctx, s, s->channel->Memset2DAsync(dst, pitch, pattern, row, height), async);
+      },
+      CU_GRAPH_NODE_TYPE_MEMSET,
+      [=] {
+        return Replay([=](CUstream t) {
+          return Memset2D(dst, pitch, pattern, width, height, element, t, true);
+        });
       });
 }
 

@@ -3,6 +3,15 @@
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include "runtime/driver_api.h"
+#include "runtime/driver_api_graph.h"
+
+using gpuvm::runtime::driver_api::CapturedEvent;
+using gpuvm::runtime::driver_api::CaptureEventRecord;
+using gpuvm::runtime::driver_api::CaptureEventWait;
+using gpuvm::runtime::driver_api::CaptureNode;
+using gpuvm::runtime::driver_api::Capturing;
+using gpuvm::runtime::driver_api::ForgetCapture;
+using gpuvm::runtime::driver_api::RefuseInCapture;
 
 GPUVM_EXPORT CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
   CUctx_st* ctx;
@@ -32,6 +41,7 @@ GPUVM_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   if (r != CUDA_SUCCESS) return r;
   if (!Process::Get().IsLive(s, Process::Kind::kStream)) return CUDA_ERROR_INVALID_HANDLE;
   CUctx_st* ctx = s->ctx;
+  ForgetCapture(s);
   Untrack(ctx, ctx->streams, s);
   ReleaseHostCallbacks(s);
   // CUDA returns at once and lets queued work finish; the driver waits (bounded) for it instead.
@@ -47,6 +57,7 @@ GPUVM_EXPORT CUresult cuStreamSynchronize(CUstream handle) {
   if (r != CUDA_SUCCESS) return r;
   CUstream_st* s;
   if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  if (Capturing(s)) return RefuseInCapture(s);
   Status st = s->is_default ? ctx->gctx->Synchronize() : s->channel->Synchronize();
   if (!st.ok()) return ContextError(ctx, st);
   gpuvm::runtime::DrainPrintf(ctx);
@@ -58,6 +69,7 @@ GPUVM_EXPORT CUresult cuStreamQuery(CUstream handle) {
   CUstream_st* s;
   CUresult r = CurrentStream(handle, &ctx, &s);
   if (r != CUDA_SUCCESS) return r;
+  if (Capturing(s)) return RefuseInCapture(s);
   auto done = s->channel->IsDone(s->channel->last_fence());
   if (!done.ok()) return ContextError(ctx, done.status());
   return *done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -72,6 +84,7 @@ GPUVM_EXPORT CUresult cuStreamWaitEvent(CUstream handle, CUevent event, unsigned
     return CUDA_ERROR_INVALID_HANDLE;
   }
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (Capturing(s) || CapturedEvent(event)) return CaptureEventWait(s, event);
   return ContextError(ctx, s->channel->WaitEvent(event->event));
 }
 
@@ -118,6 +131,7 @@ GPUVM_EXPORT CUresult cuEventRecord(CUevent e, CUstream handle) {
     return CUDA_ERROR_INVALID_HANDLE;
   CUstream_st* s;
   if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
+  if (Capturing(s)) return CaptureEventRecord(s, e);
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
   auto fence = s->channel->Record(e->event);
   if (!fence.ok()) return ContextError(ctx, fence.status());
@@ -129,6 +143,7 @@ GPUVM_EXPORT CUresult cuEventQuery(CUevent e) {
   CUresult r = CheckInit();
   if (r != CUDA_SUCCESS) return r;
   if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CapturedEvent(e)) return CUDA_ERROR_CAPTURED_EVENT;
   if ((r = ContextHealth(e->ctx)) != CUDA_SUCCESS) return r;
   auto done = e->event->Query();
   if (!done.ok()) return ContextError(e->ctx, done.status());
@@ -139,6 +154,7 @@ GPUVM_EXPORT CUresult cuEventSynchronize(CUevent e) {
   CUresult r = CheckInit();
   if (r != CUDA_SUCCESS) return r;
   if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CapturedEvent(e)) return CUDA_ERROR_CAPTURED_EVENT;
   Status st = e->event->Wait(e->ctx->gctx->options().default_timeout);
   if (!st.ok()) return ContextError(e->ctx, st);
   gpuvm::runtime::DrainPrintf(e->ctx);
@@ -193,6 +209,17 @@ CUresult EnqueueHostFunction(CUstream handle, gpuvm::runtime::HostCallbacks::Fun
 
 GPUVM_EXPORT CUresult cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* user_data) {
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  {
+    CUctx_st* ctx;
+    CUstream_st* s;
+    CUresult r = CurrentStream(handle, &ctx, &s);
+    if (r != CUDA_SUCCESS) return r;
+    if (Capturing(s)) {
+      return CaptureNode(s, CU_GRAPH_NODE_TYPE_HOST, [fn, user_data](CUstream t) {
+        return cuLaunchHostFunc(t, fn, user_data);
+      });
+    }
+  }
   return EnqueueHostFunction(handle, [fn, user_data](const Status& status) {
     // CUDA: a host function is not run when the stream's earlier work failed to finish.
     if (status.code() != StatusCode::kDeadlineExceeded) fn(user_data);
@@ -205,6 +232,13 @@ GPUVM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream handle, CUhostFn fn, void* 
 GPUVM_EXPORT CUresult cuStreamAddCallback(CUstream handle, CUstreamCallback callback,
                                           void* user_data, unsigned int flags) {
   if (callback == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  {
+    CUctx_st* ctx;
+    CUstream_st* s;
+    CUresult r = CurrentStream(handle, &ctx, &s);
+    if (r != CUDA_SUCCESS) return r;
+    if (Capturing(s)) return RefuseInCapture(s);  // CUDA: callbacks are not captured
+  }
   // The callback is told the stream's state: the context's error when its work failed.
   CUctx_st* ctx = nullptr;
   if (Current(&ctx, /*check_health=*/false) != CUDA_SUCCESS) ctx = nullptr;

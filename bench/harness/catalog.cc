@@ -29,6 +29,7 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
       {"printf", "compat: device printf from many threads, checked output, a full FIFO", true},
       {"half", "compat: cuda_fp16 arithmetic and comparisons, bit-exact against the host", true},
       {"managed", "compat: cudaMallocManaged SAXPY filled and read on the host, hints", true},
+      {"graphs", "compat: CUDA graphs captured (fork/join) and built, launched many times", true},
   };
   return *benchmarks;
 }

@@ -153,6 +153,7 @@ void Process::DestroyContext(CUctx_st* ctx) {
 void Process::ResetContext(CUctx_st* ctx) {
   std::lock_guard<std::mutex> lock(revive_mu_);
   DestroyChildren(ctx);
+  ctx->blocking_captures.store(0);  // its streams, captures among them, are gone
   if (ctx->default_stream) ReleaseHostCallbacks(ctx->default_stream.get());
   ctx->default_stream.reset();
   ctx->gctx.reset();

@@ -35,6 +35,10 @@
 #include "runtime/core/printf_fifo.h"
 #include "runtime/include/cuda.h"
 
+namespace gpuvm::runtime {
+struct Capture;  // a stream capture in progress (runtime/driver_api_graph.cc)
+}
+
 struct CUstream_st {
   CUctx_st* ctx = nullptr;
   gpuvm::guest::Channel* channel = nullptr;
@@ -46,6 +50,10 @@ struct CUstream_st {
   // callbacks_mu), and gone before the channel is destroyed (ReleaseHostCallbacks).
   std::mutex callbacks_mu;
   std::unique_ptr<gpuvm::runtime::HostCallbacks> callbacks;
+  // Stream capture (driver_api_graph.cc): the capture this stream records into, or null; guarded by
+  // the graph layer's lock, read without it only through `capturing`.
+  std::shared_ptr<gpuvm::runtime::Capture> capture;
+  std::atomic<bool> capturing{false};
 };
 
 struct CUevent_st {
@@ -53,6 +61,10 @@ struct CUevent_st {
   gpuvm::guest::Event* event = nullptr;
   unsigned flags = 0;
   std::atomic<bool> recorded{false};
+  // Recorded in a capturing stream: the capture and the nodes a stream that waits for the event
+  // depends on (driver_api_graph.cc; guarded by its lock).
+  std::shared_ptr<gpuvm::runtime::Capture> capture;
+  std::vector<CUgraphNode_st*> capture_nodes;
 };
 
 struct CUfunc_st {
@@ -101,6 +113,9 @@ struct CUctx_st {
   std::set<CUstream_st*> streams;  // excluding the default stream
   std::set<CUevent_st*> events;
   gpuvm::runtime::PrintfFifoState printf_fifo;  // device printf (printf_fifo.h)
+  // Blocking streams of this context capturing now: the legacy null stream may not be used then
+  // (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; driver_api_graph.cc).
+  std::atomic<int> blocking_captures{0};
 };
 
 namespace gpuvm::runtime {
@@ -136,7 +151,16 @@ class Process {
   int device_count() const { return initialized() == CUDA_SUCCESS ? 1 : 0; }
 
   // ---- handle registry ----
-  enum class Kind : uint8_t { kContext, kModule, kFunction, kStream, kEvent };
+  enum class Kind : uint8_t {
+    kContext,
+    kModule,
+    kFunction,
+    kStream,
+    kEvent,
+    kGraph,
+    kGraphNode,
+    kGraphExec
+  };
   void Register(const void* handle, Kind kind);
   void Unregister(const void* handle);
   bool IsLive(const void* handle, Kind kind) const;

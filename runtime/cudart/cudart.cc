@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "runtime/core/errors.h"
+#include "runtime/cudart/cudart_internal.h"
 #include "runtime/include/cuda.h"
 #include "runtime/include/cuda_runtime_api.h"
 
@@ -1039,11 +1040,15 @@ cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   return Rec(async ? cuMemcpy2DAsync_v2(&c, stream) : cuMemcpy2D_v2(&c));
 }
 
-cudaError_t Copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool async) {
-  ENSURE_CONTEXT();
+// The driver's description of a copy without arrays; cudaSuccess with *empty for nothing to copy.
+cudaError_t ToDriverCopy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* c, bool* empty) {
+  *empty = false;
   if (p == nullptr) return Record(cudaErrorInvalidValue);
   if (p->srcArray != nullptr || p->dstArray != nullptr) return Record(cudaErrorNotSupported);
-  if (p->extent.width == 0 || p->extent.height == 0 || p->extent.depth == 0) return cudaSuccess;
+  if (p->extent.width == 0 || p->extent.height == 0 || p->extent.depth == 0) {
+    *empty = true;
+    return cudaSuccess;
+  }
   if (p->srcPtr.ptr == nullptr || p->dstPtr.ptr == nullptr) return Record(cudaErrorInvalidValue);
   CUmemorytype dst_type, src_type;
   if (!MemoryTypes(p->kind, p->dstPtr.ptr, p->srcPtr.ptr, &dst_type, &src_type)) {
@@ -1051,14 +1056,23 @@ cudaError_t Copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool async) 
   }
   // Without arrays, positions and the extent's width are in bytes; a pitched pointer's ysize is
   // the height of its slices.
-  CUDA_MEMCPY3D c{};
-  SetSide(src_type, p->srcPtr.ptr, &c.srcMemoryType, &c.srcHost, &c.srcDevice);
-  SetSide(dst_type, p->dstPtr.ptr, &c.dstMemoryType, &c.dstHost, &c.dstDevice);
-  c.srcXInBytes = p->srcPos.x, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
-  c.dstXInBytes = p->dstPos.x, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
-  c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
-  c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
-  c.WidthInBytes = p->extent.width, c.Height = p->extent.height, c.Depth = p->extent.depth;
+  *c = CUDA_MEMCPY3D{};
+  SetSide(src_type, p->srcPtr.ptr, &c->srcMemoryType, &c->srcHost, &c->srcDevice);
+  SetSide(dst_type, p->dstPtr.ptr, &c->dstMemoryType, &c->dstHost, &c->dstDevice);
+  c->srcXInBytes = p->srcPos.x, c->srcY = p->srcPos.y, c->srcZ = p->srcPos.z;
+  c->dstXInBytes = p->dstPos.x, c->dstY = p->dstPos.y, c->dstZ = p->dstPos.z;
+  c->srcPitch = p->srcPtr.pitch, c->srcHeight = p->srcPtr.ysize;
+  c->dstPitch = p->dstPtr.pitch, c->dstHeight = p->dstPtr.ysize;
+  c->WidthInBytes = p->extent.width, c->Height = p->extent.height, c->Depth = p->extent.depth;
+  return cudaSuccess;
+}
+
+cudaError_t Copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool async) {
+  ENSURE_CONTEXT();
+  CUDA_MEMCPY3D c;
+  bool empty;
+  const cudaError_t e = ToDriverCopy(p, &c, &empty);
+  if (e != cudaSuccess || empty) return e;
   return Rec(async ? cuMemcpy3DAsync_v2(&c, stream) : cuMemcpy3D_v2(&c));
 }
 
@@ -1168,3 +1182,29 @@ GPUVM_EXPORT cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream,
                                                     unsigned int flags) {
   return cudaStreamAddCallback(stream, callback, data, flags);
 }
+
+// For cudart_graph.cc (cudart_internal.h).
+namespace gpuvm::cudart {
+cudaError_t RecordDriverResult(CUresult r) { return Rec(r); }
+CUresult EnsureCurrentContext() { return EnsureContext(); }
+cudaError_t KernelFunction(const void* func, CUfunction* f) {
+  const CUresult r = EnsureContext();
+  if (r != CUDA_SUCCESS) return Rec(r);
+  return FunctionOf(func, f);
+}
+const void* HostFunctionOf(CUfunction f) {
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  for (const auto& [host, kernel] : Reg().kernels) {
+    for (const auto& [ctx, function] : kernel->functions) {
+      if (function == f) return host;
+    }
+  }
+  return nullptr;
+}
+cudaError_t DriverCopy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* c) {
+  bool empty;
+  const cudaError_t e = ToDriverCopy(p, c, &empty);
+  if (e == cudaSuccess && empty) *c = CUDA_MEMCPY3D{};  // a copy of nothing
+  return e;
+}
+}  // namespace gpuvm::cudart

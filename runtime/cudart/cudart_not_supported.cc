@@ -7,11 +7,8 @@
 #include <atomic>
 
 #include "runtime/abi/not_supported_stub.h"
+#include "runtime/cudart/cudart_internal.h"
 #include "runtime/include/cuda_runtime_api.h"
-
-namespace gpuvm::cudart {
-cudaError_t RecordLastError(cudaError_t e);  // cudart.cc
-}  // namespace gpuvm::cudart
 
 namespace {
 

@@ -1,0 +1,314 @@
+// libcudart.so.13, graphs and stream capture: the runtime's forms of the driver's (runtime/
+// driver_api_graph.h has the model), converting the runtime's parameter structures — a kernel is
+// named by its host stub, copies by cudaMemcpy3DParms — and recording each call's error as the
+// thread's last error. Edge data (CUDA 12.3's annotated edges) is accepted only when all zero, the
+// default edge, which is the only kind there is here.
+//
+// Threading: every entry point may be called from any thread.
+#include <cstring>
+
+#include "runtime/cudart/cudart_internal.h"
+#include "runtime/include/cuda.h"
+#include "runtime/include/cuda_runtime_api.h"
+
+#define GPUVM_EXPORT extern "C" __attribute__((visibility("default")))
+
+static_assert(sizeof(cudaKernelNodeParams) == 56,
+              "cudaKernelNodeParams layout differs from CUDA's");
+static_assert(sizeof(cudaMemsetParams) == 40, "cudaMemsetParams layout differs from CUDA's");
+static_assert(sizeof(cudaGraphEdgeData) == 8);
+
+using gpuvm::cudart::EnsureCurrentContext;
+using gpuvm::cudart::RecordDriverResult;
+using gpuvm::cudart::RecordLastError;
+
+namespace {
+
+cudaError_t Rec(CUresult r) { return RecordDriverResult(r); }
+
+// A driver call in the current context (made sure of first), its result the last error.
+template <typename... Params, typename... Args>
+cudaError_t Call(CUresult (*call)(Params...), Args... args) {
+  const CUresult r = EnsureCurrentContext();
+  if (r != CUDA_SUCCESS) return Rec(r);
+  return Rec(call(args...));
+}
+
+// Edge data must be absent or the default (all zero) for each of `n` edges.
+bool DefaultEdges(const cudaGraphEdgeData* edges, size_t n) {
+  for (size_t i = 0; edges != nullptr && i < n; ++i) {
+    static const cudaGraphEdgeData kDefault{};
+    if (std::memcmp(&edges[i], &kDefault, sizeof kDefault) != 0) return false;
+  }
+  return true;
+}
+
+// Fills the caller's edge-data array (when given) with default edges for `n` entries.
+void FillDefaultEdges(cudaGraphEdgeData* edges, size_t n) {
+  if (edges != nullptr) std::memset(edges, 0, n * sizeof *edges);
+}
+
+cudaError_t DriverKernel(const cudaKernelNodeParams* p, CUDA_KERNEL_NODE_PARAMS* out) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  *out = CUDA_KERNEL_NODE_PARAMS{};
+  const cudaError_t e = gpuvm::cudart::KernelFunction(p->func, &out->func);
+  if (e != cudaSuccess) return e;
+  out->gridDimX = p->gridDim.x, out->gridDimY = p->gridDim.y, out->gridDimZ = p->gridDim.z;
+  out->blockDimX = p->blockDim.x, out->blockDimY = p->blockDim.y, out->blockDimZ = p->blockDim.z;
+  out->sharedMemBytes = p->sharedMemBytes;
+  out->kernelParams = p->kernelParams;
+  out->extra = p->extra;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// ---- stream capture ----
+
+GPUVM_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  return Call(cuStreamBeginCapture_v2, stream, CUstreamCaptureMode(mode));
+}
+GPUVM_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream,
+                                                     cudaStreamCaptureMode mode) {
+  return cudaStreamBeginCapture(stream, mode);
+}
+GPUVM_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  return Call(cuStreamEndCapture, stream, graph);
+}
+GPUVM_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  return cudaStreamEndCapture(stream, graph);
+}
+GPUVM_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                               cudaStreamCaptureStatus* status) {
+  return Call(cuStreamIsCapturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(status));
+}
+GPUVM_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                                    cudaStreamCaptureStatus* status) {
+  return cudaStreamIsCapturing(stream, status);
+}
+GPUVM_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                                  cudaStreamCaptureStatus* status,
+                                                  unsigned long long* id, cudaGraph_t* graph,
+                                                  const cudaGraphNode_t** deps,
+                                                  const cudaGraphEdgeData** edges, size_t* count) {
+  if (status == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  const void* edge_data = nullptr;
+  const cudaError_t e =
+      Call(cuStreamGetCaptureInfo_v3, stream, reinterpret_cast<CUstreamCaptureStatus*>(status), id,
+           graph, deps, edges != nullptr ? &edge_data : nullptr, count);
+  if (e == cudaSuccess && edges != nullptr) *edges = nullptr;  // all default edges
+  return e;
+}
+GPUVM_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                                       cudaStreamCaptureStatus* status,
+                                                       unsigned long long* id, cudaGraph_t* graph,
+                                                       const cudaGraphNode_t** deps,
+                                                       const cudaGraphEdgeData** edges,
+                                                       size_t* count) {
+  return cudaStreamGetCaptureInfo(stream, status, id, graph, deps, edges, count);
+}
+GPUVM_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  return Rec(cuThreadExchangeStreamCaptureMode(reinterpret_cast<CUstreamCaptureMode*>(mode)));
+}
+
+// ---- graphs ----
+
+GPUVM_EXPORT cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
+  return Call(cuGraphCreate, graph, flags);
+}
+GPUVM_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return Call(cuGraphDestroy, graph); }
+GPUVM_EXPORT cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t original) {
+  return Call(cuGraphClone, clone, original);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                const cudaGraphNode_t* deps, size_t n,
+                                                const cudaKernelNodeParams* p) {
+  CUDA_KERNEL_NODE_PARAMS params;
+  const cudaError_t e = DriverKernel(p, &params);
+  if (e != cudaSuccess) return e;
+  return Call(cuGraphAddKernelNode_v2, node, graph, deps, n, &params);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node,
+                                                      cudaKernelNodeParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  CUDA_KERNEL_NODE_PARAMS params;
+  const cudaError_t e = Call(cuGraphKernelNodeGetParams_v2, node, &params);
+  if (e != cudaSuccess) return e;
+  // The runtime names a kernel by its host stub; a kernel loaded through the driver API has none.
+  p->func = const_cast<void*>(gpuvm::cudart::HostFunctionOf(params.func));
+  p->gridDim = dim3{params.gridDimX, params.gridDimY, params.gridDimZ};
+  p->blockDim = dim3{params.blockDimX, params.blockDimY, params.blockDimZ};
+  p->sharedMemBytes = params.sharedMemBytes;
+  p->kernelParams = params.kernelParams;
+  p->extra = params.extra;
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node,
+                                                      const cudaKernelNodeParams* p) {
+  CUDA_KERNEL_NODE_PARAMS params;
+  const cudaError_t e = DriverKernel(p, &params);
+  if (e != cudaSuccess) return e;
+  return Call(cuGraphKernelNodeSetParams_v2, node, &params);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec,
+                                                          cudaGraphNode_t node,
+                                                          const cudaKernelNodeParams* p) {
+  CUDA_KERNEL_NODE_PARAMS params;
+  const cudaError_t e = DriverKernel(p, &params);
+  if (e != cudaSuccess) return e;
+  return Call(cuGraphExecKernelNodeSetParams_v2, exec, node, &params);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                const cudaGraphNode_t* deps, size_t n,
+                                                const cudaMemcpy3DParms* p) {
+  const CUresult r = EnsureCurrentContext();
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUDA_MEMCPY3D copy;
+  const cudaError_t e = gpuvm::cudart::DriverCopy(p, &copy);
+  if (e != cudaSuccess) return e;
+  return Call(cuGraphAddMemcpyNode, node, graph, deps, n, &copy, CUcontext{nullptr});
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                  const cudaGraphNode_t* deps, size_t n, void* dst,
+                                                  const void* src, size_t count,
+                                                  cudaMemcpyKind kind) {
+  cudaMemcpy3DParms p{};
+  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
+  p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
+  p.extent = cudaExtent{count, 1, 1};
+  p.kind = kind;
+  return cudaGraphAddMemcpyNode(node, graph, deps, n, &p);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                const cudaGraphNode_t* deps, size_t n,
+                                                const cudaMemsetParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  CUDA_MEMSET_NODE_PARAMS m{};
+  m.dst = reinterpret_cast<CUdeviceptr>(p->dst);
+  m.pitch = p->pitch;
+  m.value = p->value;
+  m.elementSize = p->elementSize;
+  m.width = p->width;
+  m.height = p->height;
+  return Call(cuGraphAddMemsetNode, node, graph, deps, n, &m, CUcontext{nullptr});
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, cudaMemsetParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  CUDA_MEMSET_NODE_PARAMS m;
+  const cudaError_t e = Call(cuGraphMemsetNodeGetParams, node, &m);
+  if (e != cudaSuccess) return e;
+  p->dst = reinterpret_cast<void*>(m.dst);
+  p->pitch = m.pitch;
+  p->value = m.value;
+  p->elementSize = m.elementSize;
+  p->width = m.width;
+  p->height = m.height;
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                              const cudaGraphNode_t* deps, size_t n,
+                                              const cudaHostNodeParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  const CUDA_HOST_NODE_PARAMS host{p->fn, p->userData};
+  return Call(cuGraphAddHostNode, node, graph, deps, n, &host);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, cudaHostNodeParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  CUDA_HOST_NODE_PARAMS host;
+  const cudaError_t e = Call(cuGraphHostNodeGetParams, node, &host);
+  if (e == cudaSuccess) *p = cudaHostNodeParams{host.fn, host.userData};
+  return e;
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                               const cudaGraphNode_t* deps, size_t n) {
+  return Call(cuGraphAddEmptyNode, node, graph, deps, n);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                     const cudaGraphNode_t* deps, size_t n,
+                                                     cudaEvent_t event) {
+  return Call(cuGraphAddEventRecordNode, node, graph, deps, n, event);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                   const cudaGraphNode_t* deps, size_t n,
+                                                   cudaEvent_t event) {
+  return Call(cuGraphAddEventWaitNode, node, graph, deps, n, event);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from,
+                                                  const cudaGraphNode_t* to,
+                                                  const cudaGraphEdgeData* edges, size_t n) {
+  if (!DefaultEdges(edges, n)) return RecordLastError(cudaErrorNotSupported);
+  return Call(cuGraphAddDependencies, graph, from, to, n);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
+                                           size_t* count) {
+  return Call(cuGraphGetNodes, graph, nodes, count);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
+                                               size_t* count) {
+  return Call(cuGraphGetRootNodes, graph, nodes, count);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+  return Call(cuGraphNodeGetType, node, reinterpret_cast<CUgraphNodeType*>(type));
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* deps,
+                                                      cudaGraphEdgeData* edges, size_t* count) {
+  const size_t room = count != nullptr ? *count : 0;
+  const cudaError_t e = Call(cuGraphNodeGetDependencies, node, deps, count);
+  if (e == cudaSuccess && deps != nullptr) FillDefaultEdges(edges, room);
+  return e;
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t* out,
+                                                        cudaGraphEdgeData* edges, size_t* count) {
+  const size_t room = count != nullptr ? *count : 0;
+  const cudaError_t e = Call(cuGraphNodeGetDependentNodes, node, out, count);
+  if (e == cudaSuccess && out != nullptr) FillDefaultEdges(edges, room);
+  return e;
+}
+
+// ---- executable graphs ----
+
+GPUVM_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                              unsigned long long flags) {
+  return Call(cuGraphInstantiateWithFlags, exec, graph, flags);
+}
+GPUVM_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                                       unsigned long long flags) {
+  return cudaGraphInstantiate(exec, graph, flags);
+}
+GPUVM_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  return Call(cuGraphLaunch, exec, stream);
+}
+GPUVM_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  return cudaGraphLaunch(exec, stream);
+}
+GPUVM_EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
+  return Call(cuGraphUpload, exec, stream);
+}
+GPUVM_EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  return cudaGraphUpload(exec, stream);
+}
+GPUVM_EXPORT cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long* flags) {
+  return Call(cuGraphExecGetFlags, exec, reinterpret_cast<cuuint64_t*>(flags));
+}
+GPUVM_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  return Call(cuGraphExecDestroy, exec);
+}

@@ -1,0 +1,948 @@
+// libcuda.so.1, graphs and stream capture (driver_api_graph.h has the model).
+//
+// Threading: every entry point may be called from any thread; g_mu guards all graph state.
+#include "runtime/driver_api_graph.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/driver_api.h"
+
+using gpuvm::runtime::driver_api::KernelSpec;
+using gpuvm::runtime::driver_api::LaunchSpec;
+using gpuvm::runtime::driver_api::PackParams;
+using gpuvm::runtime::driver_api::Replay;
+
+struct CUgraphNode_st {
+  CUgraph_st* graph = nullptr;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  std::vector<CUgraphNode_st*> deps;        // edges into this node
+  std::vector<CUgraphNode_st*> dependents;  // edges out of it
+  // The work: a kernel node's launch, or any other node's call (empty nodes have none).
+  KernelSpec kernel;
+  std::vector<void*> kernel_param_ptrs;  // into kernel.params, for GetParams
+  Replay replay;
+  // What the Get*Params calls answer, for nodes made from such parameters.
+  bool has_copy = false;
+  CUDA_MEMCPY3D copy{};
+  bool has_memset = false;
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  CUDA_HOST_NODE_PARAMS host{};
+  CUevent event = nullptr;
+};
+
+struct CUgraph_st {
+  std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
+};
+
+namespace {
+
+// One step of an instantiated graph.
+struct Step {
+  CUgraphNodeType type;
+  std::shared_ptr<const KernelSpec> kernel;  // kernel nodes
+  Replay replay;                             // the others (empty nodes: none)
+};
+
+}  // namespace
+
+struct CUgraphExec_st {
+  CUctx_st* ctx = nullptr;
+  std::vector<Step> steps;                                  // in dependency order
+  std::unordered_map<const CUgraphNode_st*, size_t> index;  // node of the graph -> step
+};
+
+namespace gpuvm::runtime {
+
+struct Capture {
+  CUgraph_st* graph = nullptr;  // owned until cuStreamEndCapture hands it out
+  CUstream_st* origin = nullptr;
+  CUctx_st* ctx = nullptr;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  bool ended = false;            // EndCapture ran or the origin went away
+  bool counts_blocking = false;  // counted in ctx->blocking_captures while not ended
+  uint64_t id = 0;
+  // Every stream in the capture and the nodes its next node depends on.
+  std::map<CUstream_st*, std::vector<CUgraphNode_st*>> tails;
+
+  ~Capture() {
+    if (graph == nullptr) return;
+    Process& p = Process::Get();
+    for (auto& n : graph->nodes) p.Unregister(n.get());
+    delete graph;
+  }
+};
+
+}  // namespace gpuvm::runtime
+
+namespace {
+
+using gpuvm::runtime::Capture;
+
+std::mutex g_mu;
+std::atomic<uint64_t> g_next_capture_id{1};
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+bool LiveGraph(CUgraph g) { return Process::Get().IsLive(g, Process::Kind::kGraph); }
+bool LiveNode(CUgraphNode n) { return Process::Get().IsLive(n, Process::Kind::kGraphNode); }
+bool LiveExec(CUgraphExec e) { return Process::Get().IsLive(e, Process::Kind::kGraphExec); }
+
+// Leaves capture `cap` for good: no stream records into it any more. g_mu held.
+void EndCaptureLocked(Capture* cap) {
+  if (cap->ended) return;
+  cap->ended = true;
+  if (cap->counts_blocking) cap->ctx->blocking_captures.fetch_sub(1, std::memory_order_acq_rel);
+  for (auto& [s, tail] : cap->tails) {
+    if (s->capture.get() == cap) {
+      s->capturing.store(false, std::memory_order_release);
+      s->capture.reset();  // may not destroy cap: the caller holds a reference
+    }
+  }
+  cap->tails.clear();
+}
+
+CUgraphNode_st* AddNodeLocked(CUgraph_st* g, CUgraphNodeType type,
+                              const std::vector<CUgraphNode_st*>& deps) {
+  auto node = std::make_unique<CUgraphNode_st>();
+  node->graph = g;
+  node->type = type;
+  node->deps = deps;
+  for (CUgraphNode_st* d : deps) d->dependents.push_back(node.get());
+  CUgraphNode_st* raw = node.get();
+  g->nodes.push_back(std::move(node));
+  Process::Get().Register(raw, Process::Kind::kGraphNode);
+  return raw;
+}
+
+// The node's recorded dependencies as a checked list: each a live node of `g`, none twice.
+CUresult Dependencies(CUgraph_st* g, const CUgraphNode* deps, size_t n,
+                      std::vector<CUgraphNode_st*>* out) {
+  if (n > 0 && deps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::set<CUgraphNode_st*> seen;
+  for (size_t i = 0; i < n; ++i) {
+    if (!LiveNode(deps[i]) || deps[i]->graph != g) return CUDA_ERROR_INVALID_VALUE;
+    if (!seen.insert(deps[i]).second) return CUDA_ERROR_INVALID_VALUE;
+    out->push_back(deps[i]);
+  }
+  return CUDA_SUCCESS;
+}
+
+// A kernel node's work from CUDA's parameters, checked as a launch would be (except the stream).
+CUresult KernelFrom(const CUDA_KERNEL_NODE_PARAMS_v2& p, bool v2, KernelSpec* spec) {
+  CUresult r = LiveFunction(p.func);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  if ((r = Current(&ctx)) != CUDA_SUCCESS) return r;
+  if (v2 && (p.kern != nullptr || (p.ctx != nullptr && p.ctx != ctx))) {
+    return CUDA_ERROR_INVALID_VALUE;  // no CUkernel objects; one context
+  }
+  if (p.func->module->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (p.gridDimX == 0 || p.gridDimY == 0 || p.gridDimZ == 0 || p.blockDimX == 0 ||
+      p.blockDimY == 0 || p.blockDimZ == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  spec->f = p.func;
+  spec->grid[0] = p.gridDimX, spec->grid[1] = p.gridDimY, spec->grid[2] = p.gridDimZ;
+  spec->block[0] = p.blockDimX, spec->block[1] = p.blockDimY, spec->block[2] = p.blockDimZ;
+  spec->shared_bytes = p.sharedMemBytes;
+  return PackParams(p.func, p.kernelParams, p.extra, &spec->params);
+}
+
+void SetKernelLocked(CUgraphNode_st* node, KernelSpec spec) {
+  node->kernel = std::move(spec);
+  node->kernel_param_ptrs.clear();
+  for (const auto& param : node->kernel.f->kernel->params) {
+    node->kernel_param_ptrs.push_back(node->kernel.params.data() + param.offset);
+  }
+}
+
+CUDA_KERNEL_NODE_PARAMS_v2 KernelParamsOf(CUgraphNode_st* node) {
+  CUDA_KERNEL_NODE_PARAMS_v2 p{};
+  const KernelSpec& k = node->kernel;
+  p.func = k.f;
+  p.gridDimX = k.grid[0], p.gridDimY = k.grid[1], p.gridDimZ = k.grid[2];
+  p.blockDimX = k.block[0], p.blockDimY = k.block[1], p.blockDimZ = k.block[2];
+  p.sharedMemBytes = k.shared_bytes;
+  p.kernelParams = node->kernel_param_ptrs.empty() ? nullptr : node->kernel_param_ptrs.data();
+  p.ctx = k.f != nullptr ? k.f->module->ctx : nullptr;
+  return p;
+}
+
+// Adds a node to `g` after `deps` (checked) and hands it out; `fill` sets its work. g_mu not held.
+template <typename Fill>
+CUresult AddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                 CUgraphNodeType type, Fill fill) {
+  CUresult r = CheckInit(out == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUgraphNode_st*> checked;
+  if ((r = Dependencies(g, deps, n, &checked)) != CUDA_SUCCESS) return r;
+  CUgraphNode_st* node = AddNodeLocked(g, type, checked);
+  fill(node);
+  *out = node;
+  return CUDA_SUCCESS;
+}
+
+// The answer of a call that reads a node of `type`: the node, checked.
+CUresult NodeOfType(CUgraphNode node, CUgraphNodeType type) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!LiveNode(node) || node->type != type) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+Replay MemsetReplay(const CUDA_MEMSET_NODE_PARAMS& m) {
+  return [m](CUstream t) {
+    return m.elementSize == 1
+               ? cuMemsetD2D8Async(m.dst, m.pitch, (unsigned char)(m.value), m.width, m.height, t)
+               : cuMemsetD2D32Async(m.dst, m.pitch, m.value, m.width, m.height, t);
+  };
+}
+
+// Topological order of g's nodes (Kahn); false on a cycle. g_mu held.
+bool Order(CUgraph_st* g, std::vector<CUgraphNode_st*>* order) {
+  std::unordered_map<CUgraphNode_st*, size_t> waiting;
+  std::deque<CUgraphNode_st*> ready;
+  for (auto& n : g->nodes) {
+    waiting[n.get()] = n->deps.size();
+    if (n->deps.empty()) ready.push_back(n.get());
+  }
+  while (!ready.empty()) {
+    CUgraphNode_st* n = ready.front();
+    ready.pop_front();
+    order->push_back(n);
+    for (CUgraphNode_st* d : n->dependents) {
+      if (--waiting[d] == 0) ready.push_back(d);
+    }
+  }
+  return order->size() == g->nodes.size();
+}
+
+Step StepOf(const CUgraphNode_st* n) {
+  Step step{n->type, nullptr, n->replay};
+  if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) step.kernel = std::make_shared<KernelSpec>(n->kernel);
+  return step;
+}
+
+}  // namespace
+
+// ---- what the stream entry points call (driver_api_graph.h) ----
+
+namespace gpuvm::runtime::driver_api {
+
+namespace {
+
+// The capture `s` records into, when it is active; g_mu held.
+Capture* ActiveCapture(CUstream_st* s) {
+  Capture* cap = s->capture.get();
+  return cap != nullptr && !cap->ended ? cap : nullptr;
+}
+
+CUresult AddCaptured(CUstream_st* s, CUgraphNodeType type, KernelSpec* kernel, Replay replay) {
+  std::lock_guard lock(g_mu);
+  Capture* cap = ActiveCapture(s);
+  if (cap == nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;  // ended meanwhile
+  if (cap->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  std::vector<CUgraphNode_st*>& tail = cap->tails[s];
+  CUgraphNode_st* node = AddNodeLocked(cap->graph, type, tail);
+  if (kernel != nullptr) {
+    SetKernelLocked(node, std::move(*kernel));
+  } else {
+    node->replay = std::move(replay);
+  }
+  tail.assign(1, node);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult CaptureNode(CUstream_st* s, CUgraphNodeType type, Replay replay) {
+  return AddCaptured(s, type, nullptr, std::move(replay));
+}
+
+CUresult CaptureKernel(CUstream_st* s, KernelSpec spec) {
+  return AddCaptured(s, CU_GRAPH_NODE_TYPE_KERNEL, &spec, nullptr);
+}
+
+CUresult CaptureEventRecord(CUstream_st* s, CUevent_st* e) {
+  std::lock_guard lock(g_mu);
+  Capture* cap = ActiveCapture(s);
+  if (cap == nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  if (cap->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  e->capture = s->capture;
+  e->capture_nodes = cap->tails[s];
+  return CUDA_SUCCESS;
+}
+
+bool CapturedEvent(CUevent_st* e) {
+  std::lock_guard lock(g_mu);
+  return e->capture != nullptr && !e->capture->ended;
+}
+
+CUresult CaptureEventWait(CUstream_st* s, CUevent_st* e) {
+  std::lock_guard lock(g_mu);
+  Capture* mine = ActiveCapture(s);
+  Capture* theirs = e->capture != nullptr && !e->capture->ended ? e->capture.get() : nullptr;
+  // A capturing stream may wait only for work of its own capture (CUDA's isolation rule).
+  if (theirs == nullptr)
+    return mine != nullptr ? CUDA_ERROR_STREAM_CAPTURE_ISOLATION : CUDA_SUCCESS;
+  if (mine != nullptr && mine != theirs) return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+  if (theirs->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  if (s->is_default) {
+    // The null stream cannot join a capture.
+    theirs->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
+  std::vector<CUgraphNode_st*>& tail = theirs->tails[s];
+  if (mine == nullptr) {  // the fork: s joins the capture
+    s->capture = e->capture;
+    s->capturing.store(true, std::memory_order_release);
+    tail.clear();
+  }
+  for (CUgraphNode_st* n : e->capture_nodes) {
+    if (std::find(tail.begin(), tail.end(), n) == tail.end()) tail.push_back(n);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult RefuseInCapture(CUstream_st* s) {
+  std::lock_guard lock(g_mu);
+  if (Capture* cap = ActiveCapture(s)) cap->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult RefuseLegacyInCapture(CUctx_st* ctx) {
+  std::set<CUstream_st*> streams;
+  {
+    std::lock_guard lock(ctx->mu);
+    streams = ctx->streams;
+  }
+  std::lock_guard lock(g_mu);
+  for (CUstream_st* s : streams) {
+    Capture* cap = ActiveCapture(s);
+    if (cap != nullptr && (s->flags & CU_STREAM_NON_BLOCKING) == 0) {
+      cap->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    }
+  }
+  return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+void ForgetCapture(CUstream_st* s) {
+  std::lock_guard lock(g_mu);
+  std::shared_ptr<Capture> cap = s->capture;
+  if (cap == nullptr) return;
+  if (cap->origin == s) {
+    cap->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    EndCaptureLocked(cap.get());
+  } else {
+    cap->tails.erase(s);
+    s->capturing.store(false, std::memory_order_release);
+    s->capture.reset();
+  }
+}
+
+}  // namespace gpuvm::runtime::driver_api
+
+using gpuvm::runtime::driver_api::Capturing;
+
+// ---- stream capture ----
+
+GPUVM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream handle, CUstreamCaptureMode mode) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (s->is_default) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the null stream
+  std::lock_guard lock(g_mu);
+  if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;  // already capturing
+  auto cap = std::make_shared<Capture>();
+  cap->graph = new CUgraph_st;
+  cap->origin = s;
+  cap->ctx = ctx;
+  cap->mode = mode;
+  cap->id = g_next_capture_id.fetch_add(1);
+  cap->tails[s] = {};
+  cap->counts_blocking = (s->flags & CU_STREAM_NON_BLOCKING) == 0;
+  if (cap->counts_blocking) ctx->blocking_captures.fetch_add(1, std::memory_order_acq_rel);
+  s->capture = std::move(cap);
+  s->capturing.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+GPUVM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream handle, CUstreamCaptureMode mode) {
+  return cuStreamBeginCapture_v2(handle, mode);
+}
+// CUDA 10.0's form, without a mode: global.
+#undef cuStreamBeginCapture
+GPUVM_EXPORT CUresult cuStreamBeginCapture(CUstream handle) {
+  return cuStreamBeginCapture_v2(handle, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+GPUVM_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream handle) {
+  return cuStreamBeginCapture(handle);
+}
+
+GPUVM_EXPORT CUresult cuStreamEndCapture(CUstream handle, CUgraph* out) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if ((s = gpuvm::runtime::ResolveStream(ctx, handle)) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(g_mu);
+  std::shared_ptr<Capture> cap = s->capture;
+  if (cap == nullptr || cap->ended) return CUDA_ERROR_ILLEGAL_STATE;  // not capturing
+  if (cap->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  // Every joined stream's work must lead into the origin's: the nodes the origin's tail depends on,
+  // transitively.
+  std::unordered_set<CUgraphNode_st*> joined;
+  std::vector<CUgraphNode_st*> stack = cap->tails[s];
+  while (!stack.empty()) {
+    CUgraphNode_st* n = stack.back();
+    stack.pop_back();
+    if (!joined.insert(n).second) continue;
+    for (CUgraphNode_st* d : n->deps) stack.push_back(d);
+  }
+  bool unjoined = false;
+  for (auto& [other, tail] : cap->tails) {
+    if (other == s) continue;
+    for (CUgraphNode_st* n : tail) unjoined |= joined.count(n) == 0;
+  }
+  const bool invalidated = cap->status != CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  EndCaptureLocked(cap.get());
+  *out = nullptr;
+  if (invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (unjoined) return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+  CUgraph_st* g = cap->graph;
+  cap->graph = nullptr;
+  Process::Get().Register(g, Process::Kind::kGraph);
+  *out = g;
+  return CUDA_SUCCESS;
+}
+GPUVM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream handle, CUgraph* out) {
+  return cuStreamEndCapture(handle, out);
+}
+
+GPUVM_EXPORT CUresult cuStreamIsCapturing(CUstream handle, CUstreamCaptureStatus* status) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUstream_st* s = gpuvm::runtime::ResolveStream(ctx, handle);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (s->is_default && handle != CU_STREAM_PER_THREAD &&
+      ctx->blocking_captures.load(std::memory_order_acquire) > 0) {
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;  // asking the legacy stream is the same misuse
+  }
+  std::lock_guard lock(g_mu);
+  Capture* cap = s->capture.get();
+  *status = cap == nullptr || cap->ended ? CU_STREAM_CAPTURE_STATUS_NONE : cap->status;
+  return CUDA_SUCCESS;
+}
+GPUVM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream handle, CUstreamCaptureStatus* status) {
+  return cuStreamIsCapturing(handle, status);
+}
+
+namespace {
+
+// cuStreamGetCaptureInfo in all its forms. The dependencies point into the capture's own list,
+// valid until the stream's next captured call (as in CUDA).
+CUresult CaptureInfo(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                     const CUgraphNode** deps, const void** edges, size_t* count) {
+  CUresult r = cuStreamIsCapturing(handle, status);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  (void)Current(&ctx, false);
+  CUstream_st* s = gpuvm::runtime::ResolveStream(ctx, handle);
+  std::lock_guard lock(g_mu);
+  Capture* cap = s->capture != nullptr && !s->capture->ended ? s->capture.get() : nullptr;
+  if (id != nullptr && cap != nullptr) *id = cap->id;
+  if (graph != nullptr) *graph = cap != nullptr ? cap->graph : nullptr;
+  std::vector<CUgraphNode_st*>* tail = cap != nullptr ? &cap->tails[s] : nullptr;
+  if (deps != nullptr) *deps = tail != nullptr && !tail->empty() ? tail->data() : nullptr;
+  if (edges != nullptr) *edges = nullptr;  // every edge is a default edge
+  if (count != nullptr) *count = tail != nullptr ? tail->size() : 0;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+#undef cuStreamGetCaptureInfo
+GPUVM_EXPORT CUresult cuStreamGetCaptureInfo(CUstream handle, CUstreamCaptureStatus* status,
+                                             cuuint64_t* id) {
+  return CaptureInfo(handle, status, id, nullptr, nullptr, nullptr, nullptr);
+}
+GPUVM_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream handle, CUstreamCaptureStatus* status,
+                                                  cuuint64_t* id) {
+  return cuStreamGetCaptureInfo(handle, status, id);
+}
+GPUVM_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream handle, CUstreamCaptureStatus* status,
+                                                cuuint64_t* id, CUgraph* graph,
+                                                const CUgraphNode** deps, size_t* count) {
+  return CaptureInfo(handle, status, id, graph, deps, nullptr, count);
+}
+GPUVM_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream handle, CUstreamCaptureStatus* status,
+                                                     cuuint64_t* id, CUgraph* graph,
+                                                     const CUgraphNode** deps, size_t* count) {
+  return cuStreamGetCaptureInfo_v2(handle, status, id, graph, deps, count);
+}
+GPUVM_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream handle, CUstreamCaptureStatus* status,
+                                                cuuint64_t* id, CUgraph* graph,
+                                                const CUgraphNode** deps, const void** edges,
+                                                size_t* count) {
+  return CaptureInfo(handle, status, id, graph, deps, edges, count);
+}
+GPUVM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream handle, CUstreamCaptureStatus* status,
+                                                     cuuint64_t* id, CUgraph* graph,
+                                                     const CUgraphNode** deps, const void** edges,
+                                                     size_t* count) {
+  return cuStreamGetCaptureInfo_v3(handle, status, id, graph, deps, edges, count);
+}
+
+// The mode is kept per thread and answered; the calls it would forbid during a global capture are
+// not policed beyond the null-stream rule (driver_api_graph.h).
+GPUVM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == nullptr ||
+      (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+       *mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::swap(*mode, t_capture_mode);
+  return CUDA_SUCCESS;
+}
+
+// ---- graphs ----
+
+GPUVM_EXPORT CUresult cuGraphCreate(CUgraph* out, unsigned int flags) {
+  CUresult r = CheckInit(out == nullptr || flags != 0);
+  if (r != CUDA_SUCCESS) return r;
+  auto* g = new CUgraph_st;
+  Process::Get().Register(g, Process::Kind::kGraph);
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphDestroy(CUgraph g) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  Process& p = Process::Get();
+  for (auto& n : g->nodes) p.Unregister(n.get());
+  p.Unregister(g);
+  delete g;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphClone(CUgraph* out, CUgraph original) {
+  CUresult r = CheckInit(out == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(original)) return CUDA_ERROR_INVALID_VALUE;
+  auto* g = new CUgraph_st;
+  std::unordered_map<const CUgraphNode_st*, CUgraphNode_st*> copy_of;
+  for (auto& n : original->nodes) {
+    std::vector<CUgraphNode_st*> deps;
+    for (CUgraphNode_st* d : n->deps) deps.push_back(copy_of.at(d));  // nodes come after deps
+    CUgraphNode_st* c = AddNodeLocked(g, n->type, deps);
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) SetKernelLocked(c, n->kernel);
+    c->replay = n->replay;
+    c->has_copy = n->has_copy, c->copy = n->copy;
+    c->has_memset = n->has_memset, c->memset = n->memset;
+    c->host = n->host, c->event = n->event;
+    copy_of[n.get()] = c;
+  }
+  Process::Get().Register(g, Process::Kind::kGraph);
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                              size_t n, const CUDA_KERNEL_NODE_PARAMS* params) {
+  if (params == nullptr) return CheckInit(true);
+  KernelSpec spec;
+  CUresult r = KernelFrom(*params, true, &spec);
+  if (r != CUDA_SUCCESS) return r;
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_KERNEL,
+                 [&](CUgraphNode_st* node) { SetKernelLocked(node, std::move(spec)); });
+}
+
+#undef cuGraphAddKernelNode
+GPUVM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                           size_t n, const CUDA_KERNEL_NODE_PARAMS_v1* params) {
+  if (params == nullptr) return CheckInit(true);
+  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
+  std::memcpy(&v2, params, sizeof *params);
+  return cuGraphAddKernelNode_v2(out, g, deps, n, &v2);
+}
+
+GPUVM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                           size_t n, const CUDA_MEMCPY3D* copy, CUcontext ctx) {
+  if (copy == nullptr) return CheckInit(true);
+  CUctx_st* current;
+  CUresult r = Current(&current);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
+  if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY || copy->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  const CUDA_MEMCPY3D c = *copy;
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEMCPY, [&](CUgraphNode_st* node) {
+    node->has_copy = true;
+    node->copy = c;
+    node->replay = [c](CUstream t) { return cuMemcpy3DAsync_v2(&c, t); };
+  });
+}
+
+GPUVM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                           size_t n, const CUDA_MEMSET_NODE_PARAMS* m,
+                                           CUcontext ctx) {
+  if (m == nullptr) return CheckInit(true);
+  CUctx_st* current;
+  CUresult r = Current(&current);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
+  if (m->elementSize == 2) return CUDA_ERROR_NOT_SUPPORTED;  // as cuMemsetD2D16 (not here)
+  if ((m->elementSize != 1 && m->elementSize != 4) || m->width == 0 || m->height == 0 ||
+      (m->height > 1 && m->pitch < m->width * m->elementSize)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const CUDA_MEMSET_NODE_PARAMS copy = *m;
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEMSET, [&](CUgraphNode_st* node) {
+    node->has_memset = true;
+    node->memset = copy;
+    node->replay = MemsetReplay(copy);
+  });
+}
+
+GPUVM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                         size_t n, const CUDA_HOST_NODE_PARAMS* p) {
+  if (p == nullptr || p->fn == nullptr) return CheckInit(true);
+  const CUDA_HOST_NODE_PARAMS host = *p;
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_HOST, [&](CUgraphNode_st* node) {
+    node->host = host;
+    node->replay = [host](CUstream t) { return cuLaunchHostFunc(t, host.fn, host.userData); };
+  });
+}
+
+GPUVM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                          size_t n) {
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, [](CUgraphNode_st*) {});
+}
+
+GPUVM_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode* out, CUgraph g,
+                                                const CUgraphNode* deps, size_t n, CUevent e) {
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, [&](CUgraphNode_st* node) {
+    node->event = e;
+    node->replay = [e](CUstream t) { return cuEventRecord(e, t); };
+  });
+}
+
+GPUVM_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                              size_t n, CUevent e) {
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
+  return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, [&](CUgraphNode_st* node) {
+    node->event = e;
+    node->replay = [e](CUstream t) { return cuStreamWaitEvent(t, e, 0); };
+  });
+}
+
+GPUVM_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode* from,
+                                             const CUgraphNode* to, size_t n) {
+  CUresult r = CheckInit(n > 0 && (from == nullptr || to == nullptr));
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < n; ++i) {  // all checked before any is added
+    if (!LiveNode(from[i]) || !LiveNode(to[i]) || from[i]->graph != g || to[i]->graph != g ||
+        from[i] == to[i]) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const auto& deps = to[i]->deps;
+    if (std::find(deps.begin(), deps.end(), from[i]) != deps.end()) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t j = 0; j < i; ++j) {
+      if (from[j] == from[i] && to[j] == to[i]) return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    to[i]->deps.push_back(from[i]);
+    from[i]->dependents.push_back(to[i]);
+  }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Writes `list` into a caller's array of *count entries (null: only the count), as CUDA's
+// node-listing calls do: *count becomes the list's length.
+CUresult ListNodes(const std::vector<CUgraphNode_st*>& list, CUgraphNode* out, size_t* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (out != nullptr) {
+    const size_t n = std::min(*count, list.size());
+    for (size_t i = 0; i < n; ++i) out[i] = list[i];
+    for (size_t i = n; i < *count; ++i) out[i] = nullptr;
+  }
+  *count = list.size();
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUgraphNode_st*> list;
+  for (auto& n : g->nodes) list.push_back(n.get());
+  return ListNodes(list, nodes, count);
+}
+
+GPUVM_EXPORT CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUgraphNode_st*> list;
+  for (auto& n : g->nodes) {
+    if (n->deps.empty()) list.push_back(n.get());
+  }
+  return ListNodes(list, nodes, count);
+}
+
+GPUVM_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps,
+                                                 size_t* count) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
+  return ListNodes(node->deps, deps, count);
+}
+
+GPUVM_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out,
+                                                   size_t* count) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
+  return ListNodes(node->dependents, out, count);
+}
+
+GPUVM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  CUresult r = CheckInit(type == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
+  *type = node->type;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node,
+                                                    CUDA_KERNEL_NODE_PARAMS* params) {
+  if (params == nullptr) return CheckInit(true);
+  std::lock_guard lock(g_mu);
+  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_KERNEL);
+  if (r != CUDA_SUCCESS) return r;
+  *params = KernelParamsOf(node);
+  return CUDA_SUCCESS;
+}
+#undef cuGraphKernelNodeGetParams
+GPUVM_EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode node,
+                                                 CUDA_KERNEL_NODE_PARAMS_v1* params) {
+  if (params == nullptr) return CheckInit(true);
+  CUDA_KERNEL_NODE_PARAMS_v2 v2;
+  CUresult r = cuGraphKernelNodeGetParams_v2(node, &v2);
+  if (r == CUDA_SUCCESS) std::memcpy(params, &v2, sizeof *params);
+  return r;
+}
+
+GPUVM_EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS* params) {
+  if (params == nullptr) return CheckInit(true);
+  KernelSpec spec;
+  CUresult r = KernelFrom(*params, true, &spec);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if ((r = NodeOfType(node, CU_GRAPH_NODE_TYPE_KERNEL)) != CUDA_SUCCESS) return r;
+  SetKernelLocked(node, std::move(spec));
+  return CUDA_SUCCESS;
+}
+#undef cuGraphKernelNodeSetParams
+GPUVM_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode node,
+                                                 const CUDA_KERNEL_NODE_PARAMS_v1* params) {
+  if (params == nullptr) return CheckInit(true);
+  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
+  std::memcpy(&v2, params, sizeof *params);
+  return cuGraphKernelNodeSetParams_v2(node, &v2);
+}
+
+GPUVM_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* p) {
+  if (p == nullptr) return CheckInit(true);
+  std::lock_guard lock(g_mu);
+  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_MEMSET);
+  if (r != CUDA_SUCCESS) return r;
+  if (!node->has_memset) return CUDA_ERROR_NOT_SUPPORTED;  // captured: no CUDA-shaped record
+  *p = node->memset;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D* p) {
+  if (p == nullptr) return CheckInit(true);
+  std::lock_guard lock(g_mu);
+  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_MEMCPY);
+  if (r != CUDA_SUCCESS) return r;
+  if (!node->has_copy) return CUDA_ERROR_NOT_SUPPORTED;  // captured: no CUDA-shaped record
+  *p = node->copy;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS* p) {
+  if (p == nullptr) return CheckInit(true);
+  std::lock_guard lock(g_mu);
+  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_HOST);
+  if (r != CUDA_SUCCESS) return r;
+  if (node->host.fn == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // captured
+  *p = node->host;
+  return CUDA_SUCCESS;
+}
+
+// ---- executable graphs ----
+
+GPUVM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g,
+                                                  unsigned long long flags) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  // AUTO_FREE_ON_LAUNCH (1) concerns allocation nodes, of which there are none; USE_NODE_PRIORITY
+  // (8) has no effect with one stream. Upload (2) and device launch (4) are not offered.
+  if (out == nullptr || (flags & ~0x9ull) != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUgraphNode_st*> order;
+  if (!Order(g, &order)) return CUDA_ERROR_INVALID_VALUE;  // a cycle
+  for (CUgraphNode_st* n : order) {
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && n->kernel.f->module->ctx != ctx) {
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
+  }
+  auto exec = std::make_unique<CUgraphExec_st>();
+  exec->ctx = ctx;
+  for (CUgraphNode_st* n : order) {
+    exec->index[n] = exec->steps.size();
+    exec->steps.push_back(StepOf(n));
+  }
+  CUgraphExec_st* raw = exec.release();
+  Process::Get().Register(raw, Process::Kind::kGraphExec);
+  *out = raw;
+  return CUDA_SUCCESS;
+}
+
+#undef cuGraphInstantiate
+GPUVM_EXPORT CUresult cuGraphInstantiate(CUgraphExec* out, CUgraph g, CUgraphNode* error_node,
+                                         char* log, size_t log_size) {
+  const CUresult r = cuGraphInstantiateWithFlags(out, g, 0);
+  if (error_node != nullptr) *error_node = nullptr;
+  if (log != nullptr && log_size > 0) log[0] = '\0';
+  return r;
+}
+GPUVM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph g, CUgraphNode* error_node,
+                                            char* log, size_t log_size) {
+  return cuGraphInstantiate(out, g, error_node, log, log_size);
+}
+
+GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                                        const CUDA_KERNEL_NODE_PARAMS* params) {
+  if (params == nullptr) return CheckInit(true);
+  KernelSpec spec;
+  CUresult r = KernelFrom(*params, true, &spec);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveExec(exec) || !LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
+  auto it = exec->index.find(node);
+  if (it == exec->index.end() || exec->steps[it->second].type != CU_GRAPH_NODE_TYPE_KERNEL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // CUDA: the function may not change its context; it may change otherwise.
+  if (spec.f->module->ctx != exec->ctx) return CUDA_ERROR_INVALID_VALUE;
+  exec->steps[it->second].kernel = std::make_shared<KernelSpec>(std::move(spec));
+  return CUDA_SUCCESS;
+}
+#undef cuGraphExecKernelNodeSetParams
+GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                     const CUDA_KERNEL_NODE_PARAMS_v1* params) {
+  if (params == nullptr) return CheckInit(true);
+  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
+  std::memcpy(&v2, params, sizeof *params);
+  return cuGraphExecKernelNodeSetParams_v2(exec, node, &v2);
+}
+
+GPUVM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream handle) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<Step> steps;
+  {
+    std::lock_guard lock(g_mu);
+    if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
+    if (exec->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    steps = exec->steps;
+  }
+  // Every step goes on the launch stream in dependency order; a launch into a capturing stream
+  // records the steps there.
+  for (const Step& step : steps) {
+    if (step.kernel != nullptr) {
+      r = LaunchSpec(*step.kernel, handle);
+    } else if (step.replay) {
+      r = step.replay(handle);
+    }
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+GPUVM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream handle) {
+  return cuGraphLaunch(exec, handle);
+}
+
+// Nothing to upload ahead: the steps are host-side calls.
+GPUVM_EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream handle) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  return LiveExec(exec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+GPUVM_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream handle) {
+  return cuGraphUpload(exec, handle);
+}
+
+GPUVM_EXPORT CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) {
+  CUresult r = CheckInit(flags == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
+  *flags = 0;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
+  Process::Get().Unregister(exec);
+  delete exec;
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,237 @@
+// libcuda.so.1's graphs and stream capture as programs see them (runtime/driver_api_graph.h):
+// captured work runs only when the graph is launched, and every launch again; graphs built node by
+// node run in dependency order; what CUDA refuses during a capture is refused, and the refusals
+// change nothing else (the legacy stream works again once the capture ends).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/include/cuda.h"
+#include "runtime/tests/test_kernels.h"
+
+namespace {
+
+#define ASSERT_CU(expr) ASSERT_EQ((expr), CUDA_SUCCESS) << #expr
+#define EXPECT_CU(expr) EXPECT_EQ((expr), CUDA_SUCCESS) << #expr
+
+constexpr uint32_t kN = 4096;
+
+class RuntimeGraphs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_CU(cuInit(0));
+    ASSERT_CU(cuDeviceGet(&dev_, 0));
+    ASSERT_CU(cuCtxCreate(&ctx_, nullptr, 0, dev_));
+    image_ = gpuvm::runtime::testing::TestModuleImage();
+    ASSERT_CU(cuModuleLoadData(&module_, image_.data()));
+    ASSERT_CU(cuModuleGetFunction(&vadd_, module_, "vadd"));
+    for (CUdeviceptr* p : {&a_, &b_, &c_}) ASSERT_CU(cuMemAlloc(p, kN * 4));
+    std::vector<uint32_t> a(kN), b(kN);
+    for (uint32_t i = 0; i < kN; ++i) a[i] = 3 * i, b[i] = i + 11;
+    ASSERT_CU(cuMemcpyHtoD(a_, a.data(), kN * 4));
+    ASSERT_CU(cuMemcpyHtoD(b_, b.data(), kN * 4));
+    ASSERT_CU(cuMemsetD32(c_, 0, kN));
+    ASSERT_CU(cuStreamCreate(&s_, 0));
+  }
+  void TearDown() override {
+    if (ctx_) {
+      EXPECT_CU(cuCtxDestroy(ctx_));
+    }
+  }
+  // c = a + b on `stream`.
+  CUresult LaunchVadd(CUstream stream, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
+    uint32_t n = kN;
+    void* args[] = {&a, &b, &c, &n};
+    return cuLaunchKernel(vadd_, kN / 128, 1, 1, 128, 1, 1, 0, stream, args, nullptr);
+  }
+  std::vector<uint32_t> Read(CUdeviceptr p) {
+    std::vector<uint32_t> v(kN);
+    EXPECT_CU(cuMemcpyDtoH(v.data(), p, kN * 4));
+    return v;
+  }
+
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUfunction vadd_ = nullptr;
+  std::vector<uint8_t> image_;
+  CUdeviceptr a_ = 0, b_ = 0, c_ = 0;
+  CUstream s_ = nullptr;
+};
+
+TEST_F(RuntimeGraphs, CapturedWorkRunsAtEachLaunchOnly) {
+  std::vector<uint32_t> host(kN, 5);
+  ASSERT_CU(cuMemHostRegister(host.data(), kN * 4, 0));
+  ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuMemcpyHtoDAsync(a_, host.data(), kN * 4, s_));
+  ASSERT_CU(LaunchVadd(s_, a_, b_, c_));
+  CUgraph graph;
+  ASSERT_CU(cuStreamEndCapture(s_, &graph));
+  // Nothing ran: c is still zero, a still 3i.
+  std::vector<uint32_t> c = Read(c_);
+  for (uint32_t i = 0; i < kN; ++i) ASSERT_EQ(c[i], 0u) << i;
+  size_t nodes = 0;
+  ASSERT_CU(cuGraphGetNodes(graph, nullptr, &nodes));
+  EXPECT_EQ(nodes, 2u);
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  for (uint32_t round = 0; round < 3; ++round) {
+    for (uint32_t i = 0; i < kN; ++i) host[i] = 100 * round + i;  // read at launch, not capture
+    ASSERT_CU(cuGraphLaunch(exec, s_));
+    ASSERT_CU(cuStreamSynchronize(s_));
+    c = Read(c_);
+    for (uint32_t i = 0; i < kN; ++i)
+      ASSERT_EQ(c[i], 100 * round + i + i + 11) << round << " " << i;
+  }
+  EXPECT_CU(cuGraphExecDestroy(exec));
+  EXPECT_CU(cuGraphDestroy(graph));
+  EXPECT_CU(cuMemHostUnregister(host.data()));
+}
+
+TEST_F(RuntimeGraphs, BuiltGraphRunsInDependencyOrder) {
+  // memset c to 7 -> vadd(c = a + b) -> memcpy c to a; added in reverse, joined by dependencies.
+  CUgraph g;
+  ASSERT_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMCPY3D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE, copy.srcDevice = c_;
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE, copy.dstDevice = a_;
+  copy.WidthInBytes = kN * 4, copy.Height = 1, copy.Depth = 1;
+  CUgraphNode copy_node, kernel_node, memset_node;
+  ASSERT_CU(cuGraphAddMemcpyNode(&copy_node, g, nullptr, 0, &copy, ctx_));
+  uint32_t n = kN;
+  void* args[] = {&a_, &b_, &c_, &n};
+  CUDA_KERNEL_NODE_PARAMS kp{};
+  kp.func = vadd_;
+  kp.gridDimX = kN / 128, kp.gridDimY = 1, kp.gridDimZ = 1;
+  kp.blockDimX = 128, kp.blockDimY = 1, kp.blockDimZ = 1;
+  kp.kernelParams = args;
+  ASSERT_CU(cuGraphAddKernelNode(&kernel_node, g, nullptr, 0, &kp));
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  ms.dst = c_, ms.value = 7, ms.elementSize = 4, ms.width = kN, ms.height = 1;
+  ASSERT_CU(cuGraphAddMemsetNode(&memset_node, g, nullptr, 0, &ms, ctx_));
+  const CUgraphNode from[] = {memset_node, kernel_node};
+  const CUgraphNode to[] = {kernel_node, copy_node};
+  ASSERT_CU(cuGraphAddDependencies(g, from, to, 2));
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, g, 0));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  std::vector<uint32_t> a = Read(a_);
+  for (uint32_t i = 0; i < kN; ++i) ASSERT_EQ(a[i], 3 * i + i + 11) << i;
+  // The kernel node's parameters read back, pointing at the graph's own copy of the arguments.
+  CUDA_KERNEL_NODE_PARAMS got{};
+  ASSERT_CU(cuGraphKernelNodeGetParams(kernel_node, &got));
+  EXPECT_EQ(got.func, vadd_);
+  EXPECT_EQ(got.gridDimX, kN / 128);
+  ASSERT_NE(got.kernelParams, nullptr);
+  EXPECT_EQ(*static_cast<CUdeviceptr*>(got.kernelParams[2]), c_);
+  EXPECT_NE(got.kernelParams[2], args[2]);
+  EXPECT_CU(cuGraphExecDestroy(exec));
+  EXPECT_CU(cuGraphDestroy(g));
+}
+
+TEST_F(RuntimeGraphs, ForkMustBeJoinedBack) {
+  CUstream side;
+  ASSERT_CU(cuStreamCreate(&side, 0));
+  CUevent fork;
+  ASSERT_CU(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuEventRecord(fork, s_));
+  ASSERT_CU(cuStreamWaitEvent(side, fork, 0));
+  CUstreamCaptureStatus status;
+  ASSERT_CU(cuStreamIsCapturing(side, &status));
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ASSERT_CU(LaunchVadd(side, a_, b_, c_));
+  CUgraph graph = reinterpret_cast<CUgraph>(0x1);
+  EXPECT_EQ(cuStreamEndCapture(s_, &graph), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+  EXPECT_EQ(graph, nullptr);
+  ASSERT_CU(cuStreamIsCapturing(side, &status));
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  // Nothing of the capture ran, and both streams work as usual again.
+  std::vector<uint32_t> c = Read(c_);
+  for (uint32_t i = 0; i < kN; ++i) ASSERT_EQ(c[i], 0u) << i;
+  ASSERT_CU(LaunchVadd(side, a_, b_, c_));
+  ASSERT_CU(cuStreamSynchronize(side));
+  EXPECT_EQ(Read(c_)[5], 15u + 16u);
+  EXPECT_CU(cuEventDestroy(fork));
+  EXPECT_CU(cuStreamDestroy(side));
+}
+
+TEST_F(RuntimeGraphs, RefusalsDuringCapture) {
+  CUevent outside;
+  ASSERT_CU(cuEventCreate(&outside, 0));
+  ASSERT_CU(cuEventRecord(outside, nullptr));
+  ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_RELAXED));
+  EXPECT_EQ(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_ERROR_ILLEGAL_STATE);
+  // Waiting for work outside the capture: isolation.
+  EXPECT_EQ(cuStreamWaitEvent(s_, outside, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+  // The legacy null stream synchronizes with the capturing stream: refused, capture invalidated.
+  std::vector<uint32_t> c(kN);
+  EXPECT_EQ(cuMemcpyDtoH(c.data(), c_, kN * 4), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  EXPECT_EQ(LaunchVadd(s_, a_, b_, c_), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CUgraph graph;
+  EXPECT_EQ(cuStreamEndCapture(s_, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(cuStreamEndCapture(s_, &graph), CUDA_ERROR_ILLEGAL_STATE);  // not capturing any more
+  ASSERT_CU(cuMemcpyDtoH(c.data(), c_, kN * 4));  // the legacy stream works again
+  // Synchronizing a capturing stream: refused and invalidated too.
+  ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(cuStreamSynchronize(s_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamQuery(s_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(s_, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // The null stream cannot capture; a non-blocking stream's capture leaves the legacy stream free.
+  EXPECT_EQ(cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUstream free_running;
+  ASSERT_CU(cuStreamCreate(&free_running, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamBeginCapture(free_running, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_CU(cuMemcpyDtoH(c.data(), c_, kN * 4));
+  // A capturing stream destroyed mid-capture ends it; the context is as before.
+  EXPECT_CU(cuStreamDestroy(free_running));
+  ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_CU(cuStreamDestroy(s_));
+  s_ = nullptr;
+  EXPECT_CU(cuMemcpyDtoH(c.data(), c_, kN * 4));
+  EXPECT_CU(cuEventDestroy(outside));
+}
+
+TEST_F(RuntimeGraphs, BadGraphsAndHandlesAreRefused) {
+  CUgraph g, other;
+  ASSERT_CU(cuGraphCreate(&g, 0));
+  ASSERT_CU(cuGraphCreate(&other, 0));
+  EXPECT_EQ(cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode x, y, foreign;
+  ASSERT_CU(cuGraphAddEmptyNode(&x, g, nullptr, 0));
+  ASSERT_CU(cuGraphAddEmptyNode(&y, g, &x, 1));
+  ASSERT_CU(cuGraphAddEmptyNode(&foreign, other, nullptr, 0));
+  CUgraphNode z;
+  EXPECT_EQ(cuGraphAddEmptyNode(&z, g, &foreign, 1), CUDA_ERROR_INVALID_VALUE);  // another graph's
+  const CUgraphNode twice[] = {x, x};
+  EXPECT_EQ(cuGraphAddEmptyNode(&z, g, twice, 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphAddEmptyNode(&z, g, nullptr, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphAddDependencies(g, &x, &x, 1), CUDA_ERROR_INVALID_VALUE);  // a self edge
+  EXPECT_EQ(cuGraphAddDependencies(g, &x, &y, 1), CUDA_ERROR_INVALID_VALUE);  // already there
+  size_t count = 0;
+  ASSERT_CU(cuGraphGetNodes(g, nullptr, &count));
+  EXPECT_EQ(count, 2u);  // no refused call left a node behind
+  // A cycle: y -> x as well. Instantiation refuses it.
+  ASSERT_CU(cuGraphAddDependencies(g, &y, &x, 1));
+  CUgraphExec exec;
+  EXPECT_EQ(cuGraphInstantiate(&exec, g, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(cuGraphDestroy(g));
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);  // gone
+  CUgraphNodeType type;
+  EXPECT_EQ(cuGraphNodeGetType(x, &type), CUDA_ERROR_INVALID_VALUE);  // its nodes too
+  EXPECT_EQ(cuGraphLaunch(reinterpret_cast<CUgraphExec>(&count), s_), CUDA_ERROR_INVALID_VALUE);
+  // A kernel node with a bad function or configuration is refused when made.
+  CUDA_KERNEL_NODE_PARAMS kp{};
+  kp.func = reinterpret_cast<CUfunction>(&count);
+  kp.gridDimX = kp.gridDimY = kp.gridDimZ = kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+  EXPECT_EQ(cuGraphAddKernelNode(&z, other, nullptr, 0, &kp), CUDA_ERROR_INVALID_HANDLE);
+  kp.func = vadd_;
+  kp.gridDimX = 0;
+  EXPECT_EQ(cuGraphAddKernelNode(&z, other, nullptr, 0, &kp), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(cuGraphDestroy(other));
+}
+
+}  // namespace
