@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -28,12 +29,11 @@ struct CUgraphNode_st {
   KernelSpec kernel;
   std::vector<void*> kernel_param_ptrs;  // into kernel.params, for GetParams
   Replay replay;
-  // What the Get*Params calls answer, for nodes made from such parameters.
-  bool has_copy = false;
-  CUDA_MEMCPY3D copy{};
-  bool has_memset = false;
-  CUDA_MEMSET_NODE_PARAMS memset{};
-  CUDA_HOST_NODE_PARAMS host{};
+  // What the Get*Params calls answer, for nodes made from such parameters (a captured node holds
+  // the captured call instead).
+  std::optional<CUDA_MEMCPY3D> copy;
+  std::optional<CUDA_MEMSET_NODE_PARAMS> memset;
+  std::optional<CUDA_HOST_NODE_PARAMS> host;
   CUevent event = nullptr;
 };
 
@@ -559,9 +559,7 @@ GPUVM_EXPORT CUresult cuGraphClone(CUgraph* out, CUgraph original) {
     CUgraphNode_st* c = AddNodeLocked(g, n->type, deps);
     if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) SetKernelLocked(c, n->kernel);
     c->replay = n->replay;
-    c->has_copy = n->has_copy, c->copy = n->copy;
-    c->has_memset = n->has_memset, c->memset = n->memset;
-    c->host = n->host, c->event = n->event;
+    c->copy = n->copy, c->memset = n->memset, c->host = n->host, c->event = n->event;
     copy_of[n.get()] = c;
   }
   Process::Get().Register(g, Process::Kind::kGraph);
@@ -600,7 +598,6 @@ GPUVM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph g, const CU
   }
   const CUDA_MEMCPY3D c = *copy;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEMCPY, [&](CUgraphNode_st* node) {
-    node->has_copy = true;
     node->copy = c;
     node->replay = [c](CUstream t) { return cuMemcpy3DAsync_v2(&c, t); };
   });
@@ -621,7 +618,6 @@ GPUVM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CU
   }
   const CUDA_MEMSET_NODE_PARAMS copy = *m;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEMSET, [&](CUgraphNode_st* node) {
-    node->has_memset = true;
     node->memset = copy;
     node->replay = MemsetReplay(copy);
   });
@@ -701,44 +697,52 @@ CUresult ListNodes(const std::vector<CUgraphNode_st*>& list, CUgraphNode* out, s
 
 }  // namespace
 
-GPUVM_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+namespace {
+
+// A listing call: `list(graph-or-node)` under the lock, after checking that handle is live.
+template <typename Handle, typename List>
+CUresult ListOf(Handle handle, bool live(Handle), List list, CUgraphNode* out, size_t* count) {
   CUresult r = CheckInit();
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(g_mu);
-  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
-  std::vector<CUgraphNode_st*> list;
-  for (auto& n : g->nodes) list.push_back(n.get());
-  return ListNodes(list, nodes, count);
+  if (!live(handle)) return CUDA_ERROR_INVALID_VALUE;
+  return ListNodes(list(handle), out, count);
 }
 
-GPUVM_EXPORT CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
-  CUresult r = CheckInit();
-  if (r != CUDA_SUCCESS) return r;
-  std::lock_guard lock(g_mu);
-  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+std::vector<CUgraphNode_st*> AllNodes(CUgraph g) {
+  std::vector<CUgraphNode_st*> list;
+  for (auto& n : g->nodes) list.push_back(n.get());
+  return list;
+}
+
+std::vector<CUgraphNode_st*> RootNodes(CUgraph g) {
   std::vector<CUgraphNode_st*> list;
   for (auto& n : g->nodes) {
     if (n->deps.empty()) list.push_back(n.get());
   }
-  return ListNodes(list, nodes, count);
+  return list;
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+  return ListOf(g, LiveGraph, AllNodes, nodes, count);
+}
+
+GPUVM_EXPORT CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+  return ListOf(g, LiveGraph, RootNodes, nodes, count);
 }
 
 GPUVM_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps,
                                                  size_t* count) {
-  CUresult r = CheckInit();
-  if (r != CUDA_SUCCESS) return r;
-  std::lock_guard lock(g_mu);
-  if (!LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
-  return ListNodes(node->deps, deps, count);
+  return ListOf(
+      node, LiveNode, [](CUgraphNode n) { return n->deps; }, deps, count);
 }
 
 GPUVM_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out,
                                                    size_t* count) {
-  CUresult r = CheckInit();
-  if (r != CUDA_SUCCESS) return r;
-  std::lock_guard lock(g_mu);
-  if (!LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
-  return ListNodes(node->dependents, out, count);
+  return ListOf(
+      node, LiveNode, [](CUgraphNode n) { return n->dependents; }, out, count);
 }
 
 GPUVM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
@@ -789,34 +793,34 @@ GPUVM_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode node,
   return cuGraphKernelNodeSetParams_v2(node, &v2);
 }
 
-GPUVM_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* p) {
-  if (p == nullptr) return CheckInit(true);
+namespace {
+
+// A node's parameters as made (`field`), for the Get*Params call of nodes of `type`.
+template <typename T>
+CUresult ReadParams(CUgraphNode node, CUgraphNodeType type, std::optional<T> CUgraphNode_st::*field,
+                    T* out) {
+  if (out == nullptr) return CheckInit(true);
   std::lock_guard lock(g_mu);
-  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_MEMSET);
+  CUresult r = NodeOfType(node, type);
   if (r != CUDA_SUCCESS) return r;
-  if (!node->has_memset) return CUDA_ERROR_NOT_SUPPORTED;  // captured: no CUDA-shaped record
-  *p = node->memset;
+  const std::optional<T>& params = node->*field;
+  if (!params) return CUDA_ERROR_NOT_SUPPORTED;  // captured: no CUDA-shaped description
+  *out = *params;
   return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* p) {
+  return ReadParams(node, CU_GRAPH_NODE_TYPE_MEMSET, &CUgraphNode_st::memset, p);
 }
 
 GPUVM_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D* p) {
-  if (p == nullptr) return CheckInit(true);
-  std::lock_guard lock(g_mu);
-  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_MEMCPY);
-  if (r != CUDA_SUCCESS) return r;
-  if (!node->has_copy) return CUDA_ERROR_NOT_SUPPORTED;  // captured: no CUDA-shaped record
-  *p = node->copy;
-  return CUDA_SUCCESS;
+  return ReadParams(node, CU_GRAPH_NODE_TYPE_MEMCPY, &CUgraphNode_st::copy, p);
 }
 
 GPUVM_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS* p) {
-  if (p == nullptr) return CheckInit(true);
-  std::lock_guard lock(g_mu);
-  CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_HOST);
-  if (r != CUDA_SUCCESS) return r;
-  if (node->host.fn == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // captured
-  *p = node->host;
-  return CUDA_SUCCESS;
+  return ReadParams(node, CU_GRAPH_NODE_TYPE_HOST, &CUgraphNode_st::host, p);
 }
 
 // ---- executable graphs ----

@@ -268,20 +268,27 @@ GPUVM_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNod
   return Call(cuGraphNodeGetType, node, reinterpret_cast<CUgraphNodeType*>(type));
 }
 
+namespace {
+
+// A driver listing of a node's neighbours, with default edges for the caller's edge-data array.
+cudaError_t Neighbours(CUresult (*list)(CUgraphNode, CUgraphNode*, size_t*), cudaGraphNode_t node,
+                       cudaGraphNode_t* out, cudaGraphEdgeData* edges, size_t* count) {
+  const size_t room = count != nullptr ? *count : 0;
+  const cudaError_t e = Call(list, node, out, count);
+  if (e == cudaSuccess && out != nullptr) FillDefaultEdges(edges, room);
+  return e;
+}
+
+}  // namespace
+
 GPUVM_EXPORT cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* deps,
                                                       cudaGraphEdgeData* edges, size_t* count) {
-  const size_t room = count != nullptr ? *count : 0;
-  const cudaError_t e = Call(cuGraphNodeGetDependencies, node, deps, count);
-  if (e == cudaSuccess && deps != nullptr) FillDefaultEdges(edges, room);
-  return e;
+  return Neighbours(cuGraphNodeGetDependencies, node, deps, edges, count);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t* out,
                                                         cudaGraphEdgeData* edges, size_t* count) {
-  const size_t room = count != nullptr ? *count : 0;
-  const cudaError_t e = Call(cuGraphNodeGetDependentNodes, node, out, count);
-  if (e == cudaSuccess && out != nullptr) FillDefaultEdges(edges, room);
-  return e;
+  return Neighbours(cuGraphNodeGetDependentNodes, node, out, edges, count);
 }
 
 // ---- executable graphs ----
