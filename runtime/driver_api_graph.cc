@@ -22,6 +22,7 @@ using gpuvm::runtime::driver_api::Replay;
 
 struct CUgraphNode_st {
   CUgraph_st* graph = nullptr;
+  uint64_t serial = 0;  // unique for the process's life: an exec's key (an address may be reused)
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   std::vector<CUgraphNode_st*> deps;        // edges into this node
   std::vector<CUgraphNode_st*> dependents;  // edges out of it
@@ -54,8 +55,17 @@ struct Step {
 
 struct CUgraphExec_st {
   CUctx_st* ctx = nullptr;
-  std::vector<Step> steps;                                  // in dependency order
-  std::unordered_map<const CUgraphNode_st*, size_t> index;  // node of the graph -> step
+  std::vector<Step> steps;  // in dependency order
+  // Node (serial) of the graph it was made from, or updated from, -> its step.
+  std::unordered_map<uint64_t, size_t> index;
+  // Per node of that graph in creation order: its step, type and dependencies (as creation
+  // indices), which cuGraphExecUpdate compares a new graph with.
+  struct Shape {
+    size_t step;
+    CUgraphNodeType type;
+    std::vector<size_t> deps;
+  };
+  std::vector<Shape> shape;
 };
 
 namespace gpuvm::runtime {
@@ -88,6 +98,7 @@ using gpuvm::runtime::Capture;
 
 std::mutex g_mu;
 std::atomic<uint64_t> g_next_capture_id{1};
+uint64_t g_next_node_serial = 1;  // guarded by g_mu
 thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 bool LiveGraph(CUgraph g) { return Process::Get().IsLive(g, Process::Kind::kGraph); }
@@ -112,6 +123,7 @@ CUgraphNode_st* AddNodeLocked(CUgraph_st* g, CUgraphNodeType type,
                               const std::vector<CUgraphNode_st*>& deps) {
   auto node = std::make_unique<CUgraphNode_st>();
   node->graph = g;
+  node->serial = g_next_node_serial++;
   node->type = type;
   node->deps = deps;
   for (CUgraphNode_st* d : deps) d->dependents.push_back(node.get());
@@ -224,6 +236,18 @@ bool Order(CUgraph_st* g, std::vector<CUgraphNode_st*>* order) {
     }
   }
   return order->size() == g->nodes.size();
+}
+
+// Each node's dependencies as indices in the graph's creation order, sorted. g_mu held.
+std::vector<std::vector<size_t>> DependencyIndices(CUgraph_st* g) {
+  std::unordered_map<const CUgraphNode_st*, size_t> position;
+  for (size_t i = 0; i < g->nodes.size(); ++i) position[g->nodes[i].get()] = i;
+  std::vector<std::vector<size_t>> deps(g->nodes.size());
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    for (const CUgraphNode_st* d : g->nodes[i]->deps) deps[i].push_back(position.at(d));
+    std::sort(deps[i].begin(), deps[i].end());
+  }
+  return deps;
 }
 
 Step StepOf(const CUgraphNode_st* n) {
@@ -844,9 +868,15 @@ GPUVM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g,
   }
   auto exec = std::make_unique<CUgraphExec_st>();
   exec->ctx = ctx;
+  std::unordered_map<const CUgraphNode_st*, size_t> step_of;
   for (CUgraphNode_st* n : order) {
-    exec->index[n] = exec->steps.size();
+    step_of[n] = exec->steps.size();
+    exec->index[n->serial] = exec->steps.size();
     exec->steps.push_back(StepOf(n));
+  }
+  std::vector<std::vector<size_t>> deps = DependencyIndices(g);
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    exec->shape.push_back({step_of.at(g->nodes[i].get()), g->nodes[i]->type, std::move(deps[i])});
   }
   CUgraphExec_st* raw = exec.release();
   Process::Get().Register(raw, Process::Kind::kGraphExec);
@@ -875,7 +905,7 @@ GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgrap
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(g_mu);
   if (!LiveExec(exec) || !LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
-  auto it = exec->index.find(node);
+  auto it = exec->index.find(node->serial);
   if (it == exec->index.end() || exec->steps[it->second].type != CU_GRAPH_NODE_TYPE_KERNEL) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -891,6 +921,53 @@ GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNo
   CUDA_KERNEL_NODE_PARAMS_v2 v2{};
   std::memcpy(&v2, params, sizeof *params);
   return cuGraphExecKernelNodeSetParams_v2(exec, node, &v2);
+}
+
+// The new graph must have the instantiated one's shape: as many nodes, created in the same order
+// with the same types and dependencies, and kernels of the same context. Then each step takes the
+// new node's work, and the new graph's nodes name the steps for Exec*SetParams too.
+GPUVM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g,
+                                           CUgraphExecUpdateResultInfo* info) {
+  CUresult r = CheckInit(info == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveExec(exec) || !LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  *info = {CU_GRAPH_EXEC_UPDATE_SUCCESS, nullptr, nullptr};
+  const auto refuse = [&](CUgraphExecUpdateResult why, CUgraphNode node) {
+    *info = {why, node, nullptr};
+    return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  };
+  if (g->nodes.size() != exec->shape.size()) {
+    return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, nullptr);
+  }
+  const std::vector<std::vector<size_t>> deps = DependencyIndices(g);
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    CUgraphNode_st* n = g->nodes[i].get();
+    if (n->type != exec->shape[i].type) {
+      return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED, n);
+    }
+    if (deps[i] != exec->shape[i].deps)
+      return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, n);
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && n->kernel.f->module->ctx != exec->ctx) {
+      return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE, n);
+    }
+  }
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    exec->steps[exec->shape[i].step] = StepOf(g->nodes[i].get());
+    exec->index[g->nodes[i]->serial] = exec->shape[i].step;
+  }
+  return CUDA_SUCCESS;
+}
+#undef cuGraphExecUpdate
+// CUDA 11's form: the failure's node and result in two out-parameters.
+GPUVM_EXPORT CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphNode* error_node,
+                                        CUgraphExecUpdateResult* result) {
+  if (error_node == nullptr || result == nullptr) return CheckInit(true);
+  CUgraphExecUpdateResultInfo info{};
+  const CUresult r = cuGraphExecUpdate_v2(exec, g, &info);
+  *error_node = info.errorNode;
+  *result = info.result;
+  return r;
 }
 
 GPUVM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream handle) {

@@ -3,7 +3,8 @@
 //     memset, a copy out — forked onto a second stream with events and joined back; the graph is
 //     instantiated once and launched many times, the way programs amortize launch costs; then one
 //     kernel's argument is changed in the instantiated graph (cudaGraphExecKernelNodeSetParams)
-//     and the graph launched again.
+//     and the graph launched again; then, as programs that capture every step anew do, new
+//     captures of the same shape put into the executable graph with cudaGraphExecUpdate.
 //  2. A graph built node by node (cudaGraphAddMemsetNode, ...KernelNode, ...MemcpyNode,
 //     ...HostNode, ...EmptyNode, cudaGraphAddDependencies), inspected (cudaGraphGetNodes,
 //     cudaGraphNodeGetType, cudaGraphKernelNodeGetParams), cloned and launched.
@@ -155,6 +156,39 @@ void Run(Size size, Report& report) {
   CHECK_CUDA(report, cudaStreamSynchronize(main_stream));
   for (int i = 0; i < n; ++i) {
     CHECK_VALUE(report, hy[i] == 8 * X(i), Mismatch("y (updated exec)", i, hy[i], 8 * X(i)));
+  }
+
+  // The pattern of programs that capture every step anew (an inference loop, one token at a
+  // time): the new capture has the same shape, so cudaGraphExecUpdate puts it into the executable
+  // graph instead of a new instantiation. Here the factors change each step: y = (k + 1)x.
+  for (int k = 1; k <= 4; ++k) {
+    cudaGraph_t step_graph;
+    CHECK_CUDA(report, cudaStreamBeginCapture(main_stream, cudaStreamCaptureModeGlobal));
+    CHECK_CUDA(report, cudaMemcpyAsync(x, hx, bytes, cudaMemcpyHostToDevice, main_stream));
+    CHECK_CUDA(report, cudaEventRecord(forked, main_stream));
+    CHECK_CUDA(report, cudaStreamWaitEvent(side_stream, forked, 0));
+    square_into<<<blocks, threads, 0, side_stream>>>(n, x, z);
+    CHECK_LAUNCH(report);
+    CHECK_CUDA(report, cudaMemcpyAsync(hz, z, bytes, cudaMemcpyDeviceToHost, side_stream));
+    CHECK_CUDA(report, cudaEventRecord(joined, side_stream));
+    CHECK_CUDA(report, cudaMemsetAsync(y, 0, bytes, main_stream));
+    add_scaled<<<blocks, threads, 0, main_stream>>>(n, 1, x, y);
+    CHECK_LAUNCH(report);
+    add_scaled<<<blocks, threads, 0, main_stream>>>(n, k, x, y);
+    CHECK_LAUNCH(report);
+    CHECK_CUDA(report, cudaMemcpyAsync(hy, y, bytes, cudaMemcpyDeviceToHost, main_stream));
+    CHECK_CUDA(report, cudaStreamWaitEvent(main_stream, joined, 0));
+    CHECK_CUDA(report, cudaStreamEndCapture(main_stream, &step_graph));
+    cudaGraphExecUpdateResultInfo info;
+    CHECK_CUDA(report, cudaGraphExecUpdate(exec, step_graph, &info));
+    CHECK_VALUE(report, info.result == cudaGraphExecUpdateSuccess, "cudaGraphExecUpdate: no success");
+    CHECK_CUDA(report, cudaGraphLaunch(exec, main_stream));
+    CHECK_CUDA(report, cudaStreamSynchronize(main_stream));
+    CHECK_CUDA(report, cudaGraphDestroy(step_graph));
+    for (int i = 0; i < n; ++i) {
+      const int want = (k + 1) * X(i);
+      CHECK_VALUE(report, hy[i] == want, Mismatch("y (updated graph)", i, hy[i], want));
+    }
   }
 
   // 2. Built by hand: memset y to 0 -> fill(y, 40) -> add_scaled(y, -2, x) -> copy y out -> host

@@ -316,6 +316,12 @@ GPUVM_EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t exec, cudaStream_t
 GPUVM_EXPORT cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long* flags) {
   return Call(cuGraphExecGetFlags, exec, reinterpret_cast<cuuint64_t*>(flags));
 }
+GPUVM_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                             cudaGraphExecUpdateResultInfo* info) {
+  static_assert(sizeof(cudaGraphExecUpdateResultInfo) == sizeof(CUgraphExecUpdateResultInfo));
+  return Call(cuGraphExecUpdate_v2, exec, graph,
+              reinterpret_cast<CUgraphExecUpdateResultInfo*>(info));
+}
 GPUVM_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   return Call(cuGraphExecDestroy, exec);
 }

@@ -74,6 +74,7 @@
 #define cuGraphKernelNodeGetParams cuGraphKernelNodeGetParams_v2
 #define cuGraphKernelNodeSetParams cuGraphKernelNodeSetParams_v2
 #define cuGraphExecKernelNodeSetParams cuGraphExecKernelNodeSetParams_v2
+#define cuGraphExecUpdate cuGraphExecUpdate_v2
 
 #ifdef __cplusplus
 extern "C" {
@@ -682,6 +683,22 @@ typedef struct CUDA_HOST_NODE_PARAMS_st {
   void* userData;
 } CUDA_HOST_NODE_PARAMS;
 #define CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH 1
+typedef enum CUgraphExecUpdateResult_enum {
+  CU_GRAPH_EXEC_UPDATE_SUCCESS = 0,
+  CU_GRAPH_EXEC_UPDATE_ERROR = 1,
+  CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED = 2,
+  CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED = 3,
+  CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED = 4,
+  CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED = 5,
+  CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED = 6,
+  CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE = 7,
+  CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED = 8
+} CUgraphExecUpdateResult;
+typedef struct CUgraphExecUpdateResultInfo_st {
+  CUgraphExecUpdateResult result;
+  CUgraphNode errorNode;
+  CUgraphNode errorFromNode;
+} CUgraphExecUpdateResultInfo;
 
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
 CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph);
@@ -740,6 +757,8 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph h
                                              unsigned long long flags);
 CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                    const CUDA_KERNEL_NODE_PARAMS* nodeParams);
+CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                      CUgraphExecUpdateResultInfo* resultInfo);
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream);
 CUresult CUDAAPI cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t* flags);

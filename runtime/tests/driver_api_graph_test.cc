@@ -195,6 +195,48 @@ TEST_F(RuntimeGraphs, RefusalsDuringCapture) {
   EXPECT_CU(cuEventDestroy(outside));
 }
 
+TEST_F(RuntimeGraphs, ExecUpdateTakesAGraphOfTheSameShape) {
+  // Capture c = a + b, instantiate; capture c = b + b, update the executable graph with it.
+  const auto capture = [&](CUdeviceptr x, CUdeviceptr y, bool extra, CUgraph* g) {
+    ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    ASSERT_CU(LaunchVadd(s_, x, y, c_));
+    if (extra) {
+      ASSERT_CU(cuMemsetD32Async(a_, 1, kN, s_));
+    }
+    ASSERT_CU(cuStreamEndCapture(s_, g));
+  };
+  CUgraph first, second, bigger;
+  capture(a_, b_, false, &first);
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, first, 0));
+  capture(b_, b_, false, &second);
+  CUgraphExecUpdateResultInfo info{};
+  ASSERT_CU(cuGraphExecUpdate(exec, second, &info));
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(c_)[9], 2u * (9 + 11));
+  // Another shape: refused, and the executable graph is what it was.
+  capture(a_, b_, true, &bigger);
+  EXPECT_EQ(cuGraphExecUpdate(exec, bigger, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+  ASSERT_CU(cuMemsetD32(c_, 0, kN));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(c_)[9], 2u * (9 + 11));
+  EXPECT_EQ(Read(a_)[9], 27u);  // the bigger graph's memset never ran
+  // A node of another type in the same place.
+  CUgraph other_type;
+  ASSERT_CU(cuGraphCreate(&other_type, 0));
+  CUgraphNode empty;
+  ASSERT_CU(cuGraphAddEmptyNode(&empty, other_type, nullptr, 0));
+  EXPECT_EQ(cuGraphExecUpdate(exec, other_type, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED);
+  EXPECT_EQ(info.errorNode, empty);
+  for (CUgraph g : {first, second, bigger, other_type}) EXPECT_CU(cuGraphDestroy(g));
+  EXPECT_CU(cuGraphExecDestroy(exec));
+}
+
 TEST_F(RuntimeGraphs, BadGraphsAndHandlesAreRefused) {
   CUgraph g, other;
   ASSERT_CU(cuGraphCreate(&g, 0));

@@ -39,7 +39,7 @@ Calls CallTwice(const char* name) {
 TEST(RuntimeNotSupported, DriverEntryPointsAnswerAndSayWhichOnce) {
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   // One of the current API, and an old unsuffixed ABI name (cuMemAlloc before CUDA 3.2).
-  for (const char* name : {"cuGraphExecUpdate", "cuGraphicsMapResources", "cuMemAlloc"}) {
+  for (const char* name : {"cuGraphAddChildGraphNode", "cuGraphicsMapResources", "cuMemAlloc"}) {
     Calls c = CallTwice(name);
     EXPECT_EQ(c.first, CUDA_ERROR_NOT_SUPPORTED) << name;
     EXPECT_EQ(c.second, CUDA_ERROR_NOT_SUPPORTED) << name;
@@ -51,10 +51,10 @@ TEST(RuntimeNotSupported, DriverEntryPointsAnswerAndSayWhichOnce) {
 
 TEST(RuntimeNotSupported, RuntimeEntryPointsSetTheLastError) {
   (void)cudaGetLastError();
-  Calls c = CallTwice("cudaGraphExecUpdate");
+  Calls c = CallTwice("cudaGraphAddChildGraphNode");
   EXPECT_EQ(c.first, cudaErrorNotSupported);
   EXPECT_EQ(c.second, cudaErrorNotSupported);
-  EXPECT_NE(c.said_first.find("cudaGraphExecUpdate is not supported"), std::string::npos)
+  EXPECT_NE(c.said_first.find("cudaGraphAddChildGraphNode is not supported"), std::string::npos)
       << c.said_first;
   EXPECT_EQ(c.said_second, "");
   EXPECT_EQ(cudaGetLastError(), cudaErrorNotSupported);
