@@ -259,6 +259,7 @@ struct Variable {
   // Kernel parameters with `.ptr` attributes: the space they point to and the promised alignment.
   StateSpace ptr_space = StateSpace::kNone;
   uint32_t ptr_align = 0;
+  bool managed = false;  // .attribute(.managed): host and device share it (runtime/core/jit.cc)
   uint32_t line = 0;
 
   uint32_t ElementSize() const;  // TypeSize(type) * vector

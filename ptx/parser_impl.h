@@ -115,6 +115,7 @@ class Parser {
     StateSpace ptr_space = StateSpace::kNone;
     uint32_t ptr_align = 0;
     bool ptr = false;
+    bool managed = false;  // .attribute(.managed)
   };
 
   // The dot-words between the state space and the name: .align N, .v2/.v4, the type, and for

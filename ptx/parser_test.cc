@@ -178,6 +178,26 @@ TEST(PtxParserTest, VariableErrors) {
   EXPECT_EQ(ParseError(".tex .u64 t;").code(), StatusCode::kUnimplemented);
 }
 
+TEST(PtxParserTest, ManagedVariables) {
+  // nvcc's form of `__device__ __managed__ int counter = 5;`.
+  Module m = Parse(
+      ".global .attribute(.managed) .align 4 .u32 counter = 5;\n"
+      ".global .attribute(.managed) .align 4 .b8 table[16];\n.global .u32 plain;\n");
+  ASSERT_EQ(m.globals.size(), 3u);
+  EXPECT_TRUE(m.globals[0].managed);
+  EXPECT_EQ(m.globals[0].align, 4u);
+  EXPECT_EQ(m.globals[0].init, (std::vector<uint8_t>{5, 0, 0, 0}));
+  EXPECT_TRUE(m.globals[1].managed);
+  EXPECT_EQ(m.globals[1].SizeBytes(), 16u);
+  EXPECT_FALSE(m.globals[2].managed);
+  EXPECT_NE(ParseError(".shared .attribute(.managed) .u32 x;").message().find(".global variables"),
+            std::string::npos);
+  EXPECT_EQ(ParseError(".global .attribute(.unified(1, 2)) .u32 x;").code(),
+            StatusCode::kUnimplemented);
+  EXPECT_FALSE(ParseModule(std::string(kHeader) + ".global .attribute .u32 x;").ok());
+  EXPECT_FALSE(ParseModule(std::string(kHeader) + ".global .attribute(.managed .u32 x;").ok());
+}
+
 TEST(PtxParserTest, KernelParametersAndPerformanceDirectives) {
   Module m = Parse(
       ".visible .entry k(\n .param .u64 .ptr .global .align 16 k_p0,\n"

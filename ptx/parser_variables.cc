@@ -31,6 +31,17 @@ Status Parser::ParseAttributes(const Token& start, bool is_param, DeclAttributes
         return Error(t.line, "alignment must be a power of two up to 4096");
       }
       (out->ptr ? out->ptr_align : out->align) = align;
+    } else if (w == "attribute" && !is_param) {
+      // `.attribute(.managed)`: a managed variable (one address for host and device). PTX also
+      // has `.unified(uuid)`, which nothing here places.
+      GPUVM_RETURN_IF_ERROR(Expect('(', "after .attribute"));
+      Token a;
+      GPUVM_RETURN_IF_ERROR(Next(&a));
+      if (a.kind != TokenKind::kDotWord || a.text != "managed") {
+        return Unsupported(a.line, "only .attribute(.managed) is supported");
+      }
+      out->managed = true;
+      GPUVM_RETURN_IF_ERROR(Expect(')', "after .attribute(.managed"));
     } else if (w == "v2" || w == "v4" || w == "v8") {
       if (w == "v8") return Unsupported(t.line, ".v8 variables are not supported");
       if (out->vector != 1) return Error(t.line, "duplicate vector attribute");
@@ -119,6 +130,10 @@ Status Parser::ParseVariables(const Token& directive, StateSpace space, Linkage 
     var.type = attrs.type;
     var.vector = attrs.vector;
     var.align = attrs.align;
+    var.managed = attrs.managed;
+    if (var.managed && space != StateSpace::kGlobal) {
+      return Error(name.line, ".attribute(.managed) applies to .global variables only");
+    }
     var.linkage = linkage;
     var.line = name.line;
     GPUVM_RETURN_IF_ERROR(ParseDims(&var));

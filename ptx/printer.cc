@@ -89,6 +89,7 @@ class Printer {
     out_ += LinkageText(v.linkage);
     out_ += ".";
     out_ += StateSpaceName(v.space);
+    if (v.managed) out_ += " .attribute(.managed)";
     if (v.align != 0) out_ += " .align " + std::to_string(v.align);
     if (v.ptr_space != StateSpace::kNone || v.ptr_align != 0) {
       out_ += " .ptr";

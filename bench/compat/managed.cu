@@ -4,7 +4,9 @@
 // programs add for speed (cudaMemAdvise, cudaMemPrefetchAsync to the device and back to the host,
 // cudaStreamAttachMemAsync on a stream of their own); cudaPointerGetAttributes on the pointers; the
 // device attributes programs test before they use managed memory; cudaMemcpy with
-// cudaMemcpyDefault between managed and ordinary memory; cudaFree. The SAXPY's values are small
+// cudaMemcpyDefault between managed and ordinary memory; cudaFree; and `__managed__` variables —
+// one with an initializer the host reads before any CUDA call, one the host sets and a kernel
+// counts into, read back directly and with cudaMemcpyFromSymbol. The SAXPY's values are small
 // integers held in floats, so every result is exact on any device; the host checks every element.
 #include <cstdint>
 #include <string>
@@ -41,6 +43,17 @@ __global__ void summarize(int n, const float* y, Summary* out) {
   }
 }
 
+// `__managed__` variables: nvcc's host code reaches them through pointers the runtime fills in.
+__device__ __managed__ float g_factors[2] = {3.0f, 0.5f};
+__device__ __managed__ int g_big = 0;
+
+// Counts the y values above g_factors[0] * 100 into g_big.
+__global__ void count_big(int n, const float* y) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    if (y[i] > g_factors[0] * 100.0f) atomicAdd(&g_big, 1);
+  }
+}
+
 struct Scale {
   int n, reps;
 };
@@ -66,6 +79,10 @@ std::string TypeName(cudaMemoryType type) {
 void Run(Size size, Report& report) {
   const Scale s = ScaleOf(size);
   report.Enter(Phase::kInit);
+  // Before any CUDA call: the initializer is there on the host.
+  CHECK_VALUE(report, g_factors[0] == 3.0f && g_factors[1] == 0.5f,
+              "a __managed__ variable's initializer is not visible on the host");
+  g_big = 1000000;  // the kernel counts on from here
   const int dev = 0;
   CHECK_CUDA(report, cudaSetDevice(dev));
   int managed = 0, concurrent = 0, sms = 0;
@@ -154,6 +171,21 @@ void Run(Size size, Report& report) {
                        static_cast<long long>(checksum)));
   CHECK_VALUE(report, summary->first == y[0] && summary->last == y[s.n - 1],
               "the summary's first and last values are not y's");
+
+  // The __managed__ counter, counted by a kernel and read on the host both ways.
+  count_big<<<blocks, threads>>>(s.n, y);
+  CHECK_LAUNCH(report);
+  CHECK_CUDA(report, cudaDeviceSynchronize());
+  int big = 0;
+  for (int i = 0; i < s.n; ++i) big += y[i] > g_factors[0] * 100.0f ? 1 : 0;
+  CHECK_VALUE(report, g_big == 1000000 + big, Mismatch("g_big", 0, g_big, 1000000 + big));
+  int copied = 0;
+  CHECK_CUDA(report, cudaMemcpyFromSymbol(&copied, g_big, sizeof copied));
+  CHECK_VALUE(report, copied == g_big, Mismatch("g_big (cudaMemcpyFromSymbol)", 0, copied, g_big));
+  cudaPointerAttributes big_attr;
+  CHECK_CUDA(report, cudaPointerGetAttributes(&big_attr, &g_big));
+  CHECK_VALUE(report, big_attr.type == cudaMemoryTypeManaged,
+              "a __managed__ variable's memory is " + TypeName(big_attr.type) + ", want managed");
 
   // cudaMemcpyDefault between managed and ordinary memory, both ways.
   std::vector<float> host(s.n);

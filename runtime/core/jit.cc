@@ -95,6 +95,18 @@ Result<CompiledModule> CompilePtx(std::string_view ptx_text) {
   GPUVM_ASSIGN_OR_RETURN(isa::Module image, TranslateToIsa(module));
   GPUVM_ASSIGN_OR_RETURN(CompiledModule compiled, FromIsaModule(image));
   GPUVM_RETURN_IF_ERROR(MergeLayout(layout, &compiled));
+  // The translator's image has no notion of managed variables: mark them by name.
+  for (const ptx::Variable& v : module.globals) {
+    if (!v.managed) continue;
+    auto it = std::find_if(compiled.variables.begin(), compiled.variables.end(),
+                           [&](const ModuleVariable& mv) {
+                             return mv.name == v.name && mv.space == ModuleVariable::Space::kGlobal;
+                           });
+    if (it == compiled.variables.end()) {
+      return Status::Internal("managed variable '" + v.name + "' is not in the translated module");
+    }
+    it->managed = true;
+  }
   return compiled;
 }
 

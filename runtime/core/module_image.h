@@ -54,6 +54,9 @@ struct ModuleVariable {
   std::vector<uint8_t> init;  // a prefix of the initial bytes (the rest is zero)
   std::vector<VariableRelocation> relocations;
   uint32_t bank_offset = 0;  // kConst: offset in bank 1; kGlobal: offset of its slot in bank 2
+  // A `__managed__` variable (PTX .attribute(.managed)): placed in managed memory, at one address
+  // for the host and the GPU (the loader; cudart hands the address to nvcc's host code).
+  bool managed = false;
 };
 
 struct CompiledModule {

@@ -491,7 +491,8 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
       module->variable_va[i] = module->const_bank_va + v.bank_offset;
       continue;
     }
-    auto a = g->AllocDevice(v.size);
+    // A managed variable lives in managed memory: the host reaches it at the same address.
+    auto a = v.managed ? g->AllocManaged(std::max<uint64_t>(v.size, 1)) : g->AllocDevice(v.size);
     if (!a.ok()) return fail(a.status());
     module->variable_va[i] = a->va;
     module->allocations.push_back(a->va);

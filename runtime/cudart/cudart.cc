@@ -46,9 +46,19 @@ namespace {
 
 constexpr int kRuntimeVersion = 13000;
 
+// A `__managed__` variable: nvcc's host code reaches it through a pointer of its own
+// (`static T* name` in section __nv_managed_data__), which the loaded module's managed address is
+// written into (after __cudaInitModule, which that host code calls before its first access).
+struct ManagedRecord {
+  void** host_pointer = nullptr;
+  std::string name;
+  size_t size = 0;
+};
+
 struct FatbinRecord {
   const void* wrapper = nullptr;  // &__fatDeviceText of the registering translation unit
   std::map<CUcontext, CUmodule> modules;
+  std::vector<ManagedRecord> managed;
   bool unregistered = false;
 };
 
@@ -181,7 +191,20 @@ CUresult PerContext(std::map<CUcontext, T>& cache, T* out, Make make) {
 // The module of `fatbin` in the current context, loading (JIT) it on first use. Registry lock held.
 CUresult ModuleFor(FatbinRecord* fatbin, CUmodule* out) {
   return PerContext(fatbin->modules, out, [fatbin](CUmodule* module) {
-    return cuModuleLoadData(module, fatbin->wrapper);
+    CUresult r = cuModuleLoadData(module, fatbin->wrapper);
+    if (r != CUDA_SUCCESS) return r;
+    // Managed variables: one per process in CUDA; here the module of the context that loaded it
+    // last (with one device, the primary context's).
+    for (const ManagedRecord& m : fatbin->managed) {
+      CUdeviceptr address = 0;
+      size_t size = 0;
+      if ((r = cuModuleGetGlobal(&address, &size, *module, m.name.c_str())) != CUDA_SUCCESS) {
+        (void)cuModuleUnload(*module);
+        return r;
+      }
+      *m.host_pointer = reinterpret_cast<void*>(address);
+    }
+    return CUDA_SUCCESS;
   });
 }
 
@@ -243,7 +266,20 @@ cudaError_t SymbolAddress(const void* symbol, CUdeviceptr* address, size_t* size
   ENSURE_CONTEXT();
   std::lock_guard<std::mutex> lock(Reg().mu);
   auto it = Reg().variables.find(symbol);
-  if (it == Reg().variables.end()) return Record(cudaErrorInvalidSymbol);
+  if (it == Reg().variables.end()) {
+    // A managed variable: host code names it by its managed address (nvcc's host accesses go
+    // through the pointer cudart filled in), which is its device address too.
+    for (const auto& fatbin : Reg().fatbins) {
+      for (const ManagedRecord& m : fatbin->managed) {
+        if (*m.host_pointer != nullptr && *m.host_pointer == symbol) {
+          *address = reinterpret_cast<CUdeviceptr>(symbol);
+          *size = m.size;
+          return cudaSuccess;
+        }
+      }
+    }
+    return Record(cudaErrorInvalidSymbol);
+  }
   CUmodule module;
   CUresult r = ModuleFor(it->second.fatbin, &module);
   if (r != CUDA_SUCCESS) return Rec(r);
@@ -366,6 +402,16 @@ GPUVM_EXPORT void __cudaRegisterVar(void** handle, char* host_var, char* /*devic
   v.constant = constant != 0;
   std::lock_guard<std::mutex> lock(Reg().mu);
   Reg().variables[host_var] = std::move(v);
+}
+
+GPUVM_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_pointer,
+                                           char* /*device_address*/, const char* device_name,
+                                           int /*ext*/, size_t size, int /*constant*/,
+                                           int /*global*/) {
+  if (handle == nullptr || host_pointer == nullptr || device_name == nullptr) return;
+  auto* fatbin = reinterpret_cast<FatbinRecord*>(handle);
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  fatbin->managed.push_back({host_pointer, device_name, size});
 }
 
 GPUVM_EXPORT char __cudaInitModule(void** handle) {
