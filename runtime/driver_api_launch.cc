@@ -16,6 +16,9 @@ using gpuvm::runtime::driver_api::CaptureKernel;
 using gpuvm::runtime::driver_api::Capturing;
 using gpuvm::runtime::driver_api::PackParams;
 
+static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56,
+              "launch attribute layouts differ from CUDA's");
+
 namespace gpuvm::runtime::driver_api {
 
 CUresult PackParams(CUfunction f, void** params, void** extra, std::vector<uint8_t>* out) {
@@ -134,6 +137,54 @@ GPUVM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int
   }
   auto fence = s->channel->Launch(launch);
   return fence.ok() ? CUDA_SUCCESS : ContextError(ctx, fence.status());
+}
+
+// Attributes that only tune how a launch runs (cache hints, priority, scheduling preferences,
+// permission to overlap) are accepted and have no effect on the software GPU. Those that change
+// what a launch means — a cooperative launch (grid-wide synchronization), thread-block clusters
+// (compute capability 9.0), programmatic or completion events, device-updatable graph nodes — are
+// CUDA_ERROR_NOT_SUPPORTED; an unknown one is CUDA_ERROR_INVALID_VALUE.
+GPUVM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                                       void** extra) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CheckInit(true);
+  }
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case CU_LAUNCH_ATTRIBUTE_IGNORE:
+      case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+      case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+      case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+        break;
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (a.value.cooperative != 0) return CUDA_ERROR_NOT_SUPPORTED;
+        break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
+        const auto& c = a.value.clusterDim;
+        if ((c.x > 1 || c.y > 1 || c.z > 1)) return CUDA_ERROR_NOT_SUPPORTED;
+        break;
+      }
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+      case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+      case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+        return CUDA_ERROR_NOT_SUPPORTED;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                        config->blockDimY, config->blockDimZ, config->sharedMemBytes,
+                        config->hStream, params, extra);
+}
+GPUVM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                            void** params, void** extra) {
+  return cuLaunchKernelEx(config, f, params, extra);
 }
 
 // ---- the legacy execution control API (cuda.h) ----

@@ -2,7 +2,8 @@
 // (cudaGetDeviceCount, cudaSetDevice, cudaGetDeviceProperties, cudaDeviceGetAttribute), pinned
 // buffers, a stream with cudaMemcpyAsync both ways around a kernel, events timing the stream,
 // cudaDeviceSynchronize, and every call checked; also the occupancy API's block size, a host
-// function on the stream (cudaLaunchHostFunc) and a 2D copy of a window (cudaMemcpy2DAsync). The
+// function on the stream (cudaLaunchHostFunc), a 2D copy of a window (cudaMemcpy2DAsync), and every
+// other launch made with cudaLaunchKernelEx and launch attributes. The
 // kernel is a y = a*x + y over integers (exact on any device), repeated `reps` times on the
 // stream; the host checks every element.
 #include <cstdint>
@@ -93,8 +94,26 @@ void Run(Size size, Report& report) {
   const int threads = 256;
   const int blocks = std::min((s.n + threads - 1) / threads, sms * 8);
   for (int r = 0; r < s.reps; ++r) {
-    axpy<<<blocks, threads, 0, stream>>>(s.n, r + 2, d_x, d_y);
-    CHECK_LAUNCH(report);
+    if (r % 2 == 0) {
+      axpy<<<blocks, threads, 0, stream>>>(s.n, r + 2, d_x, d_y);
+      CHECK_LAUNCH(report);
+      continue;
+    }
+    // CUDA 12's launch with attributes (NVIDIA's header template over cudaLaunchKernelExC), with
+    // the tuning attributes programs pass: a priority, and leave to overlap with the previous one.
+    cudaLaunchAttribute attrs[2] = {};
+    attrs[0].id = cudaLaunchAttributePriority;
+    attrs[0].val.priority = 0;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.stream = stream;
+    config.attrs = attrs;
+    config.numAttrs = 2;
+    CHECK_CUDA(report, cudaLaunchKernelEx(&config, axpy, s.n, r + 2,
+                                          static_cast<const int*>(d_x), d_y));
   }
   report.Enter(Phase::kDtoH);
   CHECK_CUDA(report, cudaMemcpyAsync(h_y, d_y, bytes, cudaMemcpyDeviceToHost, stream));

@@ -217,8 +217,11 @@ CUresult FunctionFor(KernelRecord* k, CUfunction* out) {
   });
 }
 
+// A launch of kernel `k` after the runtime's own checks; with `attrs` (cudaLaunchKernelExC) through
+// cuLaunchKernelEx, which checks them.
 cudaError_t Launch(KernelRecord* k, dim3 grid, dim3 block, void** args, size_t shared,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const cudaLaunchAttribute* attrs = nullptr,
+                   unsigned num_attrs = 0) {
   ENSURE_CONTEXT();
   if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
   // The configuration checks CUDA's runtime makes before it reaches the driver.
@@ -240,8 +243,26 @@ cudaError_t Launch(KernelRecord* k, dim3 grid, dim3 block, void** args, size_t s
       threads > uint64_t(max_threads)) {
     return Record(cudaErrorInvalidConfiguration);
   }
-  CUresult r = cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                              unsigned(shared), stream, args, nullptr);
+  CUresult r;
+  if (num_attrs > 0) {
+    static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute));
+    const CUlaunchConfig config{
+        grid.x,
+        grid.y,
+        grid.z,
+        block.x,
+        block.y,
+        block.z,
+        unsigned(shared),
+        stream,
+        reinterpret_cast<CUlaunchAttribute*>(const_cast<cudaLaunchAttribute*>(attrs)),
+        num_attrs};
+    r = cuLaunchKernelEx(&config, f, args, nullptr);
+    if (r == CUDA_ERROR_NOT_SUPPORTED) return Record(cudaErrorNotSupported);
+  } else {
+    r = cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared),
+                       stream, args, nullptr);
+  }
   if (r == CUDA_ERROR_INVALID_VALUE) return Record(cudaErrorInvalidConfiguration);
   if (r == CUDA_ERROR_INVALID_HANDLE) return Record(cudaErrorInvalidResourceHandle);
   return Rec(r);
@@ -934,6 +955,21 @@ GPUVM_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 bloc
   KernelRecord* k = FindKernel(func);
   if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
   return Launch(k, grid, block, args, shared, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
+                                             void** args) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return Record(cudaErrorInvalidValue);
+  }
+  KernelRecord* k = FindKernel(func);
+  if (k == nullptr) return Record(cudaErrorInvalidDeviceFunction);
+  return Launch(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                config->stream, config->attrs, config->numAttrs);
+}
+GPUVM_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
+                                                  const void* func, void** args) {
+  return cudaLaunchKernelExC(config, func, args);
 }
 
 GPUVM_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,

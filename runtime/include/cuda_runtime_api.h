@@ -606,6 +606,26 @@ cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
 struct cudaChannelFormatDesc CUDARTAPI cudaCreateChannelDesc(int x, int y, int z, int w,
                                                              enum cudaChannelFormatKind f);
 
+/* ---- cudaLaunchKernelExC (cudaLaunchKernelEx in NVIDIA's C++ header): the attributes are the
+ * driver's (same numbering and layout), checked by cuLaunchKernelEx. */
+typedef struct cudaLaunchAttribute_st {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+  } val;
+} cudaLaunchAttribute;
+typedef struct cudaLaunchConfig_st {
+  dim3 gridDim;
+  dim3 blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute* attrs;
+  unsigned int numAttrs;
+} cudaLaunchConfig_t;
+cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
+                                          void** args);
+
 /* ---- graphs and stream capture (runtime/cudart/cudart_graph.cc over the driver's) ---- */
 typedef struct CUgraph_st* cudaGraph_t;
 typedef struct CUgraphNode_st* cudaGraphNode_t;

@@ -434,3 +434,59 @@ TEST_F(RuntimeHostFunctions, CallbacksGetTheStreamsStatus) {
 }
 
 }  // namespace
+
+// ---- cuLaunchKernelEx ----
+
+namespace {
+
+using RuntimeLaunchEx = RuntimeExtras;
+
+TEST_F(RuntimeLaunchEx, TuningAttributesLaunchAndTheOthersAreRefused) {
+  constexpr uint32_t kN = 1024;
+  std::vector<uint32_t> a(kN), b(kN), c(kN, 0);
+  for (uint32_t i = 0; i < kN; ++i) a[i] = i, b[i] = 5 * i;
+  CUdeviceptr da, db, dc;
+  for (CUdeviceptr* p : {&da, &db, &dc}) ASSERT_CU(cuMemAlloc(p, kN * 4));
+  ASSERT_CU(cuMemcpyHtoD(da, a.data(), kN * 4));
+  ASSERT_CU(cuMemcpyHtoD(db, b.data(), kN * 4));
+  ASSERT_CU(cuMemsetD32(dc, 0, kN));
+  uint32_t n = kN;
+  void* args[] = {&da, &db, &dc, &n};
+  CUlaunchAttribute attrs[3] = {};
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  attrs[0].value.priority = -1;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[1].value.clusterDim = {1, 1, 1};
+  attrs[2].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attrs[2].value.cooperative = 0;
+  CUlaunchConfig config{kN / 128, 1, 1, 128, 1, 1, 0, nullptr, attrs, 3};
+  ASSERT_CU(cuLaunchKernelEx(&config, vadd_, args, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemcpyDtoH(c.data(), dc, kN * 4));
+  for (uint32_t i = 0; i < kN; ++i) ASSERT_EQ(c[i], 6 * i) << i;
+
+  // What would change the launch's meaning is refused, and nothing runs.
+  ASSERT_CU(cuMemsetD32(dc, 0, kN));
+  attrs[2].value.cooperative = 1;
+  EXPECT_EQ(cuLaunchKernelEx(&config, vadd_, args, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  attrs[2].value.cooperative = 0;
+  attrs[1].value.clusterDim = {2, 1, 1};
+  EXPECT_EQ(cuLaunchKernelEx(&config, vadd_, args, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  attrs[1].id = CUlaunchAttributeID(99);
+  EXPECT_EQ(cuLaunchKernelEx(&config, vadd_, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  config.attrs = nullptr;
+  EXPECT_EQ(cuLaunchKernelEx(&config, vadd_, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernelEx(nullptr, vadd_, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemcpyDtoH(c.data(), dc, kN * 4));
+  for (uint32_t i = 0; i < kN; ++i) ASSERT_EQ(c[i], 0u) << i;
+  // No attributes at all: a plain launch.
+  config.numAttrs = 0;
+  ASSERT_CU(cuLaunchKernelEx(&config, vadd_, args, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemcpyDtoH(c.data(), dc, kN * 4));
+  EXPECT_EQ(c[7], 42u);
+  for (CUdeviceptr p : {da, db, dc}) EXPECT_CU(cuMemFree(p));
+}
+
+}  // namespace
