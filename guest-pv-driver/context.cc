@@ -498,7 +498,7 @@ Result<std::shared_ptr<AllocRecord>> Context::Impl::AllocManaged(uint64_t size) 
   return r;
 }
 
-Status Context::Impl::Free(uint64_t va, bool internal) {
+Status Context::Impl::Free(uint64_t va, bool internal, bool wait) {
   std::shared_ptr<AllocRecord> r;
   {
     std::lock_guard lock(alloc_mu_);
@@ -509,7 +509,7 @@ Status Context::Impl::Free(uint64_t va, bool internal) {
     r = it->second;
   }
   // cuMemFree semantics: the GPU may still use the memory; wait until it is done.
-  if (!internal) {
+  if (!internal && wait) {
     Status s = Synchronize(options_.default_timeout);
     if (s.code() == StatusCode::kDeadlineExceeded) return s;
   }
@@ -822,6 +822,7 @@ Result<Allocation> Context::AllocManaged(uint64_t size) {
 }
 
 Status Context::Free(uint64_t va) { return impl_->Free(va, false); }
+Status Context::FreeIdle(uint64_t va) { return impl_->Free(va, false, /*wait=*/false); }
 
 Result<Allocation> Context::Find(uint64_t va) const {
   GPUVM_ASSIGN_OR_RETURN(auto r, impl_->Lookup(va, 0, false));

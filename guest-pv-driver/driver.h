@@ -331,6 +331,9 @@ class Context {
   // Frees any allocation by its va (the first byte); kNotFound for anything else. Waits for the
   // context's channels to go idle first (the GPU may still use the memory), as cuMemFree does.
   Status Free(uint64_t va);
+  // Free for memory the caller knows the GPU is done with (a stream-ordered free whose stream
+  // passed it): no wait for the context's channels.
+  Status FreeIdle(uint64_t va);
   // The allocation containing `va` / the host allocation containing `host`.
   Result<Allocation> Find(uint64_t va) const;
   Result<Allocation> FindHost(const void* host) const;

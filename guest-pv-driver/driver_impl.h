@@ -280,7 +280,7 @@ class Context::Impl {
   Result<std::shared_ptr<AllocRecord>> AllocPinned(uint64_t size, bool internal);
   Result<std::shared_ptr<AllocRecord>> Register(void* host, uint64_t size);
   Result<std::shared_ptr<AllocRecord>> AllocManaged(uint64_t size);
-  Status Free(uint64_t va, bool internal);
+  Status Free(uint64_t va, bool internal, bool wait = true);
   // The user-visible allocation holding [va, va + bytes) (bytes may be 0), or an error.
   Result<std::shared_ptr<AllocRecord>> Lookup(uint64_t va, uint64_t bytes, bool allow_internal);
   std::shared_ptr<AllocRecord> LookupHost(const void* host, uint64_t bytes);

@@ -102,6 +102,11 @@ constexpr int kDriverVersion = 13000;
 
 GPUVM_EXPORT CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // Memory pools are this library's state about a context's memory: they go with the context.
+  static std::once_flag hooked;
+  std::call_once(hooked, [] {
+    gpuvm::runtime::SetContextTeardownHook(gpuvm::runtime::driver_api::ForgetPools);
+  });
   return Process::Get().Init();
 }
 

@@ -59,6 +59,17 @@ CUresult Ordered(CUstream_st* s);
 // Current (checked) and then StreamFor: how every call that queues work on a stream starts.
 CUresult CurrentStream(CUstream handle, CUctx_st** ctx, CUstream_st** s);
 
+// ---- memory pools (driver_api_pool.cc) ----
+// cuMemFree of `va`: forgets it when a pool handed it out; true then.
+bool ForgetPoolAllocation(CUctx_st* ctx, uint64_t va);
+// At a synchronizing call: each pool of ctx gives its free blocks back down to its release
+// threshold.
+void TrimPools(CUctx_st* ctx);
+// Stream `s` is being destroyed: its pending stream-ordered frees count as done.
+void ForgetPoolStream(CUstream_st* s);
+// Context teardown (SetContextTeardownHook): its pools go.
+void ForgetPools(CUctx_st* ctx);
+
 // A new stream or event joins its context's set (under the context's lock) and the live handles.
 template <typename T>
 void Track(CUctx_st* ctx, std::set<T*>& owned, T* object, Process::Kind kind) {

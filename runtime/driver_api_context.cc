@@ -107,6 +107,7 @@ GPUVM_EXPORT CUresult cuCtxSynchronize(void) {
   Status s = ctx->gctx->Synchronize();
   if (!s.ok()) return ContextError(ctx, s);
   gpuvm::runtime::DrainPrintf(ctx);
+  gpuvm::runtime::driver_api::TrimPools(ctx);
   return ContextHealth(ctx);
 }
 

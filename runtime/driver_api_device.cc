@@ -186,6 +186,9 @@ GPUVM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, C
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
       v = 8;
       break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:  // cuMemAllocAsync and the pools
+      v = 1;
+      break;
     default:
       // Every other documented attribute is a feature this device does not have.
       if (int(attrib) <= 0 || int(attrib) >= CU_DEVICE_ATTRIBUTE_MAX)

@@ -139,6 +139,8 @@ GPUVM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
        a->kind != gpuvm::guest::MemoryKind::kManaged)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A stream-ordered allocation may be freed this way too (CUDA allows it).
+  gpuvm::runtime::driver_api::ForgetPoolAllocation(ctx, dptr);
   return ContextError(ctx, ctx->gctx->Free(dptr));
 }
 

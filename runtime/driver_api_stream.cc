@@ -42,6 +42,7 @@ GPUVM_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   if (!Process::Get().IsLive(s, Process::Kind::kStream)) return CUDA_ERROR_INVALID_HANDLE;
   CUctx_st* ctx = s->ctx;
   ForgetCapture(s);
+  gpuvm::runtime::driver_api::ForgetPoolStream(s);
   Untrack(ctx, ctx->streams, s);
   ReleaseHostCallbacks(s);
   // CUDA returns at once and lets queued work finish; the driver waits (bounded) for it instead.
@@ -61,6 +62,7 @@ GPUVM_EXPORT CUresult cuStreamSynchronize(CUstream handle) {
   Status st = s->is_default ? ctx->gctx->Synchronize() : s->channel->Synchronize();
   if (!st.ok()) return ContextError(ctx, st);
   gpuvm::runtime::DrainPrintf(ctx);
+  gpuvm::runtime::driver_api::TrimPools(ctx);
   return ContextHealth(ctx);
 }
 
@@ -158,6 +160,7 @@ GPUVM_EXPORT CUresult cuEventSynchronize(CUevent e) {
   Status st = e->event->Wait(e->ctx->gctx->options().default_timeout);
   if (!st.ok()) return ContextError(e->ctx, st);
   gpuvm::runtime::DrainPrintf(e->ctx);
+  gpuvm::runtime::driver_api::TrimPools(e->ctx);
   return ContextHealth(e->ctx);
 }
 

@@ -30,6 +30,7 @@ const std::vector<BenchmarkSpec>& Benchmarks() {
       {"half", "compat: cuda_fp16 arithmetic and comparisons, bit-exact against the host", true},
       {"managed", "compat: cudaMallocManaged SAXPY filled and read on the host, hints", true},
       {"graphs", "compat: CUDA graphs captured (fork/join) and built, launched many times", true},
+      {"pools", "compat: cudaMallocAsync/cudaFreeAsync per step, memory pools", true},
   };
   return *benchmarks;
 }

@@ -31,7 +31,7 @@ TEST(BenchHarnessOptions, CompatNamesTheCompatibilityCorpus) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->benchmarks,
             (std::vector<std::string>{"gdev", "rtapi", "shneg", "warpsz", "longk", "churn",
-                                      "thrust", "printf", "half", "managed", "graphs"}));
+                                      "thrust", "printf", "half", "managed", "graphs", "pools"}));
   o = Parse({"--bench", "churn,nop"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->benchmarks, (std::vector<std::string>{"nop", "churn"}));

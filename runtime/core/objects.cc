@@ -105,8 +105,11 @@ Result<CUctx_st*> Process::CreateContext(CUdevice device, unsigned flags, bool p
 
 namespace {
 
+std::atomic<void (*)(CUctx_st*)> g_teardown_hook{nullptr};
+
 // Destroys the children of a context (not the guest context itself). Context lock not held.
 void DestroyChildren(CUctx_st* ctx) {
+  if (auto hook = g_teardown_hook.load()) hook(ctx);
   ClosePrintf(ctx);  // CUDA prints buffered device printf output at context teardown
   Process& p = Process::Get();
   std::set<CUmod_st*> modules;
@@ -137,6 +140,8 @@ void DestroyChildren(CUctx_st* ctx) {
 }
 
 }  // namespace
+
+void SetContextTeardownHook(void (*hook)(CUctx_st* ctx)) { g_teardown_hook.store(hook); }
 
 void Process::DestroyContext(CUctx_st* ctx) {
   Unregister(ctx);

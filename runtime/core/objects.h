@@ -221,6 +221,10 @@ Status OrderForLegacy(CUstream_st* stream);
 // Runs what is still queued of the stream's host functions and stops its worker: before its channel
 // is destroyed.
 void ReleaseHostCallbacks(CUstream_st* stream);
+// Called with a context whose children (streams, events, modules, memory) are about to go (its
+// destruction, a reset of the primary context), so state kept elsewhere about them goes too (the
+// driver API's memory pools). One hook; set once, before the first context exists.
+void SetContextTeardownHook(void (*hook)(CUctx_st* ctx));
 
 // True when GPUVM_LOG is set to anything but "" or "0": errors CUDA reports only as a code (a
 // module that fails to load, a refused launch configuration) are then explained on stderr.

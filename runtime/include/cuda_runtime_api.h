@@ -626,6 +626,47 @@ typedef struct cudaLaunchConfig_st {
 cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
                                           void** args);
 
+/* ---- stream-ordered allocation and memory pools (runtime/cudart/cudart_pool.cc over the driver's;
+ * the structures are the driver's, field for field) ---- */
+typedef struct CUmemPoolHandle_st* cudaMemPool_t;
+enum cudaMemPoolAttr {
+  cudaMemPoolReuseFollowEventDependencies = 1,
+  cudaMemPoolReuseAllowOpportunistic = 2,
+  cudaMemPoolReuseAllowInternalDependencies = 3,
+  cudaMemPoolAttrReleaseThreshold = 4,
+  cudaMemPoolAttrReservedMemCurrent = 5,
+  cudaMemPoolAttrReservedMemHigh = 6,
+  cudaMemPoolAttrUsedMemCurrent = 7,
+  cudaMemPoolAttrUsedMemHigh = 8
+};
+enum cudaMemAccessFlags {
+  cudaMemAccessFlagsProtNone = 0,
+  cudaMemAccessFlagsProtRead = 1,
+  cudaMemAccessFlagsProtReadWrite = 3
+};
+struct cudaMemAccessDesc {
+  struct cudaMemLocation location;
+  enum cudaMemAccessFlags flags;
+};
+struct cudaMemPoolProps {
+  int allocType;   /* cudaMemAllocationTypePinned = 1 */
+  int handleTypes; /* cudaMemHandleTypeNone = 0 */
+  struct cudaMemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream);
+cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream);
+cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool,
+                                              cudaStream_t stream);
+cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device);
+cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                              void* value);
+cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                              void* value);
+
 /* ---- graphs and stream capture (runtime/cudart/cudart_graph.cc over the driver's) ---- */
 typedef struct CUgraph_st* cudaGraph_t;
 typedef struct CUgraphNode_st* cudaGraphNode_t;

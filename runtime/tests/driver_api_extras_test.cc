@@ -490,3 +490,124 @@ TEST_F(RuntimeLaunchEx, TuningAttributesLaunchAndTheOthersAreRefused) {
 }
 
 }  // namespace
+
+// ---- stream-ordered allocation and memory pools ----
+
+namespace {
+
+using RuntimePools = RuntimeExtras;
+
+uint64_t PoolAttr(CUmemoryPool pool, CUmemPool_attribute attr) {
+  cuuint64_t v = ~0ull;
+  EXPECT_EQ(cuMemPoolGetAttribute(pool, attr, &v), CUDA_SUCCESS) << attr;
+  return v;
+}
+
+TEST_F(RuntimePools, AllocFreeReuseAndRelease) {
+  int supported = 0;
+  ASSERT_CU(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev_));
+  EXPECT_EQ(supported, 1);
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  CUmemoryPool pool, current;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&pool, dev_));
+  ASSERT_CU(cuDeviceGetMemPool(&current, dev_));
+  EXPECT_EQ(pool, current);
+  constexpr size_t kBytes = 64 << 10;
+  CUdeviceptr a;
+  ASSERT_CU(cuMemAllocAsync(&a, kBytes, s));
+  ASSERT_CU(cuMemsetD32Async(a, 0x5a5a5a5a, kBytes / 4, s));
+  std::vector<uint32_t> host(kBytes / 4);
+  ASSERT_CU(cuMemcpyDtoHAsync(host.data(), a, kBytes, s));
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), kBytes);
+  ASSERT_CU(cuMemFreeAsync(a, s));
+  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);  // freed already
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kBytes);
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_EQ(host[100], 0x5a5a5a5au);
+  // Release threshold 0 (the default): the synchronization gave the memory back.
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), kBytes);
+
+  // With a threshold the pool keeps it, and the next allocation of the size reuses it.
+  cuuint64_t keep = ~0ull;
+  ASSERT_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  ASSERT_CU(cuMemAllocAsync(&a, kBytes, s));
+  ASSERT_CU(cuMemFreeAsync(a, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kBytes);
+  CUdeviceptr b;
+  ASSERT_CU(cuMemAllocAsync(&b, kBytes, s));
+  EXPECT_EQ(b, a);
+  // On the same stream a freed block is reused at once (stream order), no synchronization needed.
+  ASSERT_CU(cuMemsetD32Async(b, 1, kBytes / 4, s));
+  ASSERT_CU(cuMemFreeAsync(b, s));
+  CUdeviceptr c;
+  ASSERT_CU(cuMemAllocAsync(&c, kBytes, s));
+  EXPECT_EQ(c, a);
+  // cuMemFree frees a stream-ordered allocation too.
+  ASSERT_CU(cuStreamSynchronize(s));
+  ASSERT_CU(cuMemFree(c));
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
+  ASSERT_CU(cuMemPoolTrimTo(pool, 0));
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+
+  // Refusals change nothing.
+  CUdeviceptr plain;
+  ASSERT_CU(cuMemAlloc(&plain, 4096));
+  EXPECT_EQ(cuMemFreeAsync(plain, s), CUDA_ERROR_INVALID_VALUE);  // not stream-ordered
+  ASSERT_CU(cuMemFree(plain));
+  EXPECT_EQ(cuMemAllocAsync(&a, 0, s), CUDA_ERROR_INVALID_VALUE);
+  cuuint64_t v = 5;
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v),
+            CUDA_ERROR_INVALID_VALUE);
+  v = 0;
+  ASSERT_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+  EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);  // the default pool stays
+  ASSERT_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(cuMemAllocAsync(&a, kBytes, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph g;
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ASSERT_CU(cuStreamDestroy(s));
+}
+
+TEST_F(RuntimePools, PoolsOfTheirOwn) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemoryPool pool;
+  ASSERT_CU(cuMemPoolCreate(&pool, &props));
+  CUdeviceptr a, b;
+  ASSERT_CU(cuMemAllocFromPoolAsync(&a, 1000, pool, nullptr));
+  ASSERT_CU(cuMemsetD8Async(a, 7, 1000, nullptr));
+  uint8_t byte = 0;
+  ASSERT_CU(cuMemcpyDtoH(&byte, a + 999, 1));
+  EXPECT_EQ(byte, 7);
+  ASSERT_CU(cuDeviceSetMemPool(dev_, pool));
+  ASSERT_CU(cuMemAllocAsync(&b, 2000, nullptr));  // from the current pool: ours
+  EXPECT_GE(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3000u);
+  CUmemAccess_flags flags;
+  CUmemLocation here{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  ASSERT_CU(cuMemPoolGetAccess(&flags, pool, &here));
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  ASSERT_CU(cuMemFreeAsync(a, nullptr));
+  ASSERT_CU(cuMemFreeAsync(b, nullptr));
+  ASSERT_CU(cuMemPoolDestroy(pool));
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&a, 16, pool, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUmemoryPool current;
+  ASSERT_CU(cuDeviceGetMemPool(&current, dev_));
+  CUmemoryPool default_pool;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&default_pool, dev_));
+  EXPECT_EQ(current, default_pool);  // the destroyed pool is no one's current pool
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_SUPPORTED);
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.id = 3;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_DEVICE);
+}
+
+}  // namespace
