@@ -311,6 +311,12 @@ bool CapturedEvent(CUevent_st* e) {
   return e->capture != nullptr && !e->capture->ended;
 }
 
+void ForgetEventCapture(CUevent_st* e) {
+  std::lock_guard lock(g_mu);
+  e->capture.reset();
+  e->capture_nodes.clear();
+}
+
 CUresult CaptureEventWait(CUstream_st* s, CUevent_st* e) {
   std::lock_guard lock(g_mu);
   Capture* mine = ActiveCapture(s);

@@ -71,6 +71,8 @@ CUresult CaptureEventRecord(CUstream_st* s, CUevent_st* e);
 CUresult CaptureEventWait(CUstream_st* s, CUevent_st* e);
 // True when `e` was recorded in a capture that is still going on.
 bool CapturedEvent(CUevent_st* e);
+// `e` is recorded outside any capture: it no longer carries a capture's nodes.
+void ForgetEventCapture(CUevent_st* e);
 // A call CUDA does not allow on capturing stream `s` (a synchronization, a query): invalidates the
 // capture and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
 CUresult RefuseInCapture(CUstream_st* s);

@@ -134,6 +134,7 @@ GPUVM_EXPORT CUresult cuEventRecord(CUevent e, CUstream handle) {
   CUstream_st* s;
   if ((r = StreamFor(ctx, handle, &s)) != CUDA_SUCCESS) return r;
   if (Capturing(s)) return CaptureEventRecord(s, e);
+  gpuvm::runtime::driver_api::ForgetEventCapture(e);
   if ((r = Ordered(s)) != CUDA_SUCCESS) return r;
   auto fence = s->channel->Record(e->event);
   if (!fence.ok()) return ContextError(ctx, fence.status());

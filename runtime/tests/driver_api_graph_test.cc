@@ -154,6 +154,16 @@ TEST_F(RuntimeGraphs, ForkMustBeJoinedBack) {
   ASSERT_CU(LaunchVadd(side, a_, b_, c_));
   ASSERT_CU(cuStreamSynchronize(side));
   EXPECT_EQ(Read(c_)[5], 15u + 16u);
+  // An event recorded in a capture and then again outside it is an ordinary event again: waiting
+  // for it joins no capture.
+  ASSERT_CU(cuStreamBeginCapture(s_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuEventRecord(fork, s_));
+  ASSERT_CU(cuEventRecord(fork, side));
+  ASSERT_CU(cuStreamWaitEvent(side, fork, 0));
+  ASSERT_CU(cuStreamIsCapturing(side, &status));
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_CU(cuStreamEndCapture(s_, &graph));
+  EXPECT_CU(cuGraphDestroy(graph));
   EXPECT_CU(cuEventDestroy(fork));
   EXPECT_CU(cuStreamDestroy(side));
 }
