@@ -151,7 +151,10 @@ GPUVM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction 
   }
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
-    switch (a.id) {
+    // The id is the caller's int: read it as one (an unknown value is no CUlaunchAttributeID).
+    int id;
+    std::memcpy(&id, &a.id, sizeof id);
+    switch (id) {
       case CU_LAUNCH_ATTRIBUTE_IGNORE:
       case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
       case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
