@@ -48,6 +48,35 @@ int X(int i) { return i % 1000 - 500; }
 
 void HostCount(void* data) { ++*static_cast<int*>(data); }
 
+// What one step of the pipeline works on.
+struct Pipeline {
+  int n;
+  size_t bytes;
+  int blocks, threads;
+  int *x, *y, *z, *hx, *hy, *hz;
+  cudaStream_t main, side;
+  cudaEvent_t forked, joined;
+};
+
+// One step, queued (or captured): x in; on the main stream y = 0, y += a1 * x, y += a2 * x; forked
+// onto the side stream z = x * x; joined back; y and z out.
+void EnqueueStep(Report& report, const Pipeline& p, int a1, int a2) {
+  CHECK_CUDA(report, cudaMemcpyAsync(p.x, p.hx, p.bytes, cudaMemcpyHostToDevice, p.main));
+  CHECK_CUDA(report, cudaEventRecord(p.forked, p.main));
+  CHECK_CUDA(report, cudaStreamWaitEvent(p.side, p.forked, 0));
+  square_into<<<p.blocks, p.threads, 0, p.side>>>(p.n, p.x, p.z);
+  CHECK_LAUNCH(report);
+  CHECK_CUDA(report, cudaMemcpyAsync(p.hz, p.z, p.bytes, cudaMemcpyDeviceToHost, p.side));
+  CHECK_CUDA(report, cudaEventRecord(p.joined, p.side));
+  CHECK_CUDA(report, cudaMemsetAsync(p.y, 0, p.bytes, p.main));
+  add_scaled<<<p.blocks, p.threads, 0, p.main>>>(p.n, a1, p.x, p.y);
+  CHECK_LAUNCH(report);
+  add_scaled<<<p.blocks, p.threads, 0, p.main>>>(p.n, a2, p.x, p.y);
+  CHECK_LAUNCH(report);
+  CHECK_CUDA(report, cudaMemcpyAsync(p.hy, p.y, p.bytes, cudaMemcpyDeviceToHost, p.main));
+  CHECK_CUDA(report, cudaStreamWaitEvent(p.main, p.joined, 0));
+}
+
 void Run(Size size, Report& report) {
   const Scale s = ScaleOf(size);
   const int n = s.n;
@@ -70,6 +99,8 @@ void Run(Size size, Report& report) {
   CHECK_CUDA(report, cudaEventCreateWithFlags(&forked, cudaEventDisableTiming));
   CHECK_CUDA(report, cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
   for (int i = 0; i < n; ++i) hx[i] = X(i);
+  const Pipeline pipe{n,  bytes, blocks, threads,     x,           y,      z,
+                      hx, hy,    hz,     main_stream, side_stream, forked, joined};
 
   // 1. Capture: x in; on the main stream y = 0 then y += 3x (twice: 6x); forked onto the side
   //    stream, z = x*x; joined; both out.
@@ -80,20 +111,8 @@ void Run(Size size, Report& report) {
   CHECK_CUDA(report, cudaStreamBeginCapture(main_stream, cudaStreamCaptureModeGlobal));
   CHECK_CUDA(report, cudaStreamIsCapturing(main_stream, &status));
   CHECK_VALUE(report, status == cudaStreamCaptureStatusActive, "capture not active after begin");
-  CHECK_CUDA(report, cudaMemcpyAsync(x, hx, bytes, cudaMemcpyHostToDevice, main_stream));
-  CHECK_CUDA(report, cudaEventRecord(forked, main_stream));
-  CHECK_CUDA(report, cudaStreamWaitEvent(side_stream, forked, 0));
-  square_into<<<blocks, threads, 0, side_stream>>>(n, x, z);
-  CHECK_LAUNCH(report);
-  CHECK_CUDA(report, cudaMemcpyAsync(hz, z, bytes, cudaMemcpyDeviceToHost, side_stream));
-  CHECK_CUDA(report, cudaEventRecord(joined, side_stream));
-  CHECK_CUDA(report, cudaMemsetAsync(y, 0, bytes, main_stream));
-  add_scaled<<<blocks, threads, 0, main_stream>>>(n, 3, x, y);
-  CHECK_LAUNCH(report);
-  add_scaled<<<blocks, threads, 0, main_stream>>>(n, 3, x, y);
-  CHECK_LAUNCH(report);
-  CHECK_CUDA(report, cudaMemcpyAsync(hy, y, bytes, cudaMemcpyDeviceToHost, main_stream));
-  CHECK_CUDA(report, cudaStreamWaitEvent(main_stream, joined, 0));
+  EnqueueStep(report, pipe, 3, 3);
+  if (report.failed()) return;
   unsigned long long capture_id = 0;
   size_t captured_deps = 0;
   cudaGraph_t captured_so_far = nullptr;
@@ -164,20 +183,8 @@ void Run(Size size, Report& report) {
   for (int k = 1; k <= 4; ++k) {
     cudaGraph_t step_graph;
     CHECK_CUDA(report, cudaStreamBeginCapture(main_stream, cudaStreamCaptureModeGlobal));
-    CHECK_CUDA(report, cudaMemcpyAsync(x, hx, bytes, cudaMemcpyHostToDevice, main_stream));
-    CHECK_CUDA(report, cudaEventRecord(forked, main_stream));
-    CHECK_CUDA(report, cudaStreamWaitEvent(side_stream, forked, 0));
-    square_into<<<blocks, threads, 0, side_stream>>>(n, x, z);
-    CHECK_LAUNCH(report);
-    CHECK_CUDA(report, cudaMemcpyAsync(hz, z, bytes, cudaMemcpyDeviceToHost, side_stream));
-    CHECK_CUDA(report, cudaEventRecord(joined, side_stream));
-    CHECK_CUDA(report, cudaMemsetAsync(y, 0, bytes, main_stream));
-    add_scaled<<<blocks, threads, 0, main_stream>>>(n, 1, x, y);
-    CHECK_LAUNCH(report);
-    add_scaled<<<blocks, threads, 0, main_stream>>>(n, k, x, y);
-    CHECK_LAUNCH(report);
-    CHECK_CUDA(report, cudaMemcpyAsync(hy, y, bytes, cudaMemcpyDeviceToHost, main_stream));
-    CHECK_CUDA(report, cudaStreamWaitEvent(main_stream, joined, 0));
+    EnqueueStep(report, pipe, 1, k);
+    if (report.failed()) return;
     CHECK_CUDA(report, cudaStreamEndCapture(main_stream, &step_graph));
     cudaGraphExecUpdateResultInfo info;
     CHECK_CUDA(report, cudaGraphExecUpdate(exec, step_graph, &info));
