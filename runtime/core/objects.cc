@@ -496,8 +496,18 @@ CUresult LoadModuleOrSayWhy(CUctx_st* ctx, const void* image, size_t length, CUm
       module->variable_va[i] = module->const_bank_va + v.bank_offset;
       continue;
     }
-    // A managed variable lives in managed memory: the host reaches it at the same address.
-    auto a = v.managed ? g->AllocManaged(std::max<uint64_t>(v.size, 1)) : g->AllocDevice(v.size);
+    // A managed variable lives in managed memory: the host reaches it at the same address. Where
+    // there is none (a DRM kernel driver picks GPU addresses: PVDRM), in pinned host memory, which
+    // the host reaches at an address of its own (cudart gives nvcc's host code that one).
+    Result<guest::Allocation> a = Status::Internal("unset");
+    if (v.managed) {
+      a = g->AllocManaged(std::max<uint64_t>(v.size, 1));
+      if (!a.ok() && a.status().code() == StatusCode::kUnimplemented) {
+        a = g->AllocHost(std::max<uint64_t>(v.size, 1));
+      }
+    } else {
+      a = g->AllocDevice(v.size);
+    }
     if (!a.ok()) return fail(a.status());
     module->variable_va[i] = a->va;
     module->allocations.push_back(a->va);

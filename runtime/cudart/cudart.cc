@@ -53,6 +53,7 @@ struct ManagedRecord {
   void** host_pointer = nullptr;
   std::string name;
   size_t size = 0;
+  CUdeviceptr device_address = 0;  // where kernels reach it (the host's address, but under PVDRM)
 };
 
 struct FatbinRecord {
@@ -195,14 +196,18 @@ CUresult ModuleFor(FatbinRecord* fatbin, CUmodule* out) {
     if (r != CUDA_SUCCESS) return r;
     // Managed variables: one per process in CUDA; here the module of the context that loaded it
     // last (with one device, the primary context's).
-    for (const ManagedRecord& m : fatbin->managed) {
+    for (ManagedRecord& m : fatbin->managed) {
       CUdeviceptr address = 0;
       size_t size = 0;
-      if ((r = cuModuleGetGlobal(&address, &size, *module, m.name.c_str())) != CUDA_SUCCESS) {
+      void* host = nullptr;
+      if ((r = cuModuleGetGlobal(&address, &size, *module, m.name.c_str())) != CUDA_SUCCESS ||
+          (r = cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, address)) !=
+              CUDA_SUCCESS) {
         (void)cuModuleUnload(*module);
         return r;
       }
-      *m.host_pointer = reinterpret_cast<void*>(address);
+      m.device_address = address;
+      *m.host_pointer = host;
     }
     return CUDA_SUCCESS;
   });
@@ -293,7 +298,7 @@ cudaError_t SymbolAddress(const void* symbol, CUdeviceptr* address, size_t* size
     for (const auto& fatbin : Reg().fatbins) {
       for (const ManagedRecord& m : fatbin->managed) {
         if (*m.host_pointer != nullptr && *m.host_pointer == symbol) {
-          *address = reinterpret_cast<CUdeviceptr>(symbol);
+          *address = m.device_address;
           *size = m.size;
           return cudaSuccess;
         }
