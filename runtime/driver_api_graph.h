@@ -20,9 +20,12 @@
 // capture is invalidated), and a capturing stream may not be synchronized or queried
 // (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidated too), as in CUDA.
 //
+// Executable-graph update (cuGraphExecUpdate) takes a graph of the same shape: as many nodes, made
+// in the same order, with the same types and dependencies.
+//
 // Not here (CUDA_ERROR_NOT_SUPPORTED, runtime/abi/libcuda_not_supported.def): child-graph, memory
-// allocation, external-semaphore, batch-memop and conditional nodes, graph update, edge data,
-// node enabling, user objects, device-side launch.
+// allocation, external-semaphore, batch-memop and conditional nodes, Exec*SetParams other than the
+// kernel's, edge data, node enabling, user objects, device-side launch.
 //
 // Threading: one lock (the graph layer's) guards every graph, node, exec and capture; launches copy
 // their steps under it and run them without it.
