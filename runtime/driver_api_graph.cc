@@ -213,9 +213,14 @@ CUresult NodeOfType(CUgraphNode node, CUgraphNodeType type) {
 
 Replay MemsetReplay(const CUDA_MEMSET_NODE_PARAMS& m) {
   return [m](CUstream t) {
-    return m.elementSize == 1
-               ? cuMemsetD2D8Async(m.dst, m.pitch, (unsigned char)(m.value), m.width, m.height, t)
-               : cuMemsetD2D32Async(m.dst, m.pitch, m.value, m.width, m.height, t);
+    switch (m.elementSize) {
+      case 1:
+        return cuMemsetD2D8Async(m.dst, m.pitch, (unsigned char)(m.value), m.width, m.height, t);
+      case 2:
+        return cuMemsetD2D16Async(m.dst, m.pitch, (unsigned short)(m.value), m.width, m.height, t);
+      default:
+        return cuMemsetD2D32Async(m.dst, m.pitch, m.value, m.width, m.height, t);
+    }
   };
 }
 
@@ -641,9 +646,8 @@ GPUVM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CU
   CUresult r = Current(&current);
   if (r != CUDA_SUCCESS) return r;
   if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
-  if (m->elementSize == 2) return CUDA_ERROR_NOT_SUPPORTED;  // as cuMemsetD2D16 (not here)
-  if ((m->elementSize != 1 && m->elementSize != 4) || m->width == 0 || m->height == 0 ||
-      (m->height > 1 && m->pitch < m->width * m->elementSize)) {
+  if ((m->elementSize != 1 && m->elementSize != 2 && m->elementSize != 4) || m->width == 0 ||
+      m->height == 0 || (m->height > 1 && m->pitch < m->width * m->elementSize)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const CUDA_MEMSET_NODE_PARAMS copy = *m;

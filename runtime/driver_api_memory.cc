@@ -91,13 +91,16 @@ CUresult Memset(CUdeviceptr dst, uint32_t value, size_t n, unsigned width, CUstr
   return OnStream(
       handle, n, async,
       [&](CUctx_st* ctx) {
-        return n <= std::numeric_limits<uint64_t>::max() / width && (width != 4 || dst % 4 == 0) &&
+        return n <= std::numeric_limits<uint64_t>::max() / width && dst % width == 0 &&
                InRange(ctx, dst, uint64_t(n) * width);
       },
       [&](CUctx_st* ctx, CUstream_st* s) {
+        // 16-bit elements: the byte-granular memset with both halves of the pattern the value.
         return Queued(ctx, s,
                       width == 1 ? s->channel->Memset8Async(dst, uint8_t(value), n)
-                                 : s->channel->Memset32Async(dst, value, n),
+                      : width == 2
+                          ? s->channel->Memset2DAsync(dst, uint64_t(n) * 2, value, n * 2, 1)
+                          : s->channel->Memset32Async(dst, value, n),
                       async);
       },
       CU_GRAPH_NODE_TYPE_MEMSET,
@@ -564,6 +567,82 @@ GPUVM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n
 GPUVM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
   return Memset(dst, v, n, 4, s, true);
 }
+GPUVM_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) {
+  return Memset(dst, v * 0x00010001u, n, 2, nullptr, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) {
+  return Memset(dst, v * 0x00010001u, n, 2, s, true);
+}
+
+// The unified-addressing copy: each side is the context's device memory when a pointer lies in
+// it, host memory otherwise (CU_MEMORYTYPE_UNIFIED, as a 2D copy resolves it).
+GPUVM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.srcDevice = src;
+  c.dstDevice = dst;
+  c.WidthInBytes = n;
+  c.Height = 1;
+  return n == 0 ? CheckInit() : cuMemcpy2DAsync_v2(&c, s);
+}
+GPUVM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.srcDevice = src;
+  c.dstDevice = dst;
+  c.WidthInBytes = n;
+  c.Height = 1;
+  return n == 0 ? CheckInit() : cuMemcpy2D_v2(&c);
+}
+
+// The per-thread default stream's spellings (CUDA_API_PER_THREAD_DEFAULT_STREAM): the synchronous
+// calls on the per-thread stream, the asynchronous ones as they are.
+GPUVM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return CopyHtoD(dst, src, n, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+  return CopyDtoH(dst, src, n, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return CopyDtoD(dst, src, n, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  const CUresult r = cuMemcpyAsync(dst, src, n, CU_STREAM_PER_THREAD);
+  return r == CUDA_SUCCESS ? cuStreamSynchronize(CU_STREAM_PER_THREAD) : r;
+}
+GPUVM_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n,
+                                                CUstream s) {
+  return cuMemcpyHtoDAsync_v2(dst, src, n, s);
+}
+GPUVM_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return cuMemcpyDtoHAsync_v2(dst, src, n, s);
+}
+GPUVM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                                CUstream s) {
+  return cuMemcpyDtoDAsync_v2(dst, src, n, s);
+}
+GPUVM_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return cuMemcpyAsync(dst, src, n, s);
+}
+GPUVM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n) {
+  return Memset(dst, v, n, 1, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short v, size_t n) {
+  return Memset(dst, v * 0x00010001u, n, 2, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int v, size_t n) {
+  return Memset(dst, v, n, 4, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  return cuMemsetD8Async(dst, v, n, s);
+}
+GPUVM_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short v, size_t n,
+                                            CUstream s) {
+  return cuMemsetD16Async(dst, v, n, s);
+}
+GPUVM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  return cuMemsetD32Async(dst, v, n, s);
+}
 
 // ---- pitched memory, 2D and 3D copies and memsets ----
 
@@ -732,7 +811,8 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint32_t pattern, size_t width,
       [&](CUctx_st* ctx) {
         uint64_t span;
         return (height <= 1 || pitch >= row) && Span(pitch, row, height, &span) &&
-               (element != 4 || (dst % 4 == 0 && pitch % 4 == 0)) && InRange(ctx, dst, span);
+               dst % element == 0 && (height <= 1 || pitch % element == 0) &&
+               InRange(ctx, dst, span);
       },
       [&](CUctx_st* ctx, CUstream_st* s) {
         return Queued(ctx, s, s->channel->Memset2DAsync(dst, pitch, pattern, row, height), async);
@@ -802,6 +882,22 @@ GPUVM_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned i
 GPUVM_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned int v,
                                             size_t width, size_t height) {
   return cuMemsetD2D32_v2(dst, pitch, v, width, height);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dst, size_t pitch, unsigned short v,
+                                       size_t width, size_t height) {
+  return Memset2D(dst, pitch, v * 0x00010001u, width, height, 2, nullptr, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned short v,
+                                            size_t width, size_t height) {
+  return Memset2D(dst, pitch, v * 0x00010001u, width, height, 2, CU_STREAM_PER_THREAD, false);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short v,
+                                         size_t width, size_t height, CUstream s) {
+  return Memset2D(dst, pitch, v * 0x00010001u, width, height, 2, s, true);
+}
+GPUVM_EXPORT CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned short v,
+                                              size_t width, size_t height, CUstream s) {
+  return cuMemsetD2D16Async(dst, pitch, v, width, height, s);
 }
 GPUVM_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v,
                                         size_t width, size_t height, CUstream s) {

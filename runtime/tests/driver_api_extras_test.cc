@@ -611,3 +611,73 @@ TEST_F(RuntimePools, PoolsOfTheirOwn) {
 }
 
 }  // namespace
+
+// ---- 16-bit memsets, unified copies, the per-thread stream's spellings ----
+
+// NVIDIA's header names these only under CUDA_API_PER_THREAD_DEFAULT_STREAM; they are exports.
+extern "C" CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n);
+extern "C" CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n);
+extern "C" CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n);
+
+namespace {
+
+using RuntimeMoreCopies = RuntimeExtras;
+
+TEST_F(RuntimeMoreCopies, SixteenBitMemsetsFillExactlyTheirElements) {
+  constexpr size_t kBytes = 4096;
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, kBytes));
+  ASSERT_CU(cuMemsetD8(d, 0xee, kBytes));
+  // 7 elements at a 2-byte (not 4-byte) aligned address.
+  ASSERT_CU(cuMemsetD16(d + 2, 0xbeef, 7));
+  std::vector<uint16_t> h(kBytes / 2);
+  ASSERT_CU(cuMemcpyDtoH(h.data(), d, kBytes));
+  EXPECT_EQ(h[0], 0xeeee);
+  for (int i = 1; i <= 7; ++i) EXPECT_EQ(h[i], 0xbeef) << i;
+  EXPECT_EQ(h[8], 0xeeee);
+  // 2D: 3 rows of 5 elements, 64 bytes apart, on a stream.
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  ASSERT_CU(cuMemsetD2D16Async(d + 1024, 64, 0x1234, 5, 3, s));
+  ASSERT_CU(cuMemsetD16Async(d + 2048, 0x7777, 3, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  ASSERT_CU(cuMemcpyDtoH(h.data(), d, kBytes));
+  for (int row = 0; row < 3; ++row) {
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_EQ(h[512 + row * 32 + i], i < 5 ? 0x1234 : 0xeeee) << row << " " << i;
+    }
+  }
+  EXPECT_EQ(h[1024 + 2], 0x7777);
+  EXPECT_EQ(h[1024 + 3], 0xeeee);
+  // Refused, and nothing written: an odd address, a range past the allocation.
+  EXPECT_EQ(cuMemsetD16(d + 1, 0, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD16(d, 0, kBytes), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD2D16(d + 1, 64, 0, 4, 2), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemcpyDtoH(h.data(), d, 64));
+  EXPECT_EQ(h[0], 0xeeee);
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(d));
+}
+
+TEST_F(RuntimeMoreCopies, UnifiedCopiesTellHostFromDeviceByThePointer) {
+  constexpr size_t kN = 1000;
+  std::vector<uint8_t> src(kN), back(kN, 0);
+  for (size_t i = 0; i < kN; ++i) src[i] = uint8_t(i * 7);
+  CUdeviceptr a, b;
+  ASSERT_CU(cuMemAlloc(&a, kN));
+  ASSERT_CU(cuMemAlloc(&b, kN));
+  ASSERT_CU(cuMemcpy(a, reinterpret_cast<CUdeviceptr>(src.data()), kN));   // host to device
+  ASSERT_CU(cuMemcpyAsync(b, a, kN, nullptr));                             // device to device
+  ASSERT_CU(cuMemcpy(reinterpret_cast<CUdeviceptr>(back.data()), b, kN));  // device to host
+  EXPECT_EQ(back, src);
+  // The per-thread default stream's spellings of the usual calls.
+  std::fill(back.begin(), back.end(), 0);
+  ASSERT_CU(cuMemsetD8_v2_ptds(a, 9, kN));
+  ASSERT_CU(cuMemcpyDtoD_v2_ptds(b, a, kN));
+  ASSERT_CU(cuMemcpyDtoH_v2_ptds(back.data(), b, kN));
+  EXPECT_EQ(back[kN - 1], 9);
+  ASSERT_CU(cuMemFree(a));
+  ASSERT_CU(cuMemFree(b));
+}
+
+}  // namespace

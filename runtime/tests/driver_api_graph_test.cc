@@ -247,6 +247,43 @@ TEST_F(RuntimeGraphs, ExecUpdateTakesAGraphOfTheSameShape) {
   EXPECT_CU(cuGraphExecDestroy(exec));
 }
 
+TEST_F(RuntimeGraphs, MemsetNodesOfEveryElementSize) {
+  CUgraph g;
+  ASSERT_CU(cuGraphCreate(&g, 0));
+  CUgraphNode last = nullptr;
+  const struct {
+    unsigned element, value;
+    size_t offset;
+  } fills[] = {{1, 0xab, 0}, {2, 0xcdef, 64}, {4, 0x01234567, 128}};
+  for (const auto& f : fills) {
+    CUDA_MEMSET_NODE_PARAMS ms{};
+    ms.dst = c_ + f.offset, ms.value = f.value, ms.elementSize = f.element;
+    ms.width = 16 / f.element, ms.height = 1;
+    CUgraphNode node;
+    ASSERT_CU(cuGraphAddMemsetNode(&node, g, last ? &last : nullptr, last ? 1 : 0, &ms, ctx_));
+    last = node;
+  }
+  CUDA_MEMSET_NODE_PARAMS bad{};
+  bad.dst = c_, bad.elementSize = 3, bad.width = 1, bad.height = 1;
+  CUgraphNode refused;
+  EXPECT_EQ(cuGraphAddMemsetNode(&refused, g, nullptr, 0, &bad, ctx_), CUDA_ERROR_INVALID_VALUE);
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, g, 0));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  std::vector<uint8_t> bytes(192);
+  ASSERT_CU(cuMemcpyDtoH(bytes.data(), c_, bytes.size()));
+  EXPECT_EQ(bytes[15], 0xab);
+  EXPECT_EQ(bytes[16], 0);
+  EXPECT_EQ(bytes[64], 0xef);
+  EXPECT_EQ(bytes[79], 0xcd);
+  EXPECT_EQ(bytes[128], 0x67);
+  EXPECT_EQ(bytes[143], 0x01);
+  EXPECT_EQ(bytes[144], 0);
+  EXPECT_CU(cuGraphExecDestroy(exec));
+  EXPECT_CU(cuGraphDestroy(g));
+}
+
 TEST_F(RuntimeGraphs, BadGraphsAndHandlesAreRefused) {
   CUgraph g, other;
   ASSERT_CU(cuGraphCreate(&g, 0));
