@@ -146,13 +146,7 @@ CUresult EnsureContext() {
     if (ensure_ != CUDA_SUCCESS) return Rec(ensure_); \
   } while (0)
 
-// A runtime call that is the driver's `call` with the same arguments, in the current context (made
-// sure of first, as for every runtime call); its result recorded as the last error.
-template <typename... Params, typename... Args>
-cudaError_t InContext(CUresult (*call)(Params...), Args... args) {
-  ENSURE_CONTEXT();
-  return Rec(call(args...));
-}
+using gpuvm::cudart::InContext;  // cudart_internal.h
 
 // Creates a stream or an event (`create`: cuStreamCreate, cuEventCreate) with `flags`.
 template <typename Handle>

@@ -24,15 +24,9 @@ using gpuvm::cudart::RecordLastError;
 
 namespace {
 
-cudaError_t Rec(CUresult r) { return RecordDriverResult(r); }
+using gpuvm::cudart::InContext;
 
-// A driver call in the current context (made sure of first), its result the last error.
-template <typename... Params, typename... Args>
-cudaError_t Call(CUresult (*call)(Params...), Args... args) {
-  const CUresult r = EnsureCurrentContext();
-  if (r != CUDA_SUCCESS) return Rec(r);
-  return Rec(call(args...));
-}
+cudaError_t Rec(CUresult r) { return RecordDriverResult(r); }
 
 // Edge data must be absent or the default (all zero) for each of `n` edges.
 bool DefaultEdges(const cudaGraphEdgeData* edges, size_t n) {
@@ -66,21 +60,21 @@ cudaError_t DriverKernel(const cudaKernelNodeParams* p, CUDA_KERNEL_NODE_PARAMS*
 // ---- stream capture ----
 
 GPUVM_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
-  return Call(cuStreamBeginCapture_v2, stream, CUstreamCaptureMode(mode));
+  return InContext(cuStreamBeginCapture_v2, stream, CUstreamCaptureMode(mode));
 }
 GPUVM_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream,
                                                      cudaStreamCaptureMode mode) {
   return cudaStreamBeginCapture(stream, mode);
 }
 GPUVM_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
-  return Call(cuStreamEndCapture, stream, graph);
+  return InContext(cuStreamEndCapture, stream, graph);
 }
 GPUVM_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
   return cudaStreamEndCapture(stream, graph);
 }
 GPUVM_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
                                                cudaStreamCaptureStatus* status) {
-  return Call(cuStreamIsCapturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(status));
+  return InContext(cuStreamIsCapturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(status));
 }
 GPUVM_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
                                                     cudaStreamCaptureStatus* status) {
@@ -94,8 +88,8 @@ GPUVM_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
   if (status == nullptr) return RecordLastError(cudaErrorInvalidValue);
   const void* edge_data = nullptr;
   const cudaError_t e =
-      Call(cuStreamGetCaptureInfo_v3, stream, reinterpret_cast<CUstreamCaptureStatus*>(status), id,
-           graph, deps, edges != nullptr ? &edge_data : nullptr, count);
+      InContext(cuStreamGetCaptureInfo_v3, stream, reinterpret_cast<CUstreamCaptureStatus*>(status),
+                id, graph, deps, edges != nullptr ? &edge_data : nullptr, count);
   if (e == cudaSuccess && edges != nullptr) *edges = nullptr;  // all default edges
   return e;
 }
@@ -114,11 +108,13 @@ GPUVM_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMo
 // ---- graphs ----
 
 GPUVM_EXPORT cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
-  return Call(cuGraphCreate, graph, flags);
+  return InContext(cuGraphCreate, graph, flags);
 }
-GPUVM_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return Call(cuGraphDestroy, graph); }
+GPUVM_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  return InContext(cuGraphDestroy, graph);
+}
 GPUVM_EXPORT cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t original) {
-  return Call(cuGraphClone, clone, original);
+  return InContext(cuGraphClone, clone, original);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph,
@@ -127,14 +123,14 @@ GPUVM_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph
   CUDA_KERNEL_NODE_PARAMS params;
   const cudaError_t e = DriverKernel(p, &params);
   if (e != cudaSuccess) return e;
-  return Call(cuGraphAddKernelNode_v2, node, graph, deps, n, &params);
+  return InContext(cuGraphAddKernelNode_v2, node, graph, deps, n, &params);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node,
                                                       cudaKernelNodeParams* p) {
   if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
   CUDA_KERNEL_NODE_PARAMS params;
-  const cudaError_t e = Call(cuGraphKernelNodeGetParams_v2, node, &params);
+  const cudaError_t e = InContext(cuGraphKernelNodeGetParams_v2, node, &params);
   if (e != cudaSuccess) return e;
   // The runtime names a kernel by its host stub; a kernel loaded through the driver API has none.
   p->func = const_cast<void*>(gpuvm::cudart::HostFunctionOf(params.func));
@@ -151,7 +147,7 @@ GPUVM_EXPORT cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node,
   CUDA_KERNEL_NODE_PARAMS params;
   const cudaError_t e = DriverKernel(p, &params);
   if (e != cudaSuccess) return e;
-  return Call(cuGraphKernelNodeSetParams_v2, node, &params);
+  return InContext(cuGraphKernelNodeSetParams_v2, node, &params);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec,
@@ -160,7 +156,7 @@ GPUVM_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec,
   CUDA_KERNEL_NODE_PARAMS params;
   const cudaError_t e = DriverKernel(p, &params);
   if (e != cudaSuccess) return e;
-  return Call(cuGraphExecKernelNodeSetParams_v2, exec, node, &params);
+  return InContext(cuGraphExecKernelNodeSetParams_v2, exec, node, &params);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
@@ -171,7 +167,7 @@ GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph
   CUDA_MEMCPY3D copy;
   const cudaError_t e = gpuvm::cudart::DriverCopy(p, &copy);
   if (e != cudaSuccess) return e;
-  return Call(cuGraphAddMemcpyNode, node, graph, deps, n, &copy, CUcontext{nullptr});
+  return InContext(cuGraphAddMemcpyNode, node, graph, deps, n, &copy, CUcontext{nullptr});
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
@@ -197,13 +193,13 @@ GPUVM_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph
   m.elementSize = p->elementSize;
   m.width = p->width;
   m.height = p->height;
-  return Call(cuGraphAddMemsetNode, node, graph, deps, n, &m, CUcontext{nullptr});
+  return InContext(cuGraphAddMemsetNode, node, graph, deps, n, &m, CUcontext{nullptr});
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, cudaMemsetParams* p) {
   if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
   CUDA_MEMSET_NODE_PARAMS m;
-  const cudaError_t e = Call(cuGraphMemsetNodeGetParams, node, &m);
+  const cudaError_t e = InContext(cuGraphMemsetNodeGetParams, node, &m);
   if (e != cudaSuccess) return e;
   p->dst = reinterpret_cast<void*>(m.dst);
   p->pitch = m.pitch;
@@ -219,53 +215,53 @@ GPUVM_EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t
                                               const cudaHostNodeParams* p) {
   if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
   const CUDA_HOST_NODE_PARAMS host{p->fn, p->userData};
-  return Call(cuGraphAddHostNode, node, graph, deps, n, &host);
+  return InContext(cuGraphAddHostNode, node, graph, deps, n, &host);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, cudaHostNodeParams* p) {
   if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
   CUDA_HOST_NODE_PARAMS host;
-  const cudaError_t e = Call(cuGraphHostNodeGetParams, node, &host);
+  const cudaError_t e = InContext(cuGraphHostNodeGetParams, node, &host);
   if (e == cudaSuccess) *p = cudaHostNodeParams{host.fn, host.userData};
   return e;
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                const cudaGraphNode_t* deps, size_t n) {
-  return Call(cuGraphAddEmptyNode, node, graph, deps, n);
+  return InContext(cuGraphAddEmptyNode, node, graph, deps, n);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                      const cudaGraphNode_t* deps, size_t n,
                                                      cudaEvent_t event) {
-  return Call(cuGraphAddEventRecordNode, node, graph, deps, n, event);
+  return InContext(cuGraphAddEventRecordNode, node, graph, deps, n, event);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                    const cudaGraphNode_t* deps, size_t n,
                                                    cudaEvent_t event) {
-  return Call(cuGraphAddEventWaitNode, node, graph, deps, n, event);
+  return InContext(cuGraphAddEventWaitNode, node, graph, deps, n, event);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from,
                                                   const cudaGraphNode_t* to,
                                                   const cudaGraphEdgeData* edges, size_t n) {
   if (!DefaultEdges(edges, n)) return RecordLastError(cudaErrorNotSupported);
-  return Call(cuGraphAddDependencies, graph, from, to, n);
+  return InContext(cuGraphAddDependencies, graph, from, to, n);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
                                            size_t* count) {
-  return Call(cuGraphGetNodes, graph, nodes, count);
+  return InContext(cuGraphGetNodes, graph, nodes, count);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
                                                size_t* count) {
-  return Call(cuGraphGetRootNodes, graph, nodes, count);
+  return InContext(cuGraphGetRootNodes, graph, nodes, count);
 }
 
 GPUVM_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
-  return Call(cuGraphNodeGetType, node, reinterpret_cast<CUgraphNodeType*>(type));
+  return InContext(cuGraphNodeGetType, node, reinterpret_cast<CUgraphNodeType*>(type));
 }
 
 namespace {
@@ -274,7 +270,7 @@ namespace {
 cudaError_t Neighbours(CUresult (*list)(CUgraphNode, CUgraphNode*, size_t*), cudaGraphNode_t node,
                        cudaGraphNode_t* out, cudaGraphEdgeData* edges, size_t* count) {
   const size_t room = count != nullptr ? *count : 0;
-  const cudaError_t e = Call(list, node, out, count);
+  const cudaError_t e = InContext(list, node, out, count);
   if (e == cudaSuccess && out != nullptr) FillDefaultEdges(edges, room);
   return e;
 }
@@ -295,33 +291,33 @@ GPUVM_EXPORT cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cu
 
 GPUVM_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                               unsigned long long flags) {
-  return Call(cuGraphInstantiateWithFlags, exec, graph, flags);
+  return InContext(cuGraphInstantiateWithFlags, exec, graph, flags);
 }
 GPUVM_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
                                                        unsigned long long flags) {
   return cudaGraphInstantiate(exec, graph, flags);
 }
 GPUVM_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
-  return Call(cuGraphLaunch, exec, stream);
+  return InContext(cuGraphLaunch, exec, stream);
 }
 GPUVM_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
   return cudaGraphLaunch(exec, stream);
 }
 GPUVM_EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
-  return Call(cuGraphUpload, exec, stream);
+  return InContext(cuGraphUpload, exec, stream);
 }
 GPUVM_EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
   return cudaGraphUpload(exec, stream);
 }
 GPUVM_EXPORT cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long* flags) {
-  return Call(cuGraphExecGetFlags, exec, reinterpret_cast<cuuint64_t*>(flags));
+  return InContext(cuGraphExecGetFlags, exec, reinterpret_cast<cuuint64_t*>(flags));
 }
 GPUVM_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
                                              cudaGraphExecUpdateResultInfo* info) {
   static_assert(sizeof(cudaGraphExecUpdateResultInfo) == sizeof(CUgraphExecUpdateResultInfo));
-  return Call(cuGraphExecUpdate_v2, exec, graph,
-              reinterpret_cast<CUgraphExecUpdateResultInfo*>(info));
+  return InContext(cuGraphExecUpdate_v2, exec, graph,
+                   reinterpret_cast<CUgraphExecUpdateResultInfo*>(info));
 }
 GPUVM_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-  return Call(cuGraphExecDestroy, exec);
+  return InContext(cuGraphExecDestroy, exec);
 }

@@ -23,6 +23,15 @@ const void* HostFunctionOf(CUfunction f);
 // The driver's description of a copy (no arrays); a copy of nothing is all zeroes. Errors recorded.
 cudaError_t DriverCopy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* c);
 
+// A runtime call that is the driver's `call` with the same arguments, in the current context (made
+// sure of first, as for every runtime call); its result recorded as the last error.
+template <typename... Params, typename... Args>
+cudaError_t InContext(CUresult (*call)(Params...), Args... args) {
+  const CUresult r = EnsureCurrentContext();
+  if (r != CUDA_SUCCESS) return RecordDriverResult(r);
+  return RecordDriverResult(call(args...));
+}
+
 }  // namespace gpuvm::cudart
 
 #endif  // GPUVM_RUNTIME_CUDART_CUDART_INTERNAL_H_

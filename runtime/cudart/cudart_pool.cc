@@ -14,21 +14,11 @@ static_assert(sizeof(cudaMemPoolProps) == sizeof(CUmemPoolProps));
 static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));
 static_assert(sizeof(cudaMemLocation) == sizeof(CUmemLocation));
 
-namespace {
-
-// A driver call in the current context (made sure of first), its result the last error.
-template <typename... Params, typename... Args>
-cudaError_t Call(CUresult (*call)(Params...), Args... args) {
-  const CUresult r = gpuvm::cudart::EnsureCurrentContext();
-  if (r != CUDA_SUCCESS) return gpuvm::cudart::RecordDriverResult(r);
-  return gpuvm::cudart::RecordDriverResult(call(args...));
-}
-
-}  // namespace
+using gpuvm::cudart::InContext;
 
 GPUVM_EXPORT cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   if (ptr == nullptr) return gpuvm::cudart::RecordLastError(cudaErrorInvalidValue);
-  return Call(cuMemAllocAsync, reinterpret_cast<CUdeviceptr*>(ptr), size, stream);
+  return InContext(cuMemAllocAsync, reinterpret_cast<CUdeviceptr*>(ptr), size, stream);
 }
 GPUVM_EXPORT cudaError_t cudaMallocAsync_ptsz(void** ptr, size_t size, cudaStream_t stream) {
   return cudaMallocAsync(ptr, size, stream);
@@ -36,51 +26,52 @@ GPUVM_EXPORT cudaError_t cudaMallocAsync_ptsz(void** ptr, size_t size, cudaStrea
 GPUVM_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool,
                                                  cudaStream_t stream) {
   if (ptr == nullptr) return gpuvm::cudart::RecordLastError(cudaErrorInvalidValue);
-  return Call(cuMemAllocFromPoolAsync, reinterpret_cast<CUdeviceptr*>(ptr), size, pool, stream);
+  return InContext(cuMemAllocFromPoolAsync, reinterpret_cast<CUdeviceptr*>(ptr), size, pool,
+                   stream);
 }
 GPUVM_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t pool,
                                                       cudaStream_t stream) {
   return cudaMallocFromPoolAsync(ptr, size, pool, stream);
 }
 GPUVM_EXPORT cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
-  return Call(cuMemFreeAsync, reinterpret_cast<CUdeviceptr>(ptr), stream);
+  return InContext(cuMemFreeAsync, reinterpret_cast<CUdeviceptr>(ptr), stream);
 }
 GPUVM_EXPORT cudaError_t cudaFreeAsync_ptsz(void* ptr, cudaStream_t stream) {
   return cudaFreeAsync(ptr, stream);
 }
 
 GPUVM_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
-  return Call(cuDeviceGetDefaultMemPool, pool, CUdevice(device));
+  return InContext(cuDeviceGetDefaultMemPool, pool, CUdevice(device));
 }
 GPUVM_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) {
-  return Call(cuDeviceGetMemPool, pool, CUdevice(device));
+  return InContext(cuDeviceGetMemPool, pool, CUdevice(device));
 }
 GPUVM_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
-  return Call(cuDeviceSetMemPool, CUdevice(device), pool);
+  return InContext(cuDeviceSetMemPool, CUdevice(device), pool);
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
-  return Call(cuMemPoolCreate, pool, reinterpret_cast<const CUmemPoolProps*>(props));
+  return InContext(cuMemPoolCreate, pool, reinterpret_cast<const CUmemPoolProps*>(props));
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
-  return Call(cuMemPoolDestroy, pool);
+  return InContext(cuMemPoolDestroy, pool);
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) {
-  return Call(cuMemPoolTrimTo, pool, keep);
+  return InContext(cuMemPoolTrimTo, pool, keep);
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
                                                  void* value) {
-  return Call(cuMemPoolSetAttribute, pool, CUmemPool_attribute(attr), value);
+  return InContext(cuMemPoolSetAttribute, pool, CUmemPool_attribute(attr), value);
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
                                                  void* value) {
-  return Call(cuMemPoolGetAttribute, pool, CUmemPool_attribute(attr), value);
+  return InContext(cuMemPoolGetAttribute, pool, CUmemPool_attribute(attr), value);
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const cudaMemAccessDesc* map,
                                               size_t count) {
-  return Call(cuMemPoolSetAccess, pool, reinterpret_cast<const CUmemAccessDesc*>(map), count);
+  return InContext(cuMemPoolSetAccess, pool, reinterpret_cast<const CUmemAccessDesc*>(map), count);
 }
 GPUVM_EXPORT cudaError_t cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t pool,
                                               cudaMemLocation* location) {
-  return Call(cuMemPoolGetAccess, reinterpret_cast<CUmemAccess_flags*>(flags), pool,
-              reinterpret_cast<CUmemLocation*>(location));
+  return InContext(cuMemPoolGetAccess, reinterpret_cast<CUmemAccess_flags*>(flags), pool,
+                   reinterpret_cast<CUmemLocation*>(location));
 }
