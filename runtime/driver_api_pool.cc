@@ -22,6 +22,7 @@
 //
 // Threading: every entry point may be called from any thread; g_pool_mu guards every pool.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -44,20 +45,42 @@ struct CUmemPoolHandle_st {
     CUstream_st* stream;  // its free's stream (null: free already)
     gpuvm::guest::Fence fence;
   };
-  std::map<uint64_t, uint64_t> used;
-  std::vector<FreeBlock> free;
+  std::map<uint64_t, uint64_t> used;  // change only through Hand and Take
+  std::vector<FreeBlock> free;        // change only through Park and Unpark
   uint64_t used_high = 0, reserved_high = 0;
 
-  uint64_t used_bytes() const {
-    uint64_t n = 0;
-    for (const auto& [va, size] : used) n += size;
-    return n;
+  uint64_t used_bytes() const { return used_total_; }
+  uint64_t free_bytes() const { return free_total_; }
+  uint64_t reserved_bytes() const { return used_total_ + free_total_; }
+
+  // An allocation of `size` bytes at `va` is handed out.
+  void Hand(uint64_t va, uint64_t size) {
+    used[va] = size;
+    used_total_ += size;
+    used_high = std::max(used_high, used_bytes());
+    reserved_high = std::max(reserved_high, reserved_bytes());
   }
-  uint64_t reserved_bytes() const {
-    uint64_t n = used_bytes();
-    for (const FreeBlock& b : free) n += b.size;
-    return n;
+  // The handed-out allocation at `va` comes back; its size.
+  uint64_t Take(uint64_t va) {
+    auto it = used.find(va);
+    const uint64_t size = it->second;
+    used.erase(it);
+    used_total_ -= size;
+    return size;
   }
+  void Park(const FreeBlock& b) {
+    free.push_back(b);
+    free_total_ += b.size;
+  }
+  FreeBlock Unpark(size_t i) {
+    const FreeBlock b = free[i];
+    free.erase(free.begin() + i);
+    free_total_ -= b.size;
+    return b;
+  }
+
+ private:
+  uint64_t used_total_ = 0, free_total_ = 0;  // the byte sums of `used` and `free`
 };
 
 namespace {
@@ -67,6 +90,16 @@ std::mutex g_pool_mu;
 std::map<CUctx_st*, CUmemoryPool> g_default;
 std::map<CUctx_st*, CUmemoryPool> g_current;
 std::vector<std::unique_ptr<CUmemPoolHandle_st>> g_pools;
+// Set by the first pool: until then the hooks of cuMemFree and the synchronizing calls skip the
+// lock (a program that never uses pools pays nothing for them).
+std::atomic<bool> g_any_pool{false};
+
+// A new pool joins g_pools. g_pool_mu held.
+CUmemoryPool AddPool(std::unique_ptr<CUmemPoolHandle_st> pool) {
+  g_any_pool.store(true, std::memory_order_release);
+  g_pools.push_back(std::move(pool));
+  return g_pools.back().get();
+}
 
 CUmemoryPool LivePool(CUmemoryPool pool) {
   for (const auto& p : g_pools) {
@@ -82,8 +115,7 @@ CUmemoryPool DefaultPool(CUctx_st* ctx) {
     auto made = std::make_unique<CUmemPoolHandle_st>();
     made->ctx = ctx;
     made->is_default = true;
-    pool = made.get();
-    g_pools.push_back(std::move(made));
+    pool = AddPool(std::move(made));
   }
   return pool;
 }
@@ -104,17 +136,12 @@ bool Reusable(const CUmemPoolHandle_st::FreeBlock& b, const CUstream_st* s = nul
 // Gives reusable free blocks back to the context until at most `keep` bytes of them stay.
 // g_pool_mu held.
 void Trim(CUmemoryPool pool, uint64_t keep) {
-  uint64_t kept = 0;
-  for (const auto& b : pool->free) kept += b.size;
-  for (size_t i = 0; i < pool->free.size() && kept > keep;) {
-    const CUmemPoolHandle_st::FreeBlock b = pool->free[i];
-    if (!Reusable(b)) {
+  for (size_t i = 0; i < pool->free.size() && pool->free_bytes() > keep;) {
+    if (!Reusable(pool->free[i])) {
       ++i;
       continue;
     }
-    (void)pool->ctx->gctx->FreeIdle(b.va);
-    kept -= b.size;
-    pool->free.erase(pool->free.begin() + i);
+    (void)pool->ctx->gctx->FreeIdle(pool->Unpark(i).va);
   }
 }
 
@@ -149,9 +176,9 @@ CUresult AllocFrom(CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes, CUstream 
   }
   uint64_t va, size;
   if (best != pool->free.size()) {
-    va = pool->free[best].va;
-    size = pool->free[best].size;
-    pool->free.erase(pool->free.begin() + best);
+    const CUmemPoolHandle_st::FreeBlock b = pool->Unpark(best);
+    va = b.va;
+    size = b.size;
   } else {
     auto a = ctx->gctx->AllocDevice(bytes);
     if (!a.ok()) {
@@ -163,9 +190,7 @@ CUresult AllocFrom(CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes, CUstream 
     va = a->va;
     size = a->size;
   }
-  pool->used[va] = size;
-  pool->used_high = std::max(pool->used_high, pool->used_bytes());
-  pool->reserved_high = std::max(pool->reserved_high, pool->reserved_bytes());
+  pool->Hand(va, size);
   *dptr = va;
   return CUDA_SUCCESS;
 }
@@ -177,14 +202,16 @@ CUresult AllocFrom(CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes, CUstream 
 namespace gpuvm::runtime::driver_api {
 
 bool ForgetPoolAllocation(CUctx_st* ctx, uint64_t va) {
+  if (!g_any_pool.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(g_pool_mu);
   CUmemoryPool pool = OwnerOf(ctx, va);
   if (pool == nullptr) return false;
-  pool->used.erase(va);
+  (void)pool->Take(va);
   return true;
 }
 
 void TrimPools(CUctx_st* ctx) {
+  if (!g_any_pool.load(std::memory_order_acquire)) return;
   std::lock_guard lock(g_pool_mu);
   for (const auto& p : g_pools) {
     if (p->ctx == ctx) Trim(p.get(), p->release_threshold);
@@ -192,6 +219,7 @@ void TrimPools(CUctx_st* ctx) {
 }
 
 void ForgetPoolStream(CUstream_st* s) {
+  if (!g_any_pool.load(std::memory_order_acquire)) return;
   std::lock_guard lock(g_pool_mu);
   for (const auto& p : g_pools) {
     for (auto& b : p->free) {
@@ -201,6 +229,7 @@ void ForgetPoolStream(CUstream_st* s) {
 }
 
 void ForgetPools(CUctx_st* ctx) {
+  if (!g_any_pool.load(std::memory_order_acquire)) return;
   std::lock_guard lock(g_pool_mu);
   g_default.erase(ctx);
   g_current.erase(ctx);
@@ -240,9 +269,8 @@ GPUVM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
   std::lock_guard lock(g_pool_mu);
   CUmemoryPool pool = OwnerOf(ctx, dptr);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not a stream-ordered allocation
-  auto it = pool->used.find(dptr);
-  pool->free.push_back({it->first, it->second, s, s->channel->last_fence()});
-  pool->used.erase(it);
+  const uint64_t size = pool->Take(dptr);
+  pool->Park({dptr, size, s, s->channel->last_fence()});
   return CUDA_SUCCESS;
 }
 GPUVM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream handle) {
@@ -298,8 +326,7 @@ GPUVM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* out, const CUmemPoolProps* p
   auto pool = std::make_unique<CUmemPoolHandle_st>();
   pool->ctx = ctx;
   std::lock_guard lock(g_pool_mu);
-  *out = pool.get();
-  g_pools.push_back(std::move(pool));
+  *out = AddPool(std::move(pool));
   return CUDA_SUCCESS;
 }
 
@@ -331,24 +358,37 @@ GPUVM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// The pool's reuse flag `attr` names (an int attribute), or null for the others (64-bit sizes).
+int* ReuseFlag(CUmemoryPool pool, CUmemPool_attribute attr) {
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      return &pool->reuse_follow_event_dependencies;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      return &pool->reuse_allow_opportunistic;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      return &pool->reuse_allow_internal_dependencies;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
 GPUVM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                             void* value) {
   CUresult r = CheckInit(value == nullptr);
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(g_pool_mu);
   if (LivePool(pool) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const int flag = *static_cast<const int*>(value);
+  // The value is an int for the flags and 64 bits for the sizes: read only what the attribute has.
+  if (int* flag = ReuseFlag(pool, attr)) {
+    *flag = *static_cast<const int*>(value) != 0;
+    return CUDA_SUCCESS;
+  }
   const uint64_t bytes = *static_cast<const cuuint64_t*>(value);
   switch (attr) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      pool->reuse_follow_event_dependencies = flag != 0;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      pool->reuse_allow_opportunistic = flag != 0;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      pool->reuse_allow_internal_dependencies = flag != 0;
-      return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       pool->release_threshold = bytes;
       return CUDA_SUCCESS;
@@ -371,36 +411,32 @@ GPUVM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribu
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(g_pool_mu);
   if (LivePool(pool) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto set_flag = [value](int v) { *static_cast<int*>(value) = v; };
-  const auto set_bytes = [value](uint64_t v) { *static_cast<cuuint64_t*>(value) = v; };
+  if (const int* flag = ReuseFlag(pool, attr)) {
+    *static_cast<int*>(value) = *flag;
+    return CUDA_SUCCESS;
+  }
+  uint64_t bytes;
   switch (attr) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      set_flag(pool->reuse_follow_event_dependencies);
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      set_flag(pool->reuse_allow_opportunistic);
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      set_flag(pool->reuse_allow_internal_dependencies);
-      return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      set_bytes(pool->release_threshold);
-      return CUDA_SUCCESS;
+      bytes = pool->release_threshold;
+      break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-      set_bytes(pool->reserved_bytes());
-      return CUDA_SUCCESS;
+      bytes = pool->reserved_bytes();
+      break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      set_bytes(pool->reserved_high);
-      return CUDA_SUCCESS;
+      bytes = pool->reserved_high;
+      break;
     case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-      set_bytes(pool->used_bytes());
-      return CUDA_SUCCESS;
+      bytes = pool->used_bytes();
+      break;
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      set_bytes(pool->used_high);
-      return CUDA_SUCCESS;
+      bytes = pool->used_high;
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+  *static_cast<cuuint64_t*>(value) = bytes;
+  return CUDA_SUCCESS;
 }
 
 // One device: it has read-write access to its own pools, and that cannot change.

@@ -567,6 +567,12 @@ TEST_F(RuntimePools, AllocFreeReuseAndRelease) {
   v = 0;
   ASSERT_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
   EXPECT_EQ(PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
+  // The reuse flags are ints (a 4-byte value: reading 8 would run past it).
+  int follow = 0;
+  ASSERT_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, &follow));
+  follow = 7;
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, &follow));
+  EXPECT_EQ(follow, 0);
   EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);  // the default pool stays
   ASSERT_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   EXPECT_EQ(cuMemAllocAsync(&a, kBytes, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
