@@ -70,10 +70,7 @@ CUresult StreamFor(CUctx_st* ctx, CUstream handle, CUstream_st** out) {
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   // The legacy null stream synchronizes with every blocking stream, a capturing one too: CUDA
   // refuses it while one captures (driver_api_graph.h).
-  if (s->is_default && handle != CU_STREAM_PER_THREAD &&
-      ctx->blocking_captures.load(std::memory_order_acquire) > 0) {
-    return RefuseLegacyInCapture(ctx);
-  }
+  if (LegacyStreamInCapture(ctx, s, handle)) return RefuseLegacyInCapture(ctx);
   *out = s;
   return CUDA_SUCCESS;
 }

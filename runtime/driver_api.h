@@ -53,6 +53,13 @@ bool InPinnedHost(CUctx_st* ctx, const void* p, uint64_t bytes, uint64_t* va);
 // The stream `handle` names in ctx (0 and the legacy/per-thread handles included).
 CUresult StreamFor(CUctx_st* ctx, CUstream handle, CUstream_st** out);
 
+// True when `s`, named by `handle`, is the legacy null stream while a blocking stream of ctx
+// captures: a use CUDA refuses (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; driver_api_graph.h).
+inline bool LegacyStreamInCapture(CUctx_st* ctx, const CUstream_st* s, CUstream handle) {
+  return s->is_default && handle != CU_STREAM_PER_THREAD &&
+         ctx->blocking_captures.load(std::memory_order_acquire) > 0;
+}
+
 // Orders work on `s` after the legacy default stream's, as CUDA's legacy semantics require.
 CUresult Ordered(CUstream_st* s);
 

@@ -68,6 +68,18 @@ struct CUgraphExec_st {
   std::vector<Shape> shape;
 };
 
+namespace {
+
+// A graph and its nodes go, handles and all.
+void DeleteGraph(CUgraph_st* g) {
+  Process& p = Process::Get();
+  for (auto& n : g->nodes) p.Unregister(n.get());
+  p.Unregister(g);
+  delete g;
+}
+
+}  // namespace
+
 namespace gpuvm::runtime {
 
 struct Capture {
@@ -83,10 +95,7 @@ struct Capture {
   std::map<CUstream_st*, std::vector<CUgraphNode_st*>> tails;
 
   ~Capture() {
-    if (graph == nullptr) return;
-    Process& p = Process::Get();
-    for (auto& n : graph->nodes) p.Unregister(n.get());
-    delete graph;
+    if (graph != nullptr) DeleteGraph(graph);  // never handed out
   }
 };
 
@@ -98,6 +107,8 @@ using gpuvm::runtime::Capture;
 
 std::mutex g_mu;
 std::atomic<uint64_t> g_next_capture_id{1};
+// Captures begun and not ended: while there are none, the event calls skip the lock.
+std::atomic<int> g_active_captures{0};
 uint64_t g_next_node_serial = 1;  // guarded by g_mu
 thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
@@ -109,6 +120,7 @@ bool LiveExec(CUgraphExec e) { return Process::Get().IsLive(e, Process::Kind::kG
 void EndCaptureLocked(Capture* cap) {
   if (cap->ended) return;
   cap->ended = true;
+  g_active_captures.fetch_sub(1, std::memory_order_acq_rel);
   if (cap->counts_blocking) cap->ctx->blocking_captures.fetch_sub(1, std::memory_order_acq_rel);
   for (auto& [s, tail] : cap->tails) {
     if (s->capture.get() == cap) {
@@ -173,6 +185,13 @@ void SetKernelLocked(CUgraphNode_st* node, KernelSpec spec) {
   for (const auto& param : node->kernel.f->kernel->params) {
     node->kernel_param_ptrs.push_back(node->kernel.params.data() + param.offset);
   }
+}
+
+// CUDA 11's kernel node parameters are CUDA 12's without the trailing kern and ctx (both null).
+CUDA_KERNEL_NODE_PARAMS_v2 FromV1(const CUDA_KERNEL_NODE_PARAMS_v1& v1) {
+  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
+  std::memcpy(&v2, &v1, sizeof v1);
+  return v2;
 }
 
 CUDA_KERNEL_NODE_PARAMS_v2 KernelParamsOf(CUgraphNode_st* node) {
@@ -312,11 +331,14 @@ CUresult CaptureEventRecord(CUstream_st* s, CUevent_st* e) {
 }
 
 bool CapturedEvent(CUevent_st* e) {
+  if (g_active_captures.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard lock(g_mu);
   return e->capture != nullptr && !e->capture->ended;
 }
 
 void ForgetEventCapture(CUevent_st* e) {
+  // With no capture going on, whatever capture the event names has ended and counts for nothing.
+  if (g_active_captures.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(g_mu);
   e->capture.reset();
   e->capture_nodes.clear();
@@ -411,6 +433,7 @@ GPUVM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream handle, CUstreamCaptureMo
   cap->mode = mode;
   cap->id = g_next_capture_id.fetch_add(1);
   cap->tails[s] = {};
+  g_active_captures.fetch_add(1, std::memory_order_acq_rel);
   cap->counts_blocking = (s->flags & CU_STREAM_NON_BLOCKING) == 0;
   if (cap->counts_blocking) ctx->blocking_captures.fetch_add(1, std::memory_order_acq_rel);
   s->capture = std::move(cap);
@@ -470,39 +493,26 @@ GPUVM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream handle, CUgraph* out) {
   return cuStreamEndCapture(handle, out);
 }
 
-GPUVM_EXPORT CUresult cuStreamIsCapturing(CUstream handle, CUstreamCaptureStatus* status) {
+namespace {
+
+// cuStreamIsCapturing and cuStreamGetCaptureInfo in all its forms. The dependencies point into the
+// capture's own list, valid until the stream's next captured call (as in CUDA).
+CUresult CaptureInfo(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                     const CUgraphNode** deps, const void** edges, size_t* count) {
   CUctx_st* ctx;
   CUresult r = Current(&ctx, /*check_health=*/false);
   if (r != CUDA_SUCCESS) return r;
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUstream_st* s = gpuvm::runtime::ResolveStream(ctx, handle);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (s->is_default && handle != CU_STREAM_PER_THREAD &&
-      ctx->blocking_captures.load(std::memory_order_acquire) > 0) {
-    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;  // asking the legacy stream is the same misuse
+  // Asking the legacy stream during a blocking capture is the same misuse as using it (but
+  // invalidates nothing).
+  if (gpuvm::runtime::driver_api::LegacyStreamInCapture(ctx, s, handle)) {
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   }
   std::lock_guard lock(g_mu);
-  Capture* cap = s->capture.get();
-  *status = cap == nullptr || cap->ended ? CU_STREAM_CAPTURE_STATUS_NONE : cap->status;
-  return CUDA_SUCCESS;
-}
-GPUVM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream handle, CUstreamCaptureStatus* status) {
-  return cuStreamIsCapturing(handle, status);
-}
-
-namespace {
-
-// cuStreamGetCaptureInfo in all its forms. The dependencies point into the capture's own list,
-// valid until the stream's next captured call (as in CUDA).
-CUresult CaptureInfo(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
-                     const CUgraphNode** deps, const void** edges, size_t* count) {
-  CUresult r = cuStreamIsCapturing(handle, status);
-  if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx;
-  (void)Current(&ctx, false);
-  CUstream_st* s = gpuvm::runtime::ResolveStream(ctx, handle);
-  std::lock_guard lock(g_mu);
   Capture* cap = s->capture != nullptr && !s->capture->ended ? s->capture.get() : nullptr;
+  *status = cap != nullptr ? cap->status : CU_STREAM_CAPTURE_STATUS_NONE;
   if (id != nullptr && cap != nullptr) *id = cap->id;
   if (graph != nullptr) *graph = cap != nullptr ? cap->graph : nullptr;
   std::vector<CUgraphNode_st*>* tail = cap != nullptr ? &cap->tails[s] : nullptr;
@@ -513,6 +523,13 @@ CUresult CaptureInfo(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t*
 }
 
 }  // namespace
+
+GPUVM_EXPORT CUresult cuStreamIsCapturing(CUstream handle, CUstreamCaptureStatus* status) {
+  return CaptureInfo(handle, status, nullptr, nullptr, nullptr, nullptr, nullptr);
+}
+GPUVM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream handle, CUstreamCaptureStatus* status) {
+  return cuStreamIsCapturing(handle, status);
+}
 
 #undef cuStreamGetCaptureInfo
 GPUVM_EXPORT CUresult cuStreamGetCaptureInfo(CUstream handle, CUstreamCaptureStatus* status,
@@ -574,10 +591,7 @@ GPUVM_EXPORT CUresult cuGraphDestroy(CUgraph g) {
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(g_mu);
   if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
-  Process& p = Process::Get();
-  for (auto& n : g->nodes) p.Unregister(n.get());
-  p.Unregister(g);
-  delete g;
+  DeleteGraph(g);
   return CUDA_SUCCESS;
 }
 
@@ -616,8 +630,7 @@ GPUVM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const
 GPUVM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
                                            size_t n, const CUDA_KERNEL_NODE_PARAMS_v1* params) {
   if (params == nullptr) return CheckInit(true);
-  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
-  std::memcpy(&v2, params, sizeof *params);
+  const CUDA_KERNEL_NODE_PARAMS_v2 v2 = FromV1(*params);
   return cuGraphAddKernelNode_v2(out, g, deps, n, &v2);
 }
 
@@ -822,8 +835,7 @@ GPUVM_EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node,
 GPUVM_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode node,
                                                  const CUDA_KERNEL_NODE_PARAMS_v1* params) {
   if (params == nullptr) return CheckInit(true);
-  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
-  std::memcpy(&v2, params, sizeof *params);
+  const CUDA_KERNEL_NODE_PARAMS_v2 v2 = FromV1(*params);
   return cuGraphKernelNodeSetParams_v2(node, &v2);
 }
 
@@ -928,8 +940,7 @@ GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgrap
 GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                      const CUDA_KERNEL_NODE_PARAMS_v1* params) {
   if (params == nullptr) return CheckInit(true);
-  CUDA_KERNEL_NODE_PARAMS_v2 v2{};
-  std::memcpy(&v2, params, sizeof *params);
+  const CUDA_KERNEL_NODE_PARAMS_v2 v2 = FromV1(*params);
   return cuGraphExecKernelNodeSetParams_v2(exec, node, &v2);
 }
 
