@@ -574,27 +574,6 @@ GPUVM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t
   return Memset(dst, v * 0x00010001u, n, 2, s, true);
 }
 
-// The unified-addressing copy: each side is the context's device memory when a pointer lies in
-// it, host memory otherwise (CU_MEMORYTYPE_UNIFIED, as a 2D copy resolves it).
-GPUVM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  CUDA_MEMCPY2D c{};
-  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-  c.srcDevice = src;
-  c.dstDevice = dst;
-  c.WidthInBytes = n;
-  c.Height = 1;
-  return n == 0 ? CheckInit() : cuMemcpy2DAsync_v2(&c, s);
-}
-GPUVM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  CUDA_MEMCPY2D c{};
-  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-  c.srcDevice = src;
-  c.dstDevice = dst;
-  c.WidthInBytes = n;
-  c.Height = 1;
-  return n == 0 ? CheckInit() : cuMemcpy2D_v2(&c);
-}
-
 // The per-thread default stream's spellings (CUDA_API_PER_THREAD_DEFAULT_STREAM): the synchronous
 // calls on the per-thread stream, the asynchronous ones as they are.
 GPUVM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
@@ -605,10 +584,6 @@ GPUVM_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n)
 }
 GPUVM_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   return CopyDtoD(dst, src, n, CU_STREAM_PER_THREAD, false);
-}
-GPUVM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  const CUresult r = cuMemcpyAsync(dst, src, n, CU_STREAM_PER_THREAD);
-  return r == CUDA_SUCCESS ? cuStreamSynchronize(CU_STREAM_PER_THREAD) : r;
 }
 GPUVM_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n,
                                                 CUstream s) {
@@ -825,7 +800,30 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint32_t pattern, size_t width,
       });
 }
 
+// The unified-addressing copy: each side is the context's device memory when a pointer lies in
+// it, host memory otherwise (CU_MEMORYTYPE_UNIFIED, as a 2D copy resolves it).
+CUresult UnifiedCopy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async) {
+  if (n == 0) return CheckInit();
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.srcDevice = src;
+  c.dstDevice = dst;
+  c.WidthInBytes = n;
+  c.Height = 1;
+  return Copy2D(&c, s, async);
+}
+
 }  // namespace
+
+GPUVM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return UnifiedCopy(dst, src, n, s, true);
+}
+GPUVM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return UnifiedCopy(dst, src, n, nullptr, false);
+}
+GPUVM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return UnifiedCopy(dst, src, n, CU_STREAM_PER_THREAD, false);
+}
 
 GPUVM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
                                          size_t height, unsigned int element_bytes) {
