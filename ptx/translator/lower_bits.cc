@@ -281,9 +281,7 @@ Status KernelTranslator::LowerCompare(const Instruction& in) {
   if (has_c) {
     GPUVM_ASSIGN_OR_RETURN(c, SrcPred(in.operands[3]));
   }
-  const isa::PlopOp bop = in.bool_op == BoolOp::kAnd  ? isa::PlopOp::kAnd
-                          : in.bool_op == BoolOp::kOr ? isa::PlopOp::kOr
-                                                      : isa::PlopOp::kXor;
+  const isa::PlopOp bop = PlopOf(in.bool_op);
   if (is_set) {
     if (has_c) {
       result = Temp(VKind::kPred);

@@ -78,9 +78,7 @@ Status KernelTranslator::LowerHalf(const Instruction& in) {
     if (has_c) {
       GPUVM_ASSIGN_OR_RETURN(c, SrcPred(in.operands[3]));
     }
-    const isa::PlopOp bop = in.bool_op == BoolOp::kAnd  ? isa::PlopOp::kAnd
-                            : in.bool_op == BoolOp::kOr ? isa::PlopOp::kOr
-                                                        : isa::PlopOp::kXor;
+    const isa::PlopOp bop = PlopOf(in.bool_op);
     uint32_t compared[2] = {kNoV, kNoV};  // the comparison per half
     uint32_t result[2] = {kNoV, kNoV};    // combined with c
     for (int h = 0; h < halves; ++h) {

@@ -118,6 +118,12 @@ std::optional<IsaCompare> CompareOf(CompareOp op) {
   return kTable[i];
 }
 
+isa::PlopOp PlopOf(BoolOp op) {
+  return op == BoolOp::kAnd  ? isa::PlopOp::kAnd
+         : op == BoolOp::kOr ? isa::PlopOp::kOr
+                             : isa::PlopOp::kXor;
+}
+
 std::optional<isa::AtomOp> AtomOpOf(AtomicOp op) {
   // add .. xor are numbered as the ISA's, one higher (PTX's kNone is 0).
   static_assert(static_cast<int>(AtomicOp::kAdd) - 1 == static_cast<int>(isa::AtomOp::kAdd) &&

@@ -50,6 +50,10 @@ struct IsaCompare {
 };
 std::optional<IsaCompare> CompareOf(CompareOp op);
 
+// The predicate operation that combines setp/set's comparison with its `c` operand (.and .or
+// .xor; kNone, where there is no `c`, maps like .xor and is never used).
+isa::PlopOp PlopOf(BoolOp op);
+
 // The ISA atomic operation of a PTX atom/red operation; nullopt for bar.red's .popc and kNone.
 std::optional<isa::AtomOp> AtomOpOf(AtomicOp op);
 
