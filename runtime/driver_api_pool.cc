@@ -279,12 +279,23 @@ GPUVM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream handle) {
 
 // ---- pools ----
 
+namespace {
+
+// What the device-pool calls check first, in CUDA's order: a current context, the arguments, the
+// device.
+CUresult ForDevice(CUdevice dev, bool bad_args, CUctx_st** ctx) {
+  CUresult r = Current(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (bad_args) return CUDA_ERROR_INVALID_VALUE;
+  return ValidDevice(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+}  // namespace
+
 GPUVM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* out, CUdevice dev) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
+  CUresult r = ForDevice(dev, out == nullptr, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(g_pool_mu);
   *out = DefaultPool(ctx);
   return CUDA_SUCCESS;
@@ -292,10 +303,8 @@ GPUVM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* out, CUdevice dev)
 
 GPUVM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* out, CUdevice dev) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
+  CUresult r = ForDevice(dev, out == nullptr, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(g_pool_mu);
   *out = CurrentPool(ctx);
   return CUDA_SUCCESS;
@@ -303,9 +312,8 @@ GPUVM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* out, CUdevice dev) {
 
 GPUVM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   CUctx_st* ctx;
-  CUresult r = Current(&ctx);
+  CUresult r = ForDevice(dev, false, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(g_pool_mu);
   if (LivePool(pool) == nullptr || pool->ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
   g_current[ctx] = pool;
