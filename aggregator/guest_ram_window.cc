@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/os.h"
+
 namespace {
 constexpr uint64_t kPage = 4096;
 }  // namespace
@@ -45,18 +47,22 @@ void GuestRamWindow::DetachRegion(uint64_t bus_base) {
 }
 
 uint8_t* GuestRamWindow::Translate(uint64_t bus_address, uint64_t length) {
+  return TranslateFor(bus_address, length, /*write=*/false);
+}
+
+uint8_t* GuestRamWindow::TranslateFor(uint64_t bus_address, uint64_t length, bool write) {
   {
     std::shared_lock lock(mu_);
     const uint64_t size = ram_.size();
     // Written so nothing overflows: the range must lie inside [0, size).
     if (length <= size && bus_address <= size - length) {
-      Populate(ram_, *ram_blocks_, bus_address, length);
+      Populate(ram_, *ram_blocks_, bus_address, length, write);
       return ram_.data() + bus_address;
     }
     for (const Region& r : regions_) {
       if (bus_address >= r.base && length <= r.ram.size() &&
           bus_address - r.base <= r.ram.size() - length) {
-        Populate(r.ram, *r.blocks, bus_address - r.base, length);
+        Populate(r.ram, *r.blocks, bus_address - r.base, length, write);
         return r.ram.data() + (bus_address - r.base);
       }
     }
@@ -66,10 +72,7 @@ uint8_t* GuestRamWindow::Translate(uint64_t bus_address, uint64_t length) {
 }
 
 void GuestRamWindow::Populate(std::span<uint8_t> ram, Populated& done, uint64_t offset,
-                              uint64_t length) {
-#ifndef MADV_POPULATE_READ
-  constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14
-#endif
+                              uint64_t length, bool write) {
   const uint64_t first = offset / kPopulateBlock;
   const uint64_t last = (offset + (length == 0 ? 0 : length - 1)) / kPopulateBlock;
   for (uint64_t b = first; b <= last; ++b) {
@@ -94,7 +97,8 @@ void GuestRamWindow::Populate(std::span<uint8_t> ram, Populated& done, uint64_t 
       while (q < pages && (resident[q] & 1) != 0) ++q;
       // A failure (an old kernel, a foreign Xen mapping that cannot be populated) only means the
       // pages fault in one by one as before.
-      any |= ::madvise(base + p * kPage, (q - p) * kPage, MADV_POPULATE_READ) == 0;
+      any |= os::PopulatePages(base + p * kPage, (q - p) * kPage,
+                               write ? os::PopulateFor::kWrite : os::PopulateFor::kRead);
       p = q;
     }
     if (any) populated_.fetch_add(1, std::memory_order_relaxed);

@@ -14,11 +14,12 @@
 // on a device thread (the guest touched the page in its own mapping, not ours): a 64 MiB copy is
 // 16 384 of them. So the first Translate into each 2 MiB block of a region populates the pages of
 // that block the guest has (mincore says which; holes stay holes: populating one would allocate
-// and clear a page nobody asked for) with madvise MADV_POPULATE_READ, one system call per run
-// instead of a fault per page. READ, not WRITE: a shared memfd mapping needs no write
-// notification, so the pages come in writable anyway, and a write populate costs ~5x more per page
-// in dirty accounting. That reaches nothing new — the block is the same VM's RAM. A page the guest
-// adds to a block already visited faults in by itself, as before.
+// and clear a page nobody asked for) with one madvise per run instead of a fault per page, for the
+// direction of the access that reached the block first (TranslateFor; Translate: read): a read
+// populate is cheaper, but a page it maps pays a dirty-bit update at its first store, which the
+// destination of a device-to-host copy would pay for every page (PopulatePages in base/os.h).
+// That reaches nothing new — the block is the same VM's RAM. A page the guest adds to a block
+// already visited faults in by itself, as before.
 //
 // Threading: Translate is called concurrently from device threads; Attach/Detach from the
 // aggregator's thread. All thread-safe.
@@ -51,6 +52,7 @@ class GuestRamWindow final : public gpu::HostMemory {
   void DetachRegion(uint64_t bus_base);
 
   uint8_t* Translate(uint64_t bus_address, uint64_t length) override;
+  uint8_t* TranslateFor(uint64_t bus_address, uint64_t length, bool write) override;
 
   // SYSRAM accesses refused since creation (outside the owner's RAM, or no owner).
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -66,7 +68,8 @@ class GuestRamWindow final : public gpu::HostMemory {
     std::vector<std::atomic<uint64_t>> bits;
   };
   // Populates the block of `ram` holding [offset, offset + length) unless done before.
-  void Populate(std::span<uint8_t> ram, Populated& done, uint64_t offset, uint64_t length);
+  void Populate(std::span<uint8_t> ram, Populated& done, uint64_t offset, uint64_t length,
+                bool write);
 
   mutable std::shared_mutex mu_;
   std::span<uint8_t> ram_;                 // guarded by mu_

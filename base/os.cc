@@ -110,6 +110,18 @@ uint64_t DrainEventFd(int fd) {
   }
 }
 
+bool PopulatePages(void* address, uint64_t length, PopulateFor access) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;
+#endif
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  if (length == 0) return true;
+  return ::madvise(address, length,
+                   access == PopulateFor::kWrite ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0;
+}
+
 Status WaitReadable(int fd, int timeout_ms) {
   pollfd pfd{fd, POLLIN, 0};
   for (;;) {

@@ -82,6 +82,13 @@ class HostMemory {
   // Host pointer to the bytes [bus_address, bus_address + length), or nullptr when any byte of the
   // range is not memory the device may reach.
   virtual uint8_t* Translate(uint64_t bus_address, uint64_t length) = 0;
+  // The same for a page walk the device makes for an access in one direction (`write`): memory
+  // that is brought in at first use can be brought in for that access (see PopulatePages in
+  // base/os.h). A hint only: the pointer serves reads and writes alike.
+  virtual uint8_t* TranslateFor(uint64_t bus_address, uint64_t length, bool write) {
+    (void)write;
+    return Translate(bus_address, length);
+  }
 };
 
 class Device {

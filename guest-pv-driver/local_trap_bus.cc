@@ -211,8 +211,9 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length, void
   }
   const uint64_t pages = length / kPage;
   // Address space first (where the caller asked, never over another mapping), then the frames over
-  // it, one run of consecutive frames per mmap; MAP_POPULATE maps each run at once instead of a
-  // fault per page on first touch.
+  // it, one run of consecutive frames per mmap, each run populated for write at once instead of a
+  // fault per page on first touch (pinned memory is written by the program; PopulatePages says why
+  // not MAP_POPULATE).
   Result<void*> reserved = MapAnonymous(length, at, PROT_NONE, MAP_NORESERVE);
   if (!reserved.ok()) return reserved.status().WithContext("address space for pinned memory");
   void* const base = *reserved;
@@ -234,13 +235,14 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length, void
                     static_cast<off_t>((end - k) * kPage)) != 0) {
       std::memset(ram_.data() + gpa, 0, (end - k) * kPage);
     }
-    if (::mmap(host + k * kPage, (end - k) * kPage, PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_FIXED | MAP_POPULATE, io_->ram_fd(), gpa) == MAP_FAILED) {
+    if (::mmap(host + k * kPage, (end - k) * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+               io_->ram_fd(), gpa) == MAP_FAILED) {
       const Status s = Status::FromErrno(errno, "mapping guest RAM as pinned memory");
       ::munmap(base, length);
       FreeFrames(frames);
       return s;
     }
+    os::PopulatePages(host + k * kPage, (end - k) * kPage, os::PopulateFor::kWrite);
     k = end;
   }
   {
@@ -298,14 +300,15 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       const uint64_t run_bytes = (end - k) * kPage;
       const uint64_t gpa = frames[fresh[k]] * kPage;
       // One write into the memfd allocates the frames' pages in bulk; copying through our RAM view
-      // instead took a page fault (and a clear_page) per 4 KiB. MAP_POPULATE then maps the whole
-      // run at once rather than fault by fault on first touch.
+      // instead took a page fault (and a clear_page) per 4 KiB. The whole run is then populated
+      // for write (the program goes on writing its memory) rather than faulted page by page.
       if (!WriteFrames(gpa, run, run_bytes)) std::memcpy(ram_.data() + gpa, run, run_bytes);
-      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
-                 io_->ram_fd(), static_cast<off_t>(gpa)) == MAP_FAILED) {
+      if (::mmap(run, run_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, io_->ram_fd(),
+                 static_cast<off_t>(gpa)) == MAP_FAILED) {
         failure = Status::FromErrno(errno, "mapping guest RAM over DMA memory");
         break;
       }
+      os::PopulatePages(run, run_bytes, os::PopulateFor::kWrite);
       done = end;
       k = end;
     }

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/os.h"
+
 namespace gpuvm::sim {
 namespace {
 
@@ -105,11 +107,12 @@ Status Vram::Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bo
     return Status::InvalidArgument("a VRAM backing's offset is whole pages");
   }
   void* at = base_ + address;
-  // MAP_POPULATE: see the header (one mapping call instead of a fault per page on engine threads);
+  // Populated at once: see the header (one call instead of a fault per page on engine threads);
   // without it, the GPU's first reach of each block prefaults it.
-  if (mmap(at, length, PROT_READ | PROT_WRITE,
-           MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd, off_t(offset)) == at) {
-    if (!populate) ForgetPrefaults(address, length);
+  if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off_t(offset)) == at) {
+    if (!populate || !os::PopulatePages(at, length, os::PopulateFor::kWrite)) {
+      ForgetPrefaults(address, length);
+    }
     return Status::Ok();
   }
   const int err = errno;
@@ -135,9 +138,9 @@ void Vram::Prefault(uint64_t address) {
   if (word.fetch_or(bit, std::memory_order_relaxed) & bit) return;  // another thread took it
   const uint64_t begin = block * kPrefaultBlock;
   const uint64_t length = std::min(kPrefaultBlock, size_ - begin);
-  // A failure (an old kernel without MADV_POPULATE_READ, memory pressure) only means the pages
+  // A failure (an old kernel without MADV_POPULATE_WRITE, memory pressure) only means the pages
   // fault in one by one, as before.
-  if (madvise(base_ + begin, length, MADV_POPULATE_READ) == 0) {
+  if (os::PopulatePages(base_ + begin, length, os::PopulateFor::kWrite)) {
     prefaulted_.fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -66,16 +66,15 @@ class Vram {
   // close `fd`). Meant for a range that shows VRAM's own memory, which stays hidden, not freed
   // (Restore zeroes it). InvalidArgument for a range that is not whole pages inside VRAM,
   // FailedPrecondition when not rebindable(); after an mmap error (e.g. the process's map count
-  // is full) the range shows VRAM's own memory. The backing's pages are populated at once (read
-  // populate: a shared mapping needs no write notification, so they come in writable): the engine
-  // threads would otherwise take a fault per 4 KiB page at first touch — under nested paging ~30 us
-  // each, a tenth of a compute-bound benchmark's time — where one mmap now maps them all. A backed
-  // range is one the owner is about to use (fv assigns a chunk when a PTE names it), so nothing is
-  // allocated that nobody asked for.
-  // populate = false is for a large range the owner uses only in part (a VM's static VRAM slice,
-  // most of which a program never touches): nothing is mapped now, and the range's prefault bits
-  // are cleared, so the MMU brings its blocks in as the GPU first reaches them (Prefault) and the
-  // CPU faults in what it touches — instead of allocating and zeroing all of it up front.
+  // is full) the range shows VRAM's own memory. The backing's pages are populated at once, for
+  // write as Prefault does: the engine threads would otherwise take a fault per 4 KiB page at first
+  // touch — under nested paging ~30 us each, a tenth of a compute-bound benchmark's time — where
+  // one call now maps them all. A backed range is one the owner is about to use (fv assigns a chunk
+  // when a PTE names it), so nothing is allocated that nobody asked for. populate = false is for a
+  // large range the owner uses only in part (a VM's static VRAM slice, most of which a program
+  // never touches): nothing is mapped now, and the range's prefault bits are cleared, so the MMU
+  // brings its blocks in as the GPU first reaches them (Prefault) and the CPU faults in what it
+  // touches — instead of allocating and zeroing all of it up front.
   Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bool populate = true);
   // The pages are VRAM's own memory again, zeroed (punched); the file that backed them no longer
   // reaches VRAM. On error (the mmap failed) the range may still be backed by that file: the caller
@@ -85,12 +84,13 @@ class Vram {
   // Brings in the kPrefaultBlock of VRAM holding `address`, the first time a translation reaches
   // it (the MMU calls this on a TLB miss that resolves to VRAM): real VRAM is simply there, and
   // without this the engine threads would take a page fault per 4 KiB page at first touch — on a
-  // nested-paging host ~30 us each, a tenth of a compute-bound kernel's time. One madvise
-  // (MADV_POPULATE_READ: a shared memfd mapping needs no write notification, so the pages come in
-  // writable) maps the block. Each block is tried once per mapping of it (a lock-free bit, cleared
-  // when Back(populate = false) or Restore puts other pages there); the bits only save system
-  // calls, correctness never depends on them. No-op for VRAM in a file (device memory).
-  // Thread-safe.
+  // nested-paging host ~30 us each, a tenth of a compute-bound kernel's time. One madvise maps the
+  // block, populated for write: VRAM is the GPU's working memory, almost always first reached by a
+  // copy or a kernel storing into it, and a page mapped for read pays a dirty-bit update at its
+  // first store (PopulatePages in base/os.h). Each block is tried once per mapping of it (a
+  // lock-free bit, cleared when Back(populate = false) or Restore puts other pages there); the bits
+  // only save system calls, correctness never depends on them. No-op for VRAM in a file (device
+  // memory). Thread-safe.
   void Prefault(uint64_t address);
   static constexpr uint64_t kPrefaultBlock = 128 << 10;  // the GPU's large page
   uint64_t prefaulted_blocks() const { return prefaulted_.load(std::memory_order_relaxed); }
@@ -118,13 +118,16 @@ class Vram {
 class PhysicalMemory {
  public:
   PhysicalMemory(Vram* vram, gpu::HostMemory* host) : vram_(vram), host_(host) {}
-  uint8_t* Resolve(gf100::vm::Target target, uint64_t address, uint64_t length) const {
+  // `write`: the direction of the access this resolution is for, a hint to host memory that comes
+  // in at first use (gpu::HostMemory::TranslateFor).
+  uint8_t* Resolve(gf100::vm::Target target, uint64_t address, uint64_t length,
+                   bool write = false) const {
     switch (target) {
       case gf100::vm::Target::kVram:
         return vram_->At(address, length);
       case gf100::vm::Target::kSysramSnooped:
       case gf100::vm::Target::kSysramNoSnoop:
-        return host_ != nullptr ? host_->Translate(address, length) : nullptr;
+        return host_ != nullptr ? host_->TranslateFor(address, length, write) : nullptr;
       case gf100::vm::Target::kInvalid:
         break;
     }

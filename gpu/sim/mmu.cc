@@ -74,8 +74,8 @@ uint8_t* Mmu::ResolveTable(vm::PdeTarget target, uint64_t address) const {
   return memory_->Resolve(ToTarget(target), address, vm::kEntrySize);
 }
 
-bool Mmu::Walk(const AddressSpace& space, uint64_t va, PageTranslation* out,
-               FaultReason* reason) const {
+bool Mmu::Walk(const AddressSpace& space, uint64_t va, PageTranslation* out, FaultReason* reason,
+               bool write) const {
   const int large_shift = large_page_shift();
   const int pde_shift = vm::kPdeShift(large_shift);
   const uint64_t pde_index = va >> pde_shift;
@@ -143,7 +143,7 @@ bool Mmu::Walk(const AddressSpace& space, uint64_t va, PageTranslation* out,
   // memory, or with the unused target 1, is (our choice) "not present": we never touch bytes we do
   // not own.
   const vm::Target target = vm::pte::TargetOf(pte);
-  uint8_t* page = memory_->Resolve(target, physical, vm::kSmallPageSize);
+  uint8_t* page = memory_->Resolve(target, physical, vm::kSmallPageSize, write);
   if (page == nullptr) {
     *reason = FaultReason::kPageNotPresent;
     return false;
@@ -157,7 +157,8 @@ bool Mmu::Walk(const AddressSpace& space, uint64_t va, PageTranslation* out,
   return true;
 }
 
-bool Mmu::Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, FaultReason* reason) {
+bool Mmu::Lookup(AddressSpace* space, uint64_t vpn, bool write, PageTranslation* out,
+                 FaultReason* reason) {
   const uint64_t id = space->id_;
   L0Entry& l0 = t_l0[L0Index(id, vpn)];
   auto fill_l0 = [&](const PageTranslation& t, uint64_t generation, uint64_t global_generation) {
@@ -188,7 +189,7 @@ bool Mmu::Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, FaultR
   // Miss: walk with the generations read above. A flush that lands during the walk makes the entry
   // we install stale at once, so a pre-flush PTE can never be served after the flush.
   walks_.fetch_add(1, std::memory_order_relaxed);
-  if (!Walk(*space, vpn << vm::kSmallPageShift, out, reason)) return false;
+  if (!Walk(*space, vpn << vm::kSmallPageShift, out, reason, write)) return false;
   {
     std::lock_guard lock(shard.mu);
     entry = {id, vpn, generation, global_generation, *out};
@@ -209,7 +210,7 @@ uint8_t* Mmu::TranslateSlow(AddressSpace* space, uint64_t limit, uint64_t va, ui
     reason = FaultReason::kVspaceLimit;
   } else {
     PageTranslation t;
-    if (Lookup(space, va >> vm::kSmallPageShift, &t, &reason) &&
+    if (Lookup(space, va >> vm::kSmallPageShift, write, &t, &reason) &&
         Permitted(t, write, privileged, &reason)) {
       return t.page + (va & (vm::kSmallPageSize - 1));
     }

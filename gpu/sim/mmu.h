@@ -106,9 +106,11 @@ class Mmu {
   uint8_t* TranslateRun(AddressSpace* space, uint64_t limit, uint64_t va, uint64_t length,
                         bool write, bool privileged, uint64_t* run, MemoryFault* fault);
 
-  // A page walk that bypasses the TLB (no fill). For the benchmark and tests.
+  // A page walk that bypasses the TLB (no fill). For the benchmark and tests, and for Lookup's
+  // misses; `write` is the direction of the access that needs it (a hint to host memory that comes
+  // in at first use, PhysicalMemory::Resolve).
   bool Walk(const AddressSpace& space, uint64_t va, PageTranslation* out,
-            gf100::FaultReason* reason) const;
+            gf100::FaultReason* reason, bool write = false) const;
 
   // TLB invalidation: one address space (every page of it), or every space.
   void FlushSpace(PageDirectory pd);
@@ -143,7 +145,8 @@ class Mmu {
 
   uint8_t* TranslateSlow(AddressSpace* space, uint64_t limit, uint64_t va, uint32_t length,
                          bool write, bool privileged, MemoryFault* fault);
-  bool Lookup(AddressSpace* space, uint64_t vpn, PageTranslation* out, gf100::FaultReason* reason);
+  bool Lookup(AddressSpace* space, uint64_t vpn, bool write, PageTranslation* out,
+              gf100::FaultReason* reason);
   uint8_t* ResolveTable(gf100::vm::PdeTarget target, uint64_t address) const;
 
   const PhysicalMemory* memory_;

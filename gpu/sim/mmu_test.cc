@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -78,6 +79,42 @@ TEST_F(SimMmuTest, AWalkToVramPrefaultsItsLargePageOnce) {
   ASSERT_NE(Tr(0x8000), nullptr);
   ASSERT_NE(Tr(0x5000), nullptr);
   EXPECT_EQ(vram_->prefaulted_blocks(), before + 1);
+}
+
+// Host memory that comes in at first use is told which way the access that walked to it goes
+// (gpu::HostMemory::TranslateFor), so the destination of a device-to-host copy can be brought in
+// for writing. Only a walk tells it: a TLB hit reaches no host memory.
+TEST_F(SimMmuTest, AWalkToSysramTellsHostMemoryTheAccessDirection) {
+  class Recording final : public gpu::HostMemory {
+   public:
+    explicit Recording(gpu::HostMemory* inner) : inner_(inner) {}
+    uint8_t* Translate(uint64_t bus_address, uint64_t length) override {
+      hints.push_back('?');
+      return inner_->Translate(bus_address, length);
+    }
+    uint8_t* TranslateFor(uint64_t bus_address, uint64_t length, bool write) override {
+      hints.push_back(write ? 'w' : 'r');
+      return inner_->Translate(bus_address, length);
+    }
+    std::string hints;
+
+   private:
+    gpu::HostMemory* inner_;
+  } recording(&host_);
+  PhysicalMemory memory(vram_.get(), &recording);
+  Mmu mmu(&memory);
+  AddressSpace* space = mmu.GetSpace({vm::Target::kVram, kPd});
+  ASSERT_NE(space, nullptr);
+  SetSmallPte(0x5000, vm::pte::Make(0x80001000, {false, false, vm::Target::kSysramSnooped, 0}));
+  SetSmallPte(0x6000, vm::pte::Make(0x80002000, {false, false, vm::Target::kSysramSnooped, 0}));
+  MemoryFault fault;
+  EXPECT_EQ(mmu.Translate(space, vm::kVaLimit - 1, 0x5010, 4, true, false, &fault),
+            host_buffer_ + 0x1010);
+  EXPECT_EQ(mmu.Translate(space, vm::kVaLimit - 1, 0x6000, 4, false, false, &fault),
+            host_buffer_ + 0x2000);
+  EXPECT_EQ(mmu.Translate(space, vm::kVaLimit - 1, 0x5020, 4, false, false, &fault),
+            host_buffer_ + 0x1020);  // cached
+  EXPECT_EQ(recording.hints, "wr");
 }
 
 TEST_F(SimMmuTest, FaultReasons) {
