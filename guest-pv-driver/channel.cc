@@ -235,6 +235,7 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb, std::span<const CommandSegme
     pb_head_ = offset + bytes;
     next_sequence_ = sequence + 1;
     last_sequence_.store(sequence, std::memory_order_release);
+    host_visible_sequence_.store(sequence, std::memory_order_release);
     return Fence{chid_, sequence};
   }
   auto push_entry = [&](uint64_t va, uint32_t words) {
@@ -249,6 +250,7 @@ Result<Fence> Channel::Impl::Submit(PushBuffer& pb, std::span<const CommandSegme
   pb_head_ = offset + bytes;
   next_sequence_ = sequence + 1;
   last_sequence_.store(sequence, std::memory_order_release);
+  host_visible_sequence_.store(sequence, std::memory_order_release);
   // The commands and the IB entry must be in memory before the GPU learns of IB_PUT.
   std::atomic_thread_fence(std::memory_order_release);
   drv_->bus()->Write32(Bar::k1, drv_->user_bar1(chid_) + userd::kIbPut, ib_put_);
@@ -501,14 +503,40 @@ Result<std::shared_ptr<AllocRecord>> Channel::Impl::Staging(uint64_t bytes) {
   return staging_;
 }
 
+Status Channel::Impl::CopyInline(uint64_t dst_va, const void* src, uint64_t bytes) {
+  // CUDA synchronizes the stream before a copy from pageable memory, and returns once the source
+  // is captured (here: in the pushbuffer), not once the bytes are in place. Earlier inline copies
+  // are not waited for: nothing but later GPU work, which runs behind them, can read what they
+  // wrote. So a run of small uploads costs no round trip to the GPU each.
+  const uint32_t visible = host_visible_sequence_.load(std::memory_order_acquire);
+  if (visible != 0) {
+    GPUVM_RETURN_IF_ERROR(WaitSequence(visible, ctx_->options().default_timeout));
+  }
+  std::vector<uint32_t> words((bytes + 3) / 4, 0);
+  std::memcpy(words.data(), src, bytes);
+  std::lock_guard lock(mu_);
+  const uint32_t before = host_visible_sequence_.load(std::memory_order_relaxed);
+  PushBuffer pb;
+  pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(dst_va), Lo(dst_va)});
+  pb.Inc(kSubcM2mf, m2mf::kLineLengthIn, {uint32_t(bytes), 1});
+  pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecPush | m2mf::kExecLinearOut);
+  pb.NonInc(kSubcM2mf, m2mf::kData, words);
+  GPUVM_ASSIGN_OR_RETURN(const Fence fence, Submit(pb));
+  (void)fence;
+  host_visible_sequence_.store(before, std::memory_order_release);  // it wrote VRAM only
+  return ctx_->status();
+}
+
 Status Channel::Impl::CopyHostToDevice(uint64_t dst_va, const void* src, uint64_t bytes) {
   GPUVM_RETURN_IF_ERROR(CheckUsable());
   if (src == nullptr && bytes != 0) return Status::InvalidArgument("null host pointer");
   GPUVM_ASSIGN_OR_RETURN(auto dst, ctx_->Lookup(dst_va, bytes, false));
   if (bytes == 0) return Status::Ok();
   const auto timeout = ctx_->options().default_timeout;
-  GPUVM_RETURN_IF_ERROR(Synchronize(timeout));  // ordered after this channel's earlier work
   const uint64_t dst_off = dst_va - dst->va;
+  // Ordering: the paths where the GPU copies run behind this channel's earlier work and wait for
+  // the copy, so that work is done when they return (CUDA's stream synchronization of a
+  // synchronous copy); the CPU paths wait for it first.
   // 1. Source in pinned/registered memory of this context: one DMA.
   if (auto host = ctx_->LookupHost(src, bytes)) {
     const uint64_t src_va = host->va + (static_cast<const uint8_t*>(src) - host->host);
@@ -517,15 +545,19 @@ Status Channel::Impl::CopyHostToDevice(uint64_t dst_va, const void* src, uint64_
   }
   // 2. Destination is host memory itself: the CPU copies.
   if (!dst->is_vram()) {
+    GPUVM_RETURN_IF_ERROR(Synchronize(timeout));
     std::memmove(dst->host + dst_off, src, bytes);
     return Status::Ok();
   }
-  // 3. Small: through BAR1 (Gdev's path for transfers up to 4 KiB).
   if (bytes <= ctx_->options().bar1_copy_threshold) {
+    // 3. Small: through BAR1 (Gdev's path for transfers up to 4 KiB).
     if (const uint64_t bar1 = ctx_->EnsureBar1(dst.get())) {
+      GPUVM_RETURN_IF_ERROR(Synchronize(timeout));
       GPUVM_RETURN_IF_ERROR(drv_->bus()->WriteBlock(Bar::k1, bar1 + dst_off, src, bytes));
       return ctx_->status();
     }
+    // 3b. Small, no BAR1 (DRM mode): the bytes ride in the pushbuffer.
+    if (drv_->drm() != nullptr) return CopyInline(dst_va, src, bytes);
   }
   // 4. Staged through the two halves of the bounce buffer, copy i+1 filling while copy i runs.
   // The buffer is the channel's: one staged copy at a time (other work still submits meanwhile).
@@ -559,19 +591,22 @@ Status Channel::Impl::CopyDeviceToHost(void* dst, uint64_t src_va, uint64_t byte
   GPUVM_ASSIGN_OR_RETURN(auto src, ctx_->Lookup(src_va, bytes, false));
   if (bytes == 0) return Status::Ok();
   const auto timeout = ctx_->options().default_timeout;
-  GPUVM_RETURN_IF_ERROR(Synchronize(timeout));
   const uint64_t src_off = src_va - src->va;
+  // Ordering as in CopyHostToDevice: a GPU copy's wait covers the channel's earlier work (one wait
+  // instead of two: the first read after a kernel waits for the kernel and the copy at once).
   if (auto host = ctx_->LookupHost(dst, bytes)) {
     const uint64_t dst_va = host->va + (static_cast<uint8_t*>(dst) - host->host);
     GPUVM_ASSIGN_OR_RETURN(Fence f, CopyAsync(dst_va, src_va, bytes));
     return Wait(f, timeout);
   }
   if (!src->is_vram()) {
+    GPUVM_RETURN_IF_ERROR(Synchronize(timeout));
     std::memmove(dst, src->host + src_off, bytes);
     return Status::Ok();
   }
   if (bytes <= ctx_->options().bar1_copy_threshold) {
     if (const uint64_t bar1 = ctx_->EnsureBar1(src.get())) {
+      GPUVM_RETURN_IF_ERROR(Synchronize(timeout));
       GPUVM_RETURN_IF_ERROR(drv_->bus()->ReadBlock(Bar::k1, bar1 + src_off, dst, bytes));
       return ctx_->status();
     }

@@ -442,6 +442,9 @@ class Channel::Impl {
   // Copy commands for [src, src + bytes) -> [dst, ...), appended to `pb`.
   void EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes);
   void EmitMemset(PushBuffer& pb, uint64_t dst_va, uint32_t pattern, uint64_t bytes);
+  // A small host-to-device copy with its bytes inline in the pushbuffer (M2MF PUSH): no staging,
+  // no wait for the GPU. For DRM mode, where user space has no BAR1 to write through.
+  Status CopyInline(uint64_t dst_va, const void* src, uint64_t bytes);
   Status CheckUsable() const;
   // The bounce buffer, grown so a copy of `bytes` fits in one half, up to
   // ContextOptions::staging_bytes (staging_mu_ and mu_ held).
@@ -471,6 +474,10 @@ class Channel::Impl {
   ReportSlot query_;  // compute QUERY after each launch
   uint32_t next_sequence_ = 1;
   std::atomic<uint32_t> last_sequence_{0};
+  // The last submission whose effects the host could see before a later one completes: all but
+  // inline copies into VRAM, which only later work on the GPU (ordered behind them) can read. The
+  // stream synchronization CUDA does before a pageable host-to-device copy waits for this one.
+  std::atomic<uint32_t> host_visible_sequence_{0};
   std::shared_ptr<AllocRecord> cb_;  // constant bank 0 (kernel parameters)
   std::shared_ptr<AllocRecord> temp_;
   std::shared_ptr<AllocRecord> staging_;
