@@ -100,6 +100,21 @@ GPUVM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
+GPUVM_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long* id) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx == nullptr) {
+    CUctx_st* current;
+    if ((r = Current(&current, /*check_health=*/false)) != CUDA_SUCCESS) return r;
+    ctx = current;
+  } else if (!Process::Get().IsLive(ctx, Process::Kind::kContext)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *id = ctx->id;
+  return CUDA_SUCCESS;
+}
+
 GPUVM_EXPORT CUresult cuCtxSynchronize(void) {
   CUctx_st* ctx;
   CUresult r = Current(&ctx, /*check_health=*/false);

@@ -158,6 +158,16 @@ int DynamicSharedLeft(const CUfunc_st* f) {
 }
 }  // namespace
 
+// The kernel's name as its module names it (nvcc's: the mangled name); valid while the module is
+// loaded.
+GPUVM_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
+  CUresult r = CheckInit(name == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(f, Process::Kind::kFunction)) return CUDA_ERROR_INVALID_HANDLE;
+  *name = f->kernel->name.c_str();
+  return CUDA_SUCCESS;
+}
+
 GPUVM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction f) {
   using namespace gpuvm::guest;
   CUresult r = CheckInit(pi == nullptr);

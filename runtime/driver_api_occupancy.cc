@@ -120,6 +120,27 @@ GPUVM_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
   return MaxActiveBlocks(num_blocks, f, block_size, dynamic_shared, flags);
 }
 
+// The most dynamic shared memory a block may use so that `num_blocks` blocks of `block_size`
+// threads are resident on one multiprocessor at once; 0 when that many do not fit even without it.
+GPUVM_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamic_shared, CUfunction f,
+                                                              int num_blocks, int block_size) {
+  if (dynamic_shared == nullptr || num_blocks <= 0 || block_size <= 0) return CheckInit(true);
+  Limits l;
+  CUresult r = LimitsFor(f, &l);
+  if (r != CUDA_SUCCESS) return r;
+  if (ActiveBlocks(l, block_size, 0) < num_blocks) {
+    *dynamic_shared = 0;
+    return CUDA_SUCCESS;
+  }
+  // Each block's shared memory is allocated in 128-byte units: the share of one block, rounded
+  // down to a unit, less what the kernel declares statically.
+  const long long share = (long long)l.shared_per_sm / num_blocks / 128 * 128;
+  long long dynamic = std::max(0ll, share - l.static_shared);
+  while (dynamic > 0 && ActiveBlocks(l, block_size, size_t(dynamic)) < num_blocks) dynamic -= 128;
+  *dynamic_shared = size_t(std::max(0ll, dynamic));
+  return CUDA_SUCCESS;
+}
+
 GPUVM_EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block_size, CUfunction f,
                                                        CUoccupancyB2DSize dynamic_of,
                                                        size_t dynamic_shared, int limit) {

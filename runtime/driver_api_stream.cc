@@ -90,6 +90,124 @@ GPUVM_EXPORT CUresult cuStreamWaitEvent(CUstream handle, CUevent event, unsigned
   return ContextError(ctx, s->channel->WaitEvent(event->event));
 }
 
+// ---- stream queries, priorities ----
+
+namespace {
+
+// The stream a query names: a stream of any live context, or for the special handles (null,
+// CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) the current context's null stream.
+CUresult QueriedStream(CUstream handle, CUstream_st** out) {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    CUctx_st* ctx;
+    CUresult r = Current(&ctx, /*check_health=*/false);
+    if (r != CUDA_SUCCESS) return r;
+    *out = ctx->default_stream.get();
+    return CUDA_SUCCESS;
+  }
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!Process::Get().IsLive(handle, Process::Kind::kStream)) return CUDA_ERROR_INVALID_HANDLE;
+  *out = handle;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// The device has no stream priorities: CUDA's range for such a device is [0, 0], and a priority
+// outside the range is clamped into it.
+GPUVM_EXPORT CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = 0;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags, int priority) {
+  (void)priority;  // clamped to the range [0, 0]
+  return cuStreamCreate(out, flags);
+}
+
+GPUVM_EXPORT CUresult cuStreamGetPriority(CUstream handle, int* priority) {
+  CUstream_st* s;
+  CUresult r = QueriedStream(handle, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *priority = 0;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream handle, int* priority) {
+  return cuStreamGetPriority(handle, priority);
+}
+
+GPUVM_EXPORT CUresult cuStreamGetFlags(CUstream handle, unsigned int* flags) {
+  CUstream_st* s;
+  CUresult r = QueriedStream(handle, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *flags = s->flags;  // the null stream's: CU_STREAM_DEFAULT
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream handle, unsigned int* flags) {
+  return cuStreamGetFlags(handle, flags);
+}
+
+GPUVM_EXPORT CUresult cuStreamGetCtx(CUstream handle, CUcontext* ctx) {
+  CUstream_st* s;
+  CUresult r = QueriedStream(handle, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = s->ctx;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream handle, CUcontext* ctx) {
+  return cuStreamGetCtx(handle, ctx);
+}
+
+GPUVM_EXPORT CUresult cuStreamGetCtx_v2(CUstream handle, CUcontext* ctx, CUgreenCtx* green) {
+  if (ctx == nullptr || green == nullptr) {
+    CUresult r = CheckInit();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = cuStreamGetCtx(handle, ctx);
+  if (r == CUDA_SUCCESS) *green = nullptr;  // no green contexts are made
+  return r;
+}
+
+GPUVM_EXPORT CUresult cuStreamGetCtx_v2_ptsz(CUstream handle, CUcontext* ctx, CUgreenCtx* green) {
+  return cuStreamGetCtx_v2(handle, ctx, green);
+}
+
+GPUVM_EXPORT CUresult cuStreamGetId(CUstream handle, unsigned long long* id) {
+  CUstream_st* s;
+  CUresult r = QueriedStream(handle, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *id = s->id;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamGetId_ptsz(CUstream handle, unsigned long long* id) {
+  return cuStreamGetId(handle, id);
+}
+
+GPUVM_EXPORT CUresult cuStreamGetDevice(CUstream handle, CUdevice* device) {
+  CUstream_st* s;
+  CUresult r = QueriedStream(handle, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *device = s->ctx->device;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream handle, CUdevice* device) {
+  return cuStreamGetDevice(handle, device);
+}
+
 // ---- events ----
 
 GPUVM_EXPORT CUresult cuEventCreate(CUevent* out, unsigned int flags) {

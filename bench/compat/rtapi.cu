@@ -2,8 +2,10 @@
 // (cudaGetDeviceCount, cudaSetDevice, cudaGetDeviceProperties, cudaDeviceGetAttribute), pinned
 // buffers, a stream with cudaMemcpyAsync both ways around a kernel, events timing the stream,
 // cudaDeviceSynchronize, and every call checked; also the occupancy API's block size, a host
-// function on the stream (cudaLaunchHostFunc), a 2D copy of a window (cudaMemcpy2DAsync), and every
-// other launch made with cudaLaunchKernelEx and launch attributes. The
+// function on the stream (cudaLaunchHostFunc), a 2D copy of a window (cudaMemcpy2DAsync), every
+// other launch made with cudaLaunchKernelEx and launch attributes, and the stream made as
+// multi-GPU-aware samples make it: a peer check of every device pair and a stream created with the
+// greatest priority of the device's range. The
 // kernel is a y = a*x + y over integers (exact on any device), repeated `reps` times on the
 // stream; the host checks every element.
 #include <cstdint>
@@ -69,8 +71,34 @@ void Run(Size size, Report& report) {
   CHECK_CUDA(report, cudaMallocHost(&h_y, bytes));
   CHECK_CUDA(report, cudaMalloc(&d_x, bytes));
   CHECK_CUDA(report, cudaMalloc(&d_y, bytes));
+  // As the multi-GPU-aware samples do: peer access between every pair of devices where it is
+  // possible (with one device there is no pair), then a stream of the highest priority.
+  for (int a = 0; a < count; ++a) {
+    for (int b = 0; b < count; ++b) {
+      if (a == b) continue;
+      int can = 0;
+      CHECK_CUDA(report, cudaDeviceCanAccessPeer(&can, a, b));
+      if (can) {
+        CHECK_CUDA(report, cudaSetDevice(a));
+        CHECK_CUDA(report, cudaDeviceEnablePeerAccess(b, 0));
+      }
+    }
+  }
+  CHECK_CUDA(report, cudaSetDevice(dev));
+  int least_priority = 0, greatest_priority = 0;
+  CHECK_CUDA(report, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  CHECK_VALUE(report, greatest_priority <= least_priority, "stream priority range upside down");
   cudaStream_t stream;
-  CHECK_CUDA(report, cudaStreamCreate(&stream));
+  CHECK_CUDA(report,
+             cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest_priority));
+  int priority = least_priority + 1;
+  unsigned stream_flags = 0;
+  CHECK_CUDA(report, cudaStreamGetPriority(stream, &priority));
+  CHECK_CUDA(report, cudaStreamGetFlags(stream, &stream_flags));
+  CHECK_VALUE(report, priority >= greatest_priority && priority <= least_priority,
+              "the stream's priority is outside the device's range");
+  CHECK_VALUE(report, stream_flags == cudaStreamNonBlocking,
+              "the stream's flags are not the ones it was made with");
   cudaEvent_t start, stop;
   CHECK_CUDA(report, cudaEventCreate(&start));
   CHECK_CUDA(report, cudaEventCreate(&stop));
@@ -112,8 +140,8 @@ void Run(Size size, Report& report) {
     config.stream = stream;
     config.attrs = attrs;
     config.numAttrs = 2;
-    CHECK_CUDA(report, cudaLaunchKernelEx(&config, axpy, s.n, r + 2,
-                                          static_cast<const int*>(d_x), d_y));
+    CHECK_CUDA(report,
+               cudaLaunchKernelEx(&config, axpy, s.n, r + 2, static_cast<const int*>(d_x), d_y));
   }
   report.Enter(Phase::kDtoH);
   CHECK_CUDA(report, cudaMemcpyAsync(h_y, d_y, bytes, cudaMemcpyDeviceToHost, stream));

@@ -14,6 +14,12 @@
 #include "runtime/fatbin/fatbin.h"
 
 namespace gpuvm::runtime {
+
+uint64_t NextObjectId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 namespace {
 
 // The PTX target the JIT asks fat binaries for (docs/RUNTIME.md "Compute capability").

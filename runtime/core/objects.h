@@ -37,9 +37,13 @@
 
 namespace gpuvm::runtime {
 struct Capture;  // a stream capture in progress (runtime/driver_api_graph.cc)
-}
+// The next id of a context or stream (cuCtxGetId, cuStreamGetId): unique in the process, from 1,
+// never reused. Thread-safe.
+uint64_t NextObjectId();
+}  // namespace gpuvm::runtime
 
 struct CUstream_st {
+  const uint64_t id = gpuvm::runtime::NextObjectId();
   CUctx_st* ctx = nullptr;
   gpuvm::guest::Channel* channel = nullptr;
   unsigned flags = 0;
@@ -102,6 +106,7 @@ struct CUmod_st {
 };
 
 struct CUctx_st {
+  const uint64_t id = gpuvm::runtime::NextObjectId();
   CUdevice device = 0;
   unsigned flags = 0;
   bool primary = false;

@@ -494,6 +494,20 @@ cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig);
 cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache* pCacheConfig);
 cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t* pValue, enum cudaLimit limit);
 cudaError_t CUDARTAPI cudaDeviceSetLimit(enum cudaLimit limit, size_t value);
+/* Peer access: one device, so no device is another's peer (values are CUDA's). */
+enum cudaDeviceP2PAttr {
+  cudaDevP2PAttrPerformanceRank = 1,
+  cudaDevP2PAttrAccessSupported = 2,
+  cudaDevP2PAttrNativeAtomicSupported = 3,
+  cudaDevP2PAttrCudaArrayAccessSupported = 4
+};
+cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice);
+cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags);
+cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice);
+cudaError_t CUDARTAPI cudaDeviceGetP2PAttribute(int* value, enum cudaDeviceP2PAttr attr,
+                                                int srcDevice, int dstDevice);
+/* Stream priorities: none on this device, so [0, 0] (see cuCtxGetStreamPriorityRange). */
+cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 cudaError_t CUDARTAPI cudaProfilerStart(void);
 cudaError_t CUDARTAPI cudaProfilerStop(void);
 
@@ -564,6 +578,10 @@ cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t
 cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width,
                                         size_t height, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms* p);
+cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice,
+                                     size_t count);
+cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
+                                          size_t count, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
 
 /* ---- streams and events ---- */
@@ -572,6 +590,12 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned 
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream);
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream);
+cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags,
+                                                   int priority);
+cudaError_t CUDARTAPI cudaStreamGetPriority(cudaStream_t hStream, int* priority);
+cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags);
+cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t hStream, unsigned long long* streamId);
+cudaError_t CUDARTAPI cudaStreamGetDevice(cudaStream_t hStream, int* device);
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                           unsigned int flags);
 cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event);
@@ -592,6 +616,7 @@ cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallb
 cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                        size_t sharedMem, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func);
+cudaError_t CUDARTAPI cudaFuncGetName(const char** name, const void* func);
 cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache cacheConfig);
 cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr,
                                            int value);
@@ -603,6 +628,9 @@ cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBloc
                                                                     size_t dynamicSMemSize);
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
+cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize,
+                                                                const void* func, int numBlocks,
+                                                                int blockSize);
 struct cudaChannelFormatDesc CUDARTAPI cudaCreateChannelDesc(int x, int y, int z, int w,
                                                              enum cudaChannelFormatKind f);
 

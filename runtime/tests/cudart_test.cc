@@ -468,6 +468,83 @@ TEST_F(RuntimeCudart, LaunchErrors) {
   (void)cudaGetLastError();
 }
 
+// Peer access with one device's answers, peer copies within it, stream priorities and queries,
+// kernel names and the dynamic shared memory that keeps a number of blocks resident.
+TEST_F(RuntimeCudart, PeerAccessStreamQueriesAndKernelNames) {
+  int can = -1;
+  ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+  EXPECT_EQ(can, 0);
+  EXPECT_EQ(cudaDeviceCanAccessPeer(&can, 0, 1), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice);  // not its own peer
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(3, 0), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaDeviceDisablePeerAccess(0), cudaErrorPeerAccessNotEnabled);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessNotEnabled);
+  int value = -1;
+  EXPECT_EQ(cudaDeviceGetP2PAttribute(&value, cudaDevP2PAttrAccessSupported, 0, 0),
+            cudaErrorInvalidDevice);
+
+  constexpr size_t kN = 3000;
+  std::vector<uint8_t> src(kN), back(kN, 0);
+  for (size_t i = 0; i < kN; ++i) src[i] = uint8_t(i * 13 + 1);
+  void *a, *b;
+  ASSERT_EQ(cudaMalloc(&a, kN), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, kN), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(a, src.data(), kN, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyPeer(b, 0, a, 0, kN), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), b, kN, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(cudaMemcpyPeer(b, 1, a, 0, kN), cudaErrorInvalidDevice);
+
+  int least = -1, greatest = -1;
+  ASSERT_EQ(cudaDeviceGetStreamPriorityRange(&least, &greatest), cudaSuccess);
+  EXPECT_EQ(least, 0);
+  EXPECT_EQ(greatest, 0);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest - 1), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(b, 0, kN, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyPeerAsync(b, 0, a, 0, 10, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), b, 11, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(back.data(), src.data(), 10), 0);
+  EXPECT_EQ(back[10], 0);
+  int priority = -1;
+  unsigned flags = 0;
+  unsigned long long id = 0, null_id = 0;
+  int device = -1;
+  ASSERT_EQ(cudaStreamGetPriority(s, &priority), cudaSuccess);
+  EXPECT_EQ(priority, 0);
+  ASSERT_EQ(cudaStreamGetFlags(s, &flags), cudaSuccess);
+  EXPECT_EQ(flags, unsigned(cudaStreamNonBlocking));
+  ASSERT_EQ(cudaStreamGetId(s, &id), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId(nullptr, &null_id), cudaSuccess);
+  EXPECT_NE(id, null_id);
+  ASSERT_EQ(cudaStreamGetDevice(s, &device), cudaSuccess);
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(cudaStreamGetFlags(s, nullptr), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamGetId(s, &id), cudaErrorInvalidResourceHandle);
+
+  const char* name = nullptr;
+  ASSERT_EQ(cudaFuncGetName(&name, reinterpret_cast<const void*>(&vadd_stub)), cudaSuccess);
+  EXPECT_STREQ(name, "vadd");
+  EXPECT_EQ(cudaFuncGetName(&name, reinterpret_cast<const void*>(&unregistered_stub)),
+            cudaErrorInvalidDeviceFunction);
+  size_t dynamic = 0;
+  ASSERT_EQ(cudaOccupancyAvailableDynamicSMemPerBlock(
+                &dynamic, reinterpret_cast<const void*>(&vadd_stub), 2, 128),
+            cudaSuccess);
+  int blocks = 0;
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &blocks, reinterpret_cast<const void*>(&vadd_stub), 128, dynamic),
+            cudaSuccess);
+  EXPECT_GE(blocks, 2);
+  EXPECT_GT(dynamic, 0u);
+  ASSERT_EQ(cudaFree(a), cudaSuccess);
+  ASSERT_EQ(cudaFree(b), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
 TEST_F(RuntimeCudart, MemoryErrors) {
   void* d = reinterpret_cast<void*>(1);
   ASSERT_EQ(cudaMalloc(&d, 0), cudaSuccess);

@@ -2,7 +2,9 @@
 // libcuda.so.1 and our cuda.h only): pitched allocations, 2D and 3D copies between every kind of
 // memory and 2D memsets (RuntimePitched); occupancy from the device's limits and the kernel's
 // registers and shared memory (RuntimeOccupancy); host functions and callbacks on streams, in order
-// with the stream's work (RuntimeHostFunctions).
+// with the stream's work (RuntimeHostFunctions); peer access with one device's answers and copies
+// between contexts (RuntimePeer); stream priorities and queries, context ids, kernel names
+// (RuntimeStreamQueries).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -293,6 +295,32 @@ TEST_F(RuntimeOccupancy, BlocksPerMultiprocessorFollowTheDeviceLimits) {
       CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, vadd_, 32, 0, 0x10),
             CUDA_ERROR_INVALID_VALUE);
+}
+
+// The most dynamic shared memory that lets `n` blocks of 100 threads stay resident together: one
+// 128-byte unit more and fewer fit; more blocks than the SM takes at all get 0.
+TEST_F(RuntimeOccupancy, AvailableDynamicSharedMemoryKeepsThatManyBlocksResident) {
+  for (const int n : {1, 2, 3, 5}) {
+    SCOPED_TRACE(n);
+    size_t bytes = 0;
+    ASSERT_CU(cuOccupancyAvailableDynamicSMemPerBlock(&bytes, vadd_, n, 100));
+    ASSERT_GT(bytes, 0u);
+    int blocks = 0;
+    ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, vadd_, 100, bytes));
+    EXPECT_GE(blocks, n);
+    ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, vadd_, 100, bytes + 128));
+    EXPECT_LT(blocks, n);
+  }
+  size_t bytes = 1;
+  ASSERT_CU(cuOccupancyAvailableDynamicSMemPerBlock(&bytes, vadd_, 9, 100));  // 8 blocks per SM
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(cuOccupancyAvailableDynamicSMemPerBlock(nullptr, vadd_, 1, 100),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuOccupancyAvailableDynamicSMemPerBlock(&bytes, vadd_, 0, 100),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      cuOccupancyAvailableDynamicSMemPerBlock(&bytes, reinterpret_cast<CUfunction>(&bytes), 1, 100),
+      CUDA_ERROR_INVALID_HANDLE);
 }
 
 size_t FortyBytesPerThread(int block) { return size_t(block) * 40; }
@@ -684,6 +712,166 @@ TEST_F(RuntimeMoreCopies, UnifiedCopiesTellHostFromDeviceByThePointer) {
   EXPECT_EQ(back[kN - 1], 9);
   ASSERT_CU(cuMemFree(a));
   ASSERT_CU(cuMemFree(b));
+}
+
+// ---- peer access, one device ----
+
+using RuntimePeer = RuntimeExtras;
+
+TEST_F(RuntimePeer, OneDeviceIsNoPeerOfItselfAndContextsGetNoPeerAccess) {
+  int can = -1;
+  ASSERT_CU(cuDeviceCanAccessPeer(&can, dev_, dev_));
+  EXPECT_EQ(can, 0);
+  EXPECT_EQ(cuDeviceCanAccessPeer(&can, dev_, 7), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceCanAccessPeer(nullptr, dev_, dev_), CUDA_ERROR_INVALID_VALUE);
+  int value = -1;
+  EXPECT_EQ(cuDeviceGetP2PAttribute(&value, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, dev_, dev_),
+            CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(value, -1);
+
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));  // now current
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  EXPECT_EQ(cuCtxEnablePeerAccess(other, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+  EXPECT_EQ(cuCtxEnablePeerAccess(other, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxEnablePeerAccess(ctx_, 0), CUDA_ERROR_INVALID_CONTEXT);  // itself
+  EXPECT_EQ(cuCtxEnablePeerAccess(reinterpret_cast<CUcontext>(&can), 0),
+            CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxDisablePeerAccess(other), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  EXPECT_EQ(cuCtxDisablePeerAccess(reinterpret_cast<CUcontext>(&can)), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuCtxDestroy(other));
+}
+
+TEST_F(RuntimePeer, CopiesWithinAContextAndBetweenTwo) {
+  constexpr size_t kN = (5 << 20) + 123;  // more than one 4 MiB bounce chunk
+  std::vector<uint8_t> src(kN), back(kN, 0);
+  for (size_t i = 0; i < kN; ++i) src[i] = uint8_t(i * 31 + i / 4096);
+  CUdeviceptr a, b;
+  ASSERT_CU(cuMemAlloc(&a, kN));
+  ASSERT_CU(cuMemAlloc(&b, kN));
+  ASSERT_CU(cuMemcpyHtoD(a, src.data(), kN));
+  // Within one context: a device-to-device copy, synchronous or on a stream.
+  ASSERT_CU(cuMemcpyPeer(b, ctx_, a, ctx_, kN));
+  ASSERT_CU(cuMemcpyDtoH(back.data(), b, kN));
+  EXPECT_EQ(back, src);
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuMemsetD8(b, 0, kN));
+  ASSERT_CU(cuMemcpyPeerAsync(b + 1, ctx_, a, ctx_, 100, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  ASSERT_CU(cuMemcpyDtoH(back.data(), b, 101));
+  EXPECT_EQ(back[0], 0);
+  EXPECT_EQ(std::memcmp(back.data() + 1, src.data(), 100), 0);
+
+  // Into a second context's memory (its own address space) and back out of it.
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  CUdeviceptr c;
+  ASSERT_CU(cuMemAlloc(&c, kN));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  ASSERT_CU(cuMemcpyPeer(c, other, a, ctx_, kN));
+  ASSERT_CU(cuMemsetD8(a, 0, kN));
+  ASSERT_CU(cuMemcpyPeerAsync(a, ctx_, c, other, kN, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  std::fill(back.begin(), back.end(), 0);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), a, kN));
+  EXPECT_EQ(back, src);
+  // Refused whole: a range past either allocation, a dead context; nothing copied.
+  ASSERT_CU(cuMemsetD8(a, 0, kN));
+  EXPECT_EQ(cuMemcpyPeer(a, ctx_, c + 1, other, kN), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyPeer(a, reinterpret_cast<CUcontext>(&back), c, other, 8),
+            CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), a, 64));
+  EXPECT_EQ(back[0], 0);
+  EXPECT_EQ(back[63], 0);
+  ASSERT_CU(cuCtxDestroy(other));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  EXPECT_EQ(cuMemcpyPeer(a, ctx_, b, other, 8), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(a));
+  ASSERT_CU(cuMemFree(b));
+}
+
+// ---- stream priorities and queries, context ids, kernel names ----
+
+using RuntimeStreamQueries = RuntimeExtras;
+
+TEST_F(RuntimeStreamQueries, PrioritiesFlagsContextsIdsAndDevices) {
+  int least = -9, greatest = -9;
+  ASSERT_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+  EXPECT_EQ(least, 0);  // no priorities on this device: CUDA's [0, 0]
+  EXPECT_EQ(greatest, 0);
+  ASSERT_CU(cuCtxGetStreamPriorityRange(nullptr, &greatest));
+
+  CUstream a, b;
+  ASSERT_CU(cuStreamCreateWithPriority(&a, CU_STREAM_NON_BLOCKING, -5));  // clamped to 0
+  ASSERT_CU(cuStreamCreate(&b, CU_STREAM_DEFAULT));
+  int priority = -1;
+  ASSERT_CU(cuStreamGetPriority(a, &priority));
+  EXPECT_EQ(priority, 0);
+  ASSERT_CU(cuStreamGetPriority(nullptr, &priority));
+  EXPECT_EQ(priority, 0);
+  unsigned flags = 99;
+  ASSERT_CU(cuStreamGetFlags(a, &flags));
+  EXPECT_EQ(flags, unsigned(CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamGetFlags(b, &flags));
+  EXPECT_EQ(flags, unsigned(CU_STREAM_DEFAULT));
+  ASSERT_CU(cuStreamGetFlags(CU_STREAM_LEGACY, &flags));
+  EXPECT_EQ(flags, unsigned(CU_STREAM_DEFAULT));
+
+  CUcontext c = nullptr;
+  ASSERT_CU(cuStreamGetCtx(a, &c));
+  EXPECT_EQ(c, ctx_);
+  ASSERT_CU(cuStreamGetCtx(nullptr, &c));
+  EXPECT_EQ(c, ctx_);
+  CUgreenCtx green = reinterpret_cast<CUgreenCtx>(&c);
+  ASSERT_CU(cuStreamGetCtx_v2(b, &c, &green));
+  EXPECT_EQ(c, ctx_);
+  EXPECT_EQ(green, nullptr);
+  CUdevice d = -1;
+  ASSERT_CU(cuStreamGetDevice(a, &d));
+  EXPECT_EQ(d, dev_);
+
+  unsigned long long ia = 0, ia2 = 0, ib = 0, inull = 0, ilegacy = 0;
+  ASSERT_CU(cuStreamGetId(a, &ia));
+  ASSERT_CU(cuStreamGetId(a, &ia2));
+  ASSERT_CU(cuStreamGetId(b, &ib));
+  ASSERT_CU(cuStreamGetId(nullptr, &inull));
+  ASSERT_CU(cuStreamGetId(CU_STREAM_LEGACY, &ilegacy));
+  EXPECT_NE(ia, 0u);
+  EXPECT_EQ(ia, ia2);
+  EXPECT_NE(ia, ib);
+  EXPECT_NE(inull, ia);
+  EXPECT_EQ(inull, ilegacy);  // the null stream is the legacy stream
+
+  unsigned long long mine = 0, theirs = 0, current = 0;
+  ASSERT_CU(cuCtxGetId(ctx_, &mine));
+  ASSERT_CU(cuCtxGetId(nullptr, &current));
+  EXPECT_EQ(mine, current);
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  ASSERT_CU(cuCtxGetId(other, &theirs));
+  EXPECT_NE(mine, theirs);
+  ASSERT_CU(cuCtxDestroy(other));
+  EXPECT_EQ(cuCtxGetId(other, &theirs), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+
+  // Bad arguments and dead handles.
+  EXPECT_EQ(cuStreamGetFlags(a, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamGetId(a, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamGetCtx_v2(a, &c, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxGetId(ctx_, nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamDestroy(a));
+  EXPECT_EQ(cuStreamGetPriority(a, &priority), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamGetId(a, &ia), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamCreateWithPriority(&a, 0x40, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamDestroy(b));
+
+  const char* name = nullptr;
+  ASSERT_CU(cuFuncGetName(&name, vadd_));
+  EXPECT_STREQ(name, "vadd");
+  EXPECT_EQ(cuFuncGetName(nullptr, vadd_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(&name)), CUDA_ERROR_INVALID_HANDLE);
 }
 
 }  // namespace

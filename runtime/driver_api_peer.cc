@@ -1,0 +1,140 @@
+// libcuda.so.1, peer access with the answers of a single device: no device is another's peer (a
+// device is not its own peer: cuDeviceCanAccessPeer says 0 and a P2P attribute query of a device
+// with itself is CUDA_ERROR_INVALID_DEVICE, as CUDA documents), so enabling access from a context
+// to another context is CUDA_ERROR_PEER_ACCESS_UNSUPPORTED and disabling it
+// CUDA_ERROR_PEER_ACCESS_NOT_ENABLED. Copies between contexts (cuMemcpyPeer) work: within one
+// context they are device-to-device copies; between two (two GPU address spaces here) they are
+// staged through host memory after both contexts' earlier work.
+//
+// Threading: every entry point may be called from any thread (see runtime/core/objects.h).
+#include <algorithm>
+#include <vector>
+
+#include "runtime/driver_api.h"
+
+namespace {
+
+bool LiveContext(CUcontext c) {
+  return c != nullptr && Process::Get().IsLive(c, Process::Kind::kContext);
+}
+
+// Runs `call` with `ctx` current on this thread, then restores the thread's stack.
+template <typename Call>
+CUresult WithCurrent(CUcontext ctx, Call call) {
+  CUresult r = cuCtxPushCurrent(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  const CUresult result = call();
+  CUcontext popped = nullptr;
+  r = cuCtxPopCurrent(&popped);
+  return result != CUDA_SUCCESS ? result : r;
+}
+
+// A copy between two contexts' memory: after both contexts' earlier work, chunk by chunk through
+// host memory (each context is its own GPU address space, which no copy engine spans).
+CUresult StagedPeerCopy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                        size_t bytes) {
+  // Both pointers are checked whole first: nothing is copied unless all of it can be.
+  CUresult r = WithCurrent(src_ctx, [&] {
+    return InRange(src_ctx, src, bytes) ? cuCtxSynchronize() : CUDA_ERROR_INVALID_VALUE;
+  });
+  if (r != CUDA_SUCCESS) return r;
+  r = WithCurrent(dst_ctx, [&] {
+    return InRange(dst_ctx, dst, bytes) ? cuCtxSynchronize() : CUDA_ERROR_INVALID_VALUE;
+  });
+  if (r != CUDA_SUCCESS) return r;
+  constexpr size_t kChunk = 4 << 20;
+  std::vector<uint8_t> bounce(std::min(bytes, kChunk));
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(kChunk, bytes - done);
+    r = WithCurrent(src_ctx, [&] { return cuMemcpyDtoH_v2(bounce.data(), src + done, n); });
+    if (r != CUDA_SUCCESS) return r;
+    r = WithCurrent(dst_ctx, [&] { return cuMemcpyHtoD_v2(dst + done, bounce.data(), n); });
+    if (r != CUDA_SUCCESS) return r;
+    done += n;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult MemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                    size_t bytes, CUstream stream, bool async) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!LiveContext(dst_ctx) || !LiveContext(src_ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (dst_ctx == src_ctx) {
+    return WithCurrent(src_ctx, [&] {
+      return async ? cuMemcpyDtoDAsync_v2(dst, src, bytes, stream)
+                   : cuMemcpyDtoD_v2(dst, src, bytes);
+    });
+  }
+  if (async) {
+    // Behind the stream's earlier work (a stream of the current context), then as cuMemcpyPeer.
+    CUctx_st* ctx;
+    CUstream_st* s;
+    if ((r = CurrentStream(stream, &ctx, &s)) != CUDA_SUCCESS) return r;
+    if ((r = cuStreamSynchronize(stream)) != CUDA_SUCCESS) return r;
+  }
+  return StagedPeerCopy(dst, dst_ctx, src, src_ctx, bytes);
+}
+
+}  // namespace
+
+GPUVM_EXPORT CUresult cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ValidDevice(dev) || !ValidDevice(peer)) return CUDA_ERROR_INVALID_DEVICE;
+  if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *can_access = 0;  // one device: it is not its own peer
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attribute,
+                                              CUdevice src, CUdevice dst) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  // CUDA answers CUDA_ERROR_INVALID_DEVICE for an invalid device or the same device twice, which
+  // with one device is every pair: there is no link to describe.
+  (void)value;
+  (void)attribute;
+  (void)src;
+  (void)dst;
+  return CUDA_ERROR_INVALID_DEVICE;
+}
+
+GPUVM_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (!LiveContext(peer) || peer == ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // Both contexts are on the one device, which cuDeviceCanAccessPeer says is not its own peer.
+  return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+}
+
+GPUVM_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (!LiveContext(peer)) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;  // never enabled: see cuCtxEnablePeerAccess
+}
+
+GPUVM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                   CUcontext src_ctx, size_t bytes) {
+  return MemcpyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false);
+}
+
+GPUVM_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                        CUcontext src_ctx, size_t bytes) {
+  return MemcpyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false);
+}
+
+GPUVM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                        CUcontext src_ctx, size_t bytes, CUstream stream) {
+  return MemcpyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, true);
+}
+
+GPUVM_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                             CUcontext src_ctx, size_t bytes, CUstream stream) {
+  return MemcpyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, true);
+}
