@@ -2,6 +2,8 @@
 // shared checks).
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -31,6 +33,57 @@ GPUVM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   size_t copy = std::min<size_t>(n.size(), size_t(len) - 1);
   std::memcpy(name, n.data(), copy);
   name[copy] = '\0';
+  return CUDA_SUCCESS;
+}
+
+// The device's PCI address as CUDA writes it, "domain:bus:device.function" in hexadecimal
+// ("0000:00:05.0": 13 bytes with the terminator); cut to `len` bytes as cuDeviceGetName does.
+GPUVM_EXPORT CUresult cuDeviceGetPCIBusId(char* bus_id, int len, CUdevice dev) {
+  CUresult r = CheckInit(bus_id == nullptr || len <= 0);
+  if (r != CUDA_SUCCESS) return r;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  const auto& f = Process::Get().facts();
+  char text[32];
+  std::snprintf(text, sizeof text, "%04x:%02x:%02x.0", unsigned(f.pci_domain) & 0xffff,
+                unsigned(f.pci_bus) & 0xff, unsigned(f.pci_device) & 0x1f);
+  const size_t copy = std::min<size_t>(std::strlen(text), size_t(len) - 1);
+  std::memcpy(bus_id, text, copy);
+  bus_id[copy] = '\0';
+  return CUDA_SUCCESS;
+}
+
+// The device at a PCI address in any of CUDA's forms: "domain:bus:device.function",
+// "domain:bus:device" or "bus:device.function" (hexadecimal). A well-formed address of no device
+// here: CUDA_ERROR_INVALID_DEVICE.
+GPUVM_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* bus_id) {
+  CUresult r = CheckInit(dev == nullptr || bus_id == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  int used = 0;
+  const size_t length = std::strlen(bus_id);
+  const bool full =
+      std::sscanf(bus_id, "%x:%x:%x.%x%n", &domain, &bus, &device, &function, &used) == 4 &&
+      size_t(used) == length;
+  bool parsed = full;
+  if (!parsed) {
+    domain = function = 0;
+    parsed = std::sscanf(bus_id, "%x:%x:%x%n", &domain, &bus, &device, &used) == 3 &&
+             size_t(used) == length;
+  }
+  if (!parsed) {
+    domain = function = 0;
+    parsed = std::sscanf(bus_id, "%x:%x.%x%n", &bus, &device, &function, &used) == 3 &&
+             size_t(used) == length;
+  }
+  if (!parsed || domain > 0xffff || bus > 0xff || device > 0x1f || function > 7) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const auto& f = Process::Get().facts();
+  if (domain != unsigned(f.pci_domain) || bus != unsigned(f.pci_bus) ||
+      device != unsigned(f.pci_device) || function != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  *dev = 0;
   return CUDA_SUCCESS;
 }
 

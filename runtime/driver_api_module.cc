@@ -244,6 +244,28 @@ GPUVM_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
   return CUDA_SUCCESS;
 }
 
+// The context-wide shared memory bank width: accepted and kept as the hardware's (four bytes on
+// Fermi), like the per-function setting below.
+GPUVM_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig* config) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx, /*check_health=*/false);
+  if (r != CUDA_SUCCESS) return r;
+  if (config < CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE ||
+      config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
 GPUVM_EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig config) {
   CUresult r = LiveFunction(f);
   if (r != CUDA_SUCCESS) return r;

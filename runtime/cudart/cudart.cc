@@ -542,6 +542,79 @@ GPUVM_EXPORT cudaError_t cudaSetDevice(int device) {
   return cudaSuccess;
 }
 
+// The device that best matches `prop`: with one device, that one (any property it lacks changes
+// nothing: CUDA's choice is the closest, not an exact match).
+GPUVM_EXPORT cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* prop) {
+  if (device == nullptr || prop == nullptr) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  int count = 0;
+  if ((r = cuDeviceGetCount(&count)) != CUDA_SUCCESS) return Rec(r);
+  if (count <= 0) return Record(cudaErrorNoDevice);
+  *device = 0;
+  return cudaSuccess;
+}
+
+// Only devices that exist may be listed; the list changes nothing with one device.
+GPUVM_EXPORT cudaError_t cudaSetValidDevices(int* devices, int len) {
+  if (len < 0 || (len > 0 && devices == nullptr)) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  for (int i = 0; i < len; ++i) {
+    CUdevice dev;
+    if (cuDeviceGet(&dev, devices[i]) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  }
+  return cudaSuccess;
+}
+
+// Sets the device's flags (as cudaSetDeviceFlags) without making it current; its primary context
+// is made on first use. `flags` is reserved (0).
+GPUVM_EXPORT cudaError_t cudaInitDevice(int device, unsigned int device_flags, unsigned int flags) {
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if (cuDeviceGet(&dev, device) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  if (flags != 0) return Record(cudaErrorInvalidValue);
+  if (device_flags == 0) return cudaSuccess;
+  const unsigned schedule = device_flags & cudaDeviceScheduleMask;
+  const unsigned known = cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax;
+  if ((device_flags & ~known) != 0 || (schedule != 0 && (schedule & (schedule - 1)) != 0)) {
+    return Record(cudaErrorInvalidValue);
+  }
+  return Rec(cuDevicePrimaryCtxSetFlags(dev, device_flags));
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
+  if (bus_id == nullptr || len <= 0) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if (cuDeviceGet(&dev, device) != CUDA_SUCCESS) return Record(cudaErrorInvalidDevice);
+  return Rec(cuDeviceGetPCIBusId(bus_id, len, dev));
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus_id) {
+  if (device == nullptr || bus_id == nullptr) return Record(cudaErrorInvalidValue);
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUdevice dev;
+  if ((r = cuDeviceGetByPCIBusId(&dev, bus_id)) != CUDA_SUCCESS) return Rec(r);
+  *device = dev;
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* config) {
+  if (config == nullptr) return Record(cudaErrorInvalidValue);
+  CUsharedconfig c;
+  const cudaError_t e = InContext(cuCtxGetSharedMemConfig, &c);
+  if (e == cudaSuccess) *config = cudaSharedMemConfig(int(c));  // the same numbering
+  return e;
+}
+
+GPUVM_EXPORT cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig config) {
+  return InContext(cuCtxSetSharedMemConfig, CUsharedconfig(int(config)));
+}
+
 GPUVM_EXPORT cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return Record(cudaErrorInvalidValue);
   *device = t_device;
@@ -878,6 +951,55 @@ GPUVM_EXPORT cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, siz
   const cudaError_t e = SymbolRange(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &at);
   if (e != cudaSuccess) return e;
   return Copy(dst, reinterpret_cast<const void*>(at), count, kind, nullptr, false);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count,
+                                                 size_t offset, cudaMemcpyKind kind) {
+  return cudaMemcpyToSymbol(symbol, src, count, offset, kind);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count,
+                                                   size_t offset, cudaMemcpyKind kind) {
+  return cudaMemcpyFromSymbol(dst, symbol, count, offset, kind);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count,
+                                                 size_t offset, cudaMemcpyKind kind,
+                                                 cudaStream_t stream) {
+  CUdeviceptr at;
+  const cudaError_t e = SymbolRange(symbol, count, offset, kind, cudaMemcpyHostToDevice, &at);
+  if (e != cudaSuccess) return e;
+  return Copy(reinterpret_cast<void*>(at), src, count, kind, stream, true);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src,
+                                                      size_t count, size_t offset,
+                                                      cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count,
+                                                   size_t offset, cudaMemcpyKind kind,
+                                                   cudaStream_t stream) {
+  CUdeviceptr at;
+  const cudaError_t e = SymbolRange(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &at);
+  if (e != cudaSuccess) return e;
+  return Copy(dst, reinterpret_cast<const void*>(at), count, kind, stream, true);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count,
+                                                        size_t offset, cudaMemcpyKind kind,
+                                                        cudaStream_t stream) {
+  return cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, stream);
+}
+
+GPUVM_EXPORT cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  if (size == nullptr) return Record(cudaErrorInvalidValue);
+  CUdeviceptr address;
+  size_t bytes;
+  cudaError_t e = SymbolAddress(symbol, &address, &bytes);
+  if (e == cudaSuccess) *size = bytes;
+  return e;
 }
 
 GPUVM_EXPORT cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol) {
@@ -1224,6 +1346,72 @@ GPUVM_EXPORT cudaError_t cudaMemset2DAsync(void* ptr, size_t pitch, int value, s
 GPUVM_EXPORT cudaError_t cudaMemset2DAsync_ptsz(void* ptr, size_t pitch, int value, size_t width,
                                                 size_t height, cudaStream_t stream) {
   return cudaMemset2DAsync(ptr, pitch, value, width, height, stream);
+}
+
+// A 3D allocation is a pitched 2D one of height * depth rows (cudaMalloc3D's pitch and layout);
+// cudaMemset3D sets the extent slice by slice, each slice a 2D memset of the pitched rows.
+GPUVM_EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
+  if (pitched == nullptr) return Record(cudaErrorInvalidValue);
+  if (extent.width == 0 || extent.height == 0 || extent.depth == 0) {
+    *pitched = cudaPitchedPtr{nullptr, 0, extent.width, extent.height};
+    return cudaSuccess;
+  }
+  if (extent.depth > SIZE_MAX / extent.height) return Record(cudaErrorInvalidValue);
+  void* ptr = nullptr;
+  size_t pitch = 0;
+  const cudaError_t e = cudaMallocPitch(&ptr, &pitch, extent.width, extent.height * extent.depth);
+  if (e == cudaSuccess) *pitched = cudaPitchedPtr{ptr, pitch, extent.width, extent.height};
+  return e;
+}
+
+namespace {
+cudaError_t Memset3D(cudaPitchedPtr p, int value, cudaExtent extent, cudaStream_t stream,
+                     bool async) {
+  if (extent.width == 0 || extent.height == 0 || extent.depth == 0) return cudaSuccess;
+  if (p.ptr == nullptr || extent.width > p.pitch || extent.height > p.ysize) {
+    return Record(cudaErrorInvalidValue);
+  }
+  const size_t slice = p.pitch * p.ysize;
+  const CUdeviceptr base = CUdeviceptr(p.ptr);
+  // The whole extent must lie in one allocation, checked before anything is set: its last byte
+  // is the last slice's last row's.
+  CUdeviceptr first = 0;
+  size_t bytes = 0;
+  if (const cudaError_t e = InContext(cuMemGetAddressRange_v2, &first, &bytes, base);
+      e != cudaSuccess) {
+    return e;
+  }
+  const size_t last = (extent.depth - 1) * slice + (extent.height - 1) * p.pitch + extent.width;
+  if (extent.depth - 1 > SIZE_MAX / slice || base - first > bytes ||
+      last > bytes - (base - first)) {
+    return Record(cudaErrorInvalidValue);
+  }
+  for (size_t z = 0; z < extent.depth; ++z) {
+    const CUdeviceptr at = base + z * slice;
+    const cudaError_t r =
+        async ? InContext(cuMemsetD2D8Async, at, p.pitch, static_cast<unsigned char>(value),
+                          extent.width, extent.height, stream)
+              : InContext(cuMemsetD2D8_v2, at, p.pitch, static_cast<unsigned char>(value),
+                          extent.width, extent.height);
+    if (r != cudaSuccess) return r;
+  }
+  return cudaSuccess;
+}
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaMemset3D(cudaPitchedPtr p, int value, cudaExtent extent) {
+  return Memset3D(p, value, extent, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemset3D_ptds(cudaPitchedPtr p, int value, cudaExtent extent) {
+  return cudaMemset3D(p, value, extent);
+}
+GPUVM_EXPORT cudaError_t cudaMemset3DAsync(cudaPitchedPtr p, int value, cudaExtent extent,
+                                           cudaStream_t stream) {
+  return Memset3D(p, value, extent, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemset3DAsync_ptsz(cudaPitchedPtr p, int value, cudaExtent extent,
+                                                cudaStream_t stream) {
+  return cudaMemset3DAsync(p, value, extent, stream);
 }
 
 GPUVM_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(

@@ -516,6 +516,12 @@ CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags);
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active);
 /* A context's id: unique in the process, never reused. */
 CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long* ctxId);
+/* The bank width is the hardware's: Get says four bytes, Set accepts a valid value. */
+CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig* pConfig);
+CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config);
+/* "domain:bus:device.function" in hexadecimal (13 bytes with the terminator). */
+CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev);
+CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId);
 
 /* ---- peer access: one device, so no device is another's peer (runtime/driver_api_peer.cc).
  * Values are CUDA's. */

@@ -483,6 +483,13 @@ cudaError_t CUDARTAPI cudaGetDeviceCount(int* count);
 cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device);
 cudaError_t CUDARTAPI cudaSetDevice(int device);
 cudaError_t CUDARTAPI cudaGetDevice(int* device);
+cudaError_t CUDARTAPI cudaChooseDevice(int* device, const struct cudaDeviceProp* prop);
+cudaError_t CUDARTAPI cudaSetValidDevices(int* device_arr, int len);
+cudaError_t CUDARTAPI cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags);
+cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char* pciBusId, int len, int device);
+cudaError_t CUDARTAPI cudaDeviceGetByPCIBusId(int* device, const char* pciBusId);
+cudaError_t CUDARTAPI cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig* pConfig);
+cudaError_t CUDARTAPI cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config);
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void);
 cudaError_t CUDARTAPI cudaDeviceReset(void);
 cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion);
@@ -541,7 +548,14 @@ cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src, si
                                          size_t offset, enum cudaMemcpyKind kind);
 cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
                                            size_t offset, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count,
+                                              size_t offset, enum cudaMemcpyKind kind,
+                                              cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count,
+                                                size_t offset, enum cudaMemcpyKind kind,
+                                                cudaStream_t stream);
 cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol);
+cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* symbol);
 /* Pitched memory, 2D and 3D copies and memsets (rows aligned to 256 bytes; no arrays: a 3D copy
  * naming one answers cudaErrorNotSupported). */
 typedef struct cudaArray* cudaArray_t;
@@ -583,6 +597,12 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, 
 cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
                                           size_t count, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
+/* 3D: a pitched allocation of height * depth rows; a memset sets the extent slice by slice. */
+cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent);
+cudaError_t CUDARTAPI cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                   struct cudaExtent extent);
+cudaError_t CUDARTAPI cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                        struct cudaExtent extent, cudaStream_t stream);
 
 /* ---- streams and events ---- */
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream);

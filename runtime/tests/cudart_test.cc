@@ -525,6 +525,31 @@ TEST_F(RuntimeCudart, PeerAccessStreamQueriesAndKernelNames) {
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   EXPECT_EQ(cudaStreamGetId(s, &id), cudaErrorInvalidResourceHandle);
 
+  // Device choice and addresses.
+  cudaDeviceProp want{};
+  want.major = 2;
+  int chosen = -1;
+  ASSERT_EQ(cudaChooseDevice(&chosen, &want), cudaSuccess);
+  EXPECT_EQ(chosen, 0);
+  int valid[] = {0};
+  EXPECT_EQ(cudaSetValidDevices(valid, 1), cudaSuccess);
+  int invalid[] = {0, 5};
+  EXPECT_EQ(cudaSetValidDevices(invalid, 2), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaInitDevice(0, 0, 0), cudaSuccess);
+  EXPECT_EQ(cudaInitDevice(0, 0, 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaInitDevice(2, 0, 0), cudaErrorInvalidDevice);
+  char bus_id[16];
+  ASSERT_EQ(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, 0), cudaSuccess);
+  int by_bus = -1;
+  ASSERT_EQ(cudaDeviceGetByPCIBusId(&by_bus, bus_id), cudaSuccess);
+  EXPECT_EQ(by_bus, 0);
+  EXPECT_EQ(cudaDeviceGetByPCIBusId(&by_bus, "zz"), cudaErrorInvalidValue);
+  cudaSharedMemConfig config = cudaSharedMemBankSizeDefault;
+  ASSERT_EQ(cudaDeviceGetSharedMemConfig(&config), cudaSuccess);
+  EXPECT_EQ(config, cudaSharedMemBankSizeFourByte);
+  EXPECT_EQ(cudaDeviceSetSharedMemConfig(cudaSharedMemBankSizeEightByte), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSetSharedMemConfig(cudaSharedMemConfig(7)), cudaErrorInvalidValue);
+
   const char* name = nullptr;
   ASSERT_EQ(cudaFuncGetName(&name, reinterpret_cast<const void*>(&vadd_stub)), cudaSuccess);
   EXPECT_STREQ(name, "vadd");
@@ -542,6 +567,54 @@ TEST_F(RuntimeCudart, PeerAccessStreamQueriesAndKernelNames) {
   EXPECT_GT(dynamic, 0u);
   ASSERT_EQ(cudaFree(a), cudaSuccess);
   ASSERT_EQ(cudaFree(b), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+// cudaMalloc3D's pitched layout and cudaMemset3D over a sub-extent: exactly the extent's bytes of
+// each slice change; an extent past the allocation is refused whole.
+TEST_F(RuntimeCudart, ThreeDimensionalAllocationsAndMemsets) {
+  const cudaExtent extent{100, 7, 5};
+  cudaPitchedPtr p{};
+  ASSERT_EQ(cudaMalloc3D(&p, extent), cudaSuccess);
+  ASSERT_NE(p.ptr, nullptr);
+  EXPECT_GE(p.pitch, extent.width);
+  EXPECT_EQ(p.pitch % 256, 0u);
+  EXPECT_EQ(p.xsize, extent.width);
+  EXPECT_EQ(p.ysize, extent.height);
+  const size_t bytes = p.pitch * extent.height * extent.depth;
+  ASSERT_EQ(cudaMemset(p.ptr, 0x11, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset3D(p, 0x22, cudaExtent{60, 4, 3}), cudaSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaPitchedPtr last = p;
+  last.ptr = static_cast<char*>(p.ptr) + 4 * p.pitch * p.ysize;  // the fifth slice
+  ASSERT_EQ(cudaMemset3DAsync(last, 0x33, cudaExtent{10, 7, 1}, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  std::vector<uint8_t> host(bytes);
+  ASSERT_EQ(cudaMemcpy(host.data(), p.ptr, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  size_t wrong = 0;
+  for (size_t z = 0; z < extent.depth; ++z) {
+    for (size_t y = 0; y < extent.height; ++y) {
+      for (size_t x = 0; x < p.pitch; ++x) {
+        uint8_t want = 0x11;
+        if (z < 3 && y < 4 && x < 60) want = 0x22;
+        if (z == 4 && x < 10) want = 0x33;
+        wrong += host[(z * extent.height + y) * p.pitch + x] != want;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  // One slice too many, or rows wider than the pitch: refused, nothing set.
+  EXPECT_EQ(cudaMemset3D(p, 0x44, cudaExtent{10, 7, 6}), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemset3D(p, 0x44, cudaExtent{p.pitch + 1, 1, 1}), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMemcpy(host.data(), p.ptr, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(host[0], 0x22);
+  cudaPitchedPtr empty{};
+  ASSERT_EQ(cudaMalloc3D(&empty, cudaExtent{0, 4, 4}), cudaSuccess);
+  EXPECT_EQ(empty.ptr, nullptr);
+  EXPECT_EQ(cudaMalloc3D(nullptr, extent), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(cudaFree(p.ptr), cudaSuccess);
   (void)cudaGetLastError();
 }
 
@@ -595,6 +668,25 @@ TEST_F(RuntimeCudart, SymbolsAndEvents) {
   void* address = nullptr;
   ASSERT_EQ(cudaGetSymbolAddress(&address, &counter_shadow), cudaSuccess);
   EXPECT_NE(address, nullptr);
+  size_t symbol_size = 0;
+  ASSERT_EQ(cudaGetSymbolSize(&symbol_size, &counter_shadow), cudaSuccess);
+  EXPECT_EQ(symbol_size, 4u);
+  EXPECT_EQ(cudaGetSymbolSize(&symbol_size, &v), cudaErrorInvalidSymbol);
+  EXPECT_EQ(cudaGetSymbolSize(nullptr, &counter_shadow), cudaErrorInvalidValue);
+  // The stream forms, in order with the stream's other work.
+  cudaStream_t q;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking), cudaSuccess);
+  v = 777;
+  ASSERT_EQ(cudaMemcpyToSymbolAsync(&counter_shadow, &v, 4, 0, cudaMemcpyHostToDevice, q),
+            cudaSuccess);
+  back = 0;
+  ASSERT_EQ(cudaMemcpyFromSymbolAsync(&back, &counter_shadow, 4, 0, cudaMemcpyDeviceToHost, q),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(q), cudaSuccess);
+  EXPECT_EQ(back, 777u);
+  EXPECT_EQ(cudaMemcpyFromSymbolAsync(&back, &counter_shadow, 8, 0, cudaMemcpyDeviceToHost, q),
+            cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamDestroy(q), cudaSuccess);
   EXPECT_NE(__cudaInitModule(handle_), 0);
 
   cudaEvent_t start, stop;

@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -872,6 +874,45 @@ TEST_F(RuntimeStreamQueries, PrioritiesFlagsContextsIdsAndDevices) {
   EXPECT_STREQ(name, "vadd");
   EXPECT_EQ(cuFuncGetName(nullptr, vadd_), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(&name)), CUDA_ERROR_INVALID_HANDLE);
+}
+
+// The PCI address round trip in CUDA's forms, and the shared memory bank setting (the hardware's).
+TEST_F(RuntimeStreamQueries, PciAddressAndSharedMemoryConfig) {
+  char id[32];
+  ASSERT_CU(cuDeviceGetPCIBusId(id, sizeof id, dev_));
+  EXPECT_EQ(std::strlen(id), 12u);
+  int domain = -1, bus = -1, device = -1;
+  ASSERT_CU(cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev_));
+  ASSERT_CU(cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev_));
+  ASSERT_CU(cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev_));
+  char want[32];
+  std::snprintf(want, sizeof want, "%04x:%02x:%02x.0", domain, bus, device);
+  EXPECT_STREQ(id, want);
+  CUdevice found = -1;
+  ASSERT_CU(cuDeviceGetByPCIBusId(&found, id));
+  EXPECT_EQ(found, dev_);
+  char shorter[32];
+  std::snprintf(shorter, sizeof shorter, "%02x:%02x.0", bus, device);  // bus:device.function
+  found = -1;
+  ASSERT_CU(cuDeviceGetByPCIBusId(&found, shorter));
+  EXPECT_EQ(found, dev_);
+  char other[32];
+  std::snprintf(other, sizeof other, "%04x:%02x:%02x.0", domain, (bus + 1) & 0xff, device);
+  EXPECT_EQ(cuDeviceGetByPCIBusId(&found, other), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGetByPCIBusId(&found, "not a bus id"), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetByPCIBusId(&found, "0000:00:05.0 "), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetByPCIBusId(nullptr, id), CUDA_ERROR_INVALID_VALUE);
+  char cut[5];
+  ASSERT_CU(cuDeviceGetPCIBusId(cut, sizeof cut, dev_));
+  EXPECT_EQ(std::string(cut), std::string(want).substr(0, 4));
+  EXPECT_EQ(cuDeviceGetPCIBusId(id, sizeof id, 3), CUDA_ERROR_INVALID_DEVICE);
+
+  CUsharedconfig config = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
+  ASSERT_CU(cuCtxGetSharedMemConfig(&config));
+  EXPECT_EQ(config, CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE);
+  ASSERT_CU(cuCtxSetSharedMemConfig(CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE));
+  EXPECT_EQ(cuCtxSetSharedMemConfig(CUsharedconfig(3)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxGetSharedMemConfig(nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
 }  // namespace
