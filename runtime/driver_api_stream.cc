@@ -260,6 +260,31 @@ GPUVM_EXPORT CUresult cuEventRecord(CUevent e, CUstream handle) {
   return CUDA_SUCCESS;
 }
 
+GPUVM_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream handle) {
+  return cuEventRecord(e, handle);
+}
+
+// CU_EVENT_RECORD_EXTERNAL matters only in a capture, where CUDA records an external event node;
+// outside one the record is the same as cuEventRecord's. In a capture it is not supported: the
+// capture here records events as dependencies between its nodes only.
+GPUVM_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream handle, unsigned int flags) {
+  if (flags != CU_EVENT_RECORD_DEFAULT && flags != CU_EVENT_RECORD_EXTERNAL) {
+    return CheckInit(true);
+  }
+  if (flags == CU_EVENT_RECORD_EXTERNAL) {
+    CUctx_st* ctx;
+    CUstream_st* s;
+    CUresult r = CurrentStream(handle, &ctx, &s);
+    if (r != CUDA_SUCCESS) return r;
+    if (Capturing(s)) return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return cuEventRecord(e, handle);
+}
+
+GPUVM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream handle, unsigned int flags) {
+  return cuEventRecordWithFlags(e, handle, flags);
+}
+
 GPUVM_EXPORT CUresult cuEventQuery(CUevent e) {
   CUresult r = CheckInit();
   if (r != CUDA_SUCCESS) return r;

@@ -1179,6 +1179,14 @@ GPUVM_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
 GPUVM_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   return cudaEventRecord(event, stream);
 }
+GPUVM_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                                  unsigned int flags) {
+  return InContext(cuEventRecordWithFlags, event, stream, flags);  // the same flag values
+}
+GPUVM_EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+                                                       unsigned int flags) {
+  return cudaEventRecordWithFlags(event, stream, flags);
+}
 
 // =====================================================================================================
 // Pitched memory, 2D/3D copies and memsets, occupancy, host functions on streams: the driver's

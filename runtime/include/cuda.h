@@ -724,6 +724,9 @@ CUresult CUDAAPI cuStreamGetDevice(CUstream hStream, CUdevice* device);
 CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags);
 CUresult CUDAAPI cuEventDestroy(CUevent hEvent);
 CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream);
+#define CU_EVENT_RECORD_DEFAULT 0x0
+#define CU_EVENT_RECORD_EXTERNAL 0x1 /* in a capture: not supported (no external event nodes) */
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags);
 CUresult CUDAAPI cuEventQuery(CUevent hEvent);
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent);
 CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd);

@@ -622,6 +622,11 @@ cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event);
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event);
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+#define cudaEventRecordDefault 0x00
+#define cudaEventRecordExternal 0x01 /* in a capture: not supported (see cuEventRecordWithFlags) \
+                                      */
+cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                               unsigned int flags);
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event);
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event);
 cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);

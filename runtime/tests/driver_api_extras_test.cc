@@ -915,4 +915,38 @@ TEST_F(RuntimeStreamQueries, PciAddressAndSharedMemoryConfig) {
   EXPECT_EQ(cuCtxGetSharedMemConfig(nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
+// cuEventRecordWithFlags: the default and the external flag record as cuEventRecord does outside a
+// capture; the external flag in a capture is refused (no external event nodes), a bad flag too.
+TEST_F(RuntimeStreamQueries, EventRecordWithFlags) {
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUevent a, b;
+  ASSERT_CU(cuEventCreate(&a, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&b, CU_EVENT_DEFAULT));
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, 1 << 20));
+  ASSERT_CU(cuEventRecordWithFlags(a, s, CU_EVENT_RECORD_DEFAULT));
+  ASSERT_CU(cuMemsetD8Async(d, 7, 1 << 20, s));
+  ASSERT_CU(cuEventRecordWithFlags(b, s, CU_EVENT_RECORD_EXTERNAL));
+  ASSERT_CU(cuEventSynchronize(b));
+  float ms = -1;
+  ASSERT_CU(cuEventElapsedTime(&ms, a, b));
+  EXPECT_GE(ms, 0.0f);
+  uint8_t last = 0;
+  ASSERT_CU(cuMemcpyDtoH(&last, d + (1 << 20) - 1, 1));
+  EXPECT_EQ(last, 7);
+  EXPECT_EQ(cuEventRecordWithFlags(a, s, 2), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(cuEventRecordWithFlags(a, s, CU_EVENT_RECORD_EXTERNAL), CUDA_ERROR_NOT_SUPPORTED);
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(s, &graph));
+  if (graph != nullptr) {
+    ASSERT_CU(cuGraphDestroy(graph));
+  }
+  ASSERT_CU(cuEventDestroy(a));
+  ASSERT_CU(cuEventDestroy(b));
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(d));
+}
+
 }  // namespace
