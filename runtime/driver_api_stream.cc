@@ -111,6 +111,17 @@ CUresult QueriedStream(CUstream handle, CUstream_st** out) {
   return CUDA_SUCCESS;
 }
 
+// A query's answer about the stream `handle` names: get(stream) into *out.
+template <typename T, typename Get>
+CUresult AnswerAbout(CUstream handle, T* out, Get get) {
+  CUstream_st* s;
+  CUresult r = QueriedStream(handle, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = get(s);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 // The device has no stream priorities: CUDA's range for such a device is [0, 0], and a priority
@@ -130,12 +141,7 @@ GPUVM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int fla
 }
 
 GPUVM_EXPORT CUresult cuStreamGetPriority(CUstream handle, int* priority) {
-  CUstream_st* s;
-  CUresult r = QueriedStream(handle, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *priority = 0;
-  return CUDA_SUCCESS;
+  return AnswerAbout(handle, priority, [](CUstream_st*) { return 0; });
 }
 
 GPUVM_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream handle, int* priority) {
@@ -143,12 +149,8 @@ GPUVM_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream handle, int* priority) {
 }
 
 GPUVM_EXPORT CUresult cuStreamGetFlags(CUstream handle, unsigned int* flags) {
-  CUstream_st* s;
-  CUresult r = QueriedStream(handle, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *flags = s->flags;  // the null stream's: CU_STREAM_DEFAULT
-  return CUDA_SUCCESS;
+  // The null stream's: CU_STREAM_DEFAULT.
+  return AnswerAbout(handle, flags, [](CUstream_st* s) { return s->flags; });
 }
 
 GPUVM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream handle, unsigned int* flags) {
@@ -156,12 +158,7 @@ GPUVM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream handle, unsigned int* flags
 }
 
 GPUVM_EXPORT CUresult cuStreamGetCtx(CUstream handle, CUcontext* ctx) {
-  CUstream_st* s;
-  CUresult r = QueriedStream(handle, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *ctx = s->ctx;
-  return CUDA_SUCCESS;
+  return AnswerAbout(handle, ctx, [](CUstream_st* s) { return CUcontext(s->ctx); });
 }
 
 GPUVM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream handle, CUcontext* ctx) {
@@ -183,12 +180,7 @@ GPUVM_EXPORT CUresult cuStreamGetCtx_v2_ptsz(CUstream handle, CUcontext* ctx, CU
 }
 
 GPUVM_EXPORT CUresult cuStreamGetId(CUstream handle, unsigned long long* id) {
-  CUstream_st* s;
-  CUresult r = QueriedStream(handle, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *id = s->id;
-  return CUDA_SUCCESS;
+  return AnswerAbout(handle, id, [](CUstream_st* s) { return (unsigned long long)s->id; });
 }
 
 GPUVM_EXPORT CUresult cuStreamGetId_ptsz(CUstream handle, unsigned long long* id) {
@@ -196,12 +188,7 @@ GPUVM_EXPORT CUresult cuStreamGetId_ptsz(CUstream handle, unsigned long long* id
 }
 
 GPUVM_EXPORT CUresult cuStreamGetDevice(CUstream handle, CUdevice* device) {
-  CUstream_st* s;
-  CUresult r = QueriedStream(handle, &s);
-  if (r != CUDA_SUCCESS) return r;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *device = s->ctx->device;
-  return CUDA_SUCCESS;
+  return AnswerAbout(handle, device, [](CUstream_st* s) { return s->ctx->device; });
 }
 
 GPUVM_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream handle, CUdevice* device) {
