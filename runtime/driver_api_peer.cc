@@ -33,14 +33,17 @@ CUresult WithCurrent(CUcontext ctx, Call call) {
 // host memory (each context is its own GPU address space, which no copy engine spans).
 CUresult StagedPeerCopy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
                         size_t bytes) {
-  // Both pointers are checked whole first: nothing is copied unless all of it can be.
-  CUresult r = WithCurrent(src_ctx, [&] {
-    return InRange(src_ctx, src, bytes) ? cuCtxSynchronize() : CUDA_ERROR_INVALID_VALUE;
-  });
+  // Both pointers are checked whole first: nothing is copied unless all of it can be. (Current
+  // also brings back a primary context that was reset, before its memory is looked at.)
+  auto check = [](CUdeviceptr va, size_t n) {
+    CUctx_st* ctx;
+    CUresult r = Current(&ctx);
+    if (r != CUDA_SUCCESS) return r;
+    return InRange(ctx, va, n) ? cuCtxSynchronize() : CUDA_ERROR_INVALID_VALUE;
+  };
+  CUresult r = WithCurrent(src_ctx, [&] { return check(src, bytes); });
   if (r != CUDA_SUCCESS) return r;
-  r = WithCurrent(dst_ctx, [&] {
-    return InRange(dst_ctx, dst, bytes) ? cuCtxSynchronize() : CUDA_ERROR_INVALID_VALUE;
-  });
+  r = WithCurrent(dst_ctx, [&] { return check(dst, bytes); });
   if (r != CUDA_SUCCESS) return r;
   constexpr size_t kChunk = 4 << 20;
   std::vector<uint8_t> bounce(std::min(bytes, kChunk));

@@ -789,6 +789,13 @@ TEST_F(RuntimePeer, CopiesWithinAContextAndBetweenTwo) {
   ASSERT_CU(cuCtxDestroy(other));
   ASSERT_CU(cuCtxSetCurrent(ctx_));
   EXPECT_EQ(cuMemcpyPeer(a, ctx_, b, other, 8), CUDA_ERROR_INVALID_CONTEXT);
+  // A primary context that was reset comes back empty: a copy out of it is refused, not a crash.
+  CUcontext primary = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&primary, dev_));
+  ASSERT_CU(cuDevicePrimaryCtxReset(dev_));
+  EXPECT_EQ(cuMemcpyPeer(a, ctx_, b, primary, 8), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(dev_));
   ASSERT_CU(cuStreamDestroy(s));
   ASSERT_CU(cuMemFree(a));
   ASSERT_CU(cuMemFree(b));
