@@ -149,27 +149,45 @@ GPUVM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 
 namespace {
 
-CUresult HostAlloc(void** pp, size_t bytes) {
+CUresult HostAlloc(void** pp, size_t bytes, unsigned flags) {
   CUctx_st* ctx;
   CUresult r = Current(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (pp == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   auto a = ctx->gctx->AllocHost(bytes);
   if (!a.ok()) return ContextError(ctx, a.status(), CUDA_ERROR_OUT_OF_MEMORY);
+  {
+    std::lock_guard lock(ctx->mu);
+    ctx->host_alloc_flags[a->va] = flags;
+  }
   *pp = a->host;
   return CUDA_SUCCESS;
 }
 
 }  // namespace
 
-GPUVM_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytes) { return HostAlloc(pp, bytes); }
+GPUVM_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytes) { return HostAlloc(pp, bytes, 0); }
 
 GPUVM_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   if ((flags & ~unsigned(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                          CU_MEMHOSTALLOC_WRITECOMBINED)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return HostAlloc(pp, bytes);
+  return HostAlloc(pp, bytes, flags);
+}
+
+// The flags a cuMemHostAlloc (or cuMemAllocHost: none) allocation containing `p` was made with.
+GPUVM_EXPORT CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (flags == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto a = ctx->gctx->FindHost(p);
+  if (!a.ok() || a->kind != gpuvm::guest::MemoryKind::kHost) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(ctx->mu);
+  auto it = ctx->host_alloc_flags.find(a->va);
+  *flags = it != ctx->host_alloc_flags.end() ? it->second : 0;
+  return CUDA_SUCCESS;
 }
 
 GPUVM_EXPORT CUresult cuMemFreeHost(void* p) {
@@ -180,6 +198,10 @@ GPUVM_EXPORT CUresult cuMemFreeHost(void* p) {
   auto a = ctx->gctx->FindHost(p);
   if (!a.ok() || a->host != p || a->kind != gpuvm::guest::MemoryKind::kHost) {
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  {
+    std::lock_guard lock(ctx->mu);
+    ctx->host_alloc_flags.erase(a->va);
   }
   return ContextError(ctx, ctx->gctx->Free(a->va));
 }

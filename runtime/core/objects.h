@@ -117,6 +117,8 @@ struct CUctx_st {
   std::set<CUmod_st*> modules;
   std::set<CUstream_st*> streams;  // excluding the default stream
   std::set<CUevent_st*> events;
+  // cuMemHostAlloc's flags per pinned allocation (its GPU address), for cuMemHostGetFlags.
+  std::map<uint64_t, unsigned> host_alloc_flags;
   gpuvm::runtime::PrintfFifoState printf_fifo;  // device printf (printf_fifo.h)
   // Blocking streams of this context capturing now: the legacy null stream may not be used then
   // (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; driver_api_graph.cc).

@@ -806,6 +806,10 @@ GPUVM_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int fla
   return Rec(r);
 }
 
+GPUVM_EXPORT cudaError_t cudaHostGetFlags(unsigned int* flags, void* ptr) {
+  return InContext(cuMemHostGetFlags, flags, ptr);  // the same flag bits as cudaHostAlloc*
+}
+
 GPUVM_EXPORT cudaError_t cudaMallocHost(void** ptr, size_t size) {
   return cudaHostAlloc(ptr, size, 0);
 }

@@ -567,6 +567,8 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr);
 CUresult CUDAAPI cuMemAllocHost(void** pp, size_t bytesize);
 CUresult CUDAAPI cuMemFreeHost(void* p);
 CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags);
+/* The flags the allocation holding p was made with (cuMemAllocHost: 0). */
+CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p);
 CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr* pdptr, void* p, unsigned int Flags);
 CUresult CUDAAPI cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags);
 CUresult CUDAAPI cuMemHostUnregister(void* p);

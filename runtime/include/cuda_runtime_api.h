@@ -524,6 +524,7 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr);
 cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size);
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr);
 cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags);
+cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int* pFlags, void* pHost);
 cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags);
 cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int flags);
 cudaError_t CUDARTAPI cudaHostUnregister(void* ptr);
@@ -623,8 +624,9 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event);
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 #define cudaEventRecordDefault 0x00
-#define cudaEventRecordExternal 0x01 /* in a capture: not supported (see cuEventRecordWithFlags) \
-                                      */
+#define cudaEventRecordExternal                                    \
+  0x01 /* in a capture: not supported (see cuEventRecordWithFlags) \
+        */
 cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
                                                unsigned int flags);
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event);

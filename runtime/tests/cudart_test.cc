@@ -525,6 +525,15 @@ TEST_F(RuntimeCudart, PeerAccessStreamQueriesAndKernelNames) {
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   EXPECT_EQ(cudaStreamGetId(s, &id), cudaErrorInvalidResourceHandle);
 
+  // Pinned allocations' flags.
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, 4096, cudaHostAllocMapped), cudaSuccess);
+  unsigned host_flags = 0;
+  ASSERT_EQ(cudaHostGetFlags(&host_flags, pinned), cudaSuccess);
+  EXPECT_EQ(host_flags, unsigned(cudaHostAllocMapped));
+  EXPECT_EQ(cudaHostGetFlags(&host_flags, &host_flags), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+
   // Device choice and addresses.
   cudaDeviceProp want{};
   want.major = 2;

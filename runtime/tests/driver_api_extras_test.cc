@@ -956,4 +956,23 @@ TEST_F(RuntimeStreamQueries, EventRecordWithFlags) {
   ASSERT_CU(cuMemFree(d));
 }
 
+// cuMemHostGetFlags: the flags each pinned allocation was made with, at any address inside it;
+// memory that is not pinned by cuMemHostAlloc/cuMemAllocHost is refused.
+TEST_F(RuntimeStreamQueries, HostAllocationFlags) {
+  void *plain = nullptr, *mapped = nullptr;
+  ASSERT_CU(cuMemAllocHost(&plain, 8192));
+  ASSERT_CU(cuMemHostAlloc(&mapped, 8192, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  unsigned flags = 99;
+  ASSERT_CU(cuMemHostGetFlags(&flags, plain));
+  EXPECT_EQ(flags, 0u);
+  ASSERT_CU(cuMemHostGetFlags(&flags, static_cast<char*>(mapped) + 5000));
+  EXPECT_EQ(flags, unsigned(CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  int stack = 0;
+  EXPECT_EQ(cuMemHostGetFlags(&flags, &stack), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostGetFlags(nullptr, plain), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFreeHost(mapped));
+  EXPECT_EQ(cuMemHostGetFlags(&flags, mapped), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFreeHost(plain));
+}
+
 }  // namespace
