@@ -8,6 +8,7 @@
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "runtime/driver_api.h"
@@ -80,6 +81,117 @@ CUresult MemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUconte
   return StagedPeerCopy(dst, dst_ctx, src, src_ctx, bytes);
 }
 
+static_assert(sizeof(CUDA_MEMCPY3D_PEER) == sizeof(CUDA_MEMCPY3D));
+
+// The plain description of a peer copy (the contexts left out).
+CUDA_MEMCPY3D Plain(const CUDA_MEMCPY3D_PEER& p) {
+  CUDA_MEMCPY3D c{};
+  c.srcXInBytes = p.srcXInBytes;
+  c.srcY = p.srcY;
+  c.srcZ = p.srcZ;
+  c.srcLOD = p.srcLOD;
+  c.srcMemoryType = p.srcMemoryType;
+  c.srcHost = p.srcHost;
+  c.srcDevice = p.srcDevice;
+  c.srcArray = p.srcArray;
+  c.srcPitch = p.srcPitch;
+  c.srcHeight = p.srcHeight;
+  c.dstXInBytes = p.dstXInBytes;
+  c.dstY = p.dstY;
+  c.dstZ = p.dstZ;
+  c.dstLOD = p.dstLOD;
+  c.dstMemoryType = p.dstMemoryType;
+  c.dstHost = p.dstHost;
+  c.dstDevice = p.dstDevice;
+  c.dstArray = p.dstArray;
+  c.dstPitch = p.dstPitch;
+  c.dstHeight = p.dstHeight;
+  c.WidthInBytes = p.WidthInBytes;
+  c.Height = p.Height;
+  c.Depth = p.Depth;
+  return c;
+}
+
+bool OnDevice(CUmemorytype t) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_ARRAY; }
+
+CUresult Memcpy3DPeer(const CUDA_MEMCPY3D_PEER* p, CUstream stream, bool async) {
+  CUresult r = CheckInit(p == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  // The context of each side in device memory must be live; a host side needs none.
+  const bool src_device = OnDevice(p->srcMemoryType), dst_device = OnDevice(p->dstMemoryType);
+  if ((src_device && !LiveContext(p->srcContext)) || (dst_device && !LiveContext(p->dstContext))) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  const CUDA_MEMCPY3D plain = Plain(*p);
+  if (!src_device || !dst_device || p->srcContext == p->dstContext) {
+    // One address space: the plain copy, in the context of the device side.
+    const CUcontext ctx = src_device ? p->srcContext : dst_device ? p->dstContext : nullptr;
+    auto copy = [&] { return async ? cuMemcpy3DAsync_v2(&plain, stream) : cuMemcpy3D_v2(&plain); };
+    return ctx != nullptr ? WithCurrent(ctx, copy) : copy();
+  }
+  // CUDA arrays are not implemented (cuMemcpy3D answers the same for one).
+  if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_SUCCESS;
+  if (async) {
+    CUctx_st* ctx;
+    CUstream_st* s;
+    if ((r = CurrentStream(stream, &ctx, &s)) != CUDA_SUCCESS) return r;
+    if ((r = cuStreamSynchronize(stream)) != CUDA_SUCCESS) return r;
+  }
+  // Two address spaces: slice by slice through host memory, after both contexts' earlier work.
+  // Each side's whole box must lie in one allocation, checked before the first byte moves.
+  if (p->Height > SIZE_MAX / p->WidthInBytes) return CUDA_ERROR_INVALID_VALUE;
+  auto box_ok = [&](CUdeviceptr base, size_t x, size_t y, size_t z, size_t pitch, size_t height) {
+    if (pitch < p->WidthInBytes || height < p->Height) return false;
+    const unsigned __int128 first = (unsigned __int128)base + x + (unsigned __int128)y * pitch +
+                                    (unsigned __int128)z * pitch * height;
+    const unsigned __int128 last = first + (unsigned __int128)(p->Depth - 1) * pitch * height +
+                                   (unsigned __int128)(p->Height - 1) * pitch + p->WidthInBytes;
+    if (last > UINT64_MAX) return false;
+    CUctx_st* ctx;
+    return Current(&ctx) == CUDA_SUCCESS && InRange(ctx, uint64_t(first), uint64_t(last - first));
+  };
+  r = WithCurrent(p->srcContext, [&] {
+    if (!box_ok(p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return cuCtxSynchronize();
+  });
+  if (r != CUDA_SUCCESS) return r;
+  r = WithCurrent(p->dstContext, [&] {
+    if (!box_ok(p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return cuCtxSynchronize();
+  });
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<uint8_t> slice(p->WidthInBytes * p->Height);
+  CUDA_MEMCPY3D from = plain, to = plain;
+  from.dstMemoryType = CU_MEMORYTYPE_HOST;
+  from.dstHost = slice.data();
+  from.dstXInBytes = from.dstY = from.dstZ = 0;
+  from.dstPitch = p->WidthInBytes;
+  from.dstHeight = p->Height;
+  from.Depth = 1;
+  to.srcMemoryType = CU_MEMORYTYPE_HOST;
+  to.srcHost = slice.data();
+  to.srcXInBytes = to.srcY = to.srcZ = 0;
+  to.srcPitch = p->WidthInBytes;
+  to.srcHeight = p->Height;
+  to.Depth = 1;
+  for (size_t z = 0; z < p->Depth; ++z) {
+    from.srcZ = p->srcZ + z;
+    to.dstZ = p->dstZ + z;
+    r = WithCurrent(p->srcContext, [&] { return cuMemcpy3D_v2(&from); });
+    if (r != CUDA_SUCCESS) return r;
+    r = WithCurrent(p->dstContext, [&] { return cuMemcpy3D_v2(&to); });
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 GPUVM_EXPORT CUresult cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer) {
@@ -140,4 +252,20 @@ GPUVM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUde
 GPUVM_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
                                              CUcontext src_ctx, size_t bytes, CUstream stream) {
   return MemcpyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, true);
+}
+
+GPUVM_EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
+  return Memcpy3DPeer(p, nullptr, false);
+}
+
+GPUVM_EXPORT CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* p) {
+  return Memcpy3DPeer(p, nullptr, false);
+}
+
+GPUVM_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream stream) {
+  return Memcpy3DPeer(p, stream, true);
+}
+
+GPUVM_EXPORT CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* p, CUstream stream) {
+  return Memcpy3DPeer(p, stream, true);
 }

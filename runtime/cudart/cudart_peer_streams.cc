@@ -89,6 +89,39 @@ GPUVM_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const vo
   return InContext(cuMemcpyDtoDAsync_v2, CUdeviceptr(dst), CUdeviceptr(src), count, stream);
 }
 
+namespace {
+cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, cudaStream_t stream, bool async) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  if (cudaError_t e = CheckDevice(p->dstDevice); e != cudaSuccess) return e;
+  if (cudaError_t e = CheckDevice(p->srcDevice); e != cudaSuccess) return e;
+  cudaMemcpy3DParms plain{};
+  plain.srcArray = p->srcArray;
+  plain.srcPos = p->srcPos;
+  plain.srcPtr = p->srcPtr;
+  plain.dstArray = p->dstArray;
+  plain.dstPos = p->dstPos;
+  plain.dstPtr = p->dstPtr;
+  plain.extent = p->extent;
+  plain.kind = cudaMemcpyDeviceToDevice;
+  return async ? cudaMemcpy3DAsync(&plain, stream) : cudaMemcpy3D(&plain);
+}
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaMemcpy3DPeer(const cudaMemcpy3DPeerParms* p) {
+  return Memcpy3DPeer(p, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy3DPeer_ptds(const cudaMemcpy3DPeerParms* p) {
+  return Memcpy3DPeer(p, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy3DPeerAsync(const cudaMemcpy3DPeerParms* p,
+                                               cudaStream_t stream) {
+  return Memcpy3DPeer(p, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy3DPeerAsync_ptsz(const cudaMemcpy3DPeerParms* p,
+                                                    cudaStream_t stream) {
+  return Memcpy3DPeer(p, stream, true);
+}
+
 // ---- stream priorities and queries ----
 
 GPUVM_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {

@@ -572,6 +572,29 @@ struct cudaPitchedPtr {
 struct cudaExtent {
   size_t width, height, depth;
 };
+/* The helpers CUDA's driver_functions.h defines, under the same names. */
+static inline struct cudaPitchedPtr make_cudaPitchedPtr(void* d, size_t p, size_t xsz, size_t ysz) {
+  struct cudaPitchedPtr s;
+  s.ptr = d;
+  s.pitch = p;
+  s.xsize = xsz;
+  s.ysize = ysz;
+  return s;
+}
+static inline struct cudaPos make_cudaPos(size_t x, size_t y, size_t z) {
+  struct cudaPos p;
+  p.x = x;
+  p.y = y;
+  p.z = z;
+  return p;
+}
+static inline struct cudaExtent make_cudaExtent(size_t w, size_t h, size_t d) {
+  struct cudaExtent e;
+  e.width = w;
+  e.height = h;
+  e.depth = d;
+  return e;
+}
 struct cudaMemcpy3DParms {
   cudaArray_t srcArray;
   struct cudaPos srcPos;
@@ -598,6 +621,21 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, 
 cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
                                           size_t count, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
+struct cudaMemcpy3DPeerParms {
+  cudaArray_t srcArray;
+  struct cudaPos srcPos;
+  struct cudaPitchedPtr srcPtr;
+  int srcDevice;
+  cudaArray_t dstArray;
+  struct cudaPos dstPos;
+  struct cudaPitchedPtr dstPtr;
+  int dstDevice;
+  struct cudaExtent extent;
+};
+/* Both devices must be 0: a 3D copy within the device. */
+cudaError_t CUDARTAPI cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms* p);
+cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms* p,
+                                            cudaStream_t stream);
 /* 3D: a pitched allocation of height * depth rows; a memset sets the extent slice by slice. */
 cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent);
 cudaError_t CUDARTAPI cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value,

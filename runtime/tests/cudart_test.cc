@@ -495,6 +495,18 @@ TEST_F(RuntimeCudart, PeerAccessStreamQueriesAndKernelNames) {
   ASSERT_EQ(cudaMemcpy(back.data(), b, kN, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(back, src);
   EXPECT_EQ(cudaMemcpyPeer(b, 1, a, 0, kN), cudaErrorInvalidDevice);
+  // A 3D peer copy: a 100 x 3 x 2 box of `a` (as rows of 500 bytes) into `b`.
+  ASSERT_EQ(cudaMemset(b, 0, kN), cudaSuccess);
+  cudaMemcpy3DPeerParms box{};
+  box.srcPtr = make_cudaPitchedPtr(a, 500, 500, 3);
+  box.dstPtr = make_cudaPitchedPtr(b, 500, 500, 3);
+  box.extent = make_cudaExtent(100, 3, 2);
+  ASSERT_EQ(cudaMemcpy3DPeer(&box), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), b, kN, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(back.data() + 500 * 5, src.data() + 500 * 5, 100), 0);  // the last row
+  EXPECT_EQ(back[500 * 5 + 100], 0);
+  box.dstDevice = 1;
+  EXPECT_EQ(cudaMemcpy3DPeer(&box), cudaErrorInvalidDevice);
 
   int least = -1, greatest = -1;
   ASSERT_EQ(cudaDeviceGetStreamPriorityRange(&least, &greatest), cudaSuccess);

@@ -7,6 +7,7 @@
 // (RuntimeStreamQueries).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -973,6 +974,89 @@ TEST_F(RuntimeStreamQueries, HostAllocationFlags) {
   ASSERT_CU(cuMemFreeHost(mapped));
   EXPECT_EQ(cuMemHostGetFlags(&flags, mapped), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuMemFreeHost(plain));
+}
+
+// cuMemcpy3DPeer: a box from one pitched allocation into another, within a context and between two
+// (staged slice by slice); a box past either allocation is refused and nothing moves.
+TEST_F(RuntimePeer, ThreeDimensionalCopiesBetweenContexts) {
+  constexpr size_t kW = 40, kH = 6, kD = 4;
+  CUdeviceptr src;
+  size_t spitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&src, &spitch, kW + 8, (kH + 1) * (kD + 1), 4));
+  std::vector<uint8_t> image(spitch * (kH + 1) * (kD + 1));
+  for (size_t i = 0; i < image.size(); ++i) image[i] = uint8_t(i * 7 + i / 251);
+  ASSERT_CU(cuMemcpyHtoD(src, image.data(), image.size()));
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, dev_));
+  CUdeviceptr dst;
+  size_t dpitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&dst, &dpitch, kW, kH * kD, 4));
+  ASSERT_CU(cuMemsetD8(dst, 0, dpitch * kH * kD));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  CUDA_MEMCPY3D_PEER p{};
+  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.srcDevice = src;
+  p.srcContext = ctx_;
+  p.srcPitch = spitch;
+  p.srcHeight = kH + 1;
+  p.srcXInBytes = 3;  // a box at (3, 1, 1) of the source
+  p.srcY = 1;
+  p.srcZ = 1;
+  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.dstDevice = dst;
+  p.dstContext = other;
+  p.dstPitch = dpitch;
+  p.dstHeight = kH;
+  p.WidthInBytes = kW;
+  p.Height = kH;
+  p.Depth = kD;
+  ASSERT_CU(cuMemcpy3DPeer(&p));
+  std::vector<uint8_t> back(dpitch * kH * kD);
+  ASSERT_CU(cuCtxSetCurrent(other));
+  ASSERT_CU(cuMemcpyDtoH(back.data(), dst, back.size()));
+  size_t wrong = 0;
+  for (size_t z = 0; z < kD; ++z) {
+    for (size_t y = 0; y < kH; ++y) {
+      for (size_t x = 0; x < kW; ++x) {
+        const uint8_t want = image[((z + 1) * (kH + 1) + y + 1) * spitch + x + 3];
+        wrong += back[(z * kH + y) * dpitch + x] != want;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  // One slice deeper than the destination holds: refused, the destination unchanged.
+  ASSERT_CU(cuMemsetD8(dst, 0x5a, dpitch * kH * kD));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  CUDA_MEMCPY3D_PEER deep = p;
+  deep.dstZ = 1;
+  EXPECT_EQ(cuMemcpy3DPeer(&deep), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuCtxSetCurrent(other));
+  ASSERT_CU(cuMemcpyDtoH(back.data(), dst, back.size()));
+  EXPECT_EQ(std::count(back.begin(), back.end(), 0x5a), std::ptrdiff_t(back.size()));
+  // Within one context, on a stream.
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
+  CUdeviceptr same;
+  size_t same_pitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&same, &same_pitch, kW, kH * kD, 4));
+  CUDA_MEMCPY3D_PEER q = p;
+  q.dstDevice = same;
+  q.dstContext = ctx_;
+  q.dstPitch = same_pitch;
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuMemcpy3DPeerAsync(&q, s));
+  ASSERT_CU(cuStreamSynchronize(s));
+  std::vector<uint8_t> same_back(same_pitch * kH * kD);
+  ASSERT_CU(cuMemcpyDtoH(same_back.data(), same, same_back.size()));
+  EXPECT_EQ(same_back[0], image[(1 * (kH + 1) + 1) * spitch + 3]);
+  EXPECT_EQ(cuMemcpy3DPeer(nullptr), CUDA_ERROR_INVALID_VALUE);
+  q.dstContext = reinterpret_cast<CUcontext>(&q);
+  EXPECT_EQ(cuMemcpy3DPeer(&q), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuMemFree(same));
+  ASSERT_CU(cuMemFree(src));
+  ASSERT_CU(cuCtxDestroy(other));
+  ASSERT_CU(cuCtxSetCurrent(ctx_));
 }
 
 }  // namespace
