@@ -667,10 +667,27 @@ bool Span(size_t pitch, size_t width, size_t height, uint64_t* span) {
   return true;
 }
 
+// The array a copy side names (CU_MEMORYTYPE_ARRAY): a live array of the context, else null.
+CUarray_st* ArrayOf(CUctx_st* ctx, CUarray array) {
+  return Process::Get().IsLive(array, Process::Kind::kArray) && array->ctx == ctx ? array : nullptr;
+}
+
 CUresult Resolve(CUctx_st* ctx, CUmemorytype type, const void* host, CUdeviceptr device,
                  CUarray array, size_t x, size_t y, size_t pitch, size_t width, size_t height,
                  Side* out) {
-  if (type == CU_MEMORYTYPE_ARRAY || array != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (type == CU_MEMORYTYPE_ARRAY) {
+    // Its own rows: x in bytes within a row, y a row of any of its slices (Copy3D folds z in).
+    CUarray_st* a = ArrayOf(ctx, array);
+    if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (x > a->row_bytes || width > a->row_bytes - x || y > a->rows || height > a->rows - y) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    out->gpu = true;
+    out->pitch = a->pitch;
+    out->va = a->va + uint64_t(y) * a->pitch + x;
+    return CUDA_SUCCESS;
+  }
+  if (array != nullptr) return CUDA_ERROR_INVALID_VALUE;  // an array named for another type
   if (height > 1 && pitch < width) return CUDA_ERROR_INVALID_VALUE;
   if (y != 0 && pitch > std::numeric_limits<uint64_t>::max() / y) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t offset = uint64_t(y) * pitch + x;
@@ -763,23 +780,31 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream handle, bool async) {
   if (c->srcLOD != 0 || c->dstLOD != 0 || c->reserved0 != nullptr || c->reserved1 != nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // An array side's slices are its own: rows_per_slice rows apart, whatever srcHeight/dstHeight
+  // say (CUDA ignores them for arrays). A dead array is caught by the slice's copy.
+  auto slice_rows = [](CUmemorytype type, CUarray array, size_t height) -> size_t {
+    if (type != CU_MEMORYTYPE_ARRAY) return height;
+    return Process::Get().IsLive(array, Process::Kind::kArray) ? array->rows_per_slice : 0;
+  };
+  const size_t src_height = slice_rows(c->srcMemoryType, c->srcArray, c->srcHeight);
+  const size_t dst_height = slice_rows(c->dstMemoryType, c->dstArray, c->dstHeight);
   for (size_t z = 0; z < c->Depth; ++z) {
     CUDA_MEMCPY2D slice{};
     const size_t src_z = c->srcZ + z, dst_z = c->dstZ + z;
     // Rows of slice z start at (z * height + y) * pitch: fold the slice into the row index.
-    if ((c->srcHeight != 0 && src_z > std::numeric_limits<size_t>::max() / c->srcHeight) ||
-        (c->dstHeight != 0 && dst_z > std::numeric_limits<size_t>::max() / c->dstHeight)) {
+    if ((src_height != 0 && src_z > std::numeric_limits<size_t>::max() / src_height) ||
+        (dst_height != 0 && dst_z > std::numeric_limits<size_t>::max() / dst_height)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     slice.srcXInBytes = c->srcXInBytes;
-    slice.srcY = src_z * c->srcHeight + c->srcY;
+    slice.srcY = src_z * src_height + c->srcY;
     slice.srcMemoryType = c->srcMemoryType;
     slice.srcHost = c->srcHost;
     slice.srcDevice = c->srcDevice;
     slice.srcArray = c->srcArray;
     slice.srcPitch = c->srcPitch;
     slice.dstXInBytes = c->dstXInBytes;
-    slice.dstY = dst_z * c->dstHeight + c->dstY;
+    slice.dstY = dst_z * dst_height + c->dstY;
     slice.dstMemoryType = c->dstMemoryType;
     slice.dstHost = c->dstHost;
     slice.dstDevice = c->dstDevice;
@@ -787,7 +812,7 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream handle, bool async) {
     slice.dstPitch = c->dstPitch;
     slice.WidthInBytes = c->WidthInBytes;
     slice.Height = c->Height;
-    if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) {
+    if (c->Depth > 1 && (src_height < c->Height || dst_height < c->Height)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     const CUresult r = Copy2D(&slice, handle, async);

@@ -121,11 +121,17 @@ void DestroyChildren(CUctx_st* ctx) {
   std::set<CUmod_st*> modules;
   std::set<CUstream_st*> streams;
   std::set<CUevent_st*> events;
+  std::set<CUarray_st*> arrays;
   {
     std::lock_guard<std::mutex> lock(ctx->mu);
     modules.swap(ctx->modules);
     streams.swap(ctx->streams);
     events.swap(ctx->events);
+    arrays.swap(ctx->arrays);
+  }
+  for (CUarray_st* a : arrays) {  // their memory goes with the guest context's
+    p.Unregister(a);
+    delete a;
   }
   for (CUmod_st* m : modules) {
     p.Unregister(m);

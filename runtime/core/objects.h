@@ -105,6 +105,17 @@ struct CUmod_st {
   gpuvm::runtime::ModulePrintf printf_info;  // its kernels' device printf (printf_fifo.h)
 };
 
+// A CUDA array: pitched rows in the context's device memory.
+struct CUarray_st {
+  CUctx_st* ctx = nullptr;
+  uint64_t va = 0;                 // its memory: slices of desc.Height (at least 1) rows
+  size_t pitch = 0;                // bytes from one row to the next
+  size_t row_bytes = 0;            // Width * NumChannels * bytes per channel
+  size_t rows = 0;                 // in all slices
+  size_t rows_per_slice = 0;       // max(Height, 1)
+  CUDA_ARRAY3D_DESCRIPTOR desc{};  // as created (Height/Depth 0 for fewer dimensions)
+};
+
 struct CUctx_st {
   const uint64_t id = gpuvm::runtime::NextObjectId();
   CUdevice device = 0;
@@ -117,6 +128,7 @@ struct CUctx_st {
   std::set<CUmod_st*> modules;
   std::set<CUstream_st*> streams;  // excluding the default stream
   std::set<CUevent_st*> events;
+  std::set<CUarray_st*> arrays;
   // cuMemHostAlloc's flags per pinned allocation (its GPU address), for cuMemHostGetFlags.
   std::map<uint64_t, unsigned> host_alloc_flags;
   gpuvm::runtime::PrintfFifoState printf_fifo;  // device printf (printf_fifo.h)
@@ -166,7 +178,8 @@ class Process {
     kEvent,
     kGraph,
     kGraphNode,
-    kGraphExec
+    kGraphExec,
+    kArray
   };
   void Register(const void* handle, Kind kind);
   void Unregister(const void* handle);

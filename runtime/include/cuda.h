@@ -63,6 +63,10 @@
 #define cuMemcpy2DAsync cuMemcpy2DAsync_v2
 #define cuMemcpy3D cuMemcpy3D_v2
 #define cuMemcpy3DAsync cuMemcpy3DAsync_v2
+#define cuArrayCreate cuArrayCreate_v2
+#define cuArrayGetDescriptor cuArrayGetDescriptor_v2
+#define cuArray3DCreate cuArray3DCreate_v2
+#define cuArray3DGetDescriptor cuArray3DGetDescriptor_v2
 #define cuStreamDestroy cuStreamDestroy_v2
 #define cuEventDestroy cuEventDestroy_v2
 #define cuEventElapsedTime cuEventElapsedTime_v2
@@ -613,10 +617,46 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                   CUstream hStream);
 
-/* Pitched memory and 2D/3D copies. Arrays (CU_MEMORYTYPE_ARRAY) do not exist in gpuvm: a copy
- * naming one answers CUDA_ERROR_NOT_SUPPORTED. CU_MEMORYTYPE_UNIFIED is a device pointer when the
- * current context has it, else host memory (there is no unified addressing). */
+/* Pitched memory and 2D/3D copies; a side may be an array (CU_MEMORYTYPE_ARRAY: its x in bytes,
+ * its y and z in rows and slices). CU_MEMORYTYPE_UNIFIED is a device pointer when the current
+ * context has it, else host memory (there is no unified addressing). */
 typedef struct CUarray_st* CUarray;
+/* CUDA arrays (runtime/driver_api_array.cc): rows of Width elements in pitched device memory,
+ * Height rows a slice, Depth slices; copies reach them as CU_MEMORYTYPE_ARRAY. Values are CUDA's;
+ * textures and surfaces, which read arrays, are not implemented. */
+typedef enum CUarray_format_enum {
+  CU_AD_FORMAT_UNSIGNED_INT8 = 0x01,
+  CU_AD_FORMAT_UNSIGNED_INT16 = 0x02,
+  CU_AD_FORMAT_UNSIGNED_INT32 = 0x03,
+  CU_AD_FORMAT_SIGNED_INT8 = 0x08,
+  CU_AD_FORMAT_SIGNED_INT16 = 0x09,
+  CU_AD_FORMAT_SIGNED_INT32 = 0x0a,
+  CU_AD_FORMAT_HALF = 0x10,
+  CU_AD_FORMAT_FLOAT = 0x20
+} CUarray_format;
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+  size_t Width;
+  size_t Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+#define CUDA_ARRAY3D_LAYERED 0x01
+#define CUDA_ARRAY3D_SURFACE_LDST 0x02
+#define CUDA_ARRAY3D_CUBEMAP 0x04 /* not supported */
+#define CUDA_ARRAY3D_TEXTURE_GATHER 0x08
+CUresult CUDAAPI cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray);
+CUresult CUDAAPI cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray);
+CUresult CUDAAPI cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor, CUarray hArray);
+CUresult CUDAAPI cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor, CUarray hArray);
+CUresult CUDAAPI cuArrayDestroy(CUarray hArray);
 typedef struct CUDA_MEMCPY2D_st {
   size_t srcXInBytes;
   size_t srcY;

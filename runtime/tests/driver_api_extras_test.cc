@@ -183,8 +183,8 @@ TEST_F(RuntimePitched, TwoDimensionalCopiesBetweenEveryKindOfMemory) {
   bad.dstY = ~size_t(0) / 2;
   EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
   bad = c;
-  bad.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_NOT_SUPPORTED);
+  bad.dstMemoryType = CU_MEMORYTYPE_ARRAY;  // naming no array
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemcpy2D(nullptr), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuMemFree(d1));
   ASSERT_CU(cuMemFree(d2));
@@ -1057,6 +1057,139 @@ TEST_F(RuntimePeer, ThreeDimensionalCopiesBetweenContexts) {
   ASSERT_CU(cuMemFree(src));
   ASSERT_CU(cuCtxDestroy(other));
   ASSERT_CU(cuCtxSetCurrent(ctx_));
+}
+
+// ---- CUDA arrays ----
+
+using RuntimeArrays = RuntimeExtras;
+
+TEST_F(RuntimeArrays, TwoDimensionalArraysTakeCopiesAtOffsetsAndDescribeThemselves) {
+  CUDA_ARRAY_DESCRIPTOR d{100, 30, CU_AD_FORMAT_FLOAT, 1};
+  CUarray a = nullptr;
+  ASSERT_CU(cuArrayCreate(&a, &d));
+  CUDA_ARRAY_DESCRIPTOR got{};
+  ASSERT_CU(cuArrayGetDescriptor(&got, a));
+  EXPECT_EQ(got.Width, 100u);
+  EXPECT_EQ(got.Height, 30u);
+  EXPECT_EQ(got.Format, CU_AD_FORMAT_FLOAT);
+  EXPECT_EQ(got.NumChannels, 1u);
+  // A 40 x 10 window of host floats into the array at (8 floats, row 2), then the whole array
+  // back out.
+  std::vector<float> window(40 * 10);
+  for (size_t i = 0; i < window.size(); ++i) window[i] = float(i) * 0.5f + 1;
+  std::vector<float> zeros(100 * 30, 0.0f);
+  CUDA_MEMCPY2D in{};
+  in.srcMemoryType = CU_MEMORYTYPE_HOST;
+  in.srcHost = zeros.data();
+  in.srcPitch = 400;
+  in.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  in.dstArray = a;
+  in.WidthInBytes = 400;
+  in.Height = 30;
+  ASSERT_CU(cuMemcpy2D(&in));
+  in.srcHost = window.data();
+  in.srcPitch = 160;
+  in.dstXInBytes = 8 * sizeof(float);
+  in.dstY = 2;
+  in.WidthInBytes = 160;
+  in.Height = 10;
+  ASSERT_CU(cuMemcpy2D(&in));
+  std::vector<float> all(100 * 30, -1.0f);
+  CUDA_MEMCPY2D out{};
+  out.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  out.srcArray = a;
+  out.dstMemoryType = CU_MEMORYTYPE_HOST;
+  out.dstHost = all.data();
+  out.dstPitch = 400;
+  out.WidthInBytes = 400;
+  out.Height = 30;
+  ASSERT_CU(cuMemcpy2D(&out));
+  size_t wrong = 0;
+  for (size_t y = 0; y < 30; ++y) {
+    for (size_t x = 0; x < 100; ++x) {
+      const bool inside = y >= 2 && y < 12 && x >= 8 && x < 48;
+      const float want = inside ? window[(y - 2) * 40 + (x - 8)] : 0.0f;
+      wrong += all[y * 100 + x] != want;
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  // Past the array's rows or row width: refused.
+  in.dstY = 21;
+  EXPECT_EQ(cuMemcpy2D(&in), CUDA_ERROR_INVALID_VALUE);
+  in.dstY = 0;
+  in.dstXInBytes = 300;
+  EXPECT_EQ(cuMemcpy2D(&in), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuArrayDestroy(a));
+  EXPECT_EQ(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuArrayGetDescriptor(&got, a), CUDA_ERROR_INVALID_HANDLE);
+  in.dstXInBytes = 0;
+  EXPECT_EQ(cuMemcpy2D(&in), CUDA_ERROR_INVALID_VALUE);  // a destroyed array
+
+  // What cannot be an array.
+  CUDA_ARRAY_DESCRIPTOR bad{100, 30, CU_AD_FORMAT_FLOAT, 3};
+  EXPECT_EQ(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);  // 3 channels
+  bad = {0, 30, CU_AD_FORMAT_FLOAT, 1};
+  EXPECT_EQ(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = {8, 8, CUarray_format(0x7f), 1};
+  EXPECT_EQ(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
+  CUDA_ARRAY3D_DESCRIPTOR cube{8, 8, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP};
+  EXPECT_EQ(cuArray3DCreate(&a, &cube), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuArrayCreate(nullptr, &d), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(RuntimeArrays, ThreeDimensionalArraysTakeWholeBoxes) {
+  constexpr size_t kW = 16, kH = 8, kD = 3, kElem = 4;  // uchar4
+  CUDA_ARRAY3D_DESCRIPTOR d{kW, kH, kD, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+  CUarray a = nullptr;
+  ASSERT_CU(cuArray3DCreate(&a, &d));
+  CUDA_ARRAY3D_DESCRIPTOR got{};
+  ASSERT_CU(cuArray3DGetDescriptor(&got, a));
+  EXPECT_EQ(got.Depth, kD);
+  EXPECT_EQ(got.NumChannels, 4u);
+  std::vector<uint8_t> box(kW * kElem * kH * kD);
+  for (size_t i = 0; i < box.size(); ++i) box[i] = uint8_t(i * 13 + i / 512);
+  CUDA_MEMCPY3D in{};
+  in.srcMemoryType = CU_MEMORYTYPE_HOST;
+  in.srcHost = box.data();
+  in.srcPitch = kW * kElem;
+  in.srcHeight = kH;
+  in.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  in.dstArray = a;
+  in.WidthInBytes = kW * kElem;
+  in.Height = kH;
+  in.Depth = kD;
+  ASSERT_CU(cuMemcpy3D(&in));
+  // Out into pitched device memory (array to device), then to the host.
+  CUdeviceptr dev;
+  size_t pitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&dev, &pitch, kW * kElem, kH * kD, 4));
+  CUDA_MEMCPY3D out{};
+  out.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  out.srcArray = a;
+  out.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  out.dstDevice = dev;
+  out.dstPitch = pitch;
+  out.dstHeight = kH;
+  out.WidthInBytes = kW * kElem;
+  out.Height = kH;
+  out.Depth = kD;
+  ASSERT_CU(cuMemcpy3D(&out));
+  std::vector<uint8_t> back(pitch * kH * kD);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), dev, back.size()));
+  size_t wrong = 0;
+  for (size_t z = 0; z < kD; ++z) {
+    for (size_t y = 0; y < kH; ++y) {
+      for (size_t x = 0; x < kW * kElem; ++x) {
+        wrong += back[(z * kH + y) * pitch + x] != box[(z * kH + y) * kW * kElem + x];
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  // One slice too many: refused.
+  out.srcZ = 1;
+  EXPECT_EQ(cuMemcpy3D(&out), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(dev));
+  ASSERT_CU(cuArrayDestroy(a));
 }
 
 }  // namespace
