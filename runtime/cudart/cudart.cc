@@ -1256,30 +1256,89 @@ cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   return Rec(async ? cuMemcpy2DAsync_v2(&c, stream) : cuMemcpy2D_v2(&c));
 }
 
-// The driver's description of a copy without arrays; cudaSuccess with *empty for nothing to copy.
+// Bytes of one element of `array` (its channels' bytes together); 0 if it is no live array.
+size_t ElementBytes(cudaArray_const_t array) {
+  CUDA_ARRAY3D_DESCRIPTOR d;
+  if (cuArray3DGetDescriptor_v2(&d, reinterpret_cast<CUarray>(const_cast<cudaArray*>(array))) !=
+      CUDA_SUCCESS) {
+    return 0;
+  }
+  switch (d.Format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return d.NumChannels;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2 * d.NumChannels;
+    default:
+      return 4 * d.NumChannels;
+  }
+}
+
+// The driver's description of a copy; cudaSuccess with *empty for nothing to copy. A CUDA array
+// side (the runtime's cudaArray_t is the driver's CUarray) counts its position and the extent's
+// width in elements; a pointer side counts x in bytes, as CUDA does.
 cudaError_t ToDriverCopy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* c, bool* empty) {
   *empty = false;
   if (p == nullptr) return Record(cudaErrorInvalidValue);
-  if (p->srcArray != nullptr || p->dstArray != nullptr) return Record(cudaErrorNotSupported);
+  const bool src_array = p->srcArray != nullptr, dst_array = p->dstArray != nullptr;
   if (p->extent.width == 0 || p->extent.height == 0 || p->extent.depth == 0) {
     *empty = true;
     return cudaSuccess;
   }
-  if (p->srcPtr.ptr == nullptr || p->dstPtr.ptr == nullptr) return Record(cudaErrorInvalidValue);
+  if ((!src_array && p->srcPtr.ptr == nullptr) || (!dst_array && p->dstPtr.ptr == nullptr)) {
+    return Record(cudaErrorInvalidValue);
+  }
+  // Element size: the array's (the source's when both are arrays), else bytes.
+  size_t element = 1;
+  if (src_array || dst_array) {
+    element = ElementBytes(src_array ? p->srcArray : p->dstArray);
+    if (element == 0) return Record(cudaErrorInvalidResourceHandle);
+  }
+  // Memory types: an array is device memory; the kind says the rest (cudaMemcpyDefault asks the
+  // pointer).
+  cudaMemcpyKind kind = p->kind;
+  if (kind == cudaMemcpyDefault && (src_array || dst_array)) {
+    const bool d = dst_array || IsDevicePointer(p->dstPtr.ptr);
+    const bool s = src_array || IsDevicePointer(p->srcPtr.ptr);
+    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
   CUmemorytype dst_type, src_type;
-  if (!MemoryTypes(p->kind, p->dstPtr.ptr, p->srcPtr.ptr, &dst_type, &src_type)) {
+  if (!MemoryTypes(kind, p->dstPtr.ptr, p->srcPtr.ptr, &dst_type, &src_type) ||
+      (src_array && src_type != CU_MEMORYTYPE_DEVICE) ||
+      (dst_array && dst_type != CU_MEMORYTYPE_DEVICE)) {
     return Record(cudaErrorInvalidMemcpyDirection);
   }
-  // Without arrays, positions and the extent's width are in bytes; a pitched pointer's ysize is
-  // the height of its slices.
+  if (p->extent.width > SIZE_MAX / element || p->srcPos.x > SIZE_MAX / element ||
+      p->dstPos.x > SIZE_MAX / element) {
+    return Record(cudaErrorInvalidValue);
+  }
+  // A pitched pointer's ysize is the height of its slices.
   *c = CUDA_MEMCPY3D{};
-  SetSide(src_type, p->srcPtr.ptr, &c->srcMemoryType, &c->srcHost, &c->srcDevice);
-  SetSide(dst_type, p->dstPtr.ptr, &c->dstMemoryType, &c->dstHost, &c->dstDevice);
-  c->srcXInBytes = p->srcPos.x, c->srcY = p->srcPos.y, c->srcZ = p->srcPos.z;
-  c->dstXInBytes = p->dstPos.x, c->dstY = p->dstPos.y, c->dstZ = p->dstPos.z;
-  c->srcPitch = p->srcPtr.pitch, c->srcHeight = p->srcPtr.ysize;
-  c->dstPitch = p->dstPtr.pitch, c->dstHeight = p->dstPtr.ysize;
-  c->WidthInBytes = p->extent.width, c->Height = p->extent.height, c->Depth = p->extent.depth;
+  if (src_array) {
+    c->srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    c->srcArray = reinterpret_cast<CUarray>(p->srcArray);
+    c->srcXInBytes = p->srcPos.x * element;
+  } else {
+    SetSide(src_type, p->srcPtr.ptr, &c->srcMemoryType, &c->srcHost, &c->srcDevice);
+    c->srcXInBytes = p->srcPos.x;
+    c->srcPitch = p->srcPtr.pitch, c->srcHeight = p->srcPtr.ysize;
+  }
+  if (dst_array) {
+    c->dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    c->dstArray = reinterpret_cast<CUarray>(p->dstArray);
+    c->dstXInBytes = p->dstPos.x * element;
+  } else {
+    SetSide(dst_type, p->dstPtr.ptr, &c->dstMemoryType, &c->dstHost, &c->dstDevice);
+    c->dstXInBytes = p->dstPos.x;
+    c->dstPitch = p->dstPtr.pitch, c->dstHeight = p->dstPtr.ysize;
+  }
+  c->srcY = p->srcPos.y, c->srcZ = p->srcPos.z;
+  c->dstY = p->dstPos.y, c->dstZ = p->dstPos.z;
+  c->WidthInBytes = p->extent.width * element, c->Height = p->extent.height;
+  c->Depth = p->extent.depth;
   return cudaSuccess;
 }
 
@@ -1340,6 +1399,270 @@ GPUVM_EXPORT cudaError_t cudaMemcpy3DAsync(const cudaMemcpy3DParms* p, cudaStrea
 }
 GPUVM_EXPORT cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms* p, cudaStream_t stream) {
   return cudaMemcpy3DAsync(p, stream);
+}
+
+// ---- CUDA arrays: the driver's (runtime/driver_api_array.cc); a cudaArray_t is a CUarray ----
+
+namespace {
+
+// The driver's format and channel count of a channel description: 1, 2 or 4 channels of the same
+// 8, 16 or 32 bits, signed, unsigned or float (16-bit float: half). False for anything else.
+bool ToArrayFormat(const cudaChannelFormatDesc& d, CUarray_format* format, unsigned* channels) {
+  const int bits[4] = {d.x, d.y, d.z, d.w};
+  unsigned n = 0;
+  while (n < 4 && bits[n] != 0) ++n;
+  for (unsigned i = n; i < 4; ++i) {
+    if (bits[i] != 0) return false;  // a gap
+  }
+  for (unsigned i = 1; i < n; ++i) {
+    if (bits[i] != d.x) return false;
+  }
+  if (n != 1 && n != 2 && n != 4) return false;
+  *channels = n;
+  switch (d.f) {
+    case cudaChannelFormatKindSigned:
+      if (d.x == 8)
+        *format = CU_AD_FORMAT_SIGNED_INT8;
+      else if (d.x == 16)
+        *format = CU_AD_FORMAT_SIGNED_INT16;
+      else if (d.x == 32)
+        *format = CU_AD_FORMAT_SIGNED_INT32;
+      else
+        return false;
+      return true;
+    case cudaChannelFormatKindUnsigned:
+      if (d.x == 8)
+        *format = CU_AD_FORMAT_UNSIGNED_INT8;
+      else if (d.x == 16)
+        *format = CU_AD_FORMAT_UNSIGNED_INT16;
+      else if (d.x == 32)
+        *format = CU_AD_FORMAT_UNSIGNED_INT32;
+      else
+        return false;
+      return true;
+    case cudaChannelFormatKindFloat:
+      if (d.x == 16)
+        *format = CU_AD_FORMAT_HALF;
+      else if (d.x == 32)
+        *format = CU_AD_FORMAT_FLOAT;
+      else
+        return false;
+      return true;
+    default:
+      return false;
+  }
+}
+
+cudaChannelFormatDesc FromArrayFormat(CUarray_format format, unsigned channels) {
+  int bits = 32;
+  cudaChannelFormatKind kind = cudaChannelFormatKindUnsigned;
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+      bits = 8;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+      bits = 16;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+      break;
+    case CU_AD_FORMAT_SIGNED_INT8:
+      bits = 8, kind = cudaChannelFormatKindSigned;
+      break;
+    case CU_AD_FORMAT_SIGNED_INT16:
+      bits = 16, kind = cudaChannelFormatKindSigned;
+      break;
+    case CU_AD_FORMAT_SIGNED_INT32:
+      kind = cudaChannelFormatKindSigned;
+      break;
+    case CU_AD_FORMAT_HALF:
+      bits = 16, kind = cudaChannelFormatKindFloat;
+      break;
+    case CU_AD_FORMAT_FLOAT:
+      kind = cudaChannelFormatKindFloat;
+      break;
+  }
+  cudaChannelFormatDesc d{};
+  d.x = bits;
+  d.y = channels >= 2 ? bits : 0;
+  d.z = channels >= 4 ? bits : 0;
+  d.w = channels >= 4 ? bits : 0;
+  d.f = kind;
+  return d;
+}
+
+cudaError_t MakeArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, size_t width,
+                      size_t height, size_t depth, unsigned flags) {
+  if (array == nullptr || desc == nullptr) return Record(cudaErrorInvalidValue);
+  ENSURE_CONTEXT();
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  if (!ToArrayFormat(*desc, &d.Format, &d.NumChannels))
+    return Record(cudaErrorInvalidChannelDescriptor);
+  d.Width = width;
+  d.Height = height;
+  d.Depth = depth;
+  d.Flags = flags;  // the same bits as CUDA_ARRAY3D_*
+  CUarray a = nullptr;
+  const cudaError_t e = Rec(cuArray3DCreate_v2(&a, &d));
+  if (e == cudaSuccess) *array = reinterpret_cast<cudaArray_t>(a);
+  return e;
+}
+
+// A 2D copy with an array on one or both sides: offsets and width in bytes, as CUDA's
+// cudaMemcpy2D{To,From}Array count them.
+cudaError_t ArrayCopy2D(CUDA_MEMCPY2D c, cudaMemcpyKind kind, bool src_array, bool dst_array,
+                        const void* src, void* dst, cudaStream_t stream, bool async) {
+  ENSURE_CONTEXT();
+  if (c.WidthInBytes == 0 || c.Height == 0) return cudaSuccess;
+  if ((!src_array && src == nullptr) || (!dst_array && dst == nullptr)) {
+    return Record(cudaErrorInvalidValue);
+  }
+  if (kind == cudaMemcpyDefault) {
+    const bool d = dst_array || IsDevicePointer(dst), s = src_array || IsDevicePointer(src);
+    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
+  CUmemorytype dst_type, src_type;
+  if (!MemoryTypes(kind, dst, src, &dst_type, &src_type) ||
+      (src_array && src_type != CU_MEMORYTYPE_DEVICE) ||
+      (dst_array && dst_type != CU_MEMORYTYPE_DEVICE)) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  if (!src_array)
+    SetSide(src_type, const_cast<void*>(src), &c.srcMemoryType, &c.srcHost, &c.srcDevice);
+  if (!dst_array) SetSide(dst_type, dst, &c.dstMemoryType, &c.dstHost, &c.dstDevice);
+  return Rec(async ? cuMemcpy2DAsync_v2(&c, stream) : cuMemcpy2D_v2(&c));
+}
+
+CUDA_MEMCPY2D ToArraySide(cudaArray_t dst, size_t x, size_t y, size_t spitch, size_t width,
+                          size_t height) {
+  CUDA_MEMCPY2D c{};
+  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.dstArray = reinterpret_cast<CUarray>(dst);
+  c.dstXInBytes = x;
+  c.dstY = y;
+  c.srcPitch = spitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  return c;
+}
+
+CUDA_MEMCPY2D FromArraySide(cudaArray_const_t src, size_t x, size_t y, size_t dpitch, size_t width,
+                            size_t height) {
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.srcArray = reinterpret_cast<CUarray>(const_cast<cudaArray*>(src));
+  c.srcXInBytes = x;
+  c.srcY = y;
+  c.dstPitch = dpitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  return c;
+}
+
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc* desc,
+                                         size_t width, size_t height, unsigned int flags) {
+  return MakeArray(array, desc, width, height, 0, flags);
+}
+
+GPUVM_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t* array, const cudaChannelFormatDesc* desc,
+                                           cudaExtent extent, unsigned int flags) {
+  return MakeArray(array, desc, extent.width, extent.height, extent.depth, flags);
+}
+
+GPUVM_EXPORT cudaError_t cudaFreeArray(cudaArray_t array) {
+  if (array == nullptr) return cudaSuccess;  // CUDA: nothing to do
+  ENSURE_CONTEXT();
+  const CUresult r = cuArrayDestroy(reinterpret_cast<CUarray>(array));
+  return Rec(r == CUDA_ERROR_INVALID_HANDLE ? CUDA_ERROR_INVALID_VALUE : r);
+}
+
+GPUVM_EXPORT cudaError_t cudaArrayGetInfo(cudaChannelFormatDesc* desc, cudaExtent* extent,
+                                          unsigned int* flags, cudaArray_t array) {
+  ENSURE_CONTEXT();
+  CUDA_ARRAY3D_DESCRIPTOR d;
+  const CUresult r = cuArray3DGetDescriptor_v2(&d, reinterpret_cast<CUarray>(array));
+  if (r != CUDA_SUCCESS) return Record(cudaErrorInvalidResourceHandle);
+  if (desc != nullptr) *desc = FromArrayFormat(d.Format, d.NumChannels);
+  if (extent != nullptr) *extent = cudaExtent{d.Width, d.Height, d.Depth};
+  if (flags != nullptr) *flags = d.Flags;
+  return cudaSuccess;
+}
+
+GPUVM_EXPORT cudaError_t cudaGetChannelDesc(cudaChannelFormatDesc* desc, cudaArray_const_t array) {
+  if (desc == nullptr) return Record(cudaErrorInvalidValue);
+  return cudaArrayGetInfo(desc, nullptr, nullptr, const_cast<cudaArray_t>(array));
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t x, size_t y, const void* src,
+                                             size_t spitch, size_t width, size_t height,
+                                             cudaMemcpyKind kind) {
+  return ArrayCopy2D(ToArraySide(dst, x, y, spitch, width, height), kind, false, true, src, nullptr,
+                     nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t x, size_t y,
+                                                  const void* src, size_t spitch, size_t width,
+                                                  size_t height, cudaMemcpyKind kind,
+                                                  cudaStream_t stream) {
+  return ArrayCopy2D(ToArraySide(dst, x, y, spitch, width, height), kind, false, true, src, nullptr,
+                     stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DToArrayAsync_ptsz(cudaArray_t dst, size_t x, size_t y,
+                                                       const void* src, size_t spitch, size_t width,
+                                                       size_t height, cudaMemcpyKind kind,
+                                                       cudaStream_t stream) {
+  return cudaMemcpy2DToArrayAsync(dst, x, y, src, spitch, width, height, kind, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t x, size_t y,
+                                                  const void* src, size_t spitch, size_t width,
+                                                  size_t height, cudaMemcpyKind kind) {
+  return cudaMemcpy2DToArray(dst, x, y, src, spitch, width, height, kind);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpy2DFromArray(void* dst, size_t dpitch, cudaArray_const_t src,
+                                               size_t x, size_t y, size_t width, size_t height,
+                                               cudaMemcpyKind kind) {
+  return ArrayCopy2D(FromArraySide(src, x, y, dpitch, width, height), kind, true, false, nullptr,
+                     dst, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DFromArrayAsync(void* dst, size_t dpitch, cudaArray_const_t src,
+                                                    size_t x, size_t y, size_t width, size_t height,
+                                                    cudaMemcpyKind kind, cudaStream_t stream) {
+  return ArrayCopy2D(FromArraySide(src, x, y, dpitch, width, height), kind, true, false, nullptr,
+                     dst, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DFromArrayAsync_ptsz(void* dst, size_t dpitch,
+                                                         cudaArray_const_t src, size_t x, size_t y,
+                                                         size_t width, size_t height,
+                                                         cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpy2DFromArrayAsync(dst, dpitch, src, x, y, width, height, kind, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DFromArray_ptds(void* dst, size_t dpitch, cudaArray_const_t src,
+                                                    size_t x, size_t y, size_t width, size_t height,
+                                                    cudaMemcpyKind kind) {
+  return cudaMemcpy2DFromArray(dst, dpitch, src, x, y, width, height, kind);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t dst_x, size_t dst_y,
+                                                  cudaArray_const_t src, size_t src_x, size_t src_y,
+                                                  size_t width, size_t height,
+                                                  cudaMemcpyKind kind) {
+  CUDA_MEMCPY2D c = ToArraySide(dst, dst_x, dst_y, 0, width, height);
+  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.srcArray = reinterpret_cast<CUarray>(const_cast<cudaArray*>(src));
+  c.srcXInBytes = src_x;
+  c.srcY = src_y;
+  if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  return ArrayCopy2D(c, cudaMemcpyDeviceToDevice, true, true, nullptr, nullptr, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpy2DArrayToArray_ptds(cudaArray_t dst, size_t dst_x, size_t dst_y,
+                                                       cudaArray_const_t src, size_t src_x,
+                                                       size_t src_y, size_t width, size_t height,
+                                                       cudaMemcpyKind kind) {
+  return cudaMemcpy2DArrayToArray(dst, dst_x, dst_y, src, src_x, src_y, width, height, kind);
 }
 GPUVM_EXPORT cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width,
                                       size_t height) {

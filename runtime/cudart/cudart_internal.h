@@ -20,7 +20,7 @@ CUresult EnsureCurrentContext();
 cudaError_t KernelFunction(const void* func, CUfunction* f);
 // The host stub of a registered kernel whose function in some context is `f`; null if none.
 const void* HostFunctionOf(CUfunction f);
-// The driver's description of a copy (no arrays); a copy of nothing is all zeroes. Errors recorded.
+// The driver's description of a copy (arrays too); a copy of nothing is all zeroes. Errors recorded.
 cudaError_t DriverCopy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* c);
 
 // A runtime call that is the driver's `call` with the same arguments, in the current context (made

@@ -557,9 +557,10 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, s
                                                 cudaStream_t stream);
 cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol);
 cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* symbol);
-/* Pitched memory, 2D and 3D copies and memsets (rows aligned to 256 bytes; no arrays: a 3D copy
- * naming one answers cudaErrorNotSupported). */
+/* Pitched memory, 2D and 3D copies and memsets (rows aligned to 256 bytes; a 3D copy may name
+ * CUDA arrays, see below). */
 typedef struct cudaArray* cudaArray_t;
+typedef const struct cudaArray* cudaArray_const_t;
 struct cudaPos {
   size_t x, y, z;
 };
@@ -621,6 +622,42 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, 
 cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
                                           size_t count, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
+/* CUDA arrays (pitched device memory here; the driver's CUarray is the same object). Positions
+ * and widths on an array side are in elements, as CUDA counts them. */
+#define cudaArrayDefault 0x00
+#define cudaArrayLayered 0x01
+#define cudaArraySurfaceLoadStore 0x02
+#define cudaArrayCubemap 0x04 /* not supported */
+#define cudaArrayTextureGather 0x08
+cudaError_t CUDARTAPI cudaMallocArray(cudaArray_t* array, const struct cudaChannelFormatDesc* desc,
+                                      size_t width, size_t height, unsigned int flags);
+cudaError_t CUDARTAPI cudaMalloc3DArray(cudaArray_t* array,
+                                        const struct cudaChannelFormatDesc* desc,
+                                        struct cudaExtent extent, unsigned int flags);
+cudaError_t CUDARTAPI cudaFreeArray(cudaArray_t array);
+cudaError_t CUDARTAPI cudaArrayGetInfo(struct cudaChannelFormatDesc* desc,
+                                       struct cudaExtent* extent, unsigned int* flags,
+                                       cudaArray_t array);
+cudaError_t CUDARTAPI cudaGetChannelDesc(struct cudaChannelFormatDesc* desc,
+                                         cudaArray_const_t array);
+cudaError_t CUDARTAPI cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                          const void* src, size_t spitch, size_t width,
+                                          size_t height, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                               const void* src, size_t spitch, size_t width,
+                                               size_t height, enum cudaMemcpyKind kind,
+                                               cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpy2DFromArray(void* dst, size_t dpitch, cudaArray_const_t src,
+                                            size_t wOffset, size_t hOffset, size_t width,
+                                            size_t height, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync(void* dst, size_t dpitch, cudaArray_const_t src,
+                                                 size_t wOffset, size_t hOffset, size_t width,
+                                                 size_t height, enum cudaMemcpyKind kind,
+                                                 cudaStream_t stream);
+cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDst,
+                                               size_t hOffsetDst, cudaArray_const_t src,
+                                               size_t wOffsetSrc, size_t hOffsetSrc, size_t width,
+                                               size_t height, enum cudaMemcpyKind kind);
 struct cudaMemcpy3DPeerParms {
   cudaArray_t srcArray;
   struct cudaPos srcPos;

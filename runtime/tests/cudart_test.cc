@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -242,8 +243,8 @@ TEST_F(RuntimeCudart, PitchedCopiesOccupancyAndHostFunctions) {
   for (size_t y = 0; y < 6; ++y) {
     ASSERT_EQ(std::memcmp(&box[y * width], &src[y * 64], width), 0) << y;
   }
-  q.srcArray = reinterpret_cast<cudaArray_t>(&q);
-  EXPECT_EQ(cudaMemcpy3D(&q), cudaErrorNotSupported);
+  q.srcArray = reinterpret_cast<cudaArray_t>(&q);  // no array
+  EXPECT_EQ(cudaMemcpy3D(&q), cudaErrorInvalidResourceHandle);
 
   int blocks = -1;
   ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -636,6 +637,91 @@ TEST_F(RuntimeCudart, ThreeDimensionalAllocationsAndMemsets) {
   EXPECT_EQ(cudaMalloc3D(nullptr, extent), cudaErrorInvalidValue);
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   ASSERT_EQ(cudaFree(p.ptr), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+// CUDA arrays through the runtime: 2D copies in and out at byte offsets, a 3D array filled by
+// cudaMemcpy3D with element positions, array to array, and what an array says of itself.
+TEST_F(RuntimeCudart, ArraysTakeAndGiveBackTheirElements) {
+  const cudaChannelFormatDesc f1 = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+  cudaArray_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaMallocArray(&a, &f1, 64, 16, cudaArrayDefault), cudaSuccess);
+  ASSERT_EQ(cudaMallocArray(&b, &f1, 64, 16, cudaArrayDefault), cudaSuccess);
+  std::vector<float> image(64 * 16);
+  for (size_t i = 0; i < image.size(); ++i) image[i] = float(i) + 0.25f;
+  ASSERT_EQ(cudaMemcpy2DToArray(a, 0, 0, image.data(), 64 * 4, 64 * 4, 16, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  // Array to array: a 10 x 4 window from (5, 3) to (0, 0); b was zeroed first.
+  std::vector<float> zeros(64 * 16, 0.0f);
+  ASSERT_EQ(cudaMemcpy2DToArray(b, 0, 0, zeros.data(), 256, 256, 16, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DArrayToArray(b, 0, 0, a, 5 * 4, 3, 10 * 4, 4, cudaMemcpyDeviceToDevice),
+            cudaSuccess);
+  std::vector<float> back(64 * 16, -1.0f);
+  ASSERT_EQ(cudaMemcpy2DFromArray(back.data(), 256, b, 0, 0, 256, 16, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  size_t wrong = 0;
+  for (size_t y = 0; y < 16; ++y) {
+    for (size_t x = 0; x < 64; ++x) {
+      const float want = (y < 4 && x < 10) ? image[(y + 3) * 64 + x + 5] : 0.0f;
+      wrong += back[y * 64 + x] != want;
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  cudaChannelFormatDesc got{};
+  cudaExtent extent{};
+  unsigned flags = 99;
+  ASSERT_EQ(cudaArrayGetInfo(&got, &extent, &flags, a), cudaSuccess);
+  EXPECT_EQ(got.x, 32);
+  EXPECT_EQ(got.y, 0);
+  EXPECT_EQ(got.f, cudaChannelFormatKindFloat);
+  EXPECT_EQ(extent.width, 64u);
+  EXPECT_EQ(extent.height, 16u);
+  EXPECT_EQ(extent.depth, 0u);
+  EXPECT_EQ(flags, 0u);
+
+  // A 3D array of short2: positions and the extent's width in elements.
+  const cudaChannelFormatDesc f2 = {16, 16, 0, 0, cudaChannelFormatKindSigned};
+  cudaArray_t c = nullptr;
+  ASSERT_EQ(cudaMalloc3DArray(&c, &f2, make_cudaExtent(8, 4, 2), cudaArraySurfaceLoadStore),
+            cudaSuccess);
+  std::vector<int16_t> box(8 * 2 * 4 * 2);
+  for (size_t i = 0; i < box.size(); ++i) box[i] = int16_t(i * 3 - 50);
+  cudaMemcpy3DParms in{};
+  in.srcPtr = make_cudaPitchedPtr(box.data(), 8 * 4, 8, 4);
+  in.dstArray = c;
+  in.extent = make_cudaExtent(8, 4, 2);
+  in.kind = cudaMemcpyHostToDevice;
+  ASSERT_EQ(cudaMemcpy3D(&in), cudaSuccess);
+  std::vector<int16_t> out(box.size(), 0);
+  cudaMemcpy3DParms o{};
+  o.srcArray = c;
+  o.srcPos = make_cudaPos(2, 1, 1);  // elements, rows, slices
+  o.dstPtr = make_cudaPitchedPtr(out.data(), 8 * 4, 8, 4);
+  o.extent = make_cudaExtent(3, 2, 1);
+  o.kind = cudaMemcpyDeviceToHost;
+  ASSERT_EQ(cudaMemcpy3D(&o), cudaSuccess);
+  for (size_t y = 0; y < 2; ++y) {
+    for (size_t x = 0; x < 3 * 2; ++x) {  // 3 short2 = 6 shorts a row
+      EXPECT_EQ(out[y * 16 + x], box[((1 * 4) + y + 1) * 16 + 2 * 2 + x]) << y << "," << x;
+    }
+  }
+  ASSERT_EQ(cudaGetChannelDesc(&got, c), cudaSuccess);
+  EXPECT_EQ(got.y, 16);
+  EXPECT_EQ(got.z, 0);
+  EXPECT_EQ(got.f, cudaChannelFormatKindSigned);
+
+  // Refusals: a 3-channel format, a copy past the array, a freed array.
+  const cudaChannelFormatDesc f3 = {8, 8, 8, 0, cudaChannelFormatKindUnsigned};
+  cudaArray_t bad = nullptr;
+  EXPECT_EQ(cudaMallocArray(&bad, &f3, 4, 4, 0), cudaErrorInvalidChannelDescriptor);
+  EXPECT_EQ(cudaMemcpy2DToArray(a, 60 * 4, 0, image.data(), 256, 8 * 4, 1, cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFreeArray(a), cudaSuccess);
+  ASSERT_EQ(cudaFreeArray(b), cudaSuccess);
+  ASSERT_EQ(cudaFreeArray(c), cudaSuccess);
+  EXPECT_EQ(cudaFreeArray(nullptr), cudaSuccess);
+  EXPECT_EQ(cudaArrayGetInfo(&got, &extent, &flags, a), cudaErrorInvalidResourceHandle);
   (void)cudaGetLastError();
 }
 
