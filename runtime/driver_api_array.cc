@@ -7,6 +7,7 @@
 // (32-bit descriptors of CUDA 3.1).
 //
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
+#include <cstring>
 #include <limits>
 
 #include "runtime/driver_api.h"
@@ -92,7 +93,14 @@ CUresult Describe(CUarray a, CUDA_ARRAY3D_DESCRIPTOR* out) {
 
 GPUVM_EXPORT CUresult cuArrayCreate_v2(CUarray* out, const CUDA_ARRAY_DESCRIPTOR* d) {
   if (d == nullptr) return CheckInit(true);
-  return Create(out, CUDA_ARRAY3D_DESCRIPTOR{d->Width, d->Height, 0, d->Format, d->NumChannels, 0});
+  // Field by field, the format as bytes: the caller's value may be no CUarray_format, and Create
+  // reads it as an int.
+  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  d3.Width = d->Width;
+  d3.Height = d->Height;
+  std::memcpy(&d3.Format, &d->Format, sizeof d3.Format);
+  d3.NumChannels = d->NumChannels;
+  return Create(out, d3);
 }
 
 GPUVM_EXPORT CUresult cuArray3DCreate_v2(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR* d) {

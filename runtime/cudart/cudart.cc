@@ -1419,7 +1419,9 @@ bool ToArrayFormat(const cudaChannelFormatDesc& d, CUarray_format* format, unsig
   }
   if (n != 1 && n != 2 && n != 4) return false;
   *channels = n;
-  switch (d.f) {
+  int kind;  // the caller's value, which may be no cudaChannelFormatKind: read as an int
+  std::memcpy(&kind, &d.f, sizeof kind);
+  switch (kind) {
     case cudaChannelFormatKindSigned:
       if (d.x == 8)
         *format = CU_AD_FORMAT_SIGNED_INT8;

@@ -715,6 +715,10 @@ TEST_F(RuntimeCudart, ArraysTakeAndGiveBackTheirElements) {
   const cudaChannelFormatDesc f3 = {8, 8, 8, 0, cudaChannelFormatKindUnsigned};
   cudaArray_t bad = nullptr;
   EXPECT_EQ(cudaMallocArray(&bad, &f3, 4, 4, 0), cudaErrorInvalidChannelDescriptor);
+  cudaChannelFormatDesc odd_kind = f1;
+  const int nine = 9;  // no cudaChannelFormatKind: read as bytes, as a careless caller's would be
+  std::memcpy(&odd_kind.f, &nine, sizeof nine);
+  EXPECT_EQ(cudaMallocArray(&bad, &odd_kind, 4, 4, 0), cudaErrorInvalidChannelDescriptor);
   EXPECT_EQ(cudaMemcpy2DToArray(a, 60 * 4, 0, image.data(), 256, 8 * 4, 1, cudaMemcpyHostToDevice),
             cudaErrorInvalidValue);
   ASSERT_EQ(cudaFreeArray(a), cudaSuccess);
