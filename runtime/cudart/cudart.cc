@@ -1405,90 +1405,54 @@ GPUVM_EXPORT cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms* p, cuda
 
 namespace {
 
+// The driver's array formats and the channel descriptions that name them (kind, bits a channel).
+struct ArrayFormatName {
+  int kind;
+  int bits;
+  CUarray_format format;
+};
+constexpr ArrayFormatName kArrayFormats[] = {
+    {cudaChannelFormatKindSigned, 8, CU_AD_FORMAT_SIGNED_INT8},
+    {cudaChannelFormatKindSigned, 16, CU_AD_FORMAT_SIGNED_INT16},
+    {cudaChannelFormatKindSigned, 32, CU_AD_FORMAT_SIGNED_INT32},
+    {cudaChannelFormatKindUnsigned, 8, CU_AD_FORMAT_UNSIGNED_INT8},
+    {cudaChannelFormatKindUnsigned, 16, CU_AD_FORMAT_UNSIGNED_INT16},
+    {cudaChannelFormatKindUnsigned, 32, CU_AD_FORMAT_UNSIGNED_INT32},
+    {cudaChannelFormatKindFloat, 16, CU_AD_FORMAT_HALF},
+    {cudaChannelFormatKindFloat, 32, CU_AD_FORMAT_FLOAT},
+};
+
 // The driver's format and channel count of a channel description: 1, 2 or 4 channels of the same
 // 8, 16 or 32 bits, signed, unsigned or float (16-bit float: half). False for anything else.
 bool ToArrayFormat(const cudaChannelFormatDesc& d, CUarray_format* format, unsigned* channels) {
   const int bits[4] = {d.x, d.y, d.z, d.w};
   unsigned n = 0;
   while (n < 4 && bits[n] != 0) ++n;
-  for (unsigned i = n; i < 4; ++i) {
-    if (bits[i] != 0) return false;  // a gap
-  }
-  for (unsigned i = 1; i < n; ++i) {
-    if (bits[i] != d.x) return false;
+  for (unsigned i = 0; i < 4; ++i) {
+    if (i < n ? bits[i] != d.x : bits[i] != 0) return false;  // unequal channels, or a gap
   }
   if (n != 1 && n != 2 && n != 4) return false;
-  *channels = n;
   int kind;  // the caller's value, which may be no cudaChannelFormatKind: read as an int
   std::memcpy(&kind, &d.f, sizeof kind);
-  switch (kind) {
-    case cudaChannelFormatKindSigned:
-      if (d.x == 8)
-        *format = CU_AD_FORMAT_SIGNED_INT8;
-      else if (d.x == 16)
-        *format = CU_AD_FORMAT_SIGNED_INT16;
-      else if (d.x == 32)
-        *format = CU_AD_FORMAT_SIGNED_INT32;
-      else
-        return false;
+  for (const ArrayFormatName& f : kArrayFormats) {
+    if (f.kind == kind && f.bits == d.x) {
+      *format = f.format;
+      *channels = n;
       return true;
-    case cudaChannelFormatKindUnsigned:
-      if (d.x == 8)
-        *format = CU_AD_FORMAT_UNSIGNED_INT8;
-      else if (d.x == 16)
-        *format = CU_AD_FORMAT_UNSIGNED_INT16;
-      else if (d.x == 32)
-        *format = CU_AD_FORMAT_UNSIGNED_INT32;
-      else
-        return false;
-      return true;
-    case cudaChannelFormatKindFloat:
-      if (d.x == 16)
-        *format = CU_AD_FORMAT_HALF;
-      else if (d.x == 32)
-        *format = CU_AD_FORMAT_FLOAT;
-      else
-        return false;
-      return true;
-    default:
-      return false;
+    }
   }
+  return false;
 }
 
 cudaChannelFormatDesc FromArrayFormat(CUarray_format format, unsigned channels) {
-  int bits = 32;
-  cudaChannelFormatKind kind = cudaChannelFormatKindUnsigned;
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-      bits = 8;
-      break;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-      bits = 16;
-      break;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-      break;
-    case CU_AD_FORMAT_SIGNED_INT8:
-      bits = 8, kind = cudaChannelFormatKindSigned;
-      break;
-    case CU_AD_FORMAT_SIGNED_INT16:
-      bits = 16, kind = cudaChannelFormatKindSigned;
-      break;
-    case CU_AD_FORMAT_SIGNED_INT32:
-      kind = cudaChannelFormatKindSigned;
-      break;
-    case CU_AD_FORMAT_HALF:
-      bits = 16, kind = cudaChannelFormatKindFloat;
-      break;
-    case CU_AD_FORMAT_FLOAT:
-      kind = cudaChannelFormatKindFloat;
-      break;
-  }
   cudaChannelFormatDesc d{};
-  d.x = bits;
-  d.y = channels >= 2 ? bits : 0;
-  d.z = channels >= 4 ? bits : 0;
-  d.w = channels >= 4 ? bits : 0;
-  d.f = kind;
+  for (const ArrayFormatName& f : kArrayFormats) {
+    if (f.format != format) continue;
+    d.x = f.bits;
+    d.y = channels >= 2 ? f.bits : 0;
+    d.z = d.w = channels >= 4 ? f.bits : 0;
+    d.f = cudaChannelFormatKind(f.kind);
+  }
   return d;
 }
 
