@@ -1630,6 +1630,81 @@ GPUVM_EXPORT cudaError_t cudaMemcpy2DArrayToArray_ptds(cudaArray_t dst, size_t d
                                                        cudaMemcpyKind kind) {
   return cudaMemcpy2DArrayToArray(dst, dst_x, dst_y, src, src_x, src_y, width, height, kind);
 }
+// The deprecated linear array copies: `count` bytes from byte x of row y of the array, on through
+// the following rows, as if the array's rows (its width in bytes each) were one run. Up to three 2D
+// copies: the rest of the first row, whole rows, the start of the last one. Checked whole first.
+namespace {
+cudaError_t LinearArrayCopy(cudaArray_const_t array, size_t x, size_t y, void* linear, size_t count,
+                            cudaMemcpyKind kind, bool to_array, cudaStream_t stream, bool async) {
+  ENSURE_CONTEXT();
+  if (count == 0) return cudaSuccess;
+  CUDA_ARRAY3D_DESCRIPTOR d;
+  if (cuArray3DGetDescriptor_v2(&d, reinterpret_cast<CUarray>(const_cast<cudaArray*>(array))) !=
+      CUDA_SUCCESS) {
+    return Record(cudaErrorInvalidResourceHandle);
+  }
+  const size_t row = d.Width * ElementBytes(array);
+  const size_t rows = (d.Height == 0 ? 1 : d.Height) * (d.Depth == 0 ? 1 : d.Depth);
+  if (x >= row || y >= rows || count > (rows - y) * row - x) return Record(cudaErrorInvalidValue);
+  auto* bytes = static_cast<uint8_t*>(linear);
+  auto copy = [&](size_t at_x, size_t at_y, uint8_t* p, size_t width, size_t height) {
+    CUDA_MEMCPY2D c =
+        to_array ? ToArraySide(const_cast<cudaArray_t>(array), at_x, at_y, width, width, height)
+                 : FromArraySide(array, at_x, at_y, width, width, height);
+    return to_array ? ArrayCopy2D(c, kind, false, true, p, nullptr, stream, async)
+                    : ArrayCopy2D(c, kind, true, false, nullptr, p, stream, async);
+  };
+  const size_t first = std::min(count, row - x);
+  if (cudaError_t e = copy(x, y, bytes, first, 1); e != cudaSuccess) return e;
+  size_t done = first;
+  const size_t whole = (count - done) / row;
+  if (whole > 0) {
+    if (cudaError_t e = copy(0, y + 1, bytes + done, row, whole); e != cudaSuccess) return e;
+    done += whole * row;
+  }
+  if (done < count) return copy(0, y + 1 + whole, bytes + done, count - done, 1);
+  return cudaSuccess;
+}
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t x, size_t y, const void* src,
+                                           size_t count, cudaMemcpyKind kind) {
+  return LinearArrayCopy(dst, x, y, const_cast<void*>(src), count, kind, true, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyToArray_ptds(cudaArray_t dst, size_t x, size_t y,
+                                                const void* src, size_t count,
+                                                cudaMemcpyKind kind) {
+  return cudaMemcpyToArray(dst, x, y, src, count, kind);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t x, size_t y,
+                                                const void* src, size_t count, cudaMemcpyKind kind,
+                                                cudaStream_t stream) {
+  return LinearArrayCopy(dst, x, y, const_cast<void*>(src), count, kind, true, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyToArrayAsync_ptsz(cudaArray_t dst, size_t x, size_t y,
+                                                     const void* src, size_t count,
+                                                     cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpyToArrayAsync(dst, x, y, src, count, kind, stream);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t x, size_t y,
+                                             size_t count, cudaMemcpyKind kind) {
+  return LinearArrayCopy(src, x, y, dst, count, kind, false, nullptr, false);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyFromArray_ptds(void* dst, cudaArray_const_t src, size_t x,
+                                                  size_t y, size_t count, cudaMemcpyKind kind) {
+  return cudaMemcpyFromArray(dst, src, x, y, count, kind);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyFromArrayAsync(void* dst, cudaArray_const_t src, size_t x,
+                                                  size_t y, size_t count, cudaMemcpyKind kind,
+                                                  cudaStream_t stream) {
+  return LinearArrayCopy(src, x, y, dst, count, kind, false, stream, true);
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyFromArrayAsync_ptsz(void* dst, cudaArray_const_t src, size_t x,
+                                                       size_t y, size_t count, cudaMemcpyKind kind,
+                                                       cudaStream_t stream) {
+  return cudaMemcpyFromArrayAsync(dst, src, x, y, count, kind, stream);
+}
+
 GPUVM_EXPORT cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width,
                                       size_t height) {
   return InContext(cuMemsetD2D8_v2, CUdeviceptr(ptr), pitch, static_cast<unsigned char>(value),

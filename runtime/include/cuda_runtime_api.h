@@ -654,6 +654,11 @@ cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync(void* dst, size_t dpitch, cudaA
                                                  size_t wOffset, size_t hOffset, size_t width,
                                                  size_t height, enum cudaMemcpyKind kind,
                                                  cudaStream_t stream);
+/* Deprecated in CUDA, kept: `count` bytes on through the array's rows from (x bytes, row y). */
+cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                        const void* src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset,
+                                          size_t hOffset, size_t count, enum cudaMemcpyKind kind);
 cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDst,
                                                size_t hOffsetDst, cudaArray_const_t src,
                                                size_t wOffsetSrc, size_t hOffsetSrc, size_t width,

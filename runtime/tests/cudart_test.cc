@@ -711,6 +711,29 @@ TEST_F(RuntimeCudart, ArraysTakeAndGiveBackTheirElements) {
   EXPECT_EQ(got.z, 0);
   EXPECT_EQ(got.f, cudaChannelFormatKindSigned);
 
+  // The deprecated linear copies: 20 floats from (3, row 1) run on through rows 2 and 3 of a
+  // 10-float-wide array.
+  cudaArray_t lin = nullptr;
+  ASSERT_EQ(cudaMallocArray(&lin, &f1, 10, 4, 0), cudaSuccess);
+  std::vector<float> zero40(40, 0.0f), run(20), all40(40, -1.0f), again(20, -1.0f);
+  for (size_t i = 0; i < run.size(); ++i) run[i] = float(i) + 100.0f;
+  ASSERT_EQ(cudaMemcpy2DToArray(lin, 0, 0, zero40.data(), 40, 40, 4, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyToArray(lin, 3 * 4, 1, run.data(), 20 * 4, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DFromArray(all40.data(), 40, lin, 0, 0, 40, 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < 40; ++i) {
+    const float want = i >= 13 && i < 33 ? run[i - 13] : 0.0f;
+    EXPECT_EQ(all40[i], want) << i;
+  }
+  ASSERT_EQ(cudaMemcpyFromArray(again.data(), lin, 3 * 4, 1, 20 * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(again, run);
+  EXPECT_EQ(cudaMemcpyToArray(lin, 3 * 4, 1, run.data(), 30 * 4, cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue);  // past the last row
+  ASSERT_EQ(cudaFreeArray(lin), cudaSuccess);
+
   // Refusals: a 3-channel format, a copy past the array, a freed array.
   const cudaChannelFormatDesc f3 = {8, 8, 8, 0, cudaChannelFormatKindUnsigned};
   cudaArray_t bad = nullptr;
