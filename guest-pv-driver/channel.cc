@@ -427,14 +427,18 @@ Result<Fence> Channel::Impl::Memset(uint64_t dst_va, uint32_t pattern, uint64_t 
   return Submit(pb);
 }
 
+void Channel::Impl::EmitPush(PushBuffer& pb, uint64_t dst_va, std::span<const uint32_t> words,
+                             uint64_t bytes) {
+  pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(dst_va), Lo(dst_va)});
+  pb.Inc(kSubcM2mf, m2mf::kLineLengthIn, {uint32_t(bytes), 1});
+  pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecPush | m2mf::kExecLinearOut);
+  pb.NonInc(kSubcM2mf, m2mf::kData, words);
+}
+
 void Channel::Impl::EmitMemset(PushBuffer& pb, uint64_t dst_va, uint32_t pattern, uint64_t bytes) {
   // M2MF only, so the push and the copies that replicate it run on one engine, in order.
   const uint64_t push = std::min(bytes, kMemsetPush);
-  std::vector<uint32_t> words((push + 3) / 4, pattern);
-  pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(dst_va), Lo(dst_va)});
-  pb.Inc(kSubcM2mf, m2mf::kLineLengthIn, {uint32_t(push), 1});
-  pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecPush | m2mf::kExecLinearOut);
-  pb.NonInc(kSubcM2mf, m2mf::kData, words);
+  EmitPush(pb, dst_va, std::vector<uint32_t>((push + 3) / 4, pattern), push);
   uint64_t rest = bytes - push;
   if (rest >= push) {
     // Replicate: every line reads the pushed block (PITCH_IN 0) and writes the next block.
@@ -517,10 +521,7 @@ Status Channel::Impl::CopyInline(uint64_t dst_va, const void* src, uint64_t byte
   std::lock_guard lock(mu_);
   const uint32_t before = host_visible_sequence_.load(std::memory_order_relaxed);
   PushBuffer pb;
-  pb.Inc(kSubcM2mf, m2mf::kOffsetOutHigh, {Hi(dst_va), Lo(dst_va)});
-  pb.Inc(kSubcM2mf, m2mf::kLineLengthIn, {uint32_t(bytes), 1});
-  pb.Method(kSubcM2mf, m2mf::kExec, m2mf::kExecPush | m2mf::kExecLinearOut);
-  pb.NonInc(kSubcM2mf, m2mf::kData, words);
+  EmitPush(pb, dst_va, words, bytes);
   GPUVM_ASSIGN_OR_RETURN(const Fence fence, Submit(pb));
   (void)fence;
   host_visible_sequence_.store(before, std::memory_order_release);  // it wrote VRAM only

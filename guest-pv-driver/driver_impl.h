@@ -442,6 +442,8 @@ class Channel::Impl {
   // Copy commands for [src, src + bytes) -> [dst, ...), appended to `pb`.
   void EmitCopy(PushBuffer& pb, uint64_t dst, uint64_t src, uint64_t bytes);
   void EmitMemset(PushBuffer& pb, uint64_t dst_va, uint32_t pattern, uint64_t bytes);
+  // M2MF PUSH: `bytes` bytes (at most those of `words`) written at dst_va from the pushbuffer.
+  void EmitPush(PushBuffer& pb, uint64_t dst_va, std::span<const uint32_t> words, uint64_t bytes);
   // A small host-to-device copy with its bytes inline in the pushbuffer (M2MF PUSH): no staging,
   // no wait for the GPU. For DRM mode, where user space has no BAR1 to write through.
   Status CopyInline(uint64_t dst_va, const void* src, uint64_t bytes);

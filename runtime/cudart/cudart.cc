@@ -328,14 +328,18 @@ cudaError_t SymbolRange(const void* symbol, size_t count, size_t offset, cudaMem
 // Host (1) or device (2) memory, for cudaMemcpyDefault.
 bool IsDevicePointer(const void* p);
 
+// What cudaMemcpyDefault means for a copy between these sides.
+cudaMemcpyKind DefaultKind(bool dst_device, bool src_device) {
+  return dst_device ? (src_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                    : (src_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
 cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
                  bool async) {
   if (count == 0) return cudaSuccess;
   if (kind == cudaMemcpyDefault) {
     ENSURE_CONTEXT();
-    bool d = IsDevicePointer(dst), s = IsDevicePointer(src);
-    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    kind = DefaultKind(IsDevicePointer(dst), IsDevicePointer(src));
   }
   if (dst == nullptr || src == nullptr) return Record(cudaErrorInvalidValue);
   switch (kind) {
@@ -1199,13 +1203,16 @@ GPUVM_EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaSt
 namespace {
 
 // The driver's memory types for a runtime copy `kind` (cudaMemcpyDefault: asked of the pointers).
+// A side that is a CUDA array (`dst_array`, `src_array`) is device memory: false when the kind
+// says otherwise.
 bool MemoryTypes(cudaMemcpyKind kind, const void* dst, const void* src, CUmemorytype* dst_type,
-                 CUmemorytype* src_type) {
+                 CUmemorytype* src_type, bool dst_array = false, bool src_array = false) {
   if (kind == cudaMemcpyDefault) {
-    const bool d = IsDevicePointer(dst), s = IsDevicePointer(src);
-    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    kind = DefaultKind(dst_array || IsDevicePointer(dst), src_array || IsDevicePointer(src));
   }
+  const bool device_to = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool device_from = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((dst_array && !device_to) || (src_array && !device_from)) return false;
   switch (kind) {
     case cudaMemcpyHostToHost:
       *src_type = CU_MEMORYTYPE_HOST, *dst_type = CU_MEMORYTYPE_HOST;
@@ -1296,19 +1303,9 @@ cudaError_t ToDriverCopy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* c, bool* emp
     element = ElementBytes(src_array ? p->srcArray : p->dstArray);
     if (element == 0) return Record(cudaErrorInvalidResourceHandle);
   }
-  // Memory types: an array is device memory; the kind says the rest (cudaMemcpyDefault asks the
-  // pointer).
-  cudaMemcpyKind kind = p->kind;
-  if (kind == cudaMemcpyDefault && (src_array || dst_array)) {
-    const bool d = dst_array || IsDevicePointer(p->dstPtr.ptr);
-    const bool s = src_array || IsDevicePointer(p->srcPtr.ptr);
-    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-  }
   CUmemorytype dst_type, src_type;
-  if (!MemoryTypes(kind, p->dstPtr.ptr, p->srcPtr.ptr, &dst_type, &src_type) ||
-      (src_array && src_type != CU_MEMORYTYPE_DEVICE) ||
-      (dst_array && dst_type != CU_MEMORYTYPE_DEVICE)) {
+  if (!MemoryTypes(p->kind, p->dstPtr.ptr, p->srcPtr.ptr, &dst_type, &src_type, dst_array,
+                   src_array)) {
     return Record(cudaErrorInvalidMemcpyDirection);
   }
   if (p->extent.width > SIZE_MAX / element || p->srcPos.x > SIZE_MAX / element ||
@@ -1482,15 +1479,8 @@ cudaError_t ArrayCopy2D(CUDA_MEMCPY2D c, cudaMemcpyKind kind, bool src_array, bo
   if ((!src_array && src == nullptr) || (!dst_array && dst == nullptr)) {
     return Record(cudaErrorInvalidValue);
   }
-  if (kind == cudaMemcpyDefault) {
-    const bool d = dst_array || IsDevicePointer(dst), s = src_array || IsDevicePointer(src);
-    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-  }
   CUmemorytype dst_type, src_type;
-  if (!MemoryTypes(kind, dst, src, &dst_type, &src_type) ||
-      (src_array && src_type != CU_MEMORYTYPE_DEVICE) ||
-      (dst_array && dst_type != CU_MEMORYTYPE_DEVICE)) {
+  if (!MemoryTypes(kind, dst, src, &dst_type, &src_type, dst_array, src_array)) {
     return Record(cudaErrorInvalidMemcpyDirection);
   }
   if (!src_array)
