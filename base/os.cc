@@ -28,10 +28,43 @@ Result<UniqueFd> UniqueFd::Duplicate() const {
   return UniqueFd(copy);
 }
 
+Result<void*> ReserveHugeAligned(size_t length, uint64_t phase) {
+  if (length == 0) return Status::InvalidArgument("empty reservation");
+  const size_t slack = kHugePageBytes;
+  if (length > SIZE_MAX - slack) return Status::InvalidArgument("reservation too large");
+  void* p = ::mmap(nullptr, length + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap (address space)");
+  const auto raw = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t want = phase % kHugePageBytes;
+  const uintptr_t at = raw + ((want - raw % kHugePageBytes) + kHugePageBytes) % kHugePageBytes;
+  // Give back the slack on both sides.
+  if (at > raw) ::munmap(p, at - raw);
+  if (raw + length + slack > at + length)
+    ::munmap(reinterpret_cast<void*>(at + length), raw + length + slack - (at + length));
+  return reinterpret_cast<void*>(at);
+}
+
+bool AdviseHugePages(void* address, size_t length) {
+  return length == 0 || ::madvise(address, length, MADV_HUGEPAGE) == 0;
+}
+
 Result<SharedMapping> SharedMapping::Map(int fd, uint64_t offset, size_t length, bool writable) {
   if (length == 0) return Status::InvalidArgument("empty mapping");
-  void* p = ::mmap(nullptr, length, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd,
-                   static_cast<off_t>(offset));
+  const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  void* p = MAP_FAILED;
+  if (length >= kHugePageBytes) {
+    GPUVM_ASSIGN_OR_RETURN(void* at, ReserveHugeAligned(length, offset));
+    p = ::mmap(at, length, prot, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::munmap(at, length);
+      return Status::FromErrno(err, "mmap");
+    }
+    AdviseHugePages(p, length);
+  } else {
+    p = ::mmap(nullptr, length, prot, MAP_SHARED, fd, static_cast<off_t>(offset));
+  }
   if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap");
   SharedMapping m;
   m.data_ = static_cast<uint8_t*>(p);

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <vector>
 
+#include "base/os.h"
+
 namespace gpuvm::guest {
 namespace {
 
@@ -58,8 +60,22 @@ Result<std::unique_ptr<DmaMapping>> Bus::AnonymousDma(uint64_t length, void* at)
   if (length == 0 || length % 4096) {
     return Status::InvalidArgument("DMA memory must be a non-empty multiple of 4 KiB");
   }
-  GPUVM_ASSIGN_OR_RETURN(void* memory,
-                         MapAnonymous(length, at, PROT_READ | PROT_WRITE, MAP_POPULATE));
+  void* memory = nullptr;
+  if (at != nullptr) {
+    GPUVM_ASSIGN_OR_RETURN(memory, MapAnonymous(length, at, PROT_READ | PROT_WRITE, MAP_POPULATE));
+  } else {
+    // 2 MiB aligned and advised, so that where the host allows it the memory is huge pages (as a
+    // VM's pinned memory is: base/os.h, "Huge pages"), then populated for write.
+    GPUVM_ASSIGN_OR_RETURN(memory, os::ReserveHugeAligned(length, 0));
+    if (::mmap(memory, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+               0) != memory) {
+      const Status s = Status::FromErrno(errno, "mmap of pinned host memory");
+      ::munmap(memory, length);
+      return s;
+    }
+    os::AdviseHugePages(memory, length);
+    os::PopulatePages(memory, length, os::PopulateFor::kWrite);
+  }
   auto owned = std::make_unique<OwnedDma>(memory, length);
   GPUVM_ASSIGN_OR_RETURN(std::unique_ptr<DmaMapping> inner, MapDma(memory, length));
   owned->set_inner(std::move(inner));

@@ -210,19 +210,21 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length, void
     return Status::InvalidArgument("placed DMA memory needs a 4 KiB aligned address");
   }
   const uint64_t pages = length / kPage;
-  // Address space first (where the caller asked, never over another mapping), then the frames over
-  // it, one run of consecutive frames per mmap, each run populated for write at once instead of a
-  // fault per page on first touch (pinned memory is written by the program; PopulatePages says why
-  // not MAP_POPULATE).
-  Result<void*> reserved = MapAnonymous(length, at, PROT_NONE, MAP_NORESERVE);
-  if (!reserved.ok()) return reserved.status().WithContext("address space for pinned memory");
-  void* const base = *reserved;
-  Result<std::vector<uint64_t>> allocated = AllocateFrames(pages);
-  if (!allocated.ok()) {
-    ::munmap(base, length);
-    return allocated.status();
+  // Frames, then address space for them (where the caller asked, never over another mapping; else
+  // at an address congruent to the first frame's guest-physical address modulo 2 MiB, so that where
+  // the host gives shared memory huge pages a whole 2 MiB block of guest RAM is one page-table
+  // entry here as in the aggregator's view: base/os.h, "Huge pages"), then the frames over it, one
+  // run of consecutive frames per mmap, each run populated for write at once instead of a fault
+  // per page on first touch (pinned memory is written by the program; PopulatePages says why not
+  // MAP_POPULATE).
+  GPUVM_ASSIGN_OR_RETURN(std::vector<uint64_t> frames, AllocateFrames(pages));
+  Result<void*> reserved = at != nullptr ? MapAnonymous(length, at, PROT_NONE, MAP_NORESERVE)
+                                         : os::ReserveHugeAligned(length, frames[0] * kPage);
+  if (!reserved.ok()) {
+    FreeFrames(frames);
+    return reserved.status().WithContext("address space for pinned memory");
   }
-  std::vector<uint64_t> frames = std::move(*allocated);
+  void* const base = *reserved;
   auto* host = static_cast<uint8_t*>(base);
   for (uint64_t k = 0; k < pages;) {
     uint64_t end = k + 1;
@@ -242,6 +244,7 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length, void
       FreeFrames(frames);
       return s;
     }
+    os::AdviseHugePages(host + k * kPage, (end - k) * kPage);
     os::PopulatePages(host + k * kPage, (end - k) * kPage, os::PopulateFor::kWrite);
     k = end;
   }
@@ -249,8 +252,7 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::AllocDma(uint64_t length, void
     // Registered like moved pages, so a later MapDma of them finds their frames.
     std::lock_guard lock(dma_mu_);
     for (uint64_t i = 0; i < pages; ++i) {
-      dma_pages_.insert_or_assign(reinterpret_cast<uintptr_t>(host) + i * kPage,
-                                  DmaPage{frames[i], 1});
+      dma_pages_.At(reinterpret_cast<uintptr_t>(host) + i * kPage) = {frames[i], 1};
     }
   }
   return std::unique_ptr<DmaMapping>(
@@ -276,9 +278,8 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
   std::vector<uint64_t> frames(pages);
   std::vector<uint64_t> fresh;  // page indices that need a frame
   for (uint64_t i = 0; i < pages; ++i) {
-    auto it = dma_pages_.find(addr + i * kPage);
-    if (it != dma_pages_.end()) {
-      frames[i] = it->second.frame;
+    if (const DmaPageTable::Entry* e = dma_pages_.Find(addr + i * kPage)) {
+      frames[i] = e->frame;
     } else {
       fresh.push_back(i);
     }
@@ -312,20 +313,21 @@ Result<std::unique_ptr<DmaMapping>> LocalVmGuest::MapDma(void* host, uint64_t le
       done = end;
       k = end;
     }
-    for (size_t k = 0; k < done; ++k) dma_pages_[addr + fresh[k] * kPage] = {frames[fresh[k]], 0};
+    for (size_t k = 0; k < done; ++k)
+      dma_pages_.At(addr + fresh[k] * kPage) = {frames[fresh[k]], 0};
     if (!failure.ok()) {
       // Give back what moved (refs 0: restored below) and the frames that never got used.
       std::vector<uint64_t> unused;
       for (size_t k = done; k < fresh.size(); ++k) unused.push_back(frames[fresh[k]]);
       FreeFrames(unused);
       for (size_t k = 0; k < done; ++k) {
-        ++dma_pages_[addr + fresh[k] * kPage].refs;
+        ++dma_pages_.At(addr + fresh[k] * kPage).refs;
         UnmapDmaLocked(addr + fresh[k] * kPage, 1);
       }
       return failure;
     }
   }
-  for (uint64_t i = 0; i < pages; ++i) ++dma_pages_[addr + i * kPage].refs;
+  for (uint64_t i = 0; i < pages; ++i) ++dma_pages_.At(addr + i * kPage).refs;
   return std::unique_ptr<DmaMapping>(new DmaPages(shared_from_this(), static_cast<uint8_t*>(host),
                                                   length, std::move(frames), true));
 }
@@ -338,14 +340,15 @@ void LocalVmGuest::UnmapDma(uintptr_t first_page, uint64_t pages, bool discard) 
 void LocalVmGuest::UnmapDmaLocked(uintptr_t first_page, uint64_t pages, bool discard) {
   std::vector<std::pair<uintptr_t, uint64_t>> released;  // host page, frame
   for (uint64_t i = 0; i < pages; ++i) {
-    auto it = dma_pages_.find(first_page + i * kPage);
-    if (it == dma_pages_.end()) continue;
+    const uintptr_t page = first_page + i * kPage;
+    DmaPageTable::Entry* e = dma_pages_.Find(page);
+    if (e == nullptr) continue;
     // Discarded pages go now even if another mapping still counts them (its owner freed the memory
     // under it, against the Bus contract): that mapping then finds nothing to give back.
-    if (discard) it->second.refs = 1;
-    if (--it->second.refs == 0) {
-      released.emplace_back(it->first, it->second.frame);
-      dma_pages_.erase(it);
+    if (discard) e->refs = 1;
+    if (--e->refs == 0) {
+      released.emplace_back(page, e->frame);
+      dma_pages_.Erase(page);
     }
   }
   // Give the pages back their own anonymous memory with the same bytes (an atomic replacement by

@@ -64,6 +64,7 @@
 #include "base/os.h"
 #include "base/status.h"
 #include "guest-pv-driver/bus.h"
+#include "guest-pv-driver/dma_page_table.h"
 #include "hypervisor/guest_io.h"
 
 namespace gpuvm::guest {
@@ -142,11 +143,7 @@ class LocalVmGuest : public std::enable_shared_from_this<LocalVmGuest> {
   std::map<uint64_t, uint64_t> free_frames_;  // first frame -> count
 
   std::mutex dma_mu_;
-  struct DmaPage {
-    uint64_t frame = 0;
-    uint64_t refs = 0;
-  };
-  std::map<uintptr_t, DmaPage> dma_pages_;  // by host page address
+  DmaPageTable dma_pages_;  // by host page address; guarded by dma_mu_
 
   std::mutex irq_mu_;  // held while the handler runs and while it changes
   std::function<void(bool)> irq_handler_;

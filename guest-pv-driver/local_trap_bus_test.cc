@@ -67,6 +67,22 @@ TEST_F(LocalVmGuestTest, AllocDmaIsZeroedGuestRamAndItsFramesComeBackZeroed) {
   }
 }
 
+TEST_F(LocalVmGuestTest, AllocDmaPlacesMemoryCongruentToItsFramesModulo2MiB) {
+  // So that where the host gives shared memory huge pages, a 2 MiB block of guest RAM is one
+  // page-table entry in this process as in the aggregator's view (base/os.h, "Huge pages").
+  for (const uint64_t pages : {uint64_t{1}, uint64_t{300}, uint64_t{600}}) {
+    auto m = AllocDma(pages * 4096);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const auto host = reinterpret_cast<uintptr_t>((*m)->host());
+    EXPECT_EQ(host % os::kHugePageBytes, (*m)->PageBusAddress(0) % os::kHugePageBytes) << pages;
+    // Mapped whole: every page's bytes are its frame's.
+    for (uint64_t p = 0; p < pages; p += 97) {
+      (*m)->host()[p * 4096] = 0x3c;
+      EXPECT_EQ(Frame(**m, p)[0], 0x3c);
+    }
+  }
+}
+
 TEST_F(LocalVmGuestTest, AllocDmaZeroesFramesThatHeldBytes) {
   // Bytes left in free frames (an earlier process of the VM) never show through.
   for (uint64_t gpa = 1 << 20; gpa < vm_->ram().size(); gpa += 4096) vm_->ram()[gpa + 5] = 0xab;

@@ -207,10 +207,10 @@ int Main(int argc, char** argv) {
   char header[512];
   std::snprintf(header, sizeof header,
                 "gpuvm-bench: revision %s, size %s, %d run%s after %d warm-up, %d VM%s per run, "
-                "modes %s; load average %.1f at start on %ld CPUs",
+                "modes %s; load average %.1f at start on %ld CPUs; huge pages: %s",
                 rev.c_str(), options.size.c_str(), options.runs, options.runs == 1 ? "" : "s",
                 options.warmup, options.vms, options.vms == 1 ? "" : "s", modes_text.c_str(),
-                load[0], ::sysconf(_SC_NPROCESSORS_ONLN));
+                load[0], ::sysconf(_SC_NPROCESSORS_ONLN), HostHugePages().c_str());
   if (!options.quiet) std::printf("%s\n", header);
 
   Summary summary;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -32,8 +33,28 @@ Json RunRecord::ToJson() const {
   j.Set("exit_status", Json::Number(exit_status));
   j.Set("rev", Json::String(rev));
   j.Set("load", Json::Number(std::round(load * 100) / 100));
+  if (!huge_pages.empty()) j.Set("huge_pages", Json::String(huge_pages));
   j.Set("time", Json::String(time));
   return j;
+}
+
+namespace {
+
+// The word in brackets of a sysfs selection ("always [madvise] never" -> "madvise").
+std::string Selected(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return "?";
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "?";
+  return line.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+std::string HostHugePages() {
+  return "private " + Selected("/sys/kernel/mm/transparent_hugepage/enabled") + ", shared " +
+         Selected("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
 }
 
 namespace {

@@ -35,14 +35,20 @@ struct RunRecord {
   std::map<std::string, double> counters;  // empty in native mode
   double iterations = 0;  // the program's repeated steps when it reports them (churn), else 0
   bool correct = false;
-  std::string error;     // empty when correct
-  int exit_status = -1;  // the program's (or gpuvm-vm's) exit status; 128 + signal if killed
-  std::string rev;       // git revision of the tree the harness was built from
-  double load = 0;       // the machine's 1-minute load average when the run started
-  std::string time;      // UTC start time, ISO 8601
+  std::string error;       // empty when correct
+  int exit_status = -1;    // the program's (or gpuvm-vm's) exit status; 128 + signal if killed
+  std::string rev;         // git revision of the tree the harness was built from
+  double load = 0;         // the machine's 1-minute load average when the run started
+  std::string huge_pages;  // the host's huge-page settings (HostHugePages)
+  std::string time;        // UTC start time, ISO 8601
 
   Json ToJson() const;
 };
+
+// The host's transparent huge-page settings, which decide whether pinned memory, guest RAM and
+// VRAM get huge pages (base/os.h, "Huge pages"): "private P, shared S" with the selected word of
+// /sys/kernel/mm/transparent_hugepage/enabled and .../shmem_enabled ("?" where unreadable).
+std::string HostHugePages();
 
 // Copies the program's report (its one-line JSON object) into `record`: phases, seconds,
 // correctness, its error, api and problem. The bench name must be `record->bench`. Malformed

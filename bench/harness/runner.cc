@@ -290,6 +290,7 @@ std::vector<RunRecord> Runner::RunOnce(const std::string& bench, const ModeSpec&
   base.size = options_.size;
   base.rev = rev_;
   base.load = load[0];
+  base.huge_pages = HostHugePages();
   base.time = time;
 
   auto fail_all = [&](const std::string& why) {

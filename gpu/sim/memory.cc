@@ -40,12 +40,22 @@ Result<std::unique_ptr<Vram>> Vram::Create(uint64_t size) {
     close(fd);
     return Status::FromErrno(err, "sealing the VRAM memfd");
   }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // 2 MiB aligned and advised: where the host gives shared memory huge pages, a 2 MiB block of
+  // VRAM is one page-table entry to install (base/os.h, "Huge pages"). Every remap of a range below
+  // advises it again (a MAP_FIXED mapping starts without the advice).
+  Result<void*> reserved = os::ReserveHugeAligned(size, 0);
+  if (!reserved.ok()) {
+    close(fd);
+    return reserved.status().WithContext("address space for VRAM");
+  }
+  void* base = mmap(*reserved, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
+    munmap(*reserved, size);
     close(fd);
     return Status::FromErrno(err, "mmap(VRAM memfd)");
   }
+  os::AdviseHugePages(base, size);
   return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size, true));
 }
 
@@ -110,6 +120,7 @@ Status Vram::Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bo
   // Populated at once: see the header (one call instead of a fault per page on engine threads);
   // without it, the GPU's first reach of each block prefaults it.
   if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off_t(offset)) == at) {
+    os::AdviseHugePages(at, length);
     if (!populate || !os::PopulatePages(at, length, os::PopulateFor::kWrite)) {
       ForgetPrefaults(address, length);
     }
@@ -151,6 +162,7 @@ Status Vram::Restore(uint64_t address, uint64_t length) {
   if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_, off_t(address)) != at) {
     return Status::FromErrno(errno, "mmap(VRAM's own memory)");
   }
+  os::AdviseHugePages(at, length);
   ForgetPrefaults(address, length);  // punched below: the next owner's first reach brings it in
   // Zeroed (whatever VRAM's own memory held under the backing, or before it), and nothing resident.
   if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(address), off_t(length)) !=
