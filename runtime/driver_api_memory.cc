@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "runtime/driver_api.h"
 #include "runtime/driver_api_graph.h"
@@ -774,7 +775,29 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream handle, bool async) {
   return r == CUDA_ERROR_INVALID_VALUE && resolved != CUDA_SUCCESS ? resolved : r;
 }
 
-// A 3D copy as one 2D copy per slice (each checked and queued like cuMemcpy2D).
+// What Copy2D checks of `c` on `handle`'s stream before anything moves, without copying:
+// CUDA_SUCCESS when Copy2D would accept it.
+CUresult Check2D(const CUDA_MEMCPY2D& c, CUstream handle) {
+  CUctx_st* ctx;
+  CUstream_st* s;
+  CUresult r = CurrentStream(handle, &ctx, &s);
+  if (r != CUDA_SUCCESS) return r;
+  const size_t width = c.WidthInBytes, height = c.Height;
+  if (height != 0 && width > std::numeric_limits<uint64_t>::max() / height) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (uint64_t(width) * height == 0) return CUDA_SUCCESS;  // Copy2D has nothing to check either
+  Side src, dst;
+  r = Resolve(ctx, c.srcMemoryType, c.srcHost, c.srcDevice, c.srcArray, c.srcXInBytes, c.srcY,
+              c.srcPitch, width, height, &src);
+  if (r != CUDA_SUCCESS) return r;
+  return Resolve(ctx, c.dstMemoryType, c.dstHost, c.dstDevice, c.dstArray, c.dstXInBytes, c.dstY,
+                 c.dstPitch, width, height, &dst);
+}
+
+// A 3D copy as one 2D copy per slice, all or nothing: every slice is checked as cuMemcpy2D checks
+// it before the first one is copied or queued, so a copy refused for its last slice has changed
+// nothing (a copy that fails while it runs, like any copy, may have moved part of its bytes).
 CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream handle, bool async) {
   if (c == nullptr) return CheckInit(true);
   if (c->srcLOD != 0 || c->dstLOD != 0 || c->reserved0 != nullptr || c->reserved1 != nullptr) {
@@ -788,6 +811,7 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream handle, bool async) {
   };
   const size_t src_height = slice_rows(c->srcMemoryType, c->srcArray, c->srcHeight);
   const size_t dst_height = slice_rows(c->dstMemoryType, c->dstArray, c->dstHeight);
+  std::vector<CUDA_MEMCPY2D> slices;
   for (size_t z = 0; z < c->Depth; ++z) {
     CUDA_MEMCPY2D slice{};
     const size_t src_z = c->srcZ + z, dst_z = c->dstZ + z;
@@ -815,6 +839,10 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream handle, bool async) {
     if (c->Depth > 1 && (src_height < c->Height || dst_height < c->Height)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
+    if (const CUresult r = Check2D(slice, handle); r != CUDA_SUCCESS) return r;
+    slices.push_back(slice);
+  }
+  for (const CUDA_MEMCPY2D& slice : slices) {
     const CUresult r = Copy2D(&slice, handle, async);
     if (r != CUDA_SUCCESS) return r;
   }

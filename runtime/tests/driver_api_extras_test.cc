@@ -258,6 +258,13 @@ TEST_F(RuntimePitched, ThreeDimensionalCopies) {
   CUDA_MEMCPY3D bad = c;
   bad.Depth = 4;  // past the device volume
   EXPECT_EQ(cuMemcpy3D(&bad), CUDA_ERROR_INVALID_VALUE);
+  // Refused for its last slice only: the first three, which would fit, were not copied either.
+  std::vector<uint8_t> before(pitch * dev_h * 3), after(before.size());
+  ASSERT_CU(cuMemcpyDtoH(before.data(), d, before.size()));
+  bad.srcZ = 0;  // slices the device holds now differ from what the refused copy would write
+  EXPECT_EQ(cuMemcpy3D(&bad), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemcpyDtoH(after.data(), d, after.size()));
+  EXPECT_EQ(after, before);
   bad = c;
   bad.srcLOD = 1;
   EXPECT_EQ(cuMemcpy3D(&bad), CUDA_ERROR_INVALID_VALUE);
