@@ -518,6 +518,53 @@ GPUVM_EXPORT cudaError_t cudaDriverGetVersion(int* version) {
   return Rec(cuDriverGetVersion(version));
 }
 
+namespace {
+
+// cudaGetDriverEntryPoint(ByVersion): the driver's cuGetProcAddress_v2 with the runtime's words.
+// `per_thread_default`: the _ptsz entry point, which a program compiled for per-thread default
+// streams calls, makes cudaEnableDefault mean per-thread.
+cudaError_t DriverEntryPoint(const char* symbol, void** func, unsigned cuda_version,
+                             unsigned long long flags, cudaDriverEntryPointQueryResult* status,
+                             bool per_thread_default) {
+  if (symbol == nullptr || func == nullptr || flags > cudaEnablePerThreadDefaultStream) {
+    return Record(cudaErrorInvalidValue);
+  }
+  cuuint64_t driver_flags = flags;
+  if (flags == cudaEnableDefault && per_thread_default) {
+    driver_flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  }
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const CUresult r =
+      cuGetProcAddress_v2(symbol, func, static_cast<int>(cuda_version), driver_flags, &found);
+  if (r != CUDA_SUCCESS) return Rec(r);
+  if (status != nullptr) *status = static_cast<cudaDriverEntryPointQueryResult>(found);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+GPUVM_EXPORT cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** func,
+                                                 unsigned long long flags,
+                                                 cudaDriverEntryPointQueryResult* status) {
+  return DriverEntryPoint(symbol, func, kRuntimeVersion, flags, status, false);
+}
+GPUVM_EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** func,
+                                                      unsigned long long flags,
+                                                      cudaDriverEntryPointQueryResult* status) {
+  return DriverEntryPoint(symbol, func, kRuntimeVersion, flags, status, true);
+}
+GPUVM_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** func,
+                                                          unsigned int cuda_version,
+                                                          unsigned long long flags,
+                                                          cudaDriverEntryPointQueryResult* status) {
+  return DriverEntryPoint(symbol, func, cuda_version, flags, status, false);
+}
+GPUVM_EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+    const char* symbol, void** func, unsigned int cuda_version, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* status) {
+  return DriverEntryPoint(symbol, func, cuda_version, flags, status, true);
+}
+
 GPUVM_EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
   if (version == nullptr) return Record(cudaErrorInvalidValue);
   *version = kRuntimeVersion;

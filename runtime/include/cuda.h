@@ -91,6 +91,18 @@ extern "C" {
 /* ---- handles and scalar types ---- */
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long cuuint64_t;
+
+// cuGetProcAddress's flags and answers.
+typedef enum CUdriverProcAddress_flags_enum {
+  CU_GET_PROC_ADDRESS_DEFAULT = 0,
+  CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
+  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1
+} CUdriverProcAddress_flags;
+typedef enum CUdriverProcAddressQueryResult_enum {
+  CU_GET_PROC_ADDRESS_SUCCESS = 0,
+  CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
+} CUdriverProcAddressQueryResult;
 typedef int CUdevice;
 typedef struct CUctx_st* CUcontext;
 typedef struct CUmod_st* CUmodule;
@@ -486,6 +498,11 @@ typedef struct CUctxCreateParams_st {
 /* ---- initialization, version, errors ---- */
 CUresult CUDAAPI cuInit(unsigned int Flags);
 CUresult CUDAAPI cuDriverGetVersion(int* driverVersion);
+// Driver functions by base name and ABI version (docs/RUNTIME.md, "Finding driver functions by
+// name"); symbolStatus may be NULL.
+CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                     cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult* symbolStatus);
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr);
 CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr);
 

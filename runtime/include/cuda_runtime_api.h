@@ -493,6 +493,23 @@ cudaError_t CUDARTAPI cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig conf
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void);
 cudaError_t CUDARTAPI cudaDeviceReset(void);
 cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion);
+// Driver functions by base name (docs/RUNTIME.md, "Finding driver functions by name").
+enum cudaGetDriverEntryPointFlags {
+  cudaEnableDefault = 0x0,
+  cudaEnableLegacyStream = 0x1,
+  cudaEnablePerThreadDefaultStream = 0x2
+};
+enum cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2
+};
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char* symbol, void** funcPtr,
+                                              unsigned long long flags,
+                                              enum cudaDriverEntryPointQueryResult* driverStatus);
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult* driverStatus);
 cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion);
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device);
 cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags);

@@ -4,6 +4,7 @@
 // kernels and variables, then launches through the CUDA 13 path (__cudaPushCallConfiguration,
 // __cudaGetKernel,
 // __cudaPopCallConfiguration, __cudaLaunchKernel) and the legacy one (cudaLaunchKernel).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -905,6 +906,39 @@ TEST_F(RuntimeCudart, KernelFaultIsStickyUntilDeviceReset) {
   ASSERT_EQ(LaunchVadd(dim3(1), dim3(64), nullptr, d, d, d, 64), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
+}
+
+// The driver's functions by base name through the runtime: its own version (13.0) or the one asked.
+TEST(CudartDriverEntryPoint, FindsTheDriversFunctionsByNameAndVersion) {
+  using EntryPoint =
+      cudaError_t (*)(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);
+  const auto entry_point_ptsz =
+      reinterpret_cast<EntryPoint>(::dlsym(RTLD_DEFAULT, "cudaGetDriverEntryPoint_ptsz"));
+  ASSERT_NE(entry_point_ptsz, nullptr);
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  ASSERT_EQ(cudaGetDriverEntryPoint("cuMemAlloc", &f, cudaEnableDefault, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaDriverEntryPointSuccess);
+  EXPECT_EQ(f, ::dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuCtxCreate", &f, 11040, cudaEnableDefault, nullptr),
+            cudaSuccess);
+  EXPECT_EQ(f, ::dlsym(RTLD_DEFAULT, "cuCtxCreate_v3"));
+  // A program compiled for per-thread default streams calls the _ptsz entry point.
+  ASSERT_EQ(entry_point_ptsz("cuMemcpyHtoD", &f, cudaEnableDefault, nullptr), cudaSuccess);
+  EXPECT_EQ(f, ::dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2_ptds"));
+  ASSERT_EQ(cudaGetDriverEntryPoint("cuMemcpyHtoD", &f, cudaEnableDefault, nullptr), cudaSuccess);
+  EXPECT_EQ(f, ::dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2"));
+  // Not there, or too new for the version asked: success, no function, and the reason.
+  ASSERT_EQ(cudaGetDriverEntryPoint("cuNoSuchFunction", &f, cudaEnableDefault, &status),
+            cudaSuccess);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_EQ(status, cudaDriverEntryPointSymbolNotFound);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuGraphAddNode", &f, 12000, 0, &status), cudaSuccess);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_EQ(status, cudaDriverEntryPointVersionNotSufficent);
+  EXPECT_EQ(cudaGetDriverEntryPoint(nullptr, &f, 0, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetDriverEntryPoint("cuMemAlloc", &f, 3, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // recorded like any refused call
 }
 
 }  // namespace

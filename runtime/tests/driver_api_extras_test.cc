@@ -5,6 +5,7 @@
 // with the stream's work (RuntimeHostFunctions); peer access with one device's answers and copies
 // between contexts (RuntimePeer); stream priorities and queries, context ids, kernel names
 // (RuntimeStreamQueries).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1200,3 +1201,104 @@ TEST_F(RuntimeArrays, ThreeDimensionalArraysTakeWholeBoxes) {
 }
 
 }  // namespace
+
+// ---- cuGetProcAddress ----
+
+namespace gpuvm_proc_address_test {
+
+void* Exported(const char* name) { return ::dlsym(RTLD_DEFAULT, name); }
+
+void* Find(const char* function, int version, cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT,
+           CUdriverProcAddressQueryResult* status = nullptr) {
+  void* f = reinterpret_cast<void*>(1);
+  EXPECT_EQ(cuGetProcAddress_v2(function, &f, version, flags, status), CUDA_SUCCESS) << function;
+  return f;
+}
+
+TEST(RuntimeProcAddress, EachAbiVersionIsItsOwnExport) {
+  // cuInit is not needed first (CUDA allows the lookup before it).
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  EXPECT_EQ(Find("cuMemAlloc", 13000, 0, &status), Exported("cuMemAlloc_v2"));
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+  EXPECT_EQ(Find("cuMemAlloc", 2000), Exported("cuMemAlloc"));
+  // A function changed twice: each version its own symbol, the newest at or below the asked one.
+  EXPECT_EQ(Find("cuCtxCreate", 3020), Exported("cuCtxCreate_v2"));
+  EXPECT_EQ(Find("cuCtxCreate", 11040), Exported("cuCtxCreate_v3"));
+  EXPECT_EQ(Find("cuCtxCreate", 12000), Exported("cuCtxCreate_v3"));
+  EXPECT_EQ(Find("cuCtxCreate", 13000), Exported("cuCtxCreate_v4"));
+  // What nvcc 13's static runtime asks for: the 12.2 form, then the 12.3 one.
+  EXPECT_EQ(Find("cuGraphAddNode", 12020), Exported("cuGraphAddNode"));
+  EXPECT_EQ(Find("cuGraphAddNode", 12030), Exported("cuGraphAddNode_v2"));
+  // Per-thread default stream: the _ptds/_ptsz form where the function has one, else the same.
+  EXPECT_EQ(Find("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            Exported("cuMemcpyHtoD_v2_ptds"));
+  EXPECT_EQ(Find("cuMemcpyHtoDAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            Exported("cuMemcpyHtoDAsync_v2_ptsz"));
+  EXPECT_EQ(Find("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM),
+            Exported("cuMemcpyHtoD_v2"));
+  EXPECT_EQ(Find("cuMemAlloc", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            Exported("cuMemAlloc_v2"));
+  for (const char* name :
+       {"cuMemAlloc_v2", "cuCtxCreate_v4", "cuGraphAddNode", "cuMemcpyHtoD_v2_ptds",
+        "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyHtoD_v2"}) {
+    EXPECT_NE(Exported(name), nullptr) << name;
+  }
+}
+
+TEST(RuntimeProcAddress, TheFoundFunctionWorks) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  using DriverGetVersion = CUresult (*)(int*);
+  auto get_version = reinterpret_cast<DriverGetVersion>(Find("cuDriverGetVersion", 13000));
+  ASSERT_NE(get_version, nullptr);
+  int version = 0;
+  EXPECT_EQ(get_version(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 13000);
+}
+
+TEST(RuntimeProcAddress, UnknownAndTooNewAnswerNullWithAStatus) {
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+  EXPECT_EQ(Find("cuNoSuchFunction", 13000, 0, &status), nullptr);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT_EQ(Find("cuMemAlloc_v2", 13000, 0, &status), nullptr) << "base names only";
+  EXPECT_EQ(Find("cuGraphAddNode", 12010, 0, &status), nullptr);  // it came in 12.2
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // Bad requests change nothing.
+  void* f = &status;
+  EXPECT_EQ(cuGetProcAddress_v2(nullptr, &f, 13000, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", nullptr, 13000, 0, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &f, 14000, 0, nullptr), CUDA_ERROR_INVALID_VALUE)
+      << "newer than this driver";
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &f, 0, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &f, 13000, 4, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(f, &status);
+}
+
+// Every row of the generated table names an export of this library, in lookup order.
+TEST(RuntimeProcAddress, EveryTableRowIsAnExportAndTheTableIsSorted) {
+  struct Row {
+    const char* function;
+    int version;
+    const char* symbol;
+  };
+  static constexpr Row kRows[] = {
+#define GPUVM_PROC_ADDRESS(function, version, symbol) {#function, version, #symbol},
+#include "runtime/abi/libcuda_proc_address.def"
+#undef GPUVM_PROC_ADDRESS
+  };
+  ASSERT_GT(std::size(kRows), 400u);
+  for (size_t i = 0; i < std::size(kRows); ++i) {
+    const Row& r = kRows[i];
+    EXPECT_NE(Exported(r.symbol), nullptr) << r.symbol;
+    if (i > 0) {
+      const int order = std::strcmp(kRows[i - 1].function, r.function);
+      EXPECT_TRUE(order < 0 || (order == 0 && kRows[i - 1].version < r.version)) << r.function;
+    }
+    // The newest row of a function is what a request at its version answers.
+    if (i + 1 == std::size(kRows) || std::strcmp(kRows[i + 1].function, r.function) != 0) {
+      EXPECT_EQ(Find(r.function, 13000), Exported(r.symbol)) << r.function;
+    }
+  }
+}
+
+}  // namespace gpuvm_proc_address_test
