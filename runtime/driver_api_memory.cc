@@ -5,13 +5,29 @@
 // Threading: every entry point may be called from any thread (see runtime/core/objects.h).
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
+#include "base/align.h"
 #include "runtime/driver_api.h"
 #include "runtime/driver_api_graph.h"
 
 namespace {
+// Managed memory's advice is kept per page (runtime/core/managed_advice.h): ranges round out.
+constexpr uint64_t kAdvicePage = 4096;
+uint64_t PageFloor(uint64_t address) { return address & ~(kAdvicePage - 1); }
+uint64_t PageCeil(uint64_t address) { return gpuvm::AlignUp(address, kAdvicePage); }
+
+// A location CheckLocation accepted, as the advice record keeps it (the current NUMA node is node
+// 0).
+gpuvm::runtime::AdviceLocation AdviceLocationOf(const CUmemLocation& location) {
+  int type;
+  std::memcpy(&type, &location.type, sizeof type);
+  if (type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) return {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+  if (type == CU_MEM_LOCATION_TYPE_HOST) return {CU_MEM_LOCATION_TYPE_HOST, 0};
+  return {type, location.id};
+}
 
 using gpuvm::runtime::driver_api::CaptureNode;
 using gpuvm::runtime::driver_api::Capturing;
@@ -145,6 +161,10 @@ GPUVM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   }
   // A stream-ordered allocation may be freed this way too (CUDA allows it).
   gpuvm::runtime::driver_api::ForgetPoolAllocation(ctx, dptr);
+  // Managed memory's advice goes with it: a later allocation may get the same address.
+  if (a->kind == gpuvm::guest::MemoryKind::kManaged) {
+    ctx->managed_advice.Forget(a->va, a->va + gpuvm::AlignUp(a->size, kAdvicePage));
+  }
   return ContextError(ctx, ctx->gctx->Free(dptr));
 }
 
@@ -491,7 +511,13 @@ GPUVM_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmem
     return CUDA_ERROR_INVALID_VALUE;
   }
   // A hint only: the memory stays where it is, host memory every processor reaches coherently.
-  return CheckLocation(location, /*numa=*/true);
+  // What was asked is remembered (cuMemRangeGetAttribute's last prefetch location).
+  r = CheckLocation(location, /*numa=*/true);
+  if (r != CUDA_SUCCESS) return r;
+  const gpuvm::runtime::AdviceLocation where = AdviceLocationOf(location);
+  ctx->managed_advice.Apply(PageFloor(ptr), PageCeil(ptr + count),
+                            [&](gpuvm::runtime::PageAdvice& p) { p.last_prefetch = where; });
+  return CUDA_SUCCESS;
 }
 
 GPUVM_EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, size_t count,
@@ -507,19 +533,145 @@ GPUVM_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, CUmem_advise
   if (r != CUDA_SUCCESS) return r;
   gpuvm::guest::Allocation a;
   if (count == 0 || !InManaged(ctx, ptr, count, &a)) return CUDA_ERROR_INVALID_VALUE;
-  switch (advice) {
+  // The memory does not move on our GPU; the advice is remembered for cuMemRangeGetAttribute.
+  // The caller's bytes, read as the integer they are (a value outside the enumeration must reach
+  // `default`, not be a load of an invalid enum).
+  int what;
+  std::memcpy(&what, &advice, sizeof what);
+  std::function<void(gpuvm::runtime::PageAdvice&)> change;
+  const gpuvm::runtime::AdviceLocation where = AdviceLocationOf(location);
+  const bool host = where.type != CU_MEM_LOCATION_TYPE_DEVICE;
+  switch (what) {
     case CU_MEM_ADVISE_SET_READ_MOSTLY:
-    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:  // the location is ignored
+      change = [set = what == CU_MEM_ADVISE_SET_READ_MOSTLY](gpuvm::runtime::PageAdvice& p) {
+        p.read_mostly = set;
+      };
+      break;
     case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
-      return CUDA_SUCCESS;  // the location is ignored
+      change = [](gpuvm::runtime::PageAdvice& p) { p.preferred = {}; };
+      break;
     case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
-      return CheckLocation(location, /*numa=*/true);
+      if ((r = CheckLocation(location, /*numa=*/true)) != CUDA_SUCCESS) return r;
+      change = [where](gpuvm::runtime::PageAdvice& p) { p.preferred = where; };
+      break;
     case CU_MEM_ADVISE_SET_ACCESSED_BY:
     case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
-      return CheckLocation(location, /*numa=*/false);
+      if ((r = CheckLocation(location, /*numa=*/false)) != CUDA_SUCCESS) return r;
+      change = [host, set = what == CU_MEM_ADVISE_SET_ACCESSED_BY](gpuvm::runtime::PageAdvice& p) {
+        (host ? p.accessed_by_host : p.accessed_by_device) = set;
+      };
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+  ctx->managed_advice.Apply(PageFloor(ptr), PageCeil(ptr + count), change);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// One attribute of [ptr, ptr + count) of managed memory into `out` (`size` bytes), from the advice
+// the context recorded; every page of the range must agree for a location to be reported.
+CUresult RangeAttribute(CUctx_st* ctx, std::vector<uint8_t>* out, size_t size, int attribute,
+                        CUdeviceptr ptr, size_t count) {
+  bool read_mostly = true, by_device = true, by_host = true;
+  bool first = true;
+  gpuvm::runtime::AdviceLocation preferred, prefetch;
+  ctx->managed_advice.Visit(PageFloor(ptr), PageCeil(ptr + count),
+                            [&](const gpuvm::runtime::PageAdvice& p) {
+                              read_mostly = read_mostly && p.read_mostly;
+                              by_device = by_device && p.accessed_by_device;
+                              by_host = by_host && p.accessed_by_host;
+                              if (first) {
+                                preferred = p.preferred;
+                                prefetch = p.last_prefetch;
+                                first = false;
+                                return;
+                              }
+                              if (!(p.preferred == preferred)) preferred = {};
+                              if (!(p.last_prefetch == prefetch)) prefetch = {};
+                            });
+  // The legacy form of a location: a device ordinal, CU_DEVICE_CPU for the host (any node of it),
+  // CU_DEVICE_INVALID for none or a disagreement.
+  auto legacy = [](const gpuvm::runtime::AdviceLocation& l) -> int {
+    if (l.type == CU_MEM_LOCATION_TYPE_DEVICE) return l.id;
+    if (l.type == CU_MEM_LOCATION_TYPE_INVALID) return CU_DEVICE_INVALID;
+    return CU_DEVICE_CPU;
+  };
+  int32_t value = 0;
+  switch (attribute) {
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+      if (size == 0 || size % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+      std::vector<int32_t> devices(size / 4, CU_DEVICE_INVALID);
+      size_t n = 0;
+      if (by_device && n < devices.size()) devices[n++] = 0;
+      if (by_host && n < devices.size()) devices[n++] = CU_DEVICE_CPU;
+      out->resize(size);
+      std::memcpy(out->data(), devices.data(), size);
+      return CUDA_SUCCESS;
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+      value = read_mostly ? 1 : 0;
+      break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+      value = legacy(preferred);
+      break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+      value = legacy(prefetch);
+      break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+      value = preferred.type;
+      break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+      value = preferred.id;
+      break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+      value = prefetch.type;
+      break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+      value = prefetch.id;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (size != sizeof value) return CUDA_ERROR_INVALID_VALUE;
+  out->resize(sizeof value);
+  std::memcpy(out->data(), &value, sizeof value);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// All attributes are computed before any is written: a refused one leaves every buffer as it was.
+GPUVM_EXPORT CUresult cuMemRangeGetAttributes(void** data, size_t* sizes,
+                                              CUmem_range_attribute* attributes, size_t n,
+                                              CUdeviceptr ptr, size_t count) {
+  CUctx_st* ctx;
+  CUresult r = Current(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  gpuvm::guest::Allocation a;
+  if (data == nullptr || sizes == nullptr || attributes == nullptr || n == 0 || count == 0 ||
+      !InManaged(ctx, ptr, count, &a)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<std::vector<uint8_t>> answers(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    int attribute;  // the caller's bytes, read as the integer they are
+    std::memcpy(&attribute, &attributes[i], sizeof attribute);
+    if ((r = RangeAttribute(ctx, &answers[i], sizes[i], attribute, ptr, count)) != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) std::memcpy(data[i], answers[i].data(), answers[i].size());
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuMemRangeGetAttribute(void* data, size_t size,
+                                             CUmem_range_attribute attribute, CUdeviceptr ptr,
+                                             size_t count) {
+  return cuMemRangeGetAttributes(&data, &size, &attribute, 1, ptr, count);
 }
 
 // The forms older cuda.h headers bind (a device ordinal instead of a location; CU_DEVICE_CPU is the

@@ -410,7 +410,13 @@ Result<CompiledModule> Compile(const void* image, size_t length, CUresult* code)
 
 // Undo of a partly loaded module.
 void FreeAll(CUctx_st* ctx, const std::vector<uint64_t>& allocations) {
-  for (auto it = allocations.rbegin(); it != allocations.rend(); ++it) (void)ctx->gctx->Free(*it);
+  for (auto it = allocations.rbegin(); it != allocations.rend(); ++it) {
+    // A __managed__ variable's advice goes with it (a later allocation may get its address).
+    if (auto a = ctx->gctx->Find(*it); a.ok()) {
+      ctx->managed_advice.Forget(a->va, a->va + AlignUp(a->size, 4096));
+    }
+    (void)ctx->gctx->Free(*it);
+  }
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "guest-pv-driver/driver.h"
 #include "runtime/core/gpu_connection.h"
 #include "runtime/core/host_callbacks.h"
+#include "runtime/core/managed_advice.h"
 #include "runtime/core/module_image.h"
 #include "runtime/core/printf_fifo.h"
 #include "runtime/include/cuda.h"
@@ -131,6 +132,9 @@ struct CUctx_st {
   std::set<CUarray_st*> arrays;
   // cuMemHostAlloc's flags per pinned allocation (its GPU address), for cuMemHostGetFlags.
   std::map<uint64_t, unsigned> host_alloc_flags;
+  // cuMemAdvise / cuMemPrefetchAsync on managed memory, for cuMemRangeGetAttribute(s); its own
+  // lock.
+  gpuvm::runtime::ManagedAdvice managed_advice;
   gpuvm::runtime::PrintfFifoState printf_fifo;  // device printf (printf_fifo.h)
   // Blocking streams of this context capturing now: the legacy null stream may not be used then
   // (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; driver_api_graph.cc).

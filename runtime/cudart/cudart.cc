@@ -947,6 +947,21 @@ GPUVM_EXPORT cudaError_t cudaMemAdvise(const void* ptr, size_t count, cudaMemory
                    ToDriver(location));
 }
 
+GPUVM_EXPORT cudaError_t cudaMemRangeGetAttributes(void** data, size_t* sizes,
+                                                   cudaMemRangeAttribute* attributes, size_t n,
+                                                   const void* ptr, size_t count) {
+  // The enumerations share their values; the caller's bytes go through as they are.
+  return InContext(cuMemRangeGetAttributes, data, sizes,
+                   reinterpret_cast<CUmem_range_attribute*>(attributes), n, CUdeviceptr(ptr),
+                   count);
+}
+
+GPUVM_EXPORT cudaError_t cudaMemRangeGetAttribute(void* data, size_t size,
+                                                  cudaMemRangeAttribute attribute, const void* ptr,
+                                                  size_t count) {
+  return cudaMemRangeGetAttributes(&data, &size, &attribute, 1, ptr, count);
+}
+
 GPUVM_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes,
                                                   const void* ptr) {
   if (attributes == nullptr) return Record(cudaErrorInvalidValue);

@@ -399,6 +399,17 @@ typedef enum CUmem_advise_enum {
   CU_MEM_ADVISE_UNSET_ACCESSED_BY = 6
 } CUmem_advise;
 
+typedef enum CUmem_range_attribute_enum {
+  CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY = 1,
+  CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION = 2,
+  CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY = 3,
+  CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION = 4,
+  CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE = 5,
+  CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID = 6,
+  CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE = 7,
+  CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID = 8
+} CUmem_range_attribute;
+
 typedef enum CUmemLocationType_enum {
   CU_MEM_LOCATION_TYPE_INVALID = 0x0,
   CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
@@ -498,6 +509,14 @@ typedef struct CUctxCreateParams_st {
 /* ---- initialization, version, errors ---- */
 CUresult CUDAAPI cuInit(unsigned int Flags);
 CUresult CUDAAPI cuDriverGetVersion(int* driverVersion);
+// What cuMemAdvise / cuMemPrefetchAsync said of a managed range (docs/RUNTIME.md, "Managed
+// memory").
+CUresult CUDAAPI cuMemRangeGetAttribute(void* data, size_t dataSize,
+                                        CUmem_range_attribute attribute, CUdeviceptr devPtr,
+                                        size_t count);
+CUresult CUDAAPI cuMemRangeGetAttributes(void** data, size_t* dataSizes,
+                                         CUmem_range_attribute* attributes, size_t numAttributes,
+                                         CUdeviceptr devPtr, size_t count);
 // Driver functions by base name and ABI version (docs/RUNTIME.md, "Finding driver functions by
 // name"); symbolStatus may be NULL.
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,

@@ -554,6 +554,23 @@ cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count,
                                            cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice,
                                     struct cudaMemLocation location);
+enum cudaMemRangeAttribute {
+  cudaMemRangeAttributeReadMostly = 1,
+  cudaMemRangeAttributePreferredLocation = 2,
+  cudaMemRangeAttributeAccessedBy = 3,
+  cudaMemRangeAttributeLastPrefetchLocation = 4,
+  cudaMemRangeAttributePreferredLocationType = 5,
+  cudaMemRangeAttributePreferredLocationId = 6,
+  cudaMemRangeAttributeLastPrefetchLocationType = 7,
+  cudaMemRangeAttributeLastPrefetchLocationId = 8
+};
+cudaError_t CUDARTAPI cudaMemRangeGetAttribute(void* data, size_t dataSize,
+                                               enum cudaMemRangeAttribute attribute,
+                                               const void* devPtr, size_t count);
+cudaError_t CUDARTAPI cudaMemRangeGetAttributes(void** data, size_t* dataSizes,
+                                                enum cudaMemRangeAttribute* attributes,
+                                                size_t numAttributes, const void* devPtr,
+                                                size_t count);
 cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
                                                const void* ptr);
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,

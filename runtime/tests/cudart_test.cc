@@ -941,4 +941,35 @@ TEST(CudartDriverEntryPoint, FindsTheDriversFunctionsByNameAndVersion) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // recorded like any refused call
 }
 
+// The runtime's form of the range attributes: what cudaMemAdvise said, per page.
+TEST(CudartManagedRange, AttributesReportTheAdvice) {
+  char* m = nullptr;
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&m), 4 * 4096, cudaMemAttachGlobal),
+            cudaSuccess);
+  cudaMemLocation gpu{};
+  gpu.type = cudaMemLocationTypeDevice;
+  gpu.id = 0;
+  ASSERT_EQ(cudaMemAdvise(m, 2 * 4096, cudaMemAdviseSetReadMostly, gpu), cudaSuccess);
+  ASSERT_EQ(cudaMemAdvise(m, 4 * 4096, cudaMemAdviseSetPreferredLocation, gpu), cudaSuccess);
+  int value = -7;
+  ASSERT_EQ(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, m, 2 * 4096),
+            cudaSuccess);
+  EXPECT_EQ(value, 1);
+  ASSERT_EQ(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, m, 4 * 4096),
+            cudaSuccess);
+  EXPECT_EQ(value, 0);
+  int pref = -7, type = -7;
+  void* data[] = {&pref, &type};
+  size_t sizes[] = {4, 4};
+  cudaMemRangeAttribute which[] = {cudaMemRangeAttributePreferredLocation,
+                                   cudaMemRangeAttributePreferredLocationType};
+  ASSERT_EQ(cudaMemRangeGetAttributes(data, sizes, which, 2, m, 4 * 4096), cudaSuccess);
+  EXPECT_EQ(pref, 0);
+  EXPECT_EQ(type, cudaMemLocationTypeDevice);
+  EXPECT_EQ(cudaMemRangeGetAttribute(&value, 3, cudaMemRangeAttributeReadMostly, m, 4096),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFree(m), cudaSuccess);
+}
+
 }  // namespace

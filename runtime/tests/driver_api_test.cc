@@ -1039,6 +1039,118 @@ TEST_F(RuntimeDriverApi, ManagedMemoryIsOnePointerForHostAndKernels) {
             CUDA_ERROR_INVALID_VALUE);
 }
 
+// What cuMemAdvise and cuMemPrefetchAsync said, as cuMemRangeGetAttribute(s) report it: per page,
+// a location only where every page of the range agrees, forgotten with the memory.
+TEST_F(RuntimeDriverApi, ManagedRangeAttributesReportTheAdvice) {
+  constexpr size_t kPage = 4096;
+  CUdeviceptr m;
+  ASSERT_CU(cuMemAllocManaged(&m, 8 * kPage, CU_MEM_ATTACH_GLOBAL));
+  auto get = [&](CUmem_range_attribute attribute, CUdeviceptr at, size_t count) {
+    int value = 12345;
+    EXPECT_EQ(cuMemRangeGetAttribute(&value, 4, attribute, at, count), CUDA_SUCCESS) << attribute;
+    return value;
+  };
+  // Nothing said yet.
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 8 * kPage), 0);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, 8 * kPage), CU_DEVICE_INVALID);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, 8 * kPage), CU_DEVICE_INVALID);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, m, 1),
+            CU_MEM_LOCATION_TYPE_INVALID);
+
+  const CUmemLocation gpu{CU_MEM_LOCATION_TYPE_DEVICE, 0}, host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  // Read-mostly on pages 0-3 (a range starting mid-page covers its page).
+  ASSERT_CU(cuMemAdvise(m + 100, 4 * kPage - 100, CU_MEM_ADVISE_SET_READ_MOSTLY, gpu));
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 4 * kPage), 1);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m + 3 * kPage + 5, 1), 1);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 5 * kPage), 0) << "page 4 is not";
+  // Preferred: the GPU for pages 0-5, the host for 6-7.
+  ASSERT_CU(cuMemAdvise(m, 6 * kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, gpu));
+  ASSERT_CU(cuMemAdvise(m + 6 * kPage, 2 * kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, 6 * kPage), 0);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m + 6 * kPage, 2 * kPage),
+            CU_DEVICE_CPU);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, 8 * kPage), CU_DEVICE_INVALID);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, m + 7 * kPage, 4),
+            CU_MEM_LOCATION_TYPE_HOST);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, m, 4), CU_MEM_LOCATION_TYPE_DEVICE);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, m, 4), 0);
+  ASSERT_CU(cuMemAdvise(m, 8 * kPage, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, gpu));
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, 1), CU_DEVICE_INVALID);
+  // Accessed-by: the GPU for the whole range, the host for part of it only.
+  ASSERT_CU(cuMemAdvise(m, 8 * kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu));
+  ASSERT_CU(cuMemAdvise(m, 2 * kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, host));
+  int devices[3] = {7, 7, 7};
+  ASSERT_CU(cuMemRangeGetAttribute(devices, sizeof devices, CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m,
+                                   8 * kPage));
+  EXPECT_EQ(devices[0], 0);
+  EXPECT_EQ(devices[1], CU_DEVICE_INVALID);
+  EXPECT_EQ(devices[2], CU_DEVICE_INVALID);
+  ASSERT_CU(cuMemRangeGetAttribute(devices, sizeof devices, CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m,
+                                   2 * kPage));
+  EXPECT_EQ(devices[0], 0);
+  EXPECT_EQ(devices[1], CU_DEVICE_CPU);
+  int one = 7;  // a smaller buffer gets as many as fit
+  ASSERT_CU(cuMemRangeGetAttribute(&one, 4, CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, kPage));
+  EXPECT_EQ(one, 0);
+  // Prefetches: the last one asked, where every page agrees.
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, 0));
+  ASSERT_CU(cuMemPrefetchAsync(m, 8 * kPage, gpu, 0, s));
+  ASSERT_CU(cuMemPrefetchAsync(m + 4 * kPage, 4 * kPage, host, 0, s));
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, 4 * kPage), 0);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m + 4 * kPage, 4 * kPage),
+            CU_DEVICE_CPU);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, 8 * kPage), CU_DEVICE_INVALID);
+  EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, m + 5 * kPage, 1),
+            CU_MEM_LOCATION_TYPE_HOST);
+  // Several at once.
+  int rm = -1, pref = -1, last = -1;
+  void* data[] = {&rm, &pref, &last};
+  size_t sizes[] = {4, 4, 4};
+  CUmem_range_attribute which[] = {CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                                   CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                   CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION};
+  ASSERT_CU(cuMemRangeGetAttributes(data, sizes, which, 3, m, kPage));
+  EXPECT_EQ(rm, 1);
+  EXPECT_EQ(pref, CU_DEVICE_INVALID);
+  EXPECT_EQ(last, 0);
+  // Refusals change nothing: a bad size, an unknown attribute (after good ones), memory that is
+  // not managed, a range past the allocation.
+  rm = pref = last = -1;
+  sizes[2] = 8;
+  EXPECT_EQ(cuMemRangeGetAttributes(data, sizes, which, 3, m, kPage), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(rm, -1);
+  EXPECT_EQ(pref, -1);
+  sizes[2] = 4;
+  int raw = 99;
+  std::memcpy(&which[2], &raw, sizeof raw);
+  EXPECT_EQ(cuMemRangeGetAttributes(data, sizes, which, 3, m, kPage), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(rm, -1);
+  CUdeviceptr d;
+  ASSERT_CU(cuMemAlloc(&d, kPage));
+  int value = 5;
+  EXPECT_EQ(cuMemRangeGetAttribute(&value, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, kPage),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRangeGetAttribute(&value, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 8 * kPage + 1),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRangeGetAttribute(&value, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRangeGetAttribute(&value, 0, CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, kPage),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(value, 5);
+  // Freed memory's advice is gone: an allocation at the same address starts with none.
+  ASSERT_CU(cuMemFree(m));
+  CUdeviceptr again;
+  ASSERT_CU(cuMemAllocManaged(&again, 8 * kPage, CU_MEM_ATTACH_GLOBAL));
+  if (again == m) {
+    EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, again, kPage), 0);
+    EXPECT_EQ(get(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, again, kPage), CU_DEVICE_INVALID);
+  }
+  ASSERT_CU(cuMemFree(again));
+  ASSERT_CU(cuMemFree(d));
+  ASSERT_CU(cuStreamDestroy(s));
+}
+
 // Bad arguments to managed memory's calls: CUDA's error, and nothing changed.
 TEST_F(RuntimeDriverApi, ManagedMemoryArgumentErrors) {
   CUdeviceptr m = 0;
