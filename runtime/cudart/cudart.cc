@@ -18,6 +18,7 @@
 //
 // Threading: every entry point may be called from any thread; the registries are guarded by one
 // mutex, the launch configuration stack, current device and last error are per thread.
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -1718,6 +1719,66 @@ cudaError_t LinearArrayCopy(cudaArray_const_t array, size_t x, size_t y, void* l
   return cudaSuccess;
 }
 }  // namespace
+
+// The deprecated linear copy between arrays: `count` bytes on through the source's rows from
+// (src_x bytes, row src_y) to the destination's from (dst_x, dst_y); the two may have rows of
+// different widths, so the copy goes in pieces that end where a row of either side ends (one 2D
+// copy for the whole rows between when both sides' rows line up). Both ranges are checked first.
+GPUVM_EXPORT cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t dst_x, size_t dst_y,
+                                                cudaArray_const_t src, size_t src_x, size_t src_y,
+                                                size_t count, cudaMemcpyKind kind) {
+  ENSURE_CONTEXT();
+  if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
+    return Record(cudaErrorInvalidMemcpyDirection);
+  }
+  if (count == 0) return cudaSuccess;
+  auto geometry = [](cudaArray_const_t a, size_t* row, size_t* rows) {
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (cuArray3DGetDescriptor_v2(&d, reinterpret_cast<CUarray>(const_cast<cudaArray*>(a))) !=
+        CUDA_SUCCESS) {
+      return false;
+    }
+    *row = d.Width * ElementBytes(a);
+    *rows = (d.Height == 0 ? 1 : d.Height) * (d.Depth == 0 ? 1 : d.Depth);
+    return true;
+  };
+  size_t src_row, src_rows, dst_row, dst_rows;
+  if (!geometry(src, &src_row, &src_rows) || !geometry(dst, &dst_row, &dst_rows)) {
+    return Record(cudaErrorInvalidResourceHandle);
+  }
+  if (src_x >= src_row || src_y >= src_rows || count > (src_rows - src_y) * src_row - src_x ||
+      dst_x >= dst_row || dst_y >= dst_rows || count > (dst_rows - dst_y) * dst_row - dst_x) {
+    return Record(cudaErrorInvalidValue);
+  }
+  size_t done = 0;
+  while (done < count) {
+    size_t n = std::min({count - done, src_row - src_x, dst_row - dst_x});
+    size_t rows = 1;
+    if (src_x == 0 && dst_x == 0 && src_row == dst_row && count - done >= 2 * src_row) {
+      rows = (count - done) / src_row;  // whole rows on both sides: one 2D copy
+      n = src_row;
+    }
+    if (cudaError_t e = cudaMemcpy2DArrayToArray(dst, dst_x, dst_y, src, src_x, src_y, n, rows,
+                                                 cudaMemcpyDeviceToDevice);
+        e != cudaSuccess) {
+      return e;
+    }
+    done += n * rows;
+    src_x += n * rows;
+    dst_x += n * rows;
+    src_y += src_x / src_row;
+    src_x %= src_row;
+    dst_y += dst_x / dst_row;
+    dst_x %= dst_row;
+  }
+  return cudaSuccess;
+}
+GPUVM_EXPORT cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t dst, size_t dst_x, size_t dst_y,
+                                                     cudaArray_const_t src, size_t src_x,
+                                                     size_t src_y, size_t count,
+                                                     cudaMemcpyKind kind) {
+  return cudaMemcpyArrayToArray(dst, dst_x, dst_y, src, src_x, src_y, count, kind);
+}
 
 GPUVM_EXPORT cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t x, size_t y, const void* src,
                                            size_t count, cudaMemcpyKind kind) {

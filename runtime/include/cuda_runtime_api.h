@@ -693,6 +693,10 @@ cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t 
                                         const void* src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t CUDARTAPI cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset,
                                           size_t hOffset, size_t count, enum cudaMemcpyKind kind);
+cudaError_t CUDARTAPI cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst,
+                                             cudaArray_const_t src, size_t wOffsetSrc,
+                                             size_t hOffsetSrc, size_t count,
+                                             enum cudaMemcpyKind kind);
 cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDst,
                                                size_t hOffsetDst, cudaArray_const_t src,
                                                size_t wOffsetSrc, size_t hOffsetSrc, size_t width,

@@ -733,6 +733,51 @@ TEST_F(RuntimeCudart, ArraysTakeAndGiveBackTheirElements) {
   EXPECT_EQ(again, run);
   EXPECT_EQ(cudaMemcpyToArray(lin, 3 * 4, 1, run.data(), 30 * 4, cudaMemcpyHostToDevice),
             cudaErrorInvalidValue);  // past the last row
+
+  // Between arrays of different widths: 20 floats from (3, row 1) of the 10-wide array (the run
+  // above) to (5, row 0) of a 7-wide one, on through its rows.
+  cudaArray_t narrow = nullptr;
+  ASSERT_EQ(cudaMallocArray(&narrow, &f1, 7, 5, 0), cudaSuccess);
+  std::vector<float> zero35(35, 0.0f), got35(35, -1.0f);
+  ASSERT_EQ(cudaMemcpy2DToArray(narrow, 0, 0, zero35.data(), 28, 28, 5, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyArrayToArray(narrow, 5 * 4, 0, lin, 3 * 4, 1, 20 * 4, cudaMemcpyDeviceToDevice),
+      cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DFromArray(got35.data(), 28, narrow, 0, 0, 28, 5, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < 35; ++i) {
+    const float want = i >= 5 && i < 25 ? run[i - 5] : 0.0f;
+    EXPECT_EQ(got35[i], want) << i;
+  }
+  // Same widths, aligned: whole rows go as one copy (rows 1-2 of `lin` onto rows 2-3 of a copy).
+  cudaArray_t twin = nullptr;
+  ASSERT_EQ(cudaMallocArray(&twin, &f1, 10, 4, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DToArray(twin, 0, 0, zero40.data(), 40, 40, 4, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyArrayToArray(twin, 0, 2, lin, 0, 1, 20 * 4, cudaMemcpyDefault), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DFromArray(all40.data(), 40, twin, 0, 0, 40, 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < 40; ++i) {
+    const float want = i >= 20 ? (i - 10 >= 13 && i - 10 < 33 ? run[i - 10 - 13] : 0.0f) : 0.0f;
+    EXPECT_EQ(all40[i], want) << i;
+  }
+  // Refusals change nothing: past either array, a host direction, a freed array.
+  EXPECT_EQ(
+      cudaMemcpyArrayToArray(narrow, 5 * 4, 0, lin, 3 * 4, 1, 31 * 4, cudaMemcpyDeviceToDevice),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyArrayToArray(narrow, 0, 4, lin, 0, 0, 8 * 4, cudaMemcpyDeviceToDevice),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyArrayToArray(narrow, 0, 0, lin, 0, 0, 4, cudaMemcpyHostToDevice),
+            cudaErrorInvalidMemcpyDirection);
+  ASSERT_EQ(cudaMemcpy2DFromArray(got35.data(), 28, narrow, 0, 0, 28, 5, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < 35; ++i) EXPECT_EQ(got35[i], i >= 5 && i < 25 ? run[i - 5] : 0.0f) << i;
+  ASSERT_EQ(cudaFreeArray(twin), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyArrayToArray(twin, 0, 0, lin, 0, 0, 4, cudaMemcpyDeviceToDevice),
+            cudaErrorInvalidResourceHandle);
+  ASSERT_EQ(cudaFreeArray(narrow), cudaSuccess);
+  (void)cudaGetLastError();
   ASSERT_EQ(cudaFreeArray(lin), cudaSuccess);
 
   // Refusals: a 3-channel format, a copy past the array, a freed array.
