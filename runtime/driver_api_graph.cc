@@ -944,6 +944,78 @@ GPUVM_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNo
   return cuGraphExecKernelNodeSetParams_v2(exec, node, &v2);
 }
 
+namespace {
+
+// A step of `exec` made from `node` (in the graph it was instantiated or last updated from) takes
+// new work: the step must be of `type`. The graph's node itself keeps its parameters, as CUDA's
+// Exec*SetParams leave the graph alone.
+CUresult SetExecStep(CUgraphExec exec, CUgraphNode node, CUgraphNodeType type, Replay replay) {
+  std::lock_guard lock(g_mu);
+  if (!LiveExec(exec) || !LiveNode(node)) return CUDA_ERROR_INVALID_VALUE;
+  auto it = exec->index.find(node->serial);
+  if (it == exec->index.end() || exec->steps[it->second].type != type) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  exec->steps[it->second].replay = std::move(replay);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// The copy is checked when the graph runs, as an added node's is; it may name other memory than the
+// instantiated node did (CUDA asks for the same contexts and 1D operands; this accepts more).
+GPUVM_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                     const CUDA_MEMCPY3D* copy, CUcontext ctx) {
+  if (copy == nullptr) return CheckInit(true);
+  CUctx_st* current;
+  CUresult r = Current(&current);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
+  if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY || copy->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    return CUDA_ERROR_NOT_SUPPORTED;  // as cuGraphAddMemcpyNode
+  }
+  const CUDA_MEMCPY3D c = *copy;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_MEMCPY,
+                     [c](CUstream t) { return cuMemcpy3DAsync_v2(&c, t); });
+}
+
+GPUVM_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                     const CUDA_MEMSET_NODE_PARAMS* m,
+                                                     CUcontext ctx) {
+  if (m == nullptr) return CheckInit(true);
+  CUctx_st* current;
+  CUresult r = Current(&current);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
+  if ((m->elementSize != 1 && m->elementSize != 2 && m->elementSize != 4) || m->width == 0 ||
+      m->height == 0 || (m->height > 1 && m->pitch < m->width * m->elementSize)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_MEMSET, MemsetReplay(*m));
+}
+
+GPUVM_EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                   const CUDA_HOST_NODE_PARAMS* p) {
+  if (p == nullptr || p->fn == nullptr) return CheckInit(true);
+  const CUDA_HOST_NODE_PARAMS host = *p;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_HOST,
+                     [host](CUstream t) { return cuLaunchHostFunc(t, host.fn, host.userData); });
+}
+
+GPUVM_EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
+                                                         CUevent e) {
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+                     [e](CUstream t) { return cuEventRecord(e, t); });
+}
+
+GPUVM_EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode node,
+                                                       CUevent e) {
+  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+                     [e](CUstream t) { return cuStreamWaitEvent(t, e, 0); });
+}
+
 // The new graph must have the instantiated one's shape: as many nodes, created in the same order
 // with the same types and dependencies, and kernels of the same context. Then each step takes the
 // new node's work, and the new graph's nodes name the steps for Exec*SetParams too.

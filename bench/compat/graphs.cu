@@ -255,6 +255,40 @@ void Run(Size size, Report& report) {
   CHECK_VALUE(report, host_runs == 3,
               "the host node ran " + std::to_string(host_runs) + " times, want 3");
 
+  // 2b. An instantiated graph's steps take new parameters (cudaGraphExec*SetParams): memset y to
+  //     0 and copy it out to hy, then memset 7 and copy into hx's bytes instead, another host count.
+  cudaGraph_t small;
+  CHECK_CUDA(report, cudaGraphCreate(&small, 0));
+  cudaGraphNode_t small_memset, small_copy, small_host;
+  ms.value = 0;
+  CHECK_CUDA(report, cudaGraphAddMemsetNode(&small_memset, small, nullptr, 0, &ms));
+  CHECK_CUDA(report, cudaGraphAddMemcpyNode1D(&small_copy, small, &small_memset, 1, hy, y, bytes,
+                                              cudaMemcpyDeviceToHost));
+  int first_runs = 0, second_runs = 0;
+  cudaHostNodeParams first_host{HostCount, &first_runs};
+  CHECK_CUDA(report, cudaGraphAddHostNode(&small_host, small, &small_copy, 1, &first_host));
+  cudaGraphExec_t small_exec;
+  CHECK_CUDA(report, cudaGraphInstantiate(&small_exec, small, 0));
+  ms.value = 7;
+  CHECK_CUDA(report, cudaGraphExecMemsetNodeSetParams(small_exec, small_memset, &ms));
+  std::vector<int> other(size_t(n), -1);
+  CHECK_CUDA(report, cudaGraphExecMemcpyNodeSetParams1D(small_exec, small_copy, other.data(), y,
+                                                        bytes, cudaMemcpyDeviceToHost));
+  cudaHostNodeParams second_host{HostCount, &second_runs};
+  CHECK_CUDA(report, cudaGraphExecHostNodeSetParams(small_exec, small_host, &second_host));
+  for (int i = 0; i < n; ++i) hy[i] = -1;
+  CHECK_CUDA(report, cudaGraphLaunch(small_exec, main_stream));
+  CHECK_CUDA(report, cudaStreamSynchronize(main_stream));
+  for (int i = 0; i < n; ++i) {
+    CHECK_VALUE(report, other[i] == 7, Mismatch("the updated copy's target", i, other[i], 7));
+    CHECK_VALUE(report, hy[i] == -1, Mismatch("the old copy's target", i, hy[i], -1));
+  }
+  CHECK_VALUE(report, first_runs == 0 && second_runs == 1,
+              "host nodes ran " + std::to_string(first_runs) + " and " +
+                  std::to_string(second_runs) + " times, want 0 and 1");
+  CHECK_CUDA(report, cudaGraphExecDestroy(small_exec));
+  CHECK_CUDA(report, cudaGraphDestroy(small));
+
   // 3. What a capture refuses.
   CHECK_CUDA(report, cudaStreamBeginCapture(main_stream, cudaStreamCaptureModeGlobal));
   add_scaled<<<blocks, threads, 0, main_stream>>>(n, 1, x, y);

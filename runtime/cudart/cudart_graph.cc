@@ -159,6 +159,63 @@ GPUVM_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec,
   return InContext(cuGraphExecKernelNodeSetParams_v2, exec, node, &params);
 }
 
+// The instantiated graph's step takes new work; the graph's node keeps its own (CUDA's rule).
+GPUVM_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec,
+                                                          cudaGraphNode_t node,
+                                                          const cudaMemcpy3DParms* p) {
+  const CUresult r = EnsureCurrentContext();
+  if (r != CUDA_SUCCESS) return Rec(r);
+  CUDA_MEMCPY3D copy;
+  const cudaError_t e = gpuvm::cudart::DriverCopy(p, &copy);
+  if (e != cudaSuccess) return e;
+  return InContext(cuGraphExecMemcpyNodeSetParams, exec, node, &copy, CUcontext{nullptr});
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec,
+                                                            cudaGraphNode_t node, void* dst,
+                                                            const void* src, size_t count,
+                                                            cudaMemcpyKind kind) {
+  cudaMemcpy3DParms p{};
+  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
+  p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
+  p.extent = cudaExtent{count, 1, 1};
+  p.kind = kind;
+  return cudaGraphExecMemcpyNodeSetParams(exec, node, &p);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec,
+                                                          cudaGraphNode_t node,
+                                                          const cudaMemsetParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  CUDA_MEMSET_NODE_PARAMS m{};
+  m.dst = reinterpret_cast<CUdeviceptr>(p->dst);
+  m.pitch = p->pitch;
+  m.value = p->value;
+  m.elementSize = p->elementSize;
+  m.width = p->width;
+  m.height = p->height;
+  return InContext(cuGraphExecMemsetNodeSetParams, exec, node, &m, CUcontext{nullptr});
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                        const cudaHostNodeParams* p) {
+  if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
+  const CUDA_HOST_NODE_PARAMS host{p->fn, p->userData};
+  return InContext(cuGraphExecHostNodeSetParams, exec, node, &host);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec,
+                                                              cudaGraphNode_t node,
+                                                              cudaEvent_t event) {
+  return InContext(cuGraphExecEventRecordNodeSetEvent, exec, node, event);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec,
+                                                            cudaGraphNode_t node,
+                                                            cudaEvent_t event) {
+  return InContext(cuGraphExecEventWaitNodeSetEvent, exec, node, event);
+}
+
 GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                 const cudaGraphNode_t* deps, size_t n,
                                                 const cudaMemcpy3DParms* p) {

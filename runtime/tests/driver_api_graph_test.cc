@@ -4,6 +4,7 @@
 // change nothing else (the legacy stream works again once the capture ends).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -245,6 +246,79 @@ TEST_F(RuntimeGraphs, ExecUpdateTakesAGraphOfTheSameShape) {
   EXPECT_EQ(info.errorNode, empty);
   for (CUgraph g : {first, second, bigger, other_type}) EXPECT_CU(cuGraphDestroy(g));
   EXPECT_CU(cuGraphExecDestroy(exec));
+}
+
+// An instantiated graph's memset, copy, host and event steps take new parameters; the graph's own
+// nodes keep theirs, and a node of another type or graph is refused.
+TEST_F(RuntimeGraphs, ExecNodesTakeNewParameters) {
+  CUgraph g;
+  ASSERT_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  ms.dst = c_, ms.value = 5, ms.elementSize = 4, ms.width = kN, ms.height = 1;
+  CUgraphNode fill, copy, host, record;
+  ASSERT_CU(cuGraphAddMemsetNode(&fill, g, nullptr, 0, &ms, nullptr));
+  CUDA_MEMCPY3D cp{};  // c_ -> a_, the whole buffer
+  cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = c_, cp.dstDevice = a_;
+  cp.WidthInBytes = kN * 4, cp.Height = 1, cp.Depth = 1;
+  ASSERT_CU(cuGraphAddMemcpyNode(&copy, g, &fill, 1, &cp, nullptr));
+  static std::atomic<int> calls_a{0}, calls_b{0};
+  calls_a = calls_b = 0;
+  CUDA_HOST_NODE_PARAMS hp{[](void*) { ++calls_a; }, nullptr};
+  ASSERT_CU(cuGraphAddHostNode(&host, g, &copy, 1, &hp));
+  CUevent e1, e2;
+  ASSERT_CU(cuEventCreate(&e1, 0));
+  ASSERT_CU(cuEventCreate(&e2, 0));
+  ASSERT_CU(cuGraphAddEventRecordNode(&record, g, &host, 1, e1));
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, g, 0));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(a_)[7], 5u);
+  EXPECT_EQ(calls_a.load(), 1);
+  EXPECT_EQ(cuEventQuery(e2), CUDA_SUCCESS);  // never recorded: complete
+  // New parameters: fill 9, copy into b_ instead, the other host function, record e2.
+  ms.value = 9;
+  ASSERT_CU(cuGraphExecMemsetNodeSetParams(exec, fill, &ms, nullptr));
+  cp.dstDevice = b_;
+  ASSERT_CU(cuGraphExecMemcpyNodeSetParams(exec, copy, &cp, nullptr));
+  hp.fn = [](void*) { ++calls_b; };
+  ASSERT_CU(cuGraphExecHostNodeSetParams(exec, host, &hp));
+  ASSERT_CU(cuGraphExecEventRecordNodeSetEvent(exec, record, e2));
+  ASSERT_CU(cuMemsetD32(a_, 0, kN));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuEventSynchronize(e2));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(b_)[7], 9u);
+  EXPECT_EQ(Read(a_)[7], 0u) << "the copy went to b_";
+  EXPECT_EQ(calls_a.load(), 1);
+  EXPECT_EQ(calls_b.load(), 1);
+  // The graph's nodes kept theirs: a new instantiation does what the first did.
+  CUDA_MEMSET_NODE_PARAMS got{};
+  ASSERT_CU(cuGraphMemsetNodeGetParams(fill, &got));
+  EXPECT_EQ(got.value, 5u);
+  // Refusals: a node of another type, a node of another graph, bad parameters; nothing changes.
+  EXPECT_EQ(cuGraphExecMemsetNodeSetParams(exec, copy, &ms, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphExecHostNodeSetParams(exec, fill, &hp), CUDA_ERROR_INVALID_VALUE);
+  CUgraph other;
+  ASSERT_CU(cuGraphCreate(&other, 0));
+  CUgraphNode stranger;
+  ASSERT_CU(cuGraphAddMemsetNode(&stranger, other, nullptr, 0, &ms, nullptr));
+  EXPECT_EQ(cuGraphExecMemsetNodeSetParams(exec, stranger, &ms, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMSET_NODE_PARAMS bad = ms;
+  bad.elementSize = 3;
+  EXPECT_EQ(cuGraphExecMemsetNodeSetParams(exec, fill, &bad, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphExecEventRecordNodeSetEvent(exec, record, reinterpret_cast<CUevent>(&bad)),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(b_)[7], 9u);
+  EXPECT_EQ(calls_b.load(), 2);
+  EXPECT_CU(cuGraphExecDestroy(exec));
+  EXPECT_CU(cuGraphDestroy(g));
+  EXPECT_CU(cuGraphDestroy(other));
+  EXPECT_CU(cuEventDestroy(e1));
+  EXPECT_CU(cuEventDestroy(e2));
 }
 
 TEST_F(RuntimeGraphs, MemsetNodesOfEveryElementSize) {
