@@ -49,6 +49,7 @@ struct Step {
   CUgraphNodeType type;
   std::shared_ptr<const KernelSpec> kernel;  // kernel nodes
   Replay replay;                             // the others (empty nodes: none)
+  bool enabled = true;  // cuGraphNodeSetEnabled: a disabled step is an empty node until enabled
 };
 
 }  // namespace
@@ -1046,7 +1047,10 @@ GPUVM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g,
     }
   }
   for (size_t i = 0; i < g->nodes.size(); ++i) {
-    exec->steps[exec->shape[i].step] = StepOf(g->nodes[i].get());
+    Step& step = exec->steps[exec->shape[i].step];
+    const bool enabled = step.enabled;  // kept across updates, as the work is replaced
+    step = StepOf(g->nodes[i].get());
+    step.enabled = enabled;
     exec->index[g->nodes[i]->serial] = exec->shape[i].step;
   }
   return CUDA_SUCCESS;
@@ -1078,6 +1082,7 @@ GPUVM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream handle) {
   // Every step goes on the launch stream in dependency order; a launch into a capturing stream
   // records the steps there.
   for (const Step& step : steps) {
+    if (!step.enabled) continue;
     if (step.kernel != nullptr) {
       r = LaunchSpec(*step.kernel, handle);
     } else if (step.replay) {
@@ -1089,6 +1094,48 @@ GPUVM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream handle) {
 }
 GPUVM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream handle) {
   return cuGraphLaunch(exec, handle);
+}
+
+namespace {
+
+// The step of `exec` made from `node`, which must be one that can be disabled (kernel, memset,
+// memcpy, as CUDA allows); nullptr otherwise. g_mu held.
+Step* EnablableStep(CUgraphExec exec, CUgraphNode node) {
+  if (!LiveExec(exec) || !LiveNode(node)) return nullptr;
+  auto it = exec->index.find(node->serial);
+  if (it == exec->index.end()) return nullptr;
+  Step& step = exec->steps[it->second];
+  if (step.type != CU_GRAPH_NODE_TYPE_KERNEL && step.type != CU_GRAPH_NODE_TYPE_MEMSET &&
+      step.type != CU_GRAPH_NODE_TYPE_MEMCPY) {
+    return nullptr;
+  }
+  return &step;
+}
+
+}  // namespace
+
+// A disabled step does nothing when the graph runs, until enabled again; its work is kept (and
+// Exec*SetParams may still change it).
+GPUVM_EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node,
+                                            unsigned int enabled) {
+  CUresult r = CheckInit();
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  Step* step = EnablableStep(exec, node);
+  if (step == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  step->enabled = enabled != 0;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node,
+                                            unsigned int* enabled) {
+  CUresult r = CheckInit(enabled == nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  const Step* step = EnablableStep(exec, node);
+  if (step == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *enabled = step->enabled ? 1 : 0;
+  return CUDA_SUCCESS;
 }
 
 // Nothing to upload ahead: the steps are host-side calls.

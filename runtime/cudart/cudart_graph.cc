@@ -216,6 +216,16 @@ GPUVM_EXPORT cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec
   return InContext(cuGraphExecEventWaitNodeSetEvent, exec, node, event);
 }
 
+GPUVM_EXPORT cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 unsigned int enabled) {
+  return InContext(cuGraphNodeSetEnabled, exec, node, enabled);
+}
+
+GPUVM_EXPORT cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 unsigned int* enabled) {
+  return InContext(cuGraphNodeGetEnabled, exec, node, enabled);
+}
+
 GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                 const cudaGraphNode_t* deps, size_t n,
                                                 const cudaMemcpy3DParms* p) {

@@ -321,6 +321,55 @@ TEST_F(RuntimeGraphs, ExecNodesTakeNewParameters) {
   EXPECT_CU(cuEventDestroy(e2));
 }
 
+// A disabled memset or copy step does nothing until enabled again; host nodes cannot be disabled.
+TEST_F(RuntimeGraphs, StepsCanBeDisabledAndEnabled) {
+  CUgraph g;
+  ASSERT_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  ms.dst = c_, ms.value = 3, ms.elementSize = 4, ms.width = kN, ms.height = 1;
+  CUgraphNode fill, copy, host;
+  ASSERT_CU(cuGraphAddMemsetNode(&fill, g, nullptr, 0, &ms, nullptr));
+  CUDA_MEMCPY3D cp{};  // c_ -> b_
+  cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = c_, cp.dstDevice = b_;
+  cp.WidthInBytes = kN * 4, cp.Height = 1, cp.Depth = 1;
+  ASSERT_CU(cuGraphAddMemcpyNode(&copy, g, &fill, 1, &cp, nullptr));
+  CUDA_HOST_NODE_PARAMS hp{[](void*) {}, nullptr};
+  ASSERT_CU(cuGraphAddHostNode(&host, g, &copy, 1, &hp));
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, g, 0));
+  unsigned enabled = 7;
+  ASSERT_CU(cuGraphNodeGetEnabled(exec, fill, &enabled));
+  EXPECT_EQ(enabled, 1u);
+  ASSERT_CU(cuGraphNodeSetEnabled(exec, copy, 0));
+  ASSERT_CU(cuGraphNodeGetEnabled(exec, copy, &enabled));
+  EXPECT_EQ(enabled, 0u);
+  CUgraphExecUpdateResultInfo info{};  // an update keeps the step disabled
+  ASSERT_CU(cuGraphExecUpdate(exec, g, &info));
+  ASSERT_CU(cuGraphNodeGetEnabled(exec, copy, &enabled));
+  EXPECT_EQ(enabled, 0u);
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(c_)[5], 3u);
+  EXPECT_EQ(Read(b_)[5], 5u + 11) << "the disabled copy did not run (b_ as the fixture made it)";
+  ASSERT_CU(cuGraphNodeSetEnabled(exec, copy, 1));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(Read(b_)[5], 3u);
+  // Only kernel, memset and copy steps; a node of another graph; a null result.
+  EXPECT_EQ(cuGraphNodeSetEnabled(exec, host, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphNodeGetEnabled(exec, host, &enabled), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphNodeGetEnabled(exec, fill, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUgraph other;
+  ASSERT_CU(cuGraphCreate(&other, 0));
+  CUgraphNode stranger;
+  ASSERT_CU(cuGraphAddMemsetNode(&stranger, other, nullptr, 0, &ms, nullptr));
+  EXPECT_EQ(cuGraphNodeSetEnabled(exec, stranger, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(cuGraphExecDestroy(exec));
+  EXPECT_CU(cuGraphDestroy(g));
+  EXPECT_CU(cuGraphDestroy(other));
+}
+
 TEST_F(RuntimeGraphs, MemsetNodesOfEveryElementSize) {
   CUgraph g;
   ASSERT_CU(cuGraphCreate(&g, 0));
