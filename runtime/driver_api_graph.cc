@@ -7,9 +7,11 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -38,8 +40,22 @@ struct CUgraphNode_st {
   CUevent event = nullptr;
 };
 
+// A user object: the program's pointer and destructor, and its references (the program's, graphs'
+// and executable graphs', and those a running graph launch holds until its steps have run).
+struct CUuserObject_st {
+  void* ptr = nullptr;
+  CUhostFn destroy = nullptr;
+  uint64_t refs = 0;  // guarded by g_user_mu
+};
+
+namespace {
+// References a graph or an executable graph holds, per object.
+using UserRefs = std::map<CUuserObject_st*, uint64_t>;
+}  // namespace
+
 struct CUgraph_st {
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
+  UserRefs user_refs;  // guarded by g_mu
 };
 
 namespace {
@@ -67,15 +83,64 @@ struct CUgraphExec_st {
     std::vector<size_t> deps;
   };
   std::vector<Shape> shape;
+  UserRefs user_refs;  // taken from the graph at instantiation; guarded by g_mu
 };
 
 namespace {
 
-// A graph and its nodes go, handles and all.
+// Guards every user object's count (taken after g_mu where both are held; never the other way).
+std::mutex g_user_mu;
+
+bool LiveUserObject(CUuserObject o) { return Process::Get().IsLive(o, Process::Kind::kUserObject); }
+
+// Adds `count` references; false for an object that is gone.
+bool RetainUser(CUuserObject_st* o, uint64_t count) {
+  std::lock_guard lock(g_user_mu);
+  if (!LiveUserObject(o)) return false;
+  o->refs += count;
+  return true;
+}
+
+// Takes `count` references away; the last one runs the destructor on a thread of its own (CUDA
+// runs it on an internal thread and forbids it to call CUDA, so it may not run under our locks or
+// on the caller's stack). CUDA_ERROR_INVALID_VALUE, changing nothing, for an object that is gone
+// or fewer references than asked.
+CUresult ReleaseUser(CUuserObject_st* o, uint64_t count) {
+  void* ptr = nullptr;
+  CUhostFn destroy = nullptr;
+  {
+    std::lock_guard lock(g_user_mu);
+    if (!LiveUserObject(o) || count > o->refs) return CUDA_ERROR_INVALID_VALUE;
+    o->refs -= count;
+    if (o->refs != 0) return CUDA_SUCCESS;
+    Process::Get().Unregister(o);
+    ptr = o->ptr;
+    destroy = o->destroy;
+    delete o;
+  }
+  std::thread([destroy, ptr] { destroy(ptr); }).detach();
+  return CUDA_SUCCESS;
+}
+
+void ReleaseAll(const UserRefs& refs) {
+  for (const auto& [o, n] : refs) (void)ReleaseUser(o, n);
+}
+
+// The same references again (a clone, an instantiation).
+UserRefs RetainAll(const UserRefs& refs) {
+  UserRefs out;
+  for (const auto& [o, n] : refs) {
+    if (RetainUser(o, n)) out[o] = n;
+  }
+  return out;
+}
+
+// A graph and its nodes go, handles and all, and the references it held.
 void DeleteGraph(CUgraph_st* g) {
   Process& p = Process::Get();
   for (auto& n : g->nodes) p.Unregister(n.get());
   p.Unregister(g);
+  ReleaseAll(g->user_refs);
   delete g;
 }
 
@@ -612,6 +677,7 @@ GPUVM_EXPORT CUresult cuGraphClone(CUgraph* out, CUgraph original) {
     c->copy = n->copy, c->memset = n->memset, c->host = n->host, c->event = n->event;
     copy_of[n.get()] = c;
   }
+  g->user_refs = RetainAll(original->user_refs);
   Process::Get().Register(g, Process::Kind::kGraph);
   *out = g;
   return CUDA_SUCCESS;
@@ -901,6 +967,7 @@ GPUVM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g,
   for (size_t i = 0; i < g->nodes.size(); ++i) {
     exec->shape.push_back({step_of.at(g->nodes[i].get()), g->nodes[i]->type, std::move(deps[i])});
   }
+  exec->user_refs = RetainAll(g->user_refs);
   CUgraphExec_st* raw = exec.release();
   Process::Get().Register(raw, Process::Kind::kGraphExec);
   *out = raw;
@@ -1073,12 +1140,24 @@ GPUVM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream handle) {
   CUresult r = CurrentStream(handle, &ctx, &s);
   if (r != CUDA_SUCCESS) return r;
   std::vector<Step> steps;
+  // While its steps are queued, a launch holds references to the graph's user objects, given back
+  // by a host function behind them (so destroying the executable graph meanwhile frees nothing
+  // in use). A launch into a capturing stream records steps only, and holds none.
+  auto held = std::make_unique<UserRefs>();
+  const bool capturing = s->capturing.load(std::memory_order_acquire);
   {
     std::lock_guard lock(g_mu);
     if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
     if (exec->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
     steps = exec->steps;
+    if (!capturing) *held = RetainAll(exec->user_refs);
   }
+  struct Releaser {
+    std::unique_ptr<UserRefs> refs;
+    ~Releaser() {
+      if (refs != nullptr) ReleaseAll(*refs);  // not queued: given back now
+    }
+  } releaser{held->empty() ? nullptr : std::move(held)};
   // Every step goes on the launch stream in dependency order; a launch into a capturing stream
   // records the steps there.
   for (const Step& step : steps) {
@@ -1089,6 +1168,14 @@ GPUVM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream handle) {
       r = step.replay(handle);
     }
     if (r != CUDA_SUCCESS) return r;
+  }
+  if (releaser.refs != nullptr) {
+    UserRefs* refs = releaser.refs.get();
+    const auto give_back = [](void* data) {
+      std::unique_ptr<UserRefs> r(static_cast<UserRefs*>(data));
+      ReleaseAll(*r);
+    };
+    if (cuLaunchHostFunc(handle, give_back, refs) == CUDA_SUCCESS) releaser.refs.release();
   }
   return CUDA_SUCCESS;
 }
@@ -1138,6 +1225,61 @@ GPUVM_EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node,
   return CUDA_SUCCESS;
 }
 
+GPUVM_EXPORT CUresult cuUserObjectCreate(CUuserObject* out, void* ptr, CUhostFn destroy,
+                                         unsigned int initial_refs, unsigned int flags) {
+  CUresult r = CheckInit(out == nullptr || destroy == nullptr || initial_refs == 0 ||
+                         flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+  if (r != CUDA_SUCCESS) return r;
+  auto* o = new CUuserObject_st{ptr, destroy, initial_refs};
+  {
+    std::lock_guard lock(g_user_mu);
+    Process::Get().Register(o, Process::Kind::kUserObject);
+  }
+  *out = o;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuUserObjectRetain(CUuserObject o, unsigned int count) {
+  CUresult r = CheckInit(count == 0);
+  if (r != CUDA_SUCCESS) return r;
+  return RetainUser(o, count) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+GPUVM_EXPORT CUresult cuUserObjectRelease(CUuserObject o, unsigned int count) {
+  CUresult r = CheckInit(count == 0);
+  if (r != CUDA_SUCCESS) return r;
+  return ReleaseUser(o, count);
+}
+
+// The graph takes `count` new references, or (CU_GRAPH_USER_OBJECT_MOVE) the caller's own.
+GPUVM_EXPORT CUresult cuGraphRetainUserObject(CUgraph g, CUuserObject o, unsigned int count,
+                                              unsigned int flags) {
+  CUresult r = CheckInit(count == 0 || (flags != 0 && flags != CU_GRAPH_USER_OBJECT_MOVE));
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  if (flags == CU_GRAPH_USER_OBJECT_MOVE) {
+    std::lock_guard user_lock(g_user_mu);
+    if (!LiveUserObject(o)) return CUDA_ERROR_INVALID_VALUE;
+  } else if (!RetainUser(o, count)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  g->user_refs[o] += count;
+  return CUDA_SUCCESS;
+}
+
+GPUVM_EXPORT CUresult cuGraphReleaseUserObject(CUgraph g, CUuserObject o, unsigned int count) {
+  CUresult r = CheckInit(count == 0);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  if (!LiveGraph(g)) return CUDA_ERROR_INVALID_VALUE;
+  auto it = g->user_refs.find(o);
+  if (it == g->user_refs.end() || it->second < count) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = ReleaseUser(o, count)) != CUDA_SUCCESS) return r;
+  if ((it->second -= count) == 0) g->user_refs.erase(it);
+  return CUDA_SUCCESS;
+}
+
 // Nothing to upload ahead: the steps are host-side calls.
 GPUVM_EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream handle) {
   CUctx_st* ctx;
@@ -1164,6 +1306,7 @@ GPUVM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
   std::lock_guard lock(g_mu);
   if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
   Process::Get().Unregister(exec);
+  ReleaseAll(exec->user_refs);  // launches still running hold references of their own
   delete exec;
   return CUDA_SUCCESS;
 }

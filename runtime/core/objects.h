@@ -183,7 +183,8 @@ class Process {
     kGraph,
     kGraphNode,
     kGraphExec,
-    kArray
+    kArray,
+    kUserObject
   };
   void Register(const void* handle, Kind kind);
   void Unregister(const void* handle);

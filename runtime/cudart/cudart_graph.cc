@@ -216,6 +216,25 @@ GPUVM_EXPORT cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec
   return InContext(cuGraphExecEventWaitNodeSetEvent, exec, node, event);
 }
 
+GPUVM_EXPORT cudaError_t cudaUserObjectCreate(CUuserObject* out, void* ptr, cudaHostFn_t destroy,
+                                              unsigned int initial_refs, unsigned int flags) {
+  return InContext(cuUserObjectCreate, out, ptr, destroy, initial_refs, flags);
+}
+GPUVM_EXPORT cudaError_t cudaUserObjectRetain(CUuserObject o, unsigned int count) {
+  return InContext(cuUserObjectRetain, o, count);
+}
+GPUVM_EXPORT cudaError_t cudaUserObjectRelease(CUuserObject o, unsigned int count) {
+  return InContext(cuUserObjectRelease, o, count);
+}
+GPUVM_EXPORT cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, CUuserObject o,
+                                                   unsigned int count, unsigned int flags) {
+  return InContext(cuGraphRetainUserObject, graph, o, count, flags);
+}
+GPUVM_EXPORT cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, CUuserObject o,
+                                                    unsigned int count) {
+  return InContext(cuGraphReleaseUserObject, graph, o, count);
+}
+
 GPUVM_EXPORT cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
                                                  unsigned int enabled) {
   return InContext(cuGraphNodeSetEnabled, exec, node, enabled);

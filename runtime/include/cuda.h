@@ -1032,6 +1032,20 @@ CUresult CUDAAPI cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgr
                                                     CUevent event);
 CUresult CUDAAPI cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                   CUevent event);
+// User objects: a reference-counted pointer whose destructor runs (on a library thread) when the
+// last reference goes; graphs and executable graphs hold references.
+typedef struct CUuserObject_st* CUuserObject;
+typedef enum CUuserObject_flags_enum { CU_USER_OBJECT_NO_DESTRUCTOR_SYNC = 1 } CUuserObject_flags;
+typedef enum CUuserObjectRetain_flags_enum {
+  CU_GRAPH_USER_OBJECT_MOVE = 1
+} CUuserObjectRetain_flags;
+CUresult CUDAAPI cuUserObjectCreate(CUuserObject* object_out, void* ptr, CUhostFn destroy,
+                                    unsigned int initialRefcount, unsigned int flags);
+CUresult CUDAAPI cuUserObjectRetain(CUuserObject object, unsigned int count);
+CUresult CUDAAPI cuUserObjectRelease(CUuserObject object, unsigned int count);
+CUresult CUDAAPI cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count,
+                                         unsigned int flags);
+CUresult CUDAAPI cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count);
 CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
                                        unsigned int isEnabled);
 CUresult CUDAAPI cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "runtime/include/cuda.h"
@@ -368,6 +370,87 @@ TEST_F(RuntimeGraphs, StepsCanBeDisabledAndEnabled) {
   EXPECT_CU(cuGraphExecDestroy(exec));
   EXPECT_CU(cuGraphDestroy(g));
   EXPECT_CU(cuGraphDestroy(other));
+}
+
+// A user object's destructor runs once its last reference goes: the program's, its graph's, its
+// executable graph's, and a running launch's (which outlives the executable graph's destruction).
+TEST_F(RuntimeGraphs, UserObjectsLiveAsLongAsTheirLastReference) {
+  static std::atomic<int> destroyed{0};
+  destroyed = 0;
+  const auto destroy = [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1); };
+  const auto wait_destroyed = [](int want) {
+    for (int i = 0; i < 2000 && destroyed.load() < want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return destroyed.load();
+  };
+  // The program's own references only.
+  CUuserObject solo;
+  ASSERT_CU(cuUserObjectCreate(&solo, &destroyed, destroy, 2, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  ASSERT_CU(cuUserObjectRetain(solo, 1));
+  ASSERT_CU(cuUserObjectRelease(solo, 2));
+  EXPECT_EQ(cuUserObjectRelease(solo, 2), CUDA_ERROR_INVALID_VALUE) << "only one left";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(destroyed.load(), 0);
+  ASSERT_CU(cuUserObjectRelease(solo, 1));
+  EXPECT_EQ(wait_destroyed(1), 1);
+  EXPECT_EQ(cuUserObjectRetain(solo, 1), CUDA_ERROR_INVALID_VALUE) << "gone";
+
+  // Moved into a graph, instantiated, the graph destroyed, launched, the exec destroyed while the
+  // launch's steps wait behind a blocked host function.
+  CUuserObject held;
+  ASSERT_CU(cuUserObjectCreate(&held, &destroyed, destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CUgraph g;
+  ASSERT_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  ms.dst = c_, ms.value = 4, ms.elementSize = 4, ms.width = kN, ms.height = 1;
+  CUgraphNode fill;
+  ASSERT_CU(cuGraphAddMemsetNode(&fill, g, nullptr, 0, &ms, nullptr));
+  ASSERT_CU(cuGraphRetainUserObject(g, held, 1, CU_GRAPH_USER_OBJECT_MOVE));
+  EXPECT_EQ(cuGraphReleaseUserObject(g, held, 2), CUDA_ERROR_INVALID_VALUE) << "the graph has one";
+  CUgraph clone;
+  ASSERT_CU(cuGraphClone(&clone, g));
+  CUgraphExec exec;
+  ASSERT_CU(cuGraphInstantiate(&exec, g, 0));
+  ASSERT_CU(cuGraphDestroy(g));
+  ASSERT_CU(cuGraphDestroy(clone));
+  static std::atomic<bool> gate{false};
+  gate = false;
+  ASSERT_CU(cuLaunchHostFunc(
+      s_,
+      [](void*) {
+        while (!gate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      nullptr));
+  ASSERT_CU(cuGraphLaunch(exec, s_));
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(destroyed.load(), 1) << "the queued launch still holds a reference";
+  gate = true;
+  ASSERT_CU(cuStreamSynchronize(s_));
+  EXPECT_EQ(wait_destroyed(2), 2);
+  EXPECT_EQ(Read(c_)[3], 4u);
+
+  // Refusals change nothing.
+  CUuserObject o;
+  EXPECT_EQ(cuUserObjectCreate(&o, nullptr, destroy, 0, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuUserObjectCreate(&o, nullptr, destroy, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuUserObjectCreate(&o, nullptr, nullptr, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuUserObjectCreate(&o, &destroyed, destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CUgraph g2;
+  ASSERT_CU(cuGraphCreate(&g2, 0));
+  EXPECT_EQ(cuGraphRetainUserObject(g2, o, 1, 7), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphRetainUserObject(g2, o, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphReleaseUserObject(g2, o, 1), CUDA_ERROR_INVALID_VALUE) << "not the graph's";
+  ASSERT_CU(cuGraphRetainUserObject(g2, o, 2, 0));  // two new references: three in all
+  ASSERT_CU(cuGraphReleaseUserObject(g2, o, 1));
+  ASSERT_CU(cuUserObjectRelease(o, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(destroyed.load(), 2) << "the graph still holds one";
+  ASSERT_CU(cuGraphDestroy(g2));
+  EXPECT_EQ(wait_destroyed(3), 3);
 }
 
 TEST_F(RuntimeGraphs, MemsetNodesOfEveryElementSize) {
