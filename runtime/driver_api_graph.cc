@@ -296,6 +296,50 @@ CUresult NodeOfType(CUgraphNode node, CUgraphNodeType type) {
   return CUDA_SUCCESS;
 }
 
+// The checks a copy or memset node's parameters get, whether they make a node or give an
+// executable graph's step new work: present, `ctx` null or the current context, and for copies no
+// CUDA array side (a node's replay cannot describe one).
+CUresult CheckNodeContext(CUcontext ctx) {
+  CUctx_st* current;
+  CUresult r = Current(&current);
+  if (r != CUDA_SUCCESS) return r;
+  return ctx != nullptr && ctx != current ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult CheckCopyNode(const CUDA_MEMCPY3D* copy, CUcontext ctx) {
+  if (copy == nullptr) return CheckInit(true);
+  if (CUresult r = CheckNodeContext(ctx); r != CUDA_SUCCESS) return r;
+  if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY || copy->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CheckMemsetNode(const CUDA_MEMSET_NODE_PARAMS* m, CUcontext ctx) {
+  if (m == nullptr) return CheckInit(true);
+  if (CUresult r = CheckNodeContext(ctx); r != CUDA_SUCCESS) return r;
+  if ((m->elementSize != 1 && m->elementSize != 2 && m->elementSize != 4) || m->width == 0 ||
+      m->height == 0 || (m->height > 1 && m->pitch < m->width * m->elementSize)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Each node type's work, the same for a node and for an executable graph's step.
+Replay CopyReplay(const CUDA_MEMCPY3D& c) {
+  return [c](CUstream t) { return cuMemcpy3DAsync_v2(&c, t); };
+}
+Replay HostReplay(const CUDA_HOST_NODE_PARAMS& host) {
+  return [host](CUstream t) { return cuLaunchHostFunc(t, host.fn, host.userData); };
+}
+Replay EventRecordReplay(CUevent e) {
+  return [e](CUstream t) { return cuEventRecord(e, t); };
+}
+Replay EventWaitReplay(CUevent e) {
+  return [e](CUstream t) { return cuStreamWaitEvent(t, e, 0); };
+}
+bool LiveEvent(CUevent e) { return Process::Get().IsLive(e, Process::Kind::kEvent); }
+
 Replay MemsetReplay(const CUDA_MEMSET_NODE_PARAMS& m) {
   return [m](CUstream t) {
     switch (m.elementSize) {
@@ -703,33 +747,18 @@ GPUVM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* out, CUgraph g, const CU
 
 GPUVM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
                                            size_t n, const CUDA_MEMCPY3D* copy, CUcontext ctx) {
-  if (copy == nullptr) return CheckInit(true);
-  CUctx_st* current;
-  CUresult r = Current(&current);
-  if (r != CUDA_SUCCESS) return r;
-  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
-  if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY || copy->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
+  if (CUresult r = CheckCopyNode(copy, ctx); r != CUDA_SUCCESS) return r;
   const CUDA_MEMCPY3D c = *copy;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEMCPY, [&](CUgraphNode_st* node) {
     node->copy = c;
-    node->replay = [c](CUstream t) { return cuMemcpy3DAsync_v2(&c, t); };
+    node->replay = CopyReplay(c);
   });
 }
 
 GPUVM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
                                            size_t n, const CUDA_MEMSET_NODE_PARAMS* m,
                                            CUcontext ctx) {
-  if (m == nullptr) return CheckInit(true);
-  CUctx_st* current;
-  CUresult r = Current(&current);
-  if (r != CUDA_SUCCESS) return r;
-  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
-  if ((m->elementSize != 1 && m->elementSize != 2 && m->elementSize != 4) || m->width == 0 ||
-      m->height == 0 || (m->height > 1 && m->pitch < m->width * m->elementSize)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (CUresult r = CheckMemsetNode(m, ctx); r != CUDA_SUCCESS) return r;
   const CUDA_MEMSET_NODE_PARAMS copy = *m;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEMSET, [&](CUgraphNode_st* node) {
     node->memset = copy;
@@ -743,7 +772,7 @@ GPUVM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgr
   const CUDA_HOST_NODE_PARAMS host = *p;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_HOST, [&](CUgraphNode_st* node) {
     node->host = host;
-    node->replay = [host](CUstream t) { return cuLaunchHostFunc(t, host.fn, host.userData); };
+    node->replay = HostReplay(host);
   });
 }
 
@@ -754,19 +783,19 @@ GPUVM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUg
 
 GPUVM_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode* out, CUgraph g,
                                                 const CUgraphNode* deps, size_t n, CUevent e) {
-  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
+  if (!LiveEvent(e)) return CUDA_ERROR_INVALID_VALUE;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, [&](CUgraphNode_st* node) {
     node->event = e;
-    node->replay = [e](CUstream t) { return cuEventRecord(e, t); };
+    node->replay = EventRecordReplay(e);
   });
 }
 
 GPUVM_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
                                               size_t n, CUevent e) {
-  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
+  if (!LiveEvent(e)) return CUDA_ERROR_INVALID_VALUE;
   return AddNode(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, [&](CUgraphNode_st* node) {
     node->event = e;
-    node->replay = [e](CUstream t) { return cuStreamWaitEvent(t, e, 0); };
+    node->replay = EventWaitReplay(e);
   });
 }
 
@@ -1034,54 +1063,33 @@ CUresult SetExecStep(CUgraphExec exec, CUgraphNode node, CUgraphNodeType type, R
 // instantiated node did (CUDA asks for the same contexts and 1D operands; this accepts more).
 GPUVM_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                      const CUDA_MEMCPY3D* copy, CUcontext ctx) {
-  if (copy == nullptr) return CheckInit(true);
-  CUctx_st* current;
-  CUresult r = Current(&current);
-  if (r != CUDA_SUCCESS) return r;
-  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
-  if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY || copy->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
-    return CUDA_ERROR_NOT_SUPPORTED;  // as cuGraphAddMemcpyNode
-  }
-  const CUDA_MEMCPY3D c = *copy;
-  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_MEMCPY,
-                     [c](CUstream t) { return cuMemcpy3DAsync_v2(&c, t); });
+  if (CUresult r = CheckCopyNode(copy, ctx); r != CUDA_SUCCESS) return r;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_MEMCPY, CopyReplay(*copy));
 }
 
 GPUVM_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                      const CUDA_MEMSET_NODE_PARAMS* m,
                                                      CUcontext ctx) {
-  if (m == nullptr) return CheckInit(true);
-  CUctx_st* current;
-  CUresult r = Current(&current);
-  if (r != CUDA_SUCCESS) return r;
-  if (ctx != nullptr && ctx != current) return CUDA_ERROR_INVALID_VALUE;
-  if ((m->elementSize != 1 && m->elementSize != 2 && m->elementSize != 4) || m->width == 0 ||
-      m->height == 0 || (m->height > 1 && m->pitch < m->width * m->elementSize)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (CUresult r = CheckMemsetNode(m, ctx); r != CUDA_SUCCESS) return r;
   return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_MEMSET, MemsetReplay(*m));
 }
 
 GPUVM_EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                    const CUDA_HOST_NODE_PARAMS* p) {
   if (p == nullptr || p->fn == nullptr) return CheckInit(true);
-  const CUDA_HOST_NODE_PARAMS host = *p;
-  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_HOST,
-                     [host](CUstream t) { return cuLaunchHostFunc(t, host.fn, host.userData); });
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_HOST, HostReplay(*p));
 }
 
 GPUVM_EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
                                                          CUevent e) {
-  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
-  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
-                     [e](CUstream t) { return cuEventRecord(e, t); });
+  if (!LiveEvent(e)) return CUDA_ERROR_INVALID_VALUE;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_EVENT_RECORD, EventRecordReplay(e));
 }
 
 GPUVM_EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode node,
                                                        CUevent e) {
-  if (!Process::Get().IsLive(e, Process::Kind::kEvent)) return CUDA_ERROR_INVALID_VALUE;
-  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
-                     [e](CUstream t) { return cuStreamWaitEvent(t, e, 0); });
+  if (!LiveEvent(e)) return CUDA_ERROR_INVALID_VALUE;
+  return SetExecStep(exec, node, CU_GRAPH_NODE_TYPE_WAIT_EVENT, EventWaitReplay(e));
 }
 
 // The new graph must have the instantiated one's shape: as many nodes, created in the same order

@@ -55,6 +55,35 @@ cudaError_t DriverKernel(const cudaKernelNodeParams* p, CUDA_KERNEL_NODE_PARAMS*
   return cudaSuccess;
 }
 
+// A copy node's parameters in the driver's words (the current context made first: DriverCopy
+// resolves pointers in it).
+cudaError_t DriverCopyNode(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* out) {
+  const CUresult r = EnsureCurrentContext();
+  if (r != CUDA_SUCCESS) return Rec(r);
+  return gpuvm::cudart::DriverCopy(p, out);
+}
+
+// The 1D copy nodes' description: `count` bytes as a one-row 3D copy.
+cudaMemcpy3DParms Linear1D(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  cudaMemcpy3DParms p{};
+  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
+  p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
+  p.extent = cudaExtent{count, 1, 1};
+  p.kind = kind;
+  return p;
+}
+
+CUDA_MEMSET_NODE_PARAMS DriverMemset(const cudaMemsetParams& p) {
+  CUDA_MEMSET_NODE_PARAMS m{};
+  m.dst = reinterpret_cast<CUdeviceptr>(p.dst);
+  m.pitch = p.pitch;
+  m.value = p.value;
+  m.elementSize = p.elementSize;
+  m.width = p.width;
+  m.height = p.height;
+  return m;
+}
+
 }  // namespace
 
 // ---- stream capture ----
@@ -163,10 +192,8 @@ GPUVM_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec,
 GPUVM_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec,
                                                           cudaGraphNode_t node,
                                                           const cudaMemcpy3DParms* p) {
-  const CUresult r = EnsureCurrentContext();
-  if (r != CUDA_SUCCESS) return Rec(r);
   CUDA_MEMCPY3D copy;
-  const cudaError_t e = gpuvm::cudart::DriverCopy(p, &copy);
+  const cudaError_t e = DriverCopyNode(p, &copy);
   if (e != cudaSuccess) return e;
   return InContext(cuGraphExecMemcpyNodeSetParams, exec, node, &copy, CUcontext{nullptr});
 }
@@ -175,11 +202,7 @@ GPUVM_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec
                                                             cudaGraphNode_t node, void* dst,
                                                             const void* src, size_t count,
                                                             cudaMemcpyKind kind) {
-  cudaMemcpy3DParms p{};
-  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
-  p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
-  p.extent = cudaExtent{count, 1, 1};
-  p.kind = kind;
+  const cudaMemcpy3DParms p = Linear1D(dst, src, count, kind);
   return cudaGraphExecMemcpyNodeSetParams(exec, node, &p);
 }
 
@@ -187,13 +210,7 @@ GPUVM_EXPORT cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec,
                                                           cudaGraphNode_t node,
                                                           const cudaMemsetParams* p) {
   if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
-  CUDA_MEMSET_NODE_PARAMS m{};
-  m.dst = reinterpret_cast<CUdeviceptr>(p->dst);
-  m.pitch = p->pitch;
-  m.value = p->value;
-  m.elementSize = p->elementSize;
-  m.width = p->width;
-  m.height = p->height;
+  const CUDA_MEMSET_NODE_PARAMS m = DriverMemset(*p);
   return InContext(cuGraphExecMemsetNodeSetParams, exec, node, &m, CUcontext{nullptr});
 }
 
@@ -248,10 +265,8 @@ GPUVM_EXPORT cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraph
 GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                 const cudaGraphNode_t* deps, size_t n,
                                                 const cudaMemcpy3DParms* p) {
-  const CUresult r = EnsureCurrentContext();
-  if (r != CUDA_SUCCESS) return Rec(r);
   CUDA_MEMCPY3D copy;
-  const cudaError_t e = gpuvm::cudart::DriverCopy(p, &copy);
+  const cudaError_t e = DriverCopyNode(p, &copy);
   if (e != cudaSuccess) return e;
   return InContext(cuGraphAddMemcpyNode, node, graph, deps, n, &copy, CUcontext{nullptr});
 }
@@ -260,11 +275,7 @@ GPUVM_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGra
                                                   const cudaGraphNode_t* deps, size_t n, void* dst,
                                                   const void* src, size_t count,
                                                   cudaMemcpyKind kind) {
-  cudaMemcpy3DParms p{};
-  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
-  p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
-  p.extent = cudaExtent{count, 1, 1};
-  p.kind = kind;
+  const cudaMemcpy3DParms p = Linear1D(dst, src, count, kind);
   return cudaGraphAddMemcpyNode(node, graph, deps, n, &p);
 }
 
@@ -272,13 +283,7 @@ GPUVM_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph
                                                 const cudaGraphNode_t* deps, size_t n,
                                                 const cudaMemsetParams* p) {
   if (p == nullptr) return RecordLastError(cudaErrorInvalidValue);
-  CUDA_MEMSET_NODE_PARAMS m{};
-  m.dst = reinterpret_cast<CUdeviceptr>(p->dst);
-  m.pitch = p->pitch;
-  m.value = p->value;
-  m.elementSize = p->elementSize;
-  m.width = p->width;
-  m.height = p->height;
+  const CUDA_MEMSET_NODE_PARAMS m = DriverMemset(*p);
   return InContext(cuGraphAddMemsetNode, node, graph, deps, n, &m, CUcontext{nullptr});
 }
 
