@@ -49,23 +49,27 @@ bool AdviseHugePages(void* address, size_t length) {
   return length == 0 || ::madvise(address, length, MADV_HUGEPAGE) == 0;
 }
 
+Result<void*> MapHugeAligned(size_t length, int prot, int flags, int fd, uint64_t offset) {
+  GPUVM_ASSIGN_OR_RETURN(void* at, ReserveHugeAligned(length, offset));
+  if (::mmap(at, length, prot, flags | MAP_FIXED, fd, static_cast<off_t>(offset)) != at) {
+    const int err = errno;
+    ::munmap(at, length);
+    return Status::FromErrno(err, "mmap");
+  }
+  AdviseHugePages(at, length);
+  return at;
+}
+
 Result<SharedMapping> SharedMapping::Map(int fd, uint64_t offset, size_t length, bool writable) {
   if (length == 0) return Status::InvalidArgument("empty mapping");
   const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
   void* p = MAP_FAILED;
   if (length >= kHugePageBytes) {
-    GPUVM_ASSIGN_OR_RETURN(void* at, ReserveHugeAligned(length, offset));
-    p = ::mmap(at, length, prot, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::munmap(at, length);
-      return Status::FromErrno(err, "mmap");
-    }
-    AdviseHugePages(p, length);
+    GPUVM_ASSIGN_OR_RETURN(p, MapHugeAligned(length, prot, MAP_SHARED, fd, offset));
   } else {
     p = ::mmap(nullptr, length, prot, MAP_SHARED, fd, static_cast<off_t>(offset));
+    if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap");
   }
-  if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap");
   SharedMapping m;
   m.data_ = static_cast<uint8_t*>(p);
   m.length_ = length;

@@ -117,6 +117,10 @@ Result<void*> ReserveHugeAligned(size_t length, uint64_t phase);
 // Asks for huge pages in [address, address + length) (page aligned); false when the kernel
 // refused (the memory then stays 4 KiB pages).
 bool AdviseHugePages(void* address, size_t length);
+// mmap(2) of `length` bytes at an address ReserveHugeAligned picks for `offset`, advised for huge
+// pages: `flags` MAP_SHARED with a file, or MAP_PRIVATE | MAP_ANONYMOUS with fd -1 (offset 0).
+// Nothing stays mapped on failure.
+Result<void*> MapHugeAligned(size_t length, int prot, int flags, int fd, uint64_t offset);
 
 // A sealed memfd of `bytes` zero bytes: it can neither shrink nor grow, so a peer holding it cannot
 // make our mappings of it fault (SIGBUS) by truncating it.

@@ -66,14 +66,10 @@ Result<std::unique_ptr<DmaMapping>> Bus::AnonymousDma(uint64_t length, void* at)
   } else {
     // 2 MiB aligned and advised, so that where the host allows it the memory is huge pages (as a
     // VM's pinned memory is: base/os.h, "Huge pages"), then populated for write.
-    GPUVM_ASSIGN_OR_RETURN(memory, os::ReserveHugeAligned(length, 0));
-    if (::mmap(memory, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-               0) != memory) {
-      const Status s = Status::FromErrno(errno, "mmap of pinned host memory");
-      ::munmap(memory, length);
-      return s;
-    }
-    os::AdviseHugePages(memory, length);
+    Result<void*> mapped =
+        os::MapHugeAligned(length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!mapped.ok()) return mapped.status().WithContext("pinned host memory");
+    memory = *mapped;
     os::PopulatePages(memory, length, os::PopulateFor::kWrite);
   }
   auto owned = std::make_unique<OwnedDma>(memory, length);

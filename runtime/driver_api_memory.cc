@@ -870,6 +870,15 @@ CUresult Resolve(CUctx_st* ctx, CUmemorytype type, const void* host, CUdeviceptr
 // One 2D copy (cuMemcpy2D's description) on `handle`'s stream. Between GPU-addressable sides it is
 // one pitched copy on the copy engine; with pageable host memory on a side it is synchronous,
 // staged row by row (one staged copy when the rows are contiguous on both sides).
+// Both sides of a 2D copy in `ctx` (Resolve's checks): what Copy2D queues, and what Check2D checks.
+CUresult ResolveSides(CUctx_st* ctx, const CUDA_MEMCPY2D& c, Side* src, Side* dst) {
+  const CUresult r = Resolve(ctx, c.srcMemoryType, c.srcHost, c.srcDevice, c.srcArray,
+                             c.srcXInBytes, c.srcY, c.srcPitch, c.WidthInBytes, c.Height, src);
+  if (r != CUDA_SUCCESS) return r;
+  return Resolve(ctx, c.dstMemoryType, c.dstHost, c.dstDevice, c.dstArray, c.dstXInBytes, c.dstY,
+                 c.dstPitch, c.WidthInBytes, c.Height, dst);
+}
+
 CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream handle, bool async) {
   if (c == nullptr) return CheckInit(true);
   const size_t width = c->WidthInBytes, height = c->Height;
@@ -883,12 +892,7 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream handle, bool async) {
   CUresult r = OnStream(
       handle, bytes, async,
       [&](CUctx_st* ctx) {
-        resolved = Resolve(ctx, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray,
-                           c->srcXInBytes, c->srcY, c->srcPitch, width, height, &src);
-        if (resolved == CUDA_SUCCESS) {
-          resolved = Resolve(ctx, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
-                             c->dstXInBytes, c->dstY, c->dstPitch, width, height, &dst);
-        }
+        resolved = ResolveSides(ctx, *c, &src, &dst);
         return resolved == CUDA_SUCCESS;
       },
       [&](CUctx_st* ctx, CUstream_st* s) -> CUresult {
@@ -940,11 +944,7 @@ CUresult Check2D(const CUDA_MEMCPY2D& c, CUstream handle) {
   }
   if (uint64_t(width) * height == 0) return CUDA_SUCCESS;  // Copy2D has nothing to check either
   Side src, dst;
-  r = Resolve(ctx, c.srcMemoryType, c.srcHost, c.srcDevice, c.srcArray, c.srcXInBytes, c.srcY,
-              c.srcPitch, width, height, &src);
-  if (r != CUDA_SUCCESS) return r;
-  return Resolve(ctx, c.dstMemoryType, c.dstHost, c.dstDevice, c.dstArray, c.dstXInBytes, c.dstY,
-                 c.dstPitch, width, height, &dst);
+  return ResolveSides(ctx, c, &src, &dst);
 }
 
 // A 3D copy as one 2D copy per slice, all or nothing: every slice is checked as cuMemcpy2D checks

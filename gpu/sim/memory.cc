@@ -43,20 +43,12 @@ Result<std::unique_ptr<Vram>> Vram::Create(uint64_t size) {
   // 2 MiB aligned and advised: where the host gives shared memory huge pages, a 2 MiB block of
   // VRAM is one page-table entry to install (base/os.h, "Huge pages"). Every remap of a range below
   // advises it again (a MAP_FIXED mapping starts without the advice).
-  Result<void*> reserved = os::ReserveHugeAligned(size, 0);
-  if (!reserved.ok()) {
+  Result<void*> base = os::MapHugeAligned(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (!base.ok()) {
     close(fd);
-    return reserved.status().WithContext("address space for VRAM");
+    return base.status().WithContext("mapping the VRAM memfd");
   }
-  void* base = mmap(*reserved, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (base == MAP_FAILED) {
-    int err = errno;
-    munmap(*reserved, size);
-    close(fd);
-    return Status::FromErrno(err, "mmap(VRAM memfd)");
-  }
-  os::AdviseHugePages(base, size);
-  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(base), size, true));
+  return std::unique_ptr<Vram>(new Vram(fd, static_cast<uint8_t*>(*base), size, true));
 }
 
 Result<std::unique_ptr<Vram>> Vram::Open(const std::string& path, uint64_t size) {
