@@ -12,6 +12,7 @@ namespace pf = gf100::pfifo;
 void FvEngineSink::SetWake(std::function<void()> wake) {
   std::lock_guard lock(wake_mu_);
   wake_ = std::move(wake);
+  wake_set_.store(static_cast<bool>(wake_));
 }
 
 void FvEngineSink::Attach(FvHost* host) {
@@ -23,6 +24,7 @@ void FvEngineSink::Attach(FvHost* host) {
     busy_counter_ = host != nullptr && host->gpu().Describe().rfind("sim", 0) == 0;
     // The software GPU also has PREEMPT (docs/SOFTWARE-GPU.md "Preemption").
     preemptible_ = busy_counter_;
+    drain_reported_ = host != nullptr && host->gpu().ReportsChannelDrained();
   }
   if (host != nullptr) {
     // Any channel running dry is worth a poll: at most one submission runs at a time. Set outside
@@ -39,7 +41,10 @@ void FvEngineSink::Detach(FvHost* host) {
   {
     std::lock_guard lock(mu_);
     attached = host_ == host && host != nullptr;
-    if (attached) host_ = nullptr;
+    if (attached) {
+      host_ = nullptr;
+      drain_reported_ = false;
+    }
   }
   // Outside mu_ (see Attach); once this returns the handler no longer runs.
   if (attached) host->gpu().SetChannelDrainedHandler(nullptr);
@@ -220,10 +225,14 @@ DispatchedSubmissionQueue::~DispatchedSubmissionQueue() { sink_->Detach(host_); 
 Status DispatchedSubmissionQueue::Submit(const Submission& submission) {
   const sched::SubmissionHandle handle = next_handle_++;
   sink_->Remember(handle, submission);
-  Status s = dispatcher_->Submit(submission.vm, handle);
+  // Step here (SubmitAndPoll): when the engine is free and the policy dispatches it, the
+  // submission starts on this thread before the guest's write is acknowledged, instead of after a
+  // wake-up of the dispatch thread (a hand-off on the path of every launch; on a loaded host tens
+  // of microseconds), and the dispatch thread is not woken at all unless it has to be.
+  Status s = dispatcher_->SubmitAndPoll(submission.vm, handle);
   if (s.code() == StatusCode::kNotFound && register_vm_) {
     register_vm_();
-    s = dispatcher_->Submit(submission.vm, handle);
+    s = dispatcher_->SubmitAndPoll(submission.vm, handle);
   }
   // A full queue (a guest flooding IB_PUT writes) or an unknown VM: the write is dropped, as a
   // real GPU would never see a doorbell it had no room for; the VM counts and logs it (fv_gpu.h).
@@ -232,11 +241,6 @@ Status DispatchedSubmissionQueue::Submit(const Submission& submission) {
     ++refused_;
     return s;
   }
-  // Step here: when the engine is free and the policy dispatches it, the submission starts on this
-  // thread before the guest's write is acknowledged, instead of after a wake-up of the dispatch
-  // thread (a hand-off on the path of every launch; on a loaded host tens of microseconds). A step
-  // running elsewhere makes this a Wake(); the policy decides the same either way.
-  (void)dispatcher_->PollNow();
   return s;
 }
 

@@ -94,6 +94,9 @@ class FvEngineSink final : public sched::SubmissionSink {
   // what it ran before, and the rest of the slice it was in when held, are charged when next
   // polled.
   bool CanSuspend() const override { return preemptible_.load(); }
+  // True while attached to a GPU that reports channels running dry and a wake callback is set:
+  // every completion then steps the dispatcher at once (SetWake), its polls are a fallback.
+  bool ReportsCompletion() const override { return drain_reported_.load() && wake_set_.load(); }
   Status Suspend(sched::VmId vm, sched::SubmissionHandle handle) override;
   // Kill-work and the kernel limit: the submission's physical channel is held (nothing of it runs
   // again until the VM's next submission on that channel starts, like a timed-out one) and the VM
@@ -143,6 +146,8 @@ class FvEngineSink final : public sched::SubmissionSink {
   std::atomic<uint64_t> suspends_{0};
   std::atomic<uint64_t> cancels_{0};
   std::atomic<bool> preemptible_{false};
+  std::atomic<bool> drain_reported_{false};  // the attached GPU reports channels running dry
+  std::atomic<bool> wake_set_{false};
 };
 
 class DispatchedSubmissionQueue final : public SubmissionQueue {

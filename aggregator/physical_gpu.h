@@ -89,6 +89,8 @@ class PhysicalGpu {
   virtual void SetChannelDrainedHandler(std::function<void(uint32_t channel)> handler) {
     (void)handler;
   }
+  // Whether this GPU calls the channel-drained handler (every time a channel runs dry).
+  virtual bool ReportsChannelDrained() const { return false; }
 
   GuestRamWindow& host_window() { return window_; }
 

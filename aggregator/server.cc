@@ -99,6 +99,7 @@ AggregatorServer::~AggregatorServer() {
 Status AggregatorServer::Start() {
   GPUVM_RETURN_IF_ERROR(os::StartListening(listen_.get()));
   thread_ = std::thread([this] {
+    os::NameThisThread("gpuvm-agg-loop");
     Status s = Run();
     if (!s.ok()) Log(LogLevel::kError, {}, "server stopped: " + s.ToString());
   });

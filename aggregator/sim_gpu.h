@@ -57,6 +57,7 @@ class SimGpu final : public PhysicalGpu {
   uint64_t resets() const override { return resets_; }
   void SetInterruptHandler(gpu::InterruptHandler handler) override;
   void SetChannelDrainedHandler(std::function<void(uint32_t channel)> handler) override;
+  bool ReportsChannelDrained() const override { return true; }
 
   sim::SimDevice* sim_device() { return device_.get(); }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -120,6 +121,12 @@ Result<UniqueFd> DuplicateFd(int fd) {
   const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return Status::FromErrno(errno, "dup");
   return UniqueFd(copy);
+}
+
+void NameThisThread(const char* name) {
+  char cut[16] = {};
+  std::strncpy(cut, name, sizeof cut - 1);
+  (void)pthread_setname_np(pthread_self(), cut);
 }
 
 Result<UniqueFd> CreateEventFd() {

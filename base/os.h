@@ -130,6 +130,9 @@ Status CheckSealedMemfd(int fd, uint64_t bytes);
 // A close-on-exec duplicate of a descriptor we do not own.
 Result<UniqueFd> DuplicateFd(int fd);
 Result<UniqueFd> CreateEventFd();
+// Names the calling thread (what `top -H`, `ps -T` and `perf sched` show; Linux keeps at most 15
+// bytes, the rest is cut). Best effort: a name that cannot be set changes nothing else.
+void NameThisThread(const char* name);
 // Adds 1 to an eventfd counter; a full counter (never in practice) is not an error.
 Status SignalEventFd(int fd);
 // Reads and clears an eventfd counter without blocking; 0 when it was already clear.

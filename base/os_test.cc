@@ -1,11 +1,13 @@
 #include "base/os.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace gpuvm::os {
 namespace {
@@ -35,6 +37,21 @@ std::string Setting(const char* path) {
   std::string all;
   std::getline(in, all);
   return all;
+}
+
+TEST(NameThisThreadTest, NamesTheCallingThreadAndCutsLongNamesTo15Bytes) {
+  std::string short_name, long_name;
+  std::thread([&] {
+    char got[32] = {};
+    os::NameThisThread("gpu-pfifo");
+    ASSERT_EQ(pthread_getname_np(pthread_self(), got, sizeof got), 0);
+    short_name = got;
+    os::NameThisThread("a-name-longer-than-fifteen-bytes");
+    ASSERT_EQ(pthread_getname_np(pthread_self(), got, sizeof got), 0);
+    long_name = got;
+  }).join();
+  EXPECT_EQ(short_name, "gpu-pfifo");
+  EXPECT_EQ(long_name, "a-name-longer-t");
 }
 
 TEST(HugePagesTest, ReservationsHaveTheAskedCongruenceAndAreReservedOnly) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/os.h"
+
 namespace gpuvm::sched {
 namespace {
 
@@ -31,6 +33,12 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(Clock* clock, SubmissionS
   if (options.poll_interval <= Duration(0) || options.poll_interval > 1s) {
     return Status::InvalidArgument("dispatcher poll interval must be in (0, 1 s]");
   }
+  if (options.notified_poll_interval <= Duration(0) || options.notified_poll_interval > 1s) {
+    return Status::InvalidArgument("dispatcher notified poll interval must be in (0, 1 s]");
+  }
+  if (options.idle_linger < Duration(0) || options.idle_linger > 10s) {
+    return Status::InvalidArgument("dispatcher idle linger must be in [0, 10 s]");
+  }
   if (options.quantum < Duration(0) || options.quantum > 1s) {
     return Status::InvalidArgument("dispatcher quantum must be in [0, 1 s] (0: non-preemptive)");
   }
@@ -42,7 +50,12 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(Clock* clock, SubmissionS
   const bool own_thread = options.own_thread;
   std::unique_ptr<Dispatcher> d(
       new Dispatcher(clock, sink, std::move(options), std::move(scheduler)));
-  if (own_thread) d->thread_ = std::thread([raw = d.get()] { raw->ThreadMain(); });
+  if (own_thread) {
+    d->thread_ = std::thread([raw = d.get()] {
+      os::NameThisThread("gpuvm-dispatch");
+      raw->ThreadMain();
+    });
+  }
   return d;
 }
 
@@ -240,7 +253,27 @@ bool Dispatcher::CancelMarkedLocked(std::unique_lock<std::mutex>& lock,
 }
 
 Status Dispatcher::Submit(VmId vm, SubmissionHandle handle, Duration estimate) {
-  std::lock_guard lock(mu_);
+  {
+    std::lock_guard lock(mu_);
+    GPUVM_RETURN_IF_ERROR(SubmitLocked(vm, handle, estimate));
+    ++kicks_;
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status Dispatcher::SubmitAndPoll(VmId vm, SubmissionHandle handle, Duration estimate) {
+  {
+    std::lock_guard lock(mu_);
+    GPUVM_RETURN_IF_ERROR(SubmitLocked(vm, handle, estimate));
+  }
+  // TryStep kicks the dispatch thread when it leaves it work sooner than planned, and when a Step
+  // runs elsewhere (that one may have passed the point where it would see this arrival).
+  (void)TryStep(true);
+  return Status::Ok();
+}
+
+Status Dispatcher::SubmitLocked(VmId vm, SubmissionHandle handle, Duration estimate) {
   const TimePoint now = clock_->Now();
   Result<Decision> decision = scheduler_->OnSubmit(vm, handle, estimate);
   if (!decision.ok()) return decision.status();
@@ -256,8 +289,6 @@ Status Dispatcher::Submit(VmId vm, SubmissionHandle handle, Duration estimate) {
         std::min(running_->slice_due, running_->started + options_.arrival_min_run);
     poll_now_ = true;
   }
-  ++kicks_;
-  cv_.notify_all();
   return Status::Ok();
 }
 
@@ -349,7 +380,6 @@ bool Dispatcher::TryStep(bool poll_now) {
         FinishLocked(run, used, polled->status, &done);
         progressed = true;
       } else {
-        running_->next_poll = now + options_.poll_interval;
         // The VM's kernel limit counts the GPU time charged to this submission (the device's,
         // across suspensions; without it, the time since it started).
         const Duration used =
@@ -371,6 +401,7 @@ bool Dispatcher::TryStep(bool poll_now) {
           // VM's usage as it runs.
           progressed = true;
         }
+        if (running_ && running_->handle == run.handle) running_->next_poll = NextPollLocked(now);
       }
     }
     if (!running_ && !pending_ && hold_until_ && now >= *hold_until_) {
@@ -380,8 +411,10 @@ bool Dispatcher::TryStep(bool poll_now) {
     if (pending_ && !running_) {
       const Pending p = *pending_;
       pending_.reset();
+      // A Wake before this start was about the previous run; one during Start sets it again.
+      poll_now_ = false;
       // Marks the engine taken before the lock is dropped, so nothing else starts meanwhile.
-      running_ = Running{p.vm, p.handle, now, p.decided, now + options_.poll_interval};
+      running_ = Running{p.vm, p.handle, now, p.decided, now + PollInterval()};
       bool resumed = false;
       if (auto it = suspended_.find(p.handle); it != suspended_.end()) {
         // A suspended submission comes back: the sink resumes it, slices charged stay charged.
@@ -397,7 +430,8 @@ bool Dispatcher::TryStep(bool poll_now) {
       now = clock_->Now();
       running_->started = now;
       if (!resumed) running_->first_start = now;
-      running_->next_poll = now + options_.poll_interval;
+      running_->next_poll = now + PollInterval();
+      last_start_ = now;
       running_->slice_due = now + ChargeInterval();
       if (!started.ok()) {
         ++start_errors_;
@@ -479,6 +513,29 @@ std::optional<TimePoint> Dispatcher::NextWakeupLocked() const {
   return hold_until_;
 }
 
+std::optional<TimePoint> Dispatcher::PlanSleepLocked() const {
+  std::optional<TimePoint> next = NextWakeupLocked();
+  if (next || !last_start_ || !sink_->ReportsCompletion()) return next;
+  const TimePoint now = clock_->Now();
+  if (now - *last_start_ >= options_.idle_linger) return next;
+  return now + options_.notified_poll_interval;
+}
+
+Duration Dispatcher::PollInterval() const {
+  if (!sink_->ReportsCompletion()) return options_.poll_interval;
+  // Never past a slice: charges and preemption are decided at polls.
+  return std::max(options_.poll_interval,
+                  std::min(options_.notified_poll_interval, ChargeInterval()));
+}
+
+TimePoint Dispatcher::NextPollLocked(TimePoint now) const {
+  if (!sink_->ReportsCompletion()) return now + options_.poll_interval;
+  // A slice due sooner (an arrival cut it short) is polled for when it is due, but not sooner than
+  // poll_interval: a slice that stays due (no GPU time to charge) must not make polls back to back.
+  return std::min(now + PollInterval(),
+                  std::max(running_->slice_due, now + options_.poll_interval));
+}
+
 std::optional<TimePoint> Dispatcher::NextWakeup() const {
   std::lock_guard lock(mu_);
   return NextWakeupLocked();
@@ -492,7 +549,7 @@ void Dispatcher::ThreadMain() {
     Step();
     lock.lock();
     if (stopping_) break;
-    const std::optional<TimePoint> next = NextWakeupLocked();
+    const std::optional<TimePoint> next = PlanSleepLocked();
     const auto woken = [&] { return stopping_ || kicks_ != seen; };
     dispatch_waiting_ = true;
     dispatch_plan_ = next;
@@ -506,6 +563,7 @@ void Dispatcher::ThreadMain() {
                      woken);
     }
     dispatch_waiting_ = false;
+    ++thread_wakeups_;
   }
 }
 
@@ -524,6 +582,7 @@ DispatcherStats Dispatcher::Stats() const {
   s.killed = killed_;
   s.limit_kills = limit_kills_;
   s.cancel_errors = cancel_errors_;
+  s.thread_wakeups = thread_wakeups_;
   s.kernel_limits = kernel_limits_;
   s.killed_by_vm = killed_by_vm_;
   s.recent.assign(recent_.begin(), recent_.end());

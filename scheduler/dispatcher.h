@@ -12,9 +12,12 @@
 //
 // Completion is polled, as GPUvm did (the channel's IB_GET catching up and the engine idle): Poll()
 // is called every `poll_interval` while a submission runs, and at once after Wake() (an interrupt
-// or fence the sink noticed). GPU time is the sink's own measurement when it has one (the engine's
-// accounting), else the time from Start to the poll that saw it done (so it includes up to one
-// poll interval of latency; documented in docs/SCHEDULER.md).
+// or fence the sink noticed). A sink that reports every possible completion itself
+// (ReportsCompletion: it calls PollNow, as fv does when a channel runs dry on the software GPU)
+// is polled only as a fallback, every `notified_poll_interval`, and the dispatch thread is not
+// woken for each submission that starts on another thread. GPU time is the sink's own measurement
+// when it has one (the engine's accounting), else the time from Start to the poll that saw it done
+// (so it includes up to one poll interval of latency; documented in docs/SCHEDULER.md).
 //
 // Two ways to run it:
 //  - own thread (DispatcherOptions::own_thread, the default in the aggregator): a dispatch thread
@@ -126,6 +129,10 @@ class SubmissionSink {
                                                  const Status& /*why*/) {
     return Status::Unimplemented("this engine cannot cancel work");
   }
+  // Optional: the sink itself calls the dispatcher's PollNow (or Wake) whenever the running
+  // submission may have completed (fv on the software GPU: its channel ran dry). The dispatcher's
+  // own polls are then only a fallback, every DispatcherOptions::notified_poll_interval.
+  virtual bool ReportsCompletion() const { return false; }
 };
 
 // One finished submission, for on_done and the recent-completions log.
@@ -144,6 +151,17 @@ struct SubmissionDone {
 struct DispatcherOptions {
   SchedulerOptions scheduler;
   Duration poll_interval = 100us;
+  // With a sink that reports completion itself (SubmissionSink::ReportsCompletion): how often a
+  // running submission is polled all the same (a missed report costs at most this), and how
+  // often the dispatch thread looks in while work comes and goes (idle_linger). Its wake-ups are
+  // what this saves: with a poll per poll_interval and a kick per start, a host with two CPUs spent
+  // ~20 us of CPU on the dispatch thread per launch of a program launching every ~60 us.
+  Duration notified_poll_interval = 1ms;
+  // With such a sink: for this long after the last start, an idle dispatch thread keeps waking
+  // every notified_poll_interval instead of sleeping until kicked, so a submission another thread
+  // starts (PollNow) needs no kick to get its fallback poll and its slice charges. After it, an
+  // idle dispatcher sleeps until a Submit or Wake.
+  Duration idle_linger = 20ms;
   // Preemption: how often a running submission's GPU time is charged as a slice, at which the
   // policy may stop it (BAND, CREDIT). Zero: non-preemptive (a submission runs to its end; GPUvm).
   // Takes effect only with a sink that can suspend and reports running GPU time.
@@ -185,6 +203,7 @@ struct DispatcherStats {
   uint64_t killed = 0;          // submissions failed by KillWork or a kernel limit
   uint64_t limit_kills = 0;     // kernel limits that fired
   uint64_t cancel_errors = 0;   // cancellations the sink refused
+  uint64_t thread_wakeups = 0;  // times the dispatch thread woke up (own_thread)
   // Per VM (every VM the dispatcher knows): its kernel limit (0: none) and how many of its
   // submissions were killed.
   std::map<VmId, Duration> kernel_limits;
@@ -231,6 +250,11 @@ class Dispatcher {
   // << 32 | IB_PUT value, with a generation). NotFound (unknown VM), AlreadyExists,
   // ResourceExhausted (the VM's queue is full) change nothing.
   Status Submit(VmId vm, SubmissionHandle handle, Duration estimate = Duration(0));
+  // Submit, then PollNow on this thread: when the engine is free and the policy dispatches it, the
+  // submission starts here and then. The dispatch thread is woken only when that leaves it
+  // something to do sooner than it planned (Submit alone always wakes it). Errors as Submit (then
+  // nothing is stepped).
+  Status SubmitAndPoll(VmId vm, SubmissionHandle handle, Duration estimate = Duration(0));
   // The sink saw something (an interrupt, a fence): poll at the next Step instead of waiting for
   // the poll interval.
   void Wake();
@@ -276,7 +300,16 @@ class Dispatcher {
   void FinishLocked(const Running& run, Duration gpu_time, Status status,
                     std::vector<SubmissionDone>* done);
   std::optional<TimePoint> NextWakeupLocked() const;
+  // NextWakeupLocked, or for an idle dispatch thread within idle_linger of the last start, the
+  // next look-in (see DispatcherOptions::idle_linger).
+  std::optional<TimePoint> PlanSleepLocked() const;
   Duration ChargeInterval() const;
+  // How long a running submission goes unpolled (poll_interval, or notified_poll_interval when
+  // the sink reports completion).
+  Duration PollInterval() const;
+  // When the running submission, just polled at `now` and still running, is polled next.
+  TimePoint NextPollLocked(TimePoint now) const;
+  Status SubmitLocked(VmId vm, SubmissionHandle handle, Duration estimate);
   // Whether a run is sliced when another VM's work arrives (slice_on_arrival, a quantum, a sink
   // that can suspend now); tells the scheduler when that changes.
   bool SyncArrivalPreemptionLocked();
@@ -315,8 +348,9 @@ class Dispatcher {
   // the middle of a preemption) and would otherwise sleep through a hold's end or a poll.
   bool dispatch_waiting_ = false;
   std::optional<TimePoint> dispatch_plan_;
+  std::optional<TimePoint> last_start_;  // for idle_linger
   uint64_t started_ = 0, completed_ = 0, start_errors_ = 0, poll_errors_ = 0, polls_ = 0;
-  uint64_t slices_ = 0, preemptions_ = 0, suspend_errors_ = 0;
+  uint64_t slices_ = 0, preemptions_ = 0, suspend_errors_ = 0, thread_wakeups_ = 0;
   std::deque<SubmissionDone> recent_;
   // The operator's controls.
   std::set<VmId> paused_;

@@ -40,6 +40,7 @@ class FakeSink final : public SubmissionSink {
   }
 
   bool CanSuspend() const override { return suspendable; }
+  bool ReportsCompletion() const override { return reports_completion; }
   Status Suspend(VmId vm, SubmissionHandle h) override {
     if (!suspendable || !running_ || running_->handle != h || running_->vm != vm) {
       ADD_FAILURE() << "Suspend of submission " << h << " that is not running";
@@ -101,6 +102,7 @@ class FakeSink final : public SubmissionSink {
   bool suspendable = false;     // can stop a run and resume it (a preemptible engine)
   bool report_running = false;  // tells the GPU time of a run in progress
   bool cancellable = true;
+  bool reports_completion = false;      // calls PollNow itself when a run ends (as fv's sink does)
   std::vector<SubmissionHandle> order;  // first starts
   std::vector<SubmissionHandle> cancelled;
   Status last_cancel_reason;
@@ -192,6 +194,12 @@ TEST(DispatcherTest, RejectsBadConstruction) {
   DispatcherOptions o = Driven(PolicyKind::kFifo);
   o.poll_interval = Duration(0);
   EXPECT_EQ(Dispatcher::Create(&clock, &sink, o).status().code(), StatusCode::kInvalidArgument);
+  o = Driven(PolicyKind::kFifo);
+  o.notified_poll_interval = Duration(0);
+  EXPECT_EQ(Dispatcher::Create(&clock, &sink, o).status().code(), StatusCode::kInvalidArgument);
+  o = Driven(PolicyKind::kFifo);
+  o.idle_linger = Duration(-1);
+  EXPECT_EQ(Dispatcher::Create(&clock, &sink, o).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DispatcherTest, FifoReleasesInArrivalOrderOneAtATime) {
@@ -272,6 +280,51 @@ TEST(DispatcherTest, PollNowCompletesAndStartsTheNextAtOnce) {
   EXPECT_TRUE(stepped);
   ASSERT_EQ(f.done.size(), 2u);
   EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{1, 2, 3}));
+}
+
+// A submitter that steps itself (SubmitAndPoll) starts the submission there and then when the
+// engine is free; with the engine busy it only queues.
+TEST(DispatcherTest, SubmitAndPollStartsOnTheSubmittersThread) {
+  DispatcherOptions o = Driven(PolicyKind::kFifo);
+  o.poll_interval = 1s;
+  Fixture f(o);
+  ASSERT_TRUE(f.dispatcher->AddVm(1, 100).ok());
+  f.sink.SetLength(1, 10us);
+  f.sink.SetLength(2, 10us);
+  ASSERT_TRUE(f.dispatcher->SubmitAndPoll(1, 1).ok());
+  EXPECT_EQ(f.sink.order, std::vector<SubmissionHandle>{1});
+  ASSERT_TRUE(f.dispatcher->SubmitAndPoll(1, 2).ok());  // 1 still runs: 2 waits
+  EXPECT_EQ(f.sink.order, std::vector<SubmissionHandle>{1});
+  f.clock.Advance(10us);
+  ASSERT_TRUE(f.dispatcher->SubmitAndPoll(1, 3).ok());  // 1 is done: 2 starts, 3 waits
+  EXPECT_EQ(f.sink.order, (std::vector<SubmissionHandle>{1, 2}));
+  // Errors as Submit, nothing stepped.
+  EXPECT_EQ(f.dispatcher->SubmitAndPoll(9, 4).code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.dispatcher->SubmitAndPoll(1, 3).code(), StatusCode::kAlreadyExists);
+}
+
+// A sink that reports every completion itself is polled only as a fallback
+// (notified_poll_interval); one that does not, every poll_interval.
+TEST(DispatcherTest, ASinkThatReportsCompletionIsPolledOnlyAsAFallback) {
+  for (const bool reports : {false, true}) {
+    DispatcherOptions o = Driven(PolicyKind::kFifo);
+    o.poll_interval = 100us;
+    o.notified_poll_interval = 300us;
+    o.quantum = Duration(0);
+    Fixture f(o);
+    f.sink.reports_completion = reports;
+    ASSERT_TRUE(f.dispatcher->AddVm(1, 100).ok());
+    f.sink.SetLength(1, 5ms);
+    ASSERT_TRUE(f.dispatcher->SubmitAndPoll(1, 1).ok());
+    ASSERT_EQ(f.sink.order, std::vector<SubmissionHandle>{1});
+    EXPECT_EQ(f.sink.polls, 0u);  // not right after its start
+    const TimePoint first = *f.dispatcher->NextWakeup();
+    EXPECT_EQ(first, TimePoint(reports ? 300us : 100us)) << reports;
+    f.clock.AdvanceTo(first);
+    f.dispatcher->Step();
+    EXPECT_EQ(f.sink.polls, 1u);
+    EXPECT_EQ(*f.dispatcher->NextWakeup(), first + (reports ? 300us : 100us)) << reports;
+  }
 }
 
 TEST(DispatcherTest, KeepsEachVmsOrderUnderEveryPolicy) {
@@ -619,6 +672,54 @@ TEST(DispatcherTest, AnArrivalWaitsForTheRunningSubmissionsMinimumRun) {
   g.dispatcher->Step();
   ASSERT_EQ(at.size(), 1u);
   EXPECT_EQ(at[0], TimePoint(700us));
+}
+
+// The fallback never delays a slice: an arrival that ends the running slice at arrival_min_run is
+// polled for then, not at the next fallback poll.
+TEST(DispatcherTest, AReportingSinksSliceIsStillChargedWhenDue) {
+  DispatcherOptions o = Driven(PolicyKind::kBand);
+  o.arrival_min_run = 500us;
+  o.poll_interval = 50us;
+  o.notified_poll_interval = 1ms;
+  Fixture f(o);
+  f.sink.reports_completion = true;
+  std::vector<TimePoint> at;
+  f.on_slice = [&](const SubmissionDone&) { at.push_back(f.clock.Peek()); };
+  StartALongRunOfVm1(f);
+  f.clock.AdvanceTo(TimePoint(300us));
+  ASSERT_TRUE(f.dispatcher->SubmitAndPoll(2, 20).ok());
+  EXPECT_TRUE(at.empty());
+  ASSERT_EQ(f.dispatcher->NextWakeup(), TimePoint(500us));
+  f.clock.AdvanceTo(TimePoint(500us));
+  f.dispatcher->Step();
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_EQ(at[0], TimePoint(500us));
+}
+
+// The dispatch thread is not woken for each submission a submitter starts itself when the sink
+// reports completions: it keeps a fallback poll planned (idle_linger) and that covers them.
+TEST(DispatcherTest, SelfSteppedStartsDoNotWakeTheDispatchThread) {
+  // An engine whose work is done as soon as it starts, on the real clock (the thread sleeps on it).
+  class InstantSink final : public SubmissionSink {
+   public:
+    Status Start(VmId, SubmissionHandle) override { return Status::Ok(); }
+    Result<SinkPoll> Poll(VmId, SubmissionHandle) override { return SinkPoll::Done(Duration(1us)); }
+    bool ReportsCompletion() const override { return true; }
+  };
+  MonotonicClock clock;
+  InstantSink sink;
+  DispatcherOptions o;
+  o.scheduler.policy = PolicyKind::kFifo;
+  o.notified_poll_interval = 1s;  // so the count does not depend on how fast this host is
+  o.idle_linger = 10s;
+  auto d = Dispatcher::Create(&clock, &sink, o);
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE((*d)->AddVm(1, 100).ok());
+  for (SubmissionHandle h = 1; h <= 200; ++h) ASSERT_TRUE((*d)->SubmitAndPoll(1, h).ok());
+  const DispatcherStats s = (*d)->Stats();
+  EXPECT_EQ(s.started, 200u);
+  EXPECT_GE(s.completed, 199u);  // the last one is seen at the next submission or poll
+  EXPECT_LE(s.thread_wakeups, 5u);
 }
 
 TEST(DispatcherTest, ArrivalMinRunOutOfRangeIsRefused) {

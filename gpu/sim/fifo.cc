@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/os.h"
 #include "gpu/hw/pgraph.h"
 #include "gpu/hw/pmc.h"
 
@@ -743,7 +744,10 @@ void Pfifo::Wake() {
 
 void Pfifo::StartThread() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { ThreadMain(); });
+  thread_ = std::thread([this] {
+    os::NameThisThread("gpu-pfifo");
+    ThreadMain();
+  });
 }
 
 void Pfifo::StopThread() {

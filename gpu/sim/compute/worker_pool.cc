@@ -1,9 +1,16 @@
 #include "gpu/sim/compute/worker_pool.h"
 
+#include "base/os.h"
+
 namespace gpuvm::sim::compute {
 
 WorkerPool::WorkerPool(int size) : size_(size < 1 ? 1 : size) {
-  for (int i = 1; i < size_; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 1; i < size_; ++i) {
+    threads_.emplace_back([this] {
+      os::NameThisThread("gpu-sm");
+      Loop();
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() {
