@@ -58,7 +58,12 @@ struct BarWalk {
   std::vector<uint64_t> machine;  // machine VRAM address of the page, 0 = none
   // The raw entries behind each page at the last walk (so unchanged ones are not relocated again).
   std::vector<uint64_t> small_pte, large_pte, pde;
-  uint64_t relocated = 0;  // entries relocated over the walker's life (counter)
+  // Per run of kChunkPages pages: every page of it known (pde flag set) since the last walk, so
+  // the run can be compared with the tables as a whole and skipped when they are unchanged.
+  static constexpr uint64_t kChunkPages = 512;  // one 4 KiB page of small PTEs
+  std::vector<uint8_t> chunk_known;
+  uint64_t chunks_skipped = 0;  // counter: chunks found unchanged as a whole
+  uint64_t relocated = 0;       // entries relocated over the walker's life (counter)
 };
 
 // Walks the guest's tables of a BAR of `bar_bytes` whose instance register holds `inst_reg` (no VM

@@ -172,6 +172,7 @@ void PassThroughGpu::SyncRemap() {
     // The walk knows 128 KiB large pages only: trap everything until the GPU is back to them.
     remap_->UnmapAll();
     walk_[0] = walk_[1] = {};
+    updated_poll_[0] = updated_poll_[1] = std::nullopt;
     return;
   }
   const GuestMemoryView view = View();
@@ -179,8 +180,10 @@ void PassThroughGpu::SyncRemap() {
   for (uint32_t b = 0; b < 2; ++b) {
     if ((dirty & (1u << b)) == 0) continue;
     const gpu::Bar bar = b == 0 ? gpu::Bar::k1 : gpu::Bar::k3;
-    WalkBarTables(view, Register(b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst), bars_.size(bar),
-                  walk_[b]);
+    const bool changed = WalkBarTables(view, Register(b == 0 ? pbus::kBar1Inst : pbus::kBar3Inst),
+                                       bars_.size(bar), walk_[b]);
+    if (!changed && updated_poll_[b] == poll) continue;  // the same pages as last time
+    updated_poll_[b] = poll;
     std::vector<uint64_t> targets(walk_[b].machine);
     if (bar == gpu::Bar::k1 && (poll & pf::kPollAreaEnable) != 0) {
       // The USER pages trap: PFIFO learns of an IB_PUT store from the store itself.

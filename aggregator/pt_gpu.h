@@ -26,6 +26,7 @@
 #define GPUVM_AGGREGATOR_PT_GPU_H_
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -98,6 +99,9 @@ class PassThroughGpu final : public VirtualGpu {
   uint8_t remap_dirty_ = 3;  // BARs to recompute (bit 0 BAR1, bit 1 BAR3)
   bool remap_off_ = false;   // the device model refused a map: everything traps
   BarWalk walk_[2];
+  // What the last Update of each BAR was computed from (the USER pages' place): an unchanged walk
+  // with the same poll area needs no Update.
+  std::optional<uint32_t> updated_poll_[2];
   uint64_t remap_syncs_ = 0;
 };
 
