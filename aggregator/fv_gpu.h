@@ -213,6 +213,9 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   void RemapChanged(bool eager, uint8_t bars = 3);
   void SyncRemap();
   void ApertureAccess(gpu::Bar bar, uint64_t offset, uint8_t* data, uint32_t size, bool write);
+  // How many bytes from `offset` (at most `length`, up to the page's end) a block access may take
+  // to aperture memory at once: 0 for BAR0 and the USER pages, whose stores act element by element.
+  size_t AperturePiece(gpu::Bar bar, uint64_t offset, size_t length) const;
 
   // FvChannelOwner.
   void OnVmFault(uint32_t physical_channel, const std::array<uint32_t, 4>& record) override;

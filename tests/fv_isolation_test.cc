@@ -284,6 +284,34 @@ TEST_F(FvIsolationTest, GarbageIbPutFaultsOnlyTheAttackersChannel) {
   ExpectVictimFine();
 }
 
+// A rep access goes to aperture memory a page at a time, but the USER pages keep acting element by
+// element: a block across the last USER page (a channel id the attacker does not own) and the page
+// after it has each of that page's elements refused, and reads back the same as single reads do.
+TEST_F(FvIsolationTest, BlockAccessesAcrossTheUserPagesActElementByElementThere) {
+  StartVictim();
+  AttackerContext mine;
+  ASSERT_NO_FATAL_FAILURE(OpenAttacker(&mine));
+  const uint64_t user = uint64_t(Reg(pf::kPollArea) & pf::kPollAreaAddrMask) << 12;
+  const uint64_t last_user = user + uint64_t(pf::kChannels - 1) * pf::kUserPageSize;
+  std::vector<uint8_t> block(2 * 4096);
+  for (size_t i = 0; i < block.size(); ++i) block[i] = uint8_t(i * 7 + 1);
+  std::vector<uint8_t> back(block.size()), single(block.size());
+  {
+    std::lock_guard lock(world_->lock());
+    const uint64_t refused = attacker_->vgpu().counters().refused_channels;
+    ASSERT_TRUE(attacker_->vgpu().WriteElements(gpu::Bar::k1, last_user, 8, block, 0).ok());
+    EXPECT_EQ(attacker_->vgpu().counters().refused_channels - refused, 4096u / 8);
+    ASSERT_TRUE(attacker_->vgpu().ReadElements(gpu::Bar::k1, last_user, 8, back, 0).ok());
+    for (size_t at = 0; at < single.size(); at += 8) {
+      Result<uint64_t> v = attacker_->vgpu().Read(gpu::Bar::k1, last_user + at, 8, 0);
+      ASSERT_TRUE(v.ok());
+      std::memcpy(single.data() + at, &*v, 8);
+    }
+  }
+  EXPECT_EQ(back, single);
+  ExpectVictimFine();
+}
+
 // IB entries and pushbuffers are read by the GPU through the attacker's shadow space only, so an
 // address of another VM or of the aggregator is just an address its space does not map. The
 // attacker writes GPFIFO entries into its own IB ring (in its RAM, found as a hostile guest would:
