@@ -139,10 +139,16 @@ Result<uint64_t> VramMap::Assign(uint64_t address) {
     if (file_.valid()) {
       // The chunk becomes the VM's file pages at its guest address, punched first: zero, whatever
       // the guest wrote there through a mapping of its file (BAR remap maps the file whole).
+      // Mapped, not populated: a PTE naming a chunk (a BAR walk relocates every entry of a BAR's
+      // tables) does not mean the GPU will touch it, and populating 128 KiB here made the guest's
+      // register write that caused the walk wait (a walk relocating 256 BAR3 entries took
+      // 650-700 us, 50-90 us without). The GPU's first reach of each block prefaults it
+      // (Vram::Prefault), the CPU's faults in what it touches.
       const uint64_t offset = address & ~(kChunk - 1);
       Status backed = ::fallocate(file_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                                   off_t(offset), off_t(kChunk)) == 0
-                          ? vram_->Back(*machine, kChunk, file_.get(), offset)
+                          ? vram_->Back(*machine, kChunk, file_.get(), offset,
+                                        /*populate=*/false)
                           : Status::FromErrno(errno, "punching the VM's VRAM file");
       if (!backed.ok()) {
         pool_->Free(*machine, kChunk);  // Back left it the GPU's own memory (as it was)

@@ -69,10 +69,9 @@ class Vram {
   // is full) the range shows VRAM's own memory. The backing's pages are populated at once, for
   // write as Prefault does: the engine threads would otherwise take a fault per 4 KiB page at first
   // touch — under nested paging ~30 us each, a tenth of a compute-bound benchmark's time — where
-  // one call now maps them all. A backed range is one the owner is about to use (fv assigns a chunk
-  // when a PTE names it), so nothing is allocated that nobody asked for. populate = false is for a
-  // large range the owner uses only in part (a VM's static VRAM slice, most of which a program
-  // never touches): nothing is mapped now, and the range's prefault bits are cleared, so the MMU
+  // one call now maps them all. populate = false is for a range the owner may use only in part (a
+  // VM's static VRAM slice, most of which a program never touches; a chunk fv assigns because a
+  // PTE names it, which the GPU may never reach): nothing is mapped now, and the range's prefault bits are cleared, so the MMU
   // brings its blocks in as the GPU first reaches them (Prefault) and the CPU faults in what it
   // touches — instead of allocating and zeroing all of it up front.
   Status Back(uint64_t address, uint64_t length, int fd, uint64_t offset, bool populate = true);
