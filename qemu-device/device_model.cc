@@ -102,7 +102,20 @@ uint64_t DeviceModel::Refuse(Refusal reason, uint32_t size) {
   return AllOnes(size);
 }
 
+void DeviceModel::SendPostedWrite() {
+  if (!unsent_post_) return;
+  const PostedWrite w = *unsent_post_;
+  unsent_post_.reset();
+  if (!aggregator_->PostWrite(w.bar, w.offset, w.size, w.value, w.vcpu).ok()) {
+    // Not sent (the connection broke): nothing to wait for; the guest's write is lost, as a write
+    // to a device that fell off the bus.
+    write_posted_ = false;
+    counters_.CountRefusal(Refusal::kAggregatorError);
+  }
+}
+
 void DeviceModel::SettlePosted() {
+  SendPostedWrite();
   if (!write_posted_) return;
   write_posted_ = false;
   if (!aggregator_->Settle().ok()) counters_.CountRefusal(Refusal::kAggregatorError);
@@ -348,10 +361,9 @@ bool DeviceModel::ForwardWrite(uint64_t gpa, uint32_t size, uint64_t value, uint
   // after a later trapped access (a doorbell) or asynchronously anyway. BAR0 registers may answer
   // through guest memory at once (the PV doorbell: docs/PARAVIRT.md), so they are never posted.
   if (may_post && settings_.posted_writes && hit->first == BarIndex::kBar1) {
-    if (!aggregator_->PostWrite(hit->first, hit->second, size, value, vcpu).ok()) {
-      counters_.CountRefusal(Refusal::kAggregatorError);
-      return false;
-    }
+    // Sent once the guest's request is completed (SendPostedWrite): the vCPU need not wait for the
+    // message to the aggregator either.
+    unsent_post_ = PostedWrite{hit->first, hit->second, size, value, vcpu};
     ++posted_writes_;
     write_posted_ = true;
     return true;
@@ -566,7 +578,9 @@ Status DeviceModel::RunOnce(std::chrono::milliseconds timeout) {
     }
     if (!request) break;
     const uint64_t value = Handle(*request);
-    GPUVM_RETURN_IF_ERROR(server_->Complete(*request, value));
+    const Status completed = server_->Complete(*request, value);
+    SendPostedWrite();  // after the guest's vCPU resumed
+    GPUVM_RETURN_IF_ERROR(completed);
     served_last_ = true;
   }
   GPUVM_RETURN_IF_ERROR(ApplyDeferredBarEvents());

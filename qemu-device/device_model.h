@@ -83,8 +83,12 @@ class DeviceModel {
   ~DeviceModel();
 
   // Decodes and performs one request; returns what to complete it with (all-ones for a refused
-  // read).
+  // read). A write it posts is sent by SendPostedWrite, which RunOnce calls right after completing
+  // the guest's request (so the guest's vCPU resumes before we talk to the aggregator), and which
+  // the next access, and anything else that talks to the aggregator, does first.
   uint64_t Handle(const hv::IoRequest& request);
+  // Sends the write Handle posted, if it has not gone yet.
+  void SendPostedWrite();
 
   // One turn of the event loop: waits up to `timeout` for guest requests or aggregator events, then
   // serves everything waiting. Returns Aborted once the aggregator asked for teardown, and the
@@ -169,7 +173,15 @@ class DeviceModel {
   uint64_t pv_doorbells_ = 0;
   uint64_t mmio_exits_ = 0;
   uint64_t posted_writes_ = 0;
-  bool write_posted_ = false;
+  bool write_posted_ = false;  // sent (or to be sent), acknowledgement not collected
+  struct PostedWrite {
+    BarIndex bar;
+    uint64_t offset;
+    uint32_t size;
+    uint64_t value;
+    uint32_t vcpu;
+  };
+  std::optional<PostedWrite> unsent_post_;  // posted by Handle, not sent yet (SendPostedWrite)
   hv::IoreqServer* server_;
   AggregatorConnection* aggregator_;
   hv::GuestMemory* guest_memory_;

@@ -408,6 +408,10 @@ TEST_F(DeviceModelTest, ABar1WriteIsPostedAndTheNextAccessWaitsForIt) {
   // aggregator has not performed it yet.
   EXPECT_EQ(Handle(Mmio(IoDirection::kWrite, kBar1At + 0x108c, 4, 0x42)), 0u);
   EXPECT_TRUE(aggregator_.accesses().empty());
+  // Not even sent yet: that happens once the guest's request is completed (RunOnce).
+  EXPECT_FALSE(aggregator_.posted().has_value());
+  EXPECT_TRUE(dm_->write_posted());
+  dm_->SendPostedWrite();
   ASSERT_TRUE(aggregator_.posted().has_value());
   EXPECT_EQ(*aggregator_.posted(), (RecordedAccess{true, BarIndex::kBar1, 0x108c, 4, 0x42, 0}));
   EXPECT_TRUE(dm_->write_posted());

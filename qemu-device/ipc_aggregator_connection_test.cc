@@ -376,6 +376,9 @@ TEST_P(IpcPostedWriteTest, TheDeviceModelCompletesTheGuestsWriteBeforeTheAggrega
   std::atomic<bool> wrote{false};
   std::thread write([&] {
     (*dm)->Handle(access(hv::IoSpace::kMmio, hv::IoDirection::kWrite, kBar1At + 0x1040, 4, 0xfeed));
+    // What RunOnce does once the guest's request is completed: the write goes out, and nothing
+    // waits for its answer.
+    (*dm)->SendPostedWrite();
     wrote = true;
   });
   for (int i = 0; i < 500 && !wrote; ++i)
