@@ -252,13 +252,21 @@ TEST(DispatcherTest, MeasuresGpuTimeByPollingWhenTheEngineCannotTell) {
 
 // Whoever sees the engine finish (the GPU's engine thread) calls PollNow: the submission completes
 // and the next one starts right then, on the caller's thread, before the poll interval is up.
-TEST(DispatcherTest, PollNowCompletesAndStartsTheNextAtOnce) {
+// FIFO, polls only when asked (a 1 s interval), VM 1 whose submissions 1 and 2 take 10 us each.
+DispatcherOptions SlowPolling() {
   DispatcherOptions o = Driven(PolicyKind::kFifo);
   o.poll_interval = 1s;
-  Fixture f(o);
+  return o;
+}
+void TwoShortSubmissionsOfVm1(Fixture& f) {
   ASSERT_TRUE(f.dispatcher->AddVm(1, 100).ok());
   f.sink.SetLength(1, 10us);
   f.sink.SetLength(2, 10us);
+}
+
+TEST(DispatcherTest, PollNowCompletesAndStartsTheNextAtOnce) {
+  Fixture f(SlowPolling());
+  TwoShortSubmissionsOfVm1(f);
   ASSERT_TRUE(f.dispatcher->Submit(1, 1).ok());
   ASSERT_TRUE(f.dispatcher->Submit(1, 2).ok());
   f.dispatcher->Step();  // 1 starts
@@ -285,12 +293,8 @@ TEST(DispatcherTest, PollNowCompletesAndStartsTheNextAtOnce) {
 // A submitter that steps itself (SubmitAndPoll) starts the submission there and then when the
 // engine is free; with the engine busy it only queues.
 TEST(DispatcherTest, SubmitAndPollStartsOnTheSubmittersThread) {
-  DispatcherOptions o = Driven(PolicyKind::kFifo);
-  o.poll_interval = 1s;
-  Fixture f(o);
-  ASSERT_TRUE(f.dispatcher->AddVm(1, 100).ok());
-  f.sink.SetLength(1, 10us);
-  f.sink.SetLength(2, 10us);
+  Fixture f(SlowPolling());
+  TwoShortSubmissionsOfVm1(f);
   ASSERT_TRUE(f.dispatcher->SubmitAndPoll(1, 1).ok());
   EXPECT_EQ(f.sink.order, std::vector<SubmissionHandle>{1});
   ASSERT_TRUE(f.dispatcher->SubmitAndPoll(1, 2).ok());  // 1 still runs: 2 waits
