@@ -445,7 +445,7 @@ bool Dispatcher::TryStep(bool poll_now) {
   }
   if (!running_) poll_now_ = false;
   stepping_ = false;
-  bool kick = false;
+  bool kick = thread_awaits_step_;  // the dispatch thread waits for this Step to end
   if (dispatch_waiting_) {
     const std::optional<TimePoint> next = NextWakeupLocked();
     if (next && (!dispatch_plan_ || *next < *dispatch_plan_)) {
@@ -546,9 +546,19 @@ void Dispatcher::ThreadMain() {
   while (!stopping_) {
     const uint64_t seen = kicks_;
     lock.unlock();
-    Step();
+    const bool stepped = TryStep(false);
     lock.lock();
     if (stopping_) break;
+    if (!stepped) {
+      // A Step runs on another thread (PollNow). Going round again at once would spin here while
+      // that thread holds the step — on a busy host perhaps preempted: one CPU showed this thread
+      // running 3.5 ms at a time, every other thread of the VM's chain waiting. Wait for that Step
+      // to end, then step again (what woke us may need a Step after it).
+      thread_awaits_step_ = true;
+      cv_.wait(lock, [&] { return stopping_ || !stepping_; });
+      thread_awaits_step_ = false;
+      continue;
+    }
     const std::optional<TimePoint> next = PlanSleepLocked();
     const auto woken = [&] { return stopping_ || kicks_ != seen; };
     dispatch_waiting_ = true;

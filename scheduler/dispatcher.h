@@ -348,6 +348,8 @@ class Dispatcher {
   // the middle of a preemption) and would otherwise sleep through a hold's end or a poll.
   bool dispatch_waiting_ = false;
   std::optional<TimePoint> dispatch_plan_;
+  // The dispatch thread found a Step running elsewhere and waits for it to end (not spinning).
+  bool thread_awaits_step_ = false;
   std::optional<TimePoint> last_start_;  // for idle_linger
   uint64_t started_ = 0, completed_ = 0, start_errors_ = 0, poll_errors_ = 0, polls_ = 0;
   uint64_t slices_ = 0, preemptions_ = 0, suspend_errors_ = 0, thread_wakeups_ = 0;
