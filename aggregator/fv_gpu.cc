@@ -262,12 +262,8 @@ Status FullVirtGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
     // fill of a BAR3 page table element by element took ~1 ms of a context's creation.)
     const size_t piece = AperturePiece(bar, offset + at, data.size() - at);
     if (piece != 0) {
-      if (remap_dirty_) SyncRemap();
-      const uint64_t refused = counters_.refused_memory;
-      ApertureAccess(bar, offset + at, const_cast<uint8_t*>(data.data() + at), uint32_t(piece),
-                     /*write=*/true);
-      // Counted as the elements would have been: each one a refused access (a piece is one page).
-      if (counters_.refused_memory != refused) counters_.refused_memory = refused + piece / size;
+      ApertureRun(bar, offset + at, const_cast<uint8_t*>(data.data() + at), piece, size,
+                  /*write=*/true);
       at += piece;
       continue;
     }
@@ -277,6 +273,15 @@ Status FullVirtGpu::WriteElements(gpu::Bar bar, uint64_t offset, uint32_t size,
     at += size;
   }
   return Status::Ok();
+}
+
+void FullVirtGpu::ApertureRun(gpu::Bar bar, uint64_t offset, uint8_t* data, size_t bytes,
+                              uint32_t element, bool write) {
+  if (remap_dirty_) SyncRemap();
+  const uint64_t refused = counters_.refused_memory;
+  ApertureAccess(bar, offset, data, uint32_t(bytes), write);
+  // Counted as the elements would have been: each one a refused access (a run is one page).
+  if (counters_.refused_memory != refused) counters_.refused_memory = refused + bytes / element;
 }
 
 size_t FullVirtGpu::AperturePiece(gpu::Bar bar, uint64_t offset, size_t length) const {
@@ -293,10 +298,7 @@ Status FullVirtGpu::ReadElements(gpu::Bar bar, uint64_t offset, uint32_t size,
   for (size_t at = 0; at < out.size();) {
     const size_t piece = AperturePiece(bar, offset + at, out.size() - at);
     if (piece != 0) {
-      if (remap_dirty_) SyncRemap();
-      const uint64_t refused = counters_.refused_memory;
-      ApertureAccess(bar, offset + at, out.data() + at, uint32_t(piece), /*write=*/false);
-      if (counters_.refused_memory != refused) counters_.refused_memory = refused + piece / size;
+      ApertureRun(bar, offset + at, out.data() + at, piece, size, /*write=*/false);
       at += piece;
       continue;
     }

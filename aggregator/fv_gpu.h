@@ -216,6 +216,9 @@ class FullVirtGpu final : public VirtualGpu, private FvChannelOwner {
   // How many bytes from `offset` (at most `length`, up to the page's end) a block access may take
   // to aperture memory at once: 0 for BAR0 and the USER pages, whose stores act element by element.
   size_t AperturePiece(gpu::Bar bar, uint64_t offset, size_t length) const;
+  // Such a piece of `element`-byte elements as one aperture access, refusals counted per element.
+  void ApertureRun(gpu::Bar bar, uint64_t offset, uint8_t* data, size_t bytes, uint32_t element,
+                   bool write);
 
   // FvChannelOwner.
   void OnVmFault(uint32_t physical_channel, const std::array<uint32_t, 4>& record) override;
